@@ -1,0 +1,138 @@
+//! The operator's command line (`tnh-conductor`): argument parsing and one file per subcommand.
+//! Only this layer and `tnh` print.
+
+mod graph;
+mod output;
+mod schema;
+mod stub;
+mod validate;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::error::{Error, ExitStatus, Result};
+pub use output::Output;
+
+/// Run AI coding-agent workflows safely in isolated git worktrees.
+#[derive(Debug, Parser)]
+#[command(name = "tnh-conductor", version, about, long_about = None)]
+pub struct Cli {
+    /// Repository to work in (default: the current directory's repository).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// Configuration file (default: `<repo>/.tnh/config.yaml`).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// More detail on stderr (repeat for more).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// When to use colour.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// When to colour the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// Colour when writing to a terminal.
+    Auto,
+    /// Always colour.
+    Always,
+    /// Never colour.
+    Never,
+}
+
+/// Every operator command of DESIGN §6.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write `.tnh/config.yaml` with commented defaults.
+    Init(stub::InitArgs),
+    /// Check workflow files statically; nothing runs.
+    Validate(validate::ValidateArgs),
+    /// Start a run of a workflow.
+    Run(stub::RunArgs),
+    /// Continue an interrupted or waiting run.
+    Resume(stub::ResumeArgs),
+    /// Show a run's status.
+    Status(stub::StatusArgs),
+    /// List, show and decide gates.
+    #[command(subcommand)]
+    Gate(stub::GateCommand),
+    /// List and inspect runs.
+    #[command(subcommand)]
+    Runs(stub::RunsCommand),
+    /// Roll a run's worktree back to a snapshot.
+    Rollback(stub::RollbackArgs),
+    /// Draw a workflow's steps and routes.
+    Graph(graph::GraphArgs),
+    /// Print the review journal (Markdown).
+    Journal(stub::JournalArgs),
+    /// List, show and render prompts.
+    #[command(subcommand)]
+    Prompts(stub::PromptsCommand),
+    /// Planner tools.
+    #[command(subcommand)]
+    Planner(stub::PlannerCommand),
+    /// Print a JSON Schema of a document or artifact format.
+    Schema(schema::SchemaArgs),
+    /// Print shell completions.
+    Completions(stub::CompletionsArgs),
+}
+
+/// Runs a parsed command line and returns how the process should exit.
+pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
+    match cli.command {
+        Command::Validate(args) => validate::cmd_validate(&args, output),
+        Command::Schema(args) => schema::cmd_schema(&args, output),
+        Command::Graph(args) => graph::cmd_graph(&args, output),
+        Command::Completions(args) => stub::cmd_completions(&args, output),
+        Command::Init(_) => not_implemented("init"),
+        Command::Run(_) => not_implemented("run"),
+        Command::Resume(_) => not_implemented("resume"),
+        Command::Status(_) => not_implemented("status"),
+        Command::Gate(command) => not_implemented(&format!("gate {}", command.name())),
+        Command::Runs(command) => not_implemented(&format!("runs {}", command.name())),
+        Command::Rollback(_) => not_implemented("rollback"),
+        Command::Journal(_) => not_implemented("journal"),
+        Command::Prompts(command) => not_implemented(&format!("prompts {}", command.name())),
+        Command::Planner(command) => not_implemented(&format!("planner {}", command.name())),
+    }
+}
+
+fn not_implemented(command: &str) -> Result<ExitStatus> {
+    Err(Error::NotImplemented {
+        command: command.to_owned(),
+    })
+}
+
+/// The entry point of the `tnh-conductor` binary: parse, run, report, exit.
+pub fn main() -> std::process::ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let usage_error = error.use_stderr();
+            // clap prints help and version itself; those are successes.
+            let _ = error.print();
+            return if usage_error {
+                ExitStatus::Usage.into()
+            } else {
+                ExitStatus::Success.into()
+            };
+        }
+    };
+    let mut output = Output::new(cli.color, cli.quiet);
+    let status = match run(cli, &mut output) {
+        Ok(status) => status,
+        Err(error) => {
+            output.error(&error);
+            error.exit_status()
+        }
+    };
+    status.into()
+}

@@ -1,0 +1,77 @@
+//! Where the operator CLI writes: stdout for results, stderr for diagnostics. A closed stdout
+//! (the reader went away, as with `| head`) is not an error.
+
+use std::io::{self, IsTerminal, Write};
+
+use super::ColorChoice;
+use crate::error::Error;
+
+/// The operator CLI's terminal.
+#[derive(Debug)]
+pub struct Output {
+    color: bool,
+    quiet: bool,
+    stdout_closed: bool,
+}
+
+impl Output {
+    /// An output honouring the colour choice and quiet flag.
+    pub fn new(choice: ColorChoice, quiet: bool) -> Self {
+        let color = match choice {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => {
+                io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+            }
+        };
+        Self {
+            color,
+            quiet,
+            stdout_closed: false,
+        }
+    }
+
+    /// Whether diagnostics are coloured.
+    pub fn color(&self) -> bool {
+        self.color
+    }
+
+    /// Writes text to stdout as is; a broken pipe silences later writes.
+    pub fn print(&mut self, text: &str) {
+        if self.stdout_closed {
+            return;
+        }
+        let mut stdout = io::stdout().lock();
+        if let Err(error) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+            if error.kind() == io::ErrorKind::BrokenPipe {
+                self.stdout_closed = true;
+            }
+        }
+    }
+
+    /// Writes a line to stderr unless quiet.
+    pub fn note(&mut self, text: &str) {
+        if !self.quiet {
+            let _ = writeln!(io::stderr(), "{text}");
+        }
+    }
+
+    /// Writes text to stderr as is (diagnostics are shown even when quiet).
+    pub fn diagnostic(&mut self, text: &str) {
+        let _ = io::stderr().write_all(text.as_bytes());
+    }
+
+    /// Reports a command's error and its hint on stderr.
+    pub fn error(&mut self, error: &Error) {
+        let (red, cyan, reset) = if self.color {
+            ("\x1b[1;31m", "\x1b[36m", "\x1b[0m")
+        } else {
+            ("", "", "")
+        };
+        let mut text = format!("{red}error{reset}: {error}\n");
+        if let Some(hint) = error.hint() {
+            text.push_str(&format!("  {cyan}hint{reset}: {hint}\n"));
+        }
+        self.diagnostic(&text);
+    }
+}

@@ -1,0 +1,242 @@
+//! Arguments of the commands whose behaviour lands in later releases. They are declared now so
+//! that `--help` shows the whole command tree of DESIGN §6; running one answers "not
+//! implemented yet" with exit 2.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::Output;
+use crate::error::{ExitStatus, Result};
+
+/// `init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Overwrite an existing `.tnh/config.yaml`.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `run WORKFLOW`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The workflow file.
+    pub workflow: PathBuf,
+    /// A run parameter, `name=value` (the value is parsed as YAML).
+    #[arg(short = 'p', long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
+    /// The ref the work branch starts from.
+    #[arg(long, default_value = "HEAD")]
+    pub base: String,
+    /// Planner profile overriding the workflow's.
+    #[arg(long)]
+    pub planner: Option<String>,
+    /// Ask inline at blocking gates instead of exiting 3.
+    #[arg(long)]
+    pub wait: bool,
+    /// Machine-readable progress and result.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `resume RUN_ID`.
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The run to continue.
+    pub run_id: String,
+    /// Ask inline at blocking gates instead of exiting 3.
+    #[arg(long)]
+    pub wait: bool,
+    /// Continue although the worktree drifted from the recorded state.
+    #[arg(long)]
+    pub accept_drift: bool,
+}
+
+/// `status RUN_ID`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The run to show.
+    pub run_id: String,
+    /// Keep watching until the run ends.
+    #[arg(long)]
+    pub watch: bool,
+    /// Print `status.json`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options shared by gate decisions.
+#[derive(Debug, Args)]
+pub struct GateDecisionArgs {
+    /// The waiting run.
+    pub run_id: String,
+    /// A comment recorded with the decision.
+    #[arg(long)]
+    pub comment: Option<String>,
+    /// The reviewer's name (checked against the gate's `approvers`).
+    #[arg(long = "as", value_name = "NAME")]
+    pub reviewer: Option<String>,
+    /// Resume the run after deciding.
+    #[arg(long)]
+    pub resume: bool,
+}
+
+/// `gate …`.
+#[derive(Debug, Subcommand)]
+pub enum GateCommand {
+    /// Every waiting gate, oldest first.
+    List,
+    /// A gate's request, diff and the planner's view.
+    Show {
+        /// The waiting run.
+        run_id: String,
+    },
+    /// Approve a waiting gate.
+    Approve(GateDecisionArgs),
+    /// Reject a waiting gate.
+    Reject(GateDecisionArgs),
+}
+
+impl GateCommand {
+    /// The subcommand's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            GateCommand::List => "list",
+            GateCommand::Show { .. } => "show",
+            GateCommand::Approve(_) => "approve",
+            GateCommand::Reject(_) => "reject",
+        }
+    }
+}
+
+/// `runs …`.
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// Every run, newest first.
+    List {
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One run's metadata, steps and outcome.
+    Show {
+        /// The run.
+        run_id: String,
+    },
+    /// A run's events.
+    Events {
+        /// The run.
+        run_id: String,
+        /// Keep printing new events as they arrive.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Remove finished runs' worktrees.
+    Clean {
+        /// Only runs that ended longer ago than this (e.g. `7d`).
+        #[arg(long, value_name = "DURATION")]
+        older_than: Option<String>,
+        /// Remove run directories and refs too.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+impl RunsCommand {
+    /// The subcommand's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RunsCommand::List { .. } => "list",
+            RunsCommand::Show { .. } => "show",
+            RunsCommand::Events { .. } => "events",
+            RunsCommand::Clean { .. } => "clean",
+        }
+    }
+}
+
+/// `rollback RUN_ID`.
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    /// The run whose worktree to roll back.
+    pub run_id: String,
+    /// `pre_run` or `pre_step`.
+    #[arg(long, default_value = "pre_run")]
+    pub target: String,
+}
+
+/// `journal`.
+#[derive(Debug, Args)]
+pub struct JournalArgs {
+    /// The day to report, `YYYY-MM-DD` (default: today).
+    #[arg(long)]
+    pub date: Option<String>,
+}
+
+/// `prompts …`.
+#[derive(Debug, Subcommand)]
+pub enum PromptsCommand {
+    /// Every prompt in the library.
+    List,
+    /// One prompt's front matter and text.
+    Show {
+        /// `family.name.vN`.
+        reference: String,
+    },
+    /// Render a prompt with inputs.
+    Render {
+        /// `family.name.vN`.
+        reference: String,
+        /// An input, `name=value`.
+        #[arg(short = 'i', long = "input", value_name = "NAME=VALUE")]
+        inputs: Vec<String>,
+    },
+}
+
+impl PromptsCommand {
+    /// The subcommand's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PromptsCommand::List => "list",
+            PromptsCommand::Show { .. } => "show",
+            PromptsCommand::Render { .. } => "render",
+        }
+    }
+}
+
+/// `planner …`.
+#[derive(Debug, Subcommand)]
+pub enum PlannerCommand {
+    /// Run decision vectors against a planner backend.
+    Check {
+        /// A directory of decision-vector JSON files.
+        vectors_dir: PathBuf,
+        /// The planner profile to check.
+        #[arg(long)]
+        planner: Option<String>,
+    },
+}
+
+impl PlannerCommand {
+    /// The subcommand's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PlannerCommand::Check { .. } => "check",
+        }
+    }
+}
+
+/// `completions SHELL`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to generate completions for.
+    pub shell: clap_complete::Shell,
+}
+
+/// Prints shell completions for the whole command tree.
+pub fn cmd_completions(args: &CompletionsArgs, output: &mut Output) -> Result<ExitStatus> {
+    let mut command = <super::Cli as clap::CommandFactory>::command();
+    let mut buffer = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "tnh-conductor", &mut buffer);
+    output.print(&String::from_utf8_lossy(&buffer));
+    Ok(ExitStatus::Success)
+}

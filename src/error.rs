@@ -1,0 +1,113 @@
+//! The top-level error: every module's error converts into it, and it alone decides the exit
+//! code a command ends with (DESIGN §6).
+
+use std::process::ExitCode;
+
+/// How a command ended, as the operator's shell sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// 0: success (a success STOP, a valid workflow, a command that did its job).
+    Success,
+    /// 1: a failure STOP, or `validate` found an invalid workflow.
+    Failure,
+    /// 2: bad invocation or invalid workflow; nothing was started.
+    Usage,
+    /// 3: the run waits at a gate.
+    Waiting,
+    /// 4: runtime error; the run is kept and its reason recorded.
+    Runtime,
+    /// 130: interrupted; the run can be resumed.
+    Interrupted,
+}
+
+impl ExitStatus {
+    /// The numeric process exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            ExitStatus::Success => 0,
+            ExitStatus::Failure => 1,
+            ExitStatus::Usage => 2,
+            ExitStatus::Waiting => 3,
+            ExitStatus::Runtime => 4,
+            ExitStatus::Interrupted => 130,
+        }
+    }
+}
+
+impl From<ExitStatus> for ExitCode {
+    fn from(status: ExitStatus) -> Self {
+        ExitCode::from(status.code())
+    }
+}
+
+/// Any error a command can end with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The command line was wrong or asked for something that cannot be done.
+    #[error("{message}")]
+    Usage {
+        /// What was wrong.
+        message: String,
+        /// What to do about it.
+        hint: Option<String>,
+    },
+    /// The command exists but a later release implements it.
+    #[error("`{command}` is not implemented yet")]
+    NotImplemented {
+        /// The command as typed, e.g. `gate approve`.
+        command: String,
+    },
+    /// A workflow could not be loaded or is invalid.
+    #[error(transparent)]
+    Workflow(#[from] crate::workflow::WorkflowError),
+    /// Reading or writing a file failed.
+    #[error("failed to {action} `{path}`: {source}")]
+    Io {
+        /// What was being done (`read`, `write`).
+        action: &'static str,
+        /// The file concerned.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// Writing JSON failed.
+    #[error("failed to serialize JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl Error {
+    /// A usage error with a hint.
+    pub fn usage(message: impl Into<String>, hint: impl Into<String>) -> Self {
+        Error::Usage {
+            message: message.into(),
+            hint: Some(hint.into()),
+        }
+    }
+
+    /// The exit status this error ends a command with.
+    pub fn exit_status(&self) -> ExitStatus {
+        match self {
+            Error::Usage { .. } | Error::NotImplemented { .. } | Error::Workflow(_) => {
+                ExitStatus::Usage
+            }
+            Error::Io { .. } | Error::Json(_) => ExitStatus::Runtime,
+        }
+    }
+
+    /// A line telling the operator what to do, when there is one.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Error::Usage { hint, .. } => hint.clone(),
+            Error::NotImplemented { .. } => Some(
+                "this command is part of the design (see DESIGN §6) and lands in a later release"
+                    .to_owned(),
+            ),
+            Error::Workflow(error) => error.hint(),
+            Error::Io { .. } => Some("check that the path exists and is readable".to_owned()),
+            Error::Json(_) => None,
+        }
+    }
+}
+
+/// The result type of the library's commands.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

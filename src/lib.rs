@@ -1,0 +1,16 @@
+//! tnh-conductor: a deterministic kernel that runs workflows of AI coding agents in isolated
+//! git worktrees and leaves a complete, auditable run directory behind.
+//!
+//! The library never prints: only the `cli` and `tnh` layers write to the terminal.
+
+pub mod cli;
+pub mod error;
+pub mod ids;
+pub mod outcome;
+pub mod policy;
+pub mod runner;
+pub mod tnh;
+pub mod workflow;
+pub mod workspace;
+
+pub use error::{Error, ExitStatus};
