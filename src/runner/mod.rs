@@ -1,1 +1,35 @@
-//! Placeholder: filled by the runner issue.
+//! Runners: spawning and supervising agent and validator processes, and turning what they
+//! printed into the normalised step artifacts of OA04.3.
+//!
+//! The [`supervisor`] runs one process per step and decides its mechanical outcome
+//! (`completed`, `error`, `killed_timeout`, `killed_idle`, `killed_policy`); the
+//! [`adapters`] know how to invoke Claude Code, Codex or any command and how to read their
+//! output. This layer judges nothing beyond the mechanical outcome (DESIGN §2).
+
+pub mod adapters;
+pub mod artifacts;
+mod cancel;
+mod capture;
+mod clock;
+pub mod env;
+mod error;
+pub mod interactive;
+pub mod process;
+pub mod profile;
+pub mod progress;
+mod state;
+pub mod supervisor;
+pub mod transcript;
+
+pub use adapters::{AgentRun, StepRequest, run_agent};
+pub use artifacts::{ArtifactRecord, RunnerMetadata, runner_metadata_schema};
+pub use cancel::{CancelHandle, Cancellation};
+pub use capture::{LINE_CAP, TAIL_LINES, TailLine};
+pub use clock::rfc3339;
+pub use env::HostEnv;
+pub use error::RunnerError;
+pub use process::StrayProcess;
+pub use profile::{AgentKind, AgentProfile, builtin_profiles, resolve_profile};
+pub use progress::{CaptureFormat, Stream};
+pub use state::{StopReason, Termination};
+pub use supervisor::{Limits, ProcessSpec, Supervised, supervise};

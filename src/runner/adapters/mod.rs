@@ -1,0 +1,337 @@
+//! Running one agent step end to end: build the command for the profile's CLI, supervise it,
+//! read what it said, refine the mechanical outcome, and write the normalised artifacts.
+//!
+//! Each adapter ([`claude`], [`codex`], [`command`]) knows its CLI's argv and stream format;
+//! this module holds the flow they share so every agent leaves the same evidence.
+
+pub mod claude;
+pub mod codex;
+pub mod command;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::RunnerError;
+use super::artifacts::{self, ArtifactRecord, PermissionDenial, RunnerMetadata, TokenUsage, names};
+use super::cancel::Cancellation;
+use super::clock::rfc3339;
+use super::env::{HostEnv, agent_environment};
+use super::profile::{AgentKind, AgentProfile};
+use super::progress::CaptureFormat;
+use super::supervisor::{Limits, ProcessSpec, Supervised, supervise};
+use super::transcript;
+use crate::outcome::Outcome;
+
+/// Everything the kernel passes to run one agent step.
+#[derive(Debug, Clone)]
+pub struct StepRequest {
+    /// The profile name (`claude-code`, `scripted`), for evidence and errors.
+    pub agent_name: String,
+    /// The resolved profile.
+    pub profile: AgentProfile,
+    /// The rendered prompt, written to stdin and saved as `runner_prompt`.
+    pub prompt: String,
+    /// The worktree the agent works in (its cwd).
+    pub worktree: PathBuf,
+    /// The step's artifact directory (created if missing).
+    pub step_dir: PathBuf,
+    /// Time limits.
+    pub limits: Limits,
+    /// Per-step turn limit, passed to the CLI where supported (Claude).
+    pub max_turns: Option<u32>,
+    /// Per-step budget, passed to the CLI where supported (Claude).
+    pub max_budget_usd: Option<f64>,
+    /// What is left of the run's budget; a reported cost above it ends the step.
+    pub remaining_run_budget_usd: Option<f64>,
+    /// The step's `TNH_*` variables (`TNH_RUN_ID`, `TNH_STEP_DIR`, …).
+    pub tnh_variables: BTreeMap<String, String>,
+    /// The conductor's environment, filtered before the agent sees it.
+    pub host_env: HostEnv,
+}
+
+/// The result of an agent step.
+#[derive(Debug, Clone)]
+pub struct AgentRun {
+    /// The step's outcome (one of the five process outcomes).
+    pub outcome: Outcome,
+    /// Why.
+    pub cause: String,
+    /// The reported cost, to subtract from the run budget.
+    pub cost_usd: Option<f64>,
+    /// The metadata also written to `runner_metadata.json`.
+    pub metadata: RunnerMetadata,
+    /// The files written to the step directory, for the step manifest.
+    pub artifacts: Vec<ArtifactRecord>,
+    /// The supervisor's own report.
+    pub supervised: Supervised,
+}
+
+/// The command an adapter wants run.
+#[derive(Debug, Clone)]
+pub(crate) struct Invocation {
+    pub program: String,
+    pub args: Vec<String>,
+    pub format: CaptureFormat,
+}
+
+/// What an adapter read from the agent's output.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StreamSummary {
+    pub session_id: Option<String>,
+    pub turns: Option<u64>,
+    pub cost_usd: Option<f64>,
+    pub usage: Option<TokenUsage>,
+    pub permission_denials: Vec<PermissionDenial>,
+    pub final_response: Option<String>,
+    /// Set when the stream itself says the run failed: the cause.
+    pub failure: Option<String>,
+    pub unparsed_lines: u64,
+}
+
+/// Runs the agent described by `request` and writes its artifacts.
+///
+/// `cancel` is the kernel's cancellation (operator Ctrl-C); see [`super::CancelHandle`].
+pub async fn run_agent(
+    request: &StepRequest,
+    cancel: Cancellation,
+) -> Result<AgentRun, RunnerError> {
+    request.profile.check(&request.agent_name)?;
+    let step_dir = std::path::absolute(&request.step_dir)
+        .map_err(|error| RunnerError::io("resolve", &request.step_dir, error))?;
+    std::fs::create_dir_all(&step_dir)
+        .map_err(|error| RunnerError::io("create", &step_dir, error))?;
+    artifacts::write_file(&step_dir, names::PROMPT, request.prompt.as_bytes())?;
+    // A stale answer from an earlier attempt must not pass for this one's.
+    let _ = std::fs::remove_file(step_dir.join(names::FINAL_RESPONSE));
+    let invocation = match request.profile.kind {
+        AgentKind::Command => command::invocation(&request.profile),
+        AgentKind::Claude => claude::invocation(request),
+        AgentKind::Codex => codex::invocation(request, &step_dir),
+    };
+    let stdout_name = stdout_name(invocation.format);
+    let environment = agent_environment(
+        &request.host_env,
+        &request.profile.pass_env,
+        &request.tnh_variables,
+    );
+    let spec = ProcessSpec {
+        agent: request.agent_name.clone(),
+        program: invocation.program.clone(),
+        args: invocation.args.clone(),
+        cwd: request.worktree.clone(),
+        env: environment.clone(),
+        stdin: request.prompt.as_bytes().to_vec(),
+        stdout_path: step_dir.join(stdout_name),
+        stderr_path: step_dir.join(names::STDERR),
+        format: invocation.format,
+        limits: request.limits,
+        remaining_budget_usd: request.remaining_run_budget_usd,
+    };
+    let supervised = supervise(spec, cancel).await?;
+    let summary = summarize(request.profile.kind, &step_dir, stdout_name)?;
+    let (outcome, cause) = refine(&supervised, &summary, &step_dir);
+    let context = RecordContext {
+        request,
+        invocation: &invocation,
+        environment: &environment,
+        step_dir: &step_dir,
+    };
+    record(context, supervised, summary, outcome, cause)
+}
+
+fn stdout_name(format: CaptureFormat) -> &'static str {
+    match format {
+        CaptureFormat::Text => names::STDOUT_TEXT,
+        CaptureFormat::ClaudeStreamJson | CaptureFormat::CodexJson => names::STDOUT_JSONL,
+    }
+}
+
+fn summarize(
+    kind: AgentKind,
+    step_dir: &Path,
+    stdout_name: &str,
+) -> Result<StreamSummary, RunnerError> {
+    let stdout = step_dir.join(stdout_name);
+    let read_error = |error| RunnerError::io("read", &stdout, error);
+    match kind {
+        AgentKind::Command => command::summarize(&stdout).map_err(read_error),
+        AgentKind::Claude => claude::summarize(&stdout).map_err(read_error),
+        AgentKind::Codex => {
+            codex::summarize(&stdout, &step_dir.join(names::FINAL_RESPONSE)).map_err(read_error)
+        }
+    }
+}
+
+/// A killed outcome stands; otherwise the stream's own verdict can turn success into error.
+fn refine(supervised: &Supervised, summary: &StreamSummary, step_dir: &Path) -> (Outcome, String) {
+    match supervised.outcome {
+        Outcome::Completed | Outcome::Error => {}
+        killed => return (killed, supervised.cause.clone()),
+    }
+    if let Some(failure) = &summary.failure {
+        return (Outcome::Error, failure.clone());
+    }
+    if supervised.outcome == Outcome::Error {
+        let detail = last_meaningful_line(&step_dir.join(names::STDERR));
+        let cause = match detail {
+            Some(line) => format!("{}: {line}", supervised.cause),
+            None => supervised.cause.clone(),
+        };
+        return (Outcome::Error, cause);
+    }
+    (Outcome::Completed, supervised.cause.clone())
+}
+
+/// The last non-blank line of a (small) stderr file, for the cause of a failed exit.
+fn last_meaningful_line(path: &Path) -> Option<String> {
+    let text = transcript::read_end(path, 8192).ok()?;
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .map(|line| line.chars().take(300).collect())
+}
+
+struct RecordContext<'a> {
+    request: &'a StepRequest,
+    invocation: &'a Invocation,
+    environment: &'a [(String, String)],
+    step_dir: &'a Path,
+}
+
+fn record(
+    context: RecordContext<'_>,
+    supervised: Supervised,
+    summary: StreamSummary,
+    outcome: Outcome,
+    cause: String,
+) -> Result<AgentRun, RunnerError> {
+    let RecordContext {
+        request,
+        invocation,
+        environment,
+        step_dir,
+    } = context;
+    if let Some(response) = &summary.final_response {
+        artifacts::write_file(step_dir, names::FINAL_RESPONSE, response.as_bytes())?;
+    }
+    let stdout_name = stdout_name(invocation.format);
+    let markdown = transcript::render(
+        invocation.format,
+        &request.prompt,
+        &step_dir.join(stdout_name),
+        &step_dir.join(names::STDERR),
+    );
+    artifacts::write_file(step_dir, names::TRANSCRIPT_MARKDOWN, markdown.as_bytes())?;
+    let metadata = metadata(
+        request,
+        invocation,
+        environment,
+        &supervised,
+        &summary,
+        outcome,
+        &cause,
+    );
+    artifacts::write_metadata(step_dir, &metadata)?;
+    let artifacts = artifact_list(
+        stdout_name,
+        invocation.format,
+        metadata.final_response_present,
+    );
+    Ok(AgentRun {
+        outcome,
+        cause,
+        cost_usd: summary.cost_usd.or(supervised.reported_cost_usd),
+        metadata,
+        artifacts,
+        supervised,
+    })
+}
+
+fn metadata(
+    request: &StepRequest,
+    invocation: &Invocation,
+    environment: &[(String, String)],
+    supervised: &Supervised,
+    summary: &StreamSummary,
+    outcome: Outcome,
+    cause: &str,
+) -> RunnerMetadata {
+    let duration = supervised
+        .ended_at
+        .duration_since(supervised.started_at)
+        .unwrap_or_default();
+    RunnerMetadata {
+        schema_version: artifacts::RUNNER_METADATA_SCHEMA_VERSION,
+        agent: request.agent_name.clone(),
+        kind: request.profile.kind,
+        argv: std::iter::once(invocation.program.clone())
+            .chain(invocation.args.iter().cloned())
+            .collect(),
+        cwd: request.worktree.display().to_string(),
+        environment_names: environment.iter().map(|(name, _)| name.clone()).collect(),
+        started_at: rfc3339(supervised.started_at),
+        ended_at: rfc3339(supervised.ended_at),
+        duration_ms: duration.as_millis() as u64,
+        outcome: outcome.as_str().to_owned(),
+        cause: cause.to_owned(),
+        exit_code: supervised.exit_code,
+        signal: supervised.signal,
+        termination: supervised.termination.clone(),
+        capture_format: invocation.format,
+        stdout_bytes: supervised.stdout_bytes,
+        stderr_bytes: supervised.stderr_bytes,
+        session_id: summary.session_id.clone(),
+        turns: summary.turns,
+        cost_usd: summary.cost_usd.or(supervised.reported_cost_usd),
+        usage: summary.usage.clone(),
+        permission_denials: summary.permission_denials.clone(),
+        final_response_present: summary.final_response.is_some(),
+        unparsed_lines: summary.unparsed_lines,
+        leaked_processes: supervised.leaked.clone(),
+        output_tail: supervised.tail.clone(),
+    }
+}
+
+fn artifact_list(
+    stdout_name: &str,
+    format: CaptureFormat,
+    final_response: bool,
+) -> Vec<ArtifactRecord> {
+    let stdout_type = match format {
+        CaptureFormat::Text => "text/plain",
+        _ => "application/x-ndjson",
+    };
+    let mut list = vec![
+        ArtifactRecord::new("runner_prompt", names::PROMPT, "text/markdown", true),
+        ArtifactRecord::new("runner_transcript", stdout_name, stdout_type, true),
+        ArtifactRecord::new("runner_stderr", names::STDERR, "text/plain", false),
+        ArtifactRecord::new(
+            "runner_transcript_markdown",
+            names::TRANSCRIPT_MARKDOWN,
+            "text/markdown",
+            false,
+        ),
+        ArtifactRecord::new("runner_metadata", names::METADATA, "application/json", true),
+    ];
+    if final_response {
+        list.push(ArtifactRecord::new(
+            "runner_final_response",
+            names::FINAL_RESPONSE,
+            "text/markdown",
+            true,
+        ));
+    }
+    list
+}
+
+/// The binary for a CLI: the `TNH_*_BIN` override, then the profile's, then the default.
+pub(crate) fn binary(request: &StepRequest, override_variable: &str, default: &str) -> String {
+    request
+        .host_env
+        .get(override_variable)
+        .filter(|value| !value.is_empty())
+        .map(str::to_owned)
+        .or_else(|| request.profile.binary.clone())
+        .unwrap_or_else(|| default.to_owned())
+}

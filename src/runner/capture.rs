@@ -1,0 +1,252 @@
+//! Streaming one output pipe to a file with bounded memory.
+//!
+//! Every chunk read from the pipe is written to disk at once; the only things held in memory
+//! are the current unterminated line (up to [`LINE_CAP`] bytes — a longer line is counted and
+//! written but not held whole) and the last [`TAIL_LINES`] lines for the evidence. Lines are
+//! found with `memchr`, and for plain text only the lines that can still end up in the tail
+//! are turned into strings, so gigabytes of output cost a scan, not an allocation per line.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use super::RunnerError;
+use super::progress::{CaptureFormat, LineSignal, Stream};
+
+/// The longest line held in memory for classification and prompt detection.
+pub const LINE_CAP: usize = 256 * 1024;
+/// How many lines of output the evidence keeps.
+pub const TAIL_LINES: usize = 50;
+/// The longest line kept in the tail, so the metadata stays readable.
+const TAIL_LINE_CAP: usize = 4096;
+
+/// One line of the output tail.
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct TailLine {
+    /// The stream it came from.
+    pub stream: Stream,
+    /// Its text (invalid UTF-8 replaced, long lines cut with a marker).
+    pub text: String,
+}
+
+/// The last lines of both streams, in arrival order.
+#[derive(Debug, Default)]
+pub(crate) struct Tail {
+    lines: VecDeque<TailLine>,
+}
+
+impl Tail {
+    fn push(&mut self, stream: Stream, bytes: &[u8], full_length: usize) {
+        if self.lines.len() == TAIL_LINES {
+            self.lines.pop_front();
+        }
+        let kept = &bytes[..bytes.len().min(TAIL_LINE_CAP)];
+        let mut text = String::from_utf8_lossy(kept).into_owned();
+        if full_length > kept.len() {
+            text.push_str(&format!(" …[{} more bytes]", full_length - kept.len()));
+        }
+        self.lines.push_back(TailLine { stream, text });
+    }
+
+    /// The collected lines, oldest first.
+    pub(crate) fn into_lines(self) -> Vec<TailLine> {
+        self.lines.into()
+    }
+}
+
+/// What a chunk of output told the supervisor.
+#[derive(Debug, Default)]
+pub(crate) struct ChunkSignals {
+    /// Progress was made.
+    pub progress: bool,
+    /// Retry/reconnect noise was seen.
+    pub noise: bool,
+    /// The highest cumulative cost reported in the chunk.
+    pub reported_cost_usd: Option<f64>,
+}
+
+impl ChunkSignals {
+    fn absorb(&mut self, signal: LineSignal) {
+        self.progress |= signal.progress;
+        self.noise |= signal.noise;
+        if let Some(cost) = signal.reported_cost_usd {
+            self.reported_cost_usd =
+                Some(self.reported_cost_usd.map_or(cost, |seen| seen.max(cost)));
+        }
+    }
+}
+
+/// One output pipe being captured.
+#[derive(Debug)]
+pub(crate) struct StreamCapture {
+    stream: Stream,
+    format: CaptureFormat,
+    file: File,
+    /// Bytes written so far.
+    pub bytes: u64,
+    /// Complete lines seen so far (a final unterminated line is counted at the end).
+    pub lines: u64,
+    partial: Vec<u8>,
+    partial_length: usize,
+}
+
+impl StreamCapture {
+    /// Creates (truncating) the file that receives the stream.
+    pub(crate) fn create(
+        stream: Stream,
+        format: CaptureFormat,
+        path: &Path,
+    ) -> Result<Self, RunnerError> {
+        let file = File::create(path).map_err(|error| RunnerError::io("create", path, error))?;
+        Ok(StreamCapture {
+            stream,
+            format,
+            file,
+            bytes: 0,
+            lines: 0,
+            partial: Vec::new(),
+            partial_length: 0,
+        })
+    }
+
+    /// Writes a chunk to disk and examines the lines it completes.
+    pub(crate) fn ingest(
+        &mut self,
+        chunk: &[u8],
+        tail: &mut Tail,
+    ) -> std::io::Result<ChunkSignals> {
+        self.file.write_all(chunk)?;
+        self.bytes += chunk.len() as u64;
+        let mut signals = ChunkSignals::default();
+        if !self.format.examines_lines() {
+            signals.progress = true;
+        }
+        let newlines = memchr::memchr_iter(b'\n', chunk).count();
+        let mut start = 0;
+        for (index, end) in memchr::memchr_iter(b'\n', chunk).enumerate() {
+            let piece = &chunk[start..end];
+            start = end + 1;
+            self.lines += 1;
+            let wanted_by_tail = newlines - index <= TAIL_LINES;
+            if !wanted_by_tail && !self.format.examines_lines() {
+                self.partial.clear();
+                self.partial_length = 0;
+                continue;
+            }
+            self.extend_partial(piece);
+            let line = trim_carriage_return(&self.partial);
+            if self.format.examines_lines() {
+                signals.absorb(self.format.classify(self.stream, line));
+            }
+            if wanted_by_tail {
+                tail.push(self.stream, line, self.partial_length);
+            }
+            self.partial.clear();
+            self.partial_length = 0;
+        }
+        self.extend_partial(&chunk[start..]);
+        Ok(signals)
+    }
+
+    /// The current unterminated line, when it is held whole.
+    pub(crate) fn whole_partial_line(&self) -> Option<&[u8]> {
+        (!self.partial.is_empty() && self.partial_length == self.partial.len())
+            .then_some(&self.partial[..])
+    }
+
+    /// Ends the stream: a final unterminated line still counts and is classified.
+    pub(crate) fn finish(&mut self, tail: &mut Tail) -> ChunkSignals {
+        let mut signals = ChunkSignals::default();
+        if self.partial_length > 0 {
+            self.lines += 1;
+            if self.format.examines_lines() {
+                signals.absorb(self.format.classify(self.stream, &self.partial));
+            }
+            tail.push(self.stream, &self.partial, self.partial_length);
+            self.partial.clear();
+            self.partial_length = 0;
+        }
+        signals
+    }
+
+    /// Flushes the file to the kernel.
+    pub(crate) fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+
+    fn extend_partial(&mut self, piece: &[u8]) {
+        let room = LINE_CAP.saturating_sub(self.partial.len());
+        self.partial
+            .extend_from_slice(&piece[..piece.len().min(room)]);
+        self.partial_length += piece.len();
+    }
+}
+
+fn trim_carriage_return(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capture(format: CaptureFormat) -> (tempfile::TempDir, StreamCapture) {
+        let dir = tempfile::tempdir().unwrap();
+        let capture =
+            StreamCapture::create(Stream::Stdout, format, &dir.path().join("out")).unwrap();
+        (dir, capture)
+    }
+
+    #[test]
+    fn lines_split_across_chunks_are_joined() {
+        let (_dir, mut capture) = capture(CaptureFormat::Text);
+        let mut tail = Tail::default();
+        capture.ingest(b"hel", &mut tail).unwrap();
+        capture.ingest(b"lo\nwor", &mut tail).unwrap();
+        assert_eq!(capture.whole_partial_line(), Some(&b"wor"[..]));
+        capture.finish(&mut tail);
+        let texts: Vec<_> = tail
+            .into_lines()
+            .into_iter()
+            .map(|line| line.text)
+            .collect();
+        assert_eq!(texts, ["hello", "wor"]);
+        assert_eq!(capture.lines, 2);
+        assert_eq!(capture.bytes, 9);
+    }
+
+    #[test]
+    fn tail_keeps_the_last_fifty_lines() {
+        let (_dir, mut capture) = capture(CaptureFormat::Text);
+        let mut tail = Tail::default();
+        let text: String = (0..200).map(|number| format!("line {number}\n")).collect();
+        capture.ingest(text.as_bytes(), &mut tail).unwrap();
+        let lines = tail.into_lines();
+        assert_eq!(lines.len(), TAIL_LINES);
+        assert_eq!(lines[0].text, "line 150");
+        assert_eq!(lines[49].text, "line 199");
+        assert_eq!(capture.lines, 200);
+    }
+
+    #[test]
+    fn overlong_lines_are_counted_but_not_held() {
+        let (_dir, mut capture) = capture(CaptureFormat::ClaudeStreamJson);
+        let mut tail = Tail::default();
+        let chunk = vec![b'x'; 100_000];
+        for _ in 0..5 {
+            capture.ingest(&chunk, &mut tail).unwrap();
+        }
+        assert!(capture.partial.len() <= LINE_CAP);
+        assert_eq!(capture.whole_partial_line(), None);
+        capture.ingest(b"\n", &mut tail).unwrap();
+        let lines = tail.into_lines();
+        assert!(
+            lines[0]
+                .text
+                .ends_with(&format!("…[{} more bytes]", 500_000 - TAIL_LINE_CAP))
+        );
+    }
+}

@@ -1,0 +1,104 @@
+//! The runner's error type: what could not be done before or around supervising a process.
+//!
+//! An agent that runs and fails is not an error here — it is an outcome (`error`,
+//! `killed_*`) with a cause. These errors mean the step could not be run or recorded at all.
+
+use std::path::PathBuf;
+
+/// Running or recording a step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    /// The agent's program could not be started.
+    #[error("failed to spawn agent `{agent}`: `{program}` {reason}")]
+    Spawn {
+        /// The profile name (`claude-code`, `scripted`).
+        agent: String,
+        /// The program that was looked up.
+        program: String,
+        /// Why, as a lowercase fragment (`not found on PATH`).
+        reason: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Reading or writing a step file failed.
+    #[error("failed to {action} `{path}`: {source}")]
+    Io {
+        /// What was being done (`create`, `write`, `read`).
+        action: &'static str,
+        /// The file concerned.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An agent profile is unusable.
+    #[error("invalid agent profile `{agent}`: {message}")]
+    Profile {
+        /// The profile name.
+        agent: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// No profile of that name is configured or built in.
+    #[error("unknown agent `{agent}`")]
+    UnknownAgent {
+        /// The name asked for.
+        agent: String,
+        /// The names that exist.
+        known: Vec<String>,
+    },
+    /// Writing the runner metadata failed.
+    #[error("failed to serialize runner metadata: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl RunnerError {
+    /// A line telling the operator what to do.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            RunnerError::Spawn { program, .. } => Some(format!(
+                "install `{program}` or point the profile (or TNH_CLAUDE_BIN / TNH_CODEX_BIN) at it"
+            )),
+            RunnerError::Io { .. } => {
+                Some("check that the step directory exists and is writable".to_owned())
+            }
+            RunnerError::Profile { .. } => {
+                Some("fix the `agents:` entry in .tnh/config.yaml".to_owned())
+            }
+            RunnerError::UnknownAgent { known, .. } => Some(format!(
+                "known agents: {}; add a profile under `agents:` in .tnh/config.yaml",
+                known.join(", ")
+            )),
+            RunnerError::Json(_) => None,
+        }
+    }
+
+    /// An I/O error on `path`.
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
+        RunnerError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// A spawn failure, with the reason worded for the operator.
+    pub(crate) fn spawn(agent: &str, program: &str, source: std::io::Error) -> Self {
+        let reason = match source.kind() {
+            std::io::ErrorKind::NotFound => "not found on PATH".to_owned(),
+            std::io::ErrorKind::PermissionDenied => "is not executable".to_owned(),
+            _ => format!("could not be started: {source}"),
+        };
+        RunnerError::Spawn {
+            agent: agent.to_owned(),
+            program: program.to_owned(),
+            reason,
+            source,
+        }
+    }
+}

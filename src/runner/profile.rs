@@ -1,0 +1,268 @@
+//! Agent profiles: the `agents:` entries of `.tnh/config.yaml` (DESIGN §6) and the built-in
+//! `claude-code` (alias `claude`) and `codex` profiles that exist without configuration.
+//!
+//! A profile says which CLI to drive and with which options; per-step limits (timeout, turns,
+//! budget) come from the workflow instead. Unknown keys are refused so a typo in a
+//! permission setting never silently falls back to a default.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::RunnerError;
+
+/// Which adapter drives the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentKind {
+    /// Any program; the prompt arrives on stdin, stdout is plain text.
+    Command,
+    /// Claude Code: `claude -p --verbose --output-format stream-json`.
+    Claude,
+    /// Codex: `codex exec --json`.
+    Codex,
+}
+
+/// One `agents:` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentProfile {
+    /// The adapter.
+    pub kind: AgentKind,
+    /// `command`: the program and its arguments (required). Not used by other kinds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub argv: Vec<String>,
+    /// `claude`/`codex`: the binary to run instead of `claude`/`codex` (TNH_CLAUDE_BIN and
+    /// TNH_CODEX_BIN still win).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary: Option<String>,
+    /// The model (`--model` / `-m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Claude `--permission-mode` (`acceptEdits`, `dontAsk`, `plan`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
+    /// Claude `--allowedTools`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_tools: Vec<String>,
+    /// Claude `--disallowedTools`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disallowed_tools: Vec<String>,
+    /// Codex `--sandbox` (default `workspace-write`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// Codex `-c key=value` pairs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub config: BTreeMap<String, ConfigValue>,
+    /// Extra directories the agent may use (`--add-dir`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add_dirs: Vec<PathBuf>,
+    /// Claude `--append-system-prompt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub append_system_prompt: Option<String>,
+    /// Host variables passed through to the agent besides the allowlist.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_env: Vec<String>,
+    /// Arguments appended after the adapter's own (escape hatch for new CLI flags).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_args: Vec<String>,
+}
+
+/// A scalar value of a Codex `-c key=value` pair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum ConfigValue {
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Integer(i64),
+    /// A floating-point number.
+    Float(f64),
+    /// Text, passed as written.
+    Text(String),
+}
+
+impl std::fmt::Display for ConfigValue {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigValue::Bool(value) => write!(formatter, "{value}"),
+            ConfigValue::Integer(value) => write!(formatter, "{value}"),
+            ConfigValue::Float(value) => write!(formatter, "{value}"),
+            ConfigValue::Text(value) => formatter.write_str(value),
+        }
+    }
+}
+
+impl AgentProfile {
+    /// A profile of `kind` with nothing set.
+    pub fn empty(kind: AgentKind) -> AgentProfile {
+        AgentProfile {
+            kind,
+            argv: Vec::new(),
+            binary: None,
+            model: None,
+            permission_mode: None,
+            allowed_tools: Vec::new(),
+            disallowed_tools: Vec::new(),
+            sandbox: None,
+            config: BTreeMap::new(),
+            add_dirs: Vec::new(),
+            append_system_prompt: None,
+            pass_env: Vec::new(),
+            extra_args: Vec::new(),
+        }
+    }
+
+    /// A `command` profile running `argv`.
+    pub fn command<S: Into<String>>(argv: impl IntoIterator<Item = S>) -> AgentProfile {
+        AgentProfile {
+            argv: argv.into_iter().map(Into::into).collect(),
+            ..AgentProfile::empty(AgentKind::Command)
+        }
+    }
+
+    /// Checks what serde cannot: `argv` exactly for commands.
+    pub fn check(&self, name: &str) -> Result<(), RunnerError> {
+        let problem = match self.kind {
+            AgentKind::Command if self.argv.is_empty() => {
+                Some("`kind: command` needs a non-empty `argv`")
+            }
+            AgentKind::Claude | AgentKind::Codex if !self.argv.is_empty() => {
+                Some("`argv` is only for `kind: command`; use `binary` to change the program")
+            }
+            _ => None,
+        };
+        match problem {
+            Some(message) => Err(RunnerError::Profile {
+                agent: name.to_owned(),
+                message: message.to_owned(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The profiles that exist without configuration: `claude-code` and `codex`.
+pub fn builtin_profiles() -> BTreeMap<String, AgentProfile> {
+    let claude = AgentProfile {
+        permission_mode: Some("acceptEdits".to_owned()),
+        pass_env: vec![
+            "ANTHROPIC_API_KEY".to_owned(),
+            "CLAUDE_CODE_OAUTH_TOKEN".to_owned(),
+        ],
+        ..AgentProfile::empty(AgentKind::Claude)
+    };
+    let codex = AgentProfile {
+        sandbox: Some("workspace-write".to_owned()),
+        pass_env: vec![
+            "CODEX_API_KEY".to_owned(),
+            "OPENAI_API_KEY".to_owned(),
+            "CODEX_HOME".to_owned(),
+        ],
+        ..AgentProfile::empty(AgentKind::Codex)
+    };
+    BTreeMap::from([
+        ("claude-code".to_owned(), claude),
+        ("codex".to_owned(), codex),
+    ])
+}
+
+/// The profile called `name`: configured profiles first, then the built-ins
+/// (`claude` is an alias of `claude-code`).
+pub fn resolve_profile(
+    name: &str,
+    configured: &BTreeMap<String, AgentProfile>,
+) -> Result<AgentProfile, RunnerError> {
+    if let Some(profile) = configured.get(name) {
+        profile.check(name)?;
+        return Ok(profile.clone());
+    }
+    let builtins = builtin_profiles();
+    let canonical = if name == "claude" && !configured.contains_key("claude") {
+        "claude-code"
+    } else {
+        name
+    };
+    if let Some(profile) = configured
+        .get(canonical)
+        .or_else(|| builtins.get(canonical))
+    {
+        return Ok(profile.clone());
+    }
+    let mut known: Vec<String> = configured.keys().chain(builtins.keys()).cloned().collect();
+    known.push("claude".to_owned());
+    known.sort();
+    known.dedup();
+    Err(RunnerError::UnknownAgent {
+        agent: name.to_owned(),
+        known,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn design_example_profiles_parse() {
+        let yaml = r#"
+scripted:
+  kind: command
+  argv: ["python3", "examples/agents/scripted.py"]
+claude-code:
+  kind: claude
+  model: claude-sonnet-4-5
+  permission_mode: acceptEdits
+  allowed_tools: [Read, Edit, Write, Bash]
+  pass_env: [ANTHROPIC_API_KEY]
+codex:
+  kind: codex
+  model: gpt-5
+  sandbox: workspace-write
+  config: { model_reasoning_effort: "high" }
+  pass_env: [CODEX_API_KEY]
+"#;
+        let profiles: BTreeMap<String, AgentProfile> = serde_saphyr::from_str(yaml).unwrap();
+        assert_eq!(
+            profiles["codex"].config["model_reasoning_effort"].to_string(),
+            "high"
+        );
+        assert_eq!(profiles["claude-code"].allowed_tools.len(), 4);
+        assert_eq!(
+            resolve_profile("claude", &profiles)
+                .unwrap()
+                .model
+                .as_deref(),
+            Some("claude-sonnet-4-5")
+        );
+    }
+
+    #[test]
+    fn unknown_keys_and_names_are_refused() {
+        let typo = "kind: claude\npermision_mode: plan\n";
+        assert!(serde_saphyr::from_str::<AgentProfile>(typo).is_err());
+        let error = resolve_profile("gemini", &BTreeMap::new()).unwrap_err();
+        assert_eq!(error.to_string(), "unknown agent `gemini`");
+        assert!(error.hint().unwrap().contains("claude-code"));
+    }
+
+    #[test]
+    fn builtins_exist_without_configuration() {
+        let none = BTreeMap::new();
+        assert_eq!(
+            resolve_profile("claude", &none).unwrap().kind,
+            AgentKind::Claude
+        );
+        assert_eq!(
+            resolve_profile("claude-code", &none).unwrap().kind,
+            AgentKind::Claude
+        );
+        assert_eq!(
+            resolve_profile("codex", &none).unwrap().kind,
+            AgentKind::Codex
+        );
+        let bad = AgentProfile::empty(AgentKind::Command);
+        assert!(bad.check("scripted").is_err());
+    }
+}

@@ -1,0 +1,446 @@
+//! The supervisor's state machine: every decision about one running process.
+//!
+//! The dispatcher loop in [`super::supervisor`] only waits; it hands each event (a chunk of
+//! output, the leader's exit, a cancellation request, a timer tick) to [`State`], which
+//! updates its phase — running, terminating (SIGTERM sent, grace running), killed (SIGKILL
+//! sent, last output being drained) — and says when the next timer is due. Keeping the
+//! decisions here, with `Instant`s passed in, keeps the loop small and the rules in one place.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use nix::sys::signal::Signal;
+use serde::{Deserialize, Serialize};
+
+use super::cancel::CancelLevel;
+use super::capture::{ChunkSignals, StreamCapture, Tail};
+use super::interactive::detect_prompt;
+use super::process::{self, StrayProcess};
+use super::progress::Stream;
+use super::supervisor::{Limits, ProcessSpec, Supervised, classify, is_immediate, status_parts};
+use crate::outcome::Outcome;
+
+/// After SIGKILL, how long output is still drained before pipes held by unkillable (escaped
+/// and untraceable) processes are abandoned.
+const DRAIN_AFTER_KILL: Duration = Duration::from_millis(500);
+/// A deadline far enough away to mean "no timer".
+const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Why the supervisor ended a process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case", tag = "reason")]
+pub enum StopReason {
+    /// The wall-clock limit was reached.
+    Timeout {
+        /// The limit, in milliseconds.
+        limit_ms: u64,
+    },
+    /// No progress for the idle limit.
+    IdleTimeout {
+        /// The limit, in milliseconds.
+        limit_ms: u64,
+        /// Only retry/reconnect noise was seen since the last progress.
+        noise_only: bool,
+    },
+    /// An unterminated line looked like a question and stayed unanswered.
+    InteractivePrompt {
+        /// The question as printed.
+        prompt: String,
+    },
+    /// The reported cost passed the run's remaining budget.
+    BudgetExhausted {
+        /// The cost the agent reported.
+        reported_cost_usd: f64,
+        /// What was left of the run budget.
+        remaining_budget_usd: f64,
+    },
+    /// The operator cancelled the run.
+    Cancelled,
+    /// Output could not be written to disk.
+    CaptureFailed {
+        /// The I/O error.
+        message: String,
+    },
+}
+
+impl StopReason {
+    /// The outcome a stop for this reason produces.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            StopReason::Timeout { .. } => Outcome::KilledTimeout,
+            StopReason::IdleTimeout { .. } => Outcome::KilledIdle,
+            StopReason::InteractivePrompt { .. }
+            | StopReason::BudgetExhausted { .. }
+            | StopReason::Cancelled => Outcome::KilledPolicy,
+            StopReason::CaptureFailed { .. } => Outcome::Error,
+        }
+    }
+
+    /// The cause string: a stable code, a colon, and details for the operator.
+    pub fn cause(&self) -> String {
+        match self {
+            StopReason::Timeout { limit_ms } => {
+                format!(
+                    "timeout: wall-clock limit of {} reached",
+                    human_duration(*limit_ms)
+                )
+            }
+            StopReason::IdleTimeout {
+                limit_ms,
+                noise_only,
+            } => format!(
+                "idle_timeout: no progress for {}{}",
+                human_duration(*limit_ms),
+                if *noise_only {
+                    " (only retry/reconnect messages)"
+                } else {
+                    ""
+                }
+            ),
+            StopReason::InteractivePrompt { prompt } => format!("interactive_prompt: {prompt:?}"),
+            StopReason::BudgetExhausted {
+                reported_cost_usd,
+                remaining_budget_usd,
+            } => format!(
+                "budget_exhausted: reported cost ${reported_cost_usd:.4} exceeds the remaining run budget ${remaining_budget_usd:.4}"
+            ),
+            StopReason::Cancelled => "cancelled: the operator interrupted the run".to_owned(),
+            StopReason::CaptureFailed { message } => format!("capture_failed: {message}"),
+        }
+    }
+}
+
+/// `1500` → `1.5s`, `300` → `300ms`, `60000` → `60s`.
+pub(crate) fn human_duration(millis: u64) -> String {
+    match millis {
+        millis if millis < 1000 => format!("{millis}ms"),
+        millis if millis % 1000 == 0 => format!("{}s", millis / 1000),
+        millis => format!("{:.1}s", millis as f64 / 1000.0),
+    }
+}
+
+/// What the supervisor did to end the process, for the evidence.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Termination {
+    /// Why the supervisor stopped the process; absent when it ended by itself.
+    pub reason: Option<StopReason>,
+    /// Milliseconds after start when SIGTERM was sent to the group.
+    pub sigterm_after_ms: Option<u64>,
+    /// Milliseconds after start when SIGKILL was sent to the group.
+    pub sigkill_after_ms: Option<u64>,
+    /// Descendants held the output pipes open after the leader exited.
+    pub pipes_held_after_exit: bool,
+    /// Pipes were still open after SIGKILL and were abandoned.
+    pub pipes_abandoned: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    Terminating { kill_at: Instant },
+    Killed { abandon_at: Instant },
+}
+
+#[derive(Debug)]
+struct PromptWatch {
+    stream: Stream,
+    bytes_at_arming: u64,
+    prompt: String,
+    due: Instant,
+}
+
+/// The state of one supervised process.
+#[derive(Debug)]
+pub(crate) struct State {
+    pgid: i32,
+    token: String,
+    limits: Limits,
+    budget: Option<f64>,
+    started: Instant,
+    phase: Phase,
+    stdout: StreamCapture,
+    stderr: StreamCapture,
+    tail: Tail,
+    last_progress: Instant,
+    noise_since_progress: bool,
+    prompt_watch: Option<PromptWatch>,
+    exit: Option<(Instant, Option<std::process::ExitStatus>)>,
+    termination: Termination,
+    leaked: Vec<StrayProcess>,
+    reported_cost: Option<f64>,
+}
+
+impl State {
+    pub(crate) fn new(
+        pgid: i32,
+        token: String,
+        spec: &ProcessSpec,
+        stdout: StreamCapture,
+        stderr: StreamCapture,
+        now: Instant,
+    ) -> State {
+        State {
+            pgid,
+            token,
+            limits: spec.limits,
+            budget: spec.remaining_budget_usd,
+            started: now,
+            phase: Phase::Running,
+            stdout,
+            stderr,
+            tail: Tail::default(),
+            last_progress: now,
+            noise_since_progress: false,
+            prompt_watch: None,
+            exit: None,
+            termination: Termination::default(),
+            leaked: Vec::new(),
+            reported_cost: None,
+        }
+    }
+
+    pub(crate) fn token(&self) -> &str {
+        &self.token
+    }
+
+    pub(crate) fn has_exited(&self) -> bool {
+        self.exit.is_some()
+    }
+
+    /// Done when the leader has exited and its pipes are closed or abandoned.
+    pub(crate) fn finished(&self, stdout_open: bool, stderr_open: bool) -> bool {
+        self.exit.is_some() && (!(stdout_open || stderr_open) || self.termination.pipes_abandoned)
+    }
+
+    /// When the loop must next call [`State::on_tick`].
+    pub(crate) fn next_deadline(&self, pipes_open: bool) -> Instant {
+        let mut deadlines = Vec::with_capacity(4);
+        match self.phase {
+            Phase::Running => {
+                deadlines.push(self.started + self.limits.timeout);
+                if let Some(idle) = self.limits.idle_timeout {
+                    deadlines.push(self.last_progress + idle);
+                }
+                if let Some(watch) = &self.prompt_watch {
+                    deadlines.push(watch.due);
+                }
+                if let (Some((exited, _)), true) = (self.exit, pipes_open) {
+                    deadlines.push(exited + self.limits.leak_timeout);
+                }
+            }
+            Phase::Terminating { kill_at } => deadlines.push(kill_at),
+            Phase::Killed { abandon_at } => deadlines.push(abandon_at),
+        }
+        deadlines.into_iter().min().unwrap_or(self.started + NEVER)
+    }
+
+    /// Handles the result of one read from a pipe (0 bytes or an error is end of stream).
+    pub(crate) fn on_read(
+        &mut self,
+        stream: Stream,
+        read: &std::io::Result<usize>,
+        buffer: &[u8],
+        now: Instant,
+    ) {
+        let count = match read {
+            Ok(count) => *count,
+            Err(_) => 0,
+        };
+        let (capture, tail) = match stream {
+            Stream::Stdout => (&mut self.stdout, &mut self.tail),
+            Stream::Stderr => (&mut self.stderr, &mut self.tail),
+        };
+        let signals = if count == 0 {
+            Ok(capture.finish(tail))
+        } else {
+            capture.ingest(&buffer[..count], tail)
+        };
+        match signals {
+            Ok(signals) => self.on_signals(signals, now),
+            Err(error) => self.begin_stop(
+                StopReason::CaptureFailed {
+                    message: error.to_string(),
+                },
+                now,
+            ),
+        }
+        self.watch_for_prompt(stream, now);
+    }
+
+    fn on_signals(&mut self, signals: ChunkSignals, now: Instant) {
+        if signals.progress {
+            self.last_progress = now;
+            self.noise_since_progress = false;
+        } else if signals.noise {
+            self.noise_since_progress = true;
+        }
+        if let Some(cost) = signals.reported_cost_usd {
+            let highest = self.reported_cost.map_or(cost, |seen| seen.max(cost));
+            self.reported_cost = Some(highest);
+            if let Some(remaining) = self.budget.filter(|remaining| highest > *remaining) {
+                let reason = StopReason::BudgetExhausted {
+                    reported_cost_usd: highest,
+                    remaining_budget_usd: remaining,
+                };
+                self.begin_stop(reason, now);
+            }
+        }
+    }
+
+    fn watch_for_prompt(&mut self, stream: Stream, now: Instant) {
+        let capture = match stream {
+            Stream::Stdout => &self.stdout,
+            Stream::Stderr => &self.stderr,
+        };
+        match capture.whole_partial_line().and_then(detect_prompt) {
+            Some(prompt) => {
+                self.prompt_watch = Some(PromptWatch {
+                    stream,
+                    bytes_at_arming: capture.bytes,
+                    prompt,
+                    due: now + self.limits.prompt_settle,
+                });
+            }
+            None if self
+                .prompt_watch
+                .as_ref()
+                .is_some_and(|watch| watch.stream == stream) =>
+            {
+                self.prompt_watch = None;
+            }
+            None => {}
+        }
+    }
+
+    pub(crate) fn on_exit(&mut self, status: Option<std::process::ExitStatus>, now: Instant) {
+        self.exit = Some((now, status));
+    }
+
+    pub(crate) fn on_cancel(&mut self, level: CancelLevel, now: Instant) {
+        self.begin_stop(StopReason::Cancelled, now);
+        if is_immediate(level) {
+            self.send_kill(now);
+        }
+    }
+
+    /// A timer fired: find which and act.
+    pub(crate) fn on_tick(&mut self, now: Instant, pipes_open: bool) {
+        match self.phase {
+            Phase::Running => self.check_running_timers(now, pipes_open),
+            Phase::Terminating { kill_at } if now >= kill_at => self.send_kill(now),
+            Phase::Killed { abandon_at } if now >= abandon_at => {
+                self.termination.pipes_abandoned = true
+            }
+            _ => {}
+        }
+    }
+
+    fn check_running_timers(&mut self, now: Instant, pipes_open: bool) {
+        if now >= self.started + self.limits.timeout {
+            let limit_ms = self.limits.timeout.as_millis() as u64;
+            return self.begin_stop(StopReason::Timeout { limit_ms }, now);
+        }
+        if let Some(idle) = self
+            .limits
+            .idle_timeout
+            .filter(|idle| now >= self.last_progress + *idle)
+        {
+            let reason = StopReason::IdleTimeout {
+                limit_ms: idle.as_millis() as u64,
+                noise_only: self.noise_since_progress,
+            };
+            return self.begin_stop(reason, now);
+        }
+        if let Some(watch) = self.prompt_watch.take_if(|watch| now >= watch.due) {
+            let capture = match watch.stream {
+                Stream::Stdout => &self.stdout,
+                Stream::Stderr => &self.stderr,
+            };
+            if capture.bytes == watch.bytes_at_arming {
+                return self.begin_stop(
+                    StopReason::InteractivePrompt {
+                        prompt: watch.prompt,
+                    },
+                    now,
+                );
+            }
+        }
+        if let (Some((exited, _)), true) = (self.exit, pipes_open) {
+            if now >= exited + self.limits.leak_timeout {
+                self.termination.pipes_held_after_exit = true;
+                self.record_leaked(process::find_step_processes(self.pgid, &self.token));
+                self.send_term(now);
+            }
+        }
+    }
+
+    /// Starts ending the process for `reason`; the first reason wins.
+    fn begin_stop(&mut self, reason: StopReason, now: Instant) {
+        if self.termination.reason.is_none() {
+            self.termination.reason = Some(reason);
+        }
+        if self.phase == Phase::Running {
+            self.send_term(now);
+        }
+    }
+
+    fn send_term(&mut self, now: Instant) {
+        process::signal_step(self.pgid, &self.token, Signal::SIGTERM);
+        // A stopped process (SIGTTIN, SIGSTOP) only acts on SIGTERM once continued.
+        process::signal_step(self.pgid, &self.token, Signal::SIGCONT);
+        self.termination.sigterm_after_ms = Some(self.millis_since_start(now));
+        self.phase = Phase::Terminating {
+            kill_at: now + self.limits.grace,
+        };
+    }
+
+    fn send_kill(&mut self, now: Instant) {
+        process::signal_step(self.pgid, &self.token, Signal::SIGKILL);
+        self.termination.sigkill_after_ms = Some(self.millis_since_start(now));
+        self.phase = Phase::Killed {
+            abandon_at: now + DRAIN_AFTER_KILL,
+        };
+    }
+
+    fn record_leaked(&mut self, found: Vec<StrayProcess>) {
+        for stray in found {
+            if !self.leaked.iter().any(|known| known.pid == stray.pid) {
+                self.leaked.push(stray);
+            }
+        }
+    }
+
+    fn millis_since_start(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.started).as_millis() as u64
+    }
+
+    /// The final result, once the loop is done and the sweep has run.
+    pub(crate) fn into_result(
+        mut self,
+        leftover: Vec<StrayProcess>,
+        started_at: SystemTime,
+        ended_at: SystemTime,
+    ) -> Supervised {
+        self.record_leaked(leftover);
+        let _ = self.stdout.flush();
+        let _ = self.stderr.flush();
+        let (exit_code, signal) = status_parts(self.exit.and_then(|(_, status)| status));
+        let (outcome, cause) = classify(self.termination.reason.as_ref(), exit_code, signal);
+        Supervised {
+            outcome,
+            cause,
+            pid: self.pgid,
+            exit_code,
+            signal,
+            termination: self.termination,
+            started_at,
+            ended_at,
+            stdout_bytes: self.stdout.bytes,
+            stderr_bytes: self.stderr.bytes,
+            stdout_lines: self.stdout.lines,
+            stderr_lines: self.stderr.lines,
+            leaked: self.leaked,
+            tail: self.tail.into_lines(),
+            reported_cost_usd: self.reported_cost,
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! Running one process per step and never losing track of it.
+//!
+//! Modelled on cargo-nextest: the child leads its own process group; one `tokio::select!`
+//! loop is the single source of truth for output, timers, the leader's exit and operator
+//! cancellation, and all decisions live in a small state machine ([`super::state`]) that the
+//! loop feeds. stdin gets the prompt and is closed; stdout and stderr go to files as they
+//! arrive. Ending a step is SIGTERM to the group, a grace period during which output is still
+//! drained, then SIGKILL. When the leader exits but its pipes stay open, the descendants
+//! holding them are leaked: after a short leak timeout they are killed and reported. A final
+//! sweep kills and reports anything of the step still alive, so no process of a step
+//! survives it.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant, SystemTime};
+
+use nix::sys::signal::Signal;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+use super::RunnerError;
+use super::cancel::{CancelLevel, Cancellation};
+use super::capture::{StreamCapture, TailLine};
+use super::process::{self, SUPERVISION_TOKEN_VARIABLE, StrayProcess};
+use super::progress::{CaptureFormat, Stream};
+use super::state::{State, StopReason, Termination};
+use crate::outcome::Outcome;
+
+/// The size of each read from a pipe; large reads keep bulk output cheap.
+const READ_SIZE: usize = 128 * 1024;
+/// How long the final sweep waits for killed processes to disappear.
+const SWEEP_LIMIT: Duration = Duration::from_secs(2);
+
+/// Time limits of one supervised process.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// Wall-clock limit: `killed_timeout` when reached.
+    pub timeout: Duration,
+    /// Longest time without progress: `killed_idle` when reached. `None` disables it.
+    pub idle_timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL, during which output is still drained.
+    pub grace: Duration,
+    /// How long a question-shaped unterminated line must stay unchanged to be a prompt.
+    pub prompt_settle: Duration,
+    /// How long pipes may stay open after the leader exits before holders are killed.
+    pub leak_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Duration::from_secs(60 * 60),
+            idle_timeout: Some(Duration::from_secs(10 * 60)),
+            grace: Duration::from_secs(10),
+            prompt_settle: Duration::from_secs(2),
+            leak_timeout: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Everything needed to run one process.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+    /// The agent or validator name, for error messages.
+    pub agent: String,
+    /// The program (a path, or a name looked up on the given `PATH`).
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its working directory (the worktree).
+    pub cwd: PathBuf,
+    /// Its complete environment; nothing else is inherited (see [`super::env`]).
+    pub env: Vec<(String, String)>,
+    /// Written to stdin, which is then closed.
+    pub stdin: Vec<u8>,
+    /// Where stdout is streamed.
+    pub stdout_path: PathBuf,
+    /// Where stderr is streamed.
+    pub stderr_path: PathBuf,
+    /// How output lines are interpreted.
+    pub format: CaptureFormat,
+    /// Time limits.
+    pub limits: Limits,
+    /// The run's remaining budget; a reported cost above it ends the step.
+    pub remaining_budget_usd: Option<f64>,
+}
+
+/// How a supervised process ended, with the evidence the supervisor gathered.
+#[derive(Debug, Clone)]
+pub struct Supervised {
+    /// `completed`, `error`, `killed_timeout`, `killed_idle` or `killed_policy`.
+    pub outcome: Outcome,
+    /// Why, e.g. `exit code 1`, `interactive_prompt: "Continue? [y/N]"`.
+    pub cause: String,
+    /// The leader's pid, which is also the process group id.
+    pub pid: i32,
+    /// The leader's exit code, when it exited by itself.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the leader, when one did.
+    pub signal: Option<i32>,
+    /// What the supervisor did to end the process.
+    pub termination: Termination,
+    /// When the process was started.
+    pub started_at: SystemTime,
+    /// When supervision ended (after the final sweep).
+    pub ended_at: SystemTime,
+    /// Bytes written to stdout.
+    pub stdout_bytes: u64,
+    /// Bytes written to stderr.
+    pub stderr_bytes: u64,
+    /// Lines written to stdout.
+    pub stdout_lines: u64,
+    /// Lines written to stderr.
+    pub stderr_lines: u64,
+    /// Descendants found alive after the leader exited; all were killed.
+    pub leaked: Vec<StrayProcess>,
+    /// The last lines of output.
+    pub tail: Vec<TailLine>,
+    /// The highest cumulative cost reported in the stream.
+    pub reported_cost_usd: Option<f64>,
+}
+
+/// Runs `spec` to its end and reports how it ended.
+///
+/// Errors only when the process cannot be started or its output cannot be written; every
+/// behaviour of the process itself is an outcome.
+pub async fn supervise(
+    spec: ProcessSpec,
+    mut cancel: Cancellation,
+) -> Result<Supervised, RunnerError> {
+    let stdout = StreamCapture::create(Stream::Stdout, spec.format, &spec.stdout_path)?;
+    let stderr = StreamCapture::create(Stream::Stderr, spec.format, &spec.stderr_path)?;
+    let token = process::new_token();
+    let started_at = SystemTime::now();
+    let mut child = spawn(&spec, &token)?;
+    // A spawned child always has a pid until it is reaped, which has not happened yet.
+    let pid = child.id().map_or(0, |id| id as i32);
+    let mut guard = GroupGuard {
+        pgid: pid,
+        token: token.clone(),
+        armed: true,
+    };
+    feed_stdin(child.stdin.take(), spec.stdin.clone());
+    let mut out_pipe = child.stdout.take();
+    let mut err_pipe = child.stderr.take();
+    let mut state = State::new(pid, token, &spec, stdout, stderr, Instant::now());
+    if let Some(level) = cancel.already_requested() {
+        state.on_cancel(level, Instant::now());
+    }
+    let mut out_buffer = vec![0u8; READ_SIZE];
+    let mut err_buffer = vec![0u8; READ_SIZE];
+    while !state.finished(out_pipe.is_some(), err_pipe.is_some()) {
+        let deadline = state.next_deadline(out_pipe.is_some() || err_pipe.is_some());
+        tokio::select! {
+            request = cancel.next_request(), if cancel.is_live() => {
+                if let Some(level) = request {
+                    state.on_cancel(level, Instant::now());
+                }
+            }
+            read = read_some(&mut out_pipe, &mut out_buffer) => {
+                state.on_read(Stream::Stdout, &read, &out_buffer, Instant::now());
+                if !matches!(read, Ok(count) if count > 0) { out_pipe = None; }
+            }
+            read = read_some(&mut err_pipe, &mut err_buffer) => {
+                state.on_read(Stream::Stderr, &read, &err_buffer, Instant::now());
+                if !matches!(read, Ok(count) if count > 0) { err_pipe = None; }
+            }
+            status = child.wait(), if !state.has_exited() => {
+                state.on_exit(status.ok(), Instant::now());
+            }
+            () = tokio::time::sleep_until(deadline.into()) => {
+                state.on_tick(Instant::now(), out_pipe.is_some() || err_pipe.is_some());
+            }
+        }
+    }
+    let leftover = sweep(pid, state.token()).await;
+    guard.armed = false;
+    Ok(state.into_result(leftover, started_at, SystemTime::now()))
+}
+
+/// Reads from a pipe, or waits forever once it is closed (so `select!` ignores it).
+async fn read_some<R: AsyncRead + Unpin>(
+    pipe: &mut Option<R>,
+    buffer: &mut [u8],
+) -> std::io::Result<usize> {
+    match pipe {
+        Some(reader) => reader.read(buffer).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn spawn(spec: &ProcessSpec, token: &str) -> Result<tokio::process::Child, RunnerError> {
+    let mut command = tokio::process::Command::new(&spec.program);
+    command
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(spec.env.iter().map(|(name, value)| (name, value)))
+        .env(SUPERVISION_TOKEN_VARIABLE, token)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // The child leads a new group, so one signal reaches all its descendants.
+        .process_group(0);
+    command
+        .spawn()
+        .map_err(|error| RunnerError::spawn(&spec.agent, &spec.program, error))
+}
+
+/// Writes the prompt and closes stdin, without ever blocking the dispatcher loop: a child
+/// that never reads would otherwise stall us on a full pipe.
+fn feed_stdin(stdin: Option<tokio::process::ChildStdin>, prompt: Vec<u8>) {
+    let Some(mut stdin) = stdin else { return };
+    tokio::spawn(async move {
+        // A child that exits without reading gives EPIPE; that is its business.
+        let _ = stdin.write_all(&prompt).await;
+        let _ = stdin.shutdown().await;
+        drop(stdin);
+    });
+}
+
+/// Kills whatever of the step is still alive and waits until it is gone.
+async fn sweep(pgid: i32, token: &str) -> Vec<StrayProcess> {
+    let found = process::find_step_processes(pgid, token);
+    if found.is_empty() {
+        return found;
+    }
+    let started = Instant::now();
+    loop {
+        process::signal_step(pgid, token, Signal::SIGKILL);
+        if process::find_step_processes(pgid, token).is_empty() || started.elapsed() > SWEEP_LIMIT {
+            return found;
+        }
+        // Death after SIGKILL is asynchronous; poll briefly rather than block a thread.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Kills the group if supervision is abandoned (the future dropped mid-run).
+struct GroupGuard {
+    pgid: i32,
+    token: String,
+    armed: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed && self.pgid > 0 {
+            process::signal_step(self.pgid, &self.token, Signal::SIGKILL);
+        }
+    }
+}
+
+/// The exit code and signal of a leader's status.
+pub(crate) fn status_parts(status: Option<std::process::ExitStatus>) -> (Option<i32>, Option<i32>) {
+    match status {
+        Some(status) => (status.code(), status.signal()),
+        None => (None, None),
+    }
+}
+
+/// How a stop reason and the leader's status map to an outcome and a cause.
+pub(crate) fn classify(
+    reason: Option<&StopReason>,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+) -> (Outcome, String) {
+    if let Some(reason) = reason {
+        return (reason.outcome(), reason.cause());
+    }
+    match (exit_code, signal) {
+        (Some(0), _) => (Outcome::Completed, "exit code 0".to_owned()),
+        (Some(code), _) if code > 128 && code < 160 => (
+            Outcome::Error,
+            format!(
+                "exit code {code} (128+{}: the process reports death by {})",
+                code - 128,
+                signal_name(code - 128)
+            ),
+        ),
+        (Some(code), _) => (Outcome::Error, format!("exit code {code}")),
+        (None, Some(signal)) => (
+            Outcome::Error,
+            format!("killed by signal {signal} ({})", signal_name(signal)),
+        ),
+        (None, None) => (
+            Outcome::Error,
+            "the exit status could not be read".to_owned(),
+        ),
+    }
+}
+
+fn signal_name(number: i32) -> String {
+    Signal::try_from(number).map_or_else(
+        |_| format!("signal {number}"),
+        |signal| signal.as_str().to_owned(),
+    )
+}
+
+/// Whether a cancellation level asks for an immediate kill.
+pub(crate) fn is_immediate(level: CancelLevel) -> bool {
+    level == CancelLevel::Immediate
+}

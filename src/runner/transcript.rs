@@ -1,0 +1,233 @@
+//! Reading captured output back with bounded memory, and rendering `transcript.md`, the
+//! readable account of a step that a human opens first in the morning.
+//!
+//! The raw streams stay the evidence; this file is a view of them: the prompt, then one short
+//! entry per event (assistant text, tool calls and results, retries, permission denials, the
+//! result), capped in size so a runaway agent cannot produce an unreadable page.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::capture::LINE_CAP;
+use super::progress::CaptureFormat;
+
+/// The largest `transcript.md` written; the raw stream has the rest.
+const MARKDOWN_LIMIT: usize = 2 * 1024 * 1024;
+/// The longest excerpt of a single tool input or result.
+const EXCERPT_LIMIT: usize = 2000;
+/// How much of a plain-text stream is shown.
+const TEXT_EXCERPT: u64 = 16 * 1024;
+
+/// Calls `visit` with every line of `path` (without its newline), holding at most
+/// [`LINE_CAP`] bytes of a line: a longer line is passed truncated.
+pub fn for_each_line(path: &Path, mut visit: impl FnMut(&[u8])) -> std::io::Result<()> {
+    let mut reader = BufReader::with_capacity(64 * 1024, File::open(path)?);
+    let mut line = Vec::new();
+    let mut pending = false;
+    loop {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            if pending {
+                visit(&line);
+            }
+            return Ok(());
+        }
+        let (piece, consumed, complete) = match memchr::memchr(b'\n', buffer) {
+            Some(end) => (&buffer[..end], end + 1, true),
+            None => (buffer, buffer.len(), false),
+        };
+        let room = LINE_CAP.saturating_sub(line.len());
+        line.extend_from_slice(&piece[..piece.len().min(room)]);
+        pending = true;
+        reader.consume(consumed);
+        if complete {
+            visit(&line);
+            line.clear();
+            pending = false;
+        }
+    }
+}
+
+/// The last `limit` bytes of a file as text (invalid UTF-8 replaced).
+pub fn read_end(path: &Path, limit: u64) -> std::io::Result<String> {
+    let mut file = File::open(path)?;
+    let length = file.metadata()?.len();
+    file.seek(SeekFrom::Start(length.saturating_sub(limit)))?;
+    let mut bytes = Vec::new();
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The readable transcript of a step.
+pub fn render(format: CaptureFormat, prompt: &str, stdout: &Path, stderr: &Path) -> String {
+    let mut page = format!(
+        "# Agent transcript\n\n## Prompt\n\n{}\n\n## Session\n\n",
+        fence(prompt)
+    );
+    match format {
+        CaptureFormat::Text => page.push_str(&text_section("stdout", stdout)),
+        _ => {
+            let _ = for_each_line(stdout, |line| {
+                if page.len() < MARKDOWN_LIMIT {
+                    page.push_str(&render_line(format, line));
+                }
+            });
+            if page.len() >= MARKDOWN_LIMIT {
+                page.push_str("\n*(transcript cut here; the raw stream has everything)*\n");
+            }
+        }
+    }
+    page.push_str(&text_section("stderr", stderr));
+    page
+}
+
+fn text_section(name: &str, path: &Path) -> String {
+    let Ok(metadata) = std::fs::metadata(path) else {
+        return String::new();
+    };
+    if metadata.len() == 0 {
+        return format!("*({name} was empty)*\n\n");
+    }
+    let excerpt = read_end(path, TEXT_EXCERPT).unwrap_or_default();
+    let note = if metadata.len() > TEXT_EXCERPT {
+        format!(" (last {TEXT_EXCERPT} of {} bytes)", metadata.len())
+    } else {
+        String::new()
+    };
+    format!("### {name}{note}\n\n{}\n\n", fence(&excerpt))
+}
+
+fn render_line(format: CaptureFormat, line: &[u8]) -> String {
+    match serde_json::from_slice::<Value>(line) {
+        Ok(event) if event.is_object() => match format {
+            CaptureFormat::CodexJson => render_codex(&event),
+            _ => render_claude(&event),
+        },
+        _ if line.iter().all(u8::is_ascii_whitespace) => String::new(),
+        _ => format!(
+            "- *unparsed line:* `{}`\n",
+            excerpt(&String::from_utf8_lossy(line)).replace('`', "'")
+        ),
+    }
+}
+
+fn render_claude(event: &Value) -> String {
+    let kind = field(event, "type");
+    let subtype = field(event, "subtype");
+    match (kind, subtype) {
+        ("system", "init") => format!("- *session started* (model `{}`)\n", field(event, "model")),
+        ("system", "api_retry") => format!(
+            "- *API retry, attempt {}*\n",
+            event.get("attempt").unwrap_or(&Value::Null)
+        ),
+        ("system", "permission_denied") => {
+            format!("- **permission denied:** `{}`\n", field(event, "tool_name"))
+        }
+        ("assistant" | "user", _) => render_claude_content(kind, event),
+        ("result", _) => format!(
+            "\n## Result\n\n- subtype: `{subtype}`, is_error: `{}`, turns: `{}`, cost: `{}` USD\n\n{}\n",
+            event.get("is_error").unwrap_or(&Value::Null),
+            event.get("num_turns").unwrap_or(&Value::Null),
+            event.get("total_cost_usd").unwrap_or(&Value::Null),
+            field(event, "result")
+        ),
+        _ => format!(
+            "- *{kind}{}{subtype}*\n",
+            if subtype.is_empty() { "" } else { "/" }
+        ),
+    }
+}
+
+fn render_claude_content(kind: &str, event: &Value) -> String {
+    let blocks = event
+        .pointer("/message/content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut entry = String::new();
+    for block in &blocks {
+        match field(block, "type") {
+            "text" => entry.push_str(&format!("**{kind}:** {}\n\n", field(block, "text"))),
+            "tool_use" => entry.push_str(&format!(
+                "**tool call** `{}`:\n\n{}\n\n",
+                field(block, "name"),
+                fence(&excerpt(
+                    &block.get("input").unwrap_or(&Value::Null).to_string()
+                ))
+            )),
+            "tool_result" => {
+                let content = match block.get("content") {
+                    Some(Value::String(text)) => text.clone(),
+                    Some(other) => other.to_string(),
+                    None => String::new(),
+                };
+                entry.push_str(&format!(
+                    "**tool result:**\n\n{}\n\n",
+                    fence(&excerpt(&content))
+                ));
+            }
+            _ => {}
+        }
+    }
+    entry
+}
+
+fn render_codex(event: &Value) -> String {
+    let item = event.get("item").unwrap_or(&Value::Null);
+    match (field(event, "type"), field(item, "type")) {
+        ("thread.started", _) => format!("- *thread started* (`{}`)\n", field(event, "thread_id")),
+        ("turn.started", _) => "- *turn started*\n".to_owned(),
+        ("item.completed", "agent_message") => {
+            format!("**assistant:** {}\n\n", field(item, "text"))
+        }
+        ("item.completed", "command_execution") => format!(
+            "**command** `{}` → exit code `{}`\n\n{}\n\n",
+            field(item, "command"),
+            item.get("exit_code").unwrap_or(&Value::Null),
+            fence(&excerpt(field(item, "aggregated_output")))
+        ),
+        ("item.completed", "error") => format!("- *notice:* {}\n", field(item, "message")),
+        ("error", _) => format!("- *error:* {}\n", field(event, "message")),
+        ("turn.completed", _) => format!(
+            "- *turn completed* (usage `{}`)\n",
+            event.get("usage").unwrap_or(&Value::Null)
+        ),
+        ("turn.failed", _) => format!(
+            "\n## Turn failed\n\n{}\n",
+            event
+                .pointer("/error/message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        ),
+        _ => String::new(),
+    }
+}
+
+fn field<'a>(value: &'a Value, key: &str) -> &'a str {
+    value.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+fn excerpt(text: &str) -> String {
+    if text.len() <= EXCERPT_LIMIT {
+        return text.to_owned();
+    }
+    let mut end = EXCERPT_LIMIT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} more bytes]", &text[..end], text.len() - end)
+}
+
+/// A fenced block long enough not to be closed by backticks inside `text`.
+fn fence(text: &str) -> String {
+    let longest = text
+        .split(|character| character != '`')
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    let marker = "`".repeat(longest.max(2) + 1);
+    format!("{marker}text\n{}\n{marker}", text.trim_end_matches('\n'))
+}
