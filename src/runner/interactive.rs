@@ -50,7 +50,10 @@ pub fn detect_prompt(partial_line: &[u8]) -> Option<String> {
     let lowered = visible.to_lowercase();
     let is_prompt = CONTAINED.iter().any(|pattern| lowered.contains(pattern))
         || ENDING.iter().any(|pattern| lowered.ends_with(pattern))
-        || ((lowered.contains("password") || lowered.contains("passphrase")) && lowered.ends_with(':'));
+        || (["password", "passphrase", "username for"]
+            .iter()
+            .any(|word| lowered.contains(word))
+            && lowered.ends_with(':'));
     is_prompt.then(|| visible.to_owned())
 }
 

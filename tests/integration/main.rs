@@ -1,3 +1,5 @@
 //! The one integration-test binary: one module per feature.
 
+mod runner_support;
+mod runner_zoo;
 mod support;
