@@ -30,7 +30,8 @@ impl Step {
             AgentKind::Claude => "claude-code",
             _ => "codex",
         };
-        let mut step = Step::with_profile(name, AgentProfile::empty(kind));
+        let builtin = resolve_profile(name, &BTreeMap::new()).expect("built-in profile");
+        let mut step = Step::with_profile(name, builtin);
         let bin = fixture("agents/bin");
         step.request.host_env = HostEnv::from_pairs([
             (

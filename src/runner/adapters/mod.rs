@@ -168,7 +168,16 @@ fn refine(supervised: &Supervised, summary: &StreamSummary, step_dir: &Path) -> 
         Outcome::Completed | Outcome::Error => {}
         killed => return (killed, supervised.cause.clone()),
     }
-    if let Some(failure) = &summary.failure {
+    // A stream that says why it failed explains more than an exit code; a stream that is
+    // merely missing (the CLI refused its arguments) does not, and stderr does.
+    let said_nothing = summary.failure.as_deref().is_some_and(|failure| {
+        failure.starts_with("no_result") || failure.starts_with("no_final_message")
+    });
+    if let Some(failure) = summary
+        .failure
+        .as_ref()
+        .filter(|_| !(said_nothing && supervised.outcome == Outcome::Error))
+    {
         return (Outcome::Error, failure.clone());
     }
     if supervised.outcome == Outcome::Error {
