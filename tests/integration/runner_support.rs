@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tnh_conductor::runner::{
     AgentKind, AgentProfile, AgentRun, Cancellation, HostEnv, Limits, StepRequest, process,
-    run_agent,
+    resolve_profile, run_agent,
 };
 
 use crate::support::fixture;
