@@ -1,6 +1,8 @@
 //! The one integration-test binary: one module per feature.
 
+mod runner_api;
 mod runner_fakes;
+mod runner_real_cli;
 mod runner_support;
 mod runner_zoo;
 mod support;
