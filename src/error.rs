@@ -60,6 +60,9 @@ pub enum Error {
     /// A workflow could not be loaded or is invalid.
     #[error(transparent)]
     Workflow(#[from] crate::workflow::WorkflowError),
+    /// An agent or validator process could not be run or recorded.
+    #[error(transparent)]
+    Runner(#[from] crate::runner::RunnerError),
     /// Reading or writing a file failed.
     #[error("failed to {action} `{path}`: {source}")]
     Io {
@@ -90,7 +93,7 @@ impl Error {
             Error::Usage { .. } | Error::NotImplemented { .. } | Error::Workflow(_) => {
                 ExitStatus::Usage
             }
-            Error::Io { .. } | Error::Json(_) => ExitStatus::Runtime,
+            Error::Runner(_) | Error::Io { .. } | Error::Json(_) => ExitStatus::Runtime,
         }
     }
 
@@ -103,6 +106,7 @@ impl Error {
                     .to_owned(),
             ),
             Error::Workflow(error) => error.hint(),
+            Error::Runner(error) => error.hint(),
             Error::Io { .. } => Some("check that the path exists and is readable".to_owned()),
             Error::Json(_) => None,
         }

@@ -364,12 +364,11 @@ impl State {
                 );
             }
         }
-        if let (Some((exited, _)), true) = (self.exit, pipes_open) {
-            if now >= exited + self.limits.leak_timeout {
-                self.termination.pipes_held_after_exit = true;
-                self.record_leaked(process::find_step_processes(self.pgid, &self.token));
-                self.send_term(now);
-            }
+        let leak_due = self.exit.map(|(exited, _)| exited + self.limits.leak_timeout);
+        if pipes_open && leak_due.is_some_and(|due| now >= due) {
+            self.termination.pipes_held_after_exit = true;
+            self.record_leaked(process::find_step_processes(self.pgid, &self.token));
+            self.send_term(now);
         }
     }
 
