@@ -1,1 +1,262 @@
-fn main() {}
+//! Runner benchmark (`cargo bench --bench runner`): the figures in docs/runners.md.
+//!
+//! 1. Capture throughput: 1 GiB of short lines through the supervisor to a file, against the
+//!    same producer piped to `cat > file`, measured side by side; the ratio must be ≥ 0.8.
+//! 2. Peak memory of the supervising process during that capture (VmHWM of a child process
+//!    that does nothing else), which must stay under 64 MiB.
+//! 3. Timer precision: idle and wall timeouts must fire within 250 ms of their deadline.
+//! 4. Termination: a group that ignores SIGTERM must be dead within grace + 250 ms.
+//!
+//! Set `TNH_BENCH_BYTES` to capture less than 1 GiB (e.g. for a quick debug run).
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use tnh_conductor::runner::{
+    Cancellation, CaptureFormat, Limits, ProcessSpec, Supervised, process, supervise,
+};
+
+const GIB: u64 = 1024 * 1024 * 1024;
+const ROUNDS: usize = 3;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--capture-child") {
+        capture_child(&args[2], Path::new(&args[3]));
+        return;
+    }
+    let bytes = std::env::var("TNH_BENCH_BYTES")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(GIB);
+    let scratch = tempfile::tempdir().expect("scratch dir");
+    throughput(bytes, scratch.path());
+    timers(scratch.path());
+    termination(scratch.path());
+}
+
+fn zoo(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/agents/zoo")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn spec(argv: &[&str], env: Vec<(String, String)>, dir: &Path, limits: Limits) -> ProcessSpec {
+    let mut env = env;
+    env.push(("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()));
+    ProcessSpec {
+        agent: "bench".to_owned(),
+        program: argv[0].to_owned(),
+        args: argv[1..].iter().map(|arg| (*arg).to_owned()).collect(),
+        cwd: dir.to_path_buf(),
+        env,
+        stdin: Vec::new(),
+        stdout_path: dir.join("stdout"),
+        stderr_path: dir.join("stderr"),
+        format: CaptureFormat::Text,
+        limits,
+        remaining_budget_usd: None,
+    }
+}
+
+fn run(spec: ProcessSpec) -> Supervised {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime
+        .block_on(supervise(spec, Cancellation::never()))
+        .expect("supervise")
+}
+
+/// Child mode: capture `bytes` through the supervisor, then report the peak RSS.
+fn capture_child(bytes: &str, dir: &Path) {
+    let env = vec![("TNH_ZOO_BYTES".to_owned(), bytes.to_owned())];
+    let limits = Limits {
+        timeout: Duration::from_secs(3600),
+        idle_timeout: None,
+        ..Limits::default()
+    };
+    let result = run(spec(&["sh", &zoo("big-output.sh")], env, dir, limits));
+    assert_eq!(
+        result.stdout_bytes.to_string(),
+        bytes,
+        "every byte captured"
+    );
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let peak = status
+        .lines()
+        .find(|line| line.starts_with("VmHWM:"))
+        .unwrap_or("VmHWM: 0 kB");
+    println!("{}", peak.trim_start_matches("VmHWM:").trim());
+}
+
+fn throughput(bytes: u64, scratch: &Path) {
+    let mut best_cat = Duration::MAX;
+    let mut best_runner = Duration::MAX;
+    let mut peak_kib = 0u64;
+    for _ in 0..ROUNDS {
+        let target = scratch.join("cat-output");
+        let script = format!(
+            "sh '{}' | cat > '{}'",
+            zoo("big-output.sh"),
+            target.display()
+        );
+        let started = Instant::now();
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .env("TNH_ZOO_BYTES", bytes.to_string())
+            .status();
+        assert!(status.expect("cat baseline").success());
+        best_cat = best_cat.min(started.elapsed());
+        assert_eq!(std::fs::metadata(&target).expect("cat output").len(), bytes);
+        std::fs::remove_file(&target).ok();
+
+        let dir = scratch.join("runner-output");
+        std::fs::create_dir_all(&dir).expect("dir");
+        let started = Instant::now();
+        let output = Command::new(std::env::current_exe().expect("self"))
+            .args([
+                "--capture-child",
+                &bytes.to_string(),
+                &dir.display().to_string(),
+            ])
+            .output()
+            .expect("capture child");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        best_runner = best_runner.min(started.elapsed());
+        let text = String::from_utf8_lossy(&output.stdout);
+        let kib: u64 = text
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .unwrap_or(0);
+        peak_kib = peak_kib.max(kib);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+    let mib = bytes as f64 / (1024.0 * 1024.0);
+    let cat_rate = mib / best_cat.as_secs_f64();
+    let runner_rate = mib / best_runner.as_secs_f64();
+    println!("capture of {mib:.0} MiB (best of {ROUNDS}):");
+    println!(
+        "  cat > file        {:>8.3} s  {cat_rate:>8.1} MiB/s",
+        best_cat.as_secs_f64()
+    );
+    println!(
+        "  runner            {:>8.3} s  {runner_rate:>8.1} MiB/s",
+        best_runner.as_secs_f64()
+    );
+    println!(
+        "  throughput ratio  {:.3} (target >= 0.8)",
+        runner_rate / cat_rate
+    );
+    println!(
+        "  peak RSS          {:.1} MiB (target < 64 MiB)",
+        peak_kib as f64 / 1024.0
+    );
+}
+
+fn timers(scratch: &Path) {
+    let mut idle_late = Vec::new();
+    let mut wall_late = Vec::new();
+    for round in 0..5 {
+        let deadline = Duration::from_millis(500 + 100 * round);
+        let idle = Limits {
+            timeout: Duration::from_secs(60),
+            idle_timeout: Some(deadline),
+            ..quick()
+        };
+        let result = run(spec(
+            &["sh", &zoo("silent-hang.sh")],
+            Vec::new(),
+            scratch,
+            idle,
+        ));
+        idle_late.push(lateness(&result, deadline));
+        let wall = Limits {
+            timeout: deadline,
+            idle_timeout: None,
+            ..quick()
+        };
+        let result = run(spec(
+            &["sh", &zoo("silent-hang.sh")],
+            Vec::new(),
+            scratch,
+            wall,
+        ));
+        wall_late.push(lateness(&result, deadline));
+    }
+    println!("timers (5 runs each, lateness of SIGTERM after the deadline):");
+    println!(
+        "  idle_timeout  max {} ms  (target <= 250 ms)  {idle_late:?}",
+        idle_late.iter().max().unwrap_or(&0)
+    );
+    println!(
+        "  timeout       max {} ms  (target <= 250 ms)  {wall_late:?}",
+        wall_late.iter().max().unwrap_or(&0)
+    );
+}
+
+fn lateness(result: &Supervised, deadline: Duration) -> u64 {
+    let fired = result
+        .termination
+        .sigterm_after_ms
+        .expect("the timer fired");
+    fired.saturating_sub(deadline.as_millis() as u64)
+}
+
+fn quick() -> Limits {
+    Limits {
+        timeout: Duration::from_secs(60),
+        idle_timeout: None,
+        grace: Duration::from_millis(500),
+        prompt_settle: Duration::from_secs(2),
+        leak_timeout: Duration::from_millis(200),
+    }
+}
+
+fn termination(scratch: &Path) {
+    let grace = Duration::from_millis(1000);
+    let mut overshoot = Vec::new();
+    for _ in 0..5 {
+        let limits = Limits {
+            timeout: Duration::from_millis(300),
+            grace,
+            ..quick()
+        };
+        let started = Instant::now();
+        let result = run(spec(
+            &["sh", &zoo("ignores-sigterm.sh")],
+            Vec::new(),
+            scratch,
+            limits,
+        ));
+        let finished = started.elapsed();
+        assert!(
+            process::live_group_members(result.pid).is_empty(),
+            "group dead"
+        );
+        let sigterm =
+            Duration::from_millis(result.termination.sigterm_after_ms.expect("SIGTERM sent"));
+        let dead_after = finished.saturating_sub(sigterm);
+        overshoot.push(dead_after.saturating_sub(grace).as_millis() as u64);
+    }
+    println!(
+        "termination (SIGTERM ignored, grace {} ms, 5 runs):",
+        grace.as_millis()
+    );
+    println!(
+        "  group dead at most grace + {} ms after SIGTERM  (target <= 250 ms)  {overshoot:?}",
+        overshoot.iter().max().unwrap_or(&0)
+    );
+}

@@ -364,7 +364,9 @@ impl State {
                 );
             }
         }
-        let leak_due = self.exit.map(|(exited, _)| exited + self.limits.leak_timeout);
+        let leak_due = self
+            .exit
+            .map(|(exited, _)| exited + self.limits.leak_timeout);
         if pipes_open && leak_due.is_some_and(|due| now >= due) {
             self.termination.pipes_held_after_exit = true;
             self.record_leaked(process::find_step_processes(self.pgid, &self.token));
