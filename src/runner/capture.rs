@@ -151,6 +151,13 @@ impl StreamCapture {
         Ok(signals)
     }
 
+    /// The current unterminated line when it may be a question: held whole, and not the
+    /// start of a JSON event of a structured stream cut by a chunk boundary.
+    pub(crate) fn question_candidate(&self) -> Option<&[u8]> {
+        let structured_event = self.format.examines_lines() && self.partial.first() == Some(&b'{');
+        self.whole_partial_line().filter(|_| !structured_event)
+    }
+
     /// The current unterminated line, when it is held whole.
     pub(crate) fn whole_partial_line(&self) -> Option<&[u8]> {
         (!self.partial.is_empty() && self.partial_length == self.partial.len())
@@ -229,6 +236,18 @@ mod tests {
         assert_eq!(lines[0].text, "line 150");
         assert_eq!(lines[49].text, "line 199");
         assert_eq!(capture.lines, 200);
+    }
+
+    #[test]
+    fn a_json_event_cut_by_a_chunk_boundary_is_never_a_question() {
+        let (_dir, mut json) = capture(CaptureFormat::ClaudeStreamJson);
+        let mut tail = Tail::default();
+        json.ingest(br#"{"type":"assistant","text":"Continue? [y/N]"#, &mut tail)
+            .unwrap();
+        assert_eq!(json.question_candidate(), None);
+        let (_dir, mut text) = capture(CaptureFormat::Text);
+        text.ingest(b"Continue? [y/N] ", &mut tail).unwrap();
+        assert_eq!(text.question_candidate(), Some(&b"Continue? [y/N] "[..]));
     }
 
     #[test]

@@ -291,7 +291,7 @@ impl State {
             Stream::Stdout => &self.stdout,
             Stream::Stderr => &self.stderr,
         };
-        match capture.whole_partial_line().and_then(detect_prompt) {
+        match capture.question_candidate().and_then(detect_prompt) {
             Some(prompt) => {
                 self.prompt_watch = Some(PromptWatch {
                     stream,
