@@ -18,7 +18,7 @@ use tnh_conductor::runner::{
 };
 
 const GIB: u64 = 1024 * 1024 * 1024;
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

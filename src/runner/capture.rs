@@ -120,35 +120,64 @@ impl StreamCapture {
     ) -> std::io::Result<ChunkSignals> {
         self.file.write_all(chunk)?;
         self.bytes += chunk.len() as u64;
-        let mut signals = ChunkSignals::default();
         if !self.format.examines_lines() {
-            signals.progress = true;
+            self.ingest_text(chunk, tail);
+            return Ok(ChunkSignals {
+                progress: true,
+                ..ChunkSignals::default()
+            });
         }
-        let newlines = memchr::memchr_iter(b'\n', chunk).count();
+        let mut signals = ChunkSignals::default();
         let mut start = 0;
-        for (index, end) in memchr::memchr_iter(b'\n', chunk).enumerate() {
-            let piece = &chunk[start..end];
+        for end in memchr::memchr_iter(b'\n', chunk) {
+            self.extend_partial(&chunk[start..end]);
             start = end + 1;
-            self.lines += 1;
-            let wanted_by_tail = newlines - index <= TAIL_LINES;
-            if !wanted_by_tail && !self.format.examines_lines() {
-                self.partial.clear();
-                self.partial_length = 0;
-                continue;
-            }
-            self.extend_partial(piece);
-            let line = trim_carriage_return(&self.partial);
-            if self.format.examines_lines() {
-                signals.absorb(self.format.classify(self.stream, line));
-            }
-            if wanted_by_tail {
-                tail.push(self.stream, line, self.partial_length);
-            }
-            self.partial.clear();
-            self.partial_length = 0;
+            signals.absorb(self.complete_line(tail));
         }
         self.extend_partial(&chunk[start..]);
         Ok(signals)
+    }
+
+    /// Plain text needs only a line count and the lines that can reach the tail: count
+    /// newlines in one vectorised pass, then walk back from the end for the last few.
+    fn ingest_text(&mut self, chunk: &[u8], tail: &mut Tail) {
+        let newlines = chunk.iter().filter(|&&byte| byte == b'\n').count();
+        if newlines == 0 {
+            self.extend_partial(chunk);
+            return;
+        }
+        let kept = newlines.min(TAIL_LINES);
+        // The ends of the kept lines, preceded by the end of the line before them if any.
+        let mut ends: Vec<usize> = memchr::memrchr_iter(b'\n', chunk).take(kept + 1).collect();
+        ends.reverse();
+        let mut start = 0;
+        if ends.len() > kept {
+            start = ends.remove(0) + 1;
+            self.lines += (newlines - kept) as u64;
+            self.partial.clear();
+            self.partial_length = 0;
+        }
+        for end in ends {
+            self.extend_partial(&chunk[start..end]);
+            start = end + 1;
+            self.complete_line(tail);
+        }
+        self.extend_partial(&chunk[start..]);
+    }
+
+    /// The held line is complete: count it, classify it, keep it in the tail.
+    fn complete_line(&mut self, tail: &mut Tail) -> LineSignal {
+        self.lines += 1;
+        let line = trim_carriage_return(&self.partial);
+        let signal = if self.format.examines_lines() {
+            self.format.classify(self.stream, line)
+        } else {
+            LineSignal::default()
+        };
+        tail.push(self.stream, line, self.partial_length);
+        self.partial.clear();
+        self.partial_length = 0;
+        signal
     }
 
     /// The current unterminated line when it may be a question: held whole, and not the
