@@ -63,8 +63,10 @@ fn spec(argv: &[&str], env: Vec<(String, String)>, dir: &Path, limits: Limits) -
 }
 
 fn run(spec: ProcessSpec) -> Supervised {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+    // The supervising future runs on the thread that drives I/O, as it does when the kernel
+    // spawns a step as a task; `block_on` of a multi-thread runtime would add a cross-thread
+    // wake-up per chunk.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");

@@ -141,7 +141,7 @@ impl StreamCapture {
     /// Plain text needs only a line count and the lines that can reach the tail: count
     /// newlines in one vectorised pass, then walk back from the end for the last few.
     fn ingest_text(&mut self, chunk: &[u8], tail: &mut Tail) {
-        let newlines = chunk.iter().filter(|&&byte| byte == b'\n').count();
+        let newlines = count_newlines(chunk);
         if newlines == 0 {
             self.extend_partial(chunk);
             return;
@@ -221,6 +221,21 @@ impl StreamCapture {
     }
 }
 
+/// Counts `\n` bytes. Per-block `u8` counters let the compiler compare 16 bytes per
+/// instruction (a `usize` counter per byte compiles to 2 bytes per step and dominated the
+/// capture profile); a block of at most 255 bytes cannot overflow them.
+fn count_newlines(bytes: &[u8]) -> usize {
+    bytes
+        .chunks(240)
+        .map(|block| {
+            let in_block = block
+                .iter()
+                .fold(0u8, |count, &byte| count + u8::from(byte == b'\n'));
+            usize::from(in_block)
+        })
+        .sum()
+}
+
 fn trim_carriage_return(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
@@ -252,6 +267,17 @@ mod tests {
         assert_eq!(texts, ["hello", "wor"]);
         assert_eq!(capture.lines, 2);
         assert_eq!(capture.bytes, 9);
+    }
+
+    #[test]
+    fn newline_count_matches_a_naive_count() {
+        let text: Vec<u8> = (0..10_000u32)
+            .map(|index| if index % 7 == 0 { b'\n' } else { b'a' })
+            .collect();
+        for length in [0, 1, 239, 240, 241, 10_000] {
+            let naive = text[..length].iter().filter(|&&byte| byte == b'\n').count();
+            assert_eq!(count_newlines(&text[..length]), naive);
+        }
     }
 
     #[test]
