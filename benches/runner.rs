@@ -63,9 +63,18 @@ fn spec(argv: &[&str], env: Vec<(String, String)>, dir: &Path, limits: Limits) -
 }
 
 fn run(spec: ProcessSpec) -> Supervised {
-    // The supervising future runs on the thread that drives I/O, as it does when the kernel
-    // spawns a step as a task; `block_on` of a multi-thread runtime would add a cross-thread
-    // wake-up per chunk.
+    // Default: the supervising future runs on the thread that drives I/O. With
+    // `TNH_BENCH_RUNTIME=multi-thread` it is spawned as a task on a two-worker runtime, as a
+    // kernel under `#[tokio::main]` would do with `tokio::spawn`.
+    if std::env::var("TNH_BENCH_RUNTIME").as_deref() == Ok("multi-thread") {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let task = runtime.spawn(supervise(spec, Cancellation::never()));
+        return runtime.block_on(task).expect("task").expect("supervise");
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
