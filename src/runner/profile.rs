@@ -70,7 +70,11 @@ pub struct AgentProfile {
 }
 
 /// A scalar value of a Codex `-c key=value` pair.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+///
+/// Deserialized by hand rather than with `#[serde(untagged)]`, whose "did not match any
+/// variant" error would hide what was wrong (STYLE.md); `untagged` here only shapes the
+/// serialized form and the schema.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum ConfigValue {
     /// A boolean.
@@ -81,6 +85,44 @@ pub enum ConfigValue {
     Float(f64),
     /// Text, passed as written.
     Text(String),
+}
+
+impl<'de> Deserialize<'de> for ConfigValue {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ConfigValueVisitor)
+    }
+}
+
+struct ConfigValueVisitor;
+
+impl serde::de::Visitor<'_> for ConfigValueVisitor {
+    type Value = ConfigValue;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a boolean, a number or a string")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<ConfigValue, E> {
+        Ok(ConfigValue::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<ConfigValue, E> {
+        Ok(ConfigValue::Integer(value))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<ConfigValue, E> {
+        i64::try_from(value)
+            .map(ConfigValue::Integer)
+            .map_err(|_| E::custom("integer too large"))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<ConfigValue, E> {
+        Ok(ConfigValue::Float(value))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<ConfigValue, E> {
+        Ok(ConfigValue::Text(value.to_owned()))
+    }
 }
 
 impl std::fmt::Display for ConfigValue {
@@ -236,6 +278,27 @@ codex:
                 .as_deref(),
             Some("claude-sonnet-4-5")
         );
+    }
+
+    #[test]
+    fn codex_config_values_are_scalars() {
+        let yaml =
+            "kind: codex\nconfig: { effort: high, retries: 3, fast: true, temperature: 0.5 }\n";
+        let profile: AgentProfile = serde_saphyr::from_str(yaml).unwrap();
+        let pairs: Vec<String> = profile
+            .config
+            .iter()
+            .map(|(key, value)| format!("{key}={value}"))
+            .collect();
+        assert_eq!(
+            pairs,
+            ["effort=high", "fast=true", "retries=3", "temperature=0.5"]
+        );
+        let nested = "kind: codex\nconfig: { effort: [a, b] }\n";
+        let error = serde_saphyr::from_str::<AgentProfile>(nested)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("a boolean, a number or a string"), "{error}");
     }
 
     #[test]
