@@ -71,8 +71,11 @@ pub fn render(format: CaptureFormat, prompt: &str, stdout: &Path, stderr: &Path)
         CaptureFormat::Text => page.push_str(&text_section("stdout", stdout)),
         _ => {
             let _ = for_each_line(stdout, |line| {
-                if page.len() < MARKDOWN_LIMIT {
-                    page.push_str(&render_line(format, line));
+                let entry = render_line(format, line);
+                if page.len() < MARKDOWN_LIMIT && !entry.is_empty() {
+                    // One paragraph per entry, so lists and blocks never run together.
+                    page.push_str(entry.trim_end_matches('\n'));
+                    page.push_str("\n\n");
                 }
             });
             if page.len() >= MARKDOWN_LIMIT {
@@ -128,16 +131,31 @@ fn render_claude(event: &Value) -> String {
         }
         ("assistant" | "user", _) => render_claude_content(kind, event),
         ("result", _) => format!(
-            "\n## Result\n\n- subtype: `{subtype}`, is_error: `{}`, turns: `{}`, cost: `{}` USD\n\n{}\n",
+            "## Result\n\n- subtype: `{subtype}`, is_error: `{}`, turns: `{}`, cost: `{}` USD\n\n{}\n",
             event.get("is_error").unwrap_or(&Value::Null),
             event.get("num_turns").unwrap_or(&Value::Null),
             event.get("total_cost_usd").unwrap_or(&Value::Null),
-            field(event, "result")
+            result_text(event)
         ),
         _ => format!(
             "- *{kind}{}{subtype}*\n",
             if subtype.is_empty() { "" } else { "/" }
         ),
+    }
+}
+
+fn result_text(event: &Value) -> String {
+    let errors: Vec<&str> = event
+        .get("errors")
+        .and_then(Value::as_array)
+        .map(|errors| errors.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    match field(event, "result") {
+        "" => errors
+            .iter()
+            .map(|error| format!("- error: {error}\n"))
+            .collect(),
+        text => text.to_owned(),
     }
 }
 
@@ -183,12 +201,19 @@ fn render_codex(event: &Value) -> String {
         ("item.completed", "agent_message") => {
             format!("**assistant:** {}\n\n", field(item, "text"))
         }
-        ("item.completed", "command_execution") => format!(
-            "**command** `{}` → exit code `{}`\n\n{}\n\n",
-            field(item, "command"),
-            item.get("exit_code").unwrap_or(&Value::Null),
-            fence(&excerpt(field(item, "aggregated_output")))
-        ),
+        ("item.completed", "command_execution") => {
+            let output = field(item, "aggregated_output");
+            let shown = if output.is_empty() {
+                String::new()
+            } else {
+                fence(&excerpt(output))
+            };
+            format!(
+                "**command** `{}` → exit code `{}`\n\n{shown}",
+                field(item, "command"),
+                item.get("exit_code").unwrap_or(&Value::Null),
+            )
+        }
         ("item.completed", "error") => format!("- *notice:* {}\n", field(item, "message")),
         ("error", _) => format!("- *error:* {}\n", field(event, "message")),
         ("turn.completed", _) => format!(
