@@ -221,7 +221,7 @@ fn render_codex(event: &Value) -> String {
             event.get("usage").unwrap_or(&Value::Null)
         ),
         ("turn.failed", _) => format!(
-            "\n## Turn failed\n\n{}\n",
+            "## Turn failed\n\n{}\n",
             event
                 .pointer("/error/message")
                 .and_then(Value::as_str)
