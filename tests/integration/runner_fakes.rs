@@ -106,6 +106,12 @@ async fn claude_max_turns_is_an_error_whatever_the_exit() {
         "an error is not an answer"
     );
     assert_eq!(run.metadata.turns, Some(3));
+    let transcript = step.read("transcript.md");
+    assert!(transcript.contains("**tool call** `Bash`"), "{transcript}");
+    assert!(
+        transcript.contains("- error: Reached maximum number of turns (2)"),
+        "{transcript}"
+    );
 }
 
 #[tokio::test]
@@ -241,8 +247,13 @@ async fn codex_command_execution_shows_in_the_transcript() {
 
 #[tokio::test]
 async fn codex_unauthorized_turn_failure_is_an_authentication_error() {
-    let run = codex("codex-exec-json-unauthorized").run().await;
+    let step = codex("codex-exec-json-unauthorized");
+    let run = step.run().await;
     assert_eq!(run.outcome, Outcome::Error);
+    assert!(
+        step.read("transcript.md")
+            .contains("## Turn failed\n\nunexpected status 401")
+    );
     assert!(
         run.cause
             .starts_with("authentication_failed: unexpected status 401 Unauthorized"),
