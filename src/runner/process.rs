@@ -44,7 +44,8 @@ pub(crate) fn signal_step(pgid: i32, token: &str, signal: Signal) {
 
 /// Every live (non-zombie) process of the step: group members and token holders.
 pub fn find_step_processes(pgid: i32, token: &str) -> Vec<StrayProcess> {
-    let needle = format!("{SUPERVISION_TOKEN_VARIABLE}={token}\0");
+    // NUL-framed, so one token cannot match as the suffix of another variable.
+    let needle = format!("\0{SUPERVISION_TOKEN_VARIABLE}={token}\0");
     let mut found = BTreeMap::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -113,9 +114,9 @@ fn environment_contains(pid: i32, needle: &[u8]) -> bool {
     // Other users' processes are unreadable (EACCES); they cannot be ours anyway.
     match std::fs::read(format!("/proc/{pid}/environ")) {
         Ok(environment) => {
-            // The token may be the first variable, which has no leading NUL.
-            environment.starts_with(needle)
-                || memchr::memmem::find(&environment, &[b"\0", needle].concat()).is_some()
+            // The first variable has no NUL before it.
+            environment.starts_with(&needle[1..])
+                || memchr::memmem::find(&environment, needle).is_some()
         }
         Err(_) => false,
     }

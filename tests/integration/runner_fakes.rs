@@ -151,12 +151,12 @@ async fn claude_invalid_api_key_is_an_authentication_error() {
 #[tokio::test]
 async fn claude_retrying_forever_is_killed_idle_although_it_keeps_printing() {
     let mut step = claude("claude-api-retry-forever");
-    step.request.limits = limits(Duration::from_secs(30), Some(Duration::from_millis(500)));
+    step.request.limits = limits(Duration::from_secs(30), Some(Duration::from_millis(800)));
     let run = step.run().await;
     assert_eq!(run.outcome, Outcome::KilledIdle);
     assert_eq!(
         run.cause,
-        "idle_timeout: no progress for 500ms (only retry/reconnect messages)"
+        "idle_timeout: no progress for 800ms (only retry/reconnect messages)"
     );
     assert!(run.supervised.stdout_lines > 3, "retries kept coming");
 }
@@ -265,7 +265,7 @@ async fn codex_unauthorized_turn_failure_is_an_authentication_error() {
 #[tokio::test]
 async fn codex_reconnecting_forever_is_killed_idle() {
     let mut step = codex("codex-reconnect-forever");
-    step.request.limits = limits(Duration::from_secs(30), Some(Duration::from_millis(500)));
+    step.request.limits = limits(Duration::from_secs(30), Some(Duration::from_millis(800)));
     let run = step.run().await;
     assert_eq!(run.outcome, Outcome::KilledIdle);
     assert!(
