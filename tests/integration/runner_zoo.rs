@@ -214,3 +214,26 @@ async fn invalid_utf8_is_kept_raw_on_disk_and_replaced_in_the_tail() {
         serde_json::from_str(&step.read("runner_metadata.json")).unwrap();
     assert_eq!(metadata["outcome"], "completed");
 }
+
+#[tokio::test]
+async fn a_timeout_is_never_success_even_when_the_agent_exits_0_on_sigterm() {
+    let mut step = Step::command(&["sh", &zoo("exits-0-on-sigterm.sh")]);
+    step.request.limits = limits(ms(400), None);
+    step.request.limits.grace = Duration::from_secs(30);
+    let run = step.run().await;
+    assert_eq!(run.outcome, Outcome::KilledTimeout);
+    assert_eq!(
+        run.supervised.exit_code,
+        Some(0),
+        "the agent itself exited 0"
+    );
+    assert_eq!(
+        run.supervised.termination.sigkill_after_ms, None,
+        "no SIGKILL was needed"
+    );
+    assert_eq!(
+        step.read("stdout.txt"),
+        "working\ncleaned up\n",
+        "output drained during grace"
+    );
+}
