@@ -147,17 +147,7 @@ fn conclude(reading: Reading, written: Option<String>) -> StreamSummary {
 }
 
 fn classify_failure(message: &str) -> String {
-    let lowered = message.to_lowercase();
-    let authentication = [
-        "401",
-        "unauthorized",
-        "api key",
-        "not logged in",
-        "authentication",
-    ]
-    .iter()
-    .any(|pattern| lowered.contains(pattern));
-    let code = if authentication {
+    let code = if super::mentions_authentication(message) {
         "authentication_failed"
     } else {
         "turn_failed"

@@ -173,6 +173,12 @@ fn refine(supervised: &Supervised, summary: &StreamSummary, step_dir: &Path) -> 
     let said_nothing = summary.failure.as_deref().is_some_and(|failure| {
         failure.starts_with("no_result") || failure.starts_with("no_final_message")
     });
+    let stderr_line = (supervised.outcome == Outcome::Error)
+        .then(|| last_meaningful_line(&step_dir.join(names::STDERR)))
+        .flatten();
+    if let Some(cause) = authentication_cause(summary.failure.as_deref(), stderr_line.as_deref()) {
+        return (Outcome::Error, cause);
+    }
     if let Some(failure) = summary
         .failure
         .as_ref()
@@ -181,14 +187,50 @@ fn refine(supervised: &Supervised, summary: &StreamSummary, step_dir: &Path) -> 
         return (Outcome::Error, failure.clone());
     }
     if supervised.outcome == Outcome::Error {
-        let detail = last_meaningful_line(&step_dir.join(names::STDERR));
-        let cause = match detail {
+        let cause = match stderr_line {
             Some(line) => format!("{}: {line}", supervised.cause),
             None => supervised.cause.clone(),
         };
         return (Outcome::Error, cause);
     }
     (Outcome::Completed, supervised.cause.clone())
+}
+
+/// An `authentication_failed: …` cause when the stream's failure or the last stderr line
+/// says the agent could not log in; the operator's fix (a key, a login) differs from any
+/// other error's, so the cause must say so whichever channel the CLI used.
+fn authentication_cause(failure: Option<&str>, stderr_line: Option<&str>) -> Option<String> {
+    if let Some(failure) = failure.filter(|failure| failure.starts_with("authentication_failed")) {
+        return Some(failure.to_owned());
+    }
+    let failure_detail = failure.map(|failure| {
+        failure
+            .split_once(": ")
+            .map_or(failure, |(_, detail)| detail)
+    });
+    [failure_detail, stderr_line]
+        .into_iter()
+        .flatten()
+        .find(|text| mentions_authentication(text))
+        .map(|text| format!("authentication_failed: {text}"))
+}
+
+/// Whether an error text is about missing or rejected credentials.
+pub(crate) fn mentions_authentication(text: &str) -> bool {
+    let lowered = text.to_lowercase();
+    [
+        "not logged in",
+        "401",
+        "unauthorized",
+        "api key",
+        "api_key",
+        "authentication",
+        "/login",
+        "please log in",
+        "login required",
+    ]
+    .iter()
+    .any(|pattern| lowered.contains(pattern))
 }
 
 /// The last non-blank line of a (small) stderr file, for the cause of a failed exit.
@@ -343,4 +385,33 @@ pub(crate) fn binary(request: &StepRequest, override_variable: &str, default: &s
         .map(str::to_owned)
         .or_else(|| request.profile.binary.clone())
         .unwrap_or_else(|| default.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authentication_failures_are_named_whatever_channel_reports_them() {
+        let stderr = Some("Error: Not logged in. Run `codex login` or set CODEX_API_KEY");
+        assert_eq!(
+            authentication_cause(None, stderr).as_deref(),
+            Some(
+                "authentication_failed: Error: Not logged in. Run `codex login` or set CODEX_API_KEY"
+            )
+        );
+        let stream = Some("no_final_message: unexpected status 401 Unauthorized");
+        assert_eq!(
+            authentication_cause(stream, None).as_deref(),
+            Some("authentication_failed: unexpected status 401 Unauthorized")
+        );
+        assert_eq!(
+            authentication_cause(Some("agent_error (error_max_turns): Reached maximum"), None),
+            None
+        );
+        assert_eq!(
+            authentication_cause(None, Some("error: invalid value 'bogus'")),
+            None
+        );
+    }
 }
