@@ -21,9 +21,14 @@ const EXCERPT_LIMIT: usize = 2000;
 /// How much of a plain-text stream is shown.
 const TEXT_EXCERPT: u64 = 16 * 1024;
 
-/// Calls `visit` with every line of `path` (without its newline), holding at most
-/// [`LINE_CAP`] bytes of a line: a longer line is passed truncated.
-pub fn for_each_line(path: &Path, mut visit: impl FnMut(&[u8])) -> std::io::Result<()> {
+/// The longest event the adapters parse after the run. Larger than [`LINE_CAP`] because a
+/// final `result` event carries the whole answer and must not be lost to truncation; still a
+/// bound, so a runaway line cannot exhaust memory.
+pub const EVENT_CAP: usize = 32 * 1024 * 1024;
+
+/// Calls `visit` with every line of `path` (without its newline), holding at most `cap`
+/// bytes of a line: a longer line is passed truncated.
+pub fn for_each_line(path: &Path, cap: usize, mut visit: impl FnMut(&[u8])) -> std::io::Result<()> {
     let mut reader = BufReader::with_capacity(64 * 1024, File::open(path)?);
     let mut line = Vec::new();
     let mut pending = false;
@@ -39,7 +44,7 @@ pub fn for_each_line(path: &Path, mut visit: impl FnMut(&[u8])) -> std::io::Resu
             Some(end) => (&buffer[..end], end + 1, true),
             None => (buffer, buffer.len(), false),
         };
-        let room = LINE_CAP.saturating_sub(line.len());
+        let room = cap.saturating_sub(line.len());
         line.extend_from_slice(&piece[..piece.len().min(room)]);
         pending = true;
         reader.consume(consumed);
@@ -70,7 +75,7 @@ pub fn render(format: CaptureFormat, prompt: &str, stdout: &Path, stderr: &Path)
     match format {
         CaptureFormat::Text => page.push_str(&text_section("stdout", stdout)),
         _ => {
-            let _ = for_each_line(stdout, |line| {
+            let _ = for_each_line(stdout, LINE_CAP, |line| {
                 let entry = render_line(format, line);
                 if page.len() < MARKDOWN_LIMIT && !entry.is_empty() {
                     // One paragraph per entry, so lists and blocks never run together.

@@ -301,3 +301,21 @@ async fn codex_without_a_final_message_is_an_error() {
     assert!(run.cause.starts_with("no_final_message"), "{}", run.cause);
     assert!(!step.file("final_response.md").exists());
 }
+
+#[tokio::test]
+async fn garbage_and_invalid_utf8_in_the_stream_are_counted_not_fatal() {
+    let step = claude("claude-garbage-then-success");
+    let run = step.run().await;
+    assert_eq!(run.outcome, Outcome::Completed, "{}", run.cause);
+    assert_eq!(run.metadata.unparsed_lines, 2);
+    assert_eq!(step.read("final_response.md"), "Hello from mock.");
+    assert!(step.read("transcript.md").contains("*unparsed line:*"));
+}
+
+#[tokio::test]
+async fn a_final_answer_longer_than_the_line_cap_is_kept_whole() {
+    let step = claude("claude-huge-result");
+    let run = step.run().await;
+    assert_eq!(run.outcome, Outcome::Completed, "{}", run.cause);
+    assert_eq!(step.read("final_response.md").len(), 600 * 1024);
+}

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::{Invocation, StepRequest, StreamSummary, binary};
 use crate::runner::artifacts::{PermissionDenial, TokenUsage};
 use crate::runner::progress::CaptureFormat;
-use crate::runner::transcript::for_each_line;
+use crate::runner::transcript::{EVENT_CAP, for_each_line};
 
 /// The argv for a request (without the prompt, which goes to stdin).
 pub(crate) fn invocation(request: &StepRequest) -> Invocation {
@@ -69,10 +69,12 @@ struct Reading {
 /// Reads the stream: session, turns, cost, usage, denials, the answer, and any failure.
 pub(crate) fn summarize(stdout: &Path) -> std::io::Result<StreamSummary> {
     let mut reading = Reading::default();
-    for_each_line(stdout, |line| match serde_json::from_slice::<Value>(line) {
-        Ok(event) if event.is_object() => observe(&mut reading, event),
-        _ if line.iter().all(u8::is_ascii_whitespace) => {}
-        _ => reading.summary.unparsed_lines += 1,
+    for_each_line(stdout, EVENT_CAP, |line| {
+        match serde_json::from_slice::<Value>(line) {
+            Ok(event) if event.is_object() => observe(&mut reading, event),
+            _ if line.iter().all(u8::is_ascii_whitespace) => {}
+            _ => reading.summary.unparsed_lines += 1,
+        }
     })?;
     Ok(conclude(reading))
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::{Invocation, StepRequest, StreamSummary, binary};
 use crate::runner::artifacts::TokenUsage;
 use crate::runner::progress::CaptureFormat;
-use crate::runner::transcript::for_each_line;
+use crate::runner::transcript::{EVENT_CAP, for_each_line};
 
 /// The argv for a request; `-` makes Codex read the prompt from stdin.
 pub(crate) fn invocation(request: &StepRequest, step_dir: &Path) -> Invocation {
@@ -68,10 +68,12 @@ pub(crate) fn summarize(
     final_response_file: &Path,
 ) -> std::io::Result<StreamSummary> {
     let mut reading = Reading::default();
-    for_each_line(stdout, |line| match serde_json::from_slice::<Value>(line) {
-        Ok(event) if event.is_object() => observe(&mut reading, &event),
-        _ if line.iter().all(u8::is_ascii_whitespace) => {}
-        _ => reading.summary.unparsed_lines += 1,
+    for_each_line(stdout, EVENT_CAP, |line| {
+        match serde_json::from_slice::<Value>(line) {
+            Ok(event) if event.is_object() => observe(&mut reading, &event),
+            _ if line.iter().all(u8::is_ascii_whitespace) => {}
+            _ => reading.summary.unparsed_lines += 1,
+        }
     })?;
     let written = std::fs::read_to_string(final_response_file)
         .ok()
