@@ -14,7 +14,5 @@ pub struct SchemaArgs {
 
 /// Prints a JSON Schema.
 pub fn cmd_schema(_args: &SchemaArgs, _output: &mut Output) -> Result<ExitStatus> {
-    Err(Error::NotImplemented {
-        command: "schema".into(),
-    })
+    Err(Error::NotImplemented { command: "schema".into() })
 }
