@@ -16,5 +16,7 @@ pub struct GraphArgs {
 
 /// Draws a workflow.
 pub fn cmd_graph(_args: &GraphArgs, _output: &mut Output) -> Result<ExitStatus> {
-    Err(Error::NotImplemented { command: "graph".into() })
+    Err(Error::NotImplemented {
+        command: "graph".into(),
+    })
 }

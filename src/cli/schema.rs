@@ -14,5 +14,7 @@ pub struct SchemaArgs {
 
 /// Prints a JSON Schema.
 pub fn cmd_schema(_args: &SchemaArgs, _output: &mut Output) -> Result<ExitStatus> {
-    Err(Error::NotImplemented { command: "schema".into() })
+    Err(Error::NotImplemented {
+        command: "schema".into(),
+    })
 }

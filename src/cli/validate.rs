@@ -17,5 +17,7 @@ pub struct ValidateArgs {
 
 /// Checks workflow files.
 pub fn cmd_validate(_args: &ValidateArgs, _output: &mut Output) -> Result<ExitStatus> {
-    Err(Error::NotImplemented { command: "validate".into() })
+    Err(Error::NotImplemented {
+        command: "validate".into(),
+    })
 }

@@ -1,6 +1,8 @@
 //! Workflow documents: the spanned YAML tree, the document model, decoding with every error
 //! collected, static validation, and the JSON Schema.
 
+pub mod yaml;
+
 /// Loading or validating a workflow failed.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkflowError {
