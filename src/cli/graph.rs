@@ -15,7 +15,7 @@ pub struct GraphArgs {
 }
 
 /// Draws a workflow.
-pub fn cmd_graph(_args: &GraphArgs, _output: &mut Output) -> Result<ExitStatus> {
+pub fn cmd_graph(_cli: &super::Cli, _args: &GraphArgs, _output: &mut Output) -> Result<ExitStatus> {
     Err(Error::NotImplemented {
         command: "graph".into(),
     })

@@ -87,11 +87,11 @@ pub enum Command {
 
 /// Runs a parsed command line and returns how the process should exit.
 pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
-    match cli.command {
-        Command::Validate(args) => validate::cmd_validate(&args, output),
-        Command::Schema(args) => schema::cmd_schema(&args, output),
-        Command::Graph(args) => graph::cmd_graph(&args, output),
-        Command::Completions(args) => stub::cmd_completions(&args, output),
+    match &cli.command {
+        Command::Validate(args) => validate::cmd_validate(&cli, args, output),
+        Command::Schema(args) => schema::cmd_schema(args, output),
+        Command::Graph(args) => graph::cmd_graph(&cli, args, output),
+        Command::Completions(args) => stub::cmd_completions(args, output),
         Command::Init(_) => not_implemented("init"),
         Command::Run(_) => not_implemented("run"),
         Command::Resume(_) => not_implemented("resume"),
@@ -103,6 +103,25 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
         Command::Prompts(command) => not_implemented(&format!("prompts {}", command.name())),
         Command::Planner(command) => not_implemented(&format!("planner {}", command.name())),
     }
+}
+
+/// The repository the command works in: `--repo`, else the one containing the current
+/// directory, if any.
+fn repo_root(cli: &Cli) -> Option<std::path::PathBuf> {
+    match &cli.repo {
+        Some(repo) => Some(repo.clone()),
+        None => std::env::current_dir()
+            .ok()
+            .and_then(|dir| crate::config::find_repo_root(&dir)),
+    }
+}
+
+/// The configuration for this invocation (`--config`, else the repository's, else defaults).
+fn load_config(cli: &Cli) -> Result<crate::config::Config> {
+    Ok(crate::config::Config::load(
+        repo_root(cli).as_deref(),
+        cli.config.as_deref(),
+    )?)
 }
 
 fn not_implemented(command: &str) -> Result<ExitStatus> {

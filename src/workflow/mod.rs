@@ -1,6 +1,14 @@
 //! Workflow documents: the spanned YAML tree, the document model, decoding with every error
 //! collected, static validation, and the JSON Schema.
 
+pub mod decode;
+pub mod decode_step;
+pub mod diagnostic;
+pub mod duration;
+pub mod expressions;
+pub mod load;
+pub mod model;
+pub mod validate;
 pub mod yaml;
 
 /// Loading or validating a workflow failed.
