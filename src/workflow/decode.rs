@@ -521,7 +521,7 @@ impl Decoder<'_> {
                         value.pos,
                         "invalid-param",
                         format!(
-                            "the default of {what} is {}, not a {}",
+                            "the default of {what} is {}, not of type {}",
                             value.value.kind_name(),
                             param_type.value.name()
                         ),

@@ -135,6 +135,10 @@ fn target_exists(target: &str, index: &HashMap<&str, &Step>) -> bool {
 
 fn check_routes(step: &Step, index: &HashMap<&str, &Step>, diagnostics: &mut Diagnostics) {
     let opcode = step.body.opcode();
+    if opcode == Opcode::Stop {
+        // Routes on STOP are reported once, as routes-on-stop, by the decoder.
+        return;
+    }
     let routable = routable_outcomes(&step.body);
     for (key, target) in &step.routes.entries {
         match key.value {

@@ -180,7 +180,10 @@ pub fn parse(bytes: &[u8]) -> Result<Node, ParseError> {
         });
     }
     let text = decode_text(bytes)?;
-    if text.trim().is_empty() {
+    if text
+        .lines()
+        .all(|line| line.trim().is_empty() || line.trim_start().starts_with('#'))
+    {
         return Err(ParseError {
             pos: Pos::new(1, 1),
             code: "empty-document",
@@ -280,12 +283,21 @@ fn yaml_error(error: &serde_saphyr::Error, text: &str) -> ParseError {
     let mut message = strip_location_suffix(&error.without_snippet().to_string());
     let lowered = message.to_lowercase();
     let (code, hint) = if lowered.contains("duplicate") {
+        if let Some(key) = message
+            .strip_prefix("duplicate mapping key: ")
+            .and_then(|rest| rest.split(',').next())
+        {
+            message = format!("key `{key}` appears twice in this mapping");
+        }
         (
             "duplicate-key",
             "each key may appear once in a mapping; remove or rename one",
         )
     } else if lowered.contains("budget") || lowered.contains("recursion limit") {
-        message = format!("the document exceeds a parsing limit ({message})");
+        message = format!(
+            "the document exceeds a parsing limit ({})",
+            limit_name(&message)
+        );
         (
             "yaml-limits",
             "workflows are small documents: nesting depth, alias expansion and document count are bounded",
@@ -300,6 +312,22 @@ fn yaml_error(error: &serde_saphyr::Error, text: &str) -> ParseError {
         code,
         message,
         hint: Some(hint.into()),
+    }
+}
+
+/// A readable name for the limit a budget message reports.
+fn limit_name(message: &str) -> &'static str {
+    let breach = message.strip_prefix("budget breached: ").unwrap_or(message);
+    let kind = breach.split([' ', '{']).next().unwrap_or_default();
+    match kind {
+        "RecordedAnchorEvents" | "RecordedAnchorBytes" | "Aliases" | "AliasAnchorRatio" => {
+            "alias expansion"
+        }
+        "Documents" => "one YAML document per file",
+        "Depth" | "recursion" => "nesting depth",
+        "Nodes" | "Events" => "number of nodes",
+        "Anchors" => "number of anchors",
+        _ => "size",
     }
 }
 
