@@ -8,6 +8,7 @@ pub mod duration;
 pub mod expressions;
 pub mod load;
 pub mod model;
+pub mod schema;
 pub mod validate;
 pub mod yaml;
 

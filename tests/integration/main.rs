@@ -1,4 +1,5 @@
 //! The one integration-test binary: one module per feature.
 
+mod schema;
 mod support;
 mod validate;
