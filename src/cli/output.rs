@@ -45,10 +45,9 @@ impl Output {
         if let Err(error) = stdout
             .write_all(text.as_bytes())
             .and_then(|()| stdout.flush())
+            && error.kind() == io::ErrorKind::BrokenPipe
         {
-            if error.kind() == io::ErrorKind::BrokenPipe {
-                self.stdout_closed = true;
-            }
+            self.stdout_closed = true;
         }
     }
 

@@ -98,16 +98,16 @@ impl Decoder<'_> {
                 Routes::default()
             }
         };
-        if opcode == Opcode::Stop {
-            if let Some(value) = fields.get("routes") {
-                self.diagnostics
-                    .error(
-                        value.pos,
-                        "routes-on-stop",
-                        format!("{owner} is a STOP step and cannot have routes"),
-                    )
-                    .hint("STOP is terminal: remove `routes`");
-            }
+        if opcode == Opcode::Stop
+            && let Some(value) = fields.get("routes")
+        {
+            self.diagnostics
+                .error(
+                    value.pos,
+                    "routes-on-stop",
+                    format!("{owner} is a STOP step and cannot have routes"),
+                )
+                .hint("STOP is terminal: remove `routes`");
         }
         let allow_unreachable = fields
             .get("allow_unreachable")

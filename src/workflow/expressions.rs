@@ -103,17 +103,17 @@ impl<'a> ExpressionChecker<'a> {
 
     /// Runs every check.
     pub fn check(&self, workflow: &Workflow, diagnostics: &mut Diagnostics) {
-        if let Some(script) = &workflow.script {
-            if let Err(error) = self.engine.compile(&script.value) {
-                let pos = offset_pos(script.pos, error.1.line(), error.1.position());
-                diagnostics
-                    .error(
-                        pos,
-                        "script-syntax",
-                        format!("the script does not compile: {}", error.0),
-                    )
-                    .hint("fix the Rhai code at this position");
-            }
+        if let Some(script) = &workflow.script
+            && let Err(error) = self.engine.compile(&script.value)
+        {
+            let pos = offset_pos(script.pos, error.1.line(), error.1.position());
+            diagnostics
+                .error(
+                    pos,
+                    "script-syntax",
+                    format!("the script does not compile: {}", error.0),
+                )
+                .hint("fix the Rhai code at this position");
         }
         for step in &workflow.steps {
             self.check_step(step, diagnostics);

@@ -6,6 +6,7 @@ pub mod decode_step;
 pub mod diagnostic;
 pub mod duration;
 pub mod expressions;
+pub mod graph;
 pub mod load;
 pub mod model;
 pub mod schema;
@@ -15,14 +16,23 @@ pub mod yaml;
 /// Loading or validating a workflow failed.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkflowError {
-    /// The workflow has diagnostics.
-    #[error("invalid workflow `{0}`")]
-    Invalid(String),
+    /// The workflow has diagnostics (already shown to the operator).
+    #[error("workflow `{file}` is invalid ({errors} problem(s) above)")]
+    Invalid {
+        /// The file as given.
+        file: String,
+        /// How many diagnostics were reported.
+        errors: usize,
+    },
 }
 
 impl WorkflowError {
     /// What to do about the error.
     pub fn hint(&self) -> Option<String> {
-        None
+        match self {
+            WorkflowError::Invalid { file, .. } => Some(format!(
+                "fix the problems, then check with `tnh-conductor validate {file}`"
+            )),
+        }
     }
 }

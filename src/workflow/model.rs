@@ -688,10 +688,11 @@ pub fn producible_outcomes(body: &StepBody) -> Vec<Outcome> {
 /// `gate_timed_out` on a blocking gate without a timeout (harmless, and OA04's examples list it).
 pub fn routable_outcomes(body: &StepBody) -> Vec<Outcome> {
     let mut outcomes = producible_outcomes(body);
-    if let StepBody::Gate(gate) = body {
-        if gate.gate.value.is_blocking() && !outcomes.contains(&Outcome::GateTimedOut) {
-            outcomes.push(Outcome::GateTimedOut);
-        }
+    if let StepBody::Gate(gate) = body
+        && gate.gate.value.is_blocking()
+        && !outcomes.contains(&Outcome::GateTimedOut)
+    {
+        outcomes.push(Outcome::GateTimedOut);
     }
     outcomes
 }

@@ -49,18 +49,17 @@ pub fn validate_workflow(workflow: &Workflow, known: &KnownNames, diagnostics: &
         .planner
         .as_ref()
         .is_some_and(|planner| !known.planners.contains(&planner.value))
+        && let Some(planner) = &workflow.defaults.planner
     {
-        if let Some(planner) = &workflow.defaults.planner {
-            unknown_name(
-                diagnostics,
-                planner.pos,
-                "unknown-planner",
-                "planner",
-                &planner.value,
-                &known.planners,
-                "planners:",
-            );
-        }
+        unknown_name(
+            diagnostics,
+            planner.pos,
+            "unknown-planner",
+            "planner",
+            &planner.value,
+            &known.planners,
+            "planners:",
+        );
     }
     check_reachability(workflow, &index, diagnostics);
     check_golden_gate(workflow, &index, diagnostics);
@@ -193,7 +192,7 @@ fn check_routes(step: &Step, index: &HashMap<&str, &Step>, diagnostics: &mut Dia
             .hint(if opcode == Opcode::Evaluate {
                 "EVALUATE must route every planner status".to_owned()
             } else {
-                format!("add a route for each, or `\"*\": <step>` for every outcome not listed")
+                "add a route for each, or `\"*\": <step>` for every outcome not listed".to_string()
             });
     }
 }
@@ -350,7 +349,7 @@ fn check_names(step: &Step, known: &KnownNames, diagnostics: &mut Diagnostics) {
 }
 
 /// The ids of the steps a step can route to (STOP excluded).
-fn successors<'w>(step: &'w Step) -> impl Iterator<Item = &'w str> {
+fn successors(step: &Step) -> impl Iterator<Item = &str> {
     step.routes
         .entries
         .iter()

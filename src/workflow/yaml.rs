@@ -2,24 +2,31 @@
 //!
 //! Workflows are decoded from this tree rather than straight into typed structs so that one
 //! pass can report *every* problem (an unknown key here, a wrong type there) with its position,
-//! instead of stopping at the first one as a serde derive would. Parsing is bounded: a size
-//! cap, a nesting cap and serde-saphyr's budgets stop alias bombs and deep nesting.
+//! instead of stopping at the first one as a serde derive would.
+//!
+//! The tree is built from the events of `granit-parser` (the YAML 1.2 parser under
+//! serde-saphyr) without recursion: serde's recursive descent with spans cost more than twice
+//! the parse itself and deep stacks. Parsing is bounded: a size cap, a nesting cap, one
+//! document per file, and a cap on the nodes that aliases may expand to (alias bombs).
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_saphyr::Spanned;
+use granit_parser::{Event, ScalarStyle, ScanError};
 
 /// The largest workflow file accepted, in bytes.
 pub const MAX_DOCUMENT_BYTES: usize = 8 * 1024 * 1024;
 
-/// How deeply collections may nest. A workflow needs about ten levels; the cap keeps the
-/// recursive deserializer far inside the parsing thread's stack.
+/// How deeply collections may nest. A workflow needs about ten levels; the cap also bounds
+/// every later recursive walk of the tree.
 pub const MAX_DEPTH: usize = 32;
 
-/// The stack of the thread that parses: serde's recursive descent uses tens of kilobytes a
-/// level in debug builds, more than a test thread's default 2 MiB allows at the depth cap.
-const PARSER_STACK_BYTES: usize = 16 * 1024 * 1024;
+/// The most nodes a document may hold (a 10,000-step workflow has about 300,000).
+pub const MAX_NODES: usize = 1_000_000;
+
+/// The most nodes aliases may copy in all: legitimate workflows alias little, and an alias
+/// bomb is stopped long before it costs memory.
+pub const MAX_ALIAS_NODES: usize = 100_000;
 
 /// A 1-based line and column in a source file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
@@ -165,90 +172,383 @@ pub struct ParseError {
     pub hint: Option<String>,
 }
 
+impl ParseError {
+    fn new(pos: Pos, code: &'static str, message: impl Into<String>, hint: &str) -> Self {
+        Self {
+            pos,
+            code,
+            message: message.into(),
+            hint: Some(hint.to_owned()),
+        }
+    }
+
+    fn limit(pos: Pos, what: &str) -> Self {
+        Self::new(
+            pos,
+            "yaml-limits",
+            format!("the document exceeds a parsing limit ({what})"),
+            "workflows are small documents: nesting depth, alias expansion and document count are bounded",
+        )
+    }
+}
+
 /// Parses bytes into a node tree, refusing what is not bounded, UTF-8 text YAML.
 pub fn parse(bytes: &[u8]) -> Result<Node, ParseError> {
     if bytes.len() > MAX_DOCUMENT_BYTES {
-        return Err(ParseError {
-            pos: Pos::new(1, 1),
-            code: "file-too-large",
-            message: format!(
+        return Err(ParseError::new(
+            Pos::new(1, 1),
+            "file-too-large",
+            format!(
                 "the file is {} bytes; workflow files are limited to {} bytes",
                 bytes.len(),
                 MAX_DOCUMENT_BYTES
             ),
-            hint: Some("split the workflow or move large data into files it references".into()),
-        });
+            "split the workflow or move large data into files it references",
+        ));
     }
     let text = decode_text(bytes)?;
     if text
         .lines()
         .all(|line| line.trim().is_empty() || line.trim_start().starts_with('#'))
     {
-        return Err(ParseError {
-            pos: Pos::new(1, 1),
-            code: "empty-document",
-            message: "the file is empty".into(),
-            hint: Some(
-                "a workflow needs workflow_id, version, description, entry_step and steps".into(),
-            ),
-        });
+        return Err(ParseError::new(
+            Pos::new(1, 1),
+            "empty-document",
+            "the file is empty",
+            "a workflow needs workflow_id, version, description, entry_step and steps",
+        ));
     }
-    let parse_on_thread = || {
-        let options = serde_saphyr::options! {
-            budget: serde_saphyr::budget! {
-                max_depth: MAX_DEPTH,
-                flow_nesting_limit: MAX_DEPTH,
-                max_nodes: 1_000_000,
-                max_events: 4_000_000,
-                max_documents: 1,
-                max_recorded_anchor_events: 100_000,
-                max_recorded_anchor_bytes: 4 * 1024 * 1024,
-            },
-            with_snippet: false,
-            strict_booleans: true,
-        };
-        serde_saphyr::from_str_with_options::<Node>(text, options)
-            .map_err(|error| yaml_error(&error, text))
+    let options = granit_parser::options! {
+        emit_comments: false,
+        flow_nesting_limit: MAX_DEPTH,
+        block_nesting_limit: MAX_DEPTH + 1,
     };
-    std::thread::scope(|scope| {
-        std::thread::Builder::new()
-            .name("yaml-parser".into())
-            .stack_size(PARSER_STACK_BYTES)
-            .spawn_scoped(scope, parse_on_thread)
-            .map_err(|error| ParseError {
-                pos: Pos::new(1, 1),
-                code: "read-error",
-                message: format!("failed to start the parser thread: {error}"),
-                hint: None,
-            })?
-            .join()
-            .unwrap_or_else(|_| {
-                Err(ParseError {
-                    pos: Pos::new(1, 1),
-                    code: "yaml-syntax",
-                    message: "the YAML parser failed on this document".into(),
-                    hint: Some(
-                        "report this file as a bug; it should get a clear diagnostic".into(),
-                    ),
-                })
-            })
+    let mut builder = TreeBuilder::default();
+    for item in granit_parser::Parser::new_from_str_with_options(text, options) {
+        let (event, span) = item.map_err(|error| scan_error(&error, text))?;
+        let pos = Pos::new(
+            saturate(span.start.line() as u64),
+            saturate(span.start.col() as u64 + 1),
+        );
+        builder.event(event, pos)?;
+    }
+    builder.root.ok_or_else(|| {
+        ParseError::new(
+            Pos::new(1, 1),
+            "empty-document",
+            "the file holds no YAML document",
+            "a workflow is one YAML mapping",
+        )
     })
+}
+
+/// A collection being built.
+enum Frame {
+    Seq {
+        pos: Pos,
+        anchor: usize,
+        items: Vec<Node>,
+    },
+    Map {
+        pos: Pos,
+        anchor: usize,
+        entries: Vec<(Node, Node)>,
+        key: Option<Node>,
+        seen: Option<HashSet<String>>,
+    },
+}
+
+/// Turns parser events into a tree without recursion, enforcing the limits.
+#[derive(Default)]
+struct TreeBuilder {
+    stack: Vec<Frame>,
+    anchors: HashMap<usize, (Node, usize)>,
+    root: Option<Node>,
+    documents: usize,
+    nodes: usize,
+    alias_nodes: usize,
+}
+
+impl TreeBuilder {
+    fn event(&mut self, event: Event<'_>, pos: Pos) -> Result<(), ParseError> {
+        match event {
+            Event::DocumentStart(..) => {
+                self.documents += 1;
+                if self.documents > 1 {
+                    return Err(ParseError::limit(pos, "one YAML document per file"));
+                }
+            }
+            Event::Scalar(text, style, anchor, tag) => {
+                let value = resolve_scalar(&text, style, tag.as_deref(), pos)?;
+                self.complete(Node { pos, value }, anchor, 1)?;
+            }
+            Event::SequenceStart(_, anchor, _) => self.open(
+                Frame::Seq {
+                    pos,
+                    anchor,
+                    items: Vec::new(),
+                },
+                pos,
+            )?,
+            Event::MappingStart(_, anchor, _) => {
+                self.open(
+                    Frame::Map {
+                        pos,
+                        anchor,
+                        entries: Vec::new(),
+                        key: None,
+                        seen: None,
+                    },
+                    pos,
+                )?;
+            }
+            Event::SequenceEnd | Event::MappingEnd => self.close(pos)?,
+            Event::Alias(id) => {
+                let (mut node, size) = self.anchors.get(&id).cloned().ok_or_else(|| {
+                    ParseError::new(
+                        pos,
+                        "yaml-syntax",
+                        "this alias refers to no anchor",
+                        "define `&name` before using `*name`",
+                    )
+                })?;
+                node.pos = pos;
+                self.alias_nodes = self.alias_nodes.saturating_add(size);
+                if self.alias_nodes > MAX_ALIAS_NODES {
+                    return Err(ParseError::limit(pos, "alias expansion"));
+                }
+                self.complete(node, 0, size)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, frame: Frame, pos: Pos) -> Result<(), ParseError> {
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(ParseError::limit(pos, "nesting depth"));
+        }
+        self.count(pos, 1)?;
+        self.stack.push(frame);
+        Ok(())
+    }
+
+    fn close(&mut self, pos: Pos) -> Result<(), ParseError> {
+        let (node, anchor) = match self.stack.pop() {
+            Some(Frame::Seq { pos, anchor, items }) => (
+                Node {
+                    pos,
+                    value: Value::Seq(items),
+                },
+                anchor,
+            ),
+            Some(Frame::Map {
+                pos,
+                anchor,
+                entries,
+                ..
+            }) => (
+                Node {
+                    pos,
+                    value: Value::Map(entries),
+                },
+                anchor,
+            ),
+            None => {
+                return Err(ParseError::new(
+                    pos,
+                    "yaml-syntax",
+                    "unbalanced collection end",
+                    "fix the YAML structure",
+                ));
+            }
+        };
+        // The collection's own node was counted when it opened.
+        self.complete(node, anchor, 0)
+    }
+
+    fn count(&mut self, pos: Pos, size: usize) -> Result<(), ParseError> {
+        self.nodes = self.nodes.saturating_add(size);
+        if self.nodes > MAX_NODES {
+            return Err(ParseError::limit(pos, "number of nodes"));
+        }
+        Ok(())
+    }
+
+    /// Places a finished node: as the root, a sequence item, a mapping key or a value.
+    fn complete(&mut self, node: Node, anchor: usize, size: usize) -> Result<(), ParseError> {
+        self.count(node.pos, size)?;
+        if anchor != 0 {
+            let total = node_count(&node);
+            self.anchors.insert(anchor, (node.clone(), total));
+        }
+        match self.stack.last_mut() {
+            None => self.root = Some(node),
+            Some(Frame::Seq { items, .. }) => items.push(node),
+            Some(Frame::Map {
+                entries, key, seen, ..
+            }) => match key.take() {
+                None => *key = Some(node),
+                Some(name) => {
+                    check_duplicate(&name, entries, seen)?;
+                    entries.push((name, node));
+                }
+            },
+        }
+        Ok(())
+    }
+}
+
+/// Nodes in a subtree; bounded by the depth cap and the node budget.
+fn node_count(node: &Node) -> usize {
+    match &node.value {
+        Value::Seq(items) => 1 + items.iter().map(node_count).sum::<usize>(),
+        Value::Map(entries) => {
+            1 + entries
+                .iter()
+                .map(|(key, value)| node_count(key) + node_count(value))
+                .sum::<usize>()
+        }
+        _ => 1,
+    }
+}
+
+/// Small mappings are searched; large ones keep a set of their keys.
+fn check_duplicate(
+    key: &Node,
+    entries: &[(Node, Node)],
+    seen: &mut Option<HashSet<String>>,
+) -> Result<(), ParseError> {
+    const SEARCH_LIMIT: usize = 16;
+    let duplicate = if entries.len() < SEARCH_LIMIT {
+        entries
+            .iter()
+            .any(|(existing, _)| existing.value == key.value)
+    } else {
+        let set = seen.get_or_insert_with(|| {
+            entries
+                .iter()
+                .map(|(existing, _)| key_identity(existing))
+                .collect()
+        });
+        !set.insert(key_identity(key))
+    };
+    if duplicate {
+        return Err(ParseError::new(
+            key.pos,
+            "duplicate-key",
+            format!("key `{}` appears twice in this mapping", key.scalar_text()),
+            "each key may appear once in a mapping; remove or rename one",
+        ));
+    }
+    Ok(())
+}
+
+fn key_identity(node: &Node) -> String {
+    format!("{}:{}", node.value.kind_name(), node.scalar_text())
+}
+
+const CORE_TAG_PREFIX: &str = "tag:yaml.org,2002:";
+
+/// YAML 1.2 core-schema resolution of a scalar (plain scalars get types; quoted ones are text).
+fn resolve_scalar(
+    text: &str,
+    style: ScalarStyle,
+    tag: Option<&granit_parser::Tag>,
+    pos: Pos,
+) -> Result<Value, ParseError> {
+    if let Some(tag) = tag {
+        let core = (tag.handle() == CORE_TAG_PREFIX || tag.handle() == "!!").then(|| tag.suffix());
+        return match core {
+            Some("str") => Ok(Value::Str(text.to_owned())),
+            Some("null" | "bool" | "int" | "float") => Ok(resolve_plain(text)),
+            _ => Err(ParseError::new(
+                pos,
+                "yaml-syntax",
+                format!(
+                    "the tag `{}{}` is not supported",
+                    tag.handle(),
+                    tag.suffix()
+                ),
+                "workflows use plain YAML values; remove the tag",
+            )),
+        };
+    }
+    Ok(match style {
+        ScalarStyle::Plain => resolve_plain(text),
+        _ => Value::Str(text.to_owned()),
+    })
+}
+
+fn resolve_plain(text: &str) -> Value {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "true" | "True" | "TRUE" => return Value::Bool(true),
+        "false" | "False" | "FALSE" => return Value::Bool(false),
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => {
+            return Value::Float(f64::INFINITY);
+        }
+        "-.inf" | "-.Inf" | "-.INF" => return Value::Float(f64::NEG_INFINITY),
+        ".nan" | ".NaN" | ".NAN" => return Value::Float(f64::NAN),
+        _ => {}
+    }
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if !unsigned.is_empty() && unsigned.bytes().all(|byte| byte.is_ascii_digit()) {
+        return text
+            .parse::<i64>()
+            .map_or_else(|_| Value::Str(text.to_owned()), Value::Int);
+    }
+    if let Some(hex) = text.strip_prefix("0x") {
+        if let Ok(number) = i64::from_str_radix(hex, 16) {
+            return Value::Int(number);
+        }
+    }
+    if let Some(octal) = text.strip_prefix("0o") {
+        if let Ok(number) = i64::from_str_radix(octal, 8) {
+            return Value::Int(number);
+        }
+    }
+    if is_core_float(unsigned) {
+        if let Ok(number) = text.parse::<f64>() {
+            return Value::Float(number);
+        }
+    }
+    Value::Str(text.to_owned())
+}
+
+/// `[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?` or `\.[0-9]+(...)?` — the core schema's floats.
+fn is_core_float(text: &str) -> bool {
+    let (mantissa, exponent) = match text.find(['e', 'E']) {
+        Some(index) => (&text[..index], Some(&text[index + 1..])),
+        None => (text, None),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = |part: &str| part.bytes().all(|byte| byte.is_ascii_digit());
+    let mantissa_ok =
+        digits(whole) && digits(fraction) && !(whole.is_empty() && fraction.is_empty());
+    let exponent_ok = exponent.is_none_or(|exponent| {
+        let unsigned = exponent.strip_prefix(['-', '+']).unwrap_or(exponent);
+        !unsigned.is_empty() && digits(unsigned)
+    });
+    mantissa_ok && exponent_ok && (mantissa.contains('.') || exponent.is_some())
 }
 
 fn decode_text(bytes: &[u8]) -> Result<&str, ParseError> {
     if let Some(offset) = bytes.iter().position(|byte| *byte == 0) {
-        return Err(ParseError {
-            pos: position_of_offset(bytes, offset),
-            code: "not-text",
-            message: "the file is binary (it contains a NUL byte), not YAML text".into(),
-            hint: Some("pass the workflow's .yaml file".into()),
-        });
+        return Err(ParseError::new(
+            position_of_offset(bytes, offset),
+            "not-text",
+            "the file is binary (it contains a NUL byte), not YAML text",
+            "pass the workflow's .yaml file",
+        ));
     }
-    std::str::from_utf8(bytes).map_err(|error| ParseError {
-        pos: position_of_offset(bytes, error.valid_up_to()),
-        code: "not-text",
-        message: "the file is not valid UTF-8 text".into(),
-        hint: Some("save the workflow as UTF-8".into()),
+    std::str::from_utf8(bytes).map_err(|error| {
+        ParseError::new(
+            position_of_offset(bytes, error.valid_up_to()),
+            "not-text",
+            "the file is not valid UTF-8 text",
+            "save the workflow as UTF-8",
+        )
     })
 }
 
@@ -270,65 +570,22 @@ fn saturate(value: u64) -> u32 {
     u32::try_from(value).unwrap_or(u32::MAX)
 }
 
-fn yaml_error(error: &serde_saphyr::Error, text: &str) -> ParseError {
-    let pos = error
-        .location()
-        .filter(|location| location.line() > 0)
-        .map_or(Pos::new(1, 1), |location| {
-            Pos::new(
-                saturate(location.line()),
-                saturate(location.column().max(1)),
-            )
-        });
-    let mut message = strip_location_suffix(&error.without_snippet().to_string());
-    let lowered = message.to_lowercase();
-    let (code, hint) = if lowered.contains("duplicate") {
-        if let Some(key) = message
-            .strip_prefix("duplicate mapping key: ")
-            .and_then(|rest| rest.split(',').next())
-        {
-            message = format!("key `{key}` appears twice in this mapping");
-        }
-        (
-            "duplicate-key",
-            "each key may appear once in a mapping; remove or rename one",
-        )
-    } else if lowered.contains("budget") || lowered.contains("recursion limit") {
-        message = format!(
-            "the document exceeds a parsing limit ({})",
-            limit_name(&message)
-        );
-        (
-            "yaml-limits",
-            "workflows are small documents: nesting depth, alias expansion and document count are bounded",
-        )
-    } else if line_has_tab_indent(text, pos.line) {
-        ("yaml-syntax", "YAML indentation must use spaces, not tabs")
+fn scan_error(error: &ScanError, text: &str) -> ParseError {
+    let marker = error.marker();
+    let pos = Pos::new(
+        saturate(marker.line() as u64).max(1),
+        saturate(marker.col() as u64 + 1),
+    );
+    let message = error.info();
+    if message.contains("recursion limit") || message.contains("nesting") {
+        return ParseError::limit(pos, "nesting depth");
+    }
+    let hint = if line_has_tab_indent(text, pos.line) {
+        "YAML indentation must use spaces, not tabs"
     } else {
-        ("yaml-syntax", "fix the YAML syntax at this position")
+        "fix the YAML syntax at this position"
     };
-    ParseError {
-        pos,
-        code,
-        message,
-        hint: Some(hint.into()),
-    }
-}
-
-/// A readable name for the limit a budget message reports.
-fn limit_name(message: &str) -> &'static str {
-    let breach = message.strip_prefix("budget breached: ").unwrap_or(message);
-    let kind = breach.split([' ', '{']).next().unwrap_or_default();
-    match kind {
-        "RecordedAnchorEvents" | "RecordedAnchorBytes" | "Aliases" | "AliasAnchorRatio" => {
-            "alias expansion"
-        }
-        "Documents" => "one YAML document per file",
-        "Depth" | "recursion" => "nesting depth",
-        "Nodes" | "Events" => "number of nodes",
-        "Anchors" => "number of anchors",
-        _ => "size",
-    }
+    ParseError::new(pos, "yaml-syntax", message, hint)
 }
 
 fn line_has_tab_indent(text: &str, line: u32) -> bool {
@@ -338,114 +595,6 @@ fn line_has_tab_indent(text: &str, line: u32) -> bool {
         .enumerate()
         .filter(|(number, _)| nearby.contains(number))
         .any(|(_, content)| content.trim_start_matches(' ').starts_with('\t'))
-}
-
-/// serde-saphyr appends " at line X column Y"; the diagnostic carries the position itself.
-fn strip_location_suffix(message: &str) -> String {
-    let trimmed = match message.rfind(" at line ") {
-        Some(index) => &message[..index],
-        None => message,
-    };
-    trimmed.trim().to_owned()
-}
-
-impl<'de> Deserialize<'de> for Node {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let spanned = Spanned::<Value>::deserialize(deserializer)?;
-        let location = spanned.referenced;
-        Ok(Node {
-            pos: Pos::new(saturate(location.line()), saturate(location.column())),
-            value: spanned.value,
-        })
-    }
-}
-
-impl<'de> Deserialize<'de> for Value {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(ValueVisitor)
-    }
-}
-
-struct ValueVisitor;
-
-impl<'de> Visitor<'de> for ValueVisitor {
-    type Value = Value;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("a YAML value")
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        Value::deserialize(deserializer)
-    }
-
-    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Value, E> {
-        Ok(Value::Bool(value))
-    }
-
-    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Value, E> {
-        Ok(Value::Int(value))
-    }
-
-    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Value, E> {
-        Ok(i64::try_from(value).map_or(Value::Float(value as f64), Value::Int))
-    }
-
-    fn visit_i128<E: de::Error>(self, value: i128) -> Result<Value, E> {
-        Ok(i64::try_from(value).map_or(Value::Float(value as f64), Value::Int))
-    }
-
-    fn visit_u128<E: de::Error>(self, value: u128) -> Result<Value, E> {
-        Ok(i64::try_from(value).map_or(Value::Float(value as f64), Value::Int))
-    }
-
-    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {
-        Ok(Value::Float(value))
-    }
-
-    fn visit_str<E: de::Error>(self, value: &str) -> Result<Value, E> {
-        Ok(Value::Str(value.to_owned()))
-    }
-
-    fn visit_string<E: de::Error>(self, value: String) -> Result<Value, E> {
-        Ok(Value::Str(value))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        let mut items = Vec::with_capacity(access.size_hint().unwrap_or(0).min(1024));
-        while let Some(item) = access.next_element::<Node>()? {
-            items.push(item);
-        }
-        Ok(Value::Seq(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        let mut entries = Vec::with_capacity(access.size_hint().unwrap_or(0).min(1024));
-        while let Some(key) = access.next_key::<Node>()? {
-            let value = access.next_value::<Node>()?;
-            if entries
-                .iter()
-                .any(|(existing, _): &(Node, Node)| existing.value == key.value)
-            {
-                return Err(de::Error::custom(format!(
-                    "duplicate key `{}` at line {} column {}",
-                    key.scalar_text(),
-                    key.pos.line,
-                    key.pos.column
-                )));
-            }
-            entries.push((key, value));
-        }
-        Ok(Value::Map(entries))
-    }
 }
 
 #[cfg(test)]
@@ -489,7 +638,7 @@ mod hostile_tests {
         let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
         for level in 1..9 {
             let previous = format!("*a{}", level - 1);
-            let items = vec![previous.as_str(); 10].join(", ");
+            let items = [previous.as_str(); 10].join(", ");
             text.push_str(&format!("a{level}: &a{level} [{items}]\n"));
         }
         let error = parse(text.as_bytes()).unwrap_err();
@@ -499,10 +648,10 @@ mod hostile_tests {
     #[test]
     fn deep_nesting_is_refused_not_overflowed() {
         for depth in [MAX_DEPTH + 1, 10_000] {
-            let flow = "[".repeat(depth) + &"]".repeat(depth);
+            let flow = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
             assert_eq!(parse(flow.as_bytes()).unwrap_err().code, "yaml-limits");
         }
-        let within = "[".repeat(MAX_DEPTH - 1) + &"]".repeat(MAX_DEPTH - 1);
+        let within = format!("{}{}", "[".repeat(MAX_DEPTH - 1), "]".repeat(MAX_DEPTH - 1));
         assert!(parse(within.as_bytes()).is_ok());
         let block: String = (0..200)
             .map(|depth| format!("{}k:\n", " ".repeat(depth)))
@@ -522,5 +671,56 @@ mod hostile_tests {
     fn block_scalars_start_at_their_first_content_line() {
         let node = parse(b"script: |\n  let x = 1;\n").unwrap();
         assert_eq!(node.get("script").unwrap().pos, Pos::new(2, 3));
+    }
+}
+
+#[cfg(test)]
+mod scalar_tests {
+    use super::*;
+
+    #[test]
+    fn plain_scalars_resolve_by_the_yaml_1_2_core_schema() {
+        let node = parse(b"a: ~\nb: true\nc: FALSE\nd: -12\ne: 0x1f\nf: 0o17\ng: 1.5e3\nh: .5\ni: yes\nj: '12'\nk: 1.2.3\nl: 99999999999999999999\n").unwrap();
+        let value = |key: &str| node.get(key).unwrap().value.clone();
+        assert_eq!(value("a"), Value::Null);
+        assert_eq!(value("b"), Value::Bool(true));
+        assert_eq!(value("c"), Value::Bool(false));
+        assert_eq!(value("d"), Value::Int(-12));
+        assert_eq!(value("e"), Value::Int(31));
+        assert_eq!(value("f"), Value::Int(15));
+        assert_eq!(value("g"), Value::Float(1500.0));
+        assert_eq!(value("h"), Value::Float(0.5));
+        // YAML 1.1 booleans are text in YAML 1.2.
+        assert_eq!(value("i"), Value::Str("yes".into()));
+        assert_eq!(value("j"), Value::Str("12".into()));
+        assert_eq!(value("k"), Value::Str("1.2.3".into()));
+        assert_eq!(value("l"), Value::Str("99999999999999999999".into()));
+    }
+
+    #[test]
+    fn core_tags_are_honoured_and_others_refused() {
+        let node = parse(b"a: !!str 12\nb: !!int 7\n").unwrap();
+        assert_eq!(node.get("a").unwrap().value, Value::Str("12".into()));
+        assert_eq!(node.get("b").unwrap().value, Value::Int(7));
+        let error = parse(b"a: !python/object foo\n").unwrap_err();
+        assert_eq!((error.code, error.pos.line), ("yaml-syntax", 1));
+    }
+
+    #[test]
+    fn aliases_copy_their_anchor_at_the_alias_position() {
+        let node = parse(b"base: &b {x: 1}\ncopy: *b\n").unwrap();
+        let copy = node.get("copy").unwrap();
+        assert_eq!(copy.pos, Pos::new(2, 7));
+        assert_eq!(copy.get("x").unwrap().value, Value::Int(1));
+    }
+
+    #[test]
+    fn large_mappings_still_catch_duplicate_keys() {
+        let mut text: String = (0..100)
+            .map(|index| format!("k{index}: {index}\n"))
+            .collect();
+        text.push_str("k42: again\n");
+        let error = parse(text.as_bytes()).unwrap_err();
+        assert_eq!((error.code, error.pos.line), ("duplicate-key", 101));
     }
 }

@@ -1,5 +1,6 @@
 //! The one integration-test binary: one module per feature.
 
+mod cli;
 mod schema;
 mod support;
 mod validate;

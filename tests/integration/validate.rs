@@ -156,6 +156,21 @@ fn a_50_mb_file_is_refused_without_reading_it_into_memory() {
 }
 
 #[test]
+fn an_alias_bomb_is_stopped_within_bounded_memory() {
+    let (code, stdout, peak_kib) =
+        validate_measuring_memory(&fixture("workflows/invalid/yaml-limits.yaml"));
+    assert_eq!(code, Some(1));
+    assert!(
+        stdout.contains("(alias expansion) [yaml-limits]"),
+        "{stdout}"
+    );
+    assert!(
+        peak_kib < 40 * 1024,
+        "validate used {peak_kib} KiB on an alias bomb"
+    );
+}
+
+#[test]
 fn empty_binary_and_directory_inputs_get_diagnostics_not_panics() {
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("empty.yaml");
