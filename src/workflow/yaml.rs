@@ -498,20 +498,20 @@ fn resolve_plain(text: &str) -> Value {
             .parse::<i64>()
             .map_or_else(|_| Value::Str(text.to_owned()), Value::Int);
     }
-    if let Some(hex) = text.strip_prefix("0x") {
-        if let Ok(number) = i64::from_str_radix(hex, 16) {
-            return Value::Int(number);
-        }
+    if let Some(hex) = text.strip_prefix("0x")
+        && let Ok(number) = i64::from_str_radix(hex, 16)
+    {
+        return Value::Int(number);
     }
-    if let Some(octal) = text.strip_prefix("0o") {
-        if let Ok(number) = i64::from_str_radix(octal, 8) {
-            return Value::Int(number);
-        }
+    if let Some(octal) = text.strip_prefix("0o")
+        && let Ok(number) = i64::from_str_radix(octal, 8)
+    {
+        return Value::Int(number);
     }
-    if is_core_float(unsigned) {
-        if let Ok(number) = text.parse::<f64>() {
-            return Value::Float(number);
-        }
+    if is_core_float(unsigned)
+        && let Ok(number) = text.parse::<f64>()
+    {
+        return Value::Float(number);
     }
     Value::Str(text.to_owned())
 }
