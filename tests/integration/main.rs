@@ -1,6 +1,7 @@
 //! The one integration-test binary: one module per feature.
 
 mod cli;
+mod mutation;
 mod schema;
 mod support;
 mod validate;

@@ -44,6 +44,21 @@ fn every_valid_fixture_passes_without_diagnostics() {
 }
 
 #[test]
+fn the_shipped_workflows_are_valid() {
+    let mut files: Vec<String> =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/workflows"))
+            .unwrap()
+            .map(|entry| relative(&entry.unwrap().path()))
+            .filter(|path| path.ends_with(".yaml"))
+            .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    let arguments: Vec<&str> = files.iter().map(String::as_str).collect();
+    let output = validate(&arguments);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_text(&output));
+}
+
+#[test]
 fn each_invalid_fixture_reports_its_rule_with_line_and_column() {
     insta::glob!("../fixtures/workflows/invalid", "*.yaml", |path| {
         let shown = relative(path);
