@@ -2,6 +2,7 @@
 
 mod cli;
 mod mutation;
+mod prompts;
 mod schema;
 mod support;
 mod validate;
