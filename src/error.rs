@@ -60,6 +60,12 @@ pub enum Error {
     /// A workflow could not be loaded or is invalid.
     #[error(transparent)]
     Workflow(#[from] crate::workflow::WorkflowError),
+    /// A prompt could not be loaded or rendered.
+    #[error(transparent)]
+    Prompt(#[from] crate::prompt::PromptError),
+    /// The configuration file could not be used.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     /// An agent or validator process could not be run or recorded.
     #[error(transparent)]
     Runner(#[from] crate::runner::RunnerError),
@@ -90,9 +96,11 @@ impl Error {
     /// The exit status this error ends a command with.
     pub fn exit_status(&self) -> ExitStatus {
         match self {
-            Error::Usage { .. } | Error::NotImplemented { .. } | Error::Workflow(_) => {
-                ExitStatus::Usage
-            }
+            Error::Usage { .. }
+            | Error::NotImplemented { .. }
+            | Error::Workflow(_)
+            | Error::Config(_)
+            | Error::Prompt(_) => ExitStatus::Usage,
             Error::Runner(_) | Error::Io { .. } | Error::Json(_) => ExitStatus::Runtime,
         }
     }
@@ -106,6 +114,8 @@ impl Error {
                     .to_owned(),
             ),
             Error::Workflow(error) => error.hint(),
+            Error::Config(error) => error.hint(),
+            Error::Prompt(error) => error.hint(),
             Error::Runner(error) => error.hint(),
             Error::Io { .. } => Some("check that the path exists and is readable".to_owned()),
             Error::Json(_) => None,

@@ -4,10 +4,12 @@
 //! The library never prints: only the `cli` and `tnh` layers write to the terminal.
 
 pub mod cli;
+pub mod config;
 pub mod error;
 pub mod ids;
 pub mod outcome;
 pub mod policy;
+pub mod prompt;
 pub mod runner;
 pub mod tnh;
 pub mod workflow;

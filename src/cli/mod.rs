@@ -3,6 +3,7 @@
 
 mod graph;
 mod output;
+mod prompts;
 mod schema;
 mod stub;
 mod validate;
@@ -75,7 +76,7 @@ pub enum Command {
     Journal(stub::JournalArgs),
     /// List, show and render prompts.
     #[command(subcommand)]
-    Prompts(stub::PromptsCommand),
+    Prompts(prompts::PromptsCommand),
     /// Planner tools.
     #[command(subcommand)]
     Planner(stub::PlannerCommand),
@@ -87,11 +88,11 @@ pub enum Command {
 
 /// Runs a parsed command line and returns how the process should exit.
 pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
-    match cli.command {
-        Command::Validate(args) => validate::cmd_validate(&args, output),
-        Command::Schema(args) => schema::cmd_schema(&args, output),
-        Command::Graph(args) => graph::cmd_graph(&args, output),
-        Command::Completions(args) => stub::cmd_completions(&args, output),
+    match &cli.command {
+        Command::Validate(args) => validate::cmd_validate(&cli, args, output),
+        Command::Schema(args) => schema::cmd_schema(args, output),
+        Command::Graph(args) => graph::cmd_graph(&cli, args, output),
+        Command::Completions(args) => stub::cmd_completions(args, output),
         Command::Init(_) => not_implemented("init"),
         Command::Run(_) => not_implemented("run"),
         Command::Resume(_) => not_implemented("resume"),
@@ -100,9 +101,36 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
         Command::Runs(command) => not_implemented(&format!("runs {}", command.name())),
         Command::Rollback(_) => not_implemented("rollback"),
         Command::Journal(_) => not_implemented("journal"),
-        Command::Prompts(command) => not_implemented(&format!("prompts {}", command.name())),
+        Command::Prompts(command) => prompts::cmd_prompts(&cli, command, output),
         Command::Planner(command) => not_implemented(&format!("planner {}", command.name())),
     }
+}
+
+/// The repository the command works in: `--repo`, else the one containing the current
+/// directory, if any.
+pub(crate) fn repo_root(cli: &Cli) -> Option<std::path::PathBuf> {
+    match &cli.repo {
+        Some(repo) => Some(repo.clone()),
+        None => std::env::current_dir()
+            .ok()
+            .and_then(|dir| crate::config::find_repo_root(&dir)),
+    }
+}
+
+/// The configuration for this invocation (`--config`, else the repository's, else defaults).
+fn load_config(cli: &Cli) -> Result<crate::config::Config> {
+    Ok(crate::config::Config::load(
+        repo_root(cli).as_deref(),
+        cli.config.as_deref(),
+    )?)
+}
+
+/// Every name a workflow may use here: built-ins, configured profiles, and the prompt library
+/// including the repository's `.tnh/prompts/`.
+fn known_names(cli: &Cli) -> Result<crate::workflow::validate::KnownNames> {
+    let mut known = load_config(cli)?.known_names();
+    known.prompts = crate::prompt::Catalog::load(repo_root(cli).as_deref())?;
+    Ok(known)
 }
 
 fn not_implemented(command: &str) -> Result<ExitStatus> {
