@@ -16,7 +16,7 @@ use super::capture::{ChunkSignals, StreamCapture, Tail};
 use super::interactive::detect_prompt;
 use super::process::{self, StrayProcess};
 use super::progress::Stream;
-use super::supervisor::{Limits, ProcessSpec, Supervised, classify, is_immediate, status_parts};
+use super::supervisor::{Limits, ProcessSpec, Supervised, classify, status_parts};
 use crate::outcome::Outcome;
 
 /// After SIGKILL, how long output is still drained before pipes held by unkillable (escaped
@@ -317,7 +317,7 @@ impl State {
 
     pub(crate) fn on_cancel(&mut self, level: CancelLevel, now: Instant) {
         self.begin_stop(StopReason::Cancelled, now);
-        if is_immediate(level) {
+        if level == CancelLevel::Immediate {
             self.send_kill(now);
         }
     }

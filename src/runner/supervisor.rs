@@ -19,7 +19,7 @@ use nix::sys::signal::Signal;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use super::RunnerError;
-use super::cancel::{CancelLevel, Cancellation};
+use super::cancel::Cancellation;
 use super::capture::{StreamCapture, TailLine};
 use super::process::{self, SUPERVISION_TOKEN_VARIABLE, StrayProcess};
 use super::progress::{CaptureFormat, Stream};
@@ -308,9 +308,4 @@ fn signal_name(number: i32) -> String {
         |_| format!("signal {number}"),
         |signal| signal.as_str().to_owned(),
     )
-}
-
-/// Whether a cancellation level asks for an immediate kill.
-pub(crate) fn is_immediate(level: CancelLevel) -> bool {
-    level == CancelLevel::Immediate
 }
