@@ -319,3 +319,79 @@ async fn a_final_answer_longer_than_the_line_cap_is_kept_whole() {
     assert_eq!(run.outcome, Outcome::Completed, "{}", run.cause);
     assert_eq!(step.read("final_response.md").len(), 600 * 1024);
 }
+
+#[tokio::test]
+async fn claude_profile_options_and_step_limits_become_flags() {
+    let mut step = claude("claude-stream-success-tool-use");
+    let profile = &mut step.request.profile;
+    profile.model = Some("claude-sonnet-4-5".to_owned());
+    profile.permission_mode = Some("dontAsk".to_owned());
+    profile.allowed_tools = vec!["Read".to_owned(), "Edit".to_owned()];
+    profile.disallowed_tools = vec!["WebFetch".to_owned()];
+    profile.append_system_prompt = Some("Be brief.".to_owned());
+    profile.add_dirs = vec!["/srv/docs".into()];
+    step.request.max_turns = Some(12);
+    step.request.max_budget_usd = Some(2.5);
+    let path = record(&mut step);
+    let run = step.run().await;
+    assert_eq!(run.outcome, Outcome::Completed, "{}", run.cause);
+    let expected = [
+        "-p",
+        "--verbose",
+        "--output-format",
+        "stream-json",
+        "--model",
+        "claude-sonnet-4-5",
+        "--permission-mode",
+        "dontAsk",
+        "--allowedTools",
+        "Read,Edit",
+        "--disallowedTools",
+        "WebFetch",
+        "--max-turns",
+        "12",
+        "--max-budget-usd",
+        "2.5",
+        "--append-system-prompt",
+        "Be brief.",
+        "--add-dir",
+        "/srv/docs",
+    ];
+    assert_eq!(received(&path)["argv"], serde_json::json!(expected));
+}
+
+#[tokio::test]
+async fn codex_profile_options_become_flags() {
+    let mut step = codex("codex-exec-json-success");
+    let profile = &mut step.request.profile;
+    profile.model = Some("gpt-5".to_owned());
+    let effort: tnh_conductor::runner::profile::ConfigValue =
+        serde_json::from_str("\"high\"").unwrap();
+    profile
+        .config
+        .insert("model_reasoning_effort".to_owned(), effort);
+    profile.add_dirs = vec!["/srv/docs".into()];
+    let path = record(&mut step);
+    let run = step.run().await;
+    assert_eq!(run.outcome, Outcome::Completed, "{}", run.cause);
+    let argv = received(&path)["argv"].clone();
+    let argv: Vec<&str> = argv
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|arg| arg.as_str().unwrap())
+        .collect();
+    let tail = &argv[9..];
+    assert_eq!(
+        tail,
+        [
+            "-m",
+            "gpt-5",
+            "-c",
+            "model_reasoning_effort=high",
+            "--add-dir",
+            "/srv/docs",
+            "-"
+        ]
+    );
+}
