@@ -60,6 +60,9 @@ impl RunnerError {
             RunnerError::Spawn { program, .. } => Some(format!(
                 "install `{program}` or point the profile (or TNH_CLAUDE_BIN / TNH_CODEX_BIN) at it"
             )),
+            RunnerError::Io { action, .. } if action.starts_with("enter") => {
+                Some("check that the worktree exists (was it removed or not created?)".to_owned())
+            }
             RunnerError::Io { .. } => {
                 Some("check that the step directory exists and is writable".to_owned())
             }

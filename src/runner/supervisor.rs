@@ -132,6 +132,16 @@ pub async fn supervise(
     spec: ProcessSpec,
     mut cancel: Cancellation,
 ) -> Result<Supervised, RunnerError> {
+    // A missing working directory would otherwise surface as a misleading "program not
+    // found" (both are ENOENT from exec).
+    if !spec.cwd.is_dir() {
+        let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory");
+        return Err(RunnerError::io(
+            "enter working directory",
+            &spec.cwd,
+            missing,
+        ));
+    }
     let stdout = StreamCapture::create(Stream::Stdout, spec.format, &spec.stdout_path)?;
     let stderr = StreamCapture::create(Stream::Stderr, spec.format, &spec.stderr_path)?;
     let token = process::new_token();

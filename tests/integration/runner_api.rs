@@ -147,3 +147,21 @@ async fn artifacts_are_listed_with_roles_and_the_metadata_matches_its_schema() {
     broken["outcome"] = serde_json::json!(3);
     assert!(!validator.is_valid(&broken), "the schema checks types");
 }
+
+#[tokio::test]
+async fn a_missing_worktree_is_reported_as_such_not_as_a_missing_program() {
+    let mut step = Step::command(&["sh", &zoo("echo-prompt.sh")]);
+    step.request.worktree = step.dir.path().join("no-such-worktree");
+    let error = run_agent(&step.request, Cancellation::never())
+        .await
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.starts_with("failed to enter working directory `"),
+        "{message}"
+    );
+    assert!(
+        message.ends_with("no-such-worktree`: not a directory"),
+        "{message}"
+    );
+}
