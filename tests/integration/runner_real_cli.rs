@@ -15,7 +15,11 @@ fn enabled_and_on_path(program: &str) -> bool {
         return false;
     }
     let path = std::env::var("PATH").unwrap_or_default();
-    std::env::split_paths(&path).any(|dir| dir.join(program).is_file())
+    let found = std::env::split_paths(&path).any(|dir| dir.join(program).is_file());
+    if !found {
+        eprintln!("skipped: `{program}` is not on PATH");
+    }
+    found
 }
 
 async fn run_without_credentials(kind: AgentKind, name: &str) {
