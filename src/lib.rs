@@ -3,6 +3,7 @@
 //!
 //! The library never prints: only the `cli` and `tnh` layers write to the terminal.
 
+pub mod artifacts;
 pub mod cli;
 pub mod config;
 pub mod error;
