@@ -60,6 +60,12 @@ pub enum Error {
     /// A workflow could not be loaded or is invalid.
     #[error(transparent)]
     Workflow(#[from] crate::workflow::WorkflowError),
+    /// A workspace (git worktree, snapshot, rollback) operation failed.
+    #[error(transparent)]
+    Workspace(#[from] crate::workspace::WorkspaceError),
+    /// A policy could not be compiled.
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
     /// Reading or writing a file failed.
     #[error("failed to {action} `{path}`: {source}")]
     Io {
@@ -90,6 +96,8 @@ impl Error {
             Error::Usage { .. } | Error::NotImplemented { .. } | Error::Workflow(_) => {
                 ExitStatus::Usage
             }
+            Error::Workspace(error) => error.exit_status(),
+            Error::Policy(_) => ExitStatus::Usage,
             Error::Io { .. } | Error::Json(_) => ExitStatus::Runtime,
         }
     }
@@ -103,6 +111,8 @@ impl Error {
                     .to_owned(),
             ),
             Error::Workflow(error) => error.hint(),
+            Error::Workspace(error) => error.hint(),
+            Error::Policy(error) => error.hint(),
             Error::Io { .. } => Some("check that the path exists and is readable".to_owned()),
             Error::Json(_) => None,
         }

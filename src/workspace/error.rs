@@ -97,6 +97,29 @@ pub enum WorkspaceError {
 }
 
 impl WorkspaceError {
+    /// The exit status a command ends with: 2 when the request itself cannot be met (no
+    /// repository, unknown run or snapshot), 4 when git or the file system failed.
+    pub fn exit_status(&self) -> crate::error::ExitStatus {
+        use crate::error::ExitStatus;
+        match self {
+            WorkspaceError::NotARepository(_)
+            | WorkspaceError::BareRepository(_)
+            | WorkspaceError::NoCommits(_)
+            | WorkspaceError::UnresolvableBase { .. }
+            | WorkspaceError::BranchExists(_)
+            | WorkspaceError::WorktreeExists(_)
+            | WorkspaceError::InvalidRefName(_)
+            | WorkspaceError::NoSnapshot { .. }
+            | WorkspaceError::InvalidProtectedBranch { .. }
+            | WorkspaceError::Run { .. } => ExitStatus::Usage,
+            WorkspaceError::GitNotInstalled
+            | WorkspaceError::Git { .. }
+            | WorkspaceError::Io { .. }
+            | WorkspaceError::Missing { .. }
+            | WorkspaceError::Parse { .. } => ExitStatus::Runtime,
+        }
+    }
+
     /// What the operator can do about the error.
     pub fn hint(&self) -> Option<String> {
         let hint = match self {
