@@ -1,3 +1,4 @@
 //! The one integration-test binary: one module per feature.
 
 mod support;
+mod workspace;
