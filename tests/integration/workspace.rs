@@ -209,7 +209,7 @@ fn a_snapshot_records_the_worktree_without_touching_head_or_index() {
     assert!(tree.lines().any(|line| line == "new/deep/file.txt"));
     assert!(!tree.lines().any(|line| line == "doomed.txt"));
     assert_eq!(git_in(dir, &["show", &format!("{}:src/lib.rs", snapshot.commit)]), "pub fn a() { changed() }");
-    assert_eq!(git_in(dir, &["status", "--porcelain"]), " D doomed.txt\n M src/lib.rs\n?? new/");
+    assert_eq!(git_in(dir, &["status", "--porcelain"]), "D doomed.txt\n M src/lib.rs\n?? new/");
     assert_eq!(workspace.latest_pre_step().unwrap(), Some(snapshot.clone()));
     // Kept alive by its ref: gc with immediate pruning does not lose it.
     repo.git(&["gc", "--quiet", "--prune=now"]);
