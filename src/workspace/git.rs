@@ -97,6 +97,27 @@ impl Git {
         self.bytes(args).map(drop)
     }
 
+    /// Runs git for its effect, accepting a non-zero exit when every line on stderr is one
+    /// that `tolerated` accepts.
+    pub(crate) fn run_tolerating<I, S>(
+        &self,
+        args: I,
+        tolerated: impl Fn(&str) -> bool,
+    ) -> Result<(), WorkspaceError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        let output = self.output(args.clone())?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let all_tolerated = stderr.lines().filter(|line| !line.trim().is_empty()).all(tolerated);
+        if output.status.success() || all_tolerated {
+            Ok(())
+        } else {
+            Err(self.failure(args, &output))
+        }
+    }
+
     /// Runs git and reports whether it exited 0 (for questions such as "does this ref exist").
     pub(crate) fn succeeds<I, S>(&self, args: I) -> Result<bool, WorkspaceError>
     where

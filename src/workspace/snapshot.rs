@@ -115,7 +115,11 @@ impl Workspace {
             }
         }
         let git = self.git.with_index(&scratch);
-        git.run(["add", "--all"])?;
+        // A repository an agent created with `git init` and no commit cannot be recorded;
+        // it is left out (and `git clean -ff` removes it on rollback) rather than failing.
+        git.run_tolerating(["add", "--all", "--ignore-errors"], |line| {
+            line.starts_with("error: '") && line.ends_with("' does not have a commit checked out")
+        })?;
         git.text(["write-tree"])
     }
 

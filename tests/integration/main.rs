@@ -2,3 +2,4 @@
 
 mod support;
 mod workspace;
+mod workspace_rollback;
