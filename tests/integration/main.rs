@@ -3,3 +3,4 @@
 mod support;
 mod workspace;
 mod workspace_rollback;
+mod workspace_guard;
