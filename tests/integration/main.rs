@@ -4,3 +4,4 @@ mod support;
 mod workspace;
 mod workspace_rollback;
 mod workspace_guard;
+mod workspace_cli;
