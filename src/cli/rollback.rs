@@ -30,7 +30,11 @@ fn parse_target(text: &str) -> std::result::Result<RollbackTarget, String> {
 }
 
 /// Rolls a run's worktree back and reports what was undone.
-pub fn cmd_rollback(repo: Option<&Path>, args: &RollbackArgs, output: &mut Output) -> Result<ExitStatus> {
+pub fn cmd_rollback(
+    repo: Option<&Path>,
+    args: &RollbackArgs,
+    output: &mut Output,
+) -> Result<ExitStatus> {
     let start = repo.map_or_else(|| PathBuf::from("."), Path::to_owned);
     let repo_root = find_repo_root(&start)?;
     let run = load_run(&repo_root, &args.run_id)?;

@@ -33,7 +33,11 @@ pub fn cmd_runs_clean(
         now: SystemTime::now(),
     };
     let report = clean_runs(&repo_root, options)?;
-    let what = if all { "removed" } else { "removed worktree of" };
+    let what = if all {
+        "removed"
+    } else {
+        "removed worktree of"
+    };
     for run_id in &report.cleaned {
         output.print(&format!("{what} {run_id}\n"));
     }

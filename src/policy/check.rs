@@ -18,7 +18,9 @@ use crate::workspace::{ChangeKind, ChangedFile, GuardReport, RefClass, Workspace
 pub type CheckHook<'a> = dyn Fn(&ChangedFile) -> Option<String> + 'a;
 
 /// Why a change violates the policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ViolationClass {
     /// The path matches `forbidden_paths`.
@@ -51,7 +53,12 @@ pub struct Violation {
 }
 
 impl Violation {
-    fn new(class: ViolationClass, path: Option<&str>, rule: &str, detail: impl Into<String>) -> Self {
+    fn new(
+        class: ViolationClass,
+        path: Option<&str>,
+        rule: &str,
+        detail: impl Into<String>,
+    ) -> Self {
         Self {
             class,
             path: path.map(str::to_owned),
@@ -82,7 +89,10 @@ impl Patterns {
             pattern: patterns.join(", "),
             reason: error.to_string(),
         })?;
-        Ok(Self { patterns: normalised, set })
+        Ok(Self {
+            patterns: normalised,
+            set,
+        })
     }
 
     fn first_match(&self, path: &str) -> Option<&str> {
@@ -142,7 +152,10 @@ impl Policy {
                 Err(()) => advisory.push(entry.clone()),
             }
         }
-        let ci_patterns: Vec<String> = CI_PATHS.iter().map(|pattern| (*pattern).to_owned()).collect();
+        let ci_patterns: Vec<String> = CI_PATHS
+            .iter()
+            .map(|pattern| (*pattern).to_owned())
+            .collect();
         Ok(Self {
             requested: spec.clone(),
             allowed: Patterns::compile("allowed_paths", &spec.allowed_paths)?,
@@ -196,7 +209,11 @@ impl Policy {
         }
         if self.forbids(Operation::CreateTopLevelDirs) {
             for dir in &status.new_top_level_dirs {
-                violations.push(operation_violation(Operation::CreateTopLevelDirs, dir, "new top-level directory"));
+                violations.push(operation_violation(
+                    Operation::CreateTopLevelDirs,
+                    dir,
+                    "new top-level directory",
+                ));
             }
         }
         self.check_guard(guard, &mut violations);
@@ -223,23 +240,32 @@ impl Policy {
                 )),
             }
         }
-        if let Some(target) = file.symlink_target.as_deref() {
-            if symlink_escapes(&file.path, target) {
-                violations.push(Violation::new(
-                    ViolationClass::PathEscape,
-                    Some(&file.path),
-                    "symlink_target",
-                    format!("symlink points outside the worktree: `{target}`"),
-                ));
-            }
+        if let Some(target) = file.symlink_target.as_deref()
+            && symlink_escapes(&file.path, target)
+        {
+            violations.push(Violation::new(
+                ViolationClass::PathEscape,
+                Some(&file.path),
+                "symlink_target",
+                format!("symlink points outside the worktree: `{target}`"),
+            ));
         }
         for operation in operations_of(file, &self.ci) {
             if self.forbids(operation) {
-                violations.push(operation_violation(operation, &file.path, describe(operation)));
+                violations.push(operation_violation(
+                    operation,
+                    &file.path,
+                    describe(operation),
+                ));
             }
         }
         if let Some(reason) = hook.and_then(|hook| hook(file)) {
-            violations.push(Violation::new(ViolationClass::CheckFailed, Some(&file.path), "check", reason));
+            violations.push(Violation::new(
+                ViolationClass::CheckFailed,
+                Some(&file.path),
+                "check",
+                reason,
+            ));
         }
     }
 
@@ -266,10 +292,16 @@ impl Policy {
         for change in &guard.ref_changes {
             let (class, rule) = match change.class {
                 RefClass::Tag => (ViolationClass::ProtectedTagViolation, "protected_tags"),
-                RefClass::ProtectedBranch => (ViolationClass::ProtectedBranchViolation, "protected_branches"),
-                RefClass::OperatorHead => (ViolationClass::ProtectedBranchViolation, "operator_head"),
+                RefClass::ProtectedBranch => (
+                    ViolationClass::ProtectedBranchViolation,
+                    "protected_branches",
+                ),
+                RefClass::OperatorHead => {
+                    (ViolationClass::ProtectedBranchViolation, "operator_head")
+                }
             };
-            let show = |value: &Option<String>| value.clone().unwrap_or_else(|| "(none)".to_owned());
+            let show =
+                |value: &Option<String>| value.clone().unwrap_or_else(|| "(none)".to_owned());
             let detail = format!(
                 "`{}` changed from {} to {}; restored",
                 change.refname,
@@ -280,23 +312,41 @@ impl Policy {
         }
         if guard.commits > 0 && self.forbids(Operation::Commit) {
             let detail = format!("{} new commit(s)", guard.commits);
-            violations.push(Violation::new(ViolationClass::ForbiddenOperation, None, "commit", detail));
+            violations.push(Violation::new(
+                ViolationClass::ForbiddenOperation,
+                None,
+                "commit",
+                detail,
+            ));
         }
         if self.forbids(Operation::Push) {
             for name in &guard.remote_refs_changed {
-                violations.push(operation_violation(Operation::Push, name, "remote-tracking ref moved"));
+                violations.push(operation_violation(
+                    Operation::Push,
+                    name,
+                    "remote-tracking ref moved",
+                ));
             }
         }
         if self.forbids(Operation::ModifyGitConfig) {
             for name in &guard.git_config_changed {
-                violations.push(operation_violation(Operation::ModifyGitConfig, name, "git configuration changed; restored"));
+                violations.push(operation_violation(
+                    Operation::ModifyGitConfig,
+                    name,
+                    "git configuration changed; restored",
+                ));
             }
         }
     }
 }
 
 fn operation_violation(operation: Operation, path: &str, detail: &str) -> Violation {
-    Violation::new(ViolationClass::ForbiddenOperation, Some(path), operation.id(), detail)
+    Violation::new(
+        ViolationClass::ForbiddenOperation,
+        Some(path),
+        operation.id(),
+        detail,
+    )
 }
 
 fn describe(operation: Operation) -> &'static str {
@@ -328,15 +378,20 @@ fn operations_of(file: &ChangedFile, ci: &GlobSet) -> Vec<Operation> {
     if file.binary && file.is_new() {
         operations.push(Operation::AddBinaryFiles);
     }
-    if let (Some(old), Some(new)) = (&file.old_mode, &file.new_mode) {
-        if old != new && !old_symlink && !file.is_symlink() {
-            operations.push(Operation::ChangeFileMode);
-        }
+    if let (Some(old), Some(new)) = (&file.old_mode, &file.new_mode)
+        && old != new
+        && !old_symlink
+        && !file.is_symlink()
+    {
+        operations.push(Operation::ChangeFileMode);
     }
     let names: Vec<&str> = std::iter::once(file.path.as_str())
         .chain(file.old_path.as_deref())
         .collect();
-    if names.iter().any(|path| LOCKFILES.contains(&path.rsplit('/').next().unwrap_or(path))) {
+    if names
+        .iter()
+        .any(|path| LOCKFILES.contains(&path.rsplit('/').next().unwrap_or(path)))
+    {
         operations.push(Operation::ModifyLockfiles);
     }
     if names.iter().any(|path| ci.is_match(path)) {

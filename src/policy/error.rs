@@ -20,7 +20,8 @@ impl PolicyError {
     pub fn hint(&self) -> Option<String> {
         match self {
             PolicyError::InvalidGlob { .. } => Some(
-                "globs use `*` (within one folder), `**` (any depth), `?`, `[abc]` and `{a,b}`".to_owned(),
+                "globs use `*` (within one folder), `**` (any depth), `?`, `[abc]` and `{a,b}`"
+                    .to_owned(),
             ),
         }
     }

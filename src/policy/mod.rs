@@ -22,5 +22,6 @@ pub use error::PolicyError;
 pub use normalize::{PathEscape, normalize_path, symlink_escapes};
 pub use spec::{CI_PATHS, LOCKFILES, Operation, PolicySpec};
 pub use summary::{
-    EffectivePolicy, IMPLICIT_RULES, POLICY_SUMMARY_SCHEMA_VERSION, PolicySummary, Verdict, policy_summary_schema,
+    EffectivePolicy, IMPLICIT_RULES, POLICY_SUMMARY_SCHEMA_VERSION, PolicySummary, Verdict,
+    policy_summary_schema,
 };

@@ -58,7 +58,10 @@ pub fn symlink_escapes(link_path: &str, target: &str) -> bool {
     if target.is_empty() || target.starts_with('/') || has_drive_prefix(target) {
         return true;
     }
-    let mut depth: Vec<&str> = link_path.split('/').filter(|part| !part.is_empty()).collect();
+    let mut depth: Vec<&str> = link_path
+        .split('/')
+        .filter(|part| !part.is_empty())
+        .collect();
     depth.pop();
     for component in target.split('/') {
         match component {

@@ -64,7 +64,12 @@ pub struct PolicySummary {
 
 impl PolicySummary {
     /// The summary of checking `checked_paths` changed paths against `policy`.
-    pub fn new(policy: &Policy, checked_paths: usize, check_hook: bool, violations: Vec<Violation>) -> Self {
+    pub fn new(
+        policy: &Policy,
+        checked_paths: usize,
+        check_hook: bool,
+        violations: Vec<Violation>,
+    ) -> Self {
         let verdict = if violations.is_empty() {
             Verdict::Clean
         } else {
@@ -77,7 +82,10 @@ impl PolicySummary {
                 allowed_paths: policy.allowed_paths().to_vec(),
                 forbidden_paths: policy.forbidden_paths().to_vec(),
                 enforced_operations: policy.enforced_operations().collect(),
-                implicit_rules: IMPLICIT_RULES.iter().map(|rule| (*rule).to_owned()).collect(),
+                implicit_rules: IMPLICIT_RULES
+                    .iter()
+                    .map(|rule| (*rule).to_owned())
+                    .collect(),
                 check_hook,
             },
             advisory: policy.advisory().to_vec(),

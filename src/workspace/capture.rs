@@ -79,7 +79,9 @@ impl ChangedFile {
 }
 
 /// Totals of a change, for evidence summaries.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct DiffStat {
     /// Paths changed.
     pub files_changed: u64,
@@ -226,7 +228,9 @@ impl Workspace {
         if candidates.is_empty() {
             return Ok(Vec::new());
         }
-        let listing = self.git.bytes(["ls-tree", "-z", "--name-only", since.tree.as_str()])?;
+        let listing = self
+            .git
+            .bytes(["ls-tree", "-z", "--name-only", since.tree.as_str()])?;
         let existing: BTreeSet<&[u8]> = listing.split(|byte| *byte == 0).collect();
         Ok(candidates
             .into_iter()
@@ -252,7 +256,10 @@ pub fn diffstat_of(files: &[ChangedFile]) -> DiffStat {
 /// path followed by the old and new path for a rename).
 fn parse_raw_numstat(output: &[u8]) -> Result<Vec<ChangedFile>, WorkspaceError> {
     let text = String::from_utf8_lossy(output);
-    let mut tokens = text.split('\0').filter(|token| !token.is_empty()).peekable();
+    let mut tokens = text
+        .split('\0')
+        .filter(|token| !token.is_empty())
+        .peekable();
     let mut files = Vec::new();
     let mut counts: HashMap<String, (Option<u64>, Option<u64>)> = HashMap::new();
     while let Some(token) = tokens.next() {
@@ -329,10 +336,7 @@ fn classify(file: &ChangedFile, base: ChangeKind) -> ChangeKind {
         _ if symlink => ChangeKind::Symlink,
         _ if file.binary => ChangeKind::Binary,
         ChangeKind::Add => ChangeKind::Add,
-        _ if file.old_mode != file.new_mode
-            && file.lines_added == 0
-            && file.lines_removed == 0 =>
-        {
+        _ if file.old_mode != file.new_mode && file.lines_added == 0 && file.lines_removed == 0 => {
             ChangeKind::Mode
         }
         _ => ChangeKind::Modify,

@@ -123,26 +123,46 @@ impl WorkspaceError {
     /// What the operator can do about the error.
     pub fn hint(&self) -> Option<String> {
         let hint = match self {
-            WorkspaceError::GitNotInstalled => "install git (2.30 or later) and make sure it is on PATH",
-            WorkspaceError::Git { .. } => "run the same git command by hand in that directory to see the problem",
+            WorkspaceError::GitNotInstalled => {
+                "install git (2.30 or later) and make sure it is on PATH"
+            }
+            WorkspaceError::Git { .. } => {
+                "run the same git command by hand in that directory to see the problem"
+            }
             WorkspaceError::Io { .. } => "check that the path exists and is writable",
             WorkspaceError::NotARepository(_) => "run inside a git repository or pass `--repo DIR`",
             WorkspaceError::BareRepository(_) => "use a clone with a working directory",
-            WorkspaceError::NoCommits(_) => "commit something first: the run's branch starts from a commit",
-            WorkspaceError::UnresolvableBase { .. } => "pass `--base` a branch, tag or commit that exists (`git rev-parse REF`)",
-            WorkspaceError::BranchExists(_) => "a run with this id already exists; start a new run or delete the branch",
+            WorkspaceError::NoCommits(_) => {
+                "commit something first: the run's branch starts from a commit"
+            }
+            WorkspaceError::UnresolvableBase { .. } => {
+                "pass `--base` a branch, tag or commit that exists (`git rev-parse REF`)"
+            }
+            WorkspaceError::BranchExists(_) => {
+                "a run with this id already exists; start a new run or delete the branch"
+            }
             WorkspaceError::WorktreeExists(_) => "remove the stale directory or start a new run",
-            WorkspaceError::Missing { .. } => "the worktree may have been removed (`runs clean`); its branch and snapshot refs are kept",
-            WorkspaceError::InvalidRefName(_) => "use ids made of letters, digits, `-`, `_` and `.`",
+            WorkspaceError::Missing { .. } => {
+                "the worktree may have been removed (`runs clean`); its branch and snapshot refs are kept"
+            }
+            WorkspaceError::InvalidRefName(_) => {
+                "use ids made of letters, digits, `-`, `_` and `.`"
+            }
             WorkspaceError::NoSnapshot { .. } => "roll back to `pre_run`, which every run has",
             WorkspaceError::Parse { .. } => "report this as a bug together with `git --version`",
-            WorkspaceError::InvalidProtectedBranch { .. } => "fix `protected_branches` in `.tnh/config.yaml`",
+            WorkspaceError::InvalidProtectedBranch { .. } => {
+                "fix `protected_branches` in `.tnh/config.yaml`"
+            }
             WorkspaceError::Run { .. } => "list runs with `tnh-conductor runs list`",
         };
         Some(hint.to_owned())
     }
 
-    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
         WorkspaceError::Io {
             action,
             path: path.into(),

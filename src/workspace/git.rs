@@ -110,7 +110,10 @@ impl Git {
     {
         let output = self.output(args.clone())?;
         let stderr = String::from_utf8_lossy(&output.stderr);
-        let all_tolerated = stderr.lines().filter(|line| !line.trim().is_empty()).all(tolerated);
+        let all_tolerated = stderr
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .all(tolerated);
         if output.status.success() || all_tolerated {
             Ok(())
         } else {

@@ -90,7 +90,10 @@ impl Workspace {
     pub fn guard(&self, configured: &[String]) -> Result<RefGuard, WorkspaceError> {
         let operator_head_path = self.common_dir.join("HEAD");
         let operator_head = read_optional(&operator_head_path)?;
-        let mut names: Vec<String> = ALWAYS_PROTECTED.iter().map(|name| (*name).to_owned()).collect();
+        let mut names: Vec<String> = ALWAYS_PROTECTED
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect();
         names.extend(configured.iter().cloned());
         if let Some(branch) = operator_head
             .as_deref()
@@ -204,7 +207,12 @@ impl RefGuard {
             .unwrap_or_default();
         let mut tips: BTreeSet<String> = [head_now, branch_now].into_iter().collect();
         // Commits made on a protected branch count as well, although the branch was put back.
-        tips.extend(after.iter().filter(|(name, _)| name.starts_with("refs/heads/")).map(|(_, sha)| sha.clone()));
+        tips.extend(
+            after
+                .iter()
+                .filter(|(name, _)| name.starts_with("refs/heads/"))
+                .map(|(_, sha)| sha.clone()),
+        );
         tips.retain(|tip| !tip.is_empty() && *tip != self.worktree_head);
         if tips.is_empty() {
             return Ok(0);
@@ -212,7 +220,12 @@ impl RefGuard {
         let mut args = vec!["rev-list".to_owned(), "--count".to_owned()];
         args.extend(tips);
         args.push(format!("^{}", self.worktree_head));
-        args.extend(self.refs.values().filter(|sha| **sha != self.worktree_head).map(|sha| format!("^{sha}")));
+        args.extend(
+            self.refs
+                .values()
+                .filter(|sha| **sha != self.worktree_head)
+                .map(|sha| format!("^{sha}")),
+        );
         let count = git.text(&args)?;
         count.parse().map_err(|_| WorkspaceError::Parse {
             command: "rev-list --count",
@@ -293,7 +306,8 @@ impl RefGuard {
         match std::fs::read_dir(&hooks) {
             Ok(entries) => {
                 for entry in entries {
-                    let entry = entry.map_err(|source| WorkspaceError::io("list", &hooks, source))?;
+                    let entry =
+                        entry.map_err(|source| WorkspaceError::io("list", &hooks, source))?;
                     if entry.file_type().is_ok_and(|kind| kind.is_file()) {
                         paths.push(entry.path());
                     }
@@ -318,10 +332,12 @@ fn compile_branch_globs(names: &[String]) -> Result<GlobSet, WorkspaceError> {
             })?;
         builder.add(glob);
     }
-    builder.build().map_err(|error| WorkspaceError::InvalidProtectedBranch {
-        pattern: names.join(", "),
-        reason: error.to_string(),
-    })
+    builder
+        .build()
+        .map_err(|error| WorkspaceError::InvalidProtectedBranch {
+            pattern: names.join(", "),
+            reason: error.to_string(),
+        })
 }
 
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, WorkspaceError> {
@@ -334,7 +350,8 @@ fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, WorkspaceError> {
 
 fn write_optional(path: &Path, contents: Option<&[u8]>) -> Result<(), WorkspaceError> {
     match contents {
-        Some(bytes) => std::fs::write(path, bytes).map_err(|source| WorkspaceError::io("restore", path, source)),
+        Some(bytes) => std::fs::write(path, bytes)
+            .map_err(|source| WorkspaceError::io("restore", path, source)),
         None => match std::fs::remove_file(path) {
             Ok(()) => Ok(()),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),

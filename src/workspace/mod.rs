@@ -24,8 +24,8 @@ mod snapshot;
 mod worktree;
 
 pub use capture::{
-    ChangeKind, ChangedFile, DiffStat, WORKSPACE_STATUS_SCHEMA_VERSION, WorkspaceStatus, diffstat_of,
-    workspace_status_schema,
+    ChangeKind, ChangedFile, DiffStat, WORKSPACE_STATUS_SCHEMA_VERSION, WorkspaceStatus,
+    diffstat_of, workspace_status_schema,
 };
 pub use error::WorkspaceError;
 pub use guard::{ALWAYS_PROTECTED, GuardReport, RefChange, RefClass, RefGuard};

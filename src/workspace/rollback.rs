@@ -55,10 +55,12 @@ impl FromStr for RollbackTarget {
         match text {
             "pre_run" => Ok(RollbackTarget::PreRun),
             "pre_step" => Ok(RollbackTarget::PreStep),
-            other if other.starts_with("checkpoint:") => {
-                Err(format!("`{other}`: named checkpoints are reserved and not implemented"))
-            }
-            other => Err(format!("unknown rollback target `{other}` (expected pre_run or pre_step)")),
+            other if other.starts_with("checkpoint:") => Err(format!(
+                "`{other}`: named checkpoints are reserved and not implemented"
+            )),
+            other => Err(format!(
+                "unknown rollback target `{other}` (expected pre_run or pre_step)"
+            )),
         }
     }
 }
@@ -116,15 +118,18 @@ impl Workspace {
         // An agent may have checked out another branch or detached HEAD: re-attach it to the
         // work branch first, so the resets below move only the work branch.
         let branch_ref = self.branch_ref();
-        self.git.run(["symbolic-ref", "HEAD", branch_ref.as_str()])?;
-        self.git.run(["reset", "--quiet", "--hard", snapshot.commit.as_str()])?;
+        self.git
+            .run(["symbolic-ref", "HEAD", branch_ref.as_str()])?;
+        self.git
+            .run(["reset", "--quiet", "--hard", snapshot.commit.as_str()])?;
         let clean_flags = match target {
             RollbackTarget::PreRun => "-ffdxq",
             RollbackTarget::PreStep => "-ffdq",
         };
         self.git.run(["clean", clean_flags])?;
         if snapshot.base != snapshot.commit {
-            self.git.run(["reset", "--quiet", "--mixed", snapshot.base.as_str()])?;
+            self.git
+                .run(["reset", "--quiet", "--mixed", snapshot.base.as_str()])?;
         }
         let after = self.status_since(&snapshot)?.diffstat;
         Ok(RollbackRecord {

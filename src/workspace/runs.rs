@@ -60,7 +60,9 @@ pub fn load_run(repo_root: &Path, run_id: &str) -> Result<RunEntry, WorkspaceErr
         reason,
     };
     let plain = !run_id.is_empty()
-        && run_id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         && !run_id.starts_with('.');
     if !plain {
         return Err(run_error("not a run id".to_owned()));
@@ -70,12 +72,18 @@ pub fn load_run(repo_root: &Path, run_id: &str) -> Result<RunEntry, WorkspaceErr
     let text = match std::fs::read_to_string(&metadata_path) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            return Err(run_error(format!("no such run in `{}`", runs_dir(repo_root).display())));
+            return Err(run_error(format!(
+                "no such run in `{}`",
+                runs_dir(repo_root).display()
+            )));
         }
         Err(source) => return Err(WorkspaceError::io("read", metadata_path, source)),
     };
     let view: MetadataView = serde_json::from_str(&text).map_err(|error| {
-        run_error(format!("`{}` is not valid run metadata: {error}", metadata_path.display()))
+        run_error(format!(
+            "`{}` is not valid run metadata: {error}",
+            metadata_path.display()
+        ))
     })?;
     let ended_at = match view.ended_at.as_deref() {
         None => None,
@@ -174,7 +182,12 @@ fn remove_run_refs(record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
     let git = Git::new(&record.repo_root);
     let prefix = format!("{}/", refs_prefix(&record.run_id));
     let branch = format!("refs/heads/{}", record.branch);
-    let listing = git.text(["for-each-ref", "--format=%(refname)", prefix.as_str(), branch.as_str()])?;
+    let listing = git.text([
+        "for-each-ref",
+        "--format=%(refname)",
+        prefix.as_str(),
+        branch.as_str(),
+    ])?;
     for name in listing.lines() {
         git.run(["update-ref", "-d", name])?;
     }
@@ -201,30 +214,48 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
 /// Parses an RFC 3339 time (`2026-04-05T10:00:00Z`, fractional seconds and offsets allowed).
 pub fn parse_timestamp(text: &str) -> Option<SystemTime> {
     let bytes = text.as_bytes();
-    if bytes.len() < 20 || bytes[4] != b'-' || bytes[7] != b'-' || !matches!(bytes[10], b'T' | b't' | b' ') {
+    if bytes.len() < 20
+        || bytes[4] != b'-'
+        || bytes[7] != b'-'
+        || !matches!(bytes[10], b'T' | b't' | b' ')
+    {
         return None;
     }
     let number = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
     let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
     let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
         return None;
     }
     let mut rest = &text[19..];
     if let Some(fraction) = rest.strip_prefix('.') {
-        let digits = fraction.find(|c: char| !c.is_ascii_digit()).unwrap_or(fraction.len());
+        let digits = fraction
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(fraction.len());
         rest = &fraction[digits..];
     }
     let offset = match rest {
         "Z" | "z" => 0,
         _ if rest.len() == 6 && matches!(&rest[..1], "+" | "-") && &rest[3..4] == ":" => {
             let minutes = rest[1..3].parse::<i64>().ok()? * 60 + rest[4..6].parse::<i64>().ok()?;
-            if &rest[..1] == "-" { -minutes * 60 } else { minutes * 60 }
+            if &rest[..1] == "-" {
+                -minutes * 60
+            } else {
+                minutes * 60
+            }
         }
         _ => return None,
     };
-    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
-    u64::try_from(seconds).ok().map(|seconds| UNIX_EPOCH + Duration::from_secs(seconds))
+    let seconds =
+        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    u64::try_from(seconds)
+        .ok()
+        .map(|seconds| UNIX_EPOCH + Duration::from_secs(seconds))
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
@@ -244,7 +275,9 @@ mod tests {
 
     #[test]
     fn timestamps_parse_to_unix_seconds() {
-        let at = |text| parse_timestamp(text).map(|time| time.duration_since(UNIX_EPOCH).unwrap().as_secs());
+        let at = |text| {
+            parse_timestamp(text).map(|time| time.duration_since(UNIX_EPOCH).unwrap().as_secs())
+        };
         assert_eq!(at("1970-01-01T00:00:00Z"), Some(0));
         assert_eq!(at("2026-04-05T10:00:00Z"), Some(1_775_383_200));
         assert_eq!(at("2026-04-05T12:00:00.123+02:00"), Some(1_775_383_200));

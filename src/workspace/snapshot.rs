@@ -91,9 +91,11 @@ impl Workspace {
             message.as_str(),
             tree.as_str(),
         ])?;
-        self.repo_git.run(["update-ref", reference.as_str(), commit.as_str()])?;
+        self.repo_git
+            .run(["update-ref", reference.as_str(), commit.as_str()])?;
         let latest = format!("{prefix}/latest_pre_step");
-        self.repo_git.run(["update-ref", latest.as_str(), commit.as_str()])?;
+        self.repo_git
+            .run(["update-ref", latest.as_str(), commit.as_str()])?;
         Ok(Snapshot {
             reference,
             commit,

@@ -70,7 +70,11 @@ impl Workspace {
         if repo_git.succeeds(["show-ref", "--verify", "--quiet", branch_ref.as_str()])? {
             return Err(WorkspaceError::BranchExists(branch));
         }
-        let worktree_path = located.root.join(".tnh").join("worktrees").join(run_id.as_str());
+        let worktree_path = located
+            .root
+            .join(".tnh")
+            .join("worktrees")
+            .join(run_id.as_str());
         if worktree_path.exists() {
             return Err(WorkspaceError::WorktreeExists(worktree_path));
         }
@@ -219,7 +223,8 @@ fn resolve_base(located: &LocatedRepository, base_ref: &str) -> Result<String, W
         return Err(unresolvable());
     }
     let peeled = format!("{base_ref}^{{commit}}");
-    let output = Git::new(&located.root).text(["rev-parse", "--verify", "--quiet", peeled.as_str()]);
+    let output =
+        Git::new(&located.root).text(["rev-parse", "--verify", "--quiet", peeled.as_str()]);
     match output {
         Ok(sha) if !sha.is_empty() => Ok(sha),
         Ok(_) | Err(WorkspaceError::Git { .. }) => Err(unresolvable()),
@@ -245,7 +250,10 @@ fn ensure_excluded(common_dir: &Path) -> Result<(), WorkspaceError> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(source) => return Err(WorkspaceError::io("read", &exclude, source)),
     };
-    if existing.lines().any(|line| matches!(line.trim(), ".tnh/" | ".tnh" | "/.tnh/" | "/.tnh")) {
+    if existing
+        .lines()
+        .any(|line| matches!(line.trim(), ".tnh/" | ".tnh" | "/.tnh/" | "/.tnh"))
+    {
         return Ok(());
     }
     std::fs::create_dir_all(&info).map_err(|source| WorkspaceError::io("create", &info, source))?;

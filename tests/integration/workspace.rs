@@ -9,8 +9,13 @@ use crate::support::{TempRepo, git_in};
 
 /// A workspace for `run_id` of workflow `wf` in `repo`, from HEAD.
 pub fn create(repo: &TempRepo, run_id: &str) -> Workspace {
-    Workspace::create(repo.path(), &RunId::new(run_id), &WorkflowId::new("wf"), None)
-        .expect("create workspace")
+    Workspace::create(
+        repo.path(),
+        &RunId::new(run_id),
+        &WorkflowId::new("wf"),
+        None,
+    )
+    .expect("create workspace")
 }
 
 /// Writes bytes to `dir/relative`, creating parent folders.
@@ -36,7 +41,10 @@ pub fn chmod(path: &Path, mode: u32) {
 pub fn rich_repo() -> TempRepo {
     let repo = TempRepo::new();
     repo.write("src/lib.rs", "pub fn a() {}\n");
-    repo.write("src/old_name.rs", "// to be renamed\nfn renamed() {}\nfn also() {}\n");
+    repo.write(
+        "src/old_name.rs",
+        "// to be renamed\nfn renamed() {}\nfn also() {}\n",
+    );
     repo.write("docs/guide.md", "# guide\n");
     repo.write("doomed.txt", "delete me\n");
     repo.write("script.sh", "#!/bin/sh\necho hi\n");
@@ -58,7 +66,10 @@ fn create_makes_a_worktree_on_the_work_branch_from_head() {
     let record = workspace.record();
     let root = repo.path().canonicalize().unwrap();
     assert_eq!(record.repo_root, root);
-    assert_eq!(record.worktree_path, root.join(".tnh/worktrees/20260405T100000Z-abc123"));
+    assert_eq!(
+        record.worktree_path,
+        root.join(".tnh/worktrees/20260405T100000Z-abc123")
+    );
     assert_eq!(record.branch, "tnh/wf/20260405T100000Z-abc123");
     assert_eq!(record.base_ref, "HEAD");
     assert_eq!(record.base_sha, head);
@@ -68,9 +79,20 @@ fn create_makes_a_worktree_on_the_work_branch_from_head() {
         "refs/heads/tnh/wf/20260405T100000Z-abc123"
     );
     assert_eq!(read(workspace.path(), "README.md"), "# test repository\n");
-    assert!(read(repo.path(), ".git/info/exclude").lines().any(|line| line == ".tnh/"));
-    assert_eq!(repo.git(&["rev-parse", "refs/tnh/runs/20260405T100000Z-abc123/pre_run"]), head);
-    assert_eq!(repo.git(&["status", "--porcelain"]), "", "the worktree is invisible to the operator");
+    assert!(
+        read(repo.path(), ".git/info/exclude")
+            .lines()
+            .any(|line| line == ".tnh/")
+    );
+    assert_eq!(
+        repo.git(&["rev-parse", "refs/tnh/runs/20260405T100000Z-abc123/pre_run"]),
+        head
+    );
+    assert_eq!(
+        repo.git(&["status", "--porcelain"]),
+        "",
+        "the worktree is invisible to the operator"
+    );
     // A second run adds no second exclude line.
     create(&repo, "run-2");
     let exclude = read(repo.path(), ".git/info/exclude");
@@ -84,8 +106,13 @@ fn create_starts_from_a_named_base_ref() {
     repo.git(&["tag", "v1"]);
     repo.write("later.txt", "later\n");
     repo.commit_all("later");
-    let workspace =
-        Workspace::create(repo.path(), &RunId::new("r1"), &WorkflowId::new("wf"), Some("v1")).unwrap();
+    let workspace = Workspace::create(
+        repo.path(),
+        &RunId::new("r1"),
+        &WorkflowId::new("wf"),
+        Some("v1"),
+    )
+    .unwrap();
     assert_eq!(workspace.record().base_ref, "v1");
     assert_eq!(workspace.record().base_sha, first);
     assert!(!workspace.path().join("later.txt").exists());
@@ -100,20 +127,33 @@ fn the_operators_dirty_checkout_stays_byte_for_byte() {
     repo.write("scratch/untracked.txt", "operator's notes\n");
     let index_before = bytes(&repo.path().join(".git/index"));
     let head_before = bytes(&repo.path().join(".git/HEAD"));
-    let files = ["src/lib.rs", "staged.txt", "scratch/untracked.txt", "doomed.txt"];
+    let files = [
+        "src/lib.rs",
+        "staged.txt",
+        "scratch/untracked.txt",
+        "doomed.txt",
+    ];
     let contents_before: Vec<Vec<u8>> = files.iter().map(|f| bytes(&repo.path().join(f))).collect();
 
     let workspace = create(&repo, "run-dirty");
     put(workspace.path(), "src/lib.rs", "agent\n");
     std::fs::remove_file(workspace.path().join("doomed.txt")).unwrap();
-    let snapshot = workspace.snapshot_pre_step(&StepId::new("implement"), 1).unwrap();
+    let snapshot = workspace
+        .snapshot_pre_step(&StepId::new("implement"), 1)
+        .unwrap();
     let patch = tempfile::NamedTempFile::new().unwrap();
     workspace.capture_since(&snapshot, patch.path()).unwrap();
     let guard = workspace.guard(&[]).unwrap();
     guard.verify().unwrap();
-    workspace.rollback(tnh_conductor::workspace::RollbackTarget::PreRun).unwrap();
+    workspace
+        .rollback(tnh_conductor::workspace::RollbackTarget::PreRun)
+        .unwrap();
 
-    assert_eq!(bytes(&repo.path().join(".git/index")), index_before, "operator index untouched");
+    assert_eq!(
+        bytes(&repo.path().join(".git/index")),
+        index_before,
+        "operator index untouched"
+    );
     assert_eq!(bytes(&repo.path().join(".git/HEAD")), head_before);
     let contents_after: Vec<Vec<u8>> = files.iter().map(|f| bytes(&repo.path().join(f))).collect();
     assert_eq!(contents_after, contents_before);
@@ -126,8 +166,12 @@ fn the_operators_dirty_checkout_stays_byte_for_byte() {
 fn create_refuses_a_bare_repository() {
     let dir = tempfile::tempdir().unwrap();
     git_in(dir.path(), &["init", "-q", "--bare"]);
-    let error = Workspace::create(dir.path(), &RunId::new("r"), &WorkflowId::new("wf"), None).unwrap_err();
-    assert!(matches!(error, WorkspaceError::BareRepository(_)), "{error}");
+    let error =
+        Workspace::create(dir.path(), &RunId::new("r"), &WorkflowId::new("wf"), None).unwrap_err();
+    assert!(
+        matches!(error, WorkspaceError::BareRepository(_)),
+        "{error}"
+    );
     assert!(error.to_string().contains("bare repository"));
 }
 
@@ -135,7 +179,8 @@ fn create_refuses_a_bare_repository() {
 fn create_refuses_a_repository_without_commits() {
     let dir = tempfile::tempdir().unwrap();
     git_in(dir.path(), &["init", "-q"]);
-    let error = Workspace::create(dir.path(), &RunId::new("r"), &WorkflowId::new("wf"), None).unwrap_err();
+    let error =
+        Workspace::create(dir.path(), &RunId::new("r"), &WorkflowId::new("wf"), None).unwrap_err();
     assert!(matches!(error, WorkspaceError::NoCommits(_)), "{error}");
     assert!(error.to_string().contains("has no commits"));
 }
@@ -144,9 +189,17 @@ fn create_refuses_a_repository_without_commits() {
 fn create_refuses_a_base_ref_that_does_not_resolve() {
     let repo = TempRepo::new();
     for base in ["no-such-branch", "--upload-pack=evil", "HEAD~5"] {
-        let error =
-            Workspace::create(repo.path(), &RunId::new("r"), &WorkflowId::new("wf"), Some(base)).unwrap_err();
-        assert!(matches!(error, WorkspaceError::UnresolvableBase { .. }), "{base}: {error}");
+        let error = Workspace::create(
+            repo.path(),
+            &RunId::new("r"),
+            &WorkflowId::new("wf"),
+            Some(base),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(error, WorkspaceError::UnresolvableBase { .. }),
+            "{base}: {error}"
+        );
         assert!(error.to_string().contains(base));
     }
     assert!(!repo.path().join(".tnh/worktrees/r").exists());
@@ -156,18 +209,40 @@ fn create_refuses_a_base_ref_that_does_not_resolve() {
 fn create_refuses_an_existing_work_branch() {
     let repo = TempRepo::new();
     repo.git(&["branch", "tnh/wf/taken"]);
-    let error = Workspace::create(repo.path(), &RunId::new("taken"), &WorkflowId::new("wf"), None).unwrap_err();
-    assert!(matches!(error, WorkspaceError::BranchExists(ref name) if name == "tnh/wf/taken"), "{error}");
+    let error = Workspace::create(
+        repo.path(),
+        &RunId::new("taken"),
+        &WorkflowId::new("wf"),
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(error, WorkspaceError::BranchExists(ref name) if name == "tnh/wf/taken"),
+        "{error}"
+    );
     assert!(error.hint().is_some());
 }
 
 #[test]
 fn create_refuses_ids_that_are_not_ref_names() {
     let repo = TempRepo::new();
-    let error = Workspace::create(repo.path(), &RunId::new("a..b"), &WorkflowId::new("wf"), None).unwrap_err();
-    assert!(matches!(error, WorkspaceError::InvalidRefName(_)), "{error}");
-    let error = Workspace::create(repo.path(), &RunId::new("r"), &WorkflowId::new("w f"), None).unwrap_err();
-    assert!(matches!(error, WorkspaceError::InvalidRefName(_)), "{error}");
+    let error = Workspace::create(
+        repo.path(),
+        &RunId::new("a..b"),
+        &WorkflowId::new("wf"),
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(error, WorkspaceError::InvalidRefName(_)),
+        "{error}"
+    );
+    let error = Workspace::create(repo.path(), &RunId::new("r"), &WorkflowId::new("w f"), None)
+        .unwrap_err();
+    assert!(
+        matches!(error, WorkspaceError::InvalidRefName(_)),
+        "{error}"
+    );
 }
 
 #[test]
@@ -199,17 +274,36 @@ fn a_snapshot_records_the_worktree_without_touching_head_or_index() {
     put(dir, "new/deep/file.txt", "untracked\n");
     let head = git_in(dir, &["rev-parse", "HEAD"]);
 
-    let snapshot = workspace.snapshot_pre_step(&StepId::new("implement"), 2).unwrap();
+    let snapshot = workspace
+        .snapshot_pre_step(&StepId::new("implement"), 2)
+        .unwrap();
 
-    assert_eq!(snapshot.reference, "refs/tnh/runs/snap/pre_step/implement/2");
+    assert_eq!(
+        snapshot.reference,
+        "refs/tnh/runs/snap/pre_step/implement/2"
+    );
     assert_eq!(snapshot.base, head);
-    assert_eq!(git_in(dir, &["rev-parse", "HEAD"]), head, "HEAD did not move");
-    assert_eq!(bytes(&index_path), index_before, "the worktree's index is untouched");
+    assert_eq!(
+        git_in(dir, &["rev-parse", "HEAD"]),
+        head,
+        "HEAD did not move"
+    );
+    assert_eq!(
+        bytes(&index_path),
+        index_before,
+        "the worktree's index is untouched"
+    );
     let tree = git_in(dir, &["ls-tree", "-r", "--name-only", &snapshot.commit]);
     assert!(tree.lines().any(|line| line == "new/deep/file.txt"));
     assert!(!tree.lines().any(|line| line == "doomed.txt"));
-    assert_eq!(git_in(dir, &["show", &format!("{}:src/lib.rs", snapshot.commit)]), "pub fn a() { changed() }");
-    assert_eq!(git_in(dir, &["status", "--porcelain"]), "D doomed.txt\n M src/lib.rs\n?? new/");
+    assert_eq!(
+        git_in(dir, &["show", &format!("{}:src/lib.rs", snapshot.commit)]),
+        "pub fn a() { changed() }"
+    );
+    assert_eq!(
+        git_in(dir, &["status", "--porcelain"]),
+        "D doomed.txt\n M src/lib.rs\n?? new/"
+    );
     assert_eq!(workspace.latest_pre_step().unwrap(), Some(snapshot.clone()));
     // Kept alive by its ref: gc with immediate pruning does not lose it.
     repo.git(&["gc", "--quiet", "--prune=now"]);
@@ -224,7 +318,10 @@ fn a_snapshot_leaves_ignored_files_out() {
     put(workspace.path(), "build/out.bin", [0u8, 1, 2]);
     put(workspace.path(), "kept.txt", "kept\n");
     let snapshot = workspace.snapshot_pre_step(&StepId::new("s"), 1).unwrap();
-    let tree = git_in(workspace.path(), &["ls-tree", "-r", "--name-only", &snapshot.commit]);
+    let tree = git_in(
+        workspace.path(),
+        &["ls-tree", "-r", "--name-only", &snapshot.commit],
+    );
     assert!(tree.lines().any(|line| line == "kept.txt"));
     assert!(!tree.contains("debug.log"));
     assert!(!tree.contains("build/"));
@@ -236,9 +333,13 @@ fn the_latest_pre_step_snapshot_is_the_most_recent() {
     let workspace = create(&repo, "latest");
     assert_eq!(workspace.latest_pre_step().unwrap(), None);
     put(workspace.path(), "a.txt", "1\n");
-    workspace.snapshot_pre_step(&StepId::new("b_step"), 1).unwrap();
+    workspace
+        .snapshot_pre_step(&StepId::new("b_step"), 1)
+        .unwrap();
     put(workspace.path(), "a.txt", "2\n");
-    let second = workspace.snapshot_pre_step(&StepId::new("a_step"), 1).unwrap();
+    let second = workspace
+        .snapshot_pre_step(&StepId::new("a_step"), 1)
+        .unwrap();
     assert_eq!(workspace.latest_pre_step().unwrap().unwrap(), second);
 }
 
@@ -247,20 +348,40 @@ fn status_classifies_every_kind_of_change() {
     let repo = rich_repo();
     let workspace = create(&repo, "kinds");
     let dir = workspace.path();
-    put(dir, "src/lib.rs", "pub fn a() {}\npub fn b() {}\npub fn c() {}\n");
+    put(
+        dir,
+        "src/lib.rs",
+        "pub fn a() {}\npub fn b() {}\npub fn c() {}\n",
+    );
     std::fs::remove_file(dir.join("doomed.txt")).unwrap();
     git_in(dir, &["mv", "src/old_name.rs", "src/new_name.rs"]);
     chmod(&dir.join("script.sh"), 0o755);
     std::os::unix::fs::symlink("../README.md", dir.join("docs/link.md")).unwrap();
-    put(dir, "assets/logo.png", [0x89, b'P', b'N', b'G', 0, 0, 1, 2, 0, 3]);
+    put(
+        dir,
+        "assets/logo.png",
+        [0x89, b'P', b'N', b'G', 0, 0, 1, 2, 0, 3],
+    );
     put(dir, "tools/new tool ünïcode.py", "print('hi')\n");
 
-    let status = workspace.status_since(&workspace.pre_run().unwrap()).unwrap();
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
     let kind_of = |path: &str| {
-        status.files.iter().find(|file| file.path == path).unwrap_or_else(|| panic!("{path} missing: {status:#?}"))
+        status
+            .files
+            .iter()
+            .find(|file| file.path == path)
+            .unwrap_or_else(|| panic!("{path} missing: {status:#?}"))
     };
     assert_eq!(kind_of("src/lib.rs").kind, ChangeKind::Modify);
-    assert_eq!((kind_of("src/lib.rs").lines_added, kind_of("src/lib.rs").lines_removed), (2, 0));
+    assert_eq!(
+        (
+            kind_of("src/lib.rs").lines_added,
+            kind_of("src/lib.rs").lines_removed
+        ),
+        (2, 0)
+    );
     assert_eq!(kind_of("doomed.txt").kind, ChangeKind::Delete);
     assert_eq!(kind_of("doomed.txt").lines_removed, 1);
     let renamed = kind_of("src/new_name.rs");
@@ -268,7 +389,10 @@ fn status_classifies_every_kind_of_change() {
     assert_eq!(renamed.old_path.as_deref(), Some("src/old_name.rs"));
     let mode = kind_of("script.sh");
     assert_eq!(mode.kind, ChangeKind::Mode);
-    assert_eq!((mode.old_mode.as_deref(), mode.new_mode.as_deref()), (Some("100644"), Some("100755")));
+    assert_eq!(
+        (mode.old_mode.as_deref(), mode.new_mode.as_deref()),
+        (Some("100644"), Some("100755"))
+    );
     let link = kind_of("docs/link.md");
     assert_eq!(link.kind, ChangeKind::Symlink);
     assert_eq!(link.symlink_target.as_deref(), Some("../README.md"));
@@ -278,10 +402,19 @@ fn status_classifies_every_kind_of_change() {
     assert!(binary.binary && binary.is_new());
     assert_eq!(kind_of("tools/new tool ünïcode.py").kind, ChangeKind::Add);
     assert_eq!(status.files.len(), 7);
-    assert_eq!(status.new_top_level_dirs, vec!["assets".to_owned(), "tools".to_owned()]);
+    assert_eq!(
+        status.new_top_level_dirs,
+        vec!["assets".to_owned(), "tools".to_owned()]
+    );
     assert_eq!(status.diffstat.files_changed, 7);
     assert_eq!(status.diffstat.binary_files, 1);
-    assert_eq!(status.diffstat.to_string(), format!("7 files changed, +{} -{} (1 binary)", status.diffstat.insertions, status.diffstat.deletions));
+    assert_eq!(
+        status.diffstat.to_string(),
+        format!(
+            "7 files changed, +{} -{} (1 binary)",
+            status.diffstat.insertions, status.diffstat.deletions
+        )
+    );
 
     let json = serde_json::to_value(&status).unwrap();
     assert_eq!(json["schema_version"], 1);
@@ -294,7 +427,9 @@ fn status_classifies_every_kind_of_change() {
 fn a_clean_worktree_has_an_empty_status() {
     let repo = rich_repo();
     let workspace = create(&repo, "clean");
-    let status = workspace.status_since(&workspace.pre_run().unwrap()).unwrap();
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
     assert!(status.files.is_empty());
     assert_eq!(status.diffstat.to_string(), "no changes");
 }
@@ -317,8 +452,22 @@ fn the_captured_patch_is_binary_safe_and_reproduces_the_change() {
 
     // Applying the patch to a fresh checkout of the base reproduces the worktree exactly.
     let clone = tempfile::tempdir().unwrap();
-    git_in(clone.path(), &["clone", "-q", repo.path().to_str().unwrap(), "."]);
-    git_in(clone.path(), &["checkout", "-q", &workspace.record().base_sha]);
-    git_in(clone.path(), &["apply", "--binary", "--index", patch.path().to_str().unwrap()]);
+    git_in(
+        clone.path(),
+        &["clone", "-q", repo.path().to_str().unwrap(), "."],
+    );
+    git_in(
+        clone.path(),
+        &["checkout", "-q", &workspace.record().base_sha],
+    );
+    git_in(
+        clone.path(),
+        &[
+            "apply",
+            "--binary",
+            "--index",
+            patch.path().to_str().unwrap(),
+        ],
+    );
     assert_eq!(git_in(clone.path(), &["write-tree"]), status.current_tree);
 }

@@ -31,7 +31,12 @@ fn write_metadata(repo: &TempRepo, workspace: &Workspace, ended_at: Option<&str>
 }
 
 fn run_in(repo: &Path, args: &[&str]) -> std::process::Output {
-    conductor().arg("--repo").arg(repo).args(args).output().expect("run tnh-conductor")
+    conductor()
+        .arg("--repo")
+        .arg(repo)
+        .args(args)
+        .output()
+        .expect("run tnh-conductor")
 }
 
 #[test]
@@ -46,11 +51,18 @@ fn rollback_command_restores_the_worktree_and_keeps_a_record() {
 
     assert!(output.status.success(), "{}", stderr_text(&output));
     let stdout = stdout_text(&output);
-    assert!(stdout.contains("rolled back run cli-run to pre_run"), "{stdout}");
+    assert!(
+        stdout.contains("rolled back run cli-run to pre_run"),
+        "{stdout}"
+    );
     assert!(stdout.contains("2 files changed"), "{stdout}");
-    assert_eq!(std::fs::read_to_string(workspace.path().join("README.md")).unwrap(), "# test repository\n");
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("README.md")).unwrap(),
+        "# test repository\n"
+    );
     assert!(!workspace.path().join("extra").exists());
-    let saved = std::fs::read_to_string(repo.path().join(".tnh/run/cli-run/rollbacks/1.json")).unwrap();
+    let saved =
+        std::fs::read_to_string(repo.path().join(".tnh/run/cli-run/rollbacks/1.json")).unwrap();
     let saved: serde_json::Value = serde_json::from_str(&saved).unwrap();
     assert_eq!(saved["target"], "pre_run");
     assert_eq!(saved["before"]["files_changed"], 2);
@@ -74,7 +86,10 @@ fn rollback_command_refuses_an_unknown_run() {
     let output = run_in(repo.path(), &["rollback", "20260101T000000Z-nope00"]);
     assert_eq!(output.status.code(), Some(2));
     let stderr = stderr_text(&output);
-    assert!(stderr.contains("run `20260101T000000Z-nope00`: no such run"), "{stderr}");
+    assert!(
+        stderr.contains("run `20260101T000000Z-nope00`: no such run"),
+        "{stderr}"
+    );
     assert!(stderr.contains("hint"), "{stderr}");
     let output = run_in(repo.path(), &["rollback", "../../etc"]);
     assert_eq!(output.status.code(), Some(2));
@@ -86,10 +101,20 @@ fn rollback_command_refuses_pre_step_without_a_snapshot_and_unknown_targets() {
     let repo = TempRepo::new();
     let workspace = create(&repo, "cli-nostep");
     write_metadata(&repo, &workspace, None);
-    let output = run_in(repo.path(), &["rollback", "cli-nostep", "--target", "pre_step"]);
+    let output = run_in(
+        repo.path(),
+        &["rollback", "cli-nostep", "--target", "pre_step"],
+    );
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr_text(&output).contains("has no `pre_step` snapshot"), "{}", stderr_text(&output));
-    let output = run_in(repo.path(), &["rollback", "cli-nostep", "--target", "checkpoint:a"]);
+    assert!(
+        stderr_text(&output).contains("has no `pre_step` snapshot"),
+        "{}",
+        stderr_text(&output)
+    );
+    let output = run_in(
+        repo.path(),
+        &["rollback", "cli-nostep", "--target", "checkpoint:a"],
+    );
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr_text(&output).contains("reserved"));
 }
@@ -111,8 +136,15 @@ fn runs_clean_removes_only_finished_runs_worktrees_and_keeps_evidence() {
     assert!(stderr_text(&output).contains("kept running-run: not ended"));
     assert!(!old.path().exists());
     assert!(recent.path().exists() && running.path().exists());
-    assert!(repo.path().join(".tnh/run/old-run/metadata.json").exists(), "run directory kept");
-    assert_eq!(repo.git(&["rev-parse", "tnh/wf/old-run"]), old.record().base_sha, "branch kept");
+    assert!(
+        repo.path().join(".tnh/run/old-run/metadata.json").exists(),
+        "run directory kept"
+    );
+    assert_eq!(
+        repo.git(&["rev-parse", "tnh/wf/old-run"]),
+        old.record().base_sha,
+        "branch kept"
+    );
     repo.git(&["rev-parse", "refs/tnh/runs/old-run/pre_run"]);
     assert!(!repo.git(&["worktree", "list"]).contains("old-run"));
 }

@@ -11,22 +11,33 @@ use crate::workspace::{create, put, read};
 /// A policy forbidding the repository-level operations.
 fn strict_policy() -> Policy {
     Policy::compile(&PolicySpec {
-        forbidden_operations: ["commit", "push", "modify_git_config"].map(str::to_owned).to_vec(),
+        forbidden_operations: ["commit", "push", "modify_git_config"]
+            .map(str::to_owned)
+            .to_vec(),
         ..PolicySpec::default()
     })
     .unwrap()
 }
 
 /// Verifies the guard and checks the step against `policy`.
-fn finish_step(workspace: &Workspace, guard: &tnh_conductor::workspace::RefGuard, policy: &Policy) -> (GuardReport, Vec<Violation>) {
+fn finish_step(
+    workspace: &Workspace,
+    guard: &tnh_conductor::workspace::RefGuard,
+    policy: &Policy,
+) -> (GuardReport, Vec<Violation>) {
     let report = guard.verify().unwrap();
-    let status = workspace.status_since(&workspace.pre_run().unwrap()).unwrap();
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
     let violations = policy.check(&status, &report, None);
     (report, violations)
 }
 
 fn classes(violations: &[Violation]) -> Vec<(ViolationClass, String)> {
-    violations.iter().map(|violation| (violation.class, violation.rule.clone())).collect()
+    violations
+        .iter()
+        .map(|violation| (violation.class, violation.rule.clone()))
+        .collect()
 }
 
 #[test]
@@ -45,10 +56,18 @@ fn an_agent_committing_on_the_work_branch_is_a_commit_operation() {
     let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
     assert_eq!(report.commits, 2);
     assert!(report.ref_changes.is_empty());
-    assert_eq!(classes(&violations), vec![(ViolationClass::ForbiddenOperation, "commit".to_owned())]);
+    assert_eq!(
+        classes(&violations),
+        vec![(ViolationClass::ForbiddenOperation, "commit".to_owned())]
+    );
     let permissive = Policy::compile(&PolicySpec::default()).unwrap();
-    let status = workspace.status_since(&workspace.pre_run().unwrap()).unwrap();
-    assert!(permissive.check(&status, &report, None).is_empty(), "commits are allowed unless forbidden");
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
+    assert!(
+        permissive.check(&status, &report, None).is_empty(),
+        "commits are allowed unless forbidden"
+    );
     assert_eq!(repo.git(&["rev-parse", "main"]), main);
 }
 
@@ -63,23 +82,47 @@ fn an_agent_checking_out_main_and_committing_is_a_protected_branch_violation() {
     put(dir, "sneaky.txt", "on main\n");
     git_in(dir, &["add", "sneaky.txt"]);
     git_in(dir, &["commit", "-q", "-m", "commit on main"]);
-    assert_ne!(repo.git(&["rev-parse", "main"]), main, "the agent did move main");
+    assert_ne!(
+        repo.git(&["rev-parse", "main"]),
+        main,
+        "the agent did move main"
+    );
 
     let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
 
     assert_eq!(repo.git(&["rev-parse", "main"]), main, "main is put back");
     assert_eq!(report.ref_changes.len(), 1);
     let change = &report.ref_changes[0];
-    assert_eq!((change.refname.as_str(), change.class, change.restored), ("refs/heads/main", RefClass::ProtectedBranch, true));
+    assert_eq!(
+        (change.refname.as_str(), change.class, change.restored),
+        ("refs/heads/main", RefClass::ProtectedBranch, true)
+    );
     assert_eq!(change.before.as_deref(), Some(main.as_str()));
     assert!(report.worktree_head_restored);
-    assert_eq!(git_in(dir, &["symbolic-ref", "HEAD"]), workspace.branch_ref());
+    assert_eq!(
+        git_in(dir, &["symbolic-ref", "HEAD"]),
+        workspace.branch_ref()
+    );
     assert_eq!(report.commits, 1);
-    assert!(classes(&violations).contains(&(ViolationClass::ProtectedBranchViolation, "protected_branches".to_owned())));
-    assert!(classes(&violations).contains(&(ViolationClass::ForbiddenOperation, "commit".to_owned())));
+    assert!(classes(&violations).contains(&(
+        ViolationClass::ProtectedBranchViolation,
+        "protected_branches".to_owned()
+    )));
+    assert!(
+        classes(&violations).contains(&(ViolationClass::ForbiddenOperation, "commit".to_owned()))
+    );
     // The agent's work is still visible as a change of the worktree, not lost and not on main.
-    let status = workspace.status_since(&workspace.pre_run().unwrap()).unwrap();
-    assert_eq!(status.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), vec!["sneaky.txt"]);
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
+    assert_eq!(
+        status
+            .files
+            .iter()
+            .map(|f| f.path.as_str())
+            .collect::<Vec<_>>(),
+        vec!["sneaky.txt"]
+    );
 }
 
 #[test]
@@ -93,14 +136,34 @@ fn an_agent_creating_a_tag_is_a_protected_tag_violation() {
 
     let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
 
-    assert_eq!(repo.git(&["tag", "--list"]), "v0.1", "the new tag is removed, the deleted one is back");
-    let tags: Vec<(&str, RefClass)> = report.ref_changes.iter().map(|c| (c.refname.as_str(), c.class)).collect();
-    assert_eq!(tags, vec![("refs/tags/v0.1", RefClass::Tag), ("refs/tags/v1.0", RefClass::Tag)]);
+    assert_eq!(
+        repo.git(&["tag", "--list"]),
+        "v0.1",
+        "the new tag is removed, the deleted one is back"
+    );
+    let tags: Vec<(&str, RefClass)> = report
+        .ref_changes
+        .iter()
+        .map(|c| (c.refname.as_str(), c.class))
+        .collect();
+    assert_eq!(
+        tags,
+        vec![
+            ("refs/tags/v0.1", RefClass::Tag),
+            ("refs/tags/v1.0", RefClass::Tag)
+        ]
+    );
     assert_eq!(
         classes(&violations),
         vec![
-            (ViolationClass::ProtectedTagViolation, "protected_tags".to_owned()),
-            (ViolationClass::ProtectedTagViolation, "protected_tags".to_owned()),
+            (
+                ViolationClass::ProtectedTagViolation,
+                "protected_tags".to_owned()
+            ),
+            (
+                ViolationClass::ProtectedTagViolation,
+                "protected_tags".to_owned()
+            ),
         ]
     );
 }
@@ -111,10 +174,20 @@ fn an_agent_editing_git_config_or_hooks_is_restored_and_classified() {
     let config_before = read(repo.path(), ".git/config");
     let workspace = create(&repo, "config");
     let config_before_step = read(repo.path(), ".git/config");
-    assert_eq!(config_before, config_before_step, "creating a workspace leaves .git/config alone");
+    assert_eq!(
+        config_before, config_before_step,
+        "creating a workspace leaves .git/config alone"
+    );
     let guard = workspace.guard(&[]).unwrap();
-    git_in(workspace.path(), &["config", "core.hooksPath", "/tmp/evil-hooks"]);
-    put(repo.path(), ".git/hooks/pre-commit", "#!/bin/sh\ncurl evil\n");
+    git_in(
+        workspace.path(),
+        &["config", "core.hooksPath", "/tmp/evil-hooks"],
+    );
+    put(
+        repo.path(),
+        ".git/hooks/pre-commit",
+        "#!/bin/sh\ncurl evil\n",
+    );
     std::fs::write(repo.path().join(".git/info/exclude"), "secret.txt\n").unwrap();
 
     let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
@@ -122,9 +195,22 @@ fn an_agent_editing_git_config_or_hooks_is_restored_and_classified() {
     assert_eq!(read(repo.path(), ".git/config"), config_before);
     assert!(!repo.path().join(".git/hooks/pre-commit").exists());
     assert!(read(repo.path(), ".git/info/exclude").contains(".tnh/"));
-    assert_eq!(report.git_config_changed, vec!["config", "hooks/pre-commit", "info/exclude"]);
-    assert_eq!(classes(&violations).iter().filter(|(_, rule)| rule == "modify_git_config").count(), 3);
-    assert!(violations.iter().all(|v| v.class == ViolationClass::ForbiddenOperation));
+    assert_eq!(
+        report.git_config_changed,
+        vec!["config", "hooks/pre-commit", "info/exclude"]
+    );
+    assert_eq!(
+        classes(&violations)
+            .iter()
+            .filter(|(_, rule)| rule == "modify_git_config")
+            .count(),
+        3
+    );
+    assert!(
+        violations
+            .iter()
+            .all(|v| v.class == ViolationClass::ForbiddenOperation)
+    );
 }
 
 #[test]
@@ -141,17 +227,38 @@ fn configured_globs_and_the_operators_branch_are_protected() {
     git_in(workspace.path(), &["commit", "-q", "-m", "x"]);
     let moved = git_in(workspace.path(), &["rev-parse", "HEAD"]);
     for branch in ["release/1.0", "release/2.0", "feature/operator", "scratch"] {
-        git_in(workspace.path(), &["update-ref", &format!("refs/heads/{branch}"), &moved]);
+        git_in(
+            workspace.path(),
+            &["update-ref", &format!("refs/heads/{branch}"), &moved],
+        );
     }
 
     let report = guard.verify().unwrap();
 
-    let names: Vec<&str> = report.ref_changes.iter().map(|c| c.refname.as_str()).collect();
-    assert_eq!(names, vec!["refs/heads/feature/operator", "refs/heads/release/1.0", "refs/heads/release/2.0"]);
+    let names: Vec<&str> = report
+        .ref_changes
+        .iter()
+        .map(|c| c.refname.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            "refs/heads/feature/operator",
+            "refs/heads/release/1.0",
+            "refs/heads/release/2.0"
+        ]
+    );
     assert_eq!(repo.git(&["rev-parse", "feature/operator"]), feature);
     assert_eq!(repo.git(&["rev-parse", "release/1.0"]), feature);
-    assert!(!repo.git(&["branch", "--list"]).contains("release/2.0"), "a created protected branch is deleted");
-    assert_eq!(repo.git(&["rev-parse", "scratch"]), moved, "unprotected branches are not policed");
+    assert!(
+        !repo.git(&["branch", "--list"]).contains("release/2.0"),
+        "a created protected branch is deleted"
+    );
+    assert_eq!(
+        repo.git(&["rev-parse", "scratch"]),
+        moved,
+        "unprotected branches are not policed"
+    );
 }
 
 #[test]
@@ -166,9 +273,17 @@ fn moving_the_operators_head_is_a_violation_and_is_put_back() {
     assert_eq!(report.ref_changes.len(), 1);
     assert_eq!(report.ref_changes[0].class, RefClass::OperatorHead);
     let policy = Policy::compile(&PolicySpec::default()).unwrap();
-    let status = workspace.status_since(&workspace.pre_run().unwrap()).unwrap();
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
     let violations = policy.check(&status, &report, None);
-    assert_eq!(classes(&violations), vec![(ViolationClass::ProtectedBranchViolation, "operator_head".to_owned())]);
+    assert_eq!(
+        classes(&violations),
+        vec![(
+            ViolationClass::ProtectedBranchViolation,
+            "operator_head".to_owned()
+        )]
+    );
 }
 
 #[test]
@@ -180,12 +295,21 @@ fn an_agent_pushing_is_a_push_operation() {
     repo.git(&["push", "-q", "origin", "main"]);
     let workspace = create(&repo, "pusher");
     let guard = workspace.guard(&[]).unwrap();
-    git_in(workspace.path(), &["push", "-q", "origin", "HEAD:refs/heads/agent-work"]);
+    git_in(
+        workspace.path(),
+        &["push", "-q", "origin", "HEAD:refs/heads/agent-work"],
+    );
 
     let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
 
-    assert_eq!(report.remote_refs_changed, vec!["refs/remotes/origin/agent-work"]);
-    assert_eq!(classes(&violations), vec![(ViolationClass::ForbiddenOperation, "push".to_owned())]);
+    assert_eq!(
+        report.remote_refs_changed,
+        vec!["refs/remotes/origin/agent-work"]
+    );
+    assert_eq!(
+        classes(&violations),
+        vec![(ViolationClass::ForbiddenOperation, "push".to_owned())]
+    );
 }
 
 #[test]

@@ -11,7 +11,15 @@ use crate::workspace::{chmod, create, put, read, rich_repo};
 
 /// `git status --porcelain --ignored` in `dir`: empty when the worktree equals HEAD exactly.
 fn status_with_ignored(dir: &Path) -> String {
-    git_in(dir, &["status", "--porcelain", "--ignored", "--untracked-files=all"])
+    git_in(
+        dir,
+        &[
+            "status",
+            "--porcelain",
+            "--ignored",
+            "--untracked-files=all",
+        ],
+    )
 }
 
 /// An agent that makes every kind of change, commits some of it and leaves the rest.
@@ -41,16 +49,32 @@ fn rollback_to_pre_run_restores_every_kind_of_change() {
 
     let record = workspace.rollback(RollbackTarget::PreRun).unwrap();
 
-    assert_eq!(status_with_ignored(dir), "", "no file differs from the base, ignored ones included");
+    assert_eq!(
+        status_with_ignored(dir),
+        "",
+        "no file differs from the base, ignored ones included"
+    );
     assert_eq!(git_in(dir, &["rev-parse", "HEAD"]), base);
-    assert_eq!(git_in(dir, &["symbolic-ref", "HEAD"]), workspace.branch_ref());
+    assert_eq!(
+        git_in(dir, &["symbolic-ref", "HEAD"]),
+        workspace.branch_ref()
+    );
     assert_eq!(read(dir, "doomed.txt"), "delete me\n");
-    assert_eq!(read(dir, "src/old_name.rs"), "// to be renamed\nfn renamed() {}\nfn also() {}\n");
+    assert_eq!(
+        read(dir, "src/old_name.rs"),
+        "// to be renamed\nfn renamed() {}\nfn also() {}\n"
+    );
     assert!(!dir.join("src/renamed.rs").exists());
-    assert!(!dir.join("brand").exists(), "nested new directories are removed");
+    assert!(
+        !dir.join("brand").exists(),
+        "nested new directories are removed"
+    );
     assert!(!dir.join("nested-repo").exists());
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(dir.join("script.sh")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(dir.join("script.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o111, 0, "mode change undone");
     assert_eq!(record.target, RollbackTarget::PreRun);
     assert_eq!(record.head_after, base);
@@ -89,8 +113,15 @@ fn rollback_to_pre_step_restores_the_snapshot_with_its_untracked_files() {
     let record = workspace.rollback(RollbackTarget::PreStep).unwrap();
 
     assert_eq!(record.snapshot, snapshot);
-    assert_eq!(git_in(dir, &["rev-parse", "HEAD"]), step_one_head, "HEAD at the snapshot's base");
-    assert_eq!(git_in(dir, &["symbolic-ref", "HEAD"]), workspace.branch_ref());
+    assert_eq!(
+        git_in(dir, &["rev-parse", "HEAD"]),
+        step_one_head,
+        "HEAD at the snapshot's base"
+    );
+    assert_eq!(
+        git_in(dir, &["symbolic-ref", "HEAD"]),
+        workspace.branch_ref()
+    );
     assert_eq!(git_in(dir, &["status", "--porcelain"]), status_at_snapshot);
     assert_eq!(read(dir, "notes/todo.txt"), "step one notes\n");
     assert_eq!(read(dir, "src/lib.rs"), "pub fn a() { step_one() }\n");
@@ -119,9 +150,15 @@ fn rollback_to_pre_step_without_a_snapshot_is_refused() {
     let workspace = create(&repo, "no-step");
     put(workspace.path(), "kept.txt", "x\n");
     let error = workspace.rollback(RollbackTarget::PreStep).unwrap_err();
-    assert!(matches!(error, WorkspaceError::NoSnapshot { .. }), "{error}");
+    assert!(
+        matches!(error, WorkspaceError::NoSnapshot { .. }),
+        "{error}"
+    );
     assert!(error.to_string().contains("has no `pre_step` snapshot"));
-    assert!(workspace.path().join("kept.txt").exists(), "nothing was changed");
+    assert!(
+        workspace.path().join("kept.txt").exists(),
+        "nothing was changed"
+    );
 }
 
 #[test]
@@ -137,8 +174,19 @@ fn rollback_is_deterministic_when_repeated() {
 
 #[test]
 fn rollback_targets_parse_and_reject_checkpoints() {
-    assert_eq!("pre_run".parse::<RollbackTarget>(), Ok(RollbackTarget::PreRun));
-    assert_eq!("pre_step".parse::<RollbackTarget>(), Ok(RollbackTarget::PreStep));
-    assert!("checkpoint:x".parse::<RollbackTarget>().unwrap_err().contains("reserved"));
+    assert_eq!(
+        "pre_run".parse::<RollbackTarget>(),
+        Ok(RollbackTarget::PreRun)
+    );
+    assert_eq!(
+        "pre_step".parse::<RollbackTarget>(),
+        Ok(RollbackTarget::PreStep)
+    );
+    assert!(
+        "checkpoint:x"
+            .parse::<RollbackTarget>()
+            .unwrap_err()
+            .contains("reserved")
+    );
     assert!("latest".parse::<RollbackTarget>().is_err());
 }
