@@ -1,7 +1,8 @@
 //! Per-step capture: what changed in the worktree since a snapshot, as a unified binary-safe
 //! patch (`workspace_diff`), a structured list (`workspace_status`) and a compact diffstat for
-//! evidence summaries. The comparison is tree against tree, so untracked files count and the
-//! worktree's index is never consulted or changed.
+//! evidence summaries. The snapshot's tree is compared with a scratch index holding every
+//! file of the worktree, so untracked files count and the worktree's own index is never
+//! consulted or changed.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -10,6 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::error::WorkspaceError;
+use super::git::Git;
 use super::snapshot::Snapshot;
 use super::worktree::Workspace;
 
@@ -128,8 +130,6 @@ pub struct WorkspaceStatus {
     pub since: String,
     /// The snapshot's tree.
     pub since_tree: String,
-    /// The tree of the worktree when captured.
-    pub current_tree: String,
     /// Changed paths, sorted by path.
     pub files: Vec<ChangedFile>,
     /// Top-level directories that did not exist in the snapshot.
@@ -146,8 +146,8 @@ pub fn workspace_status_schema() -> serde_json::Value {
 impl Workspace {
     /// What changed in the worktree since `since`.
     pub fn status_since(&self, since: &Snapshot) -> Result<WorkspaceStatus, WorkspaceError> {
-        let current = self.worktree_tree()?;
-        self.status_between(since, &current)
+        let scratch = self.refresh_scratch_index()?;
+        self.status_against(&scratch, since)
     }
 
     /// Writes the unified, binary-safe patch from `since` to the worktree into `patch_file`
@@ -157,11 +157,11 @@ impl Workspace {
         since: &Snapshot,
         patch_file: &Path,
     ) -> Result<WorkspaceStatus, WorkspaceError> {
-        let current = self.worktree_tree()?;
-        self.git.to_file(
+        let scratch = self.refresh_scratch_index()?;
+        scratch.to_file(
             [
-                "diff-tree",
-                "-r",
+                "diff-index",
+                "--cached",
                 "-p",
                 "--binary",
                 "-M",
@@ -169,28 +169,28 @@ impl Workspace {
                 "--no-ext-diff",
                 "--no-textconv",
                 since.tree.as_str(),
-                current.as_str(),
             ],
             patch_file,
         )?;
-        self.status_between(since, &current)
+        self.status_against(&scratch, since)
     }
 
-    pub(crate) fn status_between(
+    /// Compares `since` with the scratch index (which `refresh_scratch_index` made equal to
+    /// the worktree) without writing a tree.
+    fn status_against(
         &self,
+        scratch: &Git,
         since: &Snapshot,
-        current: &str,
     ) -> Result<WorkspaceStatus, WorkspaceError> {
-        let raw = self.git.bytes([
-            "diff-tree",
-            "-r",
+        let raw = scratch.bytes([
+            "diff-index",
+            "--cached",
             "-z",
             "-M",
             "--raw",
             "--numstat",
             "--no-textconv",
             since.tree.as_str(),
-            current,
         ])?;
         let mut files = parse_raw_numstat(&raw)?;
         for file in &mut files {
@@ -208,7 +208,6 @@ impl Workspace {
             schema_version: WORKSPACE_STATUS_SCHEMA_VERSION,
             since: since.reference.clone(),
             since_tree: since.tree.clone(),
-            current_tree: current.to_owned(),
             files,
             new_top_level_dirs,
             diffstat,
@@ -251,7 +250,7 @@ pub fn diffstat_of(files: &[ChangedFile]) -> DiffStat {
     })
 }
 
-/// Parses `git diff-tree -z --raw --numstat` output: raw records (`:old new sha sha status`
+/// Parses `git diff-index -z --raw --numstat` output: raw records (`:old new sha sha status`
 /// then one or two paths) followed by numstat records (`added\tremoved\tpath`, or an empty
 /// path followed by the old and new path for a rename).
 fn parse_raw_numstat(output: &[u8]) -> Result<Vec<ChangedFile>, WorkspaceError> {
@@ -345,7 +344,7 @@ fn classify(file: &ChangedFile, base: ChangeKind) -> ChangeKind {
 
 fn parse_error(token: &str) -> WorkspaceError {
     WorkspaceError::Parse {
-        command: "diff-tree --raw --numstat",
+        command: "diff-index --raw --numstat",
         detail: format!("unexpected record `{token}`"),
     }
 }

@@ -127,6 +127,10 @@ impl Workspace {
             RollbackTarget::PreStep => "-ffdq",
         };
         self.git.run(["clean", clean_flags])?;
+        // The real index now matches the snapshot with fresh stat data: seeding the scratch
+        // index from it makes the check below a stat pass instead of re-hashing every file
+        // the reset rewrote.
+        self.reseed_scratch_index()?;
         if snapshot.base != snapshot.commit {
             self.git
                 .run(["reset", "--quiet", "--mixed", snapshot.base.as_str()])?;

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::error::WorkspaceError;
+use super::git::Git;
 use super::worktree::Workspace;
 use crate::ids::{RunId, StepId};
 
@@ -107,14 +108,15 @@ impl Workspace {
     /// A tree object of the worktree as it is now, built in a scratch index so the worktree's
     /// own index stays untouched. Ignored files are left out, as `git status` leaves them out.
     pub(crate) fn worktree_tree(&self) -> Result<String, WorkspaceError> {
+        self.refresh_scratch_index()?.text(["write-tree"])
+    }
+
+    /// Brings the scratch index up to date with the worktree (every file, untracked ones
+    /// included, ignored ones excluded) and returns git bound to it.
+    pub(crate) fn refresh_scratch_index(&self) -> Result<Git, WorkspaceError> {
         let scratch = self.scratch_index();
         if !scratch.exists() {
-            // Starting from the real index reuses its stat cache: only changed files are hashed.
-            let index = self.worktree_git_dir.join("index");
-            if index.exists() {
-                std::fs::copy(&index, &scratch)
-                    .map_err(|source| WorkspaceError::io("copy", &index, source))?;
-            }
+            self.reseed_scratch_index()?;
         }
         let git = self.git.with_index(&scratch);
         // A repository an agent created with `git init` and no commit cannot be recorded;
@@ -122,7 +124,19 @@ impl Workspace {
         git.run_tolerating(["add", "--all", "--ignore-errors"], |line| {
             line.starts_with("error: '") && line.ends_with("' does not have a commit checked out")
         })?;
-        git.text(["write-tree"])
+        Ok(git)
+    }
+
+    /// Starts the scratch index from the worktree's real index, reusing its stat cache so only
+    /// files changed since are hashed.
+    pub(crate) fn reseed_scratch_index(&self) -> Result<(), WorkspaceError> {
+        let index = self.worktree_git_dir.join("index");
+        let scratch = self.scratch_index();
+        if index.exists() {
+            std::fs::copy(&index, &scratch)
+                .map_err(|source| WorkspaceError::io("copy", &index, source))?;
+        }
+        Ok(())
     }
 
     fn scratch_index(&self) -> PathBuf {

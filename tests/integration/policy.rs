@@ -33,7 +33,6 @@ fn status(files: Vec<ChangedFile>) -> WorkspaceStatus {
         schema_version: 1,
         since: "refs/tnh/runs/r/pre_run".to_owned(),
         since_tree: String::new(),
-        current_tree: String::new(),
         files,
         new_top_level_dirs: Vec::new(),
         diffstat: DiffStat::default(),

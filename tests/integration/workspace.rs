@@ -469,5 +469,8 @@ fn the_captured_patch_is_binary_safe_and_reproduces_the_change() {
             patch.path().to_str().unwrap(),
         ],
     );
-    assert_eq!(git_in(clone.path(), &["write-tree"]), status.current_tree);
+    let now = workspace
+        .snapshot_pre_step(&StepId::new("after"), 1)
+        .unwrap();
+    assert_eq!(git_in(clone.path(), &["write-tree"]), now.tree);
 }
