@@ -152,7 +152,9 @@ fn main() {
         bench_create(&root, iterations),
         bench_snapshot(&root, files, iterations),
         bench_status(&root, files, iterations),
+        bench_status_same_work(&root, files, iterations),
         bench_diff(&root, files, iterations),
+        bench_diff_same_work(&root, files, iterations),
         bench_rollback(&root, files, iterations),
     ];
     println!(
@@ -338,5 +340,94 @@ fn bench_rollback(root: &Path, files: usize, iterations: usize) -> Row {
         ours,
         git: git_time,
         git_command: "git reset --hard && git clean -fd",
+    }
+}
+
+/// git doing exactly the work `status_since` does: bring a scratch index up to date with the
+/// worktree, then compare it with the snapshot's tree with rename detection and line counts.
+fn bench_status_same_work(root: &Path, files: usize, iterations: usize) -> Row {
+    let (workspace, git_dir) = changed_workspace(root, "status-same", files);
+    let pre_run = workspace.pre_run().expect("pre_run");
+    let ours = median(
+        iterations,
+        || {},
+        || {
+            workspace.status_since(&pre_run).expect("status");
+        },
+    );
+    let scratch = git_dir.join("bench-index");
+    std::fs::copy(git_dir.join("index"), &scratch).expect("copy index");
+    let git_time = median(
+        iterations,
+        || {},
+        || {
+            git_with(workspace.path(), &["add", "-A"], Some(&scratch));
+            let args = [
+                "diff-index",
+                "--cached",
+                "-z",
+                "-M",
+                "--raw",
+                "--numstat",
+                &pre_run.tree,
+            ];
+            git_with(workspace.path(), &args, Some(&scratch));
+        },
+    );
+    Row {
+        name: "status=",
+        ours,
+        git: git_time,
+        git_command: "git add -A && git diff-index --cached -M --raw --numstat (scratch index)",
+    }
+}
+
+/// git doing exactly the work `capture_since` does: the status above plus the binary patch.
+fn bench_diff_same_work(root: &Path, files: usize, iterations: usize) -> Row {
+    let (workspace, git_dir) = changed_workspace(root, "diff-same", files);
+    let pre_run = workspace.pre_run().expect("pre_run");
+    let patch = root.join(".tnh/bench-same.patch");
+    let ours = median(
+        iterations,
+        || {},
+        || {
+            workspace.capture_since(&pre_run, &patch).expect("capture");
+        },
+    );
+    let scratch = git_dir.join("bench-index");
+    std::fs::copy(git_dir.join("index"), &scratch).expect("copy index");
+    let output = format!("--output={}", patch.display());
+    let git_time = median(
+        iterations,
+        || {},
+        || {
+            git_with(workspace.path(), &["add", "-A"], Some(&scratch));
+            let patch_args = [
+                "diff-index",
+                "--cached",
+                "-p",
+                "--binary",
+                "-M",
+                &output,
+                &pre_run.tree,
+            ];
+            git_with(workspace.path(), &patch_args, Some(&scratch));
+            let args = [
+                "diff-index",
+                "--cached",
+                "-z",
+                "-M",
+                "--raw",
+                "--numstat",
+                &pre_run.tree,
+            ];
+            git_with(workspace.path(), &args, Some(&scratch));
+        },
+    );
+    Row {
+        name: "diff=",
+        ours,
+        git: git_time,
+        git_command: "the same + git diff-index --cached -p --binary -M > patch",
     }
 }

@@ -305,6 +305,8 @@ fn a_snapshot_records_the_worktree_without_touching_head_or_index() {
         "D doomed.txt\n M src/lib.rs\n?? new/"
     );
     assert_eq!(workspace.latest_pre_step().unwrap(), Some(snapshot.clone()));
+    let shared = repo.git(&["rev-parse", "refs/tnh/runs/snap/latest_pre_step"]);
+    assert_eq!(shared, snapshot.commit, "refs live in the shared repository");
     // Kept alive by its ref: gc with immediate pruning does not lose it.
     repo.git(&["gc", "--quiet", "--prune=now"]);
     repo.git(&["cat-file", "-e", &snapshot.commit]);
