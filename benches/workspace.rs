@@ -108,21 +108,35 @@ fn agent_changes(worktree: &Path, files: usize) {
     }
 }
 
-/// Median duration of `iterations` runs of `measured`, each after an untimed `prepare`.
-fn median(iterations: usize, mut prepare: impl FnMut(), mut measured: impl FnMut()) -> Duration {
-    prepare();
-    measured(); // warm-up
-    let mut times: Vec<Duration> = (0..iterations)
-        .map(|_| {
-            prepare();
-            let start = Instant::now();
-            measured();
-            start.elapsed()
-        })
-        .collect();
-    times.sort();
-    times[times.len() / 2]
+/// One side of a comparison: an untimed preparation and the timed work.
+struct Side<'a> {
+    prepare: &'a dyn Fn(),
+    measured: &'a dyn Fn(),
 }
+
+/// Median durations of both sides over `iterations` rounds after one warm-up round. The sides
+/// alternate within each round, so load from other processes on the machine hits both alike.
+fn compare(iterations: usize, ours: Side<'_>, git: Side<'_>) -> (Duration, Duration) {
+    let time = |side: &Side<'_>| {
+        (side.prepare)();
+        let start = Instant::now();
+        (side.measured)();
+        start.elapsed()
+    };
+    time(&ours);
+    time(&git);
+    let mut ours_times = Vec::new();
+    let mut git_times = Vec::new();
+    for _ in 0..iterations {
+        ours_times.push(time(&ours));
+        git_times.push(time(&git));
+    }
+    ours_times.sort();
+    git_times.sort();
+    (ours_times[iterations / 2], git_times[iterations / 2])
+}
+
+fn nothing() {}
 
 struct Row {
     name: &'static str,
@@ -174,7 +188,7 @@ fn main() {
 }
 
 fn bench_create(root: &Path, iterations: usize) -> Row {
-    // The worktree made by the previous iteration, removed (untimed) before the next one.
+    // The worktree made by the previous measurement, removed (untimed) before the next one.
     let last: RefCell<Option<PathBuf>> = RefCell::new(None);
     let cleanup = || {
         if let Some(path) = last.borrow_mut().take() {
@@ -190,32 +204,38 @@ fn bench_create(root: &Path, iterations: usize) -> Row {
         }
     };
     let counter = Cell::new(0);
-    let ours = median(iterations, cleanup, || {
+    let next = || {
         counter.set(counter.get() + 1);
-        let run = RunId::new(format!("create-{}", counter.get()));
+        counter.get()
+    };
+    let ours = || {
+        let run = RunId::new(format!("create-{}", next()));
         let workspace =
             Workspace::create(root, &run, &WorkflowId::new("bench"), None).expect("create");
         *last.borrow_mut() = Some(workspace.path().to_owned());
-    });
-    cleanup();
-    let git_time = median(iterations, cleanup, || {
-        counter.set(counter.get() + 1);
-        let path = root.join(format!(".tnh/plain/{}", counter.get()));
-        let branch = format!("plain-{}", counter.get());
+    };
+    let plain = || {
+        let number = next();
+        let path = root.join(format!(".tnh/plain/{number}"));
+        let branch = format!("plain-{number}");
+        let path_text = path.to_str().expect("utf-8");
         git(
             root,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "-b",
-                &branch,
-                path.to_str().expect("utf-8"),
-                "HEAD",
-            ],
+            &["worktree", "add", "-q", "-b", &branch, path_text, "HEAD"],
         );
         *last.borrow_mut() = Some(path);
-    });
+    };
+    let (ours, git_time) = compare(
+        iterations,
+        Side {
+            prepare: &cleanup,
+            measured: &ours,
+        },
+        Side {
+            prepare: &cleanup,
+            measured: &plain,
+        },
+    );
     cleanup();
     Row {
         name: "create",
@@ -236,25 +256,28 @@ fn changed_workspace(root: &Path, name: &str, files: usize) -> (Workspace, PathB
 
 fn bench_snapshot(root: &Path, files: usize, iterations: usize) -> Row {
     let (workspace, git_dir) = changed_workspace(root, "snapshot", files);
-    let mut visit = 0;
-    let ours = median(
-        iterations,
-        || {},
-        || {
-            visit += 1;
-            workspace
-                .snapshot_pre_step(&StepId::new("step"), visit)
-                .expect("snapshot");
-        },
-    );
+    let visit = Cell::new(0);
+    let ours = || {
+        visit.set(visit.get() + 1);
+        workspace
+            .snapshot_pre_step(&StepId::new("step"), visit.get())
+            .expect("snapshot");
+    };
     let scratch = git_dir.join("bench-index");
-    let git_time = median(
+    let plain = || {
+        std::fs::copy(git_dir.join("index"), &scratch).expect("copy index");
+        git_with(workspace.path(), &["add", "-A"], Some(&scratch));
+        git_with(workspace.path(), &["write-tree"], Some(&scratch));
+    };
+    let (ours, git_time) = compare(
         iterations,
-        || {},
-        || {
-            std::fs::copy(git_dir.join("index"), &scratch).expect("copy index");
-            git_with(workspace.path(), &["add", "-A"], Some(&scratch));
-            git_with(workspace.path(), &["write-tree"], Some(&scratch));
+        Side {
+            prepare: &nothing,
+            measured: &ours,
+        },
+        Side {
+            prepare: &nothing,
+            measured: &plain,
         },
     );
     Row {
@@ -268,18 +291,21 @@ fn bench_snapshot(root: &Path, files: usize, iterations: usize) -> Row {
 fn bench_status(root: &Path, files: usize, iterations: usize) -> Row {
     let (workspace, _) = changed_workspace(root, "status", files);
     let pre_run = workspace.pre_run().expect("pre_run");
-    let ours = median(
+    let ours = || {
+        workspace.status_since(&pre_run).expect("status");
+    };
+    let plain = || {
+        git(workspace.path(), &["status", "--porcelain"]);
+    };
+    let (ours, git_time) = compare(
         iterations,
-        || {},
-        || {
-            workspace.status_since(&pre_run).expect("status");
+        Side {
+            prepare: &nothing,
+            measured: &ours,
         },
-    );
-    let git_time = median(
-        iterations,
-        || {},
-        || {
-            git(workspace.path(), &["status", "--porcelain"]);
+        Side {
+            prepare: &nothing,
+            measured: &plain,
         },
     );
     Row {
@@ -290,88 +316,38 @@ fn bench_status(root: &Path, files: usize, iterations: usize) -> Row {
     }
 }
 
-fn bench_diff(root: &Path, files: usize, iterations: usize) -> Row {
-    let (workspace, _) = changed_workspace(root, "diff", files);
-    let pre_run = workspace.pre_run().expect("pre_run");
-    let patch = root.join(".tnh/bench.patch");
-    let ours = median(
-        iterations,
-        || {},
-        || {
-            workspace.capture_since(&pre_run, &patch).expect("capture");
-        },
-    );
-    let git_time = median(
-        iterations,
-        || {},
-        || {
-            git(workspace.path(), &["diff", "--stat", "HEAD"]);
-        },
-    );
-    Row {
-        name: "diff",
-        ours,
-        git: git_time,
-        git_command: "git diff --stat HEAD",
-    }
-}
-
-fn bench_rollback(root: &Path, files: usize, iterations: usize) -> Row {
-    let (workspace, _) = changed_workspace(root, "rollback", files);
-    let ours = median(
-        iterations,
-        || agent_changes(workspace.path(), files),
-        || {
-            workspace
-                .rollback(RollbackTarget::PreRun)
-                .expect("rollback");
-        },
-    );
-    let git_time = median(
-        iterations,
-        || agent_changes(workspace.path(), files),
-        || {
-            git(workspace.path(), &["reset", "-q", "--hard"]);
-            git(workspace.path(), &["clean", "-q", "-fd"]);
-        },
-    );
-    Row {
-        name: "rollback",
-        ours,
-        git: git_time,
-        git_command: "git reset --hard && git clean -fd",
-    }
-}
-
 /// git doing exactly the work `status_since` does: bring a scratch index up to date with the
 /// worktree, then compare it with the snapshot's tree with rename detection and line counts.
 fn bench_status_same_work(root: &Path, files: usize, iterations: usize) -> Row {
     let (workspace, git_dir) = changed_workspace(root, "status-same", files);
     let pre_run = workspace.pre_run().expect("pre_run");
-    let ours = median(
-        iterations,
-        || {},
-        || {
-            workspace.status_since(&pre_run).expect("status");
-        },
-    );
+    let ours = || {
+        workspace.status_since(&pre_run).expect("status");
+    };
     let scratch = git_dir.join("bench-index");
     std::fs::copy(git_dir.join("index"), &scratch).expect("copy index");
-    let git_time = median(
+    let plain = || {
+        git_with(workspace.path(), &["add", "-A"], Some(&scratch));
+        let args = [
+            "diff-index",
+            "--cached",
+            "-z",
+            "-M",
+            "--raw",
+            "--numstat",
+            &pre_run.tree,
+        ];
+        git_with(workspace.path(), &args, Some(&scratch));
+    };
+    let (ours, git_time) = compare(
         iterations,
-        || {},
-        || {
-            git_with(workspace.path(), &["add", "-A"], Some(&scratch));
-            let args = [
-                "diff-index",
-                "--cached",
-                "-z",
-                "-M",
-                "--raw",
-                "--numstat",
-                &pre_run.tree,
-            ];
-            git_with(workspace.path(), &args, Some(&scratch));
+        Side {
+            prepare: &nothing,
+            measured: &ours,
+        },
+        Side {
+            prepare: &nothing,
+            measured: &plain,
         },
     );
     Row {
@@ -382,46 +358,78 @@ fn bench_status_same_work(root: &Path, files: usize, iterations: usize) -> Row {
     }
 }
 
+fn bench_diff(root: &Path, files: usize, iterations: usize) -> Row {
+    let (workspace, _) = changed_workspace(root, "diff", files);
+    let pre_run = workspace.pre_run().expect("pre_run");
+    let patch = root.join(".tnh/bench.patch");
+    let ours = || {
+        workspace.capture_since(&pre_run, &patch).expect("capture");
+    };
+    let plain = || {
+        git(workspace.path(), &["diff", "--stat", "HEAD"]);
+    };
+    let (ours, git_time) = compare(
+        iterations,
+        Side {
+            prepare: &nothing,
+            measured: &ours,
+        },
+        Side {
+            prepare: &nothing,
+            measured: &plain,
+        },
+    );
+    Row {
+        name: "diff",
+        ours,
+        git: git_time,
+        git_command: "git diff --stat HEAD",
+    }
+}
+
 /// git doing exactly the work `capture_since` does: the status above plus the binary patch.
 fn bench_diff_same_work(root: &Path, files: usize, iterations: usize) -> Row {
     let (workspace, git_dir) = changed_workspace(root, "diff-same", files);
     let pre_run = workspace.pre_run().expect("pre_run");
     let patch = root.join(".tnh/bench-same.patch");
-    let ours = median(
-        iterations,
-        || {},
-        || {
-            workspace.capture_since(&pre_run, &patch).expect("capture");
-        },
-    );
+    let ours = || {
+        workspace.capture_since(&pre_run, &patch).expect("capture");
+    };
     let scratch = git_dir.join("bench-index");
     std::fs::copy(git_dir.join("index"), &scratch).expect("copy index");
     let output = format!("--output={}", patch.display());
-    let git_time = median(
+    let plain = || {
+        git_with(workspace.path(), &["add", "-A"], Some(&scratch));
+        let patch_args = [
+            "diff-index",
+            "--cached",
+            "-p",
+            "--binary",
+            "-M",
+            &output,
+            &pre_run.tree,
+        ];
+        git_with(workspace.path(), &patch_args, Some(&scratch));
+        let args = [
+            "diff-index",
+            "--cached",
+            "-z",
+            "-M",
+            "--raw",
+            "--numstat",
+            &pre_run.tree,
+        ];
+        git_with(workspace.path(), &args, Some(&scratch));
+    };
+    let (ours, git_time) = compare(
         iterations,
-        || {},
-        || {
-            git_with(workspace.path(), &["add", "-A"], Some(&scratch));
-            let patch_args = [
-                "diff-index",
-                "--cached",
-                "-p",
-                "--binary",
-                "-M",
-                &output,
-                &pre_run.tree,
-            ];
-            git_with(workspace.path(), &patch_args, Some(&scratch));
-            let args = [
-                "diff-index",
-                "--cached",
-                "-z",
-                "-M",
-                "--raw",
-                "--numstat",
-                &pre_run.tree,
-            ];
-            git_with(workspace.path(), &args, Some(&scratch));
+        Side {
+            prepare: &nothing,
+            measured: &ours,
+        },
+        Side {
+            prepare: &nothing,
+            measured: &plain,
         },
     );
     Row {
@@ -429,5 +437,36 @@ fn bench_diff_same_work(root: &Path, files: usize, iterations: usize) -> Row {
         ours,
         git: git_time,
         git_command: "the same + git diff-index --cached -p --binary -M > patch",
+    }
+}
+
+fn bench_rollback(root: &Path, files: usize, iterations: usize) -> Row {
+    let (workspace, _) = changed_workspace(root, "rollback", files);
+    let change = || agent_changes(workspace.path(), files);
+    let ours = || {
+        workspace
+            .rollback(RollbackTarget::PreRun)
+            .expect("rollback");
+    };
+    let plain = || {
+        git(workspace.path(), &["reset", "-q", "--hard"]);
+        git(workspace.path(), &["clean", "-q", "-fd"]);
+    };
+    let (ours, git_time) = compare(
+        iterations,
+        Side {
+            prepare: &change,
+            measured: &ours,
+        },
+        Side {
+            prepare: &change,
+            measured: &plain,
+        },
+    );
+    Row {
+        name: "rollback",
+        ours,
+        git: git_time,
+        git_command: "git reset --hard && git clean -fd",
     }
 }
