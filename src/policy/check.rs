@@ -302,8 +302,13 @@ impl Policy {
             };
             let show =
                 |value: &Option<String>| value.clone().unwrap_or_else(|| "(none)".to_owned());
+            let outcome = if change.restored {
+                "restored"
+            } else {
+                "not restored"
+            };
             let detail = format!(
-                "`{}` changed from {} to {}; restored",
+                "`{}` changed from {} to {}; {outcome}",
                 change.refname,
                 show(&change.before),
                 show(&change.after)

@@ -6,10 +6,10 @@
 //! `.git` that change what git does (`config`, `config.worktree`, `info/exclude`,
 //! `info/attributes`, `hooks/*`). After the step, [`RefGuard::verify`] compares: a moved,
 //! created or deleted protected branch or tag is put back and reported; the worktree's HEAD is
-//! re-attached to the work branch; changed git configuration is restored and reported; new
-//! commits and moved remote-tracking refs are reported so policy can classify `commit` and
-//! `push`. Writing a protected ref back is the only write this module makes outside the work
-//! branch, and it only ever undoes an agent's change.
+//! re-attached to the work branch; changed git configuration is restored and reported; a
+//! moved operator HEAD, new commits and moved remote-tracking refs are reported so policy can
+//! classify them. Writing a protected ref or `.git` file back is the only write this module
+//! makes outside the work branch, and it only ever undoes a change made during the step.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -31,11 +31,12 @@ pub enum RefClass {
     ProtectedBranch,
     /// A tag: created, moved or deleted.
     Tag,
-    /// The HEAD of the operator's checkout (`refs/heads/…` it names, or a detached commit).
+    /// The HEAD of the operator's checkout (`refs/heads/…` it names, or a detached commit);
+    /// reported but not put back, since the checkout's files moved with it.
     OperatorHead,
 }
 
-/// A protected ref that changed during a step, and was put back.
+/// A protected ref that changed during a step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RefChange {
     /// The full ref name (`refs/heads/main`, `refs/tags/v1`, `HEAD`).
@@ -53,7 +54,7 @@ pub struct RefChange {
 /// What a step did to refs and repository configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GuardReport {
-    /// Protected branches, tags and the operator's HEAD that changed (all restored).
+    /// Protected branches and tags that changed (restored) and the operator's HEAD (reported).
     pub ref_changes: Vec<RefChange>,
     /// Commits the step created (on the work branch or wherever it moved HEAD).
     pub commits: u64,
@@ -185,13 +186,14 @@ impl RefGuard {
                 .as_deref()
                 .map(|bytes| String::from_utf8_lossy(bytes).trim().to_owned())
         };
-        write_optional(&path, self.operator_head.as_deref())?;
+        // Reported, not restored: whoever moved it also changed the checkout's files, and
+        // putting HEAD back under them would leave the operator's checkout inconsistent.
         report.ref_changes.push(RefChange {
             refname: "HEAD".to_owned(),
             class: RefClass::OperatorHead,
             before: text(&self.operator_head),
             after: text(&now),
-            restored: true,
+            restored: false,
         });
         Ok(())
     }

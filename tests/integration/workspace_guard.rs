@@ -262,16 +262,18 @@ fn configured_globs_and_the_operators_branch_are_protected() {
 }
 
 #[test]
-fn moving_the_operators_head_is_a_violation_and_is_put_back() {
+fn moving_the_operators_head_is_a_violation_but_is_not_rewritten() {
     let repo = TempRepo::new();
     repo.git(&["branch", "other"]);
     let workspace = create(&repo, "op-head");
     let guard = workspace.guard(&[]).unwrap();
     git_in(repo.path(), &["symbolic-ref", "HEAD", "refs/heads/other"]);
     let report = guard.verify().unwrap();
-    assert_eq!(repo.git(&["symbolic-ref", "HEAD"]), "refs/heads/main");
+    // The checkout's files moved with its HEAD: writing HEAD back would corrupt it.
+    assert_eq!(repo.git(&["symbolic-ref", "HEAD"]), "refs/heads/other");
     assert_eq!(report.ref_changes.len(), 1);
     assert_eq!(report.ref_changes[0].class, RefClass::OperatorHead);
+    assert!(!report.ref_changes[0].restored);
     let policy = Policy::compile(&PolicySpec::default()).unwrap();
     let status = workspace
         .status_since(&workspace.pre_run().unwrap())
