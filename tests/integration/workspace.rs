@@ -306,7 +306,10 @@ fn a_snapshot_records_the_worktree_without_touching_head_or_index() {
     );
     assert_eq!(workspace.latest_pre_step().unwrap(), Some(snapshot.clone()));
     let shared = repo.git(&["rev-parse", "refs/tnh/runs/snap/latest_pre_step"]);
-    assert_eq!(shared, snapshot.commit, "refs live in the shared repository");
+    assert_eq!(
+        shared, snapshot.commit,
+        "refs live in the shared repository"
+    );
     // Kept alive by its ref: gc with immediate pruning does not lose it.
     repo.git(&["gc", "--quiet", "--prune=now"]);
     repo.git(&["cat-file", "-e", &snapshot.commit]);

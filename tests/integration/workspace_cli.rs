@@ -174,3 +174,25 @@ fn runs_clean_refuses_a_bad_duration() {
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr_text(&output).contains("invalid duration `soon`"));
 }
+
+#[test]
+fn a_missing_git_is_reported_as_such() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "no-git");
+    write_metadata(&repo, &workspace, None);
+    let empty = tempfile::tempdir().unwrap();
+    let output = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["rollback", "no-git"])
+        .env("PATH", empty.path())
+        .output()
+        .expect("run tnh-conductor");
+    assert_eq!(output.status.code(), Some(4));
+    let stderr = stderr_text(&output);
+    assert!(
+        stderr.contains("`git` is not installed or not on PATH"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: install git"), "{stderr}");
+}
