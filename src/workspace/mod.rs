@@ -29,6 +29,8 @@ pub use capture::{
 };
 pub use error::WorkspaceError;
 pub use guard::{ALWAYS_PROTECTED, GuardReport, RefChange, RefClass, RefGuard};
-pub use rollback::{ROLLBACK_RECORD_SCHEMA_VERSION, RollbackRecord, RollbackTarget};
+pub use rollback::{
+    ROLLBACK_RECORD_SCHEMA_VERSION, RollbackRecord, RollbackTarget, rollback_record_schema,
+};
 pub use snapshot::{Snapshot, refs_prefix};
 pub use worktree::{Workspace, WorkspaceRecord, work_branch_name};

@@ -160,3 +160,8 @@ impl Workspace {
         Ok(())
     }
 }
+
+/// The JSON Schema of the rollback record (`rollback_completed` payload).
+pub fn rollback_record_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(RollbackRecord)).unwrap_or_default()
+}

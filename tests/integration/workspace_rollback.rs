@@ -84,6 +84,8 @@ fn rollback_to_pre_run_restores_every_kind_of_change() {
     let json = serde_json::to_value(&record).unwrap();
     assert_eq!(json["target"], "pre_run");
     assert_eq!(json["schema_version"], 1);
+    let schema = tnh_conductor::workspace::rollback_record_schema();
+    assert!(schema["properties"]["before"].is_object(), "{schema}");
 }
 
 #[test]
