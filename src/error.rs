@@ -60,6 +60,9 @@ pub enum Error {
     /// A workflow could not be loaded or is invalid.
     #[error(transparent)]
     Workflow(#[from] crate::workflow::WorkflowError),
+    /// The configuration file could not be used.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     /// A workspace (git worktree, snapshot, rollback) operation failed.
     #[error(transparent)]
     Workspace(#[from] crate::workspace::WorkspaceError),
@@ -93,9 +96,10 @@ impl Error {
     /// The exit status this error ends a command with.
     pub fn exit_status(&self) -> ExitStatus {
         match self {
-            Error::Usage { .. } | Error::NotImplemented { .. } | Error::Workflow(_) => {
-                ExitStatus::Usage
-            }
+            Error::Usage { .. }
+            | Error::NotImplemented { .. }
+            | Error::Workflow(_)
+            | Error::Config(_) => ExitStatus::Usage,
             Error::Workspace(error) => error.exit_status(),
             Error::Policy(_) => ExitStatus::Usage,
             Error::Io { .. } | Error::Json(_) => ExitStatus::Runtime,
@@ -111,6 +115,7 @@ impl Error {
                     .to_owned(),
             ),
             Error::Workflow(error) => error.hint(),
+            Error::Config(error) => error.hint(),
             Error::Workspace(error) => error.hint(),
             Error::Policy(error) => error.hint(),
             Error::Io { .. } => Some("check that the path exists and is readable".to_owned()),

@@ -4,6 +4,7 @@
 //! The library never prints: only the `cli` and `tnh` layers write to the terminal.
 
 pub mod cli;
+pub mod config;
 pub mod error;
 pub mod ids;
 pub mod outcome;

@@ -4,7 +4,9 @@ use std::fmt;
 use std::str::FromStr;
 
 /// Every outcome an opcode can produce. Routing is `routes[outcome]` and nothing else.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// The process or operation finished normally.

@@ -89,25 +89,44 @@ pub enum Command {
 
 /// Runs a parsed command line and returns how the process should exit.
 pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
-    match cli.command {
-        Command::Validate(args) => validate::cmd_validate(&args, output),
-        Command::Schema(args) => schema::cmd_schema(&args, output),
-        Command::Graph(args) => graph::cmd_graph(&args, output),
-        Command::Completions(args) => stub::cmd_completions(&args, output),
+    match &cli.command {
+        Command::Validate(args) => validate::cmd_validate(&cli, args, output),
+        Command::Schema(args) => schema::cmd_schema(args, output),
+        Command::Graph(args) => graph::cmd_graph(&cli, args, output),
+        Command::Completions(args) => stub::cmd_completions(args, output),
         Command::Init(_) => not_implemented("init"),
         Command::Run(_) => not_implemented("run"),
         Command::Resume(_) => not_implemented("resume"),
         Command::Status(_) => not_implemented("status"),
         Command::Gate(command) => not_implemented(&format!("gate {}", command.name())),
         Command::Runs(stub::RunsCommand::Clean { older_than, all }) => {
-            runs_clean::cmd_runs_clean(cli.repo.as_deref(), older_than.as_deref(), all, output)
+            runs_clean::cmd_runs_clean(cli.repo.as_deref(), older_than.as_deref(), *all, output)
         }
         Command::Runs(command) => not_implemented(&format!("runs {}", command.name())),
-        Command::Rollback(args) => rollback::cmd_rollback(cli.repo.as_deref(), &args, output),
+        Command::Rollback(args) => rollback::cmd_rollback(cli.repo.as_deref(), args, output),
         Command::Journal(_) => not_implemented("journal"),
         Command::Prompts(command) => not_implemented(&format!("prompts {}", command.name())),
         Command::Planner(command) => not_implemented(&format!("planner {}", command.name())),
     }
+}
+
+/// The repository the command works in: `--repo`, else the one containing the current
+/// directory, if any.
+fn repo_root(cli: &Cli) -> Option<std::path::PathBuf> {
+    match &cli.repo {
+        Some(repo) => Some(repo.clone()),
+        None => std::env::current_dir()
+            .ok()
+            .and_then(|dir| crate::config::find_repo_root(&dir)),
+    }
+}
+
+/// The configuration for this invocation (`--config`, else the repository's, else defaults).
+fn load_config(cli: &Cli) -> Result<crate::config::Config> {
+    Ok(crate::config::Config::load(
+        repo_root(cli).as_deref(),
+        cli.config.as_deref(),
+    )?)
 }
 
 fn not_implemented(command: &str) -> Result<ExitStatus> {

@@ -42,10 +42,12 @@ impl Output {
             return;
         }
         let mut stdout = io::stdout().lock();
-        if let Err(error) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
-            if error.kind() == io::ErrorKind::BrokenPipe {
-                self.stdout_closed = true;
-            }
+        if let Err(error) = stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+            && error.kind() == io::ErrorKind::BrokenPipe
+        {
+            self.stdout_closed = true;
         }
     }
 

@@ -1,21 +1,113 @@
-//! `tnh-conductor validate FILE…`.
+//! `tnh-conductor validate FILE…`: every static check, every problem at once.
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
+use serde::Serialize;
 
-use super::Output;
-use crate::error::{Error, ExitStatus, Result};
+use super::{Output, load_config};
+use crate::cli::Cli;
+use crate::error::{ExitStatus, Result};
+use crate::workflow::diagnostic::{Diagnostic, Severity};
+use crate::workflow::load::check_file;
 
 /// `validate`.
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
     /// Workflow files to check.
-    #[arg(required = true)]
+    #[arg(required = true, value_name = "WORKFLOW")]
     pub files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
-/// Checks workflow files.
-pub fn cmd_validate(_args: &ValidateArgs, _output: &mut Output) -> Result<ExitStatus> {
-    Err(Error::NotImplemented { command: "validate".into() })
+/// How diagnostics are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// `FILE:LINE:COL: error: message` and a hint line.
+    Text,
+    /// One JSON document.
+    Json,
+}
+
+/// The JSON report of `validate --format json`.
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    schema_version: u32,
+    valid: bool,
+    files: Vec<FileReport<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct FileReport<'a> {
+    file: String,
+    valid: bool,
+    diagnostics: &'a [Diagnostic],
+}
+
+/// Checks workflow files: exit 0 all valid, 1 any invalid, 2 when a file could not be read.
+pub fn cmd_validate(cli: &Cli, args: &ValidateArgs, output: &mut Output) -> Result<ExitStatus> {
+    let config = load_config(cli)?;
+    let known = config.known_names();
+    let checked: Vec<_> = args
+        .files
+        .iter()
+        .map(|path| {
+            (
+                path.display().to_string(),
+                check_file(path, &path.display().to_string(), &known),
+            )
+        })
+        .collect();
+    let all_valid = checked.iter().all(|(_, result)| result.is_valid());
+    let any_unreadable = checked.iter().any(|(_, result)| !result.readable);
+    match args.format {
+        Format::Json => {
+            let report = Report {
+                schema_version: 1,
+                valid: all_valid,
+                files: checked
+                    .iter()
+                    .map(|(file, result)| FileReport {
+                        file: file.clone(),
+                        valid: result.is_valid(),
+                        diagnostics: &result.diagnostics,
+                    })
+                    .collect(),
+            };
+            output.print(&format!("{}\n", serde_json::to_string_pretty(&report)?));
+        }
+        Format::Text => {
+            for (file, result) in &checked {
+                for diagnostic in &result.diagnostics {
+                    output.print(&diagnostic.render(output.color()));
+                }
+                if result.is_valid() {
+                    output.print(&format!("{file}: valid\n"));
+                }
+            }
+            let errors = checked
+                .iter()
+                .flat_map(|(_, result)| &result.diagnostics)
+                .filter(|diagnostic| diagnostic.severity == Severity::Error)
+                .count();
+            let valid = checked
+                .iter()
+                .filter(|(_, result)| result.is_valid())
+                .count();
+            output.note(&format!(
+                "{} file(s) checked: {valid} valid, {} invalid, {errors} error(s)",
+                checked.len(),
+                checked.len() - valid
+            ));
+        }
+    }
+    Ok(if any_unreadable {
+        ExitStatus::Usage
+    } else if all_valid {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failure
+    })
 }

@@ -1,7 +1,11 @@
 //! The one integration-test binary: one module per feature.
 
+mod cli;
+mod mutation;
 mod policy;
+mod schema;
 mod support;
+mod validate;
 mod workspace;
 mod workspace_cli;
 mod workspace_guard;

@@ -1,0 +1,218 @@
+//! `.tnh/config.yaml`: agent, validator and planner profiles, protected branches and the
+//! script allowlist (DESIGN §6). Sections belong to the modules that use them; this file
+//! finds the configuration, parses it with positions and hands each section out.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::workflow::validate::KnownNames;
+use crate::workflow::yaml::{self, Node, Pos};
+
+/// The configuration file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Reading failed.
+    #[error("cannot read config `{path}`: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The file is not valid configuration.
+    #[error("{path}:{pos}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Where.
+        pos: Pos,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl ConfigError {
+    /// What to do about it.
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            ConfigError::Read { .. } => {
+                "check the --config path, or run `tnh-conductor init`".to_owned()
+            }
+            ConfigError::Invalid { .. } => {
+                "fix the configuration at this position (see DESIGN §6 for its shape)".to_owned()
+            }
+        })
+    }
+}
+
+/// The loaded configuration; absent sections are empty.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// Where it was read from, when a file existed.
+    pub path: Option<PathBuf>,
+    /// `agents`: profile name → its definition.
+    pub agents: BTreeMap<String, Node>,
+    /// `validators`: name → definition.
+    pub validators: BTreeMap<String, Node>,
+    /// `planners`: name → definition.
+    pub planners: BTreeMap<String, Node>,
+    /// `protected_branches`: names or globs.
+    pub protected_branches: Vec<String>,
+    /// `script_allowlist`: folders where script validators may live.
+    pub script_allowlist: Vec<String>,
+}
+
+impl Config {
+    /// Loads `explicit` if given, else `<repo>/.tnh/config.yaml` if it exists, else defaults.
+    pub fn load(repo: Option<&Path>, explicit: Option<&Path>) -> Result<Self, ConfigError> {
+        let path = match (explicit, repo) {
+            (Some(path), _) => path.to_path_buf(),
+            (None, Some(repo)) => repo.join(".tnh/config.yaml"),
+            (None, None) => return Ok(Self::default()),
+        };
+        if explicit.is_none() && !path.exists() {
+            return Ok(Self::default());
+        }
+        let bytes = std::fs::read(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        Self::parse(&bytes, &path)
+    }
+
+    /// Parses configuration text.
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<Self, ConfigError> {
+        let invalid = |pos: Pos, message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            pos,
+            message,
+        };
+        let root = yaml::parse(bytes).map_err(|error| invalid(error.pos, error.message))?;
+        let Some(entries) = root.as_map() else {
+            return Err(invalid(
+                root.pos,
+                format!(
+                    "the configuration must be a mapping, found {}",
+                    root.value.kind_name()
+                ),
+            ));
+        };
+        let mut config = Config {
+            path: Some(path.to_path_buf()),
+            ..Self::default()
+        };
+        for (key, value) in entries {
+            match key.as_str() {
+                Some("agents") => {
+                    config.agents = named_section(value, "agents")
+                        .map_err(|(pos, message)| invalid(pos, message))?
+                }
+                Some("validators") => {
+                    config.validators = named_section(value, "validators")
+                        .map_err(|(pos, message)| invalid(pos, message))?
+                }
+                Some("planners") => {
+                    config.planners = named_section(value, "planners")
+                        .map_err(|(pos, message)| invalid(pos, message))?
+                }
+                Some("protected_branches") => {
+                    config.protected_branches = strings(value, "protected_branches")
+                        .map_err(|(pos, message)| invalid(pos, message))?
+                }
+                Some("script_allowlist") => {
+                    config.script_allowlist = strings(value, "script_allowlist")
+                        .map_err(|(pos, message)| invalid(pos, message))?
+                }
+                // DESIGN §6: more keys are allowed; the modules that own them read them.
+                _ => {}
+            }
+        }
+        Ok(config)
+    }
+
+    /// The names workflows may use: built-ins plus configured profiles.
+    pub fn known_names(&self) -> KnownNames {
+        let mut known = KnownNames::default();
+        let add = |list: &mut Vec<String>, names: &BTreeMap<String, Node>| {
+            list.extend(
+                names
+                    .keys()
+                    .filter(|name| !list.contains(name))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+        };
+        add(&mut known.agents, &self.agents);
+        add(&mut known.validators, &self.validators);
+        add(&mut known.planners, &self.planners);
+        known
+    }
+}
+
+fn named_section(node: &Node, what: &str) -> Result<BTreeMap<String, Node>, (Pos, String)> {
+    let entries = node.as_map().ok_or_else(|| {
+        (
+            node.pos,
+            format!("`{what}` must be a mapping of names to definitions"),
+        )
+    })?;
+    entries
+        .iter()
+        .map(|(key, value)| {
+            let name = key
+                .as_str()
+                .ok_or_else(|| (key.pos, format!("names in `{what}` must be strings")))?;
+            Ok((name.to_owned(), value.clone()))
+        })
+        .collect()
+}
+
+fn strings(node: &Node, what: &str) -> Result<Vec<String>, (Pos, String)> {
+    let items = node
+        .as_seq()
+        .ok_or_else(|| (node.pos, format!("`{what}` must be a list of strings")))?;
+    items
+        .iter()
+        .map(|item| {
+            item.as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| (item.pos, format!("entries of `{what}` must be strings")))
+        })
+        .collect()
+}
+
+/// The repository root containing `start` (the nearest ancestor with `.git`), if any.
+pub fn find_repo_root(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .find(|dir| dir.join(".git").exists())
+        .map(Path::to_path_buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configured_profiles_extend_the_built_in_names() {
+        let text = b"agents:\n  scripted: {kind: command, argv: [python3, a.py]}\nvalidators:\n  docs: {argv: [make, docs]}\nplanners:\n  judge: {kind: command}\nprotected_branches: [main, release/*]\nother_tool: {x: 1}\n";
+        let config = Config::parse(text, Path::new("c.yaml")).unwrap();
+        let known = config.known_names();
+        assert!(
+            known.agents.contains(&"scripted".to_owned())
+                && known.agents.contains(&"codex".to_owned())
+        );
+        assert!(known.validators.contains(&"docs".to_owned()));
+        assert!(known.planners.contains(&"judge".to_owned()));
+        assert_eq!(config.protected_branches, ["main", "release/*"]);
+    }
+
+    #[test]
+    fn a_bad_section_is_reported_with_its_position() {
+        let error = Config::parse(b"agents: [a, b]\n", Path::new("c.yaml")).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "c.yaml:1:9: `agents` must be a mapping of names to definitions"
+        );
+    }
+}

@@ -1,0 +1,679 @@
+//! Decoding a YAML node tree into the workflow model, collecting every problem on the way.
+//!
+//! Each mapping is checked against the keys it may hold (the tables below are also checked
+//! against the published JSON Schema by a test), so an unknown key is reported with the
+//! nearest valid key, and decoding goes on to find the next problem.
+
+use std::time::Duration;
+
+use super::diagnostic::Diagnostics;
+use super::duration::parse_duration;
+use super::model::{
+    At, ComponentKind, Defaults, EvalProfile, InlinePolicy, Inputs, Limits, Param, ParamType,
+    PolicySpec, PromptSpec, Workflow, is_prompt_reference,
+};
+use super::yaml::{Node, Pos, Value};
+use crate::ids::{PromptRef, StepId, WorkflowId};
+
+/// Keys of the document.
+pub const DOCUMENT_KEYS: &[&str] = &[
+    "workflow_id",
+    "version",
+    "description",
+    "entry_step",
+    "defaults",
+    "params",
+    "script",
+    "steps",
+];
+/// Keys of `defaults`.
+pub const DEFAULTS_KEYS: &[&str] = &[
+    "policy",
+    "limits",
+    "artifacts_dir",
+    "component_kind",
+    "eval_profile",
+    "planner",
+];
+/// Keys of `limits`.
+pub const LIMITS_KEYS: &[&str] = &[
+    "timeout",
+    "idle_timeout",
+    "max_turns",
+    "max_budget_usd",
+    "max_visits",
+    "max_transitions",
+];
+/// Keys of a parameter declaration.
+pub const PARAM_KEYS: &[&str] = &["type", "required", "default", "description"];
+/// Keys of an inline policy.
+pub const POLICY_KEYS: &[&str] = &[
+    "allowed_paths",
+    "forbidden_paths",
+    "forbidden_operations",
+    "check",
+];
+
+/// Decodes a parsed document into a workflow, recording every problem in `diagnostics`.
+/// Returns `None` only when the document is not even a mapping.
+pub fn decode_workflow(root: &Node, diagnostics: &mut Diagnostics) -> Option<Workflow> {
+    let mut decoder = Decoder { diagnostics };
+    let fields = decoder.mapping(root, "the workflow document", DOCUMENT_KEYS)?;
+    let workflow_id = decoder
+        .required(&fields, "workflow_id", "the workflow")
+        .and_then(|node| decoder.identifier(node, "workflow_id"))
+        .map(|id| At::new(WorkflowId::new(id.value), id.pos));
+    let version = decoder
+        .required(&fields, "version", "the workflow")
+        .and_then(|node| decoder.version(node));
+    let description = decoder
+        .required(&fields, "description", "the workflow")
+        .and_then(|node| decoder.string(node, "description"));
+    let entry_step = decoder
+        .required(&fields, "entry_step", "the workflow")
+        .and_then(|node| decoder.routing_string(node, "entry_step"))
+        .map(|id| At::new(StepId::new(id.value), id.pos));
+    let defaults = fields
+        .get("defaults")
+        .map(|node| decoder.defaults(node))
+        .unwrap_or_default();
+    let params = fields
+        .get("params")
+        .map(|node| decoder.params(node))
+        .unwrap_or_default();
+    let script = fields
+        .get("script")
+        .and_then(|node| decoder.string(node, "script"));
+    let steps = decoder
+        .required(&fields, "steps", "the workflow")
+        .map(|node| decoder.steps(node))
+        .unwrap_or_default();
+    Some(Workflow {
+        workflow_id: workflow_id.unwrap_or_else(|| At::new(WorkflowId::new(""), root.pos)),
+        version: version.unwrap_or_else(|| At::new(0, root.pos)),
+        description: description.unwrap_or_else(|| At::new(String::new(), root.pos)),
+        entry_step: entry_step.unwrap_or_else(|| At::new(StepId::new(""), root.pos)),
+        defaults,
+        params,
+        script,
+        steps,
+    })
+}
+
+/// The keys of one mapping, after unknown keys were reported.
+pub(super) struct Fields<'n> {
+    entries: &'n [(Node, Node)],
+    /// Where the mapping starts.
+    pub pos: Pos,
+}
+
+impl<'n> Fields<'n> {
+    /// The value of a key.
+    pub fn get(&self, key: &str) -> Option<&'n Node> {
+        self.entries
+            .iter()
+            .find(|(name, _)| name.as_str() == Some(key))
+            .map(|(_, value)| value)
+    }
+}
+
+/// Turns nodes into model values, recording problems.
+pub(super) struct Decoder<'d> {
+    pub diagnostics: &'d mut Diagnostics,
+}
+
+impl Decoder<'_> {
+    /// Checks that `node` is a mapping whose keys are all in `allowed`.
+    pub fn mapping<'n>(
+        &mut self,
+        node: &'n Node,
+        what: &str,
+        allowed: &[&str],
+    ) -> Option<Fields<'n>> {
+        let Some(entries) = node.as_map() else {
+            self.wrong_type(node, what, "a mapping");
+            return None;
+        };
+        for (key, _) in entries {
+            match key.as_str() {
+                Some(name) if allowed.contains(&name) => {}
+                Some(name) => self
+                    .diagnostics
+                    .error(
+                        key.pos,
+                        "unknown-key",
+                        format!("unknown key `{name}` in {what}"),
+                    )
+                    .suggest(
+                        name,
+                        allowed.iter().copied(),
+                        format!("valid keys here: {}", allowed.join(", ")),
+                    ),
+                None => self
+                    .diagnostics
+                    .error(
+                        key.pos,
+                        "wrong-type",
+                        format!(
+                            "keys of {what} must be strings, found {}",
+                            key.value.kind_name()
+                        ),
+                    )
+                    .hint(format!("valid keys here: {}", allowed.join(", "))),
+            }
+        }
+        Some(Fields {
+            entries,
+            pos: node.pos,
+        })
+    }
+
+    /// A key that must be present.
+    pub fn required<'n>(
+        &mut self,
+        fields: &Fields<'n>,
+        key: &str,
+        owner: &str,
+    ) -> Option<&'n Node> {
+        let found = fields.get(key);
+        if found.is_none() {
+            self.diagnostics
+                .error(
+                    fields.pos,
+                    "missing-field",
+                    format!("{owner} is missing the required key `{key}`"),
+                )
+                .hint(format!("add `{key}:`"));
+        }
+        found
+    }
+
+    /// Reports a value of the wrong kind.
+    pub fn wrong_type(&mut self, node: &Node, what: &str, expected: &str) {
+        self.diagnostics
+            .error(
+                node.pos,
+                "wrong-type",
+                format!(
+                    "{what} must be {expected}, found {}",
+                    node.value.kind_name()
+                ),
+            )
+            .hint(format!("write {what} as {expected}"));
+    }
+
+    /// A string scalar.
+    pub fn string(&mut self, node: &Node, what: &str) -> Option<At<String>> {
+        match node.as_str() {
+            Some(text) => Some(At::new(text.to_owned(), node.pos)),
+            None => {
+                self.wrong_type(node, what, "a string");
+                None
+            }
+        }
+    }
+
+    /// A string where routing is decided: expressions are refused (DESIGN §3).
+    pub fn routing_string(&mut self, node: &Node, what: &str) -> Option<At<String>> {
+        let text = self.string(node, what)?;
+        if text.value.contains("${") {
+            self.diagnostics
+                .error(node.pos, "expression-in-routing", format!("{what} cannot contain an expression or substitution"))
+                .hint("routing stays in Rust: write literal step ids here and compute values in inputs instead");
+            return None;
+        }
+        Some(text)
+    }
+
+    /// A step or workflow id: letters, digits, `_`, `-`, `.`, starting with a letter or `_`.
+    pub fn identifier(&mut self, node: &Node, what: &str) -> Option<At<String>> {
+        let text = self.routing_string(node, what)?;
+        let mut chars = text.value.chars();
+        let valid_start = chars
+            .next()
+            .is_some_and(|first| first.is_ascii_alphabetic() || first == '_');
+        if !valid_start
+            || !chars.all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '-' | '.'))
+        {
+            self.diagnostics
+                .error(
+                    node.pos,
+                    "invalid-id",
+                    format!("{what} `{}` is not a valid identifier", text.value),
+                )
+                .hint("use letters, digits, `_`, `-` and `.`, starting with a letter or `_`");
+            return None;
+        }
+        Some(text)
+    }
+
+    /// A list of strings.
+    pub fn string_list(&mut self, node: &Node, what: &str) -> Vec<At<String>> {
+        let Some(items) = node.as_seq() else {
+            self.wrong_type(node, what, "a list of strings");
+            return Vec::new();
+        };
+        items
+            .iter()
+            .filter_map(|item| self.string(item, &format!("each entry of {what}")))
+            .collect()
+    }
+
+    /// A boolean.
+    pub fn boolean(&mut self, node: &Node, what: &str) -> Option<bool> {
+        match node.value {
+            Value::Bool(flag) => Some(flag),
+            _ => {
+                self.wrong_type(node, what, "`true` or `false`");
+                None
+            }
+        }
+    }
+
+    /// A duration string like `90s`; zero is refused.
+    pub fn duration(&mut self, node: &Node, what: &str) -> Option<At<Duration>> {
+        let text = match &node.value {
+            Value::Str(text) => text,
+            Value::Int(_) | Value::Float(_) => {
+                self.diagnostics
+                    .error(
+                        node.pos,
+                        "invalid-duration",
+                        format!("{what} must be a duration with a unit, found a bare number"),
+                    )
+                    .hint(format!(
+                        "write e.g. `{}s` (units: ms, s, m, h, d)",
+                        node.scalar_text()
+                    ));
+                return None;
+            }
+            _ => {
+                self.wrong_type(node, what, "a duration such as `90s`");
+                return None;
+            }
+        };
+        match parse_duration(text) {
+            Ok(duration) if duration.is_zero() => {
+                self.diagnostics
+                    .error(
+                        node.pos,
+                        "invalid-duration",
+                        format!("{what} must be longer than zero"),
+                    )
+                    .hint("remove the limit to use the default, or give a positive duration");
+                None
+            }
+            Ok(duration) => Some(At::new(duration, node.pos)),
+            Err(error) => {
+                self.diagnostics
+                    .error(node.pos, "invalid-duration", format!("{what}: {error}"))
+                    .hint("durations look like `90s`, `20m`, `24h` or `1h30m`");
+                None
+            }
+        }
+    }
+
+    /// A whole number of at least 1.
+    pub fn positive_int(&mut self, node: &Node, what: &str) -> Option<At<u32>> {
+        match node.value {
+            Value::Int(number) if number >= 1 => match u32::try_from(number) {
+                Ok(value) => Some(At::new(value, node.pos)),
+                Err(_) => {
+                    self.diagnostics
+                        .error(node.pos, "invalid-limit", format!("{what} is too large"))
+                        .hint(format!("use at most {}", u32::MAX));
+                    None
+                }
+            },
+            Value::Int(_) => {
+                self.diagnostics
+                    .error(
+                        node.pos,
+                        "invalid-limit",
+                        format!("{what} must be at least 1"),
+                    )
+                    .hint("remove the limit to use the default, or give a positive number");
+                None
+            }
+            _ => {
+                self.wrong_type(node, what, "a whole number");
+                None
+            }
+        }
+    }
+
+    fn version(&mut self, node: &Node) -> Option<At<i64>> {
+        match node.value {
+            Value::Int(number) if number >= 1 => Some(At::new(number, node.pos)),
+            Value::Int(_) => {
+                self.diagnostics
+                    .error(node.pos, "invalid-value", "version must be at least 1")
+                    .hint(
+                        "start at `version: 1` and raise it when the workflow's behaviour changes",
+                    );
+                None
+            }
+            _ => {
+                self.wrong_type(node, "version", "a whole number");
+                None
+            }
+        }
+    }
+
+    fn defaults(&mut self, node: &Node) -> Defaults {
+        let Some(fields) = self.mapping(node, "defaults", DEFAULTS_KEYS) else {
+            return Defaults::default();
+        };
+        Defaults {
+            policy: fields.get("policy").and_then(|value| self.policy(value)),
+            limits: fields
+                .get("limits")
+                .map(|value| self.limits(value, true))
+                .unwrap_or_default(),
+            artifacts_dir: fields
+                .get("artifacts_dir")
+                .and_then(|value| self.string(value, "artifacts_dir")),
+            component_kind: fields.get("component_kind").and_then(|value| {
+                self.choice(
+                    value,
+                    "component_kind",
+                    &ComponentKind::NAMES,
+                    ComponentKind::parse,
+                )
+            }),
+            eval_profile: fields.get("eval_profile").and_then(|value| {
+                self.choice(
+                    value,
+                    "eval_profile",
+                    &EvalProfile::NAMES,
+                    EvalProfile::parse,
+                )
+            }),
+            planner: fields
+                .get("planner")
+                .and_then(|value| self.string(value, "planner")),
+        }
+    }
+
+    /// One of a fixed set of names.
+    pub fn choice<T>(
+        &mut self,
+        node: &Node,
+        what: &str,
+        names: &[&str],
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Option<At<T>> {
+        let text = self.routing_string(node, what)?;
+        match parse(&text.value) {
+            Some(value) => Some(At::new(value, node.pos)),
+            None => {
+                self.diagnostics
+                    .error(
+                        node.pos,
+                        "invalid-value",
+                        format!("{what} `{}` is not one of {}", text.value, names.join(", ")),
+                    )
+                    .suggest(
+                        &text.value,
+                        names.iter().copied(),
+                        format!("use one of: {}", names.join(", ")),
+                    );
+                None
+            }
+        }
+    }
+
+    /// A `limits` block; `max_transitions` belongs to the run, so only to `defaults`.
+    pub fn limits(&mut self, node: &Node, run_level: bool) -> Limits {
+        let Some(fields) = self.mapping(node, "limits", LIMITS_KEYS) else {
+            return Limits::default();
+        };
+        let max_transitions = fields.get("max_transitions");
+        if let (Some(value), false) = (max_transitions, run_level) {
+            self.diagnostics
+                .error(
+                    value.pos,
+                    "invalid-limit",
+                    "max_transitions limits the whole run, not one step",
+                )
+                .hint("move it to defaults.limits");
+        }
+        Limits {
+            timeout: fields
+                .get("timeout")
+                .and_then(|value| self.duration(value, "timeout")),
+            idle_timeout: fields
+                .get("idle_timeout")
+                .and_then(|value| self.duration(value, "idle_timeout")),
+            max_turns: fields
+                .get("max_turns")
+                .and_then(|value| self.positive_int(value, "max_turns")),
+            max_budget_usd: fields
+                .get("max_budget_usd")
+                .and_then(|value| self.budget(value)),
+            max_visits: fields
+                .get("max_visits")
+                .and_then(|value| self.positive_int(value, "max_visits")),
+            max_transitions: max_transitions
+                .filter(|_| run_level)
+                .and_then(|value| self.positive_int(value, "max_transitions")),
+        }
+    }
+
+    fn budget(&mut self, node: &Node) -> Option<At<f64>> {
+        let amount = match node.value {
+            Value::Int(number) => number as f64,
+            Value::Float(number) => number,
+            _ => {
+                self.wrong_type(node, "max_budget_usd", "a number of dollars");
+                return None;
+            }
+        };
+        if amount.is_finite() && amount > 0.0 {
+            return Some(At::new(amount, node.pos));
+        }
+        self.diagnostics
+            .error(
+                node.pos,
+                "invalid-limit",
+                "max_budget_usd must be a positive number of dollars",
+            )
+            .hint("e.g. `max_budget_usd: 2.5`");
+        None
+    }
+
+    fn params(&mut self, node: &Node) -> Vec<Param> {
+        let Some(entries) = node.as_map() else {
+            self.wrong_type(
+                node,
+                "params",
+                "a mapping of parameter names to declarations",
+            );
+            return Vec::new();
+        };
+        entries
+            .iter()
+            .filter_map(|(name, declaration)| self.param(name, declaration))
+            .collect()
+    }
+
+    fn param(&mut self, name_node: &Node, declaration: &Node) -> Option<Param> {
+        let name = self.identifier(name_node, "a parameter name")?;
+        let what = format!("parameter `{}`", name.value);
+        let fields = self.mapping(declaration, &what, PARAM_KEYS)?;
+        let param_type = self
+            .required(&fields, "type", &what)
+            .and_then(|value| self.choice(value, "type", &ParamType::NAMES, ParamType::parse))?;
+        let required = fields
+            .get("required")
+            .and_then(|value| self.boolean(value, "required"))
+            .unwrap_or(false);
+        let default = fields.get("default").cloned();
+        if let Some(value) = &default {
+            if required {
+                self.diagnostics
+                    .error(value.pos, "invalid-param", format!("{what} is required and also has a default"))
+                    .hint("a default makes the parameter optional: remove `required: true` or the default");
+            }
+            if !value_has_type(value, param_type.value) {
+                self.diagnostics
+                    .error(
+                        value.pos,
+                        "invalid-param",
+                        format!(
+                            "the default of {what} is {}, not of type {}",
+                            value.value.kind_name(),
+                            param_type.value.name()
+                        ),
+                    )
+                    .hint(format!(
+                        "give a default of type {}",
+                        param_type.value.name()
+                    ));
+            }
+        }
+        let description = fields
+            .get("description")
+            .and_then(|value| self.string(value, "description"));
+        Some(Param {
+            name,
+            param_type,
+            required,
+            default,
+            description,
+        })
+    }
+
+    /// A policy: a `policy.*` reference or an inline mapping.
+    pub fn policy(&mut self, node: &Node) -> Option<At<PolicySpec>> {
+        if let Some(text) = node.as_str() {
+            if is_prompt_reference(text) {
+                return Some(At::new(
+                    PolicySpec::Reference(PromptRef::new(text)),
+                    node.pos,
+                ));
+            }
+            self.diagnostics
+                .error(node.pos, "invalid-value", format!("policy `{text}` is not a prompt reference"))
+                .hint("write a reference like `policy.workspace_safety.v1`, or an inline mapping with allowed_paths/forbidden_paths/forbidden_operations");
+            return None;
+        }
+        let fields = self.mapping(node, "policy", POLICY_KEYS)?;
+        let mut list = |key: &str| {
+            fields
+                .get(key)
+                .map(|value| self.string_list(value, key))
+                .unwrap_or_default()
+        };
+        let allowed_paths = list("allowed_paths");
+        let forbidden_paths = list("forbidden_paths");
+        let forbidden_operations = list("forbidden_operations");
+        let check = fields
+            .get("check")
+            .and_then(|value| self.string(value, "check"));
+        for glob in allowed_paths.iter().chain(&forbidden_paths) {
+            if let Err(error) = globset::GlobBuilder::new(&glob.value)
+                .literal_separator(true)
+                .build()
+            {
+                self.diagnostics
+                    .error(
+                        glob.pos,
+                        "invalid-glob",
+                        format!("`{}` is not a valid glob: {}", glob.value, error.kind()),
+                    )
+                    .hint("`*` matches within one folder, `**` across folders, e.g. `src/**/*.rs`");
+            }
+        }
+        Some(At::new(
+            PolicySpec::Inline(InlinePolicy {
+                allowed_paths,
+                forbidden_paths,
+                forbidden_operations,
+                check,
+            }),
+            node.pos,
+        ))
+    }
+
+    /// A prompt: a library reference or literal text.
+    pub fn prompt(&mut self, node: &Node) -> Option<At<PromptSpec>> {
+        let text = self.string(node, "prompt")?;
+        if text.value.trim().is_empty() {
+            self.diagnostics
+                .error(node.pos, "invalid-value", "prompt is empty")
+                .hint("write a prompt reference like `task.implement_adr.v1`, or the task text itself");
+            return None;
+        }
+        Some(At::new(PromptSpec::classify(&text.value), text.pos))
+    }
+
+    /// `inputs`: a list of context names or a mapping of values.
+    pub fn inputs(&mut self, node: &Node) -> Inputs {
+        match &node.value {
+            Value::Seq(_) => Inputs::Names(self.string_list(node, "inputs")),
+            Value::Str(text) if super::model::is_whole_expression(text) => {
+                Inputs::Expression(node.clone())
+            }
+            Value::Map(entries) => Inputs::Values(
+                entries
+                    .iter()
+                    .filter_map(|(key, value)| {
+                        Some((self.identifier(key, "an input name")?, value.clone()))
+                    })
+                    .collect(),
+            ),
+            _ => {
+                self.wrong_type(
+                    node,
+                    "inputs",
+                    "a list of names, a mapping of values, or one `${{ expression }}`",
+                );
+                Inputs::None
+            }
+        }
+    }
+
+    /// `env`: a mapping of variable names to values.
+    pub fn env(&mut self, node: &Node) -> Vec<(At<String>, Node)> {
+        let Some(entries) = node.as_map() else {
+            self.wrong_type(node, "env", "a mapping of variable names to values");
+            return Vec::new();
+        };
+        entries
+            .iter()
+            .filter_map(|(key, value)| {
+                let name = self.string(key, "an environment variable name")?;
+                let valid = !name.value.is_empty()
+                    && !name.value.starts_with(|ch: char| ch.is_ascii_digit())
+                    && name
+                        .value
+                        .chars()
+                        .all(|ch| ch.is_ascii_alphanumeric() || ch == '_');
+                if !valid {
+                    self.diagnostics
+                        .error(
+                            key.pos,
+                            "invalid-value",
+                            format!("`{}` is not a valid environment variable name", name.value),
+                        )
+                        .hint("use letters, digits and `_`, not starting with a digit");
+                    return None;
+                }
+                Some((name, value.clone()))
+            })
+            .collect()
+    }
+}
+
+/// Whether a YAML value has a parameter type.
+pub fn value_has_type(node: &Node, param_type: ParamType) -> bool {
+    matches!(
+        (&node.value, param_type),
+        (Value::Str(_), ParamType::String)
+            | (Value::Int(_), ParamType::Int)
+            | (Value::Bool(_), ParamType::Bool)
+            | (Value::Seq(_), ParamType::List)
+            | (Value::Map(_), ParamType::Map)
+    )
+}

@@ -1,0 +1,480 @@
+//! Decoding steps: the keys each opcode accepts, its required fields, routes and validators.
+
+use super::decode::Decoder;
+use super::model::{
+    At, Evaluate, Gate, GateKind, Inputs, Limits, NetworkAccess, NodeList, Opcode, Rollback,
+    RollbackTarget, RouteKey, Routes, RunAgent, RunValidation, Step, StepBody, Stop, StopOutcome,
+    ValidatorEntry, ValidatorKind, ValidatorSpec, is_whole_expression,
+};
+use super::yaml::{Node, Value};
+use crate::ids::StepId;
+use crate::outcome::Outcome;
+
+/// Keys every step may hold.
+pub const COMMON_STEP_KEYS: &[&str] =
+    &["id", "opcode", "description", "routes", "allow_unreachable"];
+
+/// Keys an opcode adds to the common ones.
+pub fn opcode_keys(opcode: Opcode) -> &'static [&'static str] {
+    match opcode {
+        Opcode::RunAgent => &[
+            "agent", "prompt", "inputs", "policy", "limits", "cwd", "env",
+        ],
+        Opcode::RunValidation => &["run", "limits", "policy"],
+        Opcode::Evaluate => &["prompt", "allowed_next_steps", "planner", "inputs"],
+        Opcode::Gate => &["gate", "reason", "approvers", "timeout"],
+        Opcode::Rollback => &["target"],
+        Opcode::Stop => &["outcome", "reason"],
+    }
+}
+
+/// Keys of an inline validator.
+pub const VALIDATOR_KEYS: &[&str] = &[
+    "id",
+    "kind",
+    "entrypoint",
+    "args",
+    "cwd",
+    "artifacts",
+    "timeout",
+    "env",
+    "report",
+    "network",
+];
+
+impl Decoder<'_> {
+    /// The `steps` list.
+    pub fn steps(&mut self, node: &Node) -> Vec<Step> {
+        let Some(items) = node.as_seq() else {
+            self.wrong_type(node, "steps", "a list of steps");
+            return Vec::new();
+        };
+        if items.is_empty() {
+            self.diagnostics
+                .error(node.pos, "missing-field", "steps is empty")
+                .hint("a workflow needs at least one step");
+        }
+        items.iter().filter_map(|item| self.step(item)).collect()
+    }
+
+    fn step(&mut self, node: &Node) -> Option<Step> {
+        if node.as_map().is_none() {
+            self.wrong_type(node, "a step", "a mapping with id, opcode and routes");
+            return None;
+        }
+        let id = node
+            .get("id")
+            .and_then(|value| self.identifier(value, "step id"));
+        let owner = id
+            .as_ref()
+            .map_or_else(|| "a step".to_owned(), |id| format!("step `{}`", id.value));
+        if id.is_none() && node.get("id").is_none() {
+            self.diagnostics
+                .error(
+                    node.pos,
+                    "missing-field",
+                    "a step is missing the required key `id`",
+                )
+                .hint("add `id:` with a unique step id");
+        }
+        let opcode = self.opcode(node, &owner)?;
+        let mut allowed: Vec<&str> = COMMON_STEP_KEYS.to_vec();
+        allowed.extend_from_slice(opcode_keys(opcode));
+        let fields = self.mapping(node, &owner, &allowed)?;
+        let routes = match fields.get("routes") {
+            Some(value) => self.routes(value, &owner),
+            None if opcode == Opcode::Stop => Routes::default(),
+            None => {
+                self.diagnostics
+                    .error(
+                        node.pos,
+                        "missing-field",
+                        format!("{owner} is missing the required key `routes`"),
+                    )
+                    .hint(format!(
+                        "map each outcome of {} to a step id or STOP",
+                        opcode.name()
+                    ));
+                Routes::default()
+            }
+        };
+        if opcode == Opcode::Stop
+            && let Some(value) = fields.get("routes")
+        {
+            self.diagnostics
+                .error(
+                    value.pos,
+                    "routes-on-stop",
+                    format!("{owner} is a STOP step and cannot have routes"),
+                )
+                .hint("STOP is terminal: remove `routes`");
+        }
+        let allow_unreachable = fields
+            .get("allow_unreachable")
+            .and_then(|value| self.boolean(value, "allow_unreachable"))
+            .unwrap_or(false);
+        let description = fields
+            .get("description")
+            .and_then(|value| self.string(value, "description"));
+        let body = self.body(opcode, node, &owner)?;
+        let id = id?;
+        Some(Step {
+            id: At::new(StepId::new(id.value), id.pos),
+            pos: node.pos,
+            description,
+            allow_unreachable,
+            routes,
+            body,
+        })
+    }
+
+    fn opcode(&mut self, node: &Node, owner: &str) -> Option<Opcode> {
+        let Some(value) = node.get("opcode") else {
+            self.diagnostics
+                .error(
+                    node.pos,
+                    "missing-field",
+                    format!("{owner} is missing the required key `opcode`"),
+                )
+                .hint(format!("one of: {}", Opcode::NAMES.join(", ")));
+            return None;
+        };
+        self.choice(value, "opcode", &Opcode::NAMES, Opcode::parse)
+            .map(|opcode| opcode.value)
+    }
+
+    fn body(&mut self, opcode: Opcode, node: &Node, owner: &str) -> Option<StepBody> {
+        let field = |key: &str| node.get(key);
+        let limits = |decoder: &mut Self| {
+            field("limits")
+                .map(|value| decoder.limits(value, false))
+                .unwrap_or_default()
+        };
+        let body = match opcode {
+            Opcode::RunAgent => {
+                let agent = self
+                    .required_field(node, "agent", owner)
+                    .and_then(|value| self.string(value, "agent"));
+                let prompt = self
+                    .required_field(node, "prompt", owner)
+                    .and_then(|value| self.prompt(value));
+                let inputs = field("inputs")
+                    .map(|value| self.inputs(value))
+                    .unwrap_or_default();
+                let policy = field("policy").and_then(|value| self.policy(value));
+                let limits = limits(self);
+                let env = field("env")
+                    .map(|value| self.env(value))
+                    .unwrap_or_default();
+                StepBody::RunAgent(RunAgent {
+                    agent: agent?,
+                    prompt: prompt?,
+                    inputs,
+                    policy,
+                    limits,
+                    cwd: field("cwd").cloned(),
+                    env,
+                })
+            }
+            Opcode::RunValidation => {
+                let run = self
+                    .required_field(node, "run", owner)
+                    .map(|value| self.validators(value, owner));
+                let policy = field("policy").and_then(|value| self.policy(value));
+                StepBody::RunValidation(RunValidation {
+                    run: run?,
+                    limits: limits(self),
+                    policy,
+                })
+            }
+            Opcode::Evaluate => self.evaluate(node, owner)?,
+            Opcode::Gate => {
+                let gate = self.required_field(node, "gate", owner).and_then(|value| {
+                    self.choice(value, "gate", &GateKind::NAMES, GateKind::parse)
+                });
+                let approvers = field("approvers")
+                    .map(|value| self.string_list(value, "approvers"))
+                    .unwrap_or_default();
+                let timeout = field("timeout").and_then(|value| self.duration(value, "timeout"));
+                StepBody::Gate(Gate {
+                    gate: gate?,
+                    reason: field("reason").cloned(),
+                    approvers,
+                    timeout,
+                })
+            }
+            Opcode::Rollback => {
+                let target = self
+                    .required_field(node, "target", owner)
+                    .and_then(|value| self.rollback_target(value));
+                StepBody::Rollback(Rollback { target: target? })
+            }
+            Opcode::Stop => {
+                let outcome = field("outcome").and_then(|value| {
+                    self.choice(
+                        value,
+                        "outcome",
+                        &["success", "failure"],
+                        |name| match name {
+                            "success" => Some(StopOutcome::Success),
+                            "failure" => Some(StopOutcome::Failure),
+                            _ => None,
+                        },
+                    )
+                });
+                StepBody::Stop(Stop {
+                    outcome: outcome.map(|at| at.value).unwrap_or_default(),
+                    reason: field("reason").cloned(),
+                })
+            }
+        };
+        Some(body)
+    }
+
+    fn evaluate(&mut self, node: &Node, owner: &str) -> Option<StepBody> {
+        let prompt = self
+            .required_field(node, "prompt", owner)
+            .and_then(|value| self.prompt(value));
+        let allowed = self
+            .required_field(node, "allowed_next_steps", owner)
+            .map(|value| {
+                let Some(items) = value.as_seq() else {
+                    self.wrong_type(value, "allowed_next_steps", "a list of step ids");
+                    return Vec::new();
+                };
+                items
+                    .iter()
+                    .filter_map(|item| self.routing_string(item, "an entry of allowed_next_steps"))
+                    .map(|id| At::new(StepId::new(id.value), id.pos))
+                    .collect()
+            });
+        let planner = node
+            .get("planner")
+            .and_then(|value| self.string(value, "planner"));
+        let inputs = node
+            .get("inputs")
+            .map(|value| self.inputs(value))
+            .unwrap_or(Inputs::None);
+        Some(StepBody::Evaluate(Evaluate {
+            prompt: prompt?,
+            allowed_next_steps: allowed?,
+            planner,
+            inputs,
+        }))
+    }
+
+    fn required_field<'n>(&mut self, node: &'n Node, key: &str, owner: &str) -> Option<&'n Node> {
+        let found = node.get(key);
+        if found.is_none() {
+            let opcode = node
+                .get("opcode")
+                .and_then(Node::as_str)
+                .unwrap_or("this opcode");
+            self.diagnostics
+                .error(
+                    node.pos,
+                    "missing-field",
+                    format!("{owner} is missing the required key `{key}`"),
+                )
+                .hint(format!("{opcode} steps need `{key}`"));
+        }
+        found
+    }
+
+    fn rollback_target(&mut self, node: &Node) -> Option<At<RollbackTarget>> {
+        let text = self.routing_string(node, "target")?;
+        match text.value.as_str() {
+            "pre_run" => Some(At::new(RollbackTarget::PreRun, node.pos)),
+            "pre_step" => Some(At::new(RollbackTarget::PreStep, node.pos)),
+            other if other.starts_with("checkpoint:") => {
+                self.diagnostics
+                    .error(
+                        node.pos,
+                        "reserved-checkpoint",
+                        format!("rollback target `{other}` is reserved and not implemented"),
+                    )
+                    .hint("use `pre_run` or `pre_step`");
+                None
+            }
+            other => {
+                self.diagnostics
+                    .error(
+                        node.pos,
+                        "invalid-value",
+                        format!("rollback target `{other}` is not `pre_run` or `pre_step`"),
+                    )
+                    .suggest(
+                        other,
+                        ["pre_run", "pre_step"],
+                        "use `pre_run` or `pre_step`",
+                    );
+                None
+            }
+        }
+    }
+
+    fn routes(&mut self, node: &Node, owner: &str) -> Routes {
+        let Some(entries) = node.as_map() else {
+            self.wrong_type(node, "routes", "a mapping of outcomes to step ids");
+            return Routes::default();
+        };
+        let mut routes = Routes {
+            entries: Vec::new(),
+            pos: Some(node.pos),
+        };
+        for (key, target) in entries {
+            let Some(name) = self.routing_string(key, "a route key") else {
+                continue;
+            };
+            let Some(target) = self.routing_string(target, "a route target") else {
+                continue;
+            };
+            let route_key = if name.value == "*" {
+                RouteKey::Wildcard
+            } else if let Ok(outcome) = name.value.parse::<Outcome>() {
+                RouteKey::Outcome(outcome)
+            } else {
+                let names = Outcome::ALL.map(Outcome::as_str);
+                self.diagnostics
+                    .error(
+                        key.pos,
+                        "unknown-outcome",
+                        format!(
+                            "`{}` in the routes of {owner} is not an outcome",
+                            name.value
+                        ),
+                    )
+                    .suggest(
+                        &name.value,
+                        names,
+                        format!("outcomes: {}", names.join(", ")),
+                    );
+                continue;
+            };
+            routes.entries.push((
+                At::new(route_key, key.pos),
+                At::new(StepId::new(target.value), target.pos),
+            ));
+        }
+        routes
+    }
+
+    fn validators(&mut self, node: &Node, owner: &str) -> Vec<ValidatorEntry> {
+        let Some(items) = node.as_seq() else {
+            self.wrong_type(node, "run", "a list of validators");
+            return Vec::new();
+        };
+        if items.is_empty() {
+            self.diagnostics
+                .error(
+                    node.pos,
+                    "missing-field",
+                    format!("`run` of {owner} lists no validators"),
+                )
+                .hint("name validators such as `tests`, or give an inline {id, kind, entrypoint}");
+        }
+        items
+            .iter()
+            .filter_map(|item| self.validator(item))
+            .collect()
+    }
+
+    fn validator(&mut self, node: &Node) -> Option<ValidatorEntry> {
+        if node.as_str().is_some() {
+            return self
+                .identifier(node, "a validator name")
+                .map(ValidatorEntry::Named);
+        }
+        let fields = self.mapping(node, "a validator", VALIDATOR_KEYS)?;
+        let id = self
+            .required(&fields, "id", "a validator")
+            .and_then(|value| self.identifier(value, "validator id"));
+        let kind = self
+            .required(&fields, "kind", "a validator")
+            .and_then(|value| {
+                self.choice(value, "kind", &["builtin", "script"], |name| match name {
+                    "builtin" => Some(ValidatorKind::Builtin),
+                    "script" => Some(ValidatorKind::Script),
+                    _ => None,
+                })
+            });
+        let entrypoint = fields.get("entrypoint").cloned();
+        if matches!(
+            kind,
+            Some(At {
+                value: ValidatorKind::Script,
+                ..
+            })
+        ) && entrypoint.is_none()
+        {
+            self.diagnostics
+                .error(
+                    fields.pos,
+                    "missing-field",
+                    "a script validator is missing the required key `entrypoint`",
+                )
+                .hint("e.g. `entrypoint: .tnh/run/${run_id}/harness/harness.py`");
+        }
+        let list = |decoder: &mut Self, key: &str| -> NodeList {
+            match fields.get(key) {
+                Some(value) => match &value.value {
+                    Value::Seq(items) => NodeList::Items(items.clone()),
+                    Value::Str(text) if is_whole_expression(text) => {
+                        NodeList::Expression(value.clone())
+                    }
+                    _ => {
+                        decoder.wrong_type(
+                            value,
+                            key,
+                            "a list (or one `${{ expression }}` giving a list)",
+                        );
+                        NodeList::Absent
+                    }
+                },
+                None => NodeList::Absent,
+            }
+        };
+        let args = list(self, "args");
+        let artifacts = list(self, "artifacts");
+        let timeout = fields
+            .get("timeout")
+            .and_then(|value| self.duration(value, "timeout"));
+        let env = fields
+            .get("env")
+            .map(|value| self.env(value))
+            .unwrap_or_default();
+        let network = fields
+            .get("network")
+            .and_then(|value| {
+                self.choice(value, "network", &["deny", "allow"], |name| match name {
+                    "deny" => Some(NetworkAccess::Deny),
+                    "allow" => Some(NetworkAccess::Allow),
+                    _ => None,
+                })
+            })
+            .map(|at| at.value)
+            .unwrap_or_default();
+        Some(ValidatorEntry::Spec(Box::new(ValidatorSpec {
+            id: id?,
+            kind: kind?,
+            entrypoint,
+            args,
+            cwd: fields.get("cwd").cloned(),
+            artifacts,
+            timeout,
+            env,
+            report: fields.get("report").cloned(),
+            network,
+            pos: node.pos,
+        })))
+    }
+}
+
+/// The limits of a step, when its opcode has any.
+pub fn step_limits(body: &StepBody) -> Option<&Limits> {
+    match body {
+        StepBody::RunAgent(agent) => Some(&agent.limits),
+        StepBody::RunValidation(validation) => Some(&validation.limits),
+        _ => None,
+    }
+}

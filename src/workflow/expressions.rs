@@ -1,0 +1,360 @@
+//! Static checks of `${name}` substitutions, `${{ EXPR }}` expressions and the `script` module:
+//! names exist, expressions are closed, and Rhai code compiles — with errors pointing at the
+//! YAML line and column where the code was written.
+
+use super::diagnostic::Diagnostics;
+use super::model::{Gate, Inputs, PromptSpec, Step, StepBody, Stop, ValidatorEntry, Workflow};
+use super::yaml::{Node, Pos, Value};
+use crate::workflow::diagnostic::nearest;
+
+/// The plain substitution names of DESIGN §3 (besides `params.NAME`).
+pub const SUBSTITUTIONS: [&str; 7] = [
+    "run_id", "run_dir", "step_id", "step_dir", "worktree", "repo", "base_sha",
+];
+
+/// One `${…}` or `${{ … }}` occurrence in a string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece<'t> {
+    /// `${name}`.
+    Substitution {
+        /// The name between the braces.
+        name: &'t str,
+        /// Byte offset of `$` in the string.
+        offset: usize,
+    },
+    /// `${{ expr }}`.
+    Expression {
+        /// The code between the double braces, untrimmed.
+        code: &'t str,
+        /// Byte offset of the code in the string.
+        offset: usize,
+    },
+    /// An opening `${` or `${{` without its closing brace(s).
+    Unclosed {
+        /// Byte offset of `$` in the string.
+        offset: usize,
+    },
+}
+
+/// Finds every substitution and expression in a string, in order.
+pub fn scan(text: &str) -> Vec<Piece<'_>> {
+    let mut pieces = Vec::new();
+    let mut from = 0;
+    while let Some(found) = text[from..].find("${") {
+        let start = from + found;
+        if text[start..].starts_with("${{") {
+            let code_start = start + 3;
+            match text[code_start..].find("}}") {
+                Some(length) => {
+                    pieces.push(Piece::Expression {
+                        code: &text[code_start..code_start + length],
+                        offset: code_start,
+                    });
+                    from = code_start + length + 2;
+                }
+                None => {
+                    pieces.push(Piece::Unclosed { offset: start });
+                    break;
+                }
+            }
+        } else {
+            let name_start = start + 2;
+            match text[name_start..].find('}') {
+                Some(length) => {
+                    pieces.push(Piece::Substitution {
+                        name: &text[name_start..name_start + length],
+                        offset: start,
+                    });
+                    from = name_start + length + 1;
+                }
+                None => {
+                    pieces.push(Piece::Unclosed { offset: start });
+                    break;
+                }
+            }
+        }
+    }
+    pieces
+}
+
+/// Checks expressions and substitutions across a workflow.
+#[derive(Debug)]
+pub struct ExpressionChecker<'a> {
+    lines: Vec<&'a str>,
+    params: Vec<String>,
+    engine: rhai::Engine,
+}
+
+impl<'a> ExpressionChecker<'a> {
+    /// A checker for a workflow read from `source`.
+    pub fn new(source: &'a str, workflow: &Workflow) -> Self {
+        let mut engine = rhai::Engine::new_raw();
+        engine.set_max_expr_depths(64, 32);
+        Self {
+            lines: source.lines().collect(),
+            params: workflow
+                .params
+                .iter()
+                .map(|param| param.name.value.clone())
+                .collect(),
+            engine,
+        }
+    }
+
+    /// Runs every check.
+    pub fn check(&self, workflow: &Workflow, diagnostics: &mut Diagnostics) {
+        if let Some(script) = &workflow.script
+            && let Err(error) = self.engine.compile(&script.value)
+        {
+            let pos = offset_pos(script.pos, error.1.line(), error.1.position());
+            diagnostics
+                .error(
+                    pos,
+                    "script-syntax",
+                    format!("the script does not compile: {}", error.0),
+                )
+                .hint("fix the Rhai code at this position");
+        }
+        for step in &workflow.steps {
+            self.check_step(step, diagnostics);
+        }
+    }
+
+    fn check_step(&self, step: &Step, diagnostics: &mut Diagnostics) {
+        let mut values: Vec<&Node> = Vec::new();
+        match &step.body {
+            StepBody::RunAgent(agent) => {
+                if let PromptSpec::Literal(_) = &agent.prompt.value {
+                    self.check_prompt_text(step, diagnostics);
+                }
+                push_inputs(&agent.inputs, &mut values);
+                values.extend(agent.cwd.iter());
+                values.extend(agent.env.iter().map(|(_, value)| value));
+            }
+            StepBody::RunValidation(validation) => {
+                for entry in &validation.run {
+                    if let ValidatorEntry::Spec(spec) = entry {
+                        values.extend(
+                            spec.entrypoint
+                                .iter()
+                                .chain(spec.args.nodes())
+                                .chain(spec.artifacts.nodes())
+                                .chain(spec.cwd.iter())
+                                .chain(spec.report.iter()),
+                        );
+                        values.extend(spec.env.iter().map(|(_, value)| value));
+                    }
+                }
+            }
+            StepBody::Evaluate(evaluate) => push_inputs(&evaluate.inputs, &mut values),
+            StepBody::Gate(Gate { reason, .. }) | StepBody::Stop(Stop { reason, .. }) => {
+                values.extend(reason.iter())
+            }
+            StepBody::Rollback(_) => {}
+        }
+        for value in values {
+            self.check_node(value, diagnostics);
+        }
+    }
+
+    fn check_prompt_text(&self, step: &Step, diagnostics: &mut Diagnostics) {
+        let StepBody::RunAgent(agent) = &step.body else {
+            return;
+        };
+        let PromptSpec::Literal(text) = &agent.prompt.value else {
+            return;
+        };
+        for piece in scan(text) {
+            if let Piece::Expression { offset, .. } = piece {
+                diagnostics
+                    .error(
+                        self.locate(agent.prompt.pos, text, offset),
+                        "expression-not-allowed",
+                        "prompt text allows `${name}` substitution, not `${{ … }}` expressions",
+                    )
+                    .hint("compute the value in `inputs` and refer to it from a prompt template");
+            }
+        }
+        self.check_text(agent.prompt.pos, text, diagnostics, false);
+    }
+
+    fn check_node(&self, node: &Node, diagnostics: &mut Diagnostics) {
+        match &node.value {
+            Value::Str(text) => self.check_text(node.pos, text, diagnostics, true),
+            Value::Seq(items) => items
+                .iter()
+                .for_each(|item| self.check_node(item, diagnostics)),
+            Value::Map(entries) => entries
+                .iter()
+                .for_each(|(_, value)| self.check_node(value, diagnostics)),
+            _ => {}
+        }
+    }
+
+    fn check_text(&self, pos: Pos, text: &str, diagnostics: &mut Diagnostics, expressions: bool) {
+        for piece in scan(text) {
+            match piece {
+                Piece::Unclosed { offset } => diagnostics
+                    .error(
+                        self.locate(pos, text, offset),
+                        "unclosed-expression",
+                        "`${` is not closed",
+                    )
+                    .hint("close `${name}` with `}` and `${{ expr }}` with `}}`"),
+                Piece::Substitution { name, offset } => {
+                    self.check_substitution(name, self.locate(pos, text, offset), diagnostics)
+                }
+                Piece::Expression { code, offset } if expressions => {
+                    self.check_expression(code, self.locate(pos, text, offset), diagnostics);
+                }
+                Piece::Expression { .. } => {}
+            }
+        }
+    }
+
+    fn check_substitution(&self, name: &str, pos: Pos, diagnostics: &mut Diagnostics) {
+        if let Some(param) = name.strip_prefix("params.") {
+            self.check_param(param, pos, diagnostics);
+            return;
+        }
+        if !SUBSTITUTIONS.contains(&name) {
+            let mut candidates: Vec<String> = SUBSTITUTIONS
+                .iter()
+                .map(|name| (*name).to_owned())
+                .collect();
+            candidates.extend(self.params.iter().map(|param| format!("params.{param}")));
+            diagnostics
+                .error(
+                    pos,
+                    "unknown-substitution",
+                    format!("`${{{name}}}` is not a known substitution"),
+                )
+                .suggest(
+                    name,
+                    candidates.iter().map(String::as_str),
+                    format!("known: {}, params.NAME", SUBSTITUTIONS.join(", ")),
+                );
+        }
+    }
+
+    fn check_param(&self, param: &str, pos: Pos, diagnostics: &mut Diagnostics) {
+        if self.params.iter().any(|declared| declared == param) {
+            return;
+        }
+        let hinted = diagnostics.error(
+            pos,
+            "unknown-param",
+            format!("parameter `{param}` is not declared in `params`"),
+        );
+        match nearest(param, self.params.iter().map(String::as_str)) {
+            Some(best) => hinted.hint(format!("did you mean `params.{best}`?")),
+            None => hinted.hint(format!(
+                "declare it under `params:` with a type, e.g. `{param}: {{type: string}}`"
+            )),
+        }
+    }
+
+    fn check_expression(&self, code: &str, pos: Pos, diagnostics: &mut Diagnostics) {
+        if code.trim().is_empty() {
+            diagnostics
+                .error(pos, "script-syntax", "the expression `${{ }}` is empty")
+                .hint("write a Rhai expression between the braces");
+            return;
+        }
+        if let Err(error) = self.engine.compile_expression(code) {
+            diagnostics
+                .error(offset_pos(pos, error.1.line(), error.1.position()), "script-syntax", format!("the expression does not compile: {}", error.0))
+                .hint("`${{ … }}` holds one Rhai expression; put statements in a `script` function and call it");
+            return;
+        }
+        for (offset, _) in code.match_indices("params.") {
+            let preceded_by_identifier = code[..offset]
+                .chars()
+                .next_back()
+                .is_some_and(|ch| ch.is_alphanumeric() || ch == '_' || ch == '.');
+            if preceded_by_identifier {
+                continue;
+            }
+            let rest = &code[offset + "params.".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|ch| ch.is_alphanumeric() || *ch == '_')
+                .collect();
+            if !name.is_empty() {
+                self.check_param(
+                    &name,
+                    Pos::new(pos.line, pos.column + char_count(&code[..offset])),
+                    diagnostics,
+                );
+            }
+        }
+    }
+
+    /// The position of byte `offset` of a scalar that starts at `pos`, when the scalar is on one
+    /// line of the source; otherwise the scalar's own position.
+    fn locate(&self, pos: Pos, text: &str, offset: usize) -> Pos {
+        let Some(line) = self.lines.get(pos.line.saturating_sub(1) as usize) else {
+            return pos;
+        };
+        let start: usize = line
+            .chars()
+            .take(pos.column.saturating_sub(1) as usize)
+            .map(char::len_utf8)
+            .sum();
+        let quoted = line[start..].starts_with(['"', '\'']);
+        let first_line = text.lines().next().unwrap_or_default();
+        if text.contains('\n') || offset > first_line.len() || !line[start..].contains(first_line) {
+            return pos;
+        }
+        let extra = u32::from(quoted);
+        Pos::new(pos.line, pos.column + extra + char_count(&text[..offset]))
+    }
+}
+
+fn push_inputs<'w>(inputs: &'w Inputs, values: &mut Vec<&'w Node>) {
+    match inputs {
+        Inputs::Values(entries) => values.extend(entries.iter().map(|(_, value)| value)),
+        Inputs::Expression(node) => values.push(node),
+        Inputs::Names(_) | Inputs::None => {}
+    }
+}
+
+fn char_count(text: &str) -> u32 {
+    u32::try_from(text.chars().count()).unwrap_or(u32::MAX)
+}
+
+/// Maps a Rhai position (1-based line and column inside the code) onto the file.
+fn offset_pos(start: Pos, line: Option<usize>, column: Option<usize>) -> Pos {
+    let line = u32::try_from(line.unwrap_or(1)).unwrap_or(1).max(1);
+    let column = u32::try_from(column.unwrap_or(1)).unwrap_or(1).max(1);
+    if line == 1 {
+        Pos::new(start.line, start.column + column - 1)
+    } else {
+        Pos::new(start.line + line - 1, start.column + column - 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scan_finds_substitutions_expressions_and_unclosed_openings() {
+        assert_eq!(
+            scan("a ${run_id} b ${{ params.x + 1 }} c"),
+            vec![
+                Piece::Substitution {
+                    name: "run_id",
+                    offset: 2
+                },
+                Piece::Expression {
+                    code: " params.x + 1 ",
+                    offset: 17
+                },
+            ]
+        );
+        assert_eq!(scan("x ${{ 1 + 2"), vec![Piece::Unclosed { offset: 2 }]);
+        assert_eq!(scan("x ${run_id"), vec![Piece::Unclosed { offset: 2 }]);
+        assert!(scan("plain $HOME text").is_empty());
+    }
+}

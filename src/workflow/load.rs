@@ -1,0 +1,142 @@
+//! Reading a workflow file and running every check on it: parse, decode, validate.
+
+use std::path::Path;
+
+use super::decode::decode_workflow;
+use super::diagnostic::{Diagnostic, Diagnostics};
+use super::expressions::ExpressionChecker;
+use super::model::Workflow;
+use super::validate::{KnownNames, validate_workflow};
+use super::yaml::{self, Pos};
+
+/// The result of checking one workflow file.
+#[derive(Debug)]
+pub struct CheckedWorkflow {
+    /// Every problem found, sorted by position.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The decoded workflow, when decoding got that far (it may still have errors).
+    pub workflow: Option<Workflow>,
+    /// False when the file could not be read at all (a missing file, a directory).
+    pub readable: bool,
+}
+
+impl CheckedWorkflow {
+    /// True when no error (warnings allowed) was found.
+    pub fn is_valid(&self) -> bool {
+        self.readable
+            && self.workflow.is_some()
+            && !self
+                .diagnostics
+                .iter()
+                .any(|item| item.severity == super::diagnostic::Severity::Error)
+    }
+}
+
+/// Reads and checks a workflow file. `display` names the file in diagnostics.
+pub fn check_file(path: &Path, display: &str, known: &KnownNames) -> CheckedWorkflow {
+    let mut diagnostics = Diagnostics::new(display);
+    let bytes = match read_bounded(path) {
+        Ok(bytes) => bytes,
+        Err(problem) => {
+            diagnostics
+                .error(Pos::new(1, 1), problem.code, problem.message)
+                .hint(problem.hint);
+            return CheckedWorkflow {
+                diagnostics: diagnostics.into_sorted(),
+                workflow: None,
+                readable: problem.code != "read-error",
+            };
+        }
+    };
+    let workflow = check_bytes(&bytes, known, &mut diagnostics);
+    CheckedWorkflow {
+        diagnostics: diagnostics.into_sorted(),
+        workflow,
+        readable: true,
+    }
+}
+
+/// Checks workflow text already in memory.
+pub fn check_bytes(
+    bytes: &[u8],
+    known: &KnownNames,
+    diagnostics: &mut Diagnostics,
+) -> Option<Workflow> {
+    let root = match yaml::parse(bytes) {
+        Ok(root) => root,
+        Err(error) => {
+            let hinted = diagnostics.error(error.pos, error.code, error.message);
+            if let Some(hint) = error.hint {
+                hinted.hint(hint);
+            }
+            return None;
+        }
+    };
+    let workflow = decode_workflow(&root, diagnostics)?;
+    validate_workflow(&workflow, known, diagnostics);
+    // Parsing succeeded, so the bytes are UTF-8.
+    let source = std::str::from_utf8(bytes).unwrap_or_default();
+    ExpressionChecker::new(source, &workflow).check(&workflow, diagnostics);
+    Some(workflow)
+}
+
+/// Why a file's bytes were not checked.
+struct ReadProblem {
+    code: &'static str,
+    message: String,
+    hint: String,
+}
+
+fn read_error(message: String, hint: &str) -> ReadProblem {
+    ReadProblem {
+        code: "read-error",
+        message,
+        hint: hint.to_owned(),
+    }
+}
+
+/// Reads a file, refusing directories and anything larger than the parser accepts, without
+/// reading more than that into memory.
+fn read_bounded(path: &Path) -> Result<Vec<u8>, ReadProblem> {
+    use std::io::Read;
+    let shown = path.display();
+    let metadata = std::fs::metadata(path).map_err(|error| {
+        read_error(
+            format!("cannot read `{shown}`: {error}"),
+            "check the path; pass workflow .yaml files",
+        )
+    })?;
+    if metadata.is_dir() {
+        return Err(read_error(
+            format!("`{shown}` is a directory, not a workflow file"),
+            "pass the workflow's .yaml file(s), e.g. `dir/*.yaml`",
+        ));
+    }
+    let file = std::fs::File::open(path).map_err(|error| {
+        read_error(
+            format!("cannot open `{shown}`: {error}"),
+            "check the file's permissions",
+        )
+    })?;
+    let limit = yaml::MAX_DOCUMENT_BYTES as u64 + 1;
+    let mut bytes = Vec::new();
+    file.take(limit).read_to_end(&mut bytes).map_err(|error| {
+        read_error(
+            format!("cannot read `{shown}`: {error}"),
+            "check the file's permissions",
+        )
+    })?;
+    if bytes.len() as u64 == limit {
+        // The real size comes from the metadata: the rest of the file is never read.
+        return Err(ReadProblem {
+            code: "file-too-large",
+            message: format!(
+                "the file is {} bytes; workflow files are limited to {} bytes",
+                metadata.len(),
+                yaml::MAX_DOCUMENT_BYTES
+            ),
+            hint: "split the workflow or move large data into files it references".to_owned(),
+        });
+    }
+    Ok(bytes)
+}

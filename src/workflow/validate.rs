@@ -1,0 +1,427 @@
+//! Static validation: every rule that can be checked before anything runs (OA04 §3, §7, §10
+//! weak form; DESIGN §3–§4). All problems are reported, not just the first.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use super::diagnostic::Diagnostics;
+use super::model::{
+    Opcode, RouteKey, Step, StepBody, ValidatorEntry, ValidatorKind, Workflow, producible_outcomes,
+    routable_outcomes,
+};
+use crate::outcome::Outcome;
+
+/// Names defined outside the workflow (built-ins and `.tnh/config.yaml`).
+#[derive(Debug, Clone)]
+pub struct KnownNames {
+    /// Agent profiles.
+    pub agents: Vec<String>,
+    /// Registered validators.
+    pub validators: Vec<String>,
+    /// Planner profiles.
+    pub planners: Vec<String>,
+}
+
+impl Default for KnownNames {
+    fn default() -> Self {
+        let owned = |names: &[&str]| names.iter().map(|name| (*name).to_owned()).collect();
+        Self {
+            agents: owned(&["claude-code", "claude", "codex"]),
+            validators: owned(&["tests", "lint", "typecheck"]),
+            planners: owned(&["default", "rules"]),
+        }
+    }
+}
+
+/// Checks a decoded workflow against every static rule.
+pub fn validate_workflow(workflow: &Workflow, known: &KnownNames, diagnostics: &mut Diagnostics) {
+    let index = step_index(workflow, diagnostics);
+    check_entry_step(workflow, &index, diagnostics);
+    for step in &workflow.steps {
+        check_reserved_stop(step, diagnostics);
+        check_routes(step, &index, diagnostics);
+        if let StepBody::Evaluate(_) = &step.body {
+            check_evaluate(step, &index, diagnostics);
+        }
+        check_names(step, known, diagnostics);
+    }
+    if workflow
+        .defaults
+        .planner
+        .as_ref()
+        .is_some_and(|planner| !known.planners.contains(&planner.value))
+        && let Some(planner) = &workflow.defaults.planner
+    {
+        unknown_name(
+            diagnostics,
+            planner.pos,
+            "unknown-planner",
+            "planner",
+            &planner.value,
+            &known.planners,
+            "planners:",
+        );
+    }
+    check_reachability(workflow, &index, diagnostics);
+    check_golden_gate(workflow, &index, diagnostics);
+}
+
+/// Step id → step, reporting duplicates (the first definition wins).
+fn step_index<'w>(
+    workflow: &'w Workflow,
+    diagnostics: &mut Diagnostics,
+) -> HashMap<&'w str, &'w Step> {
+    let mut index: HashMap<&str, &Step> = HashMap::with_capacity(workflow.steps.len());
+    for step in &workflow.steps {
+        let id = step.id.value.as_str();
+        if let Some(first) = index.get(id) {
+            diagnostics
+                .error(
+                    step.id.pos,
+                    "duplicate-step-id",
+                    format!("step id `{id}` is used twice"),
+                )
+                .hint(format!(
+                    "the first step `{id}` is at line {}; step ids must be unique",
+                    first.id.pos.line
+                ));
+        } else {
+            index.insert(id, step);
+        }
+    }
+    index
+}
+
+fn check_entry_step(
+    workflow: &Workflow,
+    index: &HashMap<&str, &Step>,
+    diagnostics: &mut Diagnostics,
+) {
+    let entry = &workflow.entry_step;
+    if entry.value.as_str().is_empty() || index.contains_key(entry.value.as_str()) {
+        return;
+    }
+    diagnostics
+        .error(
+            entry.pos,
+            "unknown-entry-step",
+            format!(
+                "entry_step `{}` is not a step of this workflow",
+                entry.value
+            ),
+        )
+        .suggest(
+            entry.value.as_str(),
+            index.keys().copied(),
+            "name the first step to run",
+        );
+}
+
+fn check_reserved_stop(step: &Step, diagnostics: &mut Diagnostics) {
+    if step.id.value.is_stop() && step.body.opcode() != Opcode::Stop {
+        diagnostics
+            .error(
+                step.id.pos,
+                "reserved-stop-id",
+                "a step named `STOP` must have opcode STOP",
+            )
+            .hint("`STOP` is the terminal target; rename this step");
+    }
+}
+
+fn target_exists(target: &str, index: &HashMap<&str, &Step>) -> bool {
+    target == "STOP" || index.contains_key(target)
+}
+
+fn check_routes(step: &Step, index: &HashMap<&str, &Step>, diagnostics: &mut Diagnostics) {
+    let opcode = step.body.opcode();
+    if opcode == Opcode::Stop {
+        // Routes on STOP are reported once, as routes-on-stop, by the decoder.
+        return;
+    }
+    let routable = routable_outcomes(&step.body);
+    for (key, target) in &step.routes.entries {
+        match key.value {
+            RouteKey::Outcome(outcome) if !routable.contains(&outcome) => {
+                let names: Vec<&str> = routable.iter().map(|outcome| outcome.as_str()).collect();
+                diagnostics
+                    .error(key.pos, "foreign-route-key", format!("{} steps never produce `{outcome}`", opcode.name()))
+                    .suggest(outcome.as_str(), names.iter().copied(), format!("{} outcomes: {}", opcode.name(), names.join(", ")));
+            }
+            RouteKey::Wildcard if opcode == Opcode::Evaluate => diagnostics
+                .error(key.pos, "wildcard-on-evaluate", "EVALUATE steps cannot use the `*` route")
+                .hint("route each planner status (success, partial, blocked, unsafe, needs_human) explicitly"),
+            _ => {}
+        }
+        if !target_exists(target.value.as_str(), index) {
+            diagnostics
+                .error(
+                    target.pos,
+                    "unknown-target",
+                    format!("route target `{}` is not a step", target.value),
+                )
+                .suggest(
+                    target.value.as_str(),
+                    index.keys().copied().chain(["STOP"]),
+                    "route to an existing step id or STOP",
+                );
+        }
+    }
+    if step.routes.pos.is_none() {
+        return;
+    }
+    let missing: Vec<&str> = producible_outcomes(&step.body)
+        .into_iter()
+        .filter(|outcome| {
+            step.routes.target(*outcome).is_none()
+                || (opcode == Opcode::Evaluate && !step.routes.lists(*outcome))
+        })
+        .map(Outcome::as_str)
+        .collect();
+    if !missing.is_empty() {
+        let pos = step.routes.pos.unwrap_or(step.pos);
+        diagnostics
+            .error(
+                pos,
+                "missing-route",
+                format!(
+                    "step `{}` has no route for {}",
+                    step.id.value,
+                    missing.join(", ")
+                ),
+            )
+            .hint(if opcode == Opcode::Evaluate {
+                "EVALUATE must route every planner status".to_owned()
+            } else {
+                "add a route for each, or `\"*\": <step>` for every outcome not listed".to_string()
+            });
+    }
+}
+
+fn check_evaluate(step: &Step, index: &HashMap<&str, &Step>, diagnostics: &mut Diagnostics) {
+    let StepBody::Evaluate(evaluate) = &step.body else {
+        return;
+    };
+    let allowed: HashSet<&str> = evaluate
+        .allowed_next_steps
+        .iter()
+        .map(|id| id.value.as_str())
+        .collect();
+    for id in &evaluate.allowed_next_steps {
+        if !target_exists(id.value.as_str(), index) {
+            diagnostics
+                .error(
+                    id.pos,
+                    "unknown-target",
+                    format!("allowed next step `{}` is not a step", id.value),
+                )
+                .suggest(
+                    id.value.as_str(),
+                    index.keys().copied().chain(["STOP"]),
+                    "list existing step ids or STOP",
+                );
+        }
+    }
+    for (key, target) in &step.routes.entries {
+        let RouteKey::Outcome(status) = key.value else {
+            continue;
+        };
+        let target_id = target.value.as_str();
+        if target_id != "STOP" && !allowed.contains(target_id) {
+            diagnostics
+                .error(target.pos, "route-not-allowed", format!("status `{status}` routes to `{target_id}`, which is not in allowed_next_steps"))
+                .hint(format!("add `{target_id}` to allowed_next_steps or route to one of them"));
+        }
+        let target_opcode = index.get(target_id).map(|step| step.body.opcode());
+        let legal = |opcode: Opcode| {
+            target_id == "STOP"
+                || target_opcode == Some(opcode)
+                || target_opcode == Some(Opcode::Stop)
+        };
+        if status == Outcome::Unsafe && !legal(Opcode::Rollback) {
+            diagnostics
+                .error(
+                    target.pos,
+                    "unsafe-route",
+                    format!("`unsafe` must route to a ROLLBACK or STOP step, not `{target_id}`"),
+                )
+                .hint("an unsafe change is rolled back or the run stops (OA04 §3)");
+        }
+        if status == Outcome::NeedsHuman && !legal(Opcode::Gate) {
+            diagnostics
+                .error(
+                    target.pos,
+                    "needs-human-route",
+                    format!("`needs_human` must route to a GATE or STOP step, not `{target_id}`"),
+                )
+                .hint("a human decision goes through a GATE (OA04 §3)");
+        }
+    }
+}
+
+fn unknown_name(
+    diagnostics: &mut Diagnostics,
+    pos: super::yaml::Pos,
+    code: &'static str,
+    what: &str,
+    name: &str,
+    known: &[String],
+    config_section: &str,
+) {
+    diagnostics
+        .error(pos, code, format!("{what} `{name}` is not defined"))
+        .suggest(
+            name,
+            known.iter().map(String::as_str),
+            format!(
+                "known: {}; define others under `{config_section}` in .tnh/config.yaml",
+                known.join(", ")
+            ),
+        );
+}
+
+fn check_names(step: &Step, known: &KnownNames, diagnostics: &mut Diagnostics) {
+    match &step.body {
+        StepBody::RunAgent(agent) if !known.agents.contains(&agent.agent.value) => {
+            unknown_name(
+                diagnostics,
+                agent.agent.pos,
+                "unknown-agent",
+                "agent profile",
+                &agent.agent.value,
+                &known.agents,
+                "agents:",
+            );
+        }
+        StepBody::Evaluate(evaluate) => {
+            if let Some(planner) = evaluate
+                .planner
+                .as_ref()
+                .filter(|planner| !known.planners.contains(&planner.value))
+            {
+                unknown_name(
+                    diagnostics,
+                    planner.pos,
+                    "unknown-planner",
+                    "planner",
+                    &planner.value,
+                    &known.planners,
+                    "planners:",
+                );
+            }
+        }
+        StepBody::RunValidation(validation) => {
+            let mut seen: HashMap<&str, u32> = HashMap::new();
+            for entry in &validation.run {
+                let id = entry.id();
+                if let Some(line) = seen.insert(id.value.as_str(), id.pos.line) {
+                    diagnostics
+                        .error(
+                            id.pos,
+                            "duplicate-validator-id",
+                            format!(
+                                "validator `{}` appears twice in step `{}`",
+                                id.value, step.id.value
+                            ),
+                        )
+                        .hint(format!(
+                            "the first is at line {line}; give each validator a unique id"
+                        ));
+                }
+                let registered = match entry {
+                    ValidatorEntry::Named(_) => true,
+                    ValidatorEntry::Spec(spec) => spec.kind.value == ValidatorKind::Builtin,
+                };
+                if registered && !known.validators.contains(&id.value) {
+                    unknown_name(
+                        diagnostics,
+                        id.pos,
+                        "unknown-validator",
+                        "validator",
+                        &id.value,
+                        &known.validators,
+                        "validators:",
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The ids of the steps a step can route to (STOP excluded).
+fn successors(step: &Step) -> impl Iterator<Item = &str> {
+    step.routes
+        .entries
+        .iter()
+        .map(|(_, target)| target.value.as_str())
+        .filter(|target| *target != "STOP")
+}
+
+/// Every step reachable from `start`, `start` included.
+fn reachable_from<'w>(start: &'w str, index: &HashMap<&'w str, &'w Step>) -> HashSet<&'w str> {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut queue: VecDeque<&str> = VecDeque::from([start]);
+    while let Some(id) = queue.pop_front() {
+        let Some(step) = index.get(id) else { continue };
+        if seen.insert(id) {
+            queue.extend(successors(step).filter(|next| !seen.contains(next)));
+        }
+    }
+    seen
+}
+
+fn check_reachability(
+    workflow: &Workflow,
+    index: &HashMap<&str, &Step>,
+    diagnostics: &mut Diagnostics,
+) {
+    let entry = workflow.entry_step.value.as_str();
+    if !index.contains_key(entry) {
+        return;
+    }
+    let reached = reachable_from(entry, index);
+    for step in &workflow.steps {
+        let id = step.id.value.as_str();
+        // A step named STOP is the bare STOP target: routes reach it without naming it.
+        if reached.contains(id) || step.allow_unreachable || step.id.value.is_stop() {
+            continue;
+        }
+        diagnostics
+            .error(
+                step.id.pos,
+                "unreachable-step",
+                format!("step `{id}` cannot be reached from entry_step `{entry}`"),
+            )
+            .hint("route to it from another step, remove it, or mark it `allow_unreachable: true`");
+    }
+}
+
+/// OA04 §10, weak form: a workflow that runs script validators (which may propose goldens)
+/// must be able to reach a GATE after them.
+fn check_golden_gate(
+    workflow: &Workflow,
+    index: &HashMap<&str, &Step>,
+    diagnostics: &mut Diagnostics,
+) {
+    for step in &workflow.steps {
+        let StepBody::RunValidation(validation) = &step.body else {
+            continue;
+        };
+        let Some(script) = validation.run.iter().find_map(|entry| match entry {
+            ValidatorEntry::Spec(spec) if spec.kind.value == ValidatorKind::Script => Some(spec),
+            _ => None,
+        }) else {
+            continue;
+        };
+        let reached = reachable_from(step.id.value.as_str(), index);
+        let gate_reachable = reached
+            .iter()
+            .filter_map(|id| index.get(id))
+            .any(|candidate| candidate.body.opcode() == Opcode::Gate);
+        if !gate_reachable {
+            diagnostics
+                .error(script.kind.pos, "golden-gate-missing", format!("script validator `{}` may propose goldens, but no GATE is reachable after step `{}`", script.id.value, step.id.value))
+                .hint("route the evaluation path through a blocking GATE (e.g. gate: requires_approval) before success (OA04 §10)");
+        }
+    }
+}

@@ -1,0 +1,726 @@
+//! A YAML document as a tree of nodes that each know their line and column.
+//!
+//! Workflows are decoded from this tree rather than straight into typed structs so that one
+//! pass can report *every* problem (an unknown key here, a wrong type there) with its position,
+//! instead of stopping at the first one as a serde derive would.
+//!
+//! The tree is built from the events of `granit-parser` (the YAML 1.2 parser under
+//! serde-saphyr) without recursion: serde's recursive descent with spans cost more than twice
+//! the parse itself and deep stacks. Parsing is bounded: a size cap, a nesting cap, one
+//! document per file, and a cap on the nodes that aliases may expand to (alias bombs).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use granit_parser::{Event, ScalarStyle, ScanError};
+
+/// The largest workflow file accepted, in bytes.
+pub const MAX_DOCUMENT_BYTES: usize = 8 * 1024 * 1024;
+
+/// How deeply collections may nest. A workflow needs about ten levels; the cap also bounds
+/// every later recursive walk of the tree.
+pub const MAX_DEPTH: usize = 32;
+
+/// The most nodes a document may hold (a 10,000-step workflow has about 300,000).
+pub const MAX_NODES: usize = 1_000_000;
+
+/// The most nodes aliases may copy in all: legitimate workflows alias little, and an alias
+/// bomb is stopped long before it costs memory.
+pub const MAX_ALIAS_NODES: usize = 100_000;
+
+/// A 1-based line and column in a source file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
+pub struct Pos {
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column, in characters.
+    pub column: u32,
+}
+
+impl Pos {
+    /// A position from 1-based coordinates.
+    pub fn new(line: u32, column: u32) -> Self {
+        Self { line, column }
+    }
+}
+
+impl fmt::Display for Pos {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "{}:{}", self.line, self.column)
+    }
+}
+
+/// A YAML node and where it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// Where the node starts in the source.
+    pub pos: Pos,
+    /// What the node holds.
+    pub value: Value,
+}
+
+/// The value of a node. Mappings keep their source order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// `~`, `null` or nothing.
+    Null,
+    /// `true` / `false`.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A floating-point number.
+    Float(f64),
+    /// A string scalar.
+    Str(String),
+    /// A sequence.
+    Seq(Vec<Node>),
+    /// A mapping, in source order.
+    Map(Vec<(Node, Node)>),
+}
+
+impl Value {
+    /// A short name of the value's kind, for "expected X, found Y" messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Int(_) => "an integer",
+            Value::Float(_) => "a number",
+            Value::Str(_) => "a string",
+            Value::Seq(_) => "a list",
+            Value::Map(_) => "a mapping",
+        }
+    }
+}
+
+impl Node {
+    /// The string, when the node is a string scalar.
+    pub fn as_str(&self) -> Option<&str> {
+        match &self.value {
+            Value::Str(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The entries, when the node is a mapping.
+    pub fn as_map(&self) -> Option<&[(Node, Node)]> {
+        match &self.value {
+            Value::Map(entries) => Some(entries),
+            _ => None,
+        }
+    }
+
+    /// The items, when the node is a sequence.
+    pub fn as_seq(&self) -> Option<&[Node]> {
+        match &self.value {
+            Value::Seq(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    /// Looks up a string key in a mapping node.
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        self.as_map()?
+            .iter()
+            .find(|(name, _)| name.as_str() == Some(key))
+            .map(|(_, value)| value)
+    }
+
+    /// The node as JSON (mapping keys rendered as text), for schema checks and artifacts.
+    pub fn to_json(&self) -> serde_json::Value {
+        match &self.value {
+            Value::Null => serde_json::Value::Null,
+            Value::Bool(flag) => serde_json::Value::Bool(*flag),
+            Value::Int(number) => serde_json::Value::from(*number),
+            Value::Float(number) => serde_json::Number::from_f64(*number)
+                .map_or(serde_json::Value::Null, serde_json::Value::Number),
+            Value::Str(text) => serde_json::Value::String(text.clone()),
+            Value::Seq(items) => items.iter().map(Node::to_json).collect(),
+            Value::Map(entries) => serde_json::Value::Object(
+                entries
+                    .iter()
+                    .map(|(key, value)| (key.scalar_text(), value.to_json()))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// A scalar rendered as text (used for mapping keys that are not strings).
+    pub fn scalar_text(&self) -> String {
+        match &self.value {
+            Value::Null => "null".to_owned(),
+            Value::Bool(flag) => flag.to_string(),
+            Value::Int(number) => number.to_string(),
+            Value::Float(number) => number.to_string(),
+            Value::Str(text) => text.clone(),
+            Value::Seq(_) => "[…]".to_owned(),
+            Value::Map(_) => "{…}".to_owned(),
+        }
+    }
+}
+
+/// Why a document could not be parsed at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    /// Where the problem is (1:1 when it concerns the whole file).
+    pub pos: Pos,
+    /// Stable diagnostic code.
+    pub code: &'static str,
+    /// What is wrong.
+    pub message: String,
+    /// What to do.
+    pub hint: Option<String>,
+}
+
+impl ParseError {
+    fn new(pos: Pos, code: &'static str, message: impl Into<String>, hint: &str) -> Self {
+        Self {
+            pos,
+            code,
+            message: message.into(),
+            hint: Some(hint.to_owned()),
+        }
+    }
+
+    fn limit(pos: Pos, what: &str) -> Self {
+        Self::new(
+            pos,
+            "yaml-limits",
+            format!("the document exceeds a parsing limit ({what})"),
+            "workflows are small documents: nesting depth, alias expansion and document count are bounded",
+        )
+    }
+}
+
+/// Parses bytes into a node tree, refusing what is not bounded, UTF-8 text YAML.
+pub fn parse(bytes: &[u8]) -> Result<Node, ParseError> {
+    if bytes.len() > MAX_DOCUMENT_BYTES {
+        return Err(ParseError::new(
+            Pos::new(1, 1),
+            "file-too-large",
+            format!(
+                "the file is {} bytes; workflow files are limited to {} bytes",
+                bytes.len(),
+                MAX_DOCUMENT_BYTES
+            ),
+            "split the workflow or move large data into files it references",
+        ));
+    }
+    let text = decode_text(bytes)?;
+    if text
+        .lines()
+        .all(|line| line.trim().is_empty() || line.trim_start().starts_with('#'))
+    {
+        return Err(ParseError::new(
+            Pos::new(1, 1),
+            "empty-document",
+            "the file is empty",
+            "a workflow needs workflow_id, version, description, entry_step and steps",
+        ));
+    }
+    let options = granit_parser::options! {
+        emit_comments: false,
+        flow_nesting_limit: MAX_DEPTH,
+        block_nesting_limit: MAX_DEPTH + 1,
+    };
+    let mut builder = TreeBuilder::default();
+    for item in granit_parser::Parser::new_from_str_with_options(text, options) {
+        let (event, span) = item.map_err(|error| scan_error(&error, text))?;
+        let pos = Pos::new(
+            saturate(span.start.line() as u64),
+            saturate(span.start.col() as u64 + 1),
+        );
+        builder.event(event, pos)?;
+    }
+    builder.root.ok_or_else(|| {
+        ParseError::new(
+            Pos::new(1, 1),
+            "empty-document",
+            "the file holds no YAML document",
+            "a workflow is one YAML mapping",
+        )
+    })
+}
+
+/// A collection being built.
+enum Frame {
+    Seq {
+        pos: Pos,
+        anchor: usize,
+        items: Vec<Node>,
+    },
+    Map {
+        pos: Pos,
+        anchor: usize,
+        entries: Vec<(Node, Node)>,
+        key: Option<Node>,
+        seen: Option<HashSet<String>>,
+    },
+}
+
+/// Turns parser events into a tree without recursion, enforcing the limits.
+#[derive(Default)]
+struct TreeBuilder {
+    stack: Vec<Frame>,
+    anchors: HashMap<usize, (Node, usize)>,
+    root: Option<Node>,
+    documents: usize,
+    nodes: usize,
+    alias_nodes: usize,
+}
+
+impl TreeBuilder {
+    fn event(&mut self, event: Event<'_>, pos: Pos) -> Result<(), ParseError> {
+        match event {
+            Event::DocumentStart(..) => {
+                self.documents += 1;
+                if self.documents > 1 {
+                    return Err(ParseError::limit(pos, "one YAML document per file"));
+                }
+            }
+            Event::Scalar(text, style, anchor, tag) => {
+                let value = resolve_scalar(&text, style, tag.as_deref(), pos)?;
+                self.complete(Node { pos, value }, anchor, 1)?;
+            }
+            Event::SequenceStart(_, anchor, _) => self.open(
+                Frame::Seq {
+                    pos,
+                    anchor,
+                    items: Vec::new(),
+                },
+                pos,
+            )?,
+            Event::MappingStart(_, anchor, _) => {
+                self.open(
+                    Frame::Map {
+                        pos,
+                        anchor,
+                        entries: Vec::new(),
+                        key: None,
+                        seen: None,
+                    },
+                    pos,
+                )?;
+            }
+            Event::SequenceEnd | Event::MappingEnd => self.close(pos)?,
+            Event::Alias(id) => {
+                let (mut node, size) = self.anchors.get(&id).cloned().ok_or_else(|| {
+                    ParseError::new(
+                        pos,
+                        "yaml-syntax",
+                        "this alias refers to no anchor",
+                        "define `&name` before using `*name`",
+                    )
+                })?;
+                node.pos = pos;
+                self.alias_nodes = self.alias_nodes.saturating_add(size);
+                if self.alias_nodes > MAX_ALIAS_NODES {
+                    return Err(ParseError::limit(pos, "alias expansion"));
+                }
+                self.complete(node, 0, size)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, frame: Frame, pos: Pos) -> Result<(), ParseError> {
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(ParseError::limit(pos, "nesting depth"));
+        }
+        self.count(pos, 1)?;
+        self.stack.push(frame);
+        Ok(())
+    }
+
+    fn close(&mut self, pos: Pos) -> Result<(), ParseError> {
+        let (node, anchor) = match self.stack.pop() {
+            Some(Frame::Seq { pos, anchor, items }) => (
+                Node {
+                    pos,
+                    value: Value::Seq(items),
+                },
+                anchor,
+            ),
+            Some(Frame::Map {
+                pos,
+                anchor,
+                entries,
+                ..
+            }) => (
+                Node {
+                    pos,
+                    value: Value::Map(entries),
+                },
+                anchor,
+            ),
+            None => {
+                return Err(ParseError::new(
+                    pos,
+                    "yaml-syntax",
+                    "unbalanced collection end",
+                    "fix the YAML structure",
+                ));
+            }
+        };
+        // The collection's own node was counted when it opened.
+        self.complete(node, anchor, 0)
+    }
+
+    fn count(&mut self, pos: Pos, size: usize) -> Result<(), ParseError> {
+        self.nodes = self.nodes.saturating_add(size);
+        if self.nodes > MAX_NODES {
+            return Err(ParseError::limit(pos, "number of nodes"));
+        }
+        Ok(())
+    }
+
+    /// Places a finished node: as the root, a sequence item, a mapping key or a value.
+    fn complete(&mut self, node: Node, anchor: usize, size: usize) -> Result<(), ParseError> {
+        self.count(node.pos, size)?;
+        if anchor != 0 {
+            let total = node_count(&node);
+            self.anchors.insert(anchor, (node.clone(), total));
+        }
+        match self.stack.last_mut() {
+            None => self.root = Some(node),
+            Some(Frame::Seq { items, .. }) => items.push(node),
+            Some(Frame::Map {
+                entries, key, seen, ..
+            }) => match key.take() {
+                None => *key = Some(node),
+                Some(name) => {
+                    check_duplicate(&name, entries, seen)?;
+                    entries.push((name, node));
+                }
+            },
+        }
+        Ok(())
+    }
+}
+
+/// Nodes in a subtree; bounded by the depth cap and the node budget.
+fn node_count(node: &Node) -> usize {
+    match &node.value {
+        Value::Seq(items) => 1 + items.iter().map(node_count).sum::<usize>(),
+        Value::Map(entries) => {
+            1 + entries
+                .iter()
+                .map(|(key, value)| node_count(key) + node_count(value))
+                .sum::<usize>()
+        }
+        _ => 1,
+    }
+}
+
+/// Small mappings are searched; large ones keep a set of their keys.
+fn check_duplicate(
+    key: &Node,
+    entries: &[(Node, Node)],
+    seen: &mut Option<HashSet<String>>,
+) -> Result<(), ParseError> {
+    const SEARCH_LIMIT: usize = 16;
+    let duplicate = if entries.len() < SEARCH_LIMIT {
+        entries
+            .iter()
+            .any(|(existing, _)| existing.value == key.value)
+    } else {
+        let set = seen.get_or_insert_with(|| {
+            entries
+                .iter()
+                .map(|(existing, _)| key_identity(existing))
+                .collect()
+        });
+        !set.insert(key_identity(key))
+    };
+    if duplicate {
+        return Err(ParseError::new(
+            key.pos,
+            "duplicate-key",
+            format!("key `{}` appears twice in this mapping", key.scalar_text()),
+            "each key may appear once in a mapping; remove or rename one",
+        ));
+    }
+    Ok(())
+}
+
+fn key_identity(node: &Node) -> String {
+    format!("{}:{}", node.value.kind_name(), node.scalar_text())
+}
+
+const CORE_TAG_PREFIX: &str = "tag:yaml.org,2002:";
+
+/// YAML 1.2 core-schema resolution of a scalar (plain scalars get types; quoted ones are text).
+fn resolve_scalar(
+    text: &str,
+    style: ScalarStyle,
+    tag: Option<&granit_parser::Tag>,
+    pos: Pos,
+) -> Result<Value, ParseError> {
+    if let Some(tag) = tag {
+        let core = (tag.handle() == CORE_TAG_PREFIX || tag.handle() == "!!").then(|| tag.suffix());
+        return match core {
+            Some("str") => Ok(Value::Str(text.to_owned())),
+            Some("null" | "bool" | "int" | "float") => Ok(resolve_plain(text)),
+            _ => Err(ParseError::new(
+                pos,
+                "yaml-syntax",
+                format!(
+                    "the tag `{}{}` is not supported",
+                    tag.handle(),
+                    tag.suffix()
+                ),
+                "workflows use plain YAML values; remove the tag",
+            )),
+        };
+    }
+    Ok(match style {
+        ScalarStyle::Plain => resolve_plain(text),
+        _ => Value::Str(text.to_owned()),
+    })
+}
+
+fn resolve_plain(text: &str) -> Value {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "true" | "True" | "TRUE" => return Value::Bool(true),
+        "false" | "False" | "FALSE" => return Value::Bool(false),
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => {
+            return Value::Float(f64::INFINITY);
+        }
+        "-.inf" | "-.Inf" | "-.INF" => return Value::Float(f64::NEG_INFINITY),
+        ".nan" | ".NaN" | ".NAN" => return Value::Float(f64::NAN),
+        _ => {}
+    }
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if !unsigned.is_empty() && unsigned.bytes().all(|byte| byte.is_ascii_digit()) {
+        return text
+            .parse::<i64>()
+            .map_or_else(|_| Value::Str(text.to_owned()), Value::Int);
+    }
+    if let Some(hex) = text.strip_prefix("0x")
+        && let Ok(number) = i64::from_str_radix(hex, 16)
+    {
+        return Value::Int(number);
+    }
+    if let Some(octal) = text.strip_prefix("0o")
+        && let Ok(number) = i64::from_str_radix(octal, 8)
+    {
+        return Value::Int(number);
+    }
+    if is_core_float(unsigned)
+        && let Ok(number) = text.parse::<f64>()
+    {
+        return Value::Float(number);
+    }
+    Value::Str(text.to_owned())
+}
+
+/// `[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?` or `\.[0-9]+(...)?` — the core schema's floats.
+fn is_core_float(text: &str) -> bool {
+    let (mantissa, exponent) = match text.find(['e', 'E']) {
+        Some(index) => (&text[..index], Some(&text[index + 1..])),
+        None => (text, None),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = |part: &str| part.bytes().all(|byte| byte.is_ascii_digit());
+    let mantissa_ok =
+        digits(whole) && digits(fraction) && !(whole.is_empty() && fraction.is_empty());
+    let exponent_ok = exponent.is_none_or(|exponent| {
+        let unsigned = exponent.strip_prefix(['-', '+']).unwrap_or(exponent);
+        !unsigned.is_empty() && digits(unsigned)
+    });
+    mantissa_ok && exponent_ok && (mantissa.contains('.') || exponent.is_some())
+}
+
+fn decode_text(bytes: &[u8]) -> Result<&str, ParseError> {
+    if let Some(offset) = bytes.iter().position(|byte| *byte == 0) {
+        return Err(ParseError::new(
+            position_of_offset(bytes, offset),
+            "not-text",
+            "the file is binary (it contains a NUL byte), not YAML text",
+            "pass the workflow's .yaml file",
+        ));
+    }
+    std::str::from_utf8(bytes).map_err(|error| {
+        ParseError::new(
+            position_of_offset(bytes, error.valid_up_to()),
+            "not-text",
+            "the file is not valid UTF-8 text",
+            "save the workflow as UTF-8",
+        )
+    })
+}
+
+fn position_of_offset(bytes: &[u8], offset: usize) -> Pos {
+    let before = &bytes[..offset.min(bytes.len())];
+    let line = before.iter().filter(|byte| **byte == b'\n').count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|byte| *byte == b'\n')
+        .map_or(0, |index| index + 1);
+    let column = String::from_utf8_lossy(&before[line_start..])
+        .chars()
+        .count()
+        + 1;
+    Pos::new(saturate(line as u64), saturate(column as u64))
+}
+
+fn saturate(value: u64) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+fn scan_error(error: &ScanError, text: &str) -> ParseError {
+    let marker = error.marker();
+    let pos = Pos::new(
+        saturate(marker.line() as u64).max(1),
+        saturate(marker.col() as u64 + 1),
+    );
+    let message = error.info();
+    if message.contains("recursion limit") || message.contains("nesting") {
+        return ParseError::limit(pos, "nesting depth");
+    }
+    let hint = if line_has_tab_indent(text, pos.line) {
+        "YAML indentation must use spaces, not tabs"
+    } else {
+        "fix the YAML syntax at this position"
+    };
+    ParseError::new(pos, "yaml-syntax", message, hint)
+}
+
+fn line_has_tab_indent(text: &str, line: u32) -> bool {
+    let index = line.saturating_sub(1) as usize;
+    let nearby = index.saturating_sub(1)..=index;
+    text.lines()
+        .enumerate()
+        .filter(|(number, _)| nearby.contains(number))
+        .any(|(_, content)| content.trim_start_matches(' ').starts_with('\t'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Node {
+        parse(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn nodes_carry_one_based_positions() {
+        let node = parsed("a: 1\nlist:\n  - x\n  - {k: v}\n");
+        let list = node.get("list").unwrap().as_seq().unwrap();
+        assert_eq!(list[0].pos, Pos::new(3, 5));
+        assert_eq!(list[1].get("k").unwrap().as_str(), Some("v"));
+        assert_eq!(node.get("a").unwrap().value, Value::Int(1));
+    }
+
+    #[test]
+    fn empty_and_binary_files_are_refused_with_codes() {
+        assert_eq!(parse(b"  \n").unwrap_err().code, "empty-document");
+        assert_eq!(parse(b"a: \0").unwrap_err().code, "not-text");
+        assert_eq!(parse(b"a: \xff\xfe").unwrap_err().code, "not-text");
+    }
+
+    #[test]
+    fn duplicate_keys_are_errors_at_the_second_key() {
+        let error = parse(b"a: 1\nb: 2\na: 3\n").unwrap_err();
+        assert_eq!(error.code, "duplicate-key", "{error:?}");
+        assert_eq!(error.pos.line, 3, "{error:?}");
+    }
+}
+
+#[cfg(test)]
+mod hostile_tests {
+    use super::*;
+
+    #[test]
+    fn an_alias_bomb_stops_at_the_budget() {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for level in 1..9 {
+            let previous = format!("*a{}", level - 1);
+            let items = [previous.as_str(); 10].join(", ");
+            text.push_str(&format!("a{level}: &a{level} [{items}]\n"));
+        }
+        let error = parse(text.as_bytes()).unwrap_err();
+        assert_eq!(error.code, "yaml-limits", "{error:?}");
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_overflowed() {
+        for depth in [MAX_DEPTH + 1, 10_000] {
+            let flow = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+            assert_eq!(parse(flow.as_bytes()).unwrap_err().code, "yaml-limits");
+        }
+        let within = format!("{}{}", "[".repeat(MAX_DEPTH - 1), "]".repeat(MAX_DEPTH - 1));
+        assert!(parse(within.as_bytes()).is_ok());
+        let block: String = (0..200)
+            .map(|depth| format!("{}k:\n", " ".repeat(depth)))
+            .collect();
+        assert_eq!(parse(block.as_bytes()).unwrap_err().code, "yaml-limits");
+    }
+
+    #[test]
+    fn tabs_and_multiple_documents_are_reported() {
+        let tabs = parse(b"steps:\n\t- id: x\n").unwrap_err();
+        assert_eq!((tabs.code, tabs.pos.line), ("yaml-syntax", 2));
+        assert!(tabs.hint.unwrap().contains("tabs"));
+        assert_eq!(parse(b"a: 1\n---\nb: 2\n").unwrap_err().code, "yaml-limits");
+    }
+
+    #[test]
+    fn block_scalars_start_at_their_first_content_line() {
+        let node = parse(b"script: |\n  let x = 1;\n").unwrap();
+        assert_eq!(node.get("script").unwrap().pos, Pos::new(2, 3));
+    }
+}
+
+#[cfg(test)]
+mod scalar_tests {
+    use super::*;
+
+    #[test]
+    fn plain_scalars_resolve_by_the_yaml_1_2_core_schema() {
+        let node = parse(b"a: ~\nb: true\nc: FALSE\nd: -12\ne: 0x1f\nf: 0o17\ng: 1.5e3\nh: .5\ni: yes\nj: '12'\nk: 1.2.3\nl: 99999999999999999999\n").unwrap();
+        let value = |key: &str| node.get(key).unwrap().value.clone();
+        assert_eq!(value("a"), Value::Null);
+        assert_eq!(value("b"), Value::Bool(true));
+        assert_eq!(value("c"), Value::Bool(false));
+        assert_eq!(value("d"), Value::Int(-12));
+        assert_eq!(value("e"), Value::Int(31));
+        assert_eq!(value("f"), Value::Int(15));
+        assert_eq!(value("g"), Value::Float(1500.0));
+        assert_eq!(value("h"), Value::Float(0.5));
+        // YAML 1.1 booleans are text in YAML 1.2.
+        assert_eq!(value("i"), Value::Str("yes".into()));
+        assert_eq!(value("j"), Value::Str("12".into()));
+        assert_eq!(value("k"), Value::Str("1.2.3".into()));
+        assert_eq!(value("l"), Value::Str("99999999999999999999".into()));
+    }
+
+    #[test]
+    fn core_tags_are_honoured_and_others_refused() {
+        let node = parse(b"a: !!str 12\nb: !!int 7\n").unwrap();
+        assert_eq!(node.get("a").unwrap().value, Value::Str("12".into()));
+        assert_eq!(node.get("b").unwrap().value, Value::Int(7));
+        let error = parse(b"a: !python/object foo\n").unwrap_err();
+        assert_eq!((error.code, error.pos.line), ("yaml-syntax", 1));
+    }
+
+    #[test]
+    fn aliases_copy_their_anchor_at_the_alias_position() {
+        let node = parse(b"base: &b {x: 1}\ncopy: *b\n").unwrap();
+        let copy = node.get("copy").unwrap();
+        assert_eq!(copy.pos, Pos::new(2, 7));
+        assert_eq!(copy.get("x").unwrap().value, Value::Int(1));
+    }
+
+    #[test]
+    fn large_mappings_still_catch_duplicate_keys() {
+        let mut text: String = (0..100)
+            .map(|index| format!("k{index}: {index}\n"))
+            .collect();
+        text.push_str("k42: again\n");
+        let error = parse(text.as_bytes()).unwrap_err();
+        assert_eq!((error.code, error.pos.line), ("duplicate-key", 101));
+    }
+}

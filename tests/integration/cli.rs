@@ -1,0 +1,143 @@
+//! The command tree: every DESIGN §6 command is in `--help`; those that later releases
+//! implement answer "not implemented yet" with exit 2; `graph` draws workflows.
+
+use crate::support::{conductor, stderr_text, stdout_text};
+
+#[test]
+fn help_lists_the_whole_command_tree() {
+    let output = conductor().arg("--help").output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let help = stdout_text(&output);
+    for command in [
+        "init",
+        "validate",
+        "run",
+        "resume",
+        "status",
+        "gate",
+        "runs",
+        "rollback",
+        "graph",
+        "journal",
+        "prompts",
+        "planner",
+        "schema",
+        "completions",
+    ] {
+        assert!(
+            help.lines()
+                .any(|line| line.trim_start().starts_with(&format!("{command} "))),
+            "`{command}` missing from --help"
+        );
+    }
+    let gate = stdout_text(&conductor().args(["gate", "--help"]).output().unwrap());
+    for subcommand in ["list", "show", "approve", "reject"] {
+        assert!(gate.contains(subcommand), "gate {subcommand} missing");
+    }
+}
+
+#[test]
+fn commands_of_later_releases_say_not_implemented_with_exit_2() {
+    let cases: &[&[&str]] = &[
+        &["init"],
+        &["run", "wf.yaml", "-p", "x=1"],
+        &["resume", "RUN"],
+        &["status", "RUN"],
+        &["gate", "list"],
+        &["gate", "approve", "RUN", "--comment", "ok"],
+        &["runs", "list"],
+        &["journal"],
+        &["prompts", "list"],
+        &["planner", "check", "vectors"],
+    ];
+    for args in cases {
+        let output = conductor().args(*args).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = stderr_text(&output);
+        assert!(
+            stderr.contains("not implemented yet") && stderr.contains("hint:"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_command_or_flag_exits_2() {
+    assert_eq!(
+        conductor()
+            .arg("frobnicate")
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        conductor()
+            .args(["validate", "--frobnicate", "x"])
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn graph_draws_pattern_a_as_mermaid_and_dot() {
+    let file = "tests/fixtures/workflows/valid/pattern_a_generative_eval.yaml";
+    for format in ["mermaid", "dot"] {
+        let output = conductor()
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["graph", "--format", format, file])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
+        insta::assert_snapshot!(format!("graph_{format}"), stdout_text(&output));
+    }
+}
+
+#[test]
+fn graph_refuses_an_invalid_workflow_with_its_diagnostics() {
+    let output = conductor()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "--color",
+            "never",
+            "graph",
+            "tests/fixtures/workflows/invalid/unknown-target.yaml",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr_text(&output)
+            .contains("unknown-target.yaml:11:18: error: route target `valdate` is not a step")
+    );
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn completions_are_generated_for_bash() {
+    let output = conductor().args(["completions", "bash"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert!(stdout_text(&output).contains("tnh-conductor"));
+}
+
+#[test]
+fn every_integration_test_file_is_wired_into_main() {
+    let directory = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/integration");
+    let main = std::fs::read_to_string(format!("{directory}/main.rs")).unwrap();
+    for entry in std::fs::read_dir(directory).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(stem) = path.file_stem().and_then(|stem| stem.to_str()) else {
+            continue;
+        };
+        if path.extension().is_some_and(|extension| extension == "rs") && stem != "main" {
+            assert!(
+                main.contains(&format!("mod {stem};")),
+                "tests/integration/{stem}.rs is not declared in main.rs"
+            );
+        }
+    }
+}

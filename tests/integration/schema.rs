@@ -1,0 +1,125 @@
+//! The published workflow JSON Schema: the committed copy is current, valid fixtures pass it,
+//! structurally broken ones fail it, and it names exactly the keys the decoder accepts.
+
+use std::collections::BTreeSet;
+
+use tnh_conductor::workflow::decode::{
+    DEFAULTS_KEYS, DOCUMENT_KEYS, LIMITS_KEYS, PARAM_KEYS, POLICY_KEYS,
+};
+use tnh_conductor::workflow::decode_step::{COMMON_STEP_KEYS, VALIDATOR_KEYS, opcode_keys};
+use tnh_conductor::workflow::model::Opcode;
+use tnh_conductor::workflow::schema::workflow_schema;
+use tnh_conductor::workflow::yaml;
+
+use crate::support::{conductor, fixture};
+
+fn fixture_json(relative: &str) -> serde_json::Value {
+    let bytes = std::fs::read(fixture(relative)).unwrap();
+    yaml::parse(&bytes).unwrap().to_json()
+}
+
+#[test]
+fn the_committed_schema_is_the_generated_one() {
+    let output = conductor().args(["schema", "workflow"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/schemas/workflow.v1.json"
+    ))
+    .unwrap();
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        committed,
+        "schemas/workflow.v1.json is stale: run `cargo run -- schema workflow > schemas/workflow.v1.json`"
+    );
+    let schema: serde_json::Value = serde_json::from_str(&committed).unwrap();
+    assert_eq!(
+        schema["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
+}
+
+#[test]
+fn valid_fixtures_pass_the_schema() {
+    let validator = jsonschema::validator_for(&workflow_schema()).unwrap();
+    for name in [
+        "pattern_a_generative_eval",
+        "builder_loop",
+        "params_script_expressions",
+    ] {
+        let instance = fixture_json(&format!("workflows/valid/{name}.yaml"));
+        let errors: Vec<String> = validator
+            .iter_errors(&instance)
+            .map(|error| format!("{} at {}", error, error.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{name}: {errors:#?}");
+    }
+}
+
+#[test]
+fn structurally_broken_fixtures_fail_the_schema() {
+    let validator = jsonschema::validator_for(&workflow_schema()).unwrap();
+    for name in [
+        "unknown-key",
+        "missing-field",
+        "wrong-type",
+        "invalid-value",
+        "invalid-duration",
+        "unknown-outcome",
+        "reserved-checkpoint",
+    ] {
+        let instance = fixture_json(&format!("workflows/invalid/{name}.yaml"));
+        assert!(!validator.is_valid(&instance), "{name} passed the schema");
+    }
+}
+
+fn properties(schema: &serde_json::Value) -> BTreeSet<String> {
+    schema["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect()
+}
+
+fn keys(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|key| (*key).to_owned()).collect()
+}
+
+#[test]
+fn schema_and_decoder_accept_the_same_keys() {
+    let schema = workflow_schema();
+    let definitions = &schema["$defs"];
+    assert_eq!(properties(&schema), keys(DOCUMENT_KEYS));
+    assert_eq!(properties(&definitions["Defaults"]), keys(DEFAULTS_KEYS));
+    assert_eq!(properties(&definitions["Limits"]), keys(LIMITS_KEYS));
+    assert_eq!(properties(&definitions["Param"]), keys(PARAM_KEYS));
+    assert_eq!(properties(&definitions["InlinePolicy"]), keys(POLICY_KEYS));
+    assert_eq!(
+        properties(&definitions["ValidatorSpec"]),
+        keys(VALIDATOR_KEYS)
+    );
+    let variants = definitions["Step"]["oneOf"].as_array().unwrap();
+    assert_eq!(variants.len(), Opcode::NAMES.len());
+    for variant in variants {
+        let opcode =
+            Opcode::parse(variant["properties"]["opcode"]["const"].as_str().unwrap()).unwrap();
+        let mut expected = keys(COMMON_STEP_KEYS);
+        expected.extend(keys(opcode_keys(opcode)));
+        if opcode == Opcode::Stop {
+            // STOP steps have no routes; the decoder accepts the key only to report it.
+            expected.remove("routes");
+        }
+        assert_eq!(properties(variant), expected, "{}", opcode.name());
+    }
+}
+
+#[test]
+fn unpublished_schemas_say_not_implemented_with_exit_2() {
+    let output = conductor()
+        .args(["schema", "planner-decision"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not implemented yet"));
+}

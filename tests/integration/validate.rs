@@ -1,0 +1,248 @@
+//! `tnh-conductor validate`: valid fixtures pass, each invalid fixture reports its rule at the
+//! right line and column, and hostile input gets a diagnostic instead of a panic.
+
+use std::path::Path;
+
+use crate::support::{conductor, fixture, stderr_text, stdout_text};
+
+fn validate(args: &[&str]) -> std::process::Output {
+    conductor()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["--color", "never", "validate"])
+        .args(args)
+        .output()
+        .expect("run tnh-conductor validate")
+}
+
+fn relative(path: &Path) -> String {
+    path.strip_prefix(env!("CARGO_MANIFEST_DIR"))
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn every_valid_fixture_passes_without_diagnostics() {
+    let directory = fixture("workflows/valid");
+    let mut files: Vec<_> = std::fs::read_dir(&directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 3, "the valid fixtures are missing");
+    for file in files {
+        let shown = relative(&file);
+        let output = validate(&[&shown]);
+        assert_eq!(
+            stdout_text(&output),
+            format!("{shown}: valid\n"),
+            "{}",
+            stderr_text(&output)
+        );
+        assert_eq!(output.status.code(), Some(0));
+    }
+}
+
+#[test]
+fn the_shipped_workflows_are_valid() {
+    let mut files: Vec<String> =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/workflows"))
+            .unwrap()
+            .map(|entry| relative(&entry.unwrap().path()))
+            .filter(|path| path.ends_with(".yaml"))
+            .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    let arguments: Vec<&str> = files.iter().map(String::as_str).collect();
+    let output = validate(&arguments);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_text(&output));
+}
+
+#[test]
+fn each_invalid_fixture_reports_its_rule_with_line_and_column() {
+    insta::glob!("../fixtures/workflows/invalid", "*.yaml", |path| {
+        let shown = relative(path);
+        let output = validate(&[&shown]);
+        let stdout = stdout_text(&output);
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let code = stem.split("--").next().unwrap();
+        assert!(
+            stdout.contains(&format!("[{code}]")),
+            "{shown} does not report [{code}]:\n{stdout}"
+        );
+        assert!(
+            stdout
+                .lines()
+                .all(|line| line.starts_with(&shown) || line.starts_with("  hint: ")),
+            "{stdout}"
+        );
+        assert_eq!(output.status.code(), Some(1), "{shown}");
+        insta::assert_snapshot!(stdout);
+    });
+}
+
+#[test]
+fn all_errors_of_all_files_are_reported_in_one_run() {
+    let output = validate(&[
+        "tests/fixtures/workflows/invalid/unknown-key.yaml",
+        "tests/fixtures/workflows/valid/builder_loop.yaml",
+        "tests/fixtures/workflows/invalid/missing-route.yaml",
+    ]);
+    let stdout = stdout_text(&output);
+    assert_eq!(stdout.matches("[unknown-key]").count(), 3, "{stdout}");
+    assert_eq!(stdout.matches("[missing-route]").count(), 2, "{stdout}");
+    assert!(stdout.contains("builder_loop.yaml: valid"));
+    assert_eq!(output.status.code(), Some(1));
+}
+
+#[test]
+fn json_format_carries_the_same_diagnostics() {
+    let file = "tests/fixtures/workflows/invalid/unsafe-route.yaml";
+    let text = stdout_text(&validate(&[file]));
+    let output = validate(&["--format", "json", file]);
+    assert_eq!(output.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["schema_version"], 1);
+    assert_eq!(report["valid"], false);
+    let diagnostics = report["files"][0]["diagnostics"].as_array().unwrap();
+    assert_eq!(
+        diagnostics.len(),
+        text.lines()
+            .filter(|line| !line.starts_with("  hint"))
+            .count()
+    );
+    for diagnostic in diagnostics {
+        let head = format!(
+            "{}:{}:{}: error: {} [{}]",
+            diagnostic["file"].as_str().unwrap(),
+            diagnostic["line"],
+            diagnostic["column"],
+            diagnostic["message"].as_str().unwrap(),
+            diagnostic["code"].as_str().unwrap()
+        );
+        assert!(text.contains(&head), "{head} not in\n{text}");
+        assert!(diagnostic["hint"].is_string());
+    }
+}
+
+/// Runs validate under python3 and returns (exit code, stdout, peak RSS of validate in KiB).
+fn validate_measuring_memory(file: &Path) -> (Option<i32>, String, u64) {
+    let script = "import resource, subprocess, sys\n\
+                  result = subprocess.run(sys.argv[1:], capture_output=True)\n\
+                  sys.stdout.write(result.stdout.decode('utf-8', 'replace'))\n\
+                  sys.stderr.write('%d %d' % (result.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n";
+    let output = std::process::Command::new("python3")
+        .args([
+            "-c",
+            script,
+            env!("CARGO_BIN_EXE_tnh-conductor"),
+            "--color",
+            "never",
+            "validate",
+        ])
+        .arg(file)
+        .output()
+        .expect("python3 is needed by the test suite (see README)");
+    let figures = stderr_text(&output);
+    let mut parts = figures
+        .split_whitespace()
+        .map(|part| part.parse::<i64>().unwrap());
+    let code = parts.next().map(|code| code as i32);
+    (code, stdout_text(&output), parts.next().unwrap() as u64)
+}
+
+#[test]
+fn a_50_mb_file_is_refused_without_reading_it_into_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("huge.yaml");
+    let line = "# padding padding padding padding padding padding padding padding padding\n";
+    let contents = line.repeat(50 * 1024 * 1024 / line.len());
+    std::fs::write(&file, contents).unwrap();
+    let (code, stdout, peak_kib) = validate_measuring_memory(&file);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("[file-too-large]") && stdout.contains(":1:1: error: the file is 52428"),
+        "{stdout}"
+    );
+    assert!(
+        peak_kib < 40 * 1024,
+        "validate used {peak_kib} KiB for a 50 MB file"
+    );
+}
+
+#[test]
+fn an_alias_bomb_is_stopped_within_bounded_memory() {
+    let (code, stdout, peak_kib) =
+        validate_measuring_memory(&fixture("workflows/invalid/yaml-limits.yaml"));
+    assert_eq!(code, Some(1));
+    assert!(
+        stdout.contains("(alias expansion) [yaml-limits]"),
+        "{stdout}"
+    );
+    assert!(
+        peak_kib < 40 * 1024,
+        "validate used {peak_kib} KiB on an alias bomb"
+    );
+}
+
+#[test]
+fn empty_binary_and_directory_inputs_get_diagnostics_not_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.yaml");
+    std::fs::write(&empty, "").unwrap();
+    let binary = dir.path().join("binary.yaml");
+    std::fs::write(&binary, b"\x7fELF\x02\x01\x01\x00\x00\x00\xff\xfe").unwrap();
+    let cases = [
+        (&empty, "[empty-document]", 1),
+        (&binary, "[not-text]", 1),
+        (&dir.path().to_path_buf(), "is a directory", 2),
+    ];
+    for (path, expected, code) in cases {
+        let output = validate(&[path.to_str().unwrap()]);
+        let stdout = stdout_text(&output);
+        assert!(stdout.contains(expected), "{stdout}");
+        assert_eq!(output.status.code(), Some(code), "{stdout}");
+        assert!(!stderr_text(&output).contains("panicked"));
+    }
+}
+
+#[test]
+fn ten_thousand_deep_nesting_is_a_diagnostic() {
+    let dir = tempfile::tempdir().unwrap();
+    let flow = dir.path().join("flow.yaml");
+    std::fs::write(
+        &flow,
+        format!(
+            "workflow_id: {}{}\n",
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        ),
+    )
+    .unwrap();
+    let block = dir.path().join("block.yaml");
+    let nested: String = (0..2_000)
+        .map(|depth| format!("{}k{depth}:\n", " ".repeat(depth)))
+        .collect();
+    std::fs::write(&block, nested).unwrap();
+    for path in [flow, block] {
+        let output = validate(&[path.to_str().unwrap()]);
+        assert!(
+            stdout_text(&output).contains("[yaml-limits]"),
+            "{}",
+            stdout_text(&output)
+        );
+        assert_eq!(output.status.code(), Some(1));
+    }
+}
+
+#[test]
+fn bad_invocation_exits_2() {
+    let output = validate(&[]);
+    assert_eq!(output.status.code(), Some(2));
+    let output = validate(&[
+        "--format",
+        "xml",
+        "tests/fixtures/workflows/valid/builder_loop.yaml",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+}
