@@ -58,7 +58,8 @@ pub struct GuardReport {
     pub ref_changes: Vec<RefChange>,
     /// Commits the step created (on the work branch or wherever it moved HEAD).
     pub commits: u64,
-    /// The worktree's HEAD had left the work branch and was re-attached.
+    /// The worktree's HEAD had left the work branch (or the branch was deleted) and was
+    /// re-attached (the branch recreated where it was before the step).
     pub worktree_head_restored: bool,
     /// Remote-tracking refs that moved: evidence of a push or fetch.
     pub remote_refs_changed: Vec<String>,
@@ -241,6 +242,18 @@ impl RefGuard {
         let attached = git
             .text(["symbolic-ref", "--quiet", "HEAD"])
             .is_ok_and(|current| current == branch_ref);
+        let branch_exists =
+            git.succeeds(["show-ref", "--verify", "--quiet", branch_ref.as_str()])?;
+        if !branch_exists {
+            // Without its branch the run could be neither resumed nor rolled back: recreate it
+            // where HEAD was before the step.
+            git.run([
+                "update-ref",
+                branch_ref.as_str(),
+                self.worktree_head.as_str(),
+            ])?;
+            report.worktree_head_restored = true;
+        }
         if !attached {
             git.run(["symbolic-ref", "HEAD", branch_ref.as_str()])?;
             report.worktree_head_restored = true;

@@ -322,3 +322,29 @@ fn a_quiet_step_has_a_clean_guard_report() {
     put(workspace.path(), "edit.txt", "just an edit\n");
     assert!(guard.verify().unwrap().is_clean());
 }
+
+#[test]
+fn an_agent_deleting_the_work_branch_gets_it_back_so_the_run_can_resume() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "branchless");
+    let guard = workspace.guard(&[]).unwrap();
+    let dir = workspace.path();
+    git_in(dir, &["checkout", "-q", "--detach"]);
+    git_in(dir, &["branch", "-D", "tnh/wf/branchless"]);
+    put(dir, "work.txt", "keep me\n");
+
+    let report = guard.verify().unwrap();
+
+    assert!(report.worktree_head_restored);
+    assert_eq!(
+        git_in(dir, &["symbolic-ref", "HEAD"]),
+        workspace.branch_ref()
+    );
+    assert_eq!(
+        git_in(dir, &["rev-parse", "HEAD"]),
+        workspace.record().base_sha
+    );
+    let reopened = Workspace::open(workspace.record()).unwrap();
+    let status = reopened.status_since(&reopened.pre_run().unwrap()).unwrap();
+    assert_eq!(status.files[0].path, "work.txt");
+}
