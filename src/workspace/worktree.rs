@@ -107,7 +107,7 @@ impl Workspace {
     }
 
     /// Reopens a workspace from its record (on resume, rollback or cleanup), checking that the
-    /// worktree and its branch still exist.
+    /// worktree still exists.
     pub fn open(record: &WorkspaceRecord) -> Result<Self, WorkspaceError> {
         let missing = |reason: &str| WorkspaceError::Missing {
             path: record.worktree_path.clone(),
@@ -126,11 +126,8 @@ impl Workspace {
             });
         };
         let common_dir = record.worktree_path.join(common_dir);
+        // A missing work branch is not checked here: `rollback` and the ref guard recreate it.
         let repo_git = Git::new(&record.repo_root);
-        let branch_ref = format!("refs/heads/{}", record.branch);
-        if !repo_git.succeeds(["show-ref", "--verify", "--quiet", branch_ref.as_str()])? {
-            return Err(missing(&format!("its branch `{}` is gone", record.branch)));
-        }
         Ok(Self {
             record: record.clone(),
             git,

@@ -192,3 +192,26 @@ fn rollback_targets_parse_and_reject_checkpoints() {
     );
     assert!("latest".parse::<RollbackTarget>().is_err());
 }
+
+#[test]
+fn rollback_recreates_a_deleted_work_branch() {
+    let repo = rich_repo();
+    let workspace = create(&repo, "lost-branch");
+    let dir = workspace.path();
+    git_in(dir, &["checkout", "-q", "--detach"]);
+    git_in(dir, &["branch", "-D", "tnh/wf/lost-branch"]);
+    put(dir, "junk.txt", "junk\n");
+    let reopened = tnh_conductor::workspace::Workspace::open(workspace.record()).unwrap();
+
+    reopened.rollback(RollbackTarget::PreRun).unwrap();
+
+    assert_eq!(
+        git_in(dir, &["symbolic-ref", "HEAD"]),
+        workspace.branch_ref()
+    );
+    assert_eq!(
+        repo.git(&["rev-parse", "tnh/wf/lost-branch"]),
+        workspace.record().base_sha
+    );
+    assert!(!dir.join("junk.txt").exists());
+}
