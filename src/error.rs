@@ -60,6 +60,9 @@ pub enum Error {
     /// A workflow could not be loaded or is invalid.
     #[error(transparent)]
     Workflow(#[from] crate::workflow::WorkflowError),
+    /// A prompt could not be loaded or rendered.
+    #[error(transparent)]
+    Prompt(#[from] crate::prompt::PromptError),
     /// The configuration file could not be used.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
@@ -99,7 +102,8 @@ impl Error {
             Error::Usage { .. }
             | Error::NotImplemented { .. }
             | Error::Workflow(_)
-            | Error::Config(_) => ExitStatus::Usage,
+            | Error::Config(_)
+            | Error::Prompt(_) => ExitStatus::Usage,
             Error::Workspace(error) => error.exit_status(),
             Error::Policy(_) => ExitStatus::Usage,
             Error::Io { .. } | Error::Json(_) => ExitStatus::Runtime,
@@ -116,6 +120,7 @@ impl Error {
             ),
             Error::Workflow(error) => error.hint(),
             Error::Config(error) => error.hint(),
+            Error::Prompt(error) => error.hint(),
             Error::Workspace(error) => error.hint(),
             Error::Policy(error) => error.hint(),
             Error::Io { .. } => Some("check that the path exists and is readable".to_owned()),

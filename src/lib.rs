@@ -9,6 +9,7 @@ pub mod error;
 pub mod ids;
 pub mod outcome;
 pub mod policy;
+pub mod prompt;
 pub mod runner;
 pub mod tnh;
 pub mod workflow;

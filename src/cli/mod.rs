@@ -3,6 +3,7 @@
 
 mod graph;
 mod output;
+mod prompts;
 mod rollback;
 mod runs_clean;
 mod schema;
@@ -77,7 +78,7 @@ pub enum Command {
     Journal(stub::JournalArgs),
     /// List, show and render prompts.
     #[command(subcommand)]
-    Prompts(stub::PromptsCommand),
+    Prompts(prompts::PromptsCommand),
     /// Planner tools.
     #[command(subcommand)]
     Planner(stub::PlannerCommand),
@@ -105,14 +106,14 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
         Command::Runs(command) => not_implemented(&format!("runs {}", command.name())),
         Command::Rollback(args) => rollback::cmd_rollback(cli.repo.as_deref(), args, output),
         Command::Journal(_) => not_implemented("journal"),
-        Command::Prompts(command) => not_implemented(&format!("prompts {}", command.name())),
+        Command::Prompts(command) => prompts::cmd_prompts(&cli, command, output),
         Command::Planner(command) => not_implemented(&format!("planner {}", command.name())),
     }
 }
 
 /// The repository the command works in: `--repo`, else the one containing the current
 /// directory, if any.
-fn repo_root(cli: &Cli) -> Option<std::path::PathBuf> {
+pub(crate) fn repo_root(cli: &Cli) -> Option<std::path::PathBuf> {
     match &cli.repo {
         Some(repo) => Some(repo.clone()),
         None => std::env::current_dir()

@@ -162,37 +162,6 @@ pub struct JournalArgs {
     pub date: Option<String>,
 }
 
-/// `prompts …`.
-#[derive(Debug, Subcommand)]
-pub enum PromptsCommand {
-    /// Every prompt in the library.
-    List,
-    /// One prompt's front matter and text.
-    Show {
-        /// `family.name.vN`.
-        reference: String,
-    },
-    /// Render a prompt with inputs.
-    Render {
-        /// `family.name.vN`.
-        reference: String,
-        /// An input, `name=value`.
-        #[arg(short = 'i', long = "input", value_name = "NAME=VALUE")]
-        inputs: Vec<String>,
-    },
-}
-
-impl PromptsCommand {
-    /// The subcommand's name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            PromptsCommand::List => "list",
-            PromptsCommand::Show { .. } => "show",
-            PromptsCommand::Render { .. } => "render",
-        }
-    }
-}
-
 /// `planner …`.
 #[derive(Debug, Subcommand)]
 pub enum PlannerCommand {

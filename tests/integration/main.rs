@@ -3,6 +3,7 @@
 mod cli;
 mod mutation;
 mod policy;
+mod prompts;
 mod schema;
 mod support;
 mod validate;

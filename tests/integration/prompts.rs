@@ -1,0 +1,302 @@
+//! The prompt library: every built-in parses and renders, strict rendering fails loudly with
+//! file and line, released prompts are immutable, and `.tnh/prompts/` overrides built-ins.
+
+use std::collections::BTreeMap;
+
+use sha2::{Digest, Sha256};
+use tnh_conductor::prompt::{Catalog, PromptError, builtin_catalog, render};
+
+use crate::support::{TempRepo, conductor, fixture, stderr_text, stdout_text};
+
+fn samples() -> BTreeMap<String, serde_json::Map<String, serde_json::Value>> {
+    serde_json::from_str(&std::fs::read_to_string(fixture("prompts/samples.json")).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn every_builtin_prompt_parses_and_renders_with_sample_inputs() {
+    let catalog = builtin_catalog().unwrap();
+    let samples = samples();
+    let references: Vec<&str> = catalog.references().collect();
+    assert_eq!(
+        references.len(),
+        samples.len(),
+        "samples.json must cover every prompt: {references:?}"
+    );
+    for prompt in catalog.iter() {
+        let inputs = samples
+            .get(&prompt.reference())
+            .unwrap_or_else(|| panic!("no sample inputs for {}", prompt.reference()));
+        let text = render(prompt, inputs)
+            .unwrap_or_else(|error| panic!("{}: {error}", prompt.reference()));
+        assert!(
+            text.len() > 100,
+            "{} rendered almost nothing",
+            prompt.reference()
+        );
+        assert!(
+            !text.contains("{{") && !text.contains("{%"),
+            "{} left template syntax",
+            prompt.reference()
+        );
+        for input in prompt
+            .inputs
+            .iter()
+            .filter(|input| input.required && input.input_type.name() == "string")
+        {
+            let value = inputs[&input.name].as_str().unwrap();
+            assert!(
+                text.contains(value),
+                "{} does not use its input `{}`",
+                prompt.reference(),
+                input.name
+            );
+        }
+    }
+}
+
+#[test]
+fn every_prompt_file_is_embedded() {
+    let mut on_disk = Vec::new();
+    let mut pending = vec![std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/prompts"
+    ))];
+    while let Some(directory) = pending.pop() {
+        for entry in std::fs::read_dir(directory).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|extension| extension == "md")
+                && path.file_name().unwrap() != "README.md"
+            {
+                on_disk.push(path.file_name().unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let embedded: Vec<String> = builtin_catalog()
+        .unwrap()
+        .iter()
+        .map(|prompt| {
+            prompt
+                .source
+                .display()
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    for file in on_disk {
+        assert!(
+            embedded.contains(&file),
+            "prompts/**/{file} is not listed in BUILTIN_FILES"
+        );
+    }
+}
+
+/// Released prompts never change without a new version: their hashes are pinned here.
+#[test]
+fn released_prompts_are_immutable() {
+    let pinned: BTreeMap<String, String> =
+        std::fs::read_to_string(fixture("prompts/released.sha256"))
+            .unwrap()
+            .lines()
+            .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+            .map(|line| {
+                let (hash, reference) = line.split_once("  ").unwrap();
+                (reference.to_owned(), hash.to_owned())
+            })
+            .collect();
+    for (path, text) in tnh_conductor::prompt::BUILTIN_FILES {
+        let prompt = builtin_catalog()
+            .unwrap()
+            .iter()
+            .find(|prompt| prompt.source.display() == *path)
+            .unwrap();
+        if !prompt.status.is_released() {
+            continue;
+        }
+        let hash: String = Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        let reference = prompt.reference();
+        match pinned.get(&reference) {
+            Some(expected) => assert_eq!(
+                &hash, expected,
+                "{reference} changed after release: add a new version instead ({path})"
+            ),
+            None => panic!(
+                "{reference} is released but not pinned: add `{hash}  {reference}` to tests/fixtures/prompts/released.sha256"
+            ),
+        }
+    }
+}
+
+fn custom_prompt(repo: &TempRepo, body: &str) -> Catalog {
+    let front = "---\nprompt_id: task.custom\nversion: 1\nrole: task\nsummary: a test prompt\ninputs:\n  - {name: count, type: int, required: true}\n  - {name: note, type: string, required: false}\n---\n";
+    repo.write(".tnh/prompts/task/custom.v1.md", &format!("{front}{body}"));
+    Catalog::load(Some(repo.path())).unwrap()
+}
+
+fn render_error(catalog: &Catalog, inputs: serde_json::Value) -> (String, u32, String) {
+    let prompt = catalog.resolve("task.custom.v1").unwrap();
+    match render(prompt, inputs.as_object().unwrap()) {
+        Err(PromptError::Render {
+            file,
+            line,
+            message,
+        }) => (file, line, message),
+        other => panic!("expected a render error, got {other:?}"),
+    }
+}
+
+#[test]
+fn strict_rendering_fails_with_file_and_line() {
+    let repo = TempRepo::new();
+    let catalog = custom_prompt(
+        &repo,
+        "Line one.\nCount: {{ count }}\nThen {{ undefined_thing.field }}\n",
+    );
+    let (file, line, message) = render_error(&catalog, serde_json::json!({"count": 3}));
+    assert!(file.ends_with(".tnh/prompts/task/custom.v1.md"), "{file}");
+    assert_eq!(
+        line, 12,
+        "the undefined variable is on line 12 of the file: {message}"
+    );
+    assert!(message.contains("undefined"), "{message}");
+
+    let (_, line, message) = render_error(&catalog, serde_json::json!({}));
+    assert!(message.contains("required input `count`"), "{message}");
+    assert_eq!(line, 10);
+    let (_, _, message) = render_error(&catalog, serde_json::json!({"count": "three"}));
+    assert!(message.contains("must be of type int"), "{message}");
+    let (_, _, message) = render_error(&catalog, serde_json::json!({"count": 1, "cuont": 2}));
+    assert!(message.contains("`cuont` is not declared"), "{message}");
+}
+
+#[test]
+fn includes_are_refused_and_runaway_templates_stop() {
+    let repo = TempRepo::new();
+    let catalog = custom_prompt(&repo, "{% include '/etc/passwd' %}\n");
+    let (_, _, message) = render_error(&catalog, serde_json::json!({"count": 1}));
+    assert!(message.contains("unknown statement include"), "{message}");
+    let catalog = custom_prompt(
+        &repo,
+        "{% for a in range(10000) %}{% for b in range(10000) %}x{% endfor %}{% endfor %}\n",
+    );
+    let (_, _, message) = render_error(&catalog, serde_json::json!({"count": 1}));
+    assert!(message.contains("fuel"), "{message}");
+}
+
+#[test]
+fn repo_prompts_take_precedence_over_builtins() {
+    let repo = TempRepo::new();
+    let builtin = builtin_catalog()
+        .unwrap()
+        .resolve("task.plan_adr.v1")
+        .unwrap()
+        .clone();
+    let override_text = "---\nprompt_id: task.plan_adr\nversion: 1\nrole: task\nsummary: our own planning prompt\ninputs:\n  - {name: adr_id, type: string}\n---\nPlan {{ adr_id }} the way this team does.\n";
+    repo.write(".tnh/prompts/task/plan_adr.v1.md", override_text);
+    let catalog = Catalog::load(Some(repo.path())).unwrap();
+    let prompt = catalog.resolve("task.plan_adr.v1").unwrap();
+    assert_eq!(prompt.summary, "our own planning prompt");
+    assert_ne!(prompt.summary, builtin.summary);
+    let inputs = serde_json::json!({"adr_id": "ADR-7"});
+    assert_eq!(
+        render(prompt, inputs.as_object().unwrap()).unwrap(),
+        "Plan ADR-7 the way this team does.\n"
+    );
+    // The CLI sees the override too.
+    let output = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args([
+            "prompts",
+            "render",
+            "task.plan_adr.v1",
+            "-i",
+            "adr_id=ADR-7",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout_text(&output),
+        "Plan ADR-7 the way this team does.\n",
+        "{}",
+        stderr_text(&output)
+    );
+}
+
+#[test]
+fn a_misnamed_or_malformed_prompt_file_is_reported_with_its_position() {
+    let repo = TempRepo::new();
+    repo.write(
+        ".tnh/prompts/task/wrong_name.v1.md",
+        "---\nprompt_id: task.custom\nversion: 1\nrole: task\nsummary: x\n---\nbody\n",
+    );
+    let error = Catalog::load(Some(repo.path())).unwrap_err().to_string();
+    assert!(
+        error.contains("must live in a file ending `task/custom.v1.md`"),
+        "{error}"
+    );
+    repo.write(
+        ".tnh/prompts/task/wrong_name.v1.md",
+        "---\nprompt_id: task.wrong_name\nversion: 1\nrole: tsak\nsummary: x\n---\nbody\n",
+    );
+    let error = Catalog::load(Some(repo.path())).unwrap_err().to_string();
+    assert!(error.ends_with("wrong_name.v1.md:4:7: role `tsak` is not one of task, policy, planner, triage, risk, journal, agent"), "{error}");
+}
+
+#[test]
+fn prompts_list_show_and_render_commands() {
+    let output = conductor().args(["prompts", "list"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let list = stdout_text(&output);
+    for reference in builtin_catalog().unwrap().references() {
+        assert!(
+            list.contains(reference),
+            "{reference} missing from `prompts list`"
+        );
+    }
+    let show = stdout_text(
+        &conductor()
+            .args(["prompts", "show", "task.implement_adr.v1"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        show.contains("role: task") && show.contains("adr_id"),
+        "{show}"
+    );
+    let rendered = conductor()
+        .args([
+            "prompts",
+            "render",
+            "task.plan_adr.v1",
+            "-i",
+            "adr_id=ADR-9",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(rendered.status.code(), Some(0));
+    assert!(stdout_text(&rendered).contains("**ADR-9**"));
+    let missing = conductor()
+        .args(["prompts", "render", "task.plan_adr.v1"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr_text(&missing).contains("required input `adr_id`"));
+    let unknown = conductor()
+        .args(["prompts", "show", "task.plan_adr.v2"])
+        .output()
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        stderr_text(&unknown).contains("did you mean `task.plan_adr.v1`"),
+        "{}",
+        stderr_text(&unknown)
+    );
+}
