@@ -25,7 +25,7 @@ fn generate(steps: usize) -> String {
             0 | 1 => {
                 let _ = write!(
                     text,
-                    "  - id: {id}\n    opcode: RUN_AGENT\n    agent: claude-code\n    prompt: task.step_{index}.v1\n\
+                    "  - id: {id}\n    opcode: RUN_AGENT\n    agent: claude-code\n    prompt: Carry out part {index} of the plan.\n\
                      \x20   inputs:\n      n: \"${{{{ twice(params.count) + {index} }}}}\"\n      dir: \"${{run_dir}}/{id}\"\n\
                      \x20   limits: {{timeout: 10m, idle_timeout: 90s}}\n    routes:\n      completed: {next}\n      \"*\": STOP\n"
                 );
@@ -39,7 +39,7 @@ fn generate(steps: usize) -> String {
             3 => {
                 let _ = write!(
                     text,
-                    "  - id: {id}\n    opcode: EVALUATE\n    prompt: planner.evaluate.v1\n    allowed_next_steps: [{next}, gate_{index}]\n\
+                    "  - id: {id}\n    opcode: EVALUATE\n    prompt: planner.evaluate_step.v1\n    allowed_next_steps: [{next}, gate_{index}]\n\
                      \x20   routes:\n      success: {next}\n      partial: {next}\n      blocked: STOP\n      unsafe: STOP\n      needs_human: gate_{index}\n\
                      \x20 - id: gate_{index}\n    opcode: GATE\n    gate: requires_approval\n    routes:\n      gate_approved: {next}\n      gate_rejected: STOP\n"
                 );

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::{Output, load_config};
+use super::{Output, known_names};
 use crate::error::{ExitStatus, Result};
 use crate::workflow::WorkflowError;
 use crate::workflow::graph::{GraphFormat, render_graph};
@@ -32,7 +32,7 @@ pub enum Format {
 
 /// Draws a valid workflow; an invalid one gets its diagnostics and exit 2.
 pub fn cmd_graph(cli: &super::Cli, args: &GraphArgs, output: &mut Output) -> Result<ExitStatus> {
-    let known = load_config(cli)?.known_names();
+    let known = known_names(cli)?;
     let shown = args.file.display().to_string();
     let checked = check_file(&args.file, &shown, &known);
     let workflow = match checked.workflow {

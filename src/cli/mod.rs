@@ -130,6 +130,14 @@ fn load_config(cli: &Cli) -> Result<crate::config::Config> {
     )?)
 }
 
+/// Every name a workflow may use here: built-ins, configured profiles, and the prompt library
+/// including the repository's `.tnh/prompts/`.
+fn known_names(cli: &Cli) -> Result<crate::workflow::validate::KnownNames> {
+    let mut known = load_config(cli)?.known_names();
+    known.prompts = crate::prompt::Catalog::load(repo_root(cli).as_deref())?;
+    Ok(known)
+}
+
 fn not_implemented(command: &str) -> Result<ExitStatus> {
     Err(Error::NotImplemented {
         command: command.to_owned(),

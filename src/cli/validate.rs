@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use super::{Output, load_config};
+use super::{Output, known_names};
 use crate::cli::Cli;
 use crate::error::{ExitStatus, Result};
 use crate::workflow::diagnostic::{Diagnostic, Severity};
@@ -48,8 +48,7 @@ struct FileReport<'a> {
 
 /// Checks workflow files: exit 0 all valid, 1 any invalid, 2 when a file could not be read.
 pub fn cmd_validate(cli: &Cli, args: &ValidateArgs, output: &mut Output) -> Result<ExitStatus> {
-    let config = load_config(cli)?;
-    let known = config.known_names();
+    let known = known_names(cli)?;
     let checked: Vec<_> = args
         .files
         .iter()

@@ -9,6 +9,7 @@ pub mod expressions;
 pub mod graph;
 pub mod load;
 pub mod model;
+pub mod prompts_check;
 pub mod schema;
 pub mod validate;
 pub mod yaml;

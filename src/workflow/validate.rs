@@ -10,9 +10,11 @@ use super::model::{
 };
 use crate::outcome::Outcome;
 
-/// Names defined outside the workflow (built-ins and `.tnh/config.yaml`).
+/// Names defined outside the workflow (built-ins, `.tnh/config.yaml`, the prompt library).
 #[derive(Debug, Clone)]
 pub struct KnownNames {
+    /// The prompt library (built-in plus the repository's `.tnh/prompts/`).
+    pub prompts: crate::prompt::Catalog,
     /// Agent profiles.
     pub agents: Vec<String>,
     /// Registered validators.
@@ -25,6 +27,11 @@ impl Default for KnownNames {
     fn default() -> Self {
         let owned = |names: &[&str]| names.iter().map(|name| (*name).to_owned()).collect();
         Self {
+            // The built-in library is tested to parse; were it broken, prompt references would
+            // be reported as unknown rather than crash validation.
+            prompts: crate::prompt::builtin_catalog()
+                .cloned()
+                .unwrap_or_default(),
             agents: owned(&["claude-code", "claude", "codex"]),
             validators: owned(&["tests", "lint", "typecheck"]),
             planners: owned(&["default", "rules"]),
@@ -61,6 +68,7 @@ pub fn validate_workflow(workflow: &Workflow, known: &KnownNames, diagnostics: &
             "planners:",
         );
     }
+    super::prompts_check::check_prompts(workflow, &known.prompts, diagnostics);
     check_reachability(workflow, &index, diagnostics);
     check_golden_gate(workflow, &index, diagnostics);
 }

@@ -47,7 +47,6 @@ fn commands_of_later_releases_say_not_implemented_with_exit_2() {
         &["gate", "approve", "RUN", "--comment", "ok"],
         &["runs", "list"],
         &["journal"],
-        &["prompts", "list"],
         &["planner", "check", "vectors"],
     ];
     for args in cases {

@@ -300,3 +300,28 @@ fn prompts_list_show_and_render_commands() {
         stderr_text(&unknown)
     );
 }
+
+#[test]
+fn validate_resolves_prompts_from_the_repository_library() {
+    let repo = TempRepo::new();
+    let workflow = "workflow_id: local\nversion: 1\ndescription: uses a team prompt\nentry_step: a\nsteps:\n  - id: a\n    opcode: RUN_AGENT\n    agent: codex\n    prompt: task.team_style.v2\n    routes:\n      \"*\": STOP\n";
+    let path = repo.write("wf.yaml", workflow);
+    let before = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["--color", "never", "validate"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(before.status.code(), Some(1));
+    assert!(stdout_text(&before).contains(":9:13: error: prompt `task.team_style.v2` is not in the prompt library [unknown-prompt]"), "{}", stdout_text(&before));
+    repo.write(".tnh/prompts/task/team_style.v2.md", "---\nprompt_id: task.team_style\nversion: 2\nrole: task\nsummary: our house style\n---\nFollow the house style.\n");
+    let after = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["validate"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(after.status.code(), Some(0), "{}", stdout_text(&after));
+}

@@ -1,0 +1,195 @@
+//! Static checks of prompt references: each resolves in the library, its role fits the opcode
+//! (RUN_AGENT → task, EVALUATE → planner/triage/risk, `policy:` → policy), and every required
+//! input can be supplied by the step.
+
+use super::diagnostic::Diagnostics;
+use super::model::{At, Inputs, PolicySpec, PromptSpec, Step, StepBody, Workflow};
+use crate::prompt::{Catalog, Prompt, PromptRole, PromptStatus};
+
+/// Context values the kernel gives every RUN_AGENT prompt without the step listing them.
+pub const AGENT_CONTEXT_INPUTS: &[&str] = &[
+    "run_id",
+    "run_dir",
+    "step_id",
+    "step_dir",
+    "worktree",
+    "repo",
+    "base_sha",
+    "workflow_id",
+    "component_kind",
+    "eval_profile",
+];
+
+/// The OA06 §2 envelope fields every EVALUATE prompt receives.
+pub const PLANNER_ENVELOPE_INPUTS: &[&str] = &[
+    "run_id",
+    "workflow_id",
+    "step_id",
+    "evaluate_prompt",
+    "allowed_next_steps",
+    "provenance_window",
+    "evidence",
+];
+
+/// Checks every prompt and policy reference of a workflow.
+pub fn check_prompts(workflow: &Workflow, catalog: &Catalog, diagnostics: &mut Diagnostics) {
+    if let Some(policy) = &workflow.defaults.policy {
+        check_policy(policy, catalog, diagnostics);
+    }
+    for step in &workflow.steps {
+        match &step.body {
+            StepBody::RunAgent(agent) => {
+                check_prompt(
+                    step,
+                    &agent.prompt,
+                    &agent.inputs,
+                    &[PromptRole::Task],
+                    AGENT_CONTEXT_INPUTS,
+                    catalog,
+                    diagnostics,
+                );
+                if let Some(policy) = &agent.policy {
+                    check_policy(policy, catalog, diagnostics);
+                }
+            }
+            StepBody::RunValidation(validation) => {
+                if let Some(policy) = &validation.policy {
+                    check_policy(policy, catalog, diagnostics);
+                }
+            }
+            StepBody::Evaluate(evaluate) => {
+                let roles = [PromptRole::Planner, PromptRole::Triage, PromptRole::Risk];
+                check_prompt(
+                    step,
+                    &evaluate.prompt,
+                    &evaluate.inputs,
+                    &roles,
+                    PLANNER_ENVELOPE_INPUTS,
+                    catalog,
+                    diagnostics,
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+fn resolve<'c>(
+    reference: &str,
+    pos: super::yaml::Pos,
+    catalog: &'c Catalog,
+    diagnostics: &mut Diagnostics,
+) -> Option<&'c Prompt> {
+    let found = catalog.get(reference);
+    if found.is_none() {
+        diagnostics
+            .error(pos, "unknown-prompt", format!("prompt `{reference}` is not in the prompt library"))
+            .suggest(reference, catalog.references(), "list the library with `tnh-conductor prompts list`, or add the file under .tnh/prompts/");
+    }
+    if let Some(prompt) = found.filter(|prompt| prompt.status == PromptStatus::Deprecated) {
+        diagnostics
+            .warning(
+                pos,
+                "deprecated-prompt",
+                format!("prompt `{}` is deprecated", prompt.reference()),
+            )
+            .hint("move to a newer version of the prompt");
+    }
+    found
+}
+
+/// Reports a role that does not fit; returns whether it fits.
+fn check_role(
+    prompt: &Prompt,
+    pos: super::yaml::Pos,
+    allowed: &[PromptRole],
+    user: &str,
+    diagnostics: &mut Diagnostics,
+) -> bool {
+    if allowed.contains(&prompt.role) {
+        return true;
+    }
+    let names: Vec<&str> = allowed.iter().map(|role| role.name()).collect();
+    diagnostics
+        .error(
+            pos,
+            "prompt-role",
+            format!(
+                "`{}` is a {} prompt; {user} need a {} prompt",
+                prompt.reference(),
+                prompt.role.name(),
+                names.join(" or ")
+            ),
+        )
+        .hint("use a prompt written for this opcode (see `tnh-conductor prompts list`)");
+    false
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_prompt(
+    step: &Step,
+    prompt: &At<PromptSpec>,
+    inputs: &Inputs,
+    roles: &[PromptRole],
+    implicit: &[&str],
+    catalog: &Catalog,
+    diagnostics: &mut Diagnostics,
+) {
+    let PromptSpec::Reference(reference) = &prompt.value else {
+        return;
+    };
+    let Some(found) = resolve(reference.as_str(), prompt.pos, catalog, diagnostics) else {
+        return;
+    };
+    if !check_role(
+        found,
+        prompt.pos,
+        roles,
+        &format!("{} steps", step.body.opcode().name()),
+        diagnostics,
+    ) {
+        // Inputs of a prompt written for another opcode say nothing useful about this step.
+        return;
+    }
+    let supplied: Vec<&str> = match inputs {
+        // A computed input mapping cannot be checked before the run.
+        Inputs::Expression(_) => return,
+        Inputs::Names(names) => names.iter().map(|name| name.value.as_str()).collect(),
+        Inputs::Values(values) => values.iter().map(|(name, _)| name.value.as_str()).collect(),
+        Inputs::None => Vec::new(),
+    };
+    for input in found.inputs.iter().filter(|input| input.required) {
+        let name = input.name.as_str();
+        if !supplied.contains(&name) && !implicit.contains(&name) {
+            diagnostics
+                .error(
+                    prompt.pos,
+                    "missing-input",
+                    format!(
+                        "prompt `{}` requires input `{name}`, which step `{}` does not supply",
+                        found.reference(),
+                        step.id.value
+                    ),
+                )
+                .hint(format!(
+                    "add `{name}` to the step's inputs ({})",
+                    input.description
+                ));
+        }
+    }
+}
+
+fn check_policy(policy: &At<PolicySpec>, catalog: &Catalog, diagnostics: &mut Diagnostics) {
+    let PolicySpec::Reference(reference) = &policy.value else {
+        return;
+    };
+    if let Some(found) = resolve(reference.as_str(), policy.pos, catalog, diagnostics) {
+        check_role(
+            found,
+            policy.pos,
+            &[PromptRole::Policy],
+            "`policy:` entries",
+            diagnostics,
+        );
+    }
+}
