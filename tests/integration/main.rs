@@ -2,7 +2,12 @@
 
 mod cli;
 mod mutation;
+mod policy;
 mod prompts;
 mod schema;
 mod support;
 mod validate;
+mod workspace;
+mod workspace_cli;
+mod workspace_guard;
+mod workspace_rollback;
