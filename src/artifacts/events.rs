@@ -103,6 +103,7 @@ impl EventLog {
         let (events, valid_bytes) = read_events(path)?;
         let mut file = OpenOptions::new()
             .create(true)
+            .truncate(false)
             .read(true)
             .write(true)
             .open(path)
