@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod ids;
+pub mod kernel;
 pub mod outcome;
 pub mod policy;
 pub mod prompt;
