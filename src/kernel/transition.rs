@@ -270,12 +270,12 @@ fn finish(
     reason: String,
     outcome: Outcome,
 ) -> Result<Transition, KernelError> {
-    if end == End::Success {
-        if let Some(reported_by) = &state.safety.goldens_pending {
-            return Err(KernelError::GoldensUnapproved {
-                reported_by: reported_by.clone(),
-            });
-        }
+    if end == End::Success
+        && let Some(reported_by) = &state.safety.goldens_pending
+    {
+        return Err(KernelError::GoldensUnapproved {
+            reported_by: reported_by.clone(),
+        });
     }
     state.phase = Phase::Finished {
         end,
