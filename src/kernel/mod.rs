@@ -1,6 +1,7 @@
 //! The kernel: a pure transition function over a durable state, and (with the kernel issue)
 //! the driver loop that executes opcodes and records everything.
 
+pub mod lock;
 pub mod params;
 pub mod state;
 pub mod transition;
