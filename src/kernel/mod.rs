@@ -3,6 +3,7 @@
 
 pub mod lock;
 pub mod params;
+pub mod recorder;
 pub mod state;
 pub mod transition;
 
