@@ -66,6 +66,12 @@ pub enum Error {
     /// The configuration file could not be used.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// A workspace (git worktree, snapshot, rollback) operation failed.
+    #[error(transparent)]
+    Workspace(#[from] crate::workspace::WorkspaceError),
+    /// A policy could not be compiled.
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
     /// An agent or validator process could not be run or recorded.
     #[error(transparent)]
     Runner(#[from] crate::runner::RunnerError),
@@ -101,6 +107,8 @@ impl Error {
             | Error::Workflow(_)
             | Error::Config(_)
             | Error::Prompt(_) => ExitStatus::Usage,
+            Error::Workspace(error) => error.exit_status(),
+            Error::Policy(_) => ExitStatus::Usage,
             Error::Runner(_) | Error::Io { .. } | Error::Json(_) => ExitStatus::Runtime,
         }
     }
@@ -116,6 +124,8 @@ impl Error {
             Error::Workflow(error) => error.hint(),
             Error::Config(error) => error.hint(),
             Error::Prompt(error) => error.hint(),
+            Error::Workspace(error) => error.hint(),
+            Error::Policy(error) => error.hint(),
             Error::Runner(error) => error.hint(),
             Error::Io { .. } => Some("check that the path exists and is readable".to_owned()),
             Error::Json(_) => None,

@@ -3,10 +3,12 @@
 //!
 //! The library never prints: only the `cli` and `tnh` layers write to the terminal.
 
+pub mod artifacts;
 pub mod cli;
 pub mod config;
 pub mod error;
 pub mod ids;
+pub mod kernel;
 pub mod outcome;
 pub mod policy;
 pub mod prompt;

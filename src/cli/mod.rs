@@ -4,6 +4,8 @@
 mod graph;
 mod output;
 mod prompts;
+mod rollback;
+mod runs_clean;
 mod schema;
 mod stub;
 mod validate;
@@ -69,7 +71,7 @@ pub enum Command {
     #[command(subcommand)]
     Runs(stub::RunsCommand),
     /// Roll a run's worktree back to a snapshot.
-    Rollback(stub::RollbackArgs),
+    Rollback(rollback::RollbackArgs),
     /// Draw a workflow's steps and routes.
     Graph(graph::GraphArgs),
     /// Print the review journal (Markdown).
@@ -98,8 +100,11 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
         Command::Resume(_) => not_implemented("resume"),
         Command::Status(_) => not_implemented("status"),
         Command::Gate(command) => not_implemented(&format!("gate {}", command.name())),
+        Command::Runs(stub::RunsCommand::Clean { older_than, all }) => {
+            runs_clean::cmd_runs_clean(cli.repo.as_deref(), older_than.as_deref(), *all, output)
+        }
         Command::Runs(command) => not_implemented(&format!("runs {}", command.name())),
-        Command::Rollback(_) => not_implemented("rollback"),
+        Command::Rollback(args) => rollback::cmd_rollback(cli.repo.as_deref(), args, output),
         Command::Journal(_) => not_implemented("journal"),
         Command::Prompts(command) => prompts::cmd_prompts(&cli, command, output),
         Command::Planner(command) => not_implemented(&format!("planner {}", command.name())),

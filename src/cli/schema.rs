@@ -28,14 +28,35 @@ pub enum SchemaName {
     Manifest,
     /// Lines of `events.ndjson`.
     Event,
+    /// The `workspace_status` artifact (changed paths of a step).
+    WorkspaceStatus,
+    /// The `policy_summary` artifact.
+    PolicySummary,
+    /// The record of a rollback.
+    RollbackRecord,
+    /// `metadata.json` of a run.
+    RunMetadata,
+    /// `status.json` of a run.
+    RunStatus,
 }
 
 /// The schema of `name`, when this release publishes it.
 pub fn schema_of(name: SchemaName) -> Option<serde_json::Value> {
     match name {
         SchemaName::Workflow => Some(crate::workflow::schema::workflow_schema()),
-        _ => None,
+        SchemaName::Manifest => Some(schema_value::<crate::artifacts::StepManifest>()),
+        SchemaName::Event => Some(schema_value::<crate::artifacts::Event>()),
+        SchemaName::RunMetadata => Some(schema_value::<crate::artifacts::RunMetadata>()),
+        SchemaName::RunStatus => Some(schema_value::<crate::artifacts::RunStatus>()),
+        SchemaName::WorkspaceStatus => Some(crate::workspace::workspace_status_schema()),
+        SchemaName::PolicySummary => Some(crate::policy::policy_summary_schema()),
+        SchemaName::RollbackRecord => Some(crate::workspace::rollback_record_schema()),
+        SchemaName::HarnessReport | SchemaName::PlannerInput | SchemaName::PlannerDecision => None,
     }
+}
+
+fn schema_value<T: schemars::JsonSchema>() -> serde_json::Value {
+    schemars::schema_for!(T).to_value()
 }
 
 /// Prints a JSON Schema.

@@ -154,16 +154,6 @@ impl RunsCommand {
     }
 }
 
-/// `rollback RUN_ID`.
-#[derive(Debug, Args)]
-pub struct RollbackArgs {
-    /// The run whose worktree to roll back.
-    pub run_id: String,
-    /// `pre_run` or `pre_step`.
-    #[arg(long, default_value = "pre_run")]
-    pub target: String,
-}
-
 /// `journal`.
 #[derive(Debug, Args)]
 pub struct JournalArgs {

@@ -1,1 +1,36 @@
-//! Placeholder: filled by the workspace issue.
+//! The workspace of a run: a managed git worktree on its own branch, snapshots of it, what
+//! changed since a snapshot, rollback, and the guard around protected refs.
+//!
+//! This module is the only place that touches git. Every mutable step runs in the run's
+//! worktree (`<repo>/.tnh/worktrees/<run_id>/`, branch `tnh/<workflow_id>/<run_id>`), never in
+//! the operator's checkout, which this module never writes. Heavy operations use the git CLI
+//! (argv only) because it is faster than libgit2 for checkouts and status; see
+//! `docs/workspace.md` for the choice per operation and the benchmark against git itself.
+//!
+//! A step, as the kernel drives it:
+//!
+//! 1. `snapshot_pre_step(step, visit)` and `guard(&protected)` before the agent runs;
+//! 2. `guard.verify()` after it (protected refs put back, commits and config edits reported);
+//! 3. `capture_since(&snapshot, patch_file)` for `workspace_diff` and `workspace_status`;
+//! 4. `policy::check` on the status and the guard report; `rollback(target)` when asked.
+
+mod capture;
+mod error;
+mod git;
+mod guard;
+mod rollback;
+pub mod runs;
+mod snapshot;
+mod worktree;
+
+pub use capture::{
+    ChangeKind, ChangedFile, DiffStat, WORKSPACE_STATUS_SCHEMA_VERSION, WorkspaceStatus,
+    diffstat_of, workspace_status_schema,
+};
+pub use error::WorkspaceError;
+pub use guard::{ALWAYS_PROTECTED, GuardReport, RefChange, RefClass, RefGuard};
+pub use rollback::{
+    ROLLBACK_RECORD_SCHEMA_VERSION, RollbackRecord, RollbackTarget, rollback_record_schema,
+};
+pub use snapshot::{Snapshot, refs_prefix};
+pub use worktree::{Workspace, WorkspaceRecord, work_branch_name};

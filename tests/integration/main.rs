@@ -2,6 +2,7 @@
 
 mod cli;
 mod mutation;
+mod policy;
 mod prompts;
 mod runner_api;
 mod runner_fakes;
@@ -11,3 +12,7 @@ mod runner_zoo;
 mod schema;
 mod support;
 mod validate;
+mod workspace;
+mod workspace_cli;
+mod workspace_guard;
+mod workspace_rollback;

@@ -123,3 +123,46 @@ fn unpublished_schemas_say_not_implemented_with_exit_2() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("not implemented yet"));
 }
+
+#[test]
+fn every_published_schema_compiles_and_real_records_match_it() {
+    for name in [
+        "workflow",
+        "manifest",
+        "event",
+        "workspace-status",
+        "policy-summary",
+        "rollback-record",
+        "run-metadata",
+        "run-status",
+    ] {
+        let output = conductor().args(["schema", name]).output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "schema {name}");
+        let schema: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert!(
+            jsonschema::validator_for(&schema).is_ok(),
+            "schema {name} does not compile"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.ndjson");
+    let mut log =
+        tnh_conductor::artifacts::EventLog::open(&path, "20260101T000000Z-abcdef").unwrap();
+    let payload =
+        std::collections::BTreeMap::from([("outcome".to_owned(), serde_json::json!("completed"))]);
+    log.append(
+        tnh_conductor::artifacts::EventType::StepCompleted,
+        Some(("implement", 2)),
+        payload,
+    )
+    .unwrap();
+    let output = conductor().args(["schema", "event"]).output().unwrap();
+    let validator =
+        jsonschema::validator_for(&serde_json::from_slice(&output.stdout).unwrap()).unwrap();
+    let line: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&path).unwrap().trim()).unwrap();
+    assert!(validator.is_valid(&line), "{line}");
+    let mut broken = line.clone();
+    broken["event_type"] = serde_json::json!("step_exploded");
+    assert!(!validator.is_valid(&broken));
+}

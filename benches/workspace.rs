@@ -1,0 +1,474 @@
+//! Workspace benchmark: each operation of `tnh_conductor::workspace` side by side with the git
+//! CLI doing the same work, on a generated repository (default 20,000 files, ~200 MB).
+//!
+//! Run with `bench/workspace.sh` (or `cargo bench --bench workspace`). Sizes can be changed
+//! with `TNH_BENCH_FILES`, `TNH_BENCH_FILE_BYTES` and `TNH_BENCH_ITERATIONS`. Each figure is
+//! the median of the iterations after one warm-up; the file system cache is warm, as it is
+//! for an overnight run working on a repository.
+
+use std::cell::{Cell, RefCell};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use tnh_conductor::ids::{RunId, StepId, WorkflowId};
+use tnh_conductor::workspace::{RollbackTarget, Workspace};
+
+const MODIFIED: usize = 200;
+const DELETED: usize = 50;
+const ADDED: usize = 200;
+
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    git_with(dir, args, None)
+}
+
+fn git_with(dir: &Path, args: &[&str], index: Option<&Path>) -> String {
+    let mut command = Command::new("git");
+    command
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@example.invalid");
+    if let Some(index) = index {
+        command.env("GIT_INDEX_FILE", index);
+    }
+    let output = command.output().expect("spawn git");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// Deterministic text content: lines of pseudo-random hex, so diffs and compression are real.
+fn contents(seed: usize, bytes: usize) -> Vec<u8> {
+    let mut state = (seed as u64)
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1);
+    let mut text = Vec::with_capacity(bytes + 80);
+    while text.len() < bytes {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        text.extend_from_slice(
+            format!("{state:016x} {:016x} line\n", state.rotate_left(17)).as_bytes(),
+        );
+    }
+    text
+}
+
+fn file_path(index: usize) -> String {
+    format!(
+        "d{:02}/s{:02}/f{:04}.txt",
+        index / 1000,
+        (index / 100) % 10,
+        index
+    )
+}
+
+/// Creates the repository with `files` files of `bytes` bytes each, committed on `main`.
+fn generate(root: &Path, files: usize, bytes: usize) {
+    git(root, &["init", "-q", "-b", "main"]);
+    for index in 0..files {
+        let path = root.join(file_path(index));
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, contents(index, bytes)).expect("write");
+    }
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "generated"]);
+}
+
+/// What an agent does between two measurements: edits, deletions, new untracked files in new
+/// nested directories.
+fn agent_changes(worktree: &Path, files: usize) {
+    for step in 0..MODIFIED {
+        let path = worktree.join(file_path((step * 97) % files));
+        let mut text = std::fs::read(&path).unwrap_or_default();
+        text.extend_from_slice(b"agent edit\n");
+        std::fs::write(&path, text).expect("edit");
+    }
+    for step in 0..DELETED {
+        let _ = std::fs::remove_file(worktree.join(file_path((step * 89 + 13) % files)));
+    }
+    for step in 0..ADDED {
+        let path = worktree.join(format!("agent/new{:02}/file{step:03}.txt", step % 10));
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, contents(1_000_000 + step, 4096)).expect("write");
+    }
+}
+
+/// One side of a comparison: an untimed preparation and the timed work.
+struct Side<'a> {
+    prepare: &'a dyn Fn(),
+    measured: &'a dyn Fn(),
+}
+
+/// Median durations of both sides over `iterations` rounds after one warm-up round. The sides
+/// alternate within each round, so load from other processes on the machine hits both alike.
+fn compare(iterations: usize, ours: Side<'_>, git: Side<'_>) -> (Duration, Duration) {
+    let time = |side: &Side<'_>| {
+        (side.prepare)();
+        let start = Instant::now();
+        (side.measured)();
+        start.elapsed()
+    };
+    time(&ours);
+    time(&git);
+    let mut ours_times = Vec::new();
+    let mut git_times = Vec::new();
+    for _ in 0..iterations {
+        ours_times.push(time(&ours));
+        git_times.push(time(&git));
+    }
+    ours_times.sort();
+    git_times.sort();
+    (ours_times[iterations / 2], git_times[iterations / 2])
+}
+
+fn nothing() {}
+
+struct Row {
+    name: &'static str,
+    ours: Duration,
+    git: Duration,
+    git_command: &'static str,
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without it
+    // (or with `--list`), and must not spend minutes generating 200 MB.
+    if !std::env::args().any(|arg| arg == "--bench") {
+        return;
+    }
+    let files = env_number("TNH_BENCH_FILES", 20_000);
+    let bytes = env_number("TNH_BENCH_FILE_BYTES", 10_240);
+    let iterations = env_number("TNH_BENCH_ITERATIONS", 5);
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let root = scratch.path().join("repo");
+    std::fs::create_dir_all(&root).expect("mkdir");
+    let start = Instant::now();
+    generate(&root, files, bytes);
+    eprintln!(
+        "generated {files} files of {bytes} bytes ({} MB) in {:.1?}",
+        files * bytes / 1_000_000,
+        start.elapsed()
+    );
+    let rows = vec![
+        bench_create(&root, iterations),
+        bench_snapshot(&root, files, iterations),
+        bench_status(&root, files, iterations),
+        bench_status_same_work(&root, files, iterations),
+        bench_diff(&root, files, iterations),
+        bench_diff_same_work(&root, files, iterations),
+        bench_rollback(&root, files, iterations),
+    ];
+    println!(
+        "{:<10} {:>12} {:>12} {:>7}  git command",
+        "operation", "workspace", "git", "ratio"
+    );
+    for row in &rows {
+        println!(
+            "{:<10} {:>10.1}ms {:>10.1}ms {:>6.2}x  {}",
+            row.name,
+            row.ours.as_secs_f64() * 1000.0,
+            row.git.as_secs_f64() * 1000.0,
+            row.ours.as_secs_f64() / row.git.as_secs_f64(),
+            row.git_command
+        );
+    }
+}
+
+fn bench_create(root: &Path, iterations: usize) -> Row {
+    // The worktree made by the previous measurement, removed (untimed) before the next one.
+    let last: RefCell<Option<PathBuf>> = RefCell::new(None);
+    let cleanup = || {
+        if let Some(path) = last.borrow_mut().take() {
+            git(
+                root,
+                &[
+                    "worktree",
+                    "remove",
+                    "--force",
+                    path.to_str().expect("utf-8 path"),
+                ],
+            );
+        }
+    };
+    let counter = Cell::new(0);
+    let next = || {
+        counter.set(counter.get() + 1);
+        counter.get()
+    };
+    let ours = || {
+        let run = RunId::new(format!("create-{}", next()));
+        let workspace =
+            Workspace::create(root, &run, &WorkflowId::new("bench"), None).expect("create");
+        *last.borrow_mut() = Some(workspace.path().to_owned());
+    };
+    let plain = || {
+        let number = next();
+        let path = root.join(format!(".tnh/plain/{number}"));
+        let branch = format!("plain-{number}");
+        let path_text = path.to_str().expect("utf-8");
+        git(
+            root,
+            &["worktree", "add", "-q", "-b", &branch, path_text, "HEAD"],
+        );
+        *last.borrow_mut() = Some(path);
+    };
+    let (ours, git_time) = compare(
+        iterations,
+        Side {
+            prepare: &cleanup,
+            measured: &ours,
+        },
+        Side {
+            prepare: &cleanup,
+            measured: &plain,
+        },
+    );
+    cleanup();
+    Row {
+        name: "create",
+        ours,
+        git: git_time,
+        git_command: "git worktree add -b BRANCH PATH HEAD",
+    }
+}
+
+/// A workspace with the agent's changes applied, and the git dir of its worktree.
+fn changed_workspace(root: &Path, name: &str, files: usize) -> (Workspace, PathBuf) {
+    let workspace = Workspace::create(root, &RunId::new(name), &WorkflowId::new("bench"), None)
+        .expect("create");
+    agent_changes(workspace.path(), files);
+    let git_dir = PathBuf::from(git(workspace.path(), &["rev-parse", "--absolute-git-dir"]));
+    (workspace, git_dir)
+}
+
+fn bench_snapshot(root: &Path, files: usize, iterations: usize) -> Row {
+    let (workspace, git_dir) = changed_workspace(root, "snapshot", files);
+    let visit = Cell::new(0);
+    let ours = || {
+        visit.set(visit.get() + 1);
+        workspace
+            .snapshot_pre_step(&StepId::new("step"), visit.get())
+            .expect("snapshot");
+    };
+    let scratch = git_dir.join("bench-index");
+    let plain = || {
+        std::fs::copy(git_dir.join("index"), &scratch).expect("copy index");
+        git_with(workspace.path(), &["add", "-A"], Some(&scratch));
+        git_with(workspace.path(), &["write-tree"], Some(&scratch));
+    };
+    let (ours, git_time) = compare(
+        iterations,
+        Side {
+            prepare: &nothing,
+            measured: &ours,
+        },
+        Side {
+            prepare: &nothing,
+            measured: &plain,
+        },
+    );
+    Row {
+        name: "snapshot",
+        ours,
+        git: git_time,
+        git_command: "cp index; git add -A && git write-tree (scratch index)",
+    }
+}
+
+fn bench_status(root: &Path, files: usize, iterations: usize) -> Row {
+    let (workspace, _) = changed_workspace(root, "status", files);
+    let pre_run = workspace.pre_run().expect("pre_run");
+    let ours = || {
+        workspace.status_since(&pre_run).expect("status");
+    };
+    let plain = || {
+        git(workspace.path(), &["status", "--porcelain"]);
+    };
+    let (ours, git_time) = compare(
+        iterations,
+        Side {
+            prepare: &nothing,
+            measured: &ours,
+        },
+        Side {
+            prepare: &nothing,
+            measured: &plain,
+        },
+    );
+    Row {
+        name: "status",
+        ours,
+        git: git_time,
+        git_command: "git status --porcelain",
+    }
+}
+
+/// git doing exactly the work `status_since` does: bring a scratch index up to date with the
+/// worktree, then compare it with the snapshot's tree with rename detection and line counts.
+fn bench_status_same_work(root: &Path, files: usize, iterations: usize) -> Row {
+    let (workspace, git_dir) = changed_workspace(root, "status-same", files);
+    let pre_run = workspace.pre_run().expect("pre_run");
+    let ours = || {
+        workspace.status_since(&pre_run).expect("status");
+    };
+    let scratch = git_dir.join("bench-index");
+    std::fs::copy(git_dir.join("index"), &scratch).expect("copy index");
+    let plain = || {
+        git_with(workspace.path(), &["add", "-A"], Some(&scratch));
+        let args = [
+            "diff-index",
+            "--cached",
+            "-z",
+            "-M",
+            "--raw",
+            "--numstat",
+            &pre_run.tree,
+        ];
+        git_with(workspace.path(), &args, Some(&scratch));
+    };
+    let (ours, git_time) = compare(
+        iterations,
+        Side {
+            prepare: &nothing,
+            measured: &ours,
+        },
+        Side {
+            prepare: &nothing,
+            measured: &plain,
+        },
+    );
+    Row {
+        name: "status=",
+        ours,
+        git: git_time,
+        git_command: "git add -A && git diff-index --cached -M --raw --numstat (scratch index)",
+    }
+}
+
+fn bench_diff(root: &Path, files: usize, iterations: usize) -> Row {
+    let (workspace, _) = changed_workspace(root, "diff", files);
+    let pre_run = workspace.pre_run().expect("pre_run");
+    let patch = root.join(".tnh/bench.patch");
+    let ours = || {
+        workspace.capture_since(&pre_run, &patch).expect("capture");
+    };
+    let plain = || {
+        git(workspace.path(), &["diff", "--stat", "HEAD"]);
+    };
+    let (ours, git_time) = compare(
+        iterations,
+        Side {
+            prepare: &nothing,
+            measured: &ours,
+        },
+        Side {
+            prepare: &nothing,
+            measured: &plain,
+        },
+    );
+    Row {
+        name: "diff",
+        ours,
+        git: git_time,
+        git_command: "git diff --stat HEAD",
+    }
+}
+
+/// git doing exactly the work `capture_since` does: the status above plus the binary patch.
+fn bench_diff_same_work(root: &Path, files: usize, iterations: usize) -> Row {
+    let (workspace, git_dir) = changed_workspace(root, "diff-same", files);
+    let pre_run = workspace.pre_run().expect("pre_run");
+    let patch = root.join(".tnh/bench-same.patch");
+    let ours = || {
+        workspace.capture_since(&pre_run, &patch).expect("capture");
+    };
+    let scratch = git_dir.join("bench-index");
+    std::fs::copy(git_dir.join("index"), &scratch).expect("copy index");
+    let output = format!("--output={}", patch.display());
+    let plain = || {
+        git_with(workspace.path(), &["add", "-A"], Some(&scratch));
+        let patch_args = [
+            "diff-index",
+            "--cached",
+            "-p",
+            "--binary",
+            "-M",
+            &output,
+            &pre_run.tree,
+        ];
+        git_with(workspace.path(), &patch_args, Some(&scratch));
+        let args = [
+            "diff-index",
+            "--cached",
+            "-z",
+            "-M",
+            "--raw",
+            "--numstat",
+            &pre_run.tree,
+        ];
+        git_with(workspace.path(), &args, Some(&scratch));
+    };
+    let (ours, git_time) = compare(
+        iterations,
+        Side {
+            prepare: &nothing,
+            measured: &ours,
+        },
+        Side {
+            prepare: &nothing,
+            measured: &plain,
+        },
+    );
+    Row {
+        name: "diff=",
+        ours,
+        git: git_time,
+        git_command: "the same + git diff-index --cached -p --binary -M > patch",
+    }
+}
+
+fn bench_rollback(root: &Path, files: usize, iterations: usize) -> Row {
+    let (workspace, _) = changed_workspace(root, "rollback", files);
+    let change = || agent_changes(workspace.path(), files);
+    let ours = || {
+        workspace
+            .rollback(RollbackTarget::PreRun)
+            .expect("rollback");
+    };
+    let plain = || {
+        git(workspace.path(), &["reset", "-q", "--hard"]);
+        git(workspace.path(), &["clean", "-q", "-fd"]);
+    };
+    let (ours, git_time) = compare(
+        iterations,
+        Side {
+            prepare: &change,
+            measured: &ours,
+        },
+        Side {
+            prepare: &change,
+            measured: &plain,
+        },
+    );
+    Row {
+        name: "rollback",
+        ours,
+        git: git_time,
+        git_command: "git reset --hard && git clean -fd",
+    }
+}

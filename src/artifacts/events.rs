@@ -1,0 +1,298 @@
+//! `events.ndjson`: one JSON object a line, `seq` 1, 2, 3… without gaps, append-only.
+//!
+//! A process killed mid-write can leave a torn last line; opening the log removes it (it was
+//! never acknowledged) and appending continues with the next sequence number, so a resumed run's
+//! events stay contiguous.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{ArtifactsError, SCHEMA_VERSION, now};
+
+/// What an event records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EventType {
+    /// A run began.
+    RunStarted,
+    /// A run continued after an interruption or a gate.
+    RunResumed,
+    /// A step began a visit.
+    StepStarted,
+    /// An agent or validator process started.
+    RunnerStarted,
+    /// An agent or validator process ended.
+    RunnerCompleted,
+    /// A file was added to a step's manifest.
+    ArtifactRecorded,
+    /// A step's diff broke the policy.
+    PolicyViolation,
+    /// The kernel chose the next step.
+    RouteSelected,
+    /// A step visit ended with an outcome.
+    StepCompleted,
+    /// A step visit failed at runtime (not an outcome of its opcode).
+    StepFailed,
+    /// A step visit was cut short by a crash or Ctrl-C.
+    StepInterrupted,
+    /// A rollback reset the worktree.
+    RollbackCompleted,
+    /// A blocking gate is waiting for a human.
+    GateRequested,
+    /// A gate was decided.
+    GateResolved,
+    /// A human's decision and comments (OA01.1 HUMAN_FEEDBACK).
+    HumanFeedback,
+    /// The planner decided.
+    PlannerDecision,
+    /// A script printed something.
+    ScriptOutput,
+    /// The worktree differed from the recorded state and the operator accepted it.
+    DriftAccepted,
+    /// An agent appended to the run log.
+    AgentRunlog,
+    /// The run ended at a STOP.
+    RunCompleted,
+    /// The run ended with a runtime error.
+    RunFailed,
+    /// The operator interrupted the run.
+    RunInterrupted,
+}
+
+/// One line of `events.ndjson`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Event {
+    /// The event format's version.
+    pub schema_version: u32,
+    /// 1, 2, 3… without gaps.
+    pub seq: u64,
+    /// RFC 3339 UTC.
+    pub timestamp: String,
+    /// The run.
+    pub run_id: String,
+    /// The step, for step events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_id: Option<String>,
+    /// The visit of the step, for step events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visit: Option<u32>,
+    /// What happened.
+    pub event_type: EventType,
+    /// Small payload fields (large payloads are artifacts the event points to).
+    #[serde(flatten)]
+    pub payload: BTreeMap<String, serde_json::Value>,
+}
+
+/// The append-only event stream of one run.
+#[derive(Debug)]
+pub struct EventLog {
+    path: PathBuf,
+    file: File,
+    run_id: String,
+    last_seq: u64,
+}
+
+impl EventLog {
+    /// Opens (creating if needed) the log, dropping a torn last line and checking that sequence
+    /// numbers are contiguous.
+    pub fn open(path: &Path, run_id: &str) -> Result<Self, ArtifactsError> {
+        let (events, valid_bytes) = read_events(path)?;
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(ArtifactsError::io("open", path))?;
+        let length = file
+            .metadata()
+            .map_err(ArtifactsError::io("stat", path))?
+            .len();
+        if valid_bytes < length {
+            file.set_len(valid_bytes)
+                .map_err(ArtifactsError::io("truncate the torn last line of", path))?;
+        }
+        file.seek(SeekFrom::End(0))
+            .map_err(ArtifactsError::io("seek", path))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            run_id: run_id.to_owned(),
+            last_seq: events.last().map_or(0, |event| event.seq),
+        })
+    }
+
+    /// The sequence number of the last event written.
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Appends an event and returns it.
+    pub fn append(
+        &mut self,
+        event_type: EventType,
+        step: Option<(&str, u32)>,
+        payload: BTreeMap<String, serde_json::Value>,
+    ) -> Result<Event, ArtifactsError> {
+        let event = Event {
+            schema_version: SCHEMA_VERSION,
+            seq: self.last_seq + 1,
+            timestamp: now(),
+            run_id: self.run_id.clone(),
+            step_id: step.map(|(id, _)| id.to_owned()),
+            visit: step.map(|(_, visit)| visit),
+            event_type,
+            payload,
+        };
+        let mut line = serde_json::to_vec(&event).map_err(|source| ArtifactsError::Json {
+            what: "event",
+            path: self.path.clone(),
+            source,
+        })?;
+        line.push(b'\n');
+        // One write per line: a crash leaves at most one torn line at the end.
+        self.file
+            .write_all(&line)
+            .map_err(ArtifactsError::io("append to", &self.path))?;
+        self.last_seq = event.seq;
+        Ok(event)
+    }
+
+    /// Makes every appended event durable.
+    pub fn sync(&self) -> Result<(), ArtifactsError> {
+        self.file
+            .sync_data()
+            .map_err(ArtifactsError::io("fsync", &self.path))
+    }
+
+    /// Reads every complete event of a log (a torn last line is ignored).
+    pub fn read_all(path: &Path) -> Result<Vec<Event>, ArtifactsError> {
+        read_events(path).map(|(events, _)| events)
+    }
+}
+
+/// The complete events and the byte length they occupy.
+fn read_events(path: &Path) -> Result<(Vec<Event>, u64), ArtifactsError> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(error) => {
+            return Err(ArtifactsError::Io {
+                action: "open",
+                path: path.to_path_buf(),
+                source: error,
+            });
+        }
+    };
+    let mut reader = BufReader::new(file);
+    let mut events: Vec<Event> = Vec::new();
+    let mut valid_bytes = 0u64;
+    let mut line = Vec::new();
+    let mut number = 0;
+    loop {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(ArtifactsError::io("read", path))?;
+        if read == 0 {
+            break;
+        }
+        number += 1;
+        let complete = line.ends_with(b"\n");
+        match serde_json::from_slice::<Event>(&line) {
+            Ok(event) if complete => {
+                let expected = events.last().map_or(1, |previous| previous.seq + 1);
+                if event.seq != expected {
+                    let message = format!(
+                        "sequence number {} where {expected} was expected",
+                        event.seq
+                    );
+                    return Err(ArtifactsError::Events {
+                        path: path.to_path_buf(),
+                        line: number,
+                        message,
+                    });
+                }
+                valid_bytes += read as u64;
+                events.push(event);
+            }
+            // Only the last line can be torn by a crash; anything else is damage.
+            _ if !complete || reader.fill_buf().map_or(true, |rest| rest.is_empty()) => break,
+            Ok(_) | Err(_) => {
+                let message = "not a valid event line".to_owned();
+                return Err(ArtifactsError::Events {
+                    path: path.to_path_buf(),
+                    line: number,
+                    message,
+                });
+            }
+        }
+    }
+    Ok((events, valid_bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload(key: &str, value: &str) -> BTreeMap<String, serde_json::Value> {
+        BTreeMap::from([(key.to_owned(), serde_json::Value::from(value))])
+    }
+
+    #[test]
+    fn sequence_numbers_continue_across_reopen_and_a_torn_line_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.ndjson");
+        let mut log = EventLog::open(&path, "run").unwrap();
+        log.append(EventType::RunStarted, None, BTreeMap::new())
+            .unwrap();
+        log.append(
+            EventType::StepStarted,
+            Some(("a", 1)),
+            payload("opcode", "RUN_AGENT"),
+        )
+        .unwrap();
+        drop(log);
+        // A crash in the middle of the third line.
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(b"{\"schema_version\":1,\"seq\":3,\"timest")
+            .unwrap();
+        let mut log = EventLog::open(&path, "run").unwrap();
+        assert_eq!(log.last_seq(), 2);
+        let event = log
+            .append(EventType::RunResumed, None, BTreeMap::new())
+            .unwrap();
+        assert_eq!(event.seq, 3);
+        let events = EventLog::read_all(&path).unwrap();
+        assert_eq!(
+            events.iter().map(|event| event.seq).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        assert_eq!(events[1].payload["opcode"], "RUN_AGENT");
+        assert_eq!(
+            (events[1].step_id.as_deref(), events[1].visit),
+            (Some("a"), Some(1))
+        );
+    }
+
+    #[test]
+    fn a_gap_in_the_middle_is_reported_not_repaired() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.ndjson");
+        let line = |seq: u64| {
+            format!(
+                "{{\"schema_version\":1,\"seq\":{seq},\"timestamp\":\"t\",\"run_id\":\"r\",\"event_type\":\"run_started\"}}\n"
+            )
+        };
+        std::fs::write(&path, format!("{}{}{}", line(1), line(3), line(4))).unwrap();
+        let error = EventLog::open(&path, "r").unwrap_err().to_string();
+        assert!(
+            error.contains("line 2: sequence number 3 where 2 was expected"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,93 @@
+//! Step manifests (OA04.3 §5): what a step visit produced, by canonical role.
+
+use serde::{Deserialize, Serialize};
+
+/// Canonical artifact roles (OA04.3 §5 and DESIGN §5); consumers resolve evidence by role,
+/// never by file name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ArtifactRole {
+    /// The raw agent stream.
+    RunnerTranscript,
+    /// The agent's last message.
+    RunnerFinalResponse,
+    /// argv, timing, termination, cost, tokens.
+    RunnerMetadata,
+    /// The rendered prompt sent to the agent.
+    RunnerPrompt,
+    /// A readable transcript.
+    RunnerTranscriptMarkdown,
+    /// Requested vs effective policy and violations.
+    PolicySummary,
+    /// Per-validator exit codes and durations.
+    ValidationReport,
+    /// A validator's stdout.
+    ValidationStdout,
+    /// A validator's stderr.
+    ValidationStderr,
+    /// A harness report.
+    HarnessReport,
+    /// A file a validator declared as an artifact.
+    ValidationArtifact,
+    /// The planner input envelope.
+    PlannerInput,
+    /// The planner decision.
+    PlannerDecision,
+    /// A gate request.
+    GateRequest,
+    /// A gate decision.
+    GateOutcome,
+    /// The step's unified diff.
+    WorkspaceDiff,
+    /// The step's changed paths.
+    WorkspaceStatus,
+    /// A rollback's before/after record.
+    RollbackRecord,
+}
+
+/// One artifact of a step visit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ArtifactEntry {
+    /// Its canonical role.
+    pub role: ArtifactRole,
+    /// Path relative to the run directory.
+    pub path: String,
+    /// Coarse type (`application/json`, `text/plain`, …).
+    pub media_type: String,
+    /// Whether the artifact is contract-critical.
+    pub required: bool,
+    /// Advisory: especially relevant for review (OA04.3 §9).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub important: bool,
+}
+
+/// `artifacts/<step_id>/<visit>/manifest.json` (and a copy of the latest visit's at
+/// `artifacts/<step_id>/manifest.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StepManifest {
+    /// The manifest format's version.
+    pub schema_version: u32,
+    /// The step.
+    pub step_id: String,
+    /// Its opcode (`RUN_AGENT`, …).
+    pub opcode: String,
+    /// Which visit of the step (1, 2, …).
+    pub visit: u32,
+    /// RFC 3339.
+    pub started_at: String,
+    /// RFC 3339.
+    pub ended_at: String,
+    /// The outcome or status (`completed`, `killed_timeout`, `partial`, …) or `interrupted`.
+    pub termination: String,
+    /// A compact, evaluator-facing summary of the evidence (OA04.3 §5).
+    pub evidence_summary: serde_json::Value,
+    /// The artifacts, by role.
+    pub artifacts: Vec<ArtifactEntry>,
+}
+
+impl StepManifest {
+    /// The first artifact with a role.
+    pub fn artifact(&self, role: ArtifactRole) -> Option<&ArtifactEntry> {
+        self.artifacts.iter().find(|entry| entry.role == role)
+    }
+}

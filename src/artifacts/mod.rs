@@ -1,0 +1,91 @@
+//! The run directory (DESIGN §5, OA04.3): metadata, status, final state, the event stream, the
+//! kernel's resumable state, and per-step, per-visit artifact folders with manifests.
+//!
+//! Everything here is written so that a crash at any instant loses nothing already recorded:
+//! whole files are replaced atomically (temp file, fsync, rename, fsync of the folder), and the
+//! event stream is append-only with contiguous sequence numbers that a resume continues.
+
+mod atomic;
+mod events;
+mod manifest;
+mod run_dir;
+mod run_id;
+mod status;
+
+pub use atomic::{read_json, write_atomic, write_json_atomic};
+pub use events::{Event, EventLog, EventType};
+pub use manifest::{ArtifactEntry, ArtifactRole, StepManifest};
+pub use run_dir::RunDir;
+pub use run_id::{is_run_id, new_run_id};
+pub use status::{LifecycleState, RunMetadata, RunStatus, Termination};
+
+use std::path::PathBuf;
+
+/// The schema version of every artifact format this release writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The current time as an RFC 3339 UTC timestamp.
+pub fn now() -> String {
+    jiff::Timestamp::now().to_string()
+}
+
+/// Reading or writing the run directory failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactsError {
+    /// A file operation failed.
+    #[error("failed to {action} `{path}`: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file or folder.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A record could not be encoded or decoded.
+    #[error("`{path}` is not a valid {what}: {source}")]
+    Json {
+        /// What the file should hold.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: serde_json::Error,
+    },
+    /// The event stream is damaged beyond a torn last line.
+    #[error("`{path}` line {line}: {message}")]
+    Events {
+        /// The stream.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl ArtifactsError {
+    /// What to do about it.
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            ArtifactsError::Io { .. } => {
+                "check free disk space and the permissions of the run directory".to_owned()
+            }
+            ArtifactsError::Json { .. } | ArtifactsError::Events { .. } => {
+                "the run directory was edited or damaged; inspect it, or start a new run".to_owned()
+            }
+        })
+    }
+
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| ArtifactsError::Io {
+            action,
+            path,
+            source,
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! Paths of one run directory.
+
+use std::path::{Path, PathBuf};
+
+use crate::ids::RunId;
+
+/// `<repo>/<artifacts_root>/<run_id>/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunDir {
+    root: PathBuf,
+}
+
+impl RunDir {
+    /// The run directory of `run_id` under `artifacts_root` (absolute, or relative to `repo`).
+    pub fn new(repo: &Path, artifacts_root: &str, run_id: &RunId) -> Self {
+        Self {
+            root: repo.join(artifacts_root).join(run_id.as_str()),
+        }
+    }
+
+    /// A run directory at a known path.
+    pub fn at(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The folder itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `metadata.json`.
+    pub fn metadata(&self) -> PathBuf {
+        self.root.join("metadata.json")
+    }
+
+    /// `status.json`.
+    pub fn status(&self) -> PathBuf {
+        self.root.join("status.json")
+    }
+
+    /// `final-state.txt`.
+    pub fn final_state(&self) -> PathBuf {
+        self.root.join("final-state.txt")
+    }
+
+    /// `events.ndjson`.
+    pub fn events(&self) -> PathBuf {
+        self.root.join("events.ndjson")
+    }
+
+    /// `state.json`.
+    pub fn state(&self) -> PathBuf {
+        self.root.join("state.json")
+    }
+
+    /// `lock`: held by the one process driving the run.
+    pub fn lock(&self) -> PathBuf {
+        self.root.join("lock")
+    }
+
+    /// `artifacts/<step_id>/`.
+    pub fn step_dir(&self, step_id: &str) -> PathBuf {
+        self.root.join("artifacts").join(step_id)
+    }
+
+    /// `artifacts/<step_id>/<visit>/`.
+    pub fn visit_dir(&self, step_id: &str, visit: u32) -> PathBuf {
+        self.step_dir(step_id).join(visit.to_string())
+    }
+
+    /// A path relative to the run directory, as manifests record it.
+    pub fn relative(&self, path: &Path) -> String {
+        path.strip_prefix(&self.root)
+            .unwrap_or(path)
+            .to_string_lossy()
+            .into_owned()
+    }
+}

@@ -1,0 +1,119 @@
+//! `metadata.json`, `status.json` and `final-state.txt`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a run is in its life (OA04.3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LifecycleState {
+    /// A process is driving it.
+    Running,
+    /// It waits at a blocking gate.
+    Waiting,
+    /// It stopped without an end: interrupted, or a process died; `resume` continues it.
+    Blocked,
+    /// It ended with a runtime error or a failure STOP.
+    Failed,
+    /// It reached a success STOP.
+    Completed,
+}
+
+impl LifecycleState {
+    /// The state's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            LifecycleState::Running => "running",
+            LifecycleState::Waiting => "waiting",
+            LifecycleState::Blocked => "blocked",
+            LifecycleState::Failed => "failed",
+            LifecycleState::Completed => "completed",
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Termination {
+    /// `success`, `failure` or `error`.
+    pub kind: String,
+    /// The last step.
+    pub step_id: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// `metadata.json` (OA04.3 §3 plus the workspace record).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunMetadata {
+    /// The format's version.
+    pub schema_version: u32,
+    /// The run.
+    pub run_id: String,
+    /// The workflow.
+    pub workflow_id: String,
+    /// The workflow's version.
+    pub workflow_version: i64,
+    /// The workflow file.
+    pub workflow_path: String,
+    /// RFC 3339.
+    pub started_at: String,
+    /// The parent of run directories (e.g. `.tnh/run/`).
+    pub artifacts_root: String,
+    /// The first step.
+    pub entry_step: String,
+    /// RFC 3339, once ended.
+    pub ended_at: Option<String>,
+    /// The last step run.
+    pub last_step_id: Option<String>,
+    /// How it ended.
+    pub termination: Option<Termination>,
+    /// Versions of the formats in play.
+    pub schema_versions: BTreeMap<String, u32>,
+    /// The operator's repository.
+    pub repo_root: String,
+    /// The run's worktree.
+    pub worktree_path: String,
+    /// The work branch.
+    pub branch: String,
+    /// The ref the run started from.
+    pub base_ref: String,
+    /// Its commit.
+    pub base_sha: String,
+    /// The run's parameters.
+    pub params: serde_json::Map<String, serde_json::Value>,
+}
+
+/// `status.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunStatus {
+    /// The format's version.
+    pub schema_version: u32,
+    /// The run.
+    pub run_id: String,
+    /// The workflow.
+    pub workflow_id: String,
+    /// Where the run is in its life.
+    pub lifecycle_state: LifecycleState,
+    /// The step running, waiting or last run.
+    pub current_step_id: Option<String>,
+    /// Its visit.
+    pub visit: Option<u32>,
+    /// RFC 3339 of the last change.
+    pub updated_at: String,
+    /// Why the run waits, failed or stopped.
+    pub reason: Option<String>,
+    /// The process driving the run, while running.
+    pub pid: Option<u32>,
+    /// Transitions so far.
+    pub transitions: u32,
+}
+
+impl RunStatus {
+    /// The one line of `final-state.txt`: e.g. `completed success done`, `waiting gate final_review`.
+    pub fn final_state_line(&self, detail: &str) -> String {
+        let step = self.current_step_id.as_deref().unwrap_or("-");
+        format!("{} {detail} {step}\n", self.lifecycle_state.name())
+    }
+}

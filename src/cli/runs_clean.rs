@@ -1,0 +1,54 @@
+//! `tnh-conductor runs clean [--older-than 7d] [--all]`: removes the worktrees of finished runs.
+//! Run directories, snapshot refs and work branches are kept (they are the evidence and the
+//! work) unless `--all`. Runs that have not ended are never touched.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use super::Output;
+use crate::error::{Error, ExitStatus, Result};
+use crate::workspace::runs::{CleanOptions, clean_runs, find_repo_root, parse_duration};
+
+/// Removes finished runs' worktrees and reports which runs were cleaned and which kept.
+pub fn cmd_runs_clean(
+    repo: Option<&Path>,
+    older_than: Option<&str>,
+    all: bool,
+    output: &mut Output,
+) -> Result<ExitStatus> {
+    let older_than = match older_than {
+        None => None,
+        Some(text) => Some(parse_duration(text).ok_or_else(|| {
+            Error::usage(
+                format!("invalid duration `{text}` for --older-than"),
+                "use a number and a unit: `90s`, `20m`, `24h`, `7d`, `2w`",
+            )
+        })?),
+    };
+    let start = repo.map_or_else(|| PathBuf::from("."), Path::to_owned);
+    let repo_root = find_repo_root(&start)?;
+    let options = CleanOptions {
+        older_than,
+        all,
+        now: SystemTime::now(),
+    };
+    let report = clean_runs(&repo_root, options)?;
+    let what = if all {
+        "removed"
+    } else {
+        "removed worktree of"
+    };
+    for run_id in &report.cleaned {
+        output.print(&format!("{what} {run_id}\n"));
+    }
+    for run_id in &report.running {
+        output.note(&format!("kept {run_id}: not ended"));
+    }
+    for run_id in &report.recent {
+        output.note(&format!("kept {run_id}: ended too recently"));
+    }
+    for (run_id, reason) in &report.unreadable {
+        output.note(&format!("skipped {run_id}: {reason}"));
+    }
+    Ok(ExitStatus::Success)
+}

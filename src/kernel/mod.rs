@@ -1,0 +1,16 @@
+//! The kernel: a pure transition function over a durable state, and (with the kernel issue)
+//! the driver loop that executes opcodes and records everything.
+
+pub mod lock;
+pub mod params;
+pub mod recorder;
+pub mod state;
+pub mod transition;
+
+pub use state::{End, Phase, RunState, Safety};
+pub use transition::{
+    KernelError, Next, StepReport, Transition, complete_step, fail, start_step, wait_at_gate,
+};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,406 @@
+//! Checking a step's changes against a compiled policy. Every changed path is normalised
+//! first; then forbidden paths, allowed paths, operations and the optional per-file hook are
+//! checked, and what the ref guard saw (protected refs, commits, pushes, git configuration) is
+//! classified. Protected-ref changes and path escapes are violations whatever the policy says.
+
+use std::collections::BTreeSet;
+
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use serde::{Deserialize, Serialize};
+
+use super::error::PolicyError;
+use super::normalize::{normalize_path, symlink_escapes};
+use super::spec::{CI_PATHS, LOCKFILES, Operation, PolicySpec};
+use crate::workspace::{ChangeKind, ChangedFile, GuardReport, RefClass, WorkspaceStatus};
+
+/// The per-file hook (a policy's Rhai `check` function, wired by the scripting layer): returns
+/// a reason when the change is not acceptable.
+pub type CheckHook<'a> = dyn Fn(&ChangedFile) -> Option<String> + 'a;
+
+/// Why a change violates the policy.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ViolationClass {
+    /// The path matches `forbidden_paths`.
+    ForbiddenPath,
+    /// `allowed_paths` is set and the path matches none of it.
+    OutsideAllowedPaths,
+    /// The change performs a forbidden operation.
+    ForbiddenOperation,
+    /// A protected branch, or the operator's HEAD, was moved, created or deleted (restored).
+    ProtectedBranchViolation,
+    /// A tag was created, moved or deleted (restored).
+    ProtectedTagViolation,
+    /// The path is absolute, climbs out with `..`, or is a symlink pointing outside.
+    PathEscape,
+    /// The policy's `check` hook rejected the change.
+    CheckFailed,
+}
+
+/// One violation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Violation {
+    /// The class.
+    pub class: ViolationClass,
+    /// The path or ref concerned, when there is one.
+    pub path: Option<String>,
+    /// The rule that was broken: a glob, an operation id, or an implicit rule's name.
+    pub rule: String,
+    /// A sentence for the operator.
+    pub detail: String,
+}
+
+impl Violation {
+    fn new(
+        class: ViolationClass,
+        path: Option<&str>,
+        rule: &str,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self {
+            class,
+            path: path.map(str::to_owned),
+            rule: rule.to_owned(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// A compiled glob list that can say which pattern matched.
+#[derive(Debug, Clone)]
+struct Patterns {
+    patterns: Vec<String>,
+    set: GlobSet,
+}
+
+impl Patterns {
+    fn compile(field: &'static str, patterns: &[String]) -> Result<Self, PolicyError> {
+        let mut builder = GlobSetBuilder::new();
+        let mut normalised = Vec::new();
+        for pattern in patterns {
+            let effective = normalise_pattern(pattern);
+            builder.add(build_glob(field, pattern, &effective)?);
+            normalised.push(effective);
+        }
+        let set = builder.build().map_err(|error| PolicyError::InvalidGlob {
+            field,
+            pattern: patterns.join(", "),
+            reason: error.to_string(),
+        })?;
+        Ok(Self {
+            patterns: normalised,
+            set,
+        })
+    }
+
+    fn first_match(&self, path: &str) -> Option<&str> {
+        let matches = self.set.matches(path);
+        matches.first().map(|index| self.patterns[*index].as_str())
+    }
+}
+
+fn build_glob(field: &'static str, original: &str, effective: &str) -> Result<Glob, PolicyError> {
+    GlobBuilder::new(effective)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|error| PolicyError::InvalidGlob {
+            field,
+            pattern: original.to_owned(),
+            reason: error.kind().to_string(),
+        })
+}
+
+/// `./src/` → `src/**`; `/docs/*.md` → `docs/*.md`. Patterns are always relative to the
+/// worktree root.
+fn normalise_pattern(pattern: &str) -> String {
+    let mut pattern = pattern.trim();
+    while let Some(rest) = pattern.strip_prefix("./") {
+        pattern = rest;
+    }
+    let pattern = pattern.trim_start_matches('/');
+    if pattern.ends_with('/') {
+        format!("{pattern}**")
+    } else {
+        pattern.to_owned()
+    }
+}
+
+/// A policy ready to check changes.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    requested: PolicySpec,
+    allowed: Patterns,
+    forbidden: Patterns,
+    enforced: BTreeSet<Operation>,
+    advisory: Vec<String>,
+    ci: GlobSet,
+}
+
+impl Policy {
+    /// Compiles a requested policy; an invalid glob is an error, never ignored.
+    pub fn compile(spec: &PolicySpec) -> Result<Self, PolicyError> {
+        let mut enforced = BTreeSet::new();
+        let mut advisory = Vec::new();
+        for entry in &spec.forbidden_operations {
+            match entry.trim().parse::<Operation>() {
+                Ok(operation) => {
+                    enforced.insert(operation);
+                }
+                Err(()) => advisory.push(entry.clone()),
+            }
+        }
+        let ci_patterns: Vec<String> = CI_PATHS
+            .iter()
+            .map(|pattern| (*pattern).to_owned())
+            .collect();
+        Ok(Self {
+            requested: spec.clone(),
+            allowed: Patterns::compile("allowed_paths", &spec.allowed_paths)?,
+            forbidden: Patterns::compile("forbidden_paths", &spec.forbidden_paths)?,
+            enforced,
+            advisory,
+            ci: Patterns::compile("ci", &ci_patterns)?.set,
+        })
+    }
+
+    /// The policy as requested.
+    pub fn requested(&self) -> &PolicySpec {
+        &self.requested
+    }
+
+    /// The normalised `allowed_paths` globs.
+    pub fn allowed_paths(&self) -> &[String] {
+        &self.allowed.patterns
+    }
+
+    /// The normalised `forbidden_paths` globs.
+    pub fn forbidden_paths(&self) -> &[String] {
+        &self.forbidden.patterns
+    }
+
+    /// The operations checked mechanically.
+    pub fn enforced_operations(&self) -> impl Iterator<Item = Operation> + '_ {
+        self.enforced.iter().copied()
+    }
+
+    /// The `forbidden_operations` entries that are text for the agent, not checked.
+    pub fn advisory(&self) -> &[String] {
+        &self.advisory
+    }
+
+    fn forbids(&self, operation: Operation) -> bool {
+        self.enforced.contains(&operation)
+    }
+
+    /// Checks a step's changes and what the ref guard saw; returns every violation in a
+    /// stable order (files by path, then repository-level findings).
+    pub fn check(
+        &self,
+        status: &WorkspaceStatus,
+        guard: &GuardReport,
+        hook: Option<&CheckHook<'_>>,
+    ) -> Vec<Violation> {
+        let mut violations = Vec::new();
+        for file in &status.files {
+            self.check_file(file, hook, &mut violations);
+        }
+        if self.forbids(Operation::CreateTopLevelDirs) {
+            for dir in &status.new_top_level_dirs {
+                violations.push(operation_violation(
+                    Operation::CreateTopLevelDirs,
+                    dir,
+                    "new top-level directory",
+                ));
+            }
+        }
+        self.check_guard(guard, &mut violations);
+        violations
+    }
+
+    /// Checks one changed file.
+    pub fn check_file(
+        &self,
+        file: &ChangedFile,
+        hook: Option<&CheckHook<'_>>,
+        violations: &mut Vec<Violation>,
+    ) {
+        let mut paths = vec![file.path.as_str()];
+        paths.extend(file.old_path.as_deref());
+        for raw in paths {
+            match normalize_path(raw) {
+                Ok(path) => self.check_path(&path, violations),
+                Err(escape) => violations.push(Violation::new(
+                    ViolationClass::PathEscape,
+                    Some(raw),
+                    "path_normalisation",
+                    escape.describe(),
+                )),
+            }
+        }
+        if let Some(target) = file.symlink_target.as_deref()
+            && symlink_escapes(&file.path, target)
+        {
+            violations.push(Violation::new(
+                ViolationClass::PathEscape,
+                Some(&file.path),
+                "symlink_target",
+                format!("symlink points outside the worktree: `{target}`"),
+            ));
+        }
+        for operation in operations_of(file, &self.ci) {
+            if self.forbids(operation) {
+                violations.push(operation_violation(
+                    operation,
+                    &file.path,
+                    describe(operation),
+                ));
+            }
+        }
+        if let Some(reason) = hook.and_then(|hook| hook(file)) {
+            violations.push(Violation::new(
+                ViolationClass::CheckFailed,
+                Some(&file.path),
+                "check",
+                reason,
+            ));
+        }
+    }
+
+    fn check_path(&self, path: &str, violations: &mut Vec<Violation>) {
+        if let Some(pattern) = self.forbidden.first_match(path) {
+            violations.push(Violation::new(
+                ViolationClass::ForbiddenPath,
+                Some(path),
+                pattern,
+                format!("`{path}` matches forbidden path `{pattern}`"),
+            ));
+        }
+        if !self.allowed.patterns.is_empty() && self.allowed.first_match(path).is_none() {
+            violations.push(Violation::new(
+                ViolationClass::OutsideAllowedPaths,
+                Some(path),
+                "allowed_paths",
+                format!("`{path}` matches none of allowed_paths"),
+            ));
+        }
+    }
+
+    fn check_guard(&self, guard: &GuardReport, violations: &mut Vec<Violation>) {
+        for change in &guard.ref_changes {
+            let (class, rule) = match change.class {
+                RefClass::Tag => (ViolationClass::ProtectedTagViolation, "protected_tags"),
+                RefClass::ProtectedBranch => (
+                    ViolationClass::ProtectedBranchViolation,
+                    "protected_branches",
+                ),
+                RefClass::OperatorHead => {
+                    (ViolationClass::ProtectedBranchViolation, "operator_head")
+                }
+            };
+            let show =
+                |value: &Option<String>| value.clone().unwrap_or_else(|| "(none)".to_owned());
+            let outcome = if change.restored {
+                "restored"
+            } else {
+                "not restored"
+            };
+            let detail = format!(
+                "`{}` changed from {} to {}; {outcome}",
+                change.refname,
+                show(&change.before),
+                show(&change.after)
+            );
+            violations.push(Violation::new(class, Some(&change.refname), rule, detail));
+        }
+        if guard.commits > 0 && self.forbids(Operation::Commit) {
+            let detail = format!("{} new commit(s)", guard.commits);
+            violations.push(Violation::new(
+                ViolationClass::ForbiddenOperation,
+                None,
+                "commit",
+                detail,
+            ));
+        }
+        if self.forbids(Operation::Push) {
+            for name in &guard.remote_refs_changed {
+                violations.push(operation_violation(
+                    Operation::Push,
+                    name,
+                    "remote-tracking ref moved",
+                ));
+            }
+        }
+        if self.forbids(Operation::ModifyGitConfig) {
+            for name in &guard.git_config_changed {
+                violations.push(operation_violation(
+                    Operation::ModifyGitConfig,
+                    name,
+                    "git configuration changed; restored",
+                ));
+            }
+        }
+    }
+}
+
+fn operation_violation(operation: Operation, path: &str, detail: &str) -> Violation {
+    Violation::new(
+        ViolationClass::ForbiddenOperation,
+        Some(path),
+        operation.id(),
+        detail,
+    )
+}
+
+fn describe(operation: Operation) -> &'static str {
+    match operation {
+        Operation::DeleteFiles => "file deleted",
+        Operation::RenameFiles => "file renamed",
+        Operation::AddSymlinks => "symlink added",
+        Operation::AddBinaryFiles => "binary file added",
+        Operation::ChangeFileMode => "file mode changed",
+        Operation::ModifyLockfiles => "lockfile changed",
+        Operation::ModifyCi => "CI configuration changed",
+        _ => "forbidden operation",
+    }
+}
+
+/// The operations a single file change performs (`ci` holds the `modify_ci` globs).
+fn operations_of(file: &ChangedFile, ci: &GlobSet) -> Vec<Operation> {
+    let mut operations = Vec::new();
+    const SYMLINK: &str = "120000";
+    let old_symlink = file.old_mode.as_deref() == Some(SYMLINK);
+    match file.kind {
+        ChangeKind::Delete => operations.push(Operation::DeleteFiles),
+        ChangeKind::Rename => operations.push(Operation::RenameFiles),
+        _ => {}
+    }
+    if file.is_symlink() && !old_symlink {
+        operations.push(Operation::AddSymlinks);
+    }
+    if file.binary && file.is_new() {
+        operations.push(Operation::AddBinaryFiles);
+    }
+    if let (Some(old), Some(new)) = (&file.old_mode, &file.new_mode)
+        && old != new
+        && !old_symlink
+        && !file.is_symlink()
+    {
+        operations.push(Operation::ChangeFileMode);
+    }
+    let names: Vec<&str> = std::iter::once(file.path.as_str())
+        .chain(file.old_path.as_deref())
+        .collect();
+    if names
+        .iter()
+        .any(|path| LOCKFILES.contains(&path.rsplit('/').next().unwrap_or(path)))
+    {
+        operations.push(Operation::ModifyLockfiles);
+    }
+    if names.iter().any(|path| ci.is_match(path)) {
+        operations.push(Operation::ModifyCi);
+    }
+    operations
+}

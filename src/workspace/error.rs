@@ -1,0 +1,172 @@
+//! Errors of the workspace module: each says what failed and where, with a hint for the operator.
+
+use std::path::PathBuf;
+
+/// A workspace operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// The `git` executable could not be found.
+    #[error("failed to run git: `git` is not installed or not on PATH")]
+    GitNotInstalled,
+    /// A git command exited non-zero.
+    #[error("git {command} failed in `{dir}`: {stderr}")]
+    Git {
+        /// The arguments after `git`.
+        command: String,
+        /// Where git ran.
+        dir: PathBuf,
+        /// What git said.
+        stderr: String,
+    },
+    /// A file operation failed.
+    #[error("failed to {action} `{path}`: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The path concerned.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The directory is not inside a git repository.
+    #[error("`{0}` is not inside a git repository")]
+    NotARepository(PathBuf),
+    /// Worktrees need a working directory to start from.
+    #[error("`{0}` is a bare repository")]
+    BareRepository(PathBuf),
+    /// There is no commit to branch from.
+    #[error("repository `{0}` has no commits")]
+    NoCommits(PathBuf),
+    /// The base ref names no commit.
+    #[error("base ref `{base_ref}` does not resolve to a commit in `{repo}`")]
+    UnresolvableBase {
+        /// The ref as given.
+        base_ref: String,
+        /// The repository.
+        repo: PathBuf,
+    },
+    /// The work branch of this run exists already.
+    #[error("work branch `{0}` already exists")]
+    BranchExists(String),
+    /// The worktree directory exists already.
+    #[error("worktree directory `{0}` already exists")]
+    WorktreeExists(PathBuf),
+    /// A recorded workspace is gone or no longer matches its record.
+    #[error("workspace at `{path}` cannot be reopened: {reason}")]
+    Missing {
+        /// The worktree path from the record.
+        path: PathBuf,
+        /// What is missing.
+        reason: String,
+    },
+    /// An id would make an invalid git ref name.
+    #[error("`{0}` cannot be used in a git ref name")]
+    InvalidRefName(String),
+    /// The requested snapshot does not exist.
+    #[error("run `{run_id}` has no `{target}` snapshot")]
+    NoSnapshot {
+        /// The run.
+        run_id: String,
+        /// `pre_run` or `pre_step`.
+        target: String,
+    },
+    /// Git printed something this module could not parse.
+    #[error("unexpected output from git {command}: {detail}")]
+    Parse {
+        /// The git command.
+        command: &'static str,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A configured protected-branch name is not a valid glob.
+    #[error("invalid protected branch pattern `{pattern}`: {reason}")]
+    InvalidProtectedBranch {
+        /// The pattern.
+        pattern: String,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// A run directory or its metadata is missing or malformed.
+    #[error("run `{run_id}`: {reason}")]
+    Run {
+        /// The run.
+        run_id: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl WorkspaceError {
+    /// The exit status a command ends with: 2 when the request itself cannot be met (no
+    /// repository, unknown run or snapshot), 4 when git or the file system failed.
+    pub fn exit_status(&self) -> crate::error::ExitStatus {
+        use crate::error::ExitStatus;
+        match self {
+            WorkspaceError::NotARepository(_)
+            | WorkspaceError::BareRepository(_)
+            | WorkspaceError::NoCommits(_)
+            | WorkspaceError::UnresolvableBase { .. }
+            | WorkspaceError::BranchExists(_)
+            | WorkspaceError::WorktreeExists(_)
+            | WorkspaceError::InvalidRefName(_)
+            | WorkspaceError::NoSnapshot { .. }
+            | WorkspaceError::InvalidProtectedBranch { .. }
+            | WorkspaceError::Run { .. } => ExitStatus::Usage,
+            WorkspaceError::GitNotInstalled
+            | WorkspaceError::Git { .. }
+            | WorkspaceError::Io { .. }
+            | WorkspaceError::Missing { .. }
+            | WorkspaceError::Parse { .. } => ExitStatus::Runtime,
+        }
+    }
+
+    /// What the operator can do about the error.
+    pub fn hint(&self) -> Option<String> {
+        let hint = match self {
+            WorkspaceError::GitNotInstalled => {
+                "install git (2.30 or later) and make sure it is on PATH"
+            }
+            WorkspaceError::Git { .. } => {
+                "run the same git command by hand in that directory to see the problem"
+            }
+            WorkspaceError::Io { .. } => "check that the path exists and is writable",
+            WorkspaceError::NotARepository(_) => "run inside a git repository or pass `--repo DIR`",
+            WorkspaceError::BareRepository(_) => "use a clone with a working directory",
+            WorkspaceError::NoCommits(_) => {
+                "commit something first: the run's branch starts from a commit"
+            }
+            WorkspaceError::UnresolvableBase { .. } => {
+                "pass `--base` a branch, tag or commit that exists (`git rev-parse REF`)"
+            }
+            WorkspaceError::BranchExists(_) => {
+                "a run with this id already exists; start a new run or delete the branch"
+            }
+            WorkspaceError::WorktreeExists(_) => "remove the stale directory or start a new run",
+            WorkspaceError::Missing { .. } => {
+                "the worktree may have been removed (`runs clean`); its branch and snapshot refs are kept"
+            }
+            WorkspaceError::InvalidRefName(_) => {
+                "use ids made of letters, digits, `-`, `_` and `.`"
+            }
+            WorkspaceError::NoSnapshot { .. } => "roll back to `pre_run`, which every run has",
+            WorkspaceError::Parse { .. } => "report this as a bug together with `git --version`",
+            WorkspaceError::InvalidProtectedBranch { .. } => {
+                "fix `protected_branches` in `.tnh/config.yaml`"
+            }
+            WorkspaceError::Run { .. } => "list runs with `tnh-conductor runs list`",
+        };
+        Some(hint.to_owned())
+    }
+
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
+        WorkspaceError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,376 @@
+//! Protected refs and repository configuration, checked around each mutable step.
+//!
+//! Before a step, [`Workspace::guard`] records protected branches (`main`, `master`, the
+//! configured names and globs, the operator's current branch), every tag, remote-tracking
+//! refs, the operator's and the worktree's HEAD, the work branch tip, and the files under
+//! `.git` that change what git does (`config`, `config.worktree`, `info/exclude`,
+//! `info/attributes`, `hooks/*`). After the step, [`RefGuard::verify`] compares: a moved,
+//! created or deleted protected branch or tag is put back and reported; the worktree's HEAD is
+//! re-attached to the work branch; changed git configuration is restored and reported; a
+//! moved operator HEAD, new commits and moved remote-tracking refs are reported so policy can
+//! classify them. Writing a protected ref or `.git` file back is the only write this module
+//! makes outside the work branch, and it only ever undoes a change made during the step.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use serde::{Deserialize, Serialize};
+
+use super::error::WorkspaceError;
+use super::worktree::Workspace;
+
+/// Branch names protected whatever the configuration says.
+pub const ALWAYS_PROTECTED: [&str; 2] = ["main", "master"];
+
+/// What kind of ref an agent changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RefClass {
+    /// A protected branch (`refs/heads/…`).
+    ProtectedBranch,
+    /// A tag: created, moved or deleted.
+    Tag,
+    /// The HEAD of the operator's checkout (`refs/heads/…` it names, or a detached commit);
+    /// reported but not put back, since the checkout's files moved with it.
+    OperatorHead,
+}
+
+/// A protected ref that changed during a step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RefChange {
+    /// The full ref name (`refs/heads/main`, `refs/tags/v1`, `HEAD`).
+    pub refname: String,
+    /// Which kind of ref.
+    pub class: RefClass,
+    /// Value before the step (`null`: did not exist).
+    pub before: Option<String>,
+    /// Value after the step (`null`: deleted).
+    pub after: Option<String>,
+    /// Whether it was put back to `before`.
+    pub restored: bool,
+}
+
+/// What a step did to refs and repository configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GuardReport {
+    /// Protected branches and tags that changed (restored) and the operator's HEAD (reported).
+    pub ref_changes: Vec<RefChange>,
+    /// Commits the step created (on the work branch or wherever it moved HEAD).
+    pub commits: u64,
+    /// The worktree's HEAD had left the work branch (or the branch was deleted) and was
+    /// re-attached (the branch recreated where it was before the step).
+    pub worktree_head_restored: bool,
+    /// Remote-tracking refs that moved: evidence of a push or fetch.
+    pub remote_refs_changed: Vec<String>,
+    /// Files under `.git` that changed and were restored (`config`, `hooks/pre-commit`, …).
+    pub git_config_changed: Vec<String>,
+}
+
+impl GuardReport {
+    /// True when the step touched nothing guarded.
+    pub fn is_clean(&self) -> bool {
+        *self == GuardReport::default()
+    }
+}
+
+/// The guarded state recorded before a step.
+#[derive(Debug, Clone)]
+pub struct RefGuard {
+    workspace: Workspace,
+    protected: GlobSet,
+    refs: BTreeMap<String, String>,
+    operator_head: Option<Vec<u8>>,
+    worktree_head: String,
+    files: BTreeMap<PathBuf, Option<Vec<u8>>>,
+}
+
+impl Workspace {
+    /// Records the guarded state before a step. `configured` are branch names or globs
+    /// (`release/*`; `*` does not cross `/`) protected in addition to `main`, `master` and the
+    /// operator's current branch.
+    pub fn guard(&self, configured: &[String]) -> Result<RefGuard, WorkspaceError> {
+        let operator_head_path = self.common_dir.join("HEAD");
+        let operator_head = read_optional(&operator_head_path)?;
+        let mut names: Vec<String> = ALWAYS_PROTECTED
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect();
+        names.extend(configured.iter().cloned());
+        if let Some(branch) = operator_head
+            .as_deref()
+            .and_then(|bytes| std::str::from_utf8(bytes).ok())
+            .and_then(|text| text.trim().strip_prefix("ref: refs/heads/"))
+        {
+            names.push(globset::escape(branch));
+        }
+        let protected = compile_branch_globs(&names)?;
+        let mut guard = RefGuard {
+            workspace: self.clone(),
+            protected,
+            refs: BTreeMap::new(),
+            operator_head,
+            worktree_head: self.git.text(["rev-parse", "--verify", "HEAD^{commit}"])?,
+            files: BTreeMap::new(),
+        };
+        guard.refs = guard.guarded_refs()?;
+        for path in guard.guarded_files()? {
+            let contents = read_optional(&path)?;
+            guard.files.insert(path, contents);
+        }
+        Ok(guard)
+    }
+}
+
+impl RefGuard {
+    /// Compares with the state recorded before the step, puts protected refs, the worktree's
+    /// HEAD and git configuration back, and reports what the step did.
+    pub fn verify(&self) -> Result<GuardReport, WorkspaceError> {
+        let mut report = GuardReport::default();
+        let after = self.guarded_refs()?;
+        self.compare_refs(&after, &mut report)?;
+        self.check_operator_head(&mut report)?;
+        report.commits = self.count_new_commits(&after)?;
+        self.reattach_worktree_head(&mut report)?;
+        self.restore_files(&mut report)?;
+        Ok(report)
+    }
+
+    fn compare_refs(
+        &self,
+        after: &BTreeMap<String, String>,
+        report: &mut GuardReport,
+    ) -> Result<(), WorkspaceError> {
+        let names: BTreeSet<&String> = self.refs.keys().chain(after.keys()).collect();
+        for name in names {
+            let before = self.refs.get(name);
+            let now = after.get(name);
+            if before == now {
+                continue;
+            }
+            let class = if name.starts_with("refs/tags/") {
+                RefClass::Tag
+            } else if name.starts_with("refs/remotes/") {
+                report.remote_refs_changed.push(name.clone());
+                continue;
+            } else {
+                RefClass::ProtectedBranch
+            };
+            self.restore_ref(name, before)?;
+            report.ref_changes.push(RefChange {
+                refname: name.clone(),
+                class,
+                before: before.cloned(),
+                after: now.cloned(),
+                restored: true,
+            });
+        }
+        Ok(())
+    }
+
+    fn restore_ref(&self, name: &str, value: Option<&String>) -> Result<(), WorkspaceError> {
+        let git = &self.workspace.repo_git;
+        match value {
+            Some(sha) => git.run(["update-ref", "-m", "tnh: restore protected ref", name, sha]),
+            None => git.run(["update-ref", "-d", name]),
+        }
+    }
+
+    fn check_operator_head(&self, report: &mut GuardReport) -> Result<(), WorkspaceError> {
+        let path = self.workspace.common_dir.join("HEAD");
+        let now = read_optional(&path)?;
+        if now == self.operator_head {
+            return Ok(());
+        }
+        let text = |value: &Option<Vec<u8>>| {
+            value
+                .as_deref()
+                .map(|bytes| String::from_utf8_lossy(bytes).trim().to_owned())
+        };
+        // Reported, not restored: whoever moved it also changed the checkout's files, and
+        // putting HEAD back under them would leave the operator's checkout inconsistent.
+        report.ref_changes.push(RefChange {
+            refname: "HEAD".to_owned(),
+            class: RefClass::OperatorHead,
+            before: text(&self.operator_head),
+            after: text(&now),
+            restored: false,
+        });
+        Ok(())
+    }
+
+    fn count_new_commits(&self, after: &BTreeMap<String, String>) -> Result<u64, WorkspaceError> {
+        let git = &self.workspace.git;
+        let head_now = git
+            .text(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+            .unwrap_or_default();
+        let branch_ref = self.workspace.branch_ref();
+        let branch_now = git
+            .text(["rev-parse", "--verify", "--quiet", branch_ref.as_str()])
+            .unwrap_or_default();
+        let mut tips: BTreeSet<String> = [head_now, branch_now].into_iter().collect();
+        // Commits made on a protected branch count as well, although the branch was put back.
+        tips.extend(
+            after
+                .iter()
+                .filter(|(name, _)| name.starts_with("refs/heads/"))
+                .map(|(_, sha)| sha.clone()),
+        );
+        tips.retain(|tip| !tip.is_empty() && *tip != self.worktree_head);
+        if tips.is_empty() {
+            return Ok(0);
+        }
+        let mut args = vec!["rev-list".to_owned(), "--count".to_owned()];
+        args.extend(tips);
+        args.push(format!("^{}", self.worktree_head));
+        args.extend(
+            self.refs
+                .values()
+                .filter(|sha| **sha != self.worktree_head)
+                .map(|sha| format!("^{sha}")),
+        );
+        let count = git.text(&args)?;
+        count.parse().map_err(|_| WorkspaceError::Parse {
+            command: "rev-list --count",
+            detail: count.clone(),
+        })
+    }
+
+    fn reattach_worktree_head(&self, report: &mut GuardReport) -> Result<(), WorkspaceError> {
+        let git = &self.workspace.git;
+        let branch_ref = self.workspace.branch_ref();
+        let attached = git
+            .text(["symbolic-ref", "--quiet", "HEAD"])
+            .is_ok_and(|current| current == branch_ref);
+        let branch_exists =
+            git.succeeds(["show-ref", "--verify", "--quiet", branch_ref.as_str()])?;
+        if !branch_exists {
+            // Without its branch the run could be neither resumed nor rolled back: recreate it
+            // where HEAD was before the step.
+            git.run([
+                "update-ref",
+                branch_ref.as_str(),
+                self.worktree_head.as_str(),
+            ])?;
+            report.worktree_head_restored = true;
+        }
+        if !attached {
+            git.run(["symbolic-ref", "HEAD", branch_ref.as_str()])?;
+            report.worktree_head_restored = true;
+        }
+        Ok(())
+    }
+
+    fn restore_files(&self, report: &mut GuardReport) -> Result<(), WorkspaceError> {
+        let mut paths: BTreeSet<PathBuf> = self.files.keys().cloned().collect();
+        paths.extend(self.guarded_files()?);
+        for path in paths {
+            let before = self.files.get(&path).cloned().flatten();
+            let now = read_optional(&path)?;
+            if now != before {
+                write_optional(&path, before.as_deref())?;
+                report.git_config_changed.push(self.display_name(&path));
+            }
+        }
+        Ok(())
+    }
+
+    fn display_name(&self, path: &Path) -> String {
+        let common = &self.workspace.common_dir;
+        let worktree = &self.workspace.worktree_git_dir;
+        if let Ok(relative) = path.strip_prefix(worktree) {
+            format!("worktree/{}", relative.display())
+        } else if let Ok(relative) = path.strip_prefix(common) {
+            relative.display().to_string()
+        } else {
+            path.display().to_string()
+        }
+    }
+
+    fn guarded_refs(&self) -> Result<BTreeMap<String, String>, WorkspaceError> {
+        let listing = self.workspace.repo_git.text([
+            "for-each-ref",
+            "--format=%(objectname) %(refname)",
+            "refs/heads/",
+            "refs/tags/",
+            "refs/remotes/",
+        ])?;
+        let work_branch = self.workspace.branch_ref();
+        Ok(listing
+            .lines()
+            .filter_map(|line| line.split_once(' '))
+            .filter(|(_, name)| *name != work_branch)
+            .filter(|(_, name)| match name.strip_prefix("refs/heads/") {
+                Some(branch) => self.protected.is_match(branch),
+                None => true,
+            })
+            .map(|(sha, name)| (name.to_owned(), sha.to_owned()))
+            .collect())
+    }
+
+    fn guarded_files(&self) -> Result<Vec<PathBuf>, WorkspaceError> {
+        let common = &self.workspace.common_dir;
+        let mut paths = vec![
+            common.join("config"),
+            common.join("config.worktree"),
+            common.join("info").join("exclude"),
+            common.join("info").join("attributes"),
+            self.workspace.worktree_git_dir.join("config.worktree"),
+        ];
+        let hooks = common.join("hooks");
+        match std::fs::read_dir(&hooks) {
+            Ok(entries) => {
+                for entry in entries {
+                    let entry =
+                        entry.map_err(|source| WorkspaceError::io("list", &hooks, source))?;
+                    if entry.file_type().is_ok_and(|kind| kind.is_file()) {
+                        paths.push(entry.path());
+                    }
+                }
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(WorkspaceError::io("list", &hooks, source)),
+        }
+        Ok(paths)
+    }
+}
+
+fn compile_branch_globs(names: &[String]) -> Result<GlobSet, WorkspaceError> {
+    let mut builder = GlobSetBuilder::new();
+    for name in names {
+        let glob = GlobBuilder::new(name)
+            .literal_separator(true)
+            .build()
+            .map_err(|error| WorkspaceError::InvalidProtectedBranch {
+                pattern: name.clone(),
+                reason: error.kind().to_string(),
+            })?;
+        builder.add(glob);
+    }
+    builder
+        .build()
+        .map_err(|error| WorkspaceError::InvalidProtectedBranch {
+            pattern: names.join(", "),
+            reason: error.to_string(),
+        })
+}
+
+fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, WorkspaceError> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(WorkspaceError::io("read", path, source)),
+    }
+}
+
+fn write_optional(path: &Path, contents: Option<&[u8]>) -> Result<(), WorkspaceError> {
+    match contents {
+        Some(bytes) => std::fs::write(path, bytes)
+            .map_err(|source| WorkspaceError::io("restore", path, source)),
+        None => match std::fs::remove_file(path) {
+            Ok(()) => Ok(()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(WorkspaceError::io("remove", path, source)),
+        },
+    }
+}

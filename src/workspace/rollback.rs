@@ -1,0 +1,167 @@
+//! Rollback: make the worktree's files equal a snapshot exactly (untracked files included) and
+//! put the work branch's HEAD back at the snapshot's base, then report what was undone.
+//!
+//! Order matters: the worktree is first reset hard to the snapshot commit (so files the
+//! snapshot recorded as untracked are checked out), then `git clean` removes every file the
+//! snapshot does not contain, and finally a mixed reset moves the branch and index back to the
+//! snapshot's base without touching files. Only the work branch is ever written.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use super::capture::DiffStat;
+use super::error::WorkspaceError;
+use super::snapshot::Snapshot;
+use super::worktree::Workspace;
+use crate::ids::RunId;
+
+/// Version of the rollback record format.
+pub const ROLLBACK_RECORD_SCHEMA_VERSION: u32 = 1;
+
+/// Which snapshot to return to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RollbackTarget {
+    /// The base the run started from. Also removes ignored files, which a fresh worktree had
+    /// none of.
+    PreRun,
+    /// The snapshot before the most recent mutable step. Ignored files (build output) stay:
+    /// snapshots do not record them.
+    PreStep,
+}
+
+impl RollbackTarget {
+    /// `pre_run` or `pre_step`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RollbackTarget::PreRun => "pre_run",
+            RollbackTarget::PreStep => "pre_step",
+        }
+    }
+}
+
+impl fmt::Display for RollbackTarget {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RollbackTarget {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "pre_run" => Ok(RollbackTarget::PreRun),
+            "pre_step" => Ok(RollbackTarget::PreStep),
+            other if other.starts_with("checkpoint:") => Err(format!(
+                "`{other}`: named checkpoints are reserved and not implemented"
+            )),
+            other => Err(format!(
+                "unknown rollback target `{other}` (expected pre_run or pre_step)"
+            )),
+        }
+    }
+}
+
+/// The payload of a `rollback_completed` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RollbackRecord {
+    /// Format version.
+    pub schema_version: u32,
+    /// The run rolled back.
+    #[schemars(with = "String")]
+    pub run_id: RunId,
+    /// The requested target.
+    pub target: RollbackTarget,
+    /// The snapshot restored.
+    pub snapshot: Snapshot,
+    /// The worktree's HEAD commit before the rollback.
+    pub head_before: String,
+    /// The work branch's HEAD commit afterwards (the snapshot's base).
+    pub head_after: String,
+    /// The changes undone: worktree against the snapshot before rolling back.
+    pub before: DiffStat,
+    /// Worktree against the snapshot afterwards; empty when the rollback is exact.
+    pub after: DiffStat,
+}
+
+impl Workspace {
+    /// Rolls the worktree back to `target`.
+    pub fn rollback(&self, target: RollbackTarget) -> Result<RollbackRecord, WorkspaceError> {
+        let snapshot = match target {
+            RollbackTarget::PreRun => self.pre_run()?,
+            RollbackTarget::PreStep => {
+                self.latest_pre_step()?
+                    .ok_or_else(|| WorkspaceError::NoSnapshot {
+                        run_id: self.run_id().to_string(),
+                        target: target.as_str().to_owned(),
+                    })?
+            }
+        };
+        self.rollback_to(target, snapshot)
+    }
+
+    fn rollback_to(
+        &self,
+        target: RollbackTarget,
+        snapshot: Snapshot,
+    ) -> Result<RollbackRecord, WorkspaceError> {
+        let before = self.status_since(&snapshot)?.diffstat;
+        // An agent may have left HEAD on a deleted branch; that is what rollback repairs.
+        let head_before = self
+            .git
+            .text(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+            .unwrap_or_default();
+        self.abandon_operations_in_progress()?;
+        // An agent may have checked out another branch or detached HEAD: re-attach it to the
+        // work branch first, so the resets below move only the work branch.
+        let branch_ref = self.branch_ref();
+        self.git
+            .run(["symbolic-ref", "HEAD", branch_ref.as_str()])?;
+        self.git
+            .run(["reset", "--quiet", "--hard", snapshot.commit.as_str()])?;
+        let clean_flags = match target {
+            RollbackTarget::PreRun => "-ffdxq",
+            RollbackTarget::PreStep => "-ffdq",
+        };
+        self.git.run(["clean", clean_flags])?;
+        // The real index now matches the snapshot with fresh stat data: seeding the scratch
+        // index from it makes the check below a stat pass instead of re-hashing every file
+        // the reset rewrote.
+        self.reseed_scratch_index()?;
+        if snapshot.base != snapshot.commit {
+            self.git
+                .run(["reset", "--quiet", "--mixed", snapshot.base.as_str()])?;
+        }
+        let after = self.status_since(&snapshot)?.diffstat;
+        Ok(RollbackRecord {
+            schema_version: ROLLBACK_RECORD_SCHEMA_VERSION,
+            run_id: self.run_id().clone(),
+            target,
+            head_after: snapshot.base.clone(),
+            snapshot,
+            head_before,
+            before,
+            after,
+        })
+    }
+
+    /// A rebase or `git am` the agent left half-done keeps state that `reset --hard` does not
+    /// clear; merges, cherry-picks and reverts are cleared by the reset itself.
+    fn abandon_operations_in_progress(&self) -> Result<(), WorkspaceError> {
+        let rebase = ["rebase-merge", "rebase-apply"]
+            .iter()
+            .any(|name| self.worktree_git_dir.join(name).exists());
+        if rebase {
+            self.git.run(["rebase", "--quit"])?;
+        }
+        Ok(())
+    }
+}
+
+/// The JSON Schema of the rollback record (`rollback_completed` payload).
+pub fn rollback_record_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(RollbackRecord)).unwrap_or_default()
+}

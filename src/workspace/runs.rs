@@ -1,0 +1,297 @@
+//! Run directories as the workspace sees them: finding a run's workspace record in
+//! `<repo>/.tnh/run/<run_id>/metadata.json` (for `rollback` and `runs clean`), and removing
+//! finished runs' worktrees. Only the fields this module needs are read; the kernel owns the
+//! rest of the file.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Deserialize;
+
+use super::error::WorkspaceError;
+use super::git::Git;
+use super::snapshot::refs_prefix;
+use super::worktree::{Workspace, WorkspaceRecord};
+use crate::ids::RunId;
+
+/// The fields of `metadata.json` the workspace needs.
+#[derive(Debug, Clone, Deserialize)]
+struct MetadataView {
+    repo_root: PathBuf,
+    worktree_path: PathBuf,
+    branch: String,
+    base_ref: String,
+    base_sha: String,
+    #[serde(default)]
+    ended_at: Option<String>,
+}
+
+/// A run found on disk.
+#[derive(Debug, Clone)]
+pub struct RunEntry {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// Its workspace record.
+    pub record: WorkspaceRecord,
+    /// When it ended; `None` while it runs (or waits).
+    pub ended_at: Option<SystemTime>,
+}
+
+/// `<repo_root>/.tnh/run`.
+pub fn runs_dir(repo_root: &Path) -> PathBuf {
+    repo_root.join(".tnh").join("run")
+}
+
+/// The main working directory of the repository containing `start`.
+pub fn find_repo_root(start: &Path) -> Result<PathBuf, WorkspaceError> {
+    let repository = git2::Repository::discover(start)
+        .map_err(|_| WorkspaceError::NotARepository(start.to_owned()))?;
+    let common = repository.commondir();
+    match common.parent() {
+        Some(root) if !repository.is_bare() => Ok(root.to_owned()),
+        _ => Err(WorkspaceError::BareRepository(common.to_owned())),
+    }
+}
+
+/// Loads the run `run_id` of the repository at `repo_root`.
+pub fn load_run(repo_root: &Path, run_id: &str) -> Result<RunEntry, WorkspaceError> {
+    let run_error = |reason: String| WorkspaceError::Run {
+        run_id: run_id.to_owned(),
+        reason,
+    };
+    let plain = !run_id.is_empty()
+        && run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !run_id.starts_with('.');
+    if !plain {
+        return Err(run_error("not a run id".to_owned()));
+    }
+    let dir = runs_dir(repo_root).join(run_id);
+    let metadata_path = dir.join("metadata.json");
+    let text = match std::fs::read_to_string(&metadata_path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(run_error(format!(
+                "no such run in `{}`",
+                runs_dir(repo_root).display()
+            )));
+        }
+        Err(source) => return Err(WorkspaceError::io("read", metadata_path, source)),
+    };
+    let view: MetadataView = serde_json::from_str(&text).map_err(|error| {
+        run_error(format!(
+            "`{}` is not valid run metadata: {error}",
+            metadata_path.display()
+        ))
+    })?;
+    let ended_at = match view.ended_at.as_deref() {
+        None => None,
+        Some(text) => Some(parse_timestamp(text).ok_or_else(|| {
+            run_error(format!("`ended_at` is not an RFC 3339 UTC time: `{text}`"))
+        })?),
+    };
+    Ok(RunEntry {
+        dir,
+        record: WorkspaceRecord {
+            run_id: RunId::new(run_id),
+            repo_root: view.repo_root,
+            worktree_path: view.worktree_path,
+            branch: view.branch,
+            base_ref: view.base_ref,
+            base_sha: view.base_sha,
+        },
+        ended_at,
+    })
+}
+
+/// What `runs clean` should remove.
+#[derive(Debug, Clone, Copy)]
+pub struct CleanOptions {
+    /// Only runs that ended at least this long ago.
+    pub older_than: Option<Duration>,
+    /// Remove run directories, snapshot refs and work branches too.
+    pub all: bool,
+    /// The time to measure age from.
+    pub now: SystemTime,
+}
+
+/// What `runs clean` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CleanReport {
+    /// Runs whose worktree was removed.
+    pub cleaned: Vec<String>,
+    /// Runs kept because they have not ended.
+    pub running: Vec<String>,
+    /// Runs kept because they ended too recently.
+    pub recent: Vec<String>,
+    /// Run directories that could not be read, with the reason.
+    pub unreadable: Vec<(String, String)>,
+}
+
+/// Removes the worktrees of finished runs (and, with `all`, everything else they left).
+pub fn clean_runs(repo_root: &Path, options: CleanOptions) -> Result<CleanReport, WorkspaceError> {
+    let mut report = CleanReport::default();
+    for run_id in list_run_ids(repo_root)? {
+        let entry = match load_run(repo_root, &run_id) {
+            Ok(entry) => entry,
+            Err(error) => {
+                report.unreadable.push((run_id, error.to_string()));
+                continue;
+            }
+        };
+        let Some(ended_at) = entry.ended_at else {
+            report.running.push(run_id);
+            continue;
+        };
+        let age = options.now.duration_since(ended_at).unwrap_or_default();
+        if options.older_than.is_some_and(|minimum| age < minimum) {
+            report.recent.push(run_id);
+            continue;
+        }
+        Workspace::remove_worktree(&entry.record)?;
+        if options.all {
+            remove_run_refs(&entry.record)?;
+            std::fs::remove_dir_all(&entry.dir)
+                .map_err(|source| WorkspaceError::io("remove", &entry.dir, source))?;
+        }
+        report.cleaned.push(run_id);
+    }
+    Ok(report)
+}
+
+fn list_run_ids(repo_root: &Path) -> Result<Vec<String>, WorkspaceError> {
+    let dir = runs_dir(repo_root);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(WorkspaceError::io("list", dir, source)),
+    };
+    let mut ids = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| WorkspaceError::io("list", &dir, source))?;
+        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            ids.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    ids.sort();
+    Ok(ids)
+}
+
+fn remove_run_refs(record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
+    let git = Git::new(&record.repo_root);
+    let prefix = format!("{}/", refs_prefix(&record.run_id));
+    let branch = format!("refs/heads/{}", record.branch);
+    let listing = git.text([
+        "for-each-ref",
+        "--format=%(refname)",
+        prefix.as_str(),
+        branch.as_str(),
+    ])?;
+    for name in listing.lines() {
+        git.run(["update-ref", "-d", name])?;
+    }
+    Ok(())
+}
+
+/// Parses `7d`, `24h`, `20m`, `90s` (one number, one unit).
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => return None,
+    };
+    number.checked_mul(seconds).map(Duration::from_secs)
+}
+
+/// Parses an RFC 3339 time (`2026-04-05T10:00:00Z`, fractional seconds and offsets allowed).
+pub fn parse_timestamp(text: &str) -> Option<SystemTime> {
+    let bytes = text.as_bytes();
+    if bytes.len() < 20
+        || bytes[4] != b'-'
+        || bytes[7] != b'-'
+        || !matches!(bytes[10], b'T' | b't' | b' ')
+    {
+        return None;
+    }
+    let number = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let mut rest = &text[19..];
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let digits = fraction
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(fraction.len());
+        rest = &fraction[digits..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        _ if rest.len() == 6 && matches!(&rest[..1], "+" | "-") && &rest[3..4] == ":" => {
+            let minutes = rest[1..3].parse::<i64>().ok()? * 60 + rest[4..6].parse::<i64>().ok()?;
+            if &rest[..1] == "-" {
+                -minutes * 60
+            } else {
+                minutes * 60
+            }
+        }
+        _ => return None,
+    };
+    let seconds =
+        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    u64::try_from(seconds)
+        .ok()
+        .map(|seconds| UNIX_EPOCH + Duration::from_secs(seconds))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_parse_to_unix_seconds() {
+        let at = |text| {
+            parse_timestamp(text).map(|time| time.duration_since(UNIX_EPOCH).unwrap().as_secs())
+        };
+        assert_eq!(at("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(at("2026-04-05T10:00:00Z"), Some(1_775_383_200));
+        assert_eq!(at("2026-04-05T12:00:00.123+02:00"), Some(1_775_383_200));
+        assert_eq!(at("2026-04-05"), None);
+        assert_eq!(at("2026-13-05T10:00:00Z"), None);
+    }
+
+    #[test]
+    fn durations_parse_with_one_unit() {
+        assert_eq!(parse_duration("7d"), Some(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_duration("90s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("20m"), Some(Duration::from_secs(1200)));
+        assert_eq!(parse_duration("7"), None);
+        assert_eq!(parse_duration("d"), None);
+        assert_eq!(parse_duration("7y"), None);
+    }
+}

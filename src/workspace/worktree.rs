@@ -1,0 +1,263 @@
+//! The managed worktree of a run: creating it from a base ref on its own branch, the record the
+//! kernel keeps in `metadata.json`/`state.json`, and reopening it from that record on resume.
+//!
+//! The operator's checkout is never written: creation only adds `.git/worktrees/<run_id>/`,
+//! the work branch, the `pre_run` ref and one line in `.git/info/exclude`.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::error::WorkspaceError;
+use super::git::Git;
+use super::snapshot::refs_prefix;
+use crate::ids::{RunId, WorkflowId};
+
+/// Where a run's workspace is, as stored in the run's metadata: enough to reopen it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WorkspaceRecord {
+    /// The run this workspace belongs to.
+    #[schemars(with = "String")]
+    pub run_id: RunId,
+    /// The operator's repository (its main working directory).
+    pub repo_root: PathBuf,
+    /// `<repo_root>/.tnh/worktrees/<run_id>`.
+    pub worktree_path: PathBuf,
+    /// The work branch, `tnh/<workflow_id>/<run_id>` (without `refs/heads/`).
+    pub branch: String,
+    /// The base ref as the operator gave it (`HEAD` by default).
+    pub base_ref: String,
+    /// The commit the base ref resolved to when the run started.
+    pub base_sha: String,
+}
+
+/// A run's managed git worktree.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    record: WorkspaceRecord,
+    /// git in the worktree.
+    pub(crate) git: Git,
+    /// git in the operator's repository root (for refs only; it never touches files there).
+    pub(crate) repo_git: Git,
+    /// The worktree's private git dir (`.git/worktrees/<name>`), where the scratch index lives.
+    pub(crate) worktree_git_dir: PathBuf,
+    /// The repository's shared git dir (`.git`).
+    pub(crate) common_dir: PathBuf,
+}
+
+/// The branch a run works on.
+pub fn work_branch_name(workflow_id: &WorkflowId, run_id: &RunId) -> String {
+    format!("tnh/{workflow_id}/{run_id}")
+}
+
+impl Workspace {
+    /// Creates the worktree of `run_id` from `base_ref` (default `HEAD`) in the repository that
+    /// contains `repo`, on a new branch `tnh/<workflow_id>/<run_id>`, and records `pre_run`.
+    pub fn create(
+        repo: &Path,
+        run_id: &RunId,
+        workflow_id: &WorkflowId,
+        base_ref: Option<&str>,
+    ) -> Result<Self, WorkspaceError> {
+        let base_ref = base_ref.unwrap_or("HEAD");
+        let branch = work_branch_name(workflow_id, run_id);
+        check_ref_name(&format!("refs/heads/{branch}"), &branch)?;
+        check_ref_name(&format!("{}/pre_run", refs_prefix(run_id)), run_id.as_str())?;
+        let located = locate_repository(repo)?;
+        let base_sha = resolve_base(&located, base_ref)?;
+        let repo_git = Git::new(&located.root);
+        let branch_ref = format!("refs/heads/{branch}");
+        if repo_git.succeeds(["show-ref", "--verify", "--quiet", branch_ref.as_str()])? {
+            return Err(WorkspaceError::BranchExists(branch));
+        }
+        let worktree_path = located
+            .root
+            .join(".tnh")
+            .join("worktrees")
+            .join(run_id.as_str());
+        if worktree_path.exists() {
+            return Err(WorkspaceError::WorktreeExists(worktree_path));
+        }
+        ensure_excluded(&located.common_dir)?;
+        let path_arg = worktree_path.as_os_str().to_owned();
+        repo_git.run([
+            "worktree".as_ref(),
+            "add".as_ref(),
+            "--quiet".as_ref(),
+            "--no-track".as_ref(),
+            "-b".as_ref(),
+            branch.as_ref(),
+            path_arg.as_os_str(),
+            base_sha.as_ref(),
+        ])?;
+        let record = WorkspaceRecord {
+            run_id: run_id.clone(),
+            repo_root: located.root,
+            worktree_path,
+            branch,
+            base_ref: base_ref.to_owned(),
+            base_sha,
+        };
+        let workspace = Self::open(&record)?;
+        let pre_run = format!("{}/pre_run", refs_prefix(run_id));
+        workspace
+            .repo_git
+            .run(["update-ref", pre_run.as_str(), record.base_sha.as_str()])?;
+        Ok(workspace)
+    }
+
+    /// Reopens a workspace from its record (on resume, rollback or cleanup), checking that the
+    /// worktree still exists.
+    pub fn open(record: &WorkspaceRecord) -> Result<Self, WorkspaceError> {
+        let missing = |reason: &str| WorkspaceError::Missing {
+            path: record.worktree_path.clone(),
+            reason: reason.to_owned(),
+        };
+        if !record.worktree_path.join(".git").is_file() {
+            return Err(missing("the directory is not a git worktree any more"));
+        }
+        let git = Git::new(&record.worktree_path);
+        let dirs = git.text(["rev-parse", "--absolute-git-dir", "--git-common-dir"])?;
+        let mut lines = dirs.lines();
+        let (Some(git_dir), Some(common_dir)) = (lines.next(), lines.next()) else {
+            return Err(WorkspaceError::Parse {
+                command: "rev-parse --absolute-git-dir",
+                detail: dirs.clone(),
+            });
+        };
+        let common_dir = record.worktree_path.join(common_dir);
+        // A missing work branch is not checked here: `rollback` and the ref guard recreate it.
+        let repo_git = Git::new(&record.repo_root);
+        Ok(Self {
+            record: record.clone(),
+            git,
+            repo_git,
+            worktree_git_dir: PathBuf::from(git_dir),
+            common_dir,
+        })
+    }
+
+    /// The record to store in the run's metadata.
+    pub fn record(&self) -> &WorkspaceRecord {
+        &self.record
+    }
+
+    /// The worktree root, where agents and validators run.
+    pub fn path(&self) -> &Path {
+        &self.record.worktree_path
+    }
+
+    /// The run this workspace belongs to.
+    pub fn run_id(&self) -> &RunId {
+        &self.record.run_id
+    }
+
+    /// `refs/heads/<branch>`.
+    pub fn branch_ref(&self) -> String {
+        format!("refs/heads/{}", self.record.branch)
+    }
+
+    /// Removes the worktree directory and git's administrative entry for it. The work branch
+    /// and the snapshot refs stay.
+    pub fn remove_worktree(record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
+        let repo_git = Git::new(&record.repo_root);
+        if record.worktree_path.exists() {
+            let path = record.worktree_path.as_os_str().to_owned();
+            repo_git.run([
+                "worktree".as_ref(),
+                "remove".as_ref(),
+                "--force".as_ref(),
+                "--force".as_ref(),
+                path.as_os_str(),
+            ])?;
+        }
+        repo_git.run(["worktree", "prune"])
+    }
+}
+
+/// The repository a path belongs to.
+struct LocatedRepository {
+    root: PathBuf,
+    common_dir: PathBuf,
+}
+
+fn locate_repository(path: &Path) -> Result<LocatedRepository, WorkspaceError> {
+    let repository = git2::Repository::discover(path)
+        .map_err(|_| WorkspaceError::NotARepository(path.to_owned()))?;
+    if repository.is_bare() {
+        return Err(WorkspaceError::BareRepository(repository.path().to_owned()));
+    }
+    let common_dir = repository.commondir().to_owned();
+    // The main working directory is the parent of the common `.git` directory, also when
+    // `path` is inside a linked worktree.
+    let root = match common_dir.parent() {
+        Some(parent) if common_dir.file_name().is_some_and(|name| name == ".git") => {
+            parent.to_owned()
+        }
+        _ => return Err(WorkspaceError::BareRepository(common_dir)),
+    };
+    let root = root
+        .canonicalize()
+        .map_err(|source| WorkspaceError::io("resolve", &root, source))?;
+    let has_refs = repository
+        .references()
+        .is_ok_and(|mut references| references.next().is_some());
+    if repository.head().is_err() && !has_refs {
+        return Err(WorkspaceError::NoCommits(root));
+    }
+    Ok(LocatedRepository {
+        common_dir: root.join(".git"),
+        root,
+    })
+}
+
+fn resolve_base(located: &LocatedRepository, base_ref: &str) -> Result<String, WorkspaceError> {
+    let unresolvable = || WorkspaceError::UnresolvableBase {
+        base_ref: base_ref.to_owned(),
+        repo: located.root.clone(),
+    };
+    if base_ref.starts_with('-') {
+        return Err(unresolvable());
+    }
+    let peeled = format!("{base_ref}^{{commit}}");
+    let output =
+        Git::new(&located.root).text(["rev-parse", "--verify", "--quiet", peeled.as_str()]);
+    match output {
+        Ok(sha) if !sha.is_empty() => Ok(sha),
+        Ok(_) | Err(WorkspaceError::Git { .. }) => Err(unresolvable()),
+        Err(other) => Err(other),
+    }
+}
+
+fn check_ref_name(full_name: &str, shown: &str) -> Result<(), WorkspaceError> {
+    if git2::Reference::is_valid_name(full_name) && !shown.contains("..") {
+        Ok(())
+    } else {
+        Err(WorkspaceError::InvalidRefName(shown.to_owned()))
+    }
+}
+
+/// Adds `.tnh/` to `.git/info/exclude` once, so run directories and worktrees never show up
+/// in the operator's `git status`.
+fn ensure_excluded(common_dir: &Path) -> Result<(), WorkspaceError> {
+    let info = common_dir.join("info");
+    let exclude = info.join("exclude");
+    let existing = match std::fs::read_to_string(&exclude) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(source) => return Err(WorkspaceError::io("read", &exclude, source)),
+    };
+    if existing
+        .lines()
+        .any(|line| matches!(line.trim(), ".tnh/" | ".tnh" | "/.tnh/" | "/.tnh"))
+    {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&info).map_err(|source| WorkspaceError::io("create", &info, source))?;
+    let mut text = existing;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str("# tnh-conductor: run directories and managed worktrees\n.tnh/\n");
+    std::fs::write(&exclude, text).map_err(|source| WorkspaceError::io("write", &exclude, source))
+}

@@ -1,0 +1,198 @@
+//! `tnh-conductor rollback` and `tnh-conductor runs clean` against run directories laid out as
+//! DESIGN §5 describes (`<repo>/.tnh/run/<run_id>/metadata.json`).
+
+use std::path::Path;
+
+use tnh_conductor::workspace::Workspace;
+
+use crate::support::{TempRepo, conductor, stderr_text, stdout_text};
+use crate::workspace::{create, put};
+
+/// Writes the run's `metadata.json` as the kernel would (with fields this module ignores).
+fn write_metadata(repo: &TempRepo, workspace: &Workspace, ended_at: Option<&str>) {
+    let record = workspace.record();
+    let metadata = serde_json::json!({
+        "run_id": record.run_id,
+        "workflow_id": "wf",
+        "started_at": "2026-04-01T00:00:00Z",
+        "ended_at": ended_at,
+        "repo_root": record.repo_root,
+        "worktree_path": record.worktree_path,
+        "branch": record.branch,
+        "base_ref": record.base_ref,
+        "base_sha": record.base_sha,
+        "params": {},
+    });
+    put(
+        repo.path(),
+        &format!(".tnh/run/{}/metadata.json", record.run_id),
+        serde_json::to_vec_pretty(&metadata).unwrap(),
+    );
+}
+
+fn run_in(repo: &Path, args: &[&str]) -> std::process::Output {
+    conductor()
+        .arg("--repo")
+        .arg(repo)
+        .args(args)
+        .output()
+        .expect("run tnh-conductor")
+}
+
+#[test]
+fn rollback_command_restores_the_worktree_and_keeps_a_record() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "cli-run");
+    write_metadata(&repo, &workspace, None);
+    put(workspace.path(), "README.md", "agent was here\n");
+    put(workspace.path(), "extra/file.txt", "x\n");
+
+    let output = run_in(repo.path(), &["rollback", "cli-run", "--target", "pre_run"]);
+
+    assert!(output.status.success(), "{}", stderr_text(&output));
+    let stdout = stdout_text(&output);
+    assert!(
+        stdout.contains("rolled back run cli-run to pre_run"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("2 files changed"), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("README.md")).unwrap(),
+        "# test repository\n"
+    );
+    assert!(!workspace.path().join("extra").exists());
+    let saved =
+        std::fs::read_to_string(repo.path().join(".tnh/run/cli-run/rollbacks/1.json")).unwrap();
+    let saved: serde_json::Value = serde_json::from_str(&saved).unwrap();
+    assert_eq!(saved["target"], "pre_run");
+    assert_eq!(saved["before"]["files_changed"], 2);
+}
+
+#[test]
+fn rollback_command_prints_json_on_request() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "cli-json");
+    write_metadata(&repo, &workspace, None);
+    let output = run_in(repo.path(), &["rollback", "cli-json", "--json"]);
+    assert!(output.status.success(), "{}", stderr_text(&output));
+    let record: serde_json::Value = serde_json::from_str(&stdout_text(&output)).unwrap();
+    assert_eq!(record["run_id"], "cli-json");
+    assert_eq!(record["after"]["files_changed"], 0);
+}
+
+#[test]
+fn rollback_command_refuses_an_unknown_run() {
+    let repo = TempRepo::new();
+    let output = run_in(repo.path(), &["rollback", "20260101T000000Z-nope00"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = stderr_text(&output);
+    assert!(
+        stderr.contains("run `20260101T000000Z-nope00`: no such run"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint"), "{stderr}");
+    let output = run_in(repo.path(), &["rollback", "../../etc"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr_text(&output).contains("not a run id"));
+}
+
+#[test]
+fn rollback_command_refuses_pre_step_without_a_snapshot_and_unknown_targets() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "cli-nostep");
+    write_metadata(&repo, &workspace, None);
+    let output = run_in(
+        repo.path(),
+        &["rollback", "cli-nostep", "--target", "pre_step"],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr_text(&output).contains("has no `pre_step` snapshot"),
+        "{}",
+        stderr_text(&output)
+    );
+    let output = run_in(
+        repo.path(),
+        &["rollback", "cli-nostep", "--target", "checkpoint:a"],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr_text(&output).contains("reserved"));
+}
+
+#[test]
+fn runs_clean_removes_only_finished_runs_worktrees_and_keeps_evidence() {
+    let repo = TempRepo::new();
+    let old = create(&repo, "old-run");
+    write_metadata(&repo, &old, Some("2020-01-01T00:00:00Z"));
+    let recent = create(&repo, "recent-run");
+    write_metadata(&repo, &recent, Some("2999-01-01T00:00:00Z"));
+    let running = create(&repo, "running-run");
+    write_metadata(&repo, &running, None);
+
+    let output = run_in(repo.path(), &["runs", "clean", "--older-than", "7d"]);
+
+    assert!(output.status.success(), "{}", stderr_text(&output));
+    assert_eq!(stdout_text(&output), "removed worktree of old-run\n");
+    assert!(stderr_text(&output).contains("kept running-run: not ended"));
+    assert!(!old.path().exists());
+    assert!(recent.path().exists() && running.path().exists());
+    assert!(
+        repo.path().join(".tnh/run/old-run/metadata.json").exists(),
+        "run directory kept"
+    );
+    assert_eq!(
+        repo.git(&["rev-parse", "tnh/wf/old-run"]),
+        old.record().base_sha,
+        "branch kept"
+    );
+    repo.git(&["rev-parse", "refs/tnh/runs/old-run/pre_run"]);
+    assert!(!repo.git(&["worktree", "list"]).contains("old-run"));
+}
+
+#[test]
+fn runs_clean_all_removes_run_directories_refs_and_branches() {
+    let repo = TempRepo::new();
+    let done = create(&repo, "done-run");
+    write_metadata(&repo, &done, Some("2020-01-01T00:00:00Z"));
+    let running = create(&repo, "live-run");
+    write_metadata(&repo, &running, None);
+
+    let output = run_in(repo.path(), &["runs", "clean", "--all"]);
+
+    assert!(output.status.success(), "{}", stderr_text(&output));
+    assert!(!repo.path().join(".tnh/run/done-run").exists());
+    assert_eq!(repo.git(&["for-each-ref", "refs/tnh/runs/done-run/"]), "");
+    assert_eq!(repo.git(&["branch", "--list", "tnh/wf/done-run"]), "");
+    assert!(repo.path().join(".tnh/run/live-run/metadata.json").exists());
+    assert!(running.path().exists());
+}
+
+#[test]
+fn runs_clean_refuses_a_bad_duration() {
+    let repo = TempRepo::new();
+    let output = run_in(repo.path(), &["runs", "clean", "--older-than", "soon"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr_text(&output).contains("invalid duration `soon`"));
+}
+
+#[test]
+fn a_missing_git_is_reported_as_such() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "no-git");
+    write_metadata(&repo, &workspace, None);
+    let empty = tempfile::tempdir().unwrap();
+    let output = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["rollback", "no-git"])
+        .env("PATH", empty.path())
+        .output()
+        .expect("run tnh-conductor");
+    assert_eq!(output.status.code(), Some(4));
+    let stderr = stderr_text(&output);
+    assert!(
+        stderr.contains("`git` is not installed or not on PATH"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: install git"), "{stderr}");
+}

@@ -1,0 +1,350 @@
+//! The ref guard with real "agents" (git commands run in the worktree): commits on the work
+//! branch, commits on `main`, tags, `.git/config` and hook edits, pushes — each classified by
+//! policy, and `main` never moved.
+
+use tnh_conductor::policy::{Policy, PolicySpec, Violation, ViolationClass};
+use tnh_conductor::workspace::{GuardReport, RefClass, Workspace};
+
+use crate::support::{TempRepo, git_in};
+use crate::workspace::{create, put, read};
+
+/// A policy forbidding the repository-level operations.
+fn strict_policy() -> Policy {
+    Policy::compile(&PolicySpec {
+        forbidden_operations: ["commit", "push", "modify_git_config"]
+            .map(str::to_owned)
+            .to_vec(),
+        ..PolicySpec::default()
+    })
+    .unwrap()
+}
+
+/// Verifies the guard and checks the step against `policy`.
+fn finish_step(
+    workspace: &Workspace,
+    guard: &tnh_conductor::workspace::RefGuard,
+    policy: &Policy,
+) -> (GuardReport, Vec<Violation>) {
+    let report = guard.verify().unwrap();
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
+    let violations = policy.check(&status, &report, None);
+    (report, violations)
+}
+
+fn classes(violations: &[Violation]) -> Vec<(ViolationClass, String)> {
+    violations
+        .iter()
+        .map(|violation| (violation.class, violation.rule.clone()))
+        .collect()
+}
+
+#[test]
+fn an_agent_committing_on_the_work_branch_is_a_commit_operation() {
+    let repo = TempRepo::new();
+    let main = repo.git(&["rev-parse", "main"]);
+    let workspace = create(&repo, "commits");
+    let guard = workspace.guard(&[]).unwrap();
+    put(workspace.path(), "a.txt", "a\n");
+    git_in(workspace.path(), &["add", "a.txt"]);
+    git_in(workspace.path(), &["commit", "-q", "-m", "one"]);
+    put(workspace.path(), "b.txt", "b\n");
+    git_in(workspace.path(), &["add", "b.txt"]);
+    git_in(workspace.path(), &["commit", "-q", "-m", "two"]);
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+    assert_eq!(report.commits, 2);
+    assert!(report.ref_changes.is_empty());
+    assert_eq!(
+        classes(&violations),
+        vec![(ViolationClass::ForbiddenOperation, "commit".to_owned())]
+    );
+    let permissive = Policy::compile(&PolicySpec::default()).unwrap();
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
+    assert!(
+        permissive.check(&status, &report, None).is_empty(),
+        "commits are allowed unless forbidden"
+    );
+    assert_eq!(repo.git(&["rev-parse", "main"]), main);
+}
+
+#[test]
+fn an_agent_checking_out_main_and_committing_is_a_protected_branch_violation() {
+    let repo = TempRepo::new();
+    let main = repo.git(&["rev-parse", "main"]);
+    let workspace = create(&repo, "on-main");
+    let guard = workspace.guard(&[]).unwrap();
+    let dir = workspace.path();
+    git_in(dir, &["checkout", "-q", "--ignore-other-worktrees", "main"]);
+    put(dir, "sneaky.txt", "on main\n");
+    git_in(dir, &["add", "sneaky.txt"]);
+    git_in(dir, &["commit", "-q", "-m", "commit on main"]);
+    assert_ne!(
+        repo.git(&["rev-parse", "main"]),
+        main,
+        "the agent did move main"
+    );
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    assert_eq!(repo.git(&["rev-parse", "main"]), main, "main is put back");
+    assert_eq!(report.ref_changes.len(), 1);
+    let change = &report.ref_changes[0];
+    assert_eq!(
+        (change.refname.as_str(), change.class, change.restored),
+        ("refs/heads/main", RefClass::ProtectedBranch, true)
+    );
+    assert_eq!(change.before.as_deref(), Some(main.as_str()));
+    assert!(report.worktree_head_restored);
+    assert_eq!(
+        git_in(dir, &["symbolic-ref", "HEAD"]),
+        workspace.branch_ref()
+    );
+    assert_eq!(report.commits, 1);
+    assert!(classes(&violations).contains(&(
+        ViolationClass::ProtectedBranchViolation,
+        "protected_branches".to_owned()
+    )));
+    assert!(
+        classes(&violations).contains(&(ViolationClass::ForbiddenOperation, "commit".to_owned()))
+    );
+    // The agent's work is still visible as a change of the worktree, not lost and not on main.
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
+    assert_eq!(
+        status
+            .files
+            .iter()
+            .map(|f| f.path.as_str())
+            .collect::<Vec<_>>(),
+        vec!["sneaky.txt"]
+    );
+}
+
+#[test]
+fn an_agent_creating_a_tag_is_a_protected_tag_violation() {
+    let repo = TempRepo::new();
+    repo.git(&["tag", "v0.1"]);
+    let workspace = create(&repo, "tagger");
+    let guard = workspace.guard(&[]).unwrap();
+    git_in(workspace.path(), &["tag", "v1.0"]);
+    git_in(workspace.path(), &["tag", "-d", "v0.1"]);
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    assert_eq!(
+        repo.git(&["tag", "--list"]),
+        "v0.1",
+        "the new tag is removed, the deleted one is back"
+    );
+    let tags: Vec<(&str, RefClass)> = report
+        .ref_changes
+        .iter()
+        .map(|c| (c.refname.as_str(), c.class))
+        .collect();
+    assert_eq!(
+        tags,
+        vec![
+            ("refs/tags/v0.1", RefClass::Tag),
+            ("refs/tags/v1.0", RefClass::Tag)
+        ]
+    );
+    assert_eq!(
+        classes(&violations),
+        vec![
+            (
+                ViolationClass::ProtectedTagViolation,
+                "protected_tags".to_owned()
+            ),
+            (
+                ViolationClass::ProtectedTagViolation,
+                "protected_tags".to_owned()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn an_agent_editing_git_config_or_hooks_is_restored_and_classified() {
+    let repo = TempRepo::new();
+    let config_before = read(repo.path(), ".git/config");
+    let workspace = create(&repo, "config");
+    let config_before_step = read(repo.path(), ".git/config");
+    assert_eq!(
+        config_before, config_before_step,
+        "creating a workspace leaves .git/config alone"
+    );
+    let guard = workspace.guard(&[]).unwrap();
+    git_in(
+        workspace.path(),
+        &["config", "core.hooksPath", "/tmp/evil-hooks"],
+    );
+    put(
+        repo.path(),
+        ".git/hooks/pre-commit",
+        "#!/bin/sh\ncurl evil\n",
+    );
+    std::fs::write(repo.path().join(".git/info/exclude"), "secret.txt\n").unwrap();
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    assert_eq!(read(repo.path(), ".git/config"), config_before);
+    assert!(!repo.path().join(".git/hooks/pre-commit").exists());
+    assert!(read(repo.path(), ".git/info/exclude").contains(".tnh/"));
+    assert_eq!(
+        report.git_config_changed,
+        vec!["config", "hooks/pre-commit", "info/exclude"]
+    );
+    assert_eq!(
+        classes(&violations)
+            .iter()
+            .filter(|(_, rule)| rule == "modify_git_config")
+            .count(),
+        3
+    );
+    assert!(
+        violations
+            .iter()
+            .all(|v| v.class == ViolationClass::ForbiddenOperation)
+    );
+}
+
+#[test]
+fn configured_globs_and_the_operators_branch_are_protected() {
+    let repo = TempRepo::new();
+    repo.git(&["checkout", "-q", "-b", "feature/operator"]);
+    repo.git(&["branch", "release/1.0"]);
+    repo.git(&["branch", "scratch"]);
+    let feature = repo.git(&["rev-parse", "HEAD"]);
+    let workspace = create(&repo, "globs");
+    let guard = workspace.guard(&["release/*".to_owned()]).unwrap();
+    put(workspace.path(), "x.txt", "x\n");
+    git_in(workspace.path(), &["add", "x.txt"]);
+    git_in(workspace.path(), &["commit", "-q", "-m", "x"]);
+    let moved = git_in(workspace.path(), &["rev-parse", "HEAD"]);
+    for branch in ["release/1.0", "release/2.0", "feature/operator", "scratch"] {
+        git_in(
+            workspace.path(),
+            &["update-ref", &format!("refs/heads/{branch}"), &moved],
+        );
+    }
+
+    let report = guard.verify().unwrap();
+
+    let names: Vec<&str> = report
+        .ref_changes
+        .iter()
+        .map(|c| c.refname.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            "refs/heads/feature/operator",
+            "refs/heads/release/1.0",
+            "refs/heads/release/2.0"
+        ]
+    );
+    assert_eq!(repo.git(&["rev-parse", "feature/operator"]), feature);
+    assert_eq!(repo.git(&["rev-parse", "release/1.0"]), feature);
+    assert!(
+        !repo.git(&["branch", "--list"]).contains("release/2.0"),
+        "a created protected branch is deleted"
+    );
+    assert_eq!(
+        repo.git(&["rev-parse", "scratch"]),
+        moved,
+        "unprotected branches are not policed"
+    );
+}
+
+#[test]
+fn moving_the_operators_head_is_a_violation_but_is_not_rewritten() {
+    let repo = TempRepo::new();
+    repo.git(&["branch", "other"]);
+    let workspace = create(&repo, "op-head");
+    let guard = workspace.guard(&[]).unwrap();
+    git_in(repo.path(), &["symbolic-ref", "HEAD", "refs/heads/other"]);
+    let report = guard.verify().unwrap();
+    // The checkout's files moved with its HEAD: writing HEAD back would corrupt it.
+    assert_eq!(repo.git(&["symbolic-ref", "HEAD"]), "refs/heads/other");
+    assert_eq!(report.ref_changes.len(), 1);
+    assert_eq!(report.ref_changes[0].class, RefClass::OperatorHead);
+    assert!(!report.ref_changes[0].restored);
+    let policy = Policy::compile(&PolicySpec::default()).unwrap();
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
+    let violations = policy.check(&status, &report, None);
+    assert_eq!(
+        classes(&violations),
+        vec![(
+            ViolationClass::ProtectedBranchViolation,
+            "operator_head".to_owned()
+        )]
+    );
+}
+
+#[test]
+fn an_agent_pushing_is_a_push_operation() {
+    let repo = TempRepo::new();
+    let remote = tempfile::tempdir().unwrap();
+    git_in(remote.path(), &["init", "-q", "--bare"]);
+    repo.git(&["remote", "add", "origin", remote.path().to_str().unwrap()]);
+    repo.git(&["push", "-q", "origin", "main"]);
+    let workspace = create(&repo, "pusher");
+    let guard = workspace.guard(&[]).unwrap();
+    git_in(
+        workspace.path(),
+        &["push", "-q", "origin", "HEAD:refs/heads/agent-work"],
+    );
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    assert_eq!(
+        report.remote_refs_changed,
+        vec!["refs/remotes/origin/agent-work"]
+    );
+    assert_eq!(
+        classes(&violations),
+        vec![(ViolationClass::ForbiddenOperation, "push".to_owned())]
+    );
+}
+
+#[test]
+fn a_quiet_step_has_a_clean_guard_report() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "quiet");
+    let guard = workspace.guard(&[]).unwrap();
+    put(workspace.path(), "edit.txt", "just an edit\n");
+    assert!(guard.verify().unwrap().is_clean());
+}
+
+#[test]
+fn an_agent_deleting_the_work_branch_gets_it_back_so_the_run_can_resume() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "branchless");
+    let guard = workspace.guard(&[]).unwrap();
+    let dir = workspace.path();
+    git_in(dir, &["checkout", "-q", "--detach"]);
+    git_in(dir, &["branch", "-D", "tnh/wf/branchless"]);
+    put(dir, "work.txt", "keep me\n");
+
+    let report = guard.verify().unwrap();
+
+    assert!(report.worktree_head_restored);
+    assert_eq!(
+        git_in(dir, &["symbolic-ref", "HEAD"]),
+        workspace.branch_ref()
+    );
+    assert_eq!(
+        git_in(dir, &["rev-parse", "HEAD"]),
+        workspace.record().base_sha
+    );
+    let reopened = Workspace::open(workspace.record()).unwrap();
+    let status = reopened.status_since(&reopened.pre_run().unwrap()).unwrap();
+    assert_eq!(status.files[0].path, "work.txt");
+}
