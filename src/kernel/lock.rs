@@ -38,15 +38,31 @@ pub struct RunLock {
 impl RunLock {
     /// Takes the lock without waiting.
     pub fn acquire(path: &Path) -> Result<Self, LockError> {
-        let io = |source| LockError::Io { path: path.to_path_buf(), source };
-        let file = OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path).map_err(io)?;
+        let io = |source| LockError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(io)?;
         let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => lock,
             Err((mut file, _)) => {
                 let mut pid = String::new();
                 let _ = file.read_to_string(&mut pid);
-                let pid = if pid.trim().is_empty() { "unknown".to_owned() } else { pid.trim().to_owned() };
-                return Err(LockError::Held { pid, path: path.to_path_buf() });
+                let pid = if pid.trim().is_empty() {
+                    "unknown".to_owned()
+                } else {
+                    pid.trim().to_owned()
+                };
+                return Err(LockError::Held {
+                    pid,
+                    path: path.to_path_buf(),
+                });
             }
         };
         lock.set_len(0).map_err(io)?;
@@ -66,7 +82,12 @@ mod tests {
         let path = dir.path().join("lock");
         let held = RunLock::acquire(&path).unwrap();
         let refused = RunLock::acquire(&path).unwrap_err();
-        assert!(refused.to_string().contains(&format!("process {}", std::process::id())), "{refused}");
+        assert!(
+            refused
+                .to_string()
+                .contains(&format!("process {}", std::process::id())),
+            "{refused}"
+        );
         drop(held);
         assert!(RunLock::acquire(&path).is_ok());
     }

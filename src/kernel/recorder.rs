@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use super::state::{End, Phase, RunState};
 use crate::artifacts::{
-    ArtifactsError, Event, EventLog, EventType, LifecycleState, RunDir, RunMetadata, RunStatus, SCHEMA_VERSION, StepManifest, Termination,
-    now, read_json, write_atomic, write_json_atomic,
+    ArtifactsError, Event, EventLog, EventType, LifecycleState, RunDir, RunMetadata, RunStatus,
+    SCHEMA_VERSION, StepManifest, Termination, now, read_json, write_atomic, write_json_atomic,
 };
 
 /// Payload fields of an event.
@@ -16,7 +16,10 @@ pub type Payload = BTreeMap<String, serde_json::Value>;
 
 /// Builds a payload from `(key, value)` pairs.
 pub fn payload<const N: usize>(fields: [(&str, serde_json::Value); N]) -> Payload {
-    fields.into_iter().map(|(key, value)| (key.to_owned(), value)).collect()
+    fields
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), value))
+        .collect()
 }
 
 /// Writes the run directory of one run.
@@ -30,17 +33,26 @@ pub struct Recorder {
 impl Recorder {
     /// Creates the run directory and writes `metadata.json`.
     pub fn create(run_dir: RunDir, metadata: RunMetadata) -> Result<Self, ArtifactsError> {
-        std::fs::create_dir_all(run_dir.root().join("artifacts")).map_err(ArtifactsError::io("create", run_dir.root()))?;
+        std::fs::create_dir_all(run_dir.root().join("artifacts"))
+            .map_err(ArtifactsError::io("create", run_dir.root()))?;
         write_json_atomic(&run_dir.metadata(), &metadata)?;
         let events = EventLog::open(&run_dir.events(), &metadata.run_id)?;
-        Ok(Self { run_dir, events, metadata })
+        Ok(Self {
+            run_dir,
+            events,
+            metadata,
+        })
     }
 
     /// Opens an existing run directory (for resume).
     pub fn open(run_dir: RunDir) -> Result<Self, ArtifactsError> {
         let metadata: RunMetadata = read_json(&run_dir.metadata(), "run metadata")?;
         let events = EventLog::open(&run_dir.events(), &metadata.run_id)?;
-        Ok(Self { run_dir, events, metadata })
+        Ok(Self {
+            run_dir,
+            events,
+            metadata,
+        })
     }
 
     /// The run directory.
@@ -59,12 +71,21 @@ impl Recorder {
     }
 
     /// Appends an event.
-    pub fn event(&mut self, event_type: EventType, step: Option<(&str, u32)>, fields: Payload) -> Result<Event, ArtifactsError> {
+    pub fn event(
+        &mut self,
+        event_type: EventType,
+        step: Option<(&str, u32)>,
+        fields: Payload,
+    ) -> Result<Event, ArtifactsError> {
         self.events.append(event_type, step, fields)
     }
 
     /// Makes the events durable, then checkpoints the state and the status.
-    pub fn commit(&mut self, state: &mut RunState, reason: Option<&str>) -> Result<(), ArtifactsError> {
+    pub fn commit(
+        &mut self,
+        state: &mut RunState,
+        reason: Option<&str>,
+    ) -> Result<(), ArtifactsError> {
         self.events.sync()?;
         state.events_seq = self.events.last_seq();
         write_json_atomic(&self.run_dir.state(), state)?;
@@ -72,9 +93,18 @@ impl Recorder {
     }
 
     /// Writes `status.json` (and `final-state.txt`) for the state.
-    pub fn write_status(&self, state: &RunState, reason: Option<&str>, pid: Option<u32>) -> Result<(), ArtifactsError> {
+    pub fn write_status(
+        &self,
+        state: &RunState,
+        reason: Option<&str>,
+        pid: Option<u32>,
+    ) -> Result<(), ArtifactsError> {
         let (lifecycle_state, step, visit, detail) = describe(state);
-        let pid = if lifecycle_state == LifecycleState::Running { pid } else { None };
+        let pid = if lifecycle_state == LifecycleState::Running {
+            pid
+        } else {
+            None
+        };
         let status = RunStatus {
             schema_version: SCHEMA_VERSION,
             run_id: state.run_id.clone(),
@@ -88,7 +118,10 @@ impl Recorder {
             transitions: state.transitions,
         };
         write_json_atomic(&self.run_dir.status(), &status)?;
-        write_atomic(&self.run_dir.final_state(), status.final_state_line(detail).as_bytes())
+        write_atomic(
+            &self.run_dir.final_state(),
+            status.final_state_line(detail).as_bytes(),
+        )
     }
 
     /// Marks the status `blocked` (interrupted; `resume` continues it).
@@ -100,15 +133,27 @@ impl Recorder {
         status.updated_at = now();
         write_json_atomic(&self.run_dir.status(), &status)?;
         let step = status.current_step_id.clone().unwrap_or_else(|| "-".into());
-        write_atomic(&self.run_dir.final_state(), format!("blocked interrupted {step}\n").as_bytes())
+        write_atomic(
+            &self.run_dir.final_state(),
+            format!("blocked interrupted {step}\n").as_bytes(),
+        )
     }
 
     /// Records the end of the run in `metadata.json`.
     pub fn finish(&mut self, state: &RunState) -> Result<(), ArtifactsError> {
-        if let Phase::Finished { end, step_id, reason } = &state.phase {
+        if let Phase::Finished {
+            end,
+            step_id,
+            reason,
+        } = &state.phase
+        {
             self.metadata.ended_at = Some(now());
             self.metadata.last_step_id = Some(step_id.clone());
-            self.metadata.termination = Some(Termination { kind: end.name().to_owned(), step_id: step_id.clone(), reason: reason.clone() });
+            self.metadata.termination = Some(Termination {
+                kind: end.name().to_owned(),
+                step_id: step_id.clone(),
+                reason: reason.clone(),
+            });
             write_json_atomic(&self.run_dir.metadata(), &self.metadata)?;
         }
         Ok(())
@@ -119,22 +164,54 @@ impl Recorder {
     pub fn write_manifest(&mut self, manifest: &StepManifest) -> Result<(), ArtifactsError> {
         let step = (manifest.step_id.as_str(), manifest.visit);
         for entry in &manifest.artifacts {
-            let fields = payload([("role", serde_json::to_value(entry.role).unwrap_or_default()), ("path", entry.path.clone().into())]);
-            self.events.append(EventType::ArtifactRecorded, Some(step), fields)?;
+            let fields = payload([
+                ("role", serde_json::to_value(entry.role).unwrap_or_default()),
+                ("path", entry.path.clone().into()),
+            ]);
+            self.events
+                .append(EventType::ArtifactRecorded, Some(step), fields)?;
         }
-        write_json_atomic(&self.run_dir.visit_dir(step.0, step.1).join("manifest.json"), manifest)?;
-        write_json_atomic(&self.run_dir.step_dir(step.0).join("manifest.json"), manifest)
+        write_json_atomic(
+            &self.run_dir.visit_dir(step.0, step.1).join("manifest.json"),
+            manifest,
+        )?;
+        write_json_atomic(
+            &self.run_dir.step_dir(step.0).join("manifest.json"),
+            manifest,
+        )
     }
 }
 
 /// Lifecycle, step, visit and the middle word of `final-state.txt`.
 fn describe(state: &RunState) -> (LifecycleState, String, Option<u32>, &'static str) {
     match &state.phase {
-        Phase::Ready { step_id, visit } | Phase::Running { step_id, visit } => (LifecycleState::Running, step_id.clone(), Some(*visit), "step"),
-        Phase::Waiting { step_id, visit } => (LifecycleState::Waiting, step_id.clone(), Some(*visit), "gate"),
-        Phase::Finished { end: End::Success, step_id, .. } => (LifecycleState::Completed, step_id.clone(), None, "success"),
-        Phase::Finished { end: End::Failure, step_id, .. } => (LifecycleState::Failed, step_id.clone(), None, "failure"),
-        Phase::Finished { end: End::Error, step_id, .. } => (LifecycleState::Failed, step_id.clone(), None, "error"),
+        Phase::Ready { step_id, visit } | Phase::Running { step_id, visit } => (
+            LifecycleState::Running,
+            step_id.clone(),
+            Some(*visit),
+            "step",
+        ),
+        Phase::Waiting { step_id, visit } => (
+            LifecycleState::Waiting,
+            step_id.clone(),
+            Some(*visit),
+            "gate",
+        ),
+        Phase::Finished {
+            end: End::Success,
+            step_id,
+            ..
+        } => (LifecycleState::Completed, step_id.clone(), None, "success"),
+        Phase::Finished {
+            end: End::Failure,
+            step_id,
+            ..
+        } => (LifecycleState::Failed, step_id.clone(), None, "failure"),
+        Phase::Finished {
+            end: End::Error,
+            step_id,
+            ..
+        } => (LifecycleState::Failed, step_id.clone(), None, "error"),
     }
 }
 
