@@ -10,6 +10,7 @@ pub mod ids;
 pub mod outcome;
 pub mod policy;
 pub mod runner;
+pub mod script;
 pub mod tnh;
 pub mod workflow;
 pub mod workspace;
