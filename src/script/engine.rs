@@ -56,13 +56,13 @@ pub struct Limits {
 impl Limits {
     /// The limits of every run and every build profile.
     pub const STANDARD: Limits = Limits {
-        max_operations: 5_000_000,
+        max_operations: 1_000_000,
         max_call_levels: 48,
         max_expr_depth: 64,
         max_function_expr_depth: 48,
         max_string_bytes: 4 * 1024 * 1024,
-        max_array_items: 100_000,
-        max_map_entries: 100_000,
+        max_array_items: 20_000,
+        max_map_entries: 20_000,
         max_variables: 1_000,
         max_functions: 1_000,
         max_modules: 64,

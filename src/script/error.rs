@@ -293,10 +293,14 @@ impl Translator<'_> {
                 location,
                 message: value.to_string(),
             },
-            other => ScriptError::Runtime {
-                location,
-                message: lowercase_first(&other.to_string()),
-            },
+            mut other => {
+                // Rhai appends its own position; ours is in the location already.
+                other.clear_position();
+                ScriptError::Runtime {
+                    location,
+                    message: lowercase_first(&other.to_string()),
+                }
+            }
         }
     }
 }

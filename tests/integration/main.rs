@@ -3,5 +3,6 @@
 mod cli;
 mod mutation;
 mod schema;
+mod script;
 mod support;
 mod validate;
