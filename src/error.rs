@@ -60,6 +60,9 @@ pub enum Error {
     /// A workflow could not be loaded or is invalid.
     #[error(transparent)]
     Workflow(#[from] crate::workflow::WorkflowError),
+    /// A workflow script or expression failed to compile or evaluate.
+    #[error(transparent)]
+    Script(#[from] crate::script::ScriptError),
     /// The configuration file could not be used.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
@@ -94,7 +97,9 @@ impl Error {
             | Error::NotImplemented { .. }
             | Error::Workflow(_)
             | Error::Config(_) => ExitStatus::Usage,
-            Error::Io { .. } | Error::Json(_) => ExitStatus::Runtime,
+            // A script that does not compile makes the workflow invalid: nothing was started.
+            Error::Script(crate::script::ScriptError::Compile { .. }) => ExitStatus::Usage,
+            Error::Script(_) | Error::Io { .. } | Error::Json(_) => ExitStatus::Runtime,
         }
     }
 
@@ -108,6 +113,7 @@ impl Error {
             ),
             Error::Workflow(error) => error.hint(),
             Error::Config(error) => error.hint(),
+            Error::Script(error) => error.hint(),
             Error::Io { .. } => Some("check that the path exists and is readable".to_owned()),
             Error::Json(_) => None,
         }
