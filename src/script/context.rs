@@ -208,3 +208,43 @@ fn json_text(value: &serde_json::Value) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn substitutions_come_from_the_context() {
+        let context = Context::new(serde_json::json!({
+            "run": {"id": "r1", "dir": "/runs/r1"},
+            "step": {"id": "build", "dir": "/runs/r1/artifacts/build/1"},
+            "workspace": {"root": "/wt", "repo": "/repo", "base_sha": "abc"},
+            "params": {"name": "docs", "count": 3, "list": [1, 2]},
+        }))
+        .unwrap();
+        let value = |name: &str| context.substitution(name);
+        assert_eq!(value("run_id").as_deref(), Some("r1"));
+        assert_eq!(value("run_dir").as_deref(), Some("/runs/r1"));
+        assert_eq!(value("step_id").as_deref(), Some("build"));
+        assert_eq!(value("worktree").as_deref(), Some("/wt"));
+        assert_eq!(value("repo").as_deref(), Some("/repo"));
+        assert_eq!(value("base_sha").as_deref(), Some("abc"));
+        assert_eq!(value("params.name").as_deref(), Some("docs"));
+        assert_eq!(value("params.count").as_deref(), Some("3"));
+        assert_eq!(value("params.list").as_deref(), Some("[1,2]"));
+        assert_eq!(value("params.missing"), None);
+        assert_eq!(value("nope"), None);
+    }
+
+    #[test]
+    fn a_context_must_be_an_object() {
+        assert!(Context::new(serde_json::json!([1])).is_err());
+    }
+
+    #[test]
+    fn the_host_can_move_between_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<crate::script::ScriptHost>();
+        assert_send_sync::<Context>();
+    }
+}

@@ -143,3 +143,40 @@ pub fn to_text(value: &Dynamic) -> Result<String, String> {
         other => Ok(other.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_round_trips_through_rhai_values() {
+        let value = serde_json::json!({"a": [1, 2.5, "x", null, true], "b": {"c": []}});
+        let dynamic = json_to_dynamic(&value).unwrap();
+        assert_eq!(dynamic_to_json(&dynamic).unwrap(), value);
+    }
+
+    #[test]
+    fn nesting_beyond_the_depth_limit_is_refused_not_overflowed() {
+        let mut value = serde_json::json!(1);
+        for _ in 0..=MAX_VALUE_DEPTH {
+            value = serde_json::json!([value]);
+        }
+        assert!(json_to_dynamic(&value).unwrap_err().contains("deeper"));
+    }
+
+    #[test]
+    fn text_rendering_keeps_strings_and_prints_the_rest_as_json() {
+        assert_eq!(to_text(&Dynamic::from("a b")).unwrap(), "a b");
+        assert_eq!(to_text(&Dynamic::UNIT).unwrap(), "");
+        assert_eq!(to_text(&Dynamic::from_int(3)).unwrap(), "3");
+        let list = json_to_dynamic(&serde_json::json!(["x", 1])).unwrap();
+        assert_eq!(to_text(&list).unwrap(), "[\"x\",1]");
+    }
+
+    #[test]
+    fn nodes_take_the_position_of_the_expression() {
+        let node = json_to_node(&serde_json::json!({"k": [1]}), Pos::new(4, 9));
+        assert_eq!(node.pos, Pos::new(4, 9));
+        assert_eq!(node.get("k").map(|item| item.pos), Some(Pos::new(4, 9)));
+    }
+}
