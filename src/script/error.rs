@@ -91,48 +91,48 @@ pub enum ScriptError {
     /// The code does not compile.
     #[error("{location}: the {} does not compile: {message}", location.kind)]
     Compile {
-        /// Where.
-        location: Location,
+        /// Where (boxed: errors travel up through `Result`s and should stay small).
+        location: Box<Location>,
         /// Rhai's message.
         message: String,
     },
     /// A sandbox limit stopped the code.
     #[error("{location}: the {} exceeded the {limit} limit", location.kind)]
     Limit {
-        /// Where.
-        location: Location,
+        /// Where (boxed: errors travel up through `Result`s and should stay small).
+        location: Box<Location>,
         /// Which limit, with its value.
         limit: String,
     },
     /// The evaluation ran past its wall-clock deadline.
     #[error("{location}: the {} ran past its {millis} ms deadline", location.kind)]
     Deadline {
-        /// Where.
-        location: Location,
+        /// Where (boxed: errors travel up through `Result`s and should stay small).
+        location: Box<Location>,
         /// The deadline.
         millis: u128,
     },
     /// The code tried to modify the read-only context.
     #[error("{location}: the {} tried to modify `{name}`, which is read-only", location.kind)]
     ReadOnly {
-        /// Where.
-        location: Location,
+        /// Where (boxed: errors travel up through `Result`s and should stay small).
+        location: Box<Location>,
         /// The constant or context variable.
         name: String,
     },
     /// The code failed: a thrown error, a refused host call, a missing function.
     #[error("{location}: the {} failed: {message}", location.kind)]
     Runtime {
-        /// Where.
-        location: Location,
+        /// Where (boxed: errors travel up through `Result`s and should stay small).
+        location: Box<Location>,
         /// What went wrong.
         message: String,
     },
     /// The code ran but its value cannot be used where it was written.
     #[error("{location}: {message}")]
     Value {
-        /// Where.
-        location: Location,
+        /// Where (boxed: errors travel up through `Result`s and should stay small).
+        location: Box<Location>,
         /// What is wrong with the value.
         message: String,
     },
@@ -175,20 +175,20 @@ impl ScriptError {
             | ScriptError::Deadline { location, .. }
             | ScriptError::ReadOnly { location, .. }
             | ScriptError::Runtime { location, .. }
-            | ScriptError::Value { location, .. } => Some(location),
+            | ScriptError::Value { location, .. } => Some(location.as_ref()),
             ScriptError::Context { .. } => None,
         }
     }
 
     /// A compile error of code that starts at `origin`.
     pub(crate) fn compile(file: &str, origin: &Origin, error: &ParseError) -> Self {
-        let location = Location {
+        let location = Box::new(Location {
             file: file.to_owned(),
             pos: origin.map(error.1),
             kind: origin.kind,
             code_pos: code_pos(error.1),
             trace: Vec::new(),
-        };
+        });
         ScriptError::Compile {
             location,
             message: error.0.to_string(),
@@ -198,13 +198,13 @@ impl ScriptError {
     /// A value error at `origin`.
     pub(crate) fn value(file: &str, origin: &Origin, message: impl Into<String>) -> Self {
         ScriptError::Value {
-            location: Location {
+            location: Box::new(Location {
                 file: file.to_owned(),
                 pos: origin.pos,
                 kind: origin.kind,
                 code_pos: None,
                 trace: Vec::new(),
-            },
+            }),
             message: message.into(),
         }
     }
@@ -253,13 +253,13 @@ impl Translator<'_> {
             trace.push(format!("at {}", display_position(innermost.position())));
         }
         let (origin, position) = anchor;
-        let location = Location {
+        let location = Box::new(Location {
             file: self.file.to_owned(),
             pos: origin.map(position),
             kind: origin.kind,
             code_pos: code_pos(position),
             trace,
-        };
+        });
         self.classify(location, innermost)
     }
 
@@ -271,7 +271,7 @@ impl Translator<'_> {
         }
     }
 
-    fn classify(&self, location: Location, error: EvalAltResult) -> ScriptError {
+    fn classify(&self, location: Box<Location>, error: EvalAltResult) -> ScriptError {
         let limit = |limit: String| ScriptError::Limit {
             location: location.clone(),
             limit,

@@ -61,9 +61,9 @@ pub(crate) fn create_module(state: Arc<HostState>) -> Module {
                     .changes
                     .iter()
                     .map(|change| change.to_dynamic())
-                    .collect()
+                    .collect::<Array>()
             })
-            .unwrap_or_else(Array::new))
+            .unwrap_or_default())
     });
     let stats = Arc::clone(&state);
     module.set_native_fn("diff_stat", move || Ok(diff_stat(&stats)));
