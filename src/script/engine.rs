@@ -63,7 +63,7 @@ impl Limits {
         max_string_bytes: 4 * 1024 * 1024,
         max_array_items: 20_000,
         max_map_entries: 20_000,
-        max_variables: 1_000,
+        max_variables: 256,
         max_functions: 1_000,
         max_modules: 64,
         deadline: Duration::from_secs(2),

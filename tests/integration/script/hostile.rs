@@ -116,6 +116,17 @@ fn a_gigabyte_string_stops_at_the_string_size_limit() {
 }
 
 #[test]
+fn strings_held_in_a_container_count_towards_the_string_limit() {
+    let doc = "script: |\n  fn many_strings() {\n      let big = \"x\";\n      big.pad(1000000, \"x\");\n      let a = [];\n      for i in 0..100 { a.push(big + i); }\n      a.len()\n  }\nvalues:\n  many: \"${{ many_strings() }}\"\n";
+    let bench = Bench::new(doc);
+    let error = stopped(&bench, "many");
+    assert!(
+        matches!(&error, ScriptError::Limit { limit, .. } if limit.contains("string")),
+        "{error}"
+    );
+}
+
+#[test]
 fn a_huge_array_stops_at_the_array_size_limit() {
     let bench = Bench::new(DOC);
     for name in ["array", "pad"] {
