@@ -172,3 +172,41 @@ fn expressions_are_compiled_once_and_reused() {
         assert_eq!(bench.eval_in("number", &ctx).unwrap(), json!(42));
     }
 }
+
+#[test]
+fn repository_modules_load_from_tnh_scripts_in_the_worktree() {
+    let doc = "script: |\n  import \".tnh/scripts/naming\" as naming;\n  fn slug(text) { naming::slug(text) }\nvalues:\n  slug: \"${{ slug(\\\"Hello World\\\") }}\"\n";
+    let files = [(
+        ".tnh/scripts/naming.rhai",
+        "fn slug(text) { let s = text.to_lower(); s.replace(\" \", \"-\"); s }\n",
+    )];
+    let bench = Bench::with_files(doc, &files);
+    assert_eq!(bench.ok("slug"), json!("hello-world"));
+    let missing = "script: |\n  import \".tnh/scripts/absent\" as absent;\nvalues: {}\n";
+    let error = Bench::try_with_files(missing, &[])
+        .err()
+        .expect("a missing module");
+    assert!(error.to_string().contains("does not exist"), "{error}");
+}
+
+#[test]
+fn an_error_inside_a_stdlib_function_names_the_module_and_its_position() {
+    let doc = "script: |\n  import \"tnh/inputs\" as inputs;\n  fn bad() { inputs::bundle(5, 10) }\nvalues:\n  x: \"${{ bad() }}\"\n";
+    let error = Bench::new(doc).err("x");
+    let text = error.to_string();
+    assert_eq!(at(&error), "flow.yaml:3:22", "{text}");
+    assert!(
+        text.contains("in `bad`, in `bundle` of `tnh/inputs`, at "),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_script_top_level_runs_once_at_load_with_the_same_limits() {
+    let doc = "script: |\n  const GREETING = \"hi\";\n  fn greet() { global::GREETING }\nvalues:\n  x: \"${{ greet() }}\"\n";
+    assert_eq!(Bench::new(doc).ok("x"), json!("hi"));
+    let endless = "script: |\n  loop { }\nvalues: {}\n";
+    let error = Bench::try_with_files(endless, &[]).err().expect("stopped");
+    assert!(matches!(error, ScriptError::Limit { .. }), "{error}");
+    assert_eq!(at(&error), "flow.yaml:2:8");
+}
