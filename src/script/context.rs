@@ -15,7 +15,6 @@
 //!   "planner": {…last decision…}, "harness_report": {…last report…} }
 //! ```
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rhai::{Dynamic, Map};
@@ -189,15 +188,12 @@ impl Context {
         Some(json_text(value))
     }
 
-    /// Every substitution name with a value, for error messages.
-    pub(crate) fn substitution_names(&self) -> BTreeMap<String, ()> {
-        let mut names = BTreeMap::new();
-        for name in crate::workflow::expressions::SUBSTITUTIONS {
-            if self.substitution(name).is_some() {
-                names.insert(name.to_owned(), ());
-            }
-        }
-        names
+    /// The plain substitution names with a value in this context, for error messages.
+    pub(crate) fn substitution_names(&self) -> Vec<&'static str> {
+        crate::workflow::expressions::SUBSTITUTIONS
+            .into_iter()
+            .filter(|name| self.substitution(name).is_some())
+            .collect()
     }
 }
 

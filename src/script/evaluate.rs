@@ -61,7 +61,8 @@ impl ScriptHost {
                     result.push_str(&text[from..offset]);
                     let origin = self.origin(pos, text, offset);
                     let value = context.substitution(name).ok_or_else(|| {
-                        let known: Vec<String> = context.substitution_names().into_keys().collect();
+                        let mut known = context.substitution_names();
+                        known.push("params.NAME");
                         ScriptError::value(
                             self.file(),
                             &origin,

@@ -52,7 +52,14 @@ pub(crate) fn create_module(state: Arc<HostState>) -> Module {
     module.set_native_fn("glob", move |patterns: Array| {
         glob(&globber, &strings("glob", &patterns)?)
     });
-    let changes = Arc::clone(&state);
+    add_change_functions(&mut module, &state);
+    add_match_functions(&mut module);
+    module
+}
+
+/// `changed_files` and `diff_stat`, from the changes of the evaluation's context.
+fn add_change_functions(module: &mut Module, state: &Arc<HostState>) {
+    let changes = Arc::clone(state);
     module.set_native_fn("changed_files", move || {
         Ok(changes
             .context()
@@ -65,8 +72,12 @@ pub(crate) fn create_module(state: Arc<HostState>) -> Module {
             })
             .unwrap_or_default())
     });
-    let stats = Arc::clone(&state);
+    let stats = Arc::clone(state);
     module.set_native_fn("diff_stat", move || Ok(diff_stat(&stats)));
+}
+
+/// `path_matches`, which needs no state.
+fn add_match_functions(module: &mut Module) {
     module.set_native_fn(
         "path_matches",
         |path: ImmutableString, pattern: ImmutableString| {
@@ -76,7 +87,6 @@ pub(crate) fn create_module(state: Arc<HostState>) -> Module {
     module.set_native_fn("path_matches", |path: ImmutableString, patterns: Array| {
         path_matches(&path, &strings("path_matches", &patterns)?)
     });
-    module
 }
 
 fn strings(function: &str, items: &Array) -> Result<Vec<String>, Box<EvalAltResult>> {
