@@ -245,9 +245,16 @@ fn mutating_ctx_or_params_is_an_error() {
         ),
         "{error}"
     );
-    // The context is unchanged for the next evaluation.
-    let doc = "values:\n  id: \"${{ ctx.run.id }}\"\n";
-    assert_eq!(Bench::new(doc).eval_in("id", &ctx).unwrap(), json!("r1"));
+    // A local copy may change; the context stays as it was for the next evaluation.
+    let doc = "script: |\n  fn forge() { let c = ctx; c.run.id = \"forged\"; c.run.id }\nvalues:\n  forge: \"${{ forge() }}\"\n  id: \"${{ ctx.run.id }}\"\n";
+    let copy = Bench::new(doc);
+    assert_eq!(copy.eval_in("forge", &ctx).unwrap(), json!("forged"));
+    assert_eq!(copy.eval_in("id", &ctx).unwrap(), json!("r1"));
+    let error = bench.eval_in("mutate_ctx", &ctx).unwrap_err();
+    assert!(
+        error.to_string().contains("tried to modify `ctx`"),
+        "{error}"
+    );
 }
 
 #[test]
