@@ -128,3 +128,38 @@ pub fn sandboxed_engine(limits: &Limits) -> Engine {
 pub fn checking_engine() -> Engine {
     sandboxed_engine(&Limits::STANDARD)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Tests run in debug builds: the engine must carry the standard limits there too, not
+    /// Rhai's lower debug defaults.
+    #[test]
+    fn the_engine_carries_the_standard_limits_in_every_build() {
+        let limits = Limits::STANDARD;
+        let engine = sandboxed_engine(&limits);
+        assert_eq!(engine.max_operations(), limits.max_operations);
+        assert_eq!(engine.max_call_levels(), limits.max_call_levels);
+        assert_eq!(engine.max_expr_depth(), limits.max_expr_depth);
+        assert_eq!(
+            engine.max_function_expr_depth(),
+            limits.max_function_expr_depth
+        );
+        assert_eq!(engine.max_string_size(), limits.max_string_bytes);
+        assert_eq!(engine.max_array_size(), limits.max_array_items);
+        assert_eq!(engine.max_map_size(), limits.max_map_entries);
+        assert_eq!(engine.max_variables(), limits.max_variables);
+        assert_eq!(engine.max_functions(), limits.max_functions);
+        assert_eq!(engine.max_modules(), limits.max_modules);
+    }
+
+    #[test]
+    fn eval_is_a_compile_error_and_deep_nesting_is_refused_while_compiling() {
+        let engine = checking_engine();
+        let error = engine.compile("fn f(code) { eval(code) }").unwrap_err();
+        assert!(error.to_string().contains("'eval' is disabled"), "{error}");
+        let nested = format!("{}1{}", "(".repeat(500), ")".repeat(500));
+        assert!(engine.compile_expression(&nested).is_err());
+    }
+}

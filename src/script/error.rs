@@ -159,7 +159,7 @@ impl ScriptError {
                 "`ctx` and `params` are read-only: copy a value into a local variable to change it"
             }
             ScriptError::Runtime { .. } => {
-                "host functions only read files inside the worktree; see docs/scripting.md"
+                "fix the call at this position; docs/scripting.md lists the host API and its limits"
             }
             ScriptError::Value { .. } => "return a value of the kind this field expects",
             ScriptError::Context { .. } => "the context must be a JSON object (a kernel bug)",
