@@ -14,6 +14,7 @@ use rhai::{Engine, EvalAltResult, Module, ModuleResolver, Position, Scope, Share
 type SharedModule = Shared<Module>;
 type RhaiResultOf<T> = Result<T, Box<EvalAltResult>>;
 
+use super::engine::{Limits, sandboxed_engine};
 use super::host::HostState;
 
 /// The standard library: import path and source.
@@ -26,6 +27,98 @@ pub const STDLIB_MODULES: [(&str, &str); 4] = [
 
 /// Where repository modules live, relative to the worktree.
 pub const REPOSITORY_MODULES: &str = ".tnh/scripts/";
+
+/// Where an import path leads.
+enum ModulePath {
+    /// An embedded stdlib module, with its source.
+    Stdlib(&'static str),
+    /// A file of the repository, relative to the worktree.
+    Repository(String),
+}
+
+/// Where `path` leads, or why it may not be imported.
+fn classify(path: &str) -> Result<ModulePath, String> {
+    if let Some((_, text)) = STDLIB_MODULES.iter().find(|(name, _)| *name == path) {
+        return Ok(ModulePath::Stdlib(text));
+    }
+    let Some(name) = path.strip_prefix(REPOSITORY_MODULES) else {
+        return Err(format!(
+            "import `{path}` is refused: scripts may import `tnh/<name>` (the standard \
+             library: {}) or `{REPOSITORY_MODULES}<name>` (this repository), nothing else",
+            STDLIB_MODULES.map(|(name, _)| name).join(", ")
+        ));
+    };
+    let valid = !name.is_empty()
+        && name.split('/').all(|part| {
+            !part.is_empty()
+                && part != "."
+                && part != ".."
+                && part
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || "_-.".contains(ch))
+        });
+    if !valid {
+        return Err(format!(
+            "import `{path}` is refused: a repository module is named by plain path parts"
+        ));
+    }
+    Ok(ModulePath::Repository(if name.ends_with(".rhai") {
+        format!("{REPOSITORY_MODULES}{name}")
+    } else {
+        format!("{REPOSITORY_MODULES}{name}.rhai")
+    }))
+}
+
+/// Checks the imports of a script without a worktree, as `validate` does: each must name a
+/// stdlib module or a repository module (whose existence is checked when a run loads it).
+/// On a refusal, the message and the 1-based line and column of the path in the script.
+pub fn check_imports(script: &str) -> Result<(), (String, Option<(usize, usize)>)> {
+    let mut engine = sandboxed_engine(&Limits::STANDARD);
+    engine.set_module_resolver(ImportChecker);
+    let Err(error) = engine.compile_into_self_contained(&Scope::new(), script) else {
+        return Ok(());
+    };
+    let message = match *error {
+        EvalAltResult::ErrorRuntime(message, _) => message.to_string(),
+        other => other.to_string(),
+    };
+    // Rhai resolves these imports without positions; the quoted path locates the import.
+    let position = message
+        .split('`')
+        .nth(1)
+        .and_then(|path| script.find(&format!("\"{path}\"")))
+        .map(|offset| {
+            let before = &script[..offset];
+            let line = before.matches('\n').count() + 1;
+            let column = before
+                .rsplit('\n')
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .count()
+                + 1;
+            (line, column)
+        });
+    Err((message, position))
+}
+
+/// Accepts allowed import paths with an empty module, refuses the rest.
+#[derive(Debug)]
+struct ImportChecker;
+
+impl ModuleResolver for ImportChecker {
+    fn resolve(
+        &self,
+        _engine: &Engine,
+        _source: Option<&str>,
+        path: &str,
+        pos: Position,
+    ) -> RhaiResultOf<SharedModule> {
+        classify(path)
+            .map(|_| Module::new().into())
+            .map_err(|message| EvalAltResult::ErrorRuntime(message.into(), pos).into())
+    }
+}
 
 /// Resolves imports for one host.
 #[derive(Debug)]
@@ -46,39 +139,14 @@ impl Resolver {
 
     /// The source of a module, or why it may not be imported.
     fn source(&self, path: &str) -> Result<String, String> {
-        if let Some((_, text)) = STDLIB_MODULES.iter().find(|(name, _)| *name == path) {
-            return Ok((*text).to_owned());
+        match classify(path)? {
+            ModulePath::Stdlib(text) => Ok(text.to_owned()),
+            ModulePath::Repository(file) => self
+                .state
+                .sandbox()?
+                .read_text(&file, self.state.limits.max_read_bytes)
+                .map_err(|error| format!("import `{path}` failed: {error}")),
         }
-        let Some(name) = path.strip_prefix(REPOSITORY_MODULES) else {
-            return Err(format!(
-                "import `{path}` is refused: scripts may import `tnh/<name>` (the standard \
-                 library: {}) or `{REPOSITORY_MODULES}<name>` (this repository), nothing else",
-                STDLIB_MODULES.map(|(name, _)| name).join(", ")
-            ));
-        };
-        let valid = !name.is_empty()
-            && name.split('/').all(|part| {
-                !part.is_empty()
-                    && part != "."
-                    && part != ".."
-                    && part
-                        .chars()
-                        .all(|ch| ch.is_ascii_alphanumeric() || "_-.".contains(ch))
-            });
-        if !valid {
-            return Err(format!(
-                "import `{path}` is refused: a repository module is named by plain path parts"
-            ));
-        }
-        let file = if name.ends_with(".rhai") {
-            format!("{REPOSITORY_MODULES}{name}")
-        } else {
-            format!("{REPOSITORY_MODULES}{name}.rhai")
-        };
-        self.state
-            .sandbox()?
-            .read_text(&file, self.state.limits.max_read_bytes)
-            .map_err(|error| format!("import `{path}` failed: {error}"))
     }
 
     fn load(&self, engine: &Engine, path: &str, pos: Position) -> RhaiResultOf<SharedModule> {

@@ -103,17 +103,24 @@ impl<'a> ExpressionChecker<'a> {
 
     /// Runs every check.
     pub fn check(&self, workflow: &Workflow, diagnostics: &mut Diagnostics) {
-        if let Some(script) = &workflow.script
-            && let Err(error) = self.engine.compile(&script.value)
-        {
-            let pos = offset_pos(script.pos, error.1.line(), error.1.position());
-            diagnostics
-                .error(
-                    pos,
-                    "script-syntax",
-                    format!("the script does not compile: {}", error.0),
-                )
-                .hint("fix the Rhai code at this position");
+        if let Some(script) = &workflow.script {
+            if let Err(error) = self.engine.compile(&script.value) {
+                let pos = offset_pos(script.pos, error.1.line(), error.1.position());
+                diagnostics
+                    .error(
+                        pos,
+                        "script-syntax",
+                        format!("the script does not compile: {}", error.0),
+                    )
+                    .hint("fix the Rhai code at this position");
+            } else if script.value.contains("import")
+                && let Err((message, at)) = crate::script::check_imports(&script.value)
+            {
+                let pos = offset_pos(script.pos, at.map(|at| at.0), at.map(|at| at.1));
+                diagnostics.error(pos, "script-import", message).hint(
+                    "import `tnh/<name>` from the standard library or `.tnh/scripts/<name>` from the repository",
+                );
+            }
         }
         for step in &workflow.steps {
             self.check_step(step, diagnostics);

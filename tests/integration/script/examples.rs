@@ -74,6 +74,30 @@ fn validate_refuses_eval_in_a_workflow_script() {
 }
 
 #[test]
+fn validate_refuses_imports_outside_stdlib_and_repository_modules() {
+    let directory = tempfile::tempdir().unwrap();
+    let file = directory.path().join("import.yaml");
+    std::fs::write(
+        &file,
+        "workflow_id: x\nversion: 1\ndescription: d\nentry_step: a\nscript: |\n  import \"tnh/paths\" as paths;\n  import \".tnh/scripts/local\" as local;\n  import \"/etc/passwd\" as secrets;\nsteps:\n  - id: a\n    opcode: STOP\n",
+    )
+    .unwrap();
+    let output = conductor()
+        .args(["--color", "never", "validate"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = stdout_text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("import.yaml:8:10: error: import `/etc/passwd` is refused"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("[script-import]"), "{stdout}");
+    assert_eq!(stdout.matches("error:").count(), 1, "{stdout}");
+}
+
+#[test]
 fn input_packaging_bundles_sources_changes_and_failures() {
     let worktree = tempfile::tempdir().unwrap();
     write(
