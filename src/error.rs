@@ -63,6 +63,9 @@ pub enum Error {
     /// A prompt could not be loaded or rendered.
     #[error(transparent)]
     Prompt(#[from] crate::prompt::PromptError),
+    /// A workflow script or expression failed to compile or evaluate.
+    #[error(transparent)]
+    Script(#[from] crate::script::ScriptError),
     /// The configuration file could not be used.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
@@ -109,7 +112,11 @@ impl Error {
             | Error::Prompt(_) => ExitStatus::Usage,
             Error::Workspace(error) => error.exit_status(),
             Error::Policy(_) => ExitStatus::Usage,
-            Error::Runner(_) | Error::Io { .. } | Error::Json(_) => ExitStatus::Runtime,
+            // A script that does not compile makes the workflow invalid: nothing was started.
+            Error::Script(crate::script::ScriptError::Compile { .. }) => ExitStatus::Usage,
+            Error::Script(_) | Error::Runner(_) | Error::Io { .. } | Error::Json(_) => {
+                ExitStatus::Runtime
+            }
         }
     }
 
@@ -124,6 +131,7 @@ impl Error {
             Error::Workflow(error) => error.hint(),
             Error::Config(error) => error.hint(),
             Error::Prompt(error) => error.hint(),
+            Error::Script(error) => error.hint(),
             Error::Workspace(error) => error.hint(),
             Error::Policy(error) => error.hint(),
             Error::Runner(error) => error.hint(),

@@ -13,6 +13,7 @@ pub mod outcome;
 pub mod policy;
 pub mod prompt;
 pub mod runner;
+pub mod script;
 pub mod tnh;
 pub mod workflow;
 pub mod workspace;

@@ -88,8 +88,8 @@ pub struct ExpressionChecker<'a> {
 impl<'a> ExpressionChecker<'a> {
     /// A checker for a workflow read from `source`.
     pub fn new(source: &'a str, workflow: &Workflow) -> Self {
-        let mut engine = rhai::Engine::new_raw();
-        engine.set_max_expr_depths(64, 32);
+        // The scripting host's own configuration, so `validate` refuses what a run would.
+        let engine = crate::script::engine::checking_engine();
         Self {
             lines: source.lines().collect(),
             params: workflow
@@ -103,17 +103,24 @@ impl<'a> ExpressionChecker<'a> {
 
     /// Runs every check.
     pub fn check(&self, workflow: &Workflow, diagnostics: &mut Diagnostics) {
-        if let Some(script) = &workflow.script
-            && let Err(error) = self.engine.compile(&script.value)
-        {
-            let pos = offset_pos(script.pos, error.1.line(), error.1.position());
-            diagnostics
-                .error(
-                    pos,
-                    "script-syntax",
-                    format!("the script does not compile: {}", error.0),
-                )
-                .hint("fix the Rhai code at this position");
+        if let Some(script) = &workflow.script {
+            if let Err(error) = self.engine.compile(&script.value) {
+                let pos = offset_pos(script.pos, error.1.line(), error.1.position());
+                diagnostics
+                    .error(
+                        pos,
+                        "script-syntax",
+                        format!("the script does not compile: {}", error.0),
+                    )
+                    .hint("fix the Rhai code at this position");
+            } else if script.value.contains("import")
+                && let Err((message, at)) = crate::script::check_imports(&script.value)
+            {
+                let pos = offset_pos(script.pos, at.map(|at| at.0), at.map(|at| at.1));
+                diagnostics.error(pos, "script-import", message).hint(
+                    "import `tnh/<name>` from the standard library or `.tnh/scripts/<name>` from the repository",
+                );
+            }
         }
         for step in &workflow.steps {
             self.check_step(step, diagnostics);
@@ -293,22 +300,32 @@ impl<'a> ExpressionChecker<'a> {
     /// The position of byte `offset` of a scalar that starts at `pos`, when the scalar is on one
     /// line of the source; otherwise the scalar's own position.
     fn locate(&self, pos: Pos, text: &str, offset: usize) -> Pos {
-        let Some(line) = self.lines.get(pos.line.saturating_sub(1) as usize) else {
-            return pos;
-        };
-        let start: usize = line
-            .chars()
-            .take(pos.column.saturating_sub(1) as usize)
-            .map(char::len_utf8)
-            .sum();
-        let quoted = line[start..].starts_with(['"', '\'']);
-        let first_line = text.lines().next().unwrap_or_default();
-        if text.contains('\n') || offset > first_line.len() || !line[start..].contains(first_line) {
-            return pos;
-        }
-        let extra = u32::from(quoted);
-        Pos::new(pos.line, pos.column + extra + char_count(&text[..offset]))
+        self.lines
+            .get(pos.line.saturating_sub(1) as usize)
+            .and_then(|line| locate_in(line, pos, text, offset))
+            .unwrap_or(pos)
     }
+}
+
+/// The position of byte `offset` of a scalar that starts at `pos` on source line `line`, when
+/// the scalar is on that one line (plain or quoted without escapes before the offset).
+pub(crate) fn locate_in(line: &str, pos: Pos, text: &str, offset: usize) -> Option<Pos> {
+    let start: usize = line
+        .chars()
+        .take(pos.column.saturating_sub(1) as usize)
+        .map(char::len_utf8)
+        .sum();
+    let rest = line.get(start..)?;
+    let quoted = rest.starts_with(['"', '\'']);
+    let first_line = text.lines().next().unwrap_or_default();
+    if text.contains('\n') || offset > first_line.len() || !rest.contains(first_line) {
+        return None;
+    }
+    let extra = u32::from(quoted);
+    Some(Pos::new(
+        pos.line,
+        pos.column + extra + char_count(&text[..offset]),
+    ))
 }
 
 fn push_inputs<'w>(inputs: &'w Inputs, values: &mut Vec<&'w Node>) {
@@ -324,7 +341,7 @@ fn char_count(text: &str) -> u32 {
 }
 
 /// Maps a Rhai position (1-based line and column inside the code) onto the file.
-fn offset_pos(start: Pos, line: Option<usize>, column: Option<usize>) -> Pos {
+pub(crate) fn offset_pos(start: Pos, line: Option<usize>, column: Option<usize>) -> Pos {
     let line = u32::try_from(line.unwrap_or(1)).unwrap_or(1).max(1);
     let column = u32::try_from(column.unwrap_or(1)).unwrap_or(1).max(1);
     if line == 1 {

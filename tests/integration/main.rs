@@ -10,6 +10,7 @@ mod runner_real_cli;
 mod runner_support;
 mod runner_zoo;
 mod schema;
+mod script;
 mod support;
 mod validate;
 mod workspace;

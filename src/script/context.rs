@@ -1,0 +1,246 @@
+//! The read-only `ctx` scripts see, built from JSON the kernel supplies, plus the workspace
+//! changes behind `changed_files()` and `diff_stat()`.
+//!
+//! The kernel owns the facts (run, params, step, per-step outcomes, workspace, defaults,
+//! planner decision, harness report) and hands them over as one JSON object; the host only
+//! converts it once and marks it read-only. Changes come as data rather than as a git handle
+//! so scripts stay deterministic and the host does not depend on the workspace module.
+//!
+//! Expected shape (every key optional):
+//!
+//! ```json
+//! { "run": {"id", "dir", "workflow", "started_at"}, "params": {…},
+//!   "step": {"id", "visit", "dir"}, "steps": {"<id>": {"outcome", "status", "evidence", "artifacts": {"<role>": [paths]}}},
+//!   "workspace": {"root", "repo", "branch", "base_sha"}, "defaults": {"component_kind", "eval_profile"},
+//!   "planner": {…last decision…}, "harness_report": {…last report…} }
+//! ```
+
+use std::sync::Arc;
+
+use rhai::{Dynamic, Map};
+use serde::{Deserialize, Serialize};
+
+use super::error::ScriptError;
+use super::value::json_to_dynamic;
+
+/// How a file changed since the run's `pre_run` snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// A new file.
+    Added,
+    /// An existing file with new content or mode.
+    Modified,
+    /// A removed file.
+    Deleted,
+    /// A file moved from `old_path`.
+    Renamed,
+}
+
+impl ChangeKind {
+    /// The name scripts see.
+    pub fn name(self) -> &'static str {
+        match self {
+            ChangeKind::Added => "added",
+            ChangeKind::Modified => "modified",
+            ChangeKind::Deleted => "deleted",
+            ChangeKind::Renamed => "renamed",
+        }
+    }
+}
+
+/// One changed file, as the workspace module reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangedFile {
+    /// Path relative to the worktree, `/`-separated.
+    pub path: String,
+    /// How it changed.
+    pub kind: ChangeKind,
+    /// Lines added (0 for binary files).
+    pub added: u64,
+    /// Lines removed (0 for binary files).
+    pub removed: u64,
+    /// The previous path of a renamed file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_path: Option<String>,
+    /// Whether git considers the file binary.
+    #[serde(default)]
+    pub binary: bool,
+}
+
+impl ChangedFile {
+    /// The map a script receives: `#{path, kind, added, removed, old_path, binary}`.
+    pub(crate) fn to_dynamic(&self) -> Dynamic {
+        let mut map = Map::new();
+        map.insert("path".into(), Dynamic::from(self.path.clone()));
+        map.insert("kind".into(), Dynamic::from(self.kind.name()));
+        map.insert(
+            "added".into(),
+            Dynamic::from_int(saturating_int(self.added)),
+        );
+        map.insert(
+            "removed".into(),
+            Dynamic::from_int(saturating_int(self.removed)),
+        );
+        map.insert(
+            "old_path".into(),
+            self.old_path.clone().map_or(Dynamic::UNIT, Dynamic::from),
+        );
+        map.insert("binary".into(), Dynamic::from_bool(self.binary));
+        Dynamic::from_map(map)
+    }
+}
+
+pub(crate) fn saturating_int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// What scripts may know about the run at one evaluation. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Context {
+    inner: Arc<ContextData>,
+}
+
+#[derive(Debug)]
+pub(crate) struct ContextData {
+    pub json: serde_json::Value,
+    pub ctx: Dynamic,
+    pub params: Dynamic,
+    pub changes: Vec<ChangedFile>,
+}
+
+impl Context {
+    /// A context from the kernel's JSON object.
+    pub fn new(value: serde_json::Value) -> Result<Self, ScriptError> {
+        Self::with_changes(value, Vec::new())
+    }
+
+    /// A context with the workspace changes since `pre_run`.
+    pub fn with_changes(
+        value: serde_json::Value,
+        changes: Vec<ChangedFile>,
+    ) -> Result<Self, ScriptError> {
+        if !value.is_object() {
+            return Err(ScriptError::Context {
+                message: "it is not a JSON object".to_owned(),
+            });
+        }
+        let ctx = json_to_dynamic(&value)
+            .map_err(|message| ScriptError::Context { message })?
+            .into_read_only();
+        let params = value
+            .get("params")
+            .map(json_to_dynamic)
+            .transpose()
+            .map_err(|message| ScriptError::Context { message })?
+            .unwrap_or_else(|| Dynamic::from_map(Map::new()))
+            .into_read_only();
+        Ok(Self {
+            inner: Arc::new(ContextData {
+                json: value,
+                ctx,
+                params,
+                changes,
+            }),
+        })
+    }
+
+    /// An empty context (no params, no changes), e.g. for static checks and tests.
+    pub fn empty() -> Self {
+        Self::new(serde_json::Value::Object(serde_json::Map::new()))
+            .unwrap_or_else(|_| unreachable!("an empty object is a valid context"))
+    }
+
+    /// The JSON the context was built from.
+    pub fn json(&self) -> &serde_json::Value {
+        &self.inner.json
+    }
+
+    /// The workspace changes.
+    pub fn changes(&self) -> &[ChangedFile] {
+        &self.inner.changes
+    }
+
+    pub(crate) fn data(&self) -> &Arc<ContextData> {
+        &self.inner
+    }
+
+    /// The value of a `${name}` substitution (DESIGN §3), as text.
+    pub fn substitution(&self, name: &str) -> Option<String> {
+        let path: &[&str] = match name {
+            "run_id" => &["run", "id"],
+            "run_dir" => &["run", "dir"],
+            "step_id" => &["step", "id"],
+            "step_dir" => &["step", "dir"],
+            "worktree" => &["workspace", "root"],
+            "repo" => &["workspace", "repo"],
+            "base_sha" => &["workspace", "base_sha"],
+            _ => {
+                let param = name.strip_prefix("params.")?;
+                return self.inner.json.get("params")?.get(param).map(json_text);
+            }
+        };
+        let mut value = &self.inner.json;
+        for key in path {
+            value = value.get(key)?;
+        }
+        Some(json_text(value))
+    }
+
+    /// The plain substitution names with a value in this context, for error messages.
+    pub(crate) fn substitution_names(&self) -> Vec<&'static str> {
+        crate::workflow::expressions::SUBSTITUTIONS
+            .into_iter()
+            .filter(|name| self.substitution(name).is_some())
+            .collect()
+    }
+}
+
+fn json_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(text) => text.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn substitutions_come_from_the_context() {
+        let context = Context::new(serde_json::json!({
+            "run": {"id": "r1", "dir": "/runs/r1"},
+            "step": {"id": "build", "dir": "/runs/r1/artifacts/build/1"},
+            "workspace": {"root": "/wt", "repo": "/repo", "base_sha": "abc"},
+            "params": {"name": "docs", "count": 3, "list": [1, 2]},
+        }))
+        .unwrap();
+        let value = |name: &str| context.substitution(name);
+        assert_eq!(value("run_id").as_deref(), Some("r1"));
+        assert_eq!(value("run_dir").as_deref(), Some("/runs/r1"));
+        assert_eq!(value("step_id").as_deref(), Some("build"));
+        assert_eq!(value("worktree").as_deref(), Some("/wt"));
+        assert_eq!(value("repo").as_deref(), Some("/repo"));
+        assert_eq!(value("base_sha").as_deref(), Some("abc"));
+        assert_eq!(value("params.name").as_deref(), Some("docs"));
+        assert_eq!(value("params.count").as_deref(), Some("3"));
+        assert_eq!(value("params.list").as_deref(), Some("[1,2]"));
+        assert_eq!(value("params.missing"), None);
+        assert_eq!(value("nope"), None);
+    }
+
+    #[test]
+    fn a_context_must_be_an_object() {
+        assert!(Context::new(serde_json::json!([1])).is_err());
+    }
+
+    #[test]
+    fn the_host_can_move_between_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<crate::script::ScriptHost>();
+        assert_send_sync::<Context>();
+    }
+}

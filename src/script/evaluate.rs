@@ -1,0 +1,176 @@
+//! Evaluation of workflow values (DESIGN §3): a string that is exactly `${{ EXPR }}` becomes the
+//! typed value of EXPR; `${{ EXPR }}` inside a longer string is interpolated as text; `${name}`
+//! is plain substitution from the context. Lists and maps are walked, keys are left alone.
+
+use rhai::{Dynamic, Scope};
+
+use super::context::Context;
+use super::error::{CodeKind, Origin, ScriptError};
+use super::host::ScriptHost;
+use super::value::{dynamic_to_json, json_to_node, to_text};
+use crate::workflow::expressions::{Piece, locate_in, scan};
+use crate::workflow::model::is_whole_expression;
+use crate::workflow::yaml::{Node, Pos, Value};
+
+impl ScriptHost {
+    /// Evaluates every `${…}` in a YAML value, keeping the types of whole expressions.
+    pub fn evaluate_node(&self, node: &Node, context: &Context) -> Result<Node, ScriptError> {
+        let value = match &node.value {
+            Value::Str(text) => return self.evaluate_string(node.pos, text, context),
+            Value::Seq(items) => Value::Seq(
+                items
+                    .iter()
+                    .map(|item| self.evaluate_node(item, context))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Value::Map(entries) => Value::Map(
+                entries
+                    .iter()
+                    .map(|(key, item)| Ok((key.clone(), self.evaluate_node(item, context)?)))
+                    .collect::<Result<_, ScriptError>>()?,
+            ),
+            other => other.clone(),
+        };
+        Ok(Node {
+            pos: node.pos,
+            value,
+        })
+    }
+
+    /// [`ScriptHost::evaluate_node`], as JSON.
+    pub fn evaluate_json(
+        &self,
+        node: &Node,
+        context: &Context,
+    ) -> Result<serde_json::Value, ScriptError> {
+        Ok(self.evaluate_node(node, context)?.to_json())
+    }
+
+    /// Substitutes and interpolates a string scalar written at `pos`; the result is always text.
+    pub fn evaluate_text(
+        &self,
+        text: &str,
+        pos: Pos,
+        context: &Context,
+    ) -> Result<String, ScriptError> {
+        let mut result = String::with_capacity(text.len());
+        let mut from = 0;
+        for piece in scan(text) {
+            match piece {
+                Piece::Substitution { name, offset } => {
+                    result.push_str(&text[from..offset]);
+                    let origin = self.origin(pos, text, offset);
+                    let value = context.substitution(name).ok_or_else(|| {
+                        let mut known = context.substitution_names();
+                        known.push("params.NAME");
+                        ScriptError::value(
+                            self.file(),
+                            &origin,
+                            format!(
+                                "`${{{name}}}` has no value in this run (known: {})",
+                                known.join(", ")
+                            ),
+                        )
+                    })?;
+                    result.push_str(&value);
+                    from = offset + name.len() + 3;
+                }
+                Piece::Expression { code, offset } => {
+                    result.push_str(&text[from..offset - 3]);
+                    let origin = self.origin(pos, text, offset);
+                    let value = self.evaluate_expression(code, &origin, context)?;
+                    let rendered = to_text(&value)
+                        .map_err(|message| ScriptError::value(self.file(), &origin, message))?;
+                    result.push_str(&rendered);
+                    from = offset + code.len() + 2;
+                }
+                Piece::Unclosed { offset } => {
+                    return Err(ScriptError::value(
+                        self.file(),
+                        &self.origin(pos, text, offset),
+                        "`${` is not closed",
+                    ));
+                }
+            }
+        }
+        result.push_str(&text[from..]);
+        Ok(result)
+    }
+
+    /// Evaluates one expression whose code starts at `pos` in the workflow file.
+    pub fn evaluate_code(
+        &self,
+        code: &str,
+        pos: Pos,
+        context: &Context,
+    ) -> Result<serde_json::Value, ScriptError> {
+        let origin = Origin {
+            pos,
+            kind: CodeKind::Expression,
+            precise: true,
+        };
+        let value = self.evaluate_expression(code, &origin, context)?;
+        dynamic_to_json(&value).map_err(|message| ScriptError::value(self.file(), &origin, message))
+    }
+
+    fn evaluate_string(
+        &self,
+        pos: Pos,
+        text: &str,
+        context: &Context,
+    ) -> Result<Node, ScriptError> {
+        if is_whole_expression(text)
+            && let [Piece::Expression { code, offset }] = scan(text).as_slice()
+        {
+            let origin = self.origin(pos, text, *offset);
+            let value = self.evaluate_expression(code, &origin, context)?;
+            let json = dynamic_to_json(&value)
+                .map_err(|message| ScriptError::value(self.file(), &origin, message))?;
+            return Ok(json_to_node(&json, pos));
+        }
+        if !text.contains("${") {
+            return Ok(Node {
+                pos,
+                value: Value::Str(text.to_owned()),
+            });
+        }
+        Ok(Node {
+            pos,
+            value: Value::Str(self.evaluate_text(text, pos, context)?),
+        })
+    }
+
+    pub(crate) fn evaluate_expression(
+        &self,
+        code: &str,
+        origin: &Origin,
+        context: &Context,
+    ) -> Result<Dynamic, ScriptError> {
+        if code.trim().is_empty() {
+            return Err(ScriptError::value(
+                self.file(),
+                origin,
+                "the expression `${{ }}` is empty",
+            ));
+        }
+        let ast = self.expression(code, origin)?;
+        self.run(origin, &ast, &mut Scope::new(), context)
+    }
+
+    /// Where byte `offset` of a scalar written at `pos` is in the file.
+    fn origin(&self, pos: Pos, text: &str, offset: usize) -> Origin {
+        let line = self.lines().get(pos.line.saturating_sub(1) as usize);
+        match line.and_then(|line| locate_in(line, pos, text, offset)) {
+            Some(located) => Origin {
+                pos: located,
+                kind: CodeKind::Expression,
+                precise: true,
+            },
+            None => Origin {
+                pos,
+                kind: CodeKind::Expression,
+                precise: false,
+            },
+        }
+    }
+}

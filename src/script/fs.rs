@@ -1,0 +1,201 @@
+//! The read-only worktree API: `read_file`, `file_exists`, `glob`, `changed_files`,
+//! `diff_stat` and `path_matches`.
+//!
+//! Everything a script may touch is captured in the `HostState` given to `create_module`: the
+//! sandboxed worktree root and the context of the evaluation in progress (which carries the
+//! changes). Errors name the function and the path, and never reveal more of the file system
+//! than the script already named.
+
+use std::fs;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use rhai::{Array, Dynamic, EvalAltResult, ImmutableString, Map, Module, Position};
+
+use super::context::saturating_int;
+use super::host::HostState;
+use super::sandbox::{Sandbox, normalise};
+
+/// A host-function failure, located by Rhai at the call site.
+pub(crate) fn refuse(function: &str, message: &str) -> Box<EvalAltResult> {
+    EvalAltResult::ErrorRuntime(format!("{function}: {message}").into(), Position::NONE).into()
+}
+
+/// The worktree functions, bound to one host.
+pub(crate) fn create_module(state: Arc<HostState>) -> Module {
+    let mut module = Module::new();
+    let reader = Arc::clone(&state);
+    module.set_native_fn("read_file", move |path: ImmutableString| {
+        let sandbox = reader
+            .sandbox()
+            .map_err(|error| refuse("read_file", &error))?;
+        sandbox
+            .read_text(&path, reader.limits.max_read_bytes)
+            .map_err(|error| refuse("read_file", &error))
+    });
+    let checker = Arc::clone(&state);
+    module.set_native_fn("file_exists", move |path: ImmutableString| {
+        let sandbox = checker
+            .sandbox()
+            .map_err(|error| refuse("file_exists", &error))?;
+        let found = sandbox
+            .existing(&path)
+            .map_err(|error| refuse("file_exists", &error))?;
+        Ok(found.is_some_and(|path| path.is_file()))
+    });
+    let globber = Arc::clone(&state);
+    module.set_native_fn("glob", move |pattern: ImmutableString| {
+        glob(&globber, &[pattern.to_string()])
+    });
+    let globber = Arc::clone(&state);
+    module.set_native_fn("glob", move |patterns: Array| {
+        glob(&globber, &strings("glob", &patterns)?)
+    });
+    add_change_functions(&mut module, &state);
+    add_match_functions(&mut module);
+    module
+}
+
+/// `changed_files` and `diff_stat`, from the changes of the evaluation's context.
+fn add_change_functions(module: &mut Module, state: &Arc<HostState>) {
+    let changes = Arc::clone(state);
+    module.set_native_fn("changed_files", move || {
+        Ok(changes
+            .context()
+            .map(|context| {
+                context
+                    .changes
+                    .iter()
+                    .map(|change| change.to_dynamic())
+                    .collect::<Array>()
+            })
+            .unwrap_or_default())
+    });
+    let stats = Arc::clone(state);
+    module.set_native_fn("diff_stat", move || Ok(diff_stat(&stats)));
+}
+
+/// `path_matches`, which needs no state.
+fn add_match_functions(module: &mut Module) {
+    module.set_native_fn(
+        "path_matches",
+        |path: ImmutableString, pattern: ImmutableString| {
+            path_matches(&path, &[pattern.to_string()])
+        },
+    );
+    module.set_native_fn("path_matches", |path: ImmutableString, patterns: Array| {
+        path_matches(&path, &strings("path_matches", &patterns)?)
+    });
+}
+
+fn strings(function: &str, items: &Array) -> Result<Vec<String>, Box<EvalAltResult>> {
+    items
+        .iter()
+        .map(|item| {
+            item.clone()
+                .into_string()
+                .map_err(|kind| refuse(function, &format!("expected strings, found {kind}")))
+        })
+        .collect()
+}
+
+/// A glob set where `*` stays within one directory and `**` crosses directories.
+fn glob_set(function: &str, patterns: &[String]) -> Result<GlobSet, Box<EvalAltResult>> {
+    let mut builder = GlobSetBuilder::new();
+    for pattern in patterns {
+        let normalised = normalise(pattern).map_err(|error| refuse(function, &error))?;
+        let glob = GlobBuilder::new(&normalised)
+            .literal_separator(true)
+            .build()
+            .map_err(|error| refuse(function, &format!("`{pattern}` is not a glob: {error}")))?;
+        builder.add(glob);
+    }
+    builder
+        .build()
+        .map_err(|error| refuse(function, &error.to_string()))
+}
+
+fn path_matches(path: &str, patterns: &[String]) -> Result<bool, Box<EvalAltResult>> {
+    let path = normalise(path).map_err(|error| refuse("path_matches", &error))?;
+    Ok(glob_set("path_matches", patterns)?.is_match(path))
+}
+
+/// The worktree files matching any pattern, sorted. `.git` is never entered, symlinked
+/// directories are not followed, and symlinked files are listed only when they stay inside.
+fn glob(state: &HostState, patterns: &[String]) -> Result<Array, Box<EvalAltResult>> {
+    let sandbox = state.sandbox().map_err(|error| refuse("glob", &error))?;
+    let set = glob_set("glob", patterns)?;
+    let mut found = Vec::new();
+    let mut pending: Vec<(PathBuf, String)> = vec![(sandbox.root().to_path_buf(), String::new())];
+    let mut visited = 0usize;
+    while let Some((directory, prefix)) = pending.pop() {
+        let entries = fs::read_dir(&directory)
+            .map_err(|error| refuse("glob", &format!("cannot list `{prefix}`: {error}")))?;
+        for entry in entries.flatten() {
+            visited += 1;
+            if visited > state.limits.max_glob_entries {
+                return Err(refuse(
+                    "glob",
+                    &format!(
+                        "more than {} entries to search; use a narrower pattern",
+                        state.limits.max_glob_entries
+                    ),
+                ));
+            }
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            let relative = format!("{prefix}{name}");
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                if name != ".git" {
+                    pending.push((entry.path(), format!("{relative}/")));
+                }
+            } else if (kind.is_file() || is_inside_file(sandbox, &relative, kind))
+                && set.is_match(&relative)
+            {
+                found.push(relative);
+            }
+        }
+    }
+    found.sort();
+    Ok(found.into_iter().map(Dynamic::from).collect())
+}
+
+fn is_inside_file(sandbox: &Sandbox, relative: &str, kind: fs::FileType) -> bool {
+    kind.is_symlink() && matches!(sandbox.existing(relative), Ok(Some(target)) if target.is_file())
+}
+
+fn diff_stat(state: &HostState) -> Map {
+    let mut stat = Map::new();
+    let changes = state
+        .context()
+        .map(|context| context.changes.clone())
+        .unwrap_or_default();
+    let mut by_kind = Map::new();
+    for kind in ["added", "modified", "deleted", "renamed"] {
+        let count = changes
+            .iter()
+            .filter(|change| change.kind.name() == kind)
+            .count();
+        by_kind.insert(kind.into(), Dynamic::from_int(saturating_int(count as u64)));
+    }
+    let added: u64 = changes.iter().map(|change| change.added).sum();
+    let removed: u64 = changes.iter().map(|change| change.removed).sum();
+    let binary = changes.iter().filter(|change| change.binary).count();
+    stat.insert(
+        "files".into(),
+        Dynamic::from_int(saturating_int(changes.len() as u64)),
+    );
+    stat.insert("added".into(), Dynamic::from_int(saturating_int(added)));
+    stat.insert("removed".into(), Dynamic::from_int(saturating_int(removed)));
+    stat.insert(
+        "binary".into(),
+        Dynamic::from_int(saturating_int(binary as u64)),
+    );
+    stat.insert("by_kind".into(), Dynamic::from_map(by_kind));
+    stat
+}

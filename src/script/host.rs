@@ -1,0 +1,317 @@
+//! The per-run scripting host: one sandboxed engine with the host API, the module resolver and
+//! the workflow's compiled `script`, plus the state an evaluation needs (the current `ctx`,
+//! its deadline, the captured `print`/`debug` output).
+//!
+//! Host functions are registered once but must see the context of the evaluation in progress;
+//! that context lives in `HostState`, which the engine's callbacks share. Evaluations on one
+//! host are serialised so a context can never leak from one evaluation into another.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Instant;
+
+use rhai::{AST, Dynamic, Engine, Module, Scope};
+
+use super::context::{Context, ContextData};
+use super::engine::{Limits, sandboxed_engine};
+use super::error::{CodeKind, Origin, SCRIPT_SOURCE, ScriptError, Translator};
+use super::resolver::Resolver;
+use super::sandbox::Sandbox;
+use crate::workflow::model::{At, Workflow};
+
+/// How many compiled expressions a host keeps.
+const MAX_CACHED_EXPRESSIONS: usize = 10_000;
+/// The longest `print`/`debug` message kept, in bytes.
+const MAX_MESSAGE_BYTES: usize = 4096;
+
+/// What a host is built from.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// The workflow file as shown in errors.
+    pub file: String,
+    /// The workflow's text, to locate expressions inside their YAML scalars.
+    pub source: String,
+    /// The worktree scripts may read; `None` refuses all file access.
+    pub root: Option<PathBuf>,
+    /// The sandbox limits.
+    pub limits: Limits,
+}
+
+/// Whether a message came from `print` or `debug`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageKind {
+    /// `print(…)`.
+    Print,
+    /// `debug(…)`.
+    Debug,
+}
+
+/// A message a script printed; the kernel records it as an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptMessage {
+    /// `print` or `debug`.
+    pub kind: MessageKind,
+    /// The text, cut at 4 KiB.
+    pub text: String,
+}
+
+#[derive(Debug, Default)]
+struct Output {
+    messages: Vec<ScriptMessage>,
+    dropped: usize,
+}
+
+/// What the engine's callbacks and host functions share.
+#[derive(Debug)]
+pub(crate) struct HostState {
+    pub limits: Limits,
+    sandbox: Option<Sandbox>,
+    current: RwLock<Option<Arc<ContextData>>>,
+    deadline: Mutex<Option<Instant>>,
+    output: Mutex<Output>,
+}
+
+impl HostState {
+    /// The context of the evaluation in progress.
+    pub(crate) fn context(&self) -> Option<Arc<ContextData>> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The worktree sandbox, or why there is none.
+    pub(crate) fn sandbox(&self) -> Result<&Sandbox, String> {
+        self.sandbox
+            .as_ref()
+            .ok_or_else(|| "file access needs a worktree, and this host has none".to_owned())
+    }
+
+    fn past_deadline(&self) -> bool {
+        let deadline = *self.deadline.lock().unwrap_or_else(PoisonError::into_inner);
+        deadline.is_some_and(|deadline| Instant::now() >= deadline)
+    }
+
+    fn begin(&self, context: &Context) {
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) =
+            Some(Arc::clone(context.data()));
+        *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(Instant::now() + self.limits.deadline);
+    }
+
+    fn end(&self) {
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = None;
+        *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    fn record(&self, kind: MessageKind, text: &str) {
+        let mut output = self.output.lock().unwrap_or_else(PoisonError::into_inner);
+        if output.messages.len() >= self.limits.max_messages {
+            output.dropped += 1;
+            return;
+        }
+        let mut end = text.len().min(MAX_MESSAGE_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        output.messages.push(ScriptMessage {
+            kind,
+            text: text[..end].to_owned(),
+        });
+    }
+}
+
+/// The scripting host of one run.
+#[derive(Debug)]
+pub struct ScriptHost {
+    engine: Engine,
+    state: Arc<HostState>,
+    file: String,
+    lines: Vec<String>,
+    script: Option<Origin>,
+    expressions: Mutex<HashMap<String, Arc<AST>>>,
+    evaluation: Mutex<()>,
+}
+
+impl ScriptHost {
+    /// A host without a workflow script.
+    pub fn new(options: HostOptions) -> Result<Self, ScriptError> {
+        let sandbox = options
+            .root
+            .as_deref()
+            .map(Sandbox::new)
+            .transpose()
+            .map_err(|message| ScriptError::Context { message })?;
+        let state = Arc::new(HostState {
+            limits: options.limits.clone(),
+            sandbox,
+            current: RwLock::new(None),
+            deadline: Mutex::new(None),
+            output: Mutex::new(Output::default()),
+        });
+        let mut engine = sandboxed_engine(&options.limits);
+        install_callbacks(&mut engine, &state);
+        engine.register_global_module(super::fs::create_module(Arc::clone(&state)).into());
+        engine.register_global_module(super::text::create_module().into());
+        engine.set_module_resolver(Resolver::new(Arc::clone(&state)));
+        Ok(Self {
+            engine,
+            state,
+            file: options.file,
+            lines: options.source.lines().map(str::to_owned).collect(),
+            script: None,
+            expressions: Mutex::new(HashMap::new()),
+            evaluation: Mutex::new(()),
+        })
+    }
+
+    /// A host with the workflow's `script` compiled and loaded.
+    pub fn for_workflow(options: HostOptions, workflow: &Workflow) -> Result<Self, ScriptError> {
+        let mut host = Self::new(options)?;
+        if let Some(script) = &workflow.script {
+            host.load_script(script)?;
+        }
+        Ok(host)
+    }
+
+    /// Compiles the workflow's `script` and runs its top level once (imports, constants), so
+    /// its functions can be called from every expression and hook of the run.
+    pub fn load_script(&mut self, script: &At<String>) -> Result<(), ScriptError> {
+        let origin = Origin {
+            pos: script.pos,
+            kind: CodeKind::Script,
+            precise: true,
+        };
+        let mut ast = self
+            .engine
+            .compile(&script.value)
+            .map_err(|error| ScriptError::compile(&self.file, &origin, &error))?;
+        ast.set_source(SCRIPT_SOURCE);
+        self.script = Some(origin);
+        let context = Context::empty();
+        let module = {
+            let _serial = self
+                .evaluation
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            self.state.begin(&context);
+            let module = Module::eval_ast_as_new(Scope::new(), &ast, &self.engine);
+            self.state.end();
+            module.map_err(|error| self.translator().translate(&origin, *error))?
+        };
+        self.engine.register_global_module(module.into());
+        Ok(())
+    }
+
+    /// The `print`/`debug` messages since the last call, oldest first; a final message counts
+    /// those dropped beyond the limit.
+    pub fn take_output(&self) -> Vec<ScriptMessage> {
+        let mut output = self
+            .state
+            .output
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut messages = std::mem::take(&mut output.messages);
+        if output.dropped > 0 {
+            messages.push(ScriptMessage {
+                kind: MessageKind::Debug,
+                text: format!("{} more messages were dropped", output.dropped),
+            });
+            output.dropped = 0;
+        }
+        messages
+    }
+
+    /// The limits this host enforces.
+    pub fn limits(&self) -> &Limits {
+        &self.state.limits
+    }
+
+    pub(crate) fn file(&self) -> &str {
+        &self.file
+    }
+
+    pub(crate) fn lines(&self) -> &[String] {
+        &self.lines
+    }
+
+    pub(crate) fn translator(&self) -> Translator<'_> {
+        Translator {
+            file: &self.file,
+            script: self.script,
+            deadline_millis: self.state.limits.deadline.as_millis(),
+        }
+    }
+
+    /// The compiled form of an expression, compiled once per host.
+    pub(crate) fn expression(&self, code: &str, origin: &Origin) -> Result<Arc<AST>, ScriptError> {
+        if let Some(ast) = self
+            .expressions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(code)
+        {
+            return Ok(Arc::clone(ast));
+        }
+        let mut ast = self
+            .engine
+            .compile_expression(code)
+            .map_err(|error| ScriptError::compile(&self.file, origin, &error))?;
+        ast.set_source(super::error::EXPRESSION_SOURCE);
+        let ast = Arc::new(ast);
+        let mut cache = self
+            .expressions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if cache.len() < MAX_CACHED_EXPRESSIONS {
+            cache.insert(code.to_owned(), Arc::clone(&ast));
+        }
+        Ok(ast)
+    }
+
+    /// Evaluates compiled code against `context`, within the deadline.
+    pub(crate) fn run(
+        &self,
+        origin: &Origin,
+        ast: &AST,
+        scope: &mut Scope,
+        context: &Context,
+    ) -> Result<Dynamic, ScriptError> {
+        let _serial = self
+            .evaluation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.state.begin(context);
+        let result = self.engine.eval_ast_with_scope::<Dynamic>(scope, ast);
+        self.state.end();
+        result.map_err(|error| self.translator().translate(origin, *error))
+    }
+}
+
+fn install_callbacks(engine: &mut Engine, state: &Arc<HostState>) {
+    let printed = Arc::clone(state);
+    engine.on_print(move |text| printed.record(MessageKind::Print, text));
+    let debugged = Arc::clone(state);
+    engine.on_debug(move |text, _source, _position| debugged.record(MessageKind::Debug, text));
+    let clock = Arc::clone(state);
+    engine.on_progress(move |operations| {
+        // Reading the clock every operation would dominate small evaluations.
+        (operations % 512 == 0 && clock.past_deadline()).then(|| Dynamic::from("deadline"))
+    });
+    let variables = Arc::clone(state);
+    // `on_var` is marked deprecated only as "volatile"; it is how `ctx` reaches functions,
+    // which cannot see the caller's scope.
+    #[allow(deprecated)]
+    engine.on_var(move |name, index, _context| {
+        // A non-zero index is a local variable or parameter of the same name: leave it alone.
+        if index != 0 {
+            return Ok(None);
+        }
+        Ok(match name {
+            "ctx" => variables.context().map(|context| context.ctx.clone()),
+            "params" => variables.context().map(|context| context.params.clone()),
+            _ => None,
+        })
+    });
+}

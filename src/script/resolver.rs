@@ -1,0 +1,209 @@
+//! Module resolution: `import "tnh/<name>"` loads the standard library embedded in the binary
+//! (so it works from any directory) and `import ".tnh/scripts/<name>"` loads a module of the
+//! repository under review, read through the worktree sandbox. Every other path is refused
+//! with a message that says what is allowed.
+//!
+//! Modules are compiled and evaluated by the importing engine, so they run under the same
+//! limits; each is loaded once per host, and an import cycle is an error rather than a hang.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rhai::{Engine, EvalAltResult, Module, ModuleResolver, Position, Scope, Shared};
+
+type SharedModule = Shared<Module>;
+type RhaiResultOf<T> = Result<T, Box<EvalAltResult>>;
+
+use super::engine::{Limits, sandboxed_engine};
+use super::host::HostState;
+
+/// The standard library: import path and source.
+pub const STDLIB_MODULES: [(&str, &str); 4] = [
+    ("tnh/inputs", include_str!("../../stdlib/inputs.rhai")),
+    ("tnh/paths", include_str!("../../stdlib/paths.rhai")),
+    ("tnh/policy", include_str!("../../stdlib/policy.rhai")),
+    ("tnh/report", include_str!("../../stdlib/report.rhai")),
+];
+
+/// Where repository modules live, relative to the worktree.
+pub const REPOSITORY_MODULES: &str = ".tnh/scripts/";
+
+/// Where an import path leads.
+enum ModulePath {
+    /// An embedded stdlib module, with its source.
+    Stdlib(&'static str),
+    /// A file of the repository, relative to the worktree.
+    Repository(String),
+}
+
+/// Where `path` leads, or why it may not be imported.
+fn classify(path: &str) -> Result<ModulePath, String> {
+    if let Some((_, text)) = STDLIB_MODULES.iter().find(|(name, _)| *name == path) {
+        return Ok(ModulePath::Stdlib(text));
+    }
+    let Some(name) = path.strip_prefix(REPOSITORY_MODULES) else {
+        return Err(format!(
+            "import `{path}` is refused: scripts may import `tnh/<name>` (the standard \
+             library: {}) or `{REPOSITORY_MODULES}<name>` (this repository), nothing else",
+            STDLIB_MODULES.map(|(name, _)| name).join(", ")
+        ));
+    };
+    let valid = !name.is_empty()
+        && name.split('/').all(|part| {
+            !part.is_empty()
+                && part != "."
+                && part != ".."
+                && part
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || "_-.".contains(ch))
+        });
+    if !valid {
+        return Err(format!(
+            "import `{path}` is refused: a repository module is named by plain path parts"
+        ));
+    }
+    Ok(ModulePath::Repository(if name.ends_with(".rhai") {
+        format!("{REPOSITORY_MODULES}{name}")
+    } else {
+        format!("{REPOSITORY_MODULES}{name}.rhai")
+    }))
+}
+
+/// Checks the imports of a script without a worktree, as `validate` does: each must name a
+/// stdlib module or a repository module (whose existence is checked when a run loads it).
+/// On a refusal, the message and the 1-based line and column of the path in the script.
+pub fn check_imports(script: &str) -> Result<(), (String, Option<(usize, usize)>)> {
+    let mut engine = sandboxed_engine(&Limits::STANDARD);
+    engine.set_module_resolver(ImportChecker);
+    let Err(error) = engine.compile_into_self_contained(&Scope::new(), script) else {
+        return Ok(());
+    };
+    let message = match *error {
+        EvalAltResult::ErrorRuntime(message, _) => message.to_string(),
+        other => other.to_string(),
+    };
+    // Rhai resolves these imports without positions; the quoted path locates the import.
+    let position = message
+        .split('`')
+        .nth(1)
+        .and_then(|path| script.find(&format!("\"{path}\"")))
+        .map(|offset| {
+            let before = &script[..offset];
+            let line = before.matches('\n').count() + 1;
+            let column = before
+                .rsplit('\n')
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .count()
+                + 1;
+            (line, column)
+        });
+    Err((message, position))
+}
+
+/// Accepts allowed import paths with an empty module, refuses the rest.
+#[derive(Debug)]
+struct ImportChecker;
+
+impl ModuleResolver for ImportChecker {
+    fn resolve(
+        &self,
+        _engine: &Engine,
+        _source: Option<&str>,
+        path: &str,
+        pos: Position,
+    ) -> RhaiResultOf<SharedModule> {
+        classify(path)
+            .map(|_| Module::new().into())
+            .map_err(|message| EvalAltResult::ErrorRuntime(message.into(), pos).into())
+    }
+}
+
+/// Resolves imports for one host.
+#[derive(Debug)]
+pub(crate) struct Resolver {
+    state: Arc<HostState>,
+    loaded: Mutex<HashMap<String, SharedModule>>,
+    loading: Mutex<HashSet<String>>,
+}
+
+impl Resolver {
+    pub(crate) fn new(state: Arc<HostState>) -> Self {
+        Self {
+            state,
+            loaded: Mutex::new(HashMap::new()),
+            loading: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The source of a module, or why it may not be imported.
+    fn source(&self, path: &str) -> Result<String, String> {
+        match classify(path)? {
+            ModulePath::Stdlib(text) => Ok(text.to_owned()),
+            ModulePath::Repository(file) => self
+                .state
+                .sandbox()?
+                .read_text(&file, self.state.limits.max_read_bytes)
+                .map_err(|error| format!("import `{path}` failed: {error}")),
+        }
+    }
+
+    fn load(&self, engine: &Engine, path: &str, pos: Position) -> RhaiResultOf<SharedModule> {
+        let refused = |message: String| -> Box<EvalAltResult> {
+            EvalAltResult::ErrorRuntime(message.into(), pos).into()
+        };
+        let text = self.source(path).map_err(refused)?;
+        let in_module = |error: Box<EvalAltResult>| -> Box<EvalAltResult> {
+            EvalAltResult::ErrorInModule(path.to_owned(), error, pos).into()
+        };
+        let mut ast = engine
+            .compile(text)
+            .map_err(|error| in_module(EvalAltResult::ErrorParsing(*error.0, error.1).into()))?;
+        ast.set_source(path);
+        let module = Module::eval_ast_as_new(Scope::new(), &ast, engine).map_err(in_module)?;
+        Ok(module.into())
+    }
+}
+
+impl ModuleResolver for Resolver {
+    fn resolve(
+        &self,
+        engine: &Engine,
+        _source: Option<&str>,
+        path: &str,
+        pos: Position,
+    ) -> RhaiResultOf<SharedModule> {
+        if let Some(module) = self
+            .loaded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(path)
+        {
+            return Ok(module.clone());
+        }
+        let fresh = self
+            .loading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(path.to_owned());
+        if !fresh {
+            return Err(EvalAltResult::ErrorRuntime(
+                format!("import `{path}` is part of an import cycle").into(),
+                pos,
+            )
+            .into());
+        }
+        let result = self.load(engine, path, pos);
+        self.loading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(path);
+        let module = result?;
+        self.loaded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(path.to_owned(), module.clone());
+        Ok(module)
+    }
+}

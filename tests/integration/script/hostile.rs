@@ -1,0 +1,272 @@
+//! Hostile scripts: each is stopped by the sandbox with a clear error that points at the YAML
+//! line of the code, quickly, and without touching anything outside the worktree.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tnh_conductor::script::{Limits, ScriptError};
+
+use super::{Bench, at, context};
+
+const DOC: &str = r#"script: |
+  fn forever() {
+      loop { }
+  }
+  fn recurse(n) {
+      recurse(n + 1)
+  }
+  fn huge_string() {
+      let s = "x";
+      loop { s += s; }
+  }
+  fn huge_array() {
+      let a = [];
+      loop { a.push(1); }
+  }
+  fn padded() {
+      let a = [];
+      a.pad(1000000000, 0);
+      a
+  }
+  fn change_ctx() {
+      ctx.run.id = "forged";
+  }
+  fn read_outside() {
+      read_file("../../etc/passwd")
+  }
+values:
+  loop: "${{ forever() }}"
+  recursion: "${{ recurse(0) }}"
+  string: "${{ huge_string() }}"
+  array: "${{ huge_array() }}"
+  pad: "${{ padded() }}"
+  mutate_ctx: "${{ change_ctx() }}"
+  mutate_params: "${{ params.x = 1 }}"
+  read: "${{ read_outside() }}"
+  absolute: "${{ read_file(\"/etc/passwd\") }}"
+  symlink: "${{ read_file(\"escape/passwd\") }}"
+  symlink_exists: "${{ file_exists(\"escape/passwd\") }}"
+  glob_outside: "${{ glob(\"../*\") }}"
+  repeat: "${{ \"x\".pad(1000000000, \"x\") }}"
+"#;
+
+/// Evaluates `name`, which must fail, within a generous bound that still catches a hang.
+fn stopped(bench: &Bench, name: &str) -> ScriptError {
+    let started = Instant::now();
+    let error = bench.err(name);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{name} took {:?}",
+        started.elapsed()
+    );
+    assert!(error.hint().is_some());
+    error
+}
+
+#[test]
+fn an_endless_loop_stops_at_the_operations_limit() {
+    let bench = Bench::new(DOC);
+    let error = stopped(&bench, "loop");
+    assert!(
+        matches!(&error, ScriptError::Limit { limit, .. } if limit == "operations"),
+        "{error}"
+    );
+    // Limits are not catchable errors, so Rhai reports them at the call in the expression.
+    assert_eq!(at(&error), "flow.yaml:28:14", "{error}");
+}
+
+#[test]
+fn an_endless_loop_stops_at_the_deadline_when_operations_allow_more() {
+    let limits = Limits {
+        max_operations: 0,
+        deadline: Duration::from_millis(100),
+        ..Limits::STANDARD
+    };
+    let bench = Bench::with_limits(DOC, limits);
+    let error = stopped(&bench, "loop");
+    assert!(
+        matches!(error, ScriptError::Deadline { millis: 100, .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("100 ms deadline"), "{error}");
+}
+
+#[test]
+fn unbounded_recursion_stops_at_the_call_depth_without_overflowing_the_stack() {
+    let bench = Bench::new(DOC);
+    let error = stopped(&bench, "recursion");
+    assert!(
+        matches!(&error, ScriptError::Limit { limit, .. } if limit == "call depth"),
+        "{error}"
+    );
+    assert_eq!(at(&error), "flow.yaml:29:19", "{error}");
+}
+
+#[test]
+fn a_gigabyte_string_stops_at_the_string_size_limit() {
+    let bench = Bench::new(DOC);
+    for name in ["string", "repeat"] {
+        let error = stopped(&bench, name);
+        assert!(
+            matches!(&error, ScriptError::Limit { limit, .. } if limit.contains("string")),
+            "{error}"
+        );
+    }
+    assert_eq!(at(&bench.err("string")), "flow.yaml:30:16");
+}
+
+#[test]
+fn strings_held_in_a_container_count_towards_the_string_limit() {
+    let doc = "script: |\n  fn many_strings() {\n      let big = \"x\";\n      big.pad(1000000, \"x\");\n      let a = [];\n      for i in 0..100 { a.push(big + i); }\n      a.len()\n  }\nvalues:\n  many: \"${{ many_strings() }}\"\n";
+    let bench = Bench::new(doc);
+    let error = stopped(&bench, "many");
+    assert!(
+        matches!(&error, ScriptError::Limit { limit, .. } if limit.contains("string")),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_huge_array_stops_at_the_array_size_limit() {
+    let bench = Bench::new(DOC);
+    for name in ["array", "pad"] {
+        let error = stopped(&bench, name);
+        assert!(
+            matches!(&error, ScriptError::Limit { limit, .. } if limit.contains("array")),
+            "{name}: {error}"
+        );
+    }
+}
+
+#[test]
+fn eval_is_refused_when_compiling() {
+    let doc = "script: |\n  fn run(code) {\n      eval(code)\n  }\nvalues: {}\n";
+    let error = Bench::try_with_files(doc, &[]).err().expect("eval refused");
+    assert!(matches!(error, ScriptError::Compile { .. }), "{error}");
+    assert!(error.to_string().contains("'eval' is disabled"), "{error}");
+    assert_eq!(at(&error), "flow.yaml:3:7");
+}
+
+#[test]
+fn sleep_exit_and_time_are_not_part_of_the_language() {
+    let doc = "values:\n  sleep: \"${{ sleep(10) }}\"\n  exit: \"${{ exit(1) }}\"\n  time: \"${{ timestamp() }}\"\n";
+    let bench = Bench::new(doc);
+    for name in ["sleep", "exit", "time"] {
+        let error = stopped(&bench, name);
+        assert!(error.to_string().contains("function not found"), "{error}");
+    }
+}
+
+#[test]
+fn importing_a_file_outside_stdlib_and_the_repository_modules_is_refused() {
+    for path in [
+        "/etc/passwd",
+        "../secrets",
+        "tnh/missing",
+        ".tnh/scripts/../../x",
+    ] {
+        let doc = format!("script: |\n  import \"{path}\" as m;\nvalues: {{}}\n");
+        let error = Bench::try_with_files(&doc, &[])
+            .err()
+            .expect("import refused");
+        assert!(error.to_string().contains("is refused"), "{path}: {error}");
+        assert_eq!(at(&error), "flow.yaml:2:10", "{error}");
+    }
+}
+
+#[test]
+fn an_import_cycle_is_an_error_not_a_hang() {
+    let files = [
+        (
+            ".tnh/scripts/a.rhai",
+            "import \".tnh/scripts/b\" as b;\nfn f() { 1 }\n",
+        ),
+        (
+            ".tnh/scripts/b.rhai",
+            "import \".tnh/scripts/a\" as a;\nfn g() { 2 }\n",
+        ),
+    ];
+    let doc = "script: |\n  import \".tnh/scripts/a\" as a;\nvalues: {}\n";
+    let error = Bench::try_with_files(doc, &files).err().expect("a cycle");
+    assert!(error.to_string().contains("import cycle"), "{error}");
+}
+
+#[test]
+fn reading_outside_the_worktree_is_refused() {
+    let bench = Bench::new(DOC);
+    let error = stopped(&bench, "read");
+    assert!(
+        error.to_string().contains("leads outside the worktree"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("in `read_outside`"), "{error}");
+    assert_eq!(at(&error), "flow.yaml:25:7", "{error}");
+    let error = stopped(&bench, "absolute");
+    assert!(error.to_string().contains("is absolute"), "{error}");
+    let error = stopped(&bench, "glob_outside");
+    assert!(error.to_string().contains("leads outside"), "{error}");
+}
+
+#[test]
+fn a_symlink_that_leads_outside_the_worktree_is_refused() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("passwd"), "root:x:0:0").unwrap();
+    let bench = Bench::new(DOC);
+    std::os::unix::fs::symlink(outside.path(), bench.worktree.path().join("escape")).unwrap();
+    for name in ["symlink", "symlink_exists"] {
+        let error = stopped(&bench, name);
+        assert!(
+            error.to_string().contains("symlink that leads outside"),
+            "{error}"
+        );
+    }
+    bench.write("inside.txt", "fine");
+    std::os::unix::fs::symlink("inside.txt", bench.worktree.path().join("link.txt")).unwrap();
+    let doc = "values:\n  via_link: \"${{ read_file(\\\"link.txt\\\") }}\"\n";
+    let inner = Bench::new(doc);
+    inner.write("inside.txt", "fine");
+    std::os::unix::fs::symlink("inside.txt", inner.worktree.path().join("link.txt")).unwrap();
+    assert_eq!(inner.ok("via_link"), json!("fine"));
+}
+
+#[test]
+fn mutating_ctx_or_params_is_an_error() {
+    let bench = Bench::new(DOC);
+    let ctx = context(json!({"run": {"id": "r1"}, "params": {"x": 0}}));
+    let error = bench.eval_in("mutate_ctx", &ctx).unwrap_err();
+    assert!(matches!(error, ScriptError::ReadOnly { .. }), "{error}");
+    assert!(error.to_string().contains("read-only"), "{error}");
+    assert_eq!(at(&error).split(':').nth(1), Some("22"), "{error}");
+    let error = bench.eval_in("mutate_params", &ctx).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            ScriptError::ReadOnly { .. } | ScriptError::Compile { .. }
+        ),
+        "{error}"
+    );
+    // A local copy may change; the context stays as it was for the next evaluation.
+    let doc = "script: |\n  fn forge() { let c = ctx; c.run.id = \"forged\"; c.run.id }\nvalues:\n  forge: \"${{ forge() }}\"\n  id: \"${{ ctx.run.id }}\"\n";
+    let copy = Bench::new(doc);
+    assert_eq!(copy.eval_in("forge", &ctx).unwrap(), json!("forged"));
+    assert_eq!(copy.eval_in("id", &ctx).unwrap(), json!("r1"));
+    let error = bench.eval_in("mutate_ctx", &ctx).unwrap_err();
+    assert!(
+        error.to_string().contains("tried to modify `ctx`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_print_flood_is_bounded() {
+    let doc = "script: |\n  fn flood() { for i in 0..5000 { print(i) } 1 }\nvalues:\n  flood: \"${{ flood() }}\"\n";
+    let limits = Limits {
+        max_messages: 10,
+        ..Limits::STANDARD
+    };
+    let bench = Bench::with_limits(doc, limits);
+    let _ = bench.eval("flood");
+    let output = bench.host.take_output();
+    assert_eq!(output.len(), 11);
+    assert!(output[10].text.contains("4990 more messages were dropped"));
+}
