@@ -66,6 +66,9 @@ pub enum Error {
     /// A workflow script or expression failed to compile or evaluate.
     #[error(transparent)]
     Script(#[from] crate::script::ScriptError),
+    /// A run could not start or continue.
+    #[error(transparent)]
+    Run(Box<crate::kernel::run::RunError>),
     /// The configuration file could not be used.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
@@ -111,6 +114,8 @@ impl Error {
             | Error::Config(_)
             | Error::Prompt(_) => ExitStatus::Usage,
             Error::Workspace(error) => error.exit_status(),
+            Error::Run(error) if error.is_usage() => ExitStatus::Usage,
+            Error::Run(_) => ExitStatus::Runtime,
             Error::Policy(_) => ExitStatus::Usage,
             // A script that does not compile makes the workflow invalid: nothing was started.
             Error::Script(crate::script::ScriptError::Compile { .. }) => ExitStatus::Usage,
@@ -135,6 +140,7 @@ impl Error {
             Error::Workspace(error) => error.hint(),
             Error::Policy(error) => error.hint(),
             Error::Runner(error) => error.hint(),
+            Error::Run(error) => error.hint(),
             Error::Io { .. } => Some("check that the path exists and is readable".to_owned()),
             Error::Json(_) => None,
         }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod error;
 pub mod ids;
 pub mod kernel;
+pub mod opcode;
 pub mod outcome;
 pub mod policy;
 pub mod prompt;

@@ -17,6 +17,8 @@ pub enum ArtifactRole {
     RunnerPrompt,
     /// A readable transcript.
     RunnerTranscriptMarkdown,
+    /// The agent's stderr.
+    RunnerStderr,
     /// Requested vs effective policy and violations.
     PolicySummary,
     /// Per-validator exit codes and durations.

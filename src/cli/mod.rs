@@ -5,6 +5,8 @@ mod graph;
 mod output;
 mod prompts;
 mod rollback;
+mod run;
+mod runs;
 mod runs_clean;
 mod schema;
 mod stub;
@@ -59,11 +61,11 @@ pub enum Command {
     /// Check workflow files statically; nothing runs.
     Validate(validate::ValidateArgs),
     /// Start a run of a workflow.
-    Run(stub::RunArgs),
+    Run(run::RunArgs),
     /// Continue an interrupted or waiting run.
-    Resume(stub::ResumeArgs),
+    Resume(run::ResumeArgs),
     /// Show a run's status.
-    Status(stub::StatusArgs),
+    Status(runs::StatusArgs),
     /// List, show and decide gates.
     #[command(subcommand)]
     Gate(stub::GateCommand),
@@ -96,14 +98,22 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
         Command::Graph(args) => graph::cmd_graph(&cli, args, output),
         Command::Completions(args) => stub::cmd_completions(args, output),
         Command::Init(_) => not_implemented("init"),
-        Command::Run(_) => not_implemented("run"),
-        Command::Resume(_) => not_implemented("resume"),
-        Command::Status(_) => not_implemented("status"),
+        Command::Run(args) => run::cmd_run(&cli, args, output),
+        Command::Resume(args) => run::cmd_resume(&cli, args, output),
+        Command::Status(args) => runs::cmd_status(&cli, args, output),
         Command::Gate(command) => not_implemented(&format!("gate {}", command.name())),
         Command::Runs(stub::RunsCommand::Clean { older_than, all }) => {
             runs_clean::cmd_runs_clean(cli.repo.as_deref(), older_than.as_deref(), *all, output)
         }
-        Command::Runs(command) => not_implemented(&format!("runs {}", command.name())),
+        Command::Runs(stub::RunsCommand::List { json }) => runs::cmd_runs_list(&cli, *json, output),
+        Command::Runs(stub::RunsCommand::Show { run_id }) => {
+            runs::cmd_runs_show(&cli, run_id, output)
+        }
+        Command::Runs(stub::RunsCommand::Events {
+            run_id,
+            follow: false,
+        }) => runs::cmd_runs_events(&cli, run_id, output),
+        Command::Runs(command) => not_implemented(&format!("runs {} --follow", command.name())),
         Command::Rollback(args) => rollback::cmd_rollback(cli.repo.as_deref(), args, output),
         Command::Journal(_) => not_implemented("journal"),
         Command::Prompts(command) => prompts::cmd_prompts(&cli, command, output),

@@ -17,54 +17,6 @@ pub struct InitArgs {
     pub force: bool,
 }
 
-/// `run WORKFLOW`.
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    /// The workflow file.
-    pub workflow: PathBuf,
-    /// A run parameter, `name=value` (the value is parsed as YAML).
-    #[arg(short = 'p', long = "param", value_name = "NAME=VALUE")]
-    pub params: Vec<String>,
-    /// The ref the work branch starts from.
-    #[arg(long, default_value = "HEAD")]
-    pub base: String,
-    /// Planner profile overriding the workflow's.
-    #[arg(long)]
-    pub planner: Option<String>,
-    /// Ask inline at blocking gates instead of exiting 3.
-    #[arg(long)]
-    pub wait: bool,
-    /// Machine-readable progress and result.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `resume RUN_ID`.
-#[derive(Debug, Args)]
-pub struct ResumeArgs {
-    /// The run to continue.
-    pub run_id: String,
-    /// Ask inline at blocking gates instead of exiting 3.
-    #[arg(long)]
-    pub wait: bool,
-    /// Continue although the worktree drifted from the recorded state.
-    #[arg(long)]
-    pub accept_drift: bool,
-}
-
-/// `status RUN_ID`.
-#[derive(Debug, Args)]
-pub struct StatusArgs {
-    /// The run to show.
-    pub run_id: String,
-    /// Keep watching until the run ends.
-    #[arg(long)]
-    pub watch: bool,
-    /// Print `status.json`.
-    #[arg(long)]
-    pub json: bool,
-}
-
 /// Options shared by gate decisions.
 #[derive(Debug, Args)]
 pub struct GateDecisionArgs {

@@ -1,9 +1,11 @@
 //! The kernel: a pure transition function over a durable state, and (with the kernel issue)
 //! the driver loop that executes opcodes and records everything.
 
+pub mod driver;
 pub mod lock;
 pub mod params;
 pub mod recorder;
+pub mod run;
 pub mod state;
 pub mod transition;
 

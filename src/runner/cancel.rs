@@ -81,6 +81,11 @@ impl Cancellation {
         }
     }
 
+    /// Whether the operator asked to cancel (at least once) by now.
+    pub fn is_cancelled(&self) -> bool {
+        self.already_requested().is_some()
+    }
+
     /// Whether this cancellation can still fire.
     pub(crate) fn is_live(&self) -> bool {
         self.requests.is_some()

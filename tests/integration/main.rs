@@ -1,6 +1,8 @@
 //! The one integration-test binary: one module per feature.
 
 mod cli;
+mod kernel_run;
+mod kernel_support;
 mod mutation;
 mod policy;
 mod prompts;

@@ -1,0 +1,159 @@
+//! `tnh-conductor run WORKFLOW` and `tnh-conductor resume RUN_ID`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{Cli, Output, load_config, repo_root};
+use crate::error::{Error, ExitStatus, Result};
+use crate::kernel::End;
+use crate::kernel::driver::RunEnd;
+use crate::kernel::run::{RunError, RunRequest, RunSummary, resume_run, start_run};
+
+/// `run WORKFLOW`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The workflow file.
+    pub workflow: PathBuf,
+    /// A run parameter, `name=value` (the value is parsed as YAML).
+    #[arg(short = 'p', long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
+    /// The ref the work branch starts from.
+    #[arg(long, default_value = "HEAD")]
+    pub base: String,
+    /// Planner profile overriding the workflow's.
+    #[arg(long)]
+    pub planner: Option<String>,
+    /// Ask inline at blocking gates instead of exiting 3.
+    #[arg(long)]
+    pub wait: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `resume RUN_ID`.
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The run to continue.
+    pub run_id: String,
+    /// Ask inline at blocking gates instead of exiting 3.
+    #[arg(long)]
+    pub wait: bool,
+    /// Continue although the worktree drifted from the recorded state.
+    #[arg(long)]
+    pub accept_drift: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn repo(cli: &Cli) -> Result<PathBuf> {
+    repo_root(cli).ok_or_else(|| {
+        Error::usage(
+            "not inside a git repository",
+            "run from a repository, or pass --repo DIR",
+        )
+    })
+}
+
+/// Starts a run; exits 0/1 at a success/failure STOP, 3 at a gate, 4 on a runtime error, 130
+/// when interrupted, 2 when nothing could start.
+pub fn cmd_run(cli: &Cli, args: &RunArgs, output: &mut Output) -> Result<ExitStatus> {
+    let request = RunRequest {
+        repo: repo(cli)?,
+        workflow_path: args.workflow.clone(),
+        params: args.params.clone(),
+        base: args.base.clone(),
+        config: load_config(cli)?,
+    };
+    if !args.json {
+        output.note(&format!("running {}", args.workflow.display()));
+    }
+    report(start_run(request), args.json, output)
+}
+
+/// Resumes a run.
+pub fn cmd_resume(cli: &Cli, args: &ResumeArgs, output: &mut Output) -> Result<ExitStatus> {
+    let repo = repo(cli)?;
+    report(
+        resume_run(&repo, &args.run_id, load_config(cli)?),
+        args.json,
+        output,
+    )
+}
+
+fn report(
+    result: std::result::Result<RunSummary, RunError>,
+    json: bool,
+    output: &mut Output,
+) -> Result<ExitStatus> {
+    let summary = match result {
+        Ok(summary) => summary,
+        Err(RunError::InvalidWorkflow { file, diagnostics }) => {
+            for diagnostic in &diagnostics {
+                output.diagnostic(&diagnostic.render(output.color()));
+            }
+            return Err(crate::workflow::WorkflowError::Invalid {
+                file,
+                errors: diagnostics.len(),
+            }
+            .into());
+        }
+        Err(error) => return Err(Error::Run(Box::new(error))),
+    };
+    let (status, state, detail) = match &summary.end {
+        RunEnd::Finished {
+            end: End::Success,
+            reason,
+        } => (ExitStatus::Success, "completed", reason.clone()),
+        RunEnd::Finished {
+            end: End::Failure,
+            reason,
+        } => (ExitStatus::Failure, "failed", reason.clone()),
+        RunEnd::Finished {
+            end: End::Error,
+            reason,
+        } => (ExitStatus::Runtime, "error", reason.clone()),
+        RunEnd::Waiting { step_id } => (
+            ExitStatus::Waiting,
+            "waiting",
+            format!("gate `{step_id}` waits for a decision"),
+        ),
+        RunEnd::Interrupted { step_id } => (
+            ExitStatus::Interrupted,
+            "interrupted",
+            format!("step `{step_id}` was interrupted"),
+        ),
+    };
+    if json {
+        let value = serde_json::json!({
+            "run_id": summary.run_id.as_str(),
+            "state": state,
+            "detail": detail,
+            "exit_code": status.code(),
+            "run_dir": summary.run_dir.display().to_string(),
+            "worktree": summary.worktree.display().to_string(),
+        });
+        output.print(&format!("{}\n", serde_json::to_string_pretty(&value)?));
+    } else {
+        output.print(&format!(
+            "run {}: {state} — {detail}\n  run directory: {}\n  worktree:      {}\n",
+            summary.run_id,
+            summary.run_dir.display(),
+            summary.worktree.display()
+        ));
+        match &summary.end {
+            RunEnd::Waiting { .. } => output.note(&format!(
+                "approve with `tnh-conductor gate approve {} --resume`",
+                summary.run_id
+            )),
+            RunEnd::Interrupted { .. } => output.note(&format!(
+                "continue with `tnh-conductor resume {}`",
+                summary.run_id
+            )),
+            _ => {}
+        }
+    }
+    Ok(status)
+}

@@ -1,0 +1,197 @@
+//! `tnh-conductor status RUN_ID`, `runs list`, `runs show RUN_ID`, `runs events RUN_ID`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use clap::Args;
+
+use super::{Cli, Output, repo_root};
+use crate::artifacts::{EventLog, RunDir, RunMetadata, RunStatus, StepManifest, read_json};
+use crate::error::{Error, ExitStatus, Result};
+use crate::kernel::run::{DEFAULT_ARTIFACTS_ROOT, find_run_dir};
+
+/// `status RUN_ID`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The run to show.
+    pub run_id: String,
+    /// Print `status.json`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn repo(cli: &Cli) -> Result<std::path::PathBuf> {
+    repo_root(cli).ok_or_else(|| {
+        Error::usage(
+            "not inside a git repository",
+            "run from a repository, or pass --repo DIR",
+        )
+    })
+}
+
+fn run_dir(cli: &Cli, run_id: &str) -> Result<RunDir> {
+    find_run_dir(&repo(cli)?, run_id).map_err(|error| Error::Run(Box::new(error)))
+}
+
+fn status_of(run_dir: &RunDir) -> Result<RunStatus> {
+    let mut status: RunStatus = read_json(&run_dir.status(), "run status").map_err(artifacts)?;
+    // A run marked running whose process is gone was killed: it is blocked until resumed.
+    if status.lifecycle_state == crate::artifacts::LifecycleState::Running
+        && status
+            .pid
+            .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+    {
+        status.lifecycle_state = crate::artifacts::LifecycleState::Blocked;
+        status.reason =
+            Some("the driving process is gone; `tnh-conductor resume` continues the run".into());
+    }
+    Ok(status)
+}
+
+fn artifacts(error: crate::artifacts::ArtifactsError) -> Error {
+    Error::Run(Box::new(crate::kernel::run::RunError::Artifacts(error)))
+}
+
+/// Prints a run's status.
+pub fn cmd_status(cli: &Cli, args: &StatusArgs, output: &mut Output) -> Result<ExitStatus> {
+    let run_dir = run_dir(cli, &args.run_id)?;
+    let status = status_of(&run_dir)?;
+    if args.json {
+        output.print(&format!("{}\n", serde_json::to_string_pretty(&status)?));
+        return Ok(ExitStatus::Success);
+    }
+    let mut text = format!(
+        "run {}  ({})\n  state: {}\n",
+        status.run_id,
+        status.workflow_id,
+        status.lifecycle_state.name()
+    );
+    if let Some(step) = &status.current_step_id {
+        let visit = status
+            .visit
+            .map(|visit| format!(" (visit {visit})"))
+            .unwrap_or_default();
+        let _ = writeln!(text, "  step:  {step}{visit}");
+    }
+    if let Some(reason) = &status.reason {
+        let _ = writeln!(text, "  why:   {reason}");
+    }
+    let _ = writeln!(
+        text,
+        "  transitions: {}\n  updated: {}",
+        status.transitions, status.updated_at
+    );
+    output.print(&text);
+    Ok(ExitStatus::Success)
+}
+
+/// `runs list`: every run, newest first.
+pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitStatus> {
+    let root = repo(cli)?.join(DEFAULT_ARTIFACTS_ROOT);
+    let mut ids: Vec<String> = match std::fs::read_dir(&root) {
+        Ok(entries) => entries
+            .filter_map(|entry| entry.ok())
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| crate::artifacts::is_run_id(name))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    ids.sort_unstable_by(|left, right| right.cmp(left));
+    let mut rows = Vec::new();
+    for id in ids {
+        let run_dir = RunDir::at(root.join(&id));
+        let Ok(metadata) = read_json::<RunMetadata>(&run_dir.metadata(), "run metadata") else {
+            continue;
+        };
+        let status = status_of(&run_dir).ok();
+        rows.push(serde_json::json!({
+            "run_id": id,
+            "workflow_id": metadata.workflow_id,
+            "started_at": metadata.started_at,
+            "state": status.as_ref().map(|status| status.lifecycle_state.name()),
+            "step": status.as_ref().and_then(|status| status.current_step_id.clone()),
+        }));
+    }
+    if json {
+        output.print(&format!("{}\n", serde_json::to_string_pretty(&rows)?));
+    } else if rows.is_empty() {
+        output.note("no runs yet: start one with `tnh-conductor run WORKFLOW`");
+    } else {
+        let mut text = String::new();
+        for row in rows {
+            let field = |key: &str| row[key].as_str().unwrap_or("-").to_owned();
+            let _ = writeln!(
+                text,
+                "{}  {:10} {:20} {}",
+                field("run_id"),
+                field("state"),
+                field("workflow_id"),
+                field("step")
+            );
+        }
+        output.print(&text);
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// `runs show RUN_ID`: metadata, steps and their outcomes.
+pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
+    let run_dir = run_dir(cli, run_id)?;
+    let metadata: RunMetadata =
+        read_json(&run_dir.metadata(), "run metadata").map_err(artifacts)?;
+    let status = status_of(&run_dir)?;
+    let mut text = format!(
+        "run {}\n  workflow:  {} v{} ({})\n  state:     {}\n  started:   {}\n  base:      {} ({})\n  branch:    {}\n  worktree:  {}\n  run dir:   {}\n",
+        metadata.run_id,
+        metadata.workflow_id,
+        metadata.workflow_version,
+        metadata.workflow_path,
+        status.lifecycle_state.name(),
+        metadata.started_at,
+        metadata.base_ref,
+        metadata.base_sha,
+        metadata.branch,
+        metadata.worktree_path,
+        run_dir.root().display()
+    );
+    if let Some(termination) = &metadata.termination {
+        let _ = writeln!(
+            text,
+            "  ended:     {} at `{}`: {}",
+            termination.kind, termination.step_id, termination.reason
+        );
+    }
+    text.push_str("steps:\n");
+    for event in EventLog::read_all(&run_dir.events()).map_err(artifacts)? {
+        if event.event_type != crate::artifacts::EventType::StepCompleted {
+            continue;
+        }
+        let step = event.step_id.unwrap_or_default();
+        let visit = event.visit.unwrap_or(0);
+        let outcome = event
+            .payload
+            .get("outcome")
+            .and_then(|value| value.as_str())
+            .unwrap_or("?");
+        let manifest: Option<StepManifest> = read_json(
+            &run_dir.visit_dir(&step, visit).join("manifest.json"),
+            "manifest",
+        )
+        .ok();
+        let files = manifest.map_or(0, |manifest| manifest.artifacts.len());
+        let _ = writeln!(text, "  {step} #{visit}: {outcome} ({files} artifacts)");
+    }
+    output.print(&text);
+    Ok(ExitStatus::Success)
+}
+
+/// `runs events RUN_ID`: the event stream, one JSON object a line.
+pub fn cmd_runs_events(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
+    let run_dir = run_dir(cli, run_id)?;
+    let mut text = String::new();
+    for event in EventLog::read_all(&run_dir.events()).map_err(artifacts)? {
+        let _ = writeln!(text, "{}", serde_json::to_string(&event)?);
+    }
+    output.print(&text);
+    Ok(ExitStatus::Success)
+}

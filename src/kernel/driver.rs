@@ -1,0 +1,254 @@
+//! The driver loop: performs what the pure kernel decides, one step visit at a time, and
+//! records everything. It is the only place that turns transitions into I/O.
+
+use super::recorder::{Payload, Recorder, payload};
+use super::state::{End, Phase, RunState};
+use super::transition::{
+    KernelError, Next, StepReport, complete_step, fail, start_step, wait_at_gate,
+};
+use crate::artifacts::{ArtifactsError, EventType, now};
+use crate::opcode::{self, OpcodeError, RunContext, StepContext};
+use crate::workspace::Workspace;
+
+/// How a drive ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunEnd {
+    /// A STOP or a runtime error ended the run.
+    Finished {
+        /// How.
+        end: End,
+        /// Why.
+        reason: String,
+    },
+    /// A blocking gate waits.
+    Waiting {
+        /// The gate step.
+        step_id: String,
+    },
+    /// The operator pressed Ctrl-C: the step in flight was ended, the run can be resumed.
+    Interrupted {
+        /// The step that was running.
+        step_id: String,
+    },
+}
+
+/// A failure of the driver itself (the run directory cannot be written).
+#[derive(Debug, thiserror::Error)]
+pub enum DriveError {
+    /// The run directory could not be written.
+    #[error(transparent)]
+    Artifacts(#[from] ArtifactsError),
+}
+
+/// Drives a run from its current state until it ends, waits or is interrupted.
+#[derive(Debug)]
+pub struct Driver<'a> {
+    /// The run's fixed context.
+    pub run: &'a RunContext,
+    /// The worktree.
+    pub workspace: &'a Workspace,
+    /// The run directory.
+    pub recorder: &'a mut Recorder,
+    /// The durable state.
+    pub state: RunState,
+}
+
+impl Driver<'_> {
+    /// Runs steps until the run finishes, waits at a gate, or is interrupted.
+    pub fn drive(&mut self) -> Result<RunEnd, DriveError> {
+        loop {
+            match self.state.phase.clone() {
+                Phase::Finished { end, reason, .. } => return Ok(RunEnd::Finished { end, reason }),
+                Phase::Waiting { step_id, .. } => return Ok(RunEnd::Waiting { step_id }),
+                Phase::Running { step_id, visit } => {
+                    // The driver never leaves a visit running between iterations; resume turns
+                    // an interrupted one into a new visit before driving.
+                    let message =
+                        format!("visit {visit} of step `{step_id}` is still marked running");
+                    return self.end_with_error(&KernelError::WrongPhase {
+                        phase: message,
+                        expected: "ready",
+                    });
+                }
+                Phase::Ready { .. } => {
+                    if let Some(end) = self.visit()? {
+                        return Ok(end);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One visit: start, execute, record, route. Returns an end when the drive must stop.
+    fn visit(&mut self) -> Result<Option<RunEnd>, DriveError> {
+        let running = match start_step(&self.run.workflow, &self.state) {
+            Ok(running) => running,
+            Err(error) => return self.end_with_error(&error).map(Some),
+        };
+        let Phase::Running { step_id, visit } = running.phase.clone() else {
+            unreachable!("start_step always returns a running phase")
+        };
+        let Some(step) = self.run.workflow.step(&step_id) else {
+            let error = KernelError::UnknownStep {
+                step_id: step_id.clone(),
+                target: step_id.clone(),
+            };
+            return self.end_with_error(&error).map(Some);
+        };
+        self.state = running;
+        let fields = payload([("opcode", step.body.opcode().name().into())]);
+        self.recorder
+            .event(EventType::StepStarted, Some((&step_id, visit)), fields)?;
+        self.recorder.commit(&mut self.state, None)?;
+        let mut context = StepContext {
+            run: self.run,
+            workspace: self.workspace,
+            recorder: self.recorder,
+            state: &self.state,
+            step,
+            visit,
+            started_at: now(),
+        };
+        let result = opcode::execute(&mut context);
+        if self.run.cancellation.is_cancelled() {
+            self.recorder.event(
+                EventType::StepInterrupted,
+                Some((&step_id, visit)),
+                payload([("cause", "operator interrupt (Ctrl-C)".into())]),
+            )?;
+            self.recorder
+                .event(EventType::RunInterrupted, None, Payload::new())?;
+            self.recorder
+                .commit(&mut self.state, Some("interrupted by the operator"))?;
+            self.recorder.write_blocked(
+                "interrupted by the operator; `tnh-conductor resume` continues it",
+            )?;
+            return Ok(Some(RunEnd::Interrupted { step_id }));
+        }
+        let result = match result {
+            Ok(result) => result,
+            Err(error) => return self.step_failed(&step_id, visit, &error).map(Some),
+        };
+        self.recorder.write_manifest(&result.manifest)?;
+        self.state.spent_usd += result.cost_usd;
+        if result.waiting {
+            self.state =
+                wait_at_gate(&self.state).unwrap_or_else(|error| fail(&self.state, &error));
+            self.recorder
+                .commit(&mut self.state, Some("waiting for a human decision"))?;
+            return Ok(Some(RunEnd::Waiting { step_id }));
+        }
+        self.route(&step_id, visit, &result.report)?;
+        Ok(None)
+    }
+
+    /// Records the visit's end and takes the route the kernel chooses.
+    fn route(&mut self, step_id: &str, visit: u32, report: &StepReport) -> Result<(), DriveError> {
+        let mut fields = payload([
+            ("outcome", report.outcome.as_str().into()),
+            ("proposed_goldens", report.proposed_goldens.into()),
+        ]);
+        if let Some(violation) = &report.policy_violation {
+            fields.insert("policy_violation".into(), violation.clone().into());
+        }
+        self.recorder
+            .event(EventType::StepCompleted, Some((step_id, visit)), fields)?;
+        match complete_step(&self.run.workflow, &self.state, report) {
+            Ok(transition) => {
+                self.state = transition.state;
+                match &transition.next {
+                    Next::Step {
+                        step_id: next,
+                        visit: next_visit,
+                    } => {
+                        let fields = payload([
+                            ("outcome", transition.outcome.as_str().into()),
+                            ("next_step", next.clone().into()),
+                            ("next_visit", (*next_visit).into()),
+                        ]);
+                        self.recorder.event(
+                            EventType::RouteSelected,
+                            Some((step_id, visit)),
+                            fields,
+                        )?;
+                        self.recorder.commit(&mut self.state, None)?;
+                    }
+                    Next::End { end, reason } => {
+                        let fields = payload([
+                            ("outcome", transition.outcome.as_str().into()),
+                            ("next_step", "STOP".into()),
+                        ]);
+                        self.recorder.event(
+                            EventType::RouteSelected,
+                            Some((step_id, visit)),
+                            fields,
+                        )?;
+                        let event = if *end == End::Success || *end == End::Failure {
+                            EventType::RunCompleted
+                        } else {
+                            EventType::RunFailed
+                        };
+                        self.recorder.event(
+                            event,
+                            None,
+                            payload([
+                                ("end", end.name().into()),
+                                ("reason", reason.clone().into()),
+                            ]),
+                        )?;
+                        self.recorder.commit(&mut self.state, Some(reason))?;
+                        self.recorder.finish(&self.state)?;
+                    }
+                }
+                Ok(())
+            }
+            Err(error) => self.end_with_error(&error).map(|_| ()),
+        }
+    }
+
+    /// An executor could not run the step: the run ends with a recorded runtime error.
+    fn step_failed(
+        &mut self,
+        step_id: &str,
+        visit: u32,
+        error: &OpcodeError,
+    ) -> Result<RunEnd, DriveError> {
+        let mut fields = payload([("error", error.to_string().into())]);
+        if let Some(hint) = error.hint() {
+            fields.insert("hint".into(), hint.into());
+        }
+        self.recorder
+            .event(EventType::StepFailed, Some((step_id, visit)), fields)?;
+        let reason = format!("step `{step_id}` could not run: {error}");
+        self.finish_error(reason)
+    }
+
+    fn end_with_error(&mut self, error: &KernelError) -> Result<RunEnd, DriveError> {
+        self.finish_error(error.to_string())
+    }
+
+    fn finish_error(&mut self, reason: String) -> Result<RunEnd, DriveError> {
+        let step_id = match &self.state.phase {
+            Phase::Ready { step_id, .. }
+            | Phase::Running { step_id, .. }
+            | Phase::Waiting { step_id, .. }
+            | Phase::Finished { step_id, .. } => step_id.clone(),
+        };
+        self.state.phase = Phase::Finished {
+            end: End::Error,
+            step_id,
+            reason: reason.clone(),
+        };
+        self.recorder.event(
+            EventType::RunFailed,
+            None,
+            payload([("end", "error".into()), ("reason", reason.clone().into())]),
+        )?;
+        self.recorder.commit(&mut self.state, Some(&reason))?;
+        self.recorder.finish(&self.state)?;
+        Ok(RunEnd::Finished {
+            end: End::Error,
+            reason,
+        })
+    }
+}

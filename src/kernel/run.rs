@@ -1,0 +1,483 @@
+//! Starting and resuming runs: everything between the command line and the driver loop.
+
+use std::path::{Path, PathBuf};
+
+use super::driver::{DriveError, Driver, RunEnd};
+use super::lock::{LockError, RunLock};
+use super::params::{ParamError, resolve_params};
+use super::recorder::{Payload, Recorder, payload};
+use super::state::{Phase, RunState};
+use super::transition::StepReport;
+use crate::artifacts::{
+    ArtifactsError, EventLog, EventType, RunDir, RunMetadata, SCHEMA_VERSION, is_run_id,
+    new_run_id, now, read_json,
+};
+use crate::config::Config;
+use crate::ids::{RunId, StepId, WorkflowId};
+use crate::opcode::RunContext;
+use crate::outcome::Outcome;
+use crate::prompt::Catalog;
+use crate::workflow::diagnostic::Diagnostic;
+use crate::workflow::load::check_file;
+use crate::workflow::model::Workflow;
+use crate::workspace::{RollbackTarget, Workspace, WorkspaceError};
+
+/// The default parent of run directories.
+pub const DEFAULT_ARTIFACTS_ROOT: &str = ".tnh/run/";
+
+/// Why a run could not start or continue.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The workflow is invalid (its diagnostics are attached; nothing was started).
+    #[error("workflow `{file}` is invalid")]
+    InvalidWorkflow {
+        /// The file.
+        file: String,
+        /// Its diagnostics.
+        diagnostics: Vec<Diagnostic>,
+    },
+    /// A parameter is wrong (nothing was started).
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    /// The workspace refused or failed.
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    /// The run directory failed.
+    #[error(transparent)]
+    Artifacts(#[from] ArtifactsError),
+    /// Another process drives the run.
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// The prompt library is broken.
+    #[error(transparent)]
+    Prompt(#[from] crate::prompt::PromptError),
+    /// The script could not be compiled.
+    #[error(transparent)]
+    Script(#[from] crate::script::ScriptError),
+    /// No such run.
+    #[error("no run `{run_id}` in `{dir}`")]
+    UnknownRun {
+        /// The id given.
+        run_id: String,
+        /// Where runs were looked for.
+        dir: PathBuf,
+    },
+    /// The run already ended.
+    #[error("run `{run_id}` already ended ({how})")]
+    Finished {
+        /// The run.
+        run_id: String,
+        /// How it ended.
+        how: String,
+    },
+    /// The async runtime could not start.
+    #[error("failed to start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    /// Driving failed.
+    #[error(transparent)]
+    Drive(#[from] DriveError),
+}
+
+impl RunError {
+    /// Whether nothing was started or changed (exit 2) rather than a runtime failure (exit 4).
+    pub fn is_usage(&self) -> bool {
+        match self {
+            RunError::InvalidWorkflow { .. }
+            | RunError::Param(_)
+            | RunError::Lock(_)
+            | RunError::UnknownRun { .. }
+            | RunError::Finished { .. }
+            | RunError::Prompt(_) => true,
+            RunError::Workspace(error) => error.exit_status() == crate::error::ExitStatus::Usage,
+            _ => false,
+        }
+    }
+
+    /// What to do about it.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            RunError::InvalidWorkflow { file, .. } => Some(format!(
+                "fix the problems above; `tnh-conductor validate {file}` checks again"
+            )),
+            RunError::Param(error) => Some(error.hint()),
+            RunError::Workspace(error) => error.hint(),
+            RunError::Artifacts(error) => error.hint(),
+            RunError::Lock(_) => Some(
+                "wait for that process to finish, or stop it; a killed process releases the lock"
+                    .into(),
+            ),
+            RunError::Prompt(error) => error.hint(),
+            RunError::Script(error) => error.hint(),
+            RunError::UnknownRun { .. } => Some("list runs with `tnh-conductor runs list`".into()),
+            RunError::Finished { run_id, .. } => Some(format!(
+                "see `tnh-conductor runs show {run_id}`; start a new run with `tnh-conductor run`"
+            )),
+            RunError::Runtime(_) | RunError::Drive(_) => None,
+        }
+    }
+}
+
+/// What `run` needs.
+#[derive(Debug)]
+pub struct RunRequest {
+    /// The repository.
+    pub repo: PathBuf,
+    /// The workflow file.
+    pub workflow_path: PathBuf,
+    /// `-p name=value` arguments.
+    pub params: Vec<String>,
+    /// The base ref.
+    pub base: String,
+    /// The configuration.
+    pub config: Config,
+}
+
+/// A run's outcome as the command line reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunSummary {
+    /// The run.
+    pub run_id: RunId,
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// The worktree.
+    pub worktree: PathBuf,
+    /// How the drive ended.
+    pub end: RunEnd,
+}
+
+/// A validated workflow with what a run needs around it.
+struct Loaded {
+    workflow: Workflow,
+    source: String,
+    path: PathBuf,
+    config: Config,
+    catalog: Catalog,
+}
+
+fn load_workflow(path: &Path, config: Config, catalog: Catalog) -> Result<Loaded, RunError> {
+    let mut known = config.known_names();
+    known.prompts = catalog.clone();
+    let shown = path.display().to_string();
+    let checked = check_file(path, &shown, &known);
+    match checked.workflow {
+        Some(workflow) if checked.is_valid() => {
+            let source = std::fs::read_to_string(path).unwrap_or_default();
+            Ok(Loaded {
+                workflow,
+                source,
+                path: path.to_path_buf(),
+                config,
+                catalog,
+            })
+        }
+        _ => Err(RunError::InvalidWorkflow {
+            file: shown,
+            diagnostics: checked.diagnostics,
+        }),
+    }
+}
+
+fn run_context(
+    loaded: Loaded,
+    params: serde_json::Map<String, serde_json::Value>,
+    worktree: &Path,
+    started_at: String,
+) -> Result<RunContext, RunError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(RunError::Runtime)?;
+    let (cancel_handle, cancellation) = crate::runner::CancelHandle::new();
+    runtime.spawn(async move {
+        // Each Ctrl-C raises the cancellation level: the first ends the step gracefully.
+        while tokio::signal::ctrl_c().await.is_ok() {
+            cancel_handle.cancel();
+        }
+    });
+    let options = crate::script::HostOptions {
+        file: loaded.path.display().to_string(),
+        source: loaded.source,
+        root: Some(worktree.to_path_buf()),
+        limits: crate::script::Limits::default(),
+    };
+    let script = crate::script::ScriptHost::for_workflow(options, &loaded.workflow)?;
+    Ok(RunContext {
+        workflow: loaded.workflow,
+        config: loaded.config,
+        catalog: loaded.catalog,
+        params,
+        host_env: crate::runner::HostEnv::from_process(),
+        cancellation,
+        runtime,
+        script,
+        started_at,
+    })
+}
+
+/// Starts a run: validates, checks parameters, creates the worktree and run directory, drives.
+pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
+    let catalog = Catalog::load(Some(&request.repo))?;
+    let loaded = load_workflow(&request.workflow_path, request.config, catalog)?;
+    let workflow = &loaded.workflow;
+    let params = resolve_params(workflow, &request.params)?;
+    let run_id = new_run_id();
+    let workflow_id = WorkflowId::new(workflow.workflow_id.value.as_str());
+    let workspace = Workspace::create(&request.repo, &run_id, &workflow_id, Some(&request.base))?;
+    let artifacts_root = workflow
+        .defaults
+        .artifacts_dir
+        .as_ref()
+        .map_or(DEFAULT_ARTIFACTS_ROOT, |dir| dir.value.as_str())
+        .to_owned();
+    let run_dir = RunDir::new(&request.repo, &artifacts_root, &run_id);
+    let record = workspace.record().clone();
+    let started_at = now();
+    let metadata = RunMetadata {
+        schema_version: SCHEMA_VERSION,
+        run_id: run_id.to_string(),
+        workflow_id: workflow_id.to_string(),
+        workflow_version: workflow.version.value,
+        workflow_path: std::path::absolute(&request.workflow_path)
+            .unwrap_or(request.workflow_path.clone())
+            .display()
+            .to_string(),
+        started_at: started_at.clone(),
+        artifacts_root,
+        entry_step: workflow.entry_step.value.to_string(),
+        ended_at: None,
+        last_step_id: None,
+        termination: None,
+        schema_versions: [
+            ("metadata", SCHEMA_VERSION),
+            ("event", SCHEMA_VERSION),
+            ("manifest", SCHEMA_VERSION),
+            ("state", SCHEMA_VERSION),
+        ]
+        .into_iter()
+        .map(|(name, version)| (name.to_owned(), version))
+        .collect(),
+        repo_root: record.repo_root.display().to_string(),
+        worktree_path: record.worktree_path.display().to_string(),
+        branch: record.branch.clone(),
+        base_ref: record.base_ref.clone(),
+        base_sha: record.base_sha.clone(),
+        params: params.clone(),
+    };
+    let mut recorder = Recorder::create(run_dir.clone(), metadata)?;
+    let _lock = RunLock::acquire(&run_dir.lock())?;
+    let mut state = RunState::new(
+        run_id.as_str(),
+        workflow_id.as_str(),
+        workflow.entry_step.value.as_str(),
+    );
+    let fields = payload([
+        ("workflow_id", workflow_id.to_string().into()),
+        ("base_sha", record.base_sha.clone().into()),
+        ("params", serde_json::Value::Object(params.clone())),
+    ]);
+    recorder.event(EventType::RunStarted, None, fields)?;
+    recorder.commit(&mut state, None)?;
+    let context = run_context(loaded, params, workspace.path(), started_at)?;
+    let end = Driver {
+        run: &context,
+        workspace: &workspace,
+        recorder: &mut recorder,
+        state,
+    }
+    .drive()?;
+    Ok(RunSummary {
+        run_id,
+        run_dir: run_dir.root().to_path_buf(),
+        worktree: workspace.path().to_path_buf(),
+        end,
+    })
+}
+
+/// The run directory of a run id under the repository's default artifacts root.
+pub fn find_run_dir(repo: &Path, run_id: &str) -> Result<RunDir, RunError> {
+    let root = repo.join(DEFAULT_ARTIFACTS_ROOT);
+    if !is_run_id(run_id) || !root.join(run_id).join("metadata.json").is_file() {
+        return Err(RunError::UnknownRun {
+            run_id: run_id.to_owned(),
+            dir: root,
+        });
+    }
+    Ok(RunDir::at(root.join(run_id)))
+}
+
+/// Continues an interrupted or crashed run.
+pub fn resume_run(repo: &Path, run_id: &str, config: Config) -> Result<RunSummary, RunError> {
+    let run_dir = find_run_dir(repo, run_id)?;
+    let _lock = RunLock::acquire(&run_dir.lock())?;
+    let mut recorder = Recorder::open(run_dir.clone())?;
+    let mut state: RunState = read_json(&run_dir.state(), "run state")?;
+    if let Phase::Finished { end, reason, .. } = &state.phase {
+        return Err(RunError::Finished {
+            run_id: run_id.to_owned(),
+            how: format!("{}: {reason}", end.name()),
+        });
+    }
+    let metadata: RunMetadata = recorder.metadata().clone();
+    let catalog = Catalog::load(Some(repo))?;
+    let workflow_path = PathBuf::from(&metadata.workflow_path);
+    let loaded = load_workflow(&workflow_path, config, catalog)?;
+    let record = crate::workspace::WorkspaceRecord {
+        run_id: RunId::new(metadata.run_id.clone()),
+        repo_root: PathBuf::from(&metadata.repo_root),
+        worktree_path: PathBuf::from(&metadata.worktree_path),
+        branch: metadata.branch.clone(),
+        base_ref: metadata.base_ref.clone(),
+        base_sha: metadata.base_sha.clone(),
+    };
+    let workspace = Workspace::open(&record)?;
+    recorder.event(
+        EventType::RunResumed,
+        None,
+        payload([("from_seq", state.events_seq.into())]),
+    )?;
+    recover_interrupted_visit(&loaded.workflow, &workspace, &mut recorder, &mut state)?;
+    recorder.commit(&mut state, None)?;
+    let context = run_context(
+        loaded,
+        metadata.params.clone(),
+        workspace.path(),
+        metadata.started_at.clone(),
+    )?;
+    let end = Driver {
+        run: &context,
+        workspace: &workspace,
+        recorder: &mut recorder,
+        state,
+    }
+    .drive()?;
+    Ok(RunSummary {
+        run_id: RunId::new(run_id),
+        run_dir: run_dir.root().to_path_buf(),
+        worktree: workspace.path().to_path_buf(),
+        end,
+    })
+}
+
+/// A visit marked running when the process died: if its `step_completed` was recorded after
+/// the last checkpoint, its route is taken now; otherwise it is recorded as interrupted, the
+/// worktree goes back to the visit's pre-step snapshot, and the step runs again as a new visit.
+fn recover_interrupted_visit(
+    workflow: &Workflow,
+    workspace: &Workspace,
+    recorder: &mut Recorder,
+    state: &mut RunState,
+) -> Result<(), RunError> {
+    let Phase::Running { step_id, visit } = state.phase.clone() else {
+        return Ok(());
+    };
+    let events = EventLog::read_all(&recorder.run_dir().events())?;
+    let completed = events.iter().rev().find(|event| {
+        event.event_type == EventType::StepCompleted
+            && event.step_id.as_deref() == Some(step_id.as_str())
+            && event.visit == Some(visit)
+    });
+    if let Some(event) = completed {
+        let outcome = event
+            .payload
+            .get("outcome")
+            .and_then(|value| value.as_str())
+            .and_then(|text| text.parse::<Outcome>().ok());
+        if let Some(outcome) = outcome {
+            let report = StepReport {
+                outcome,
+                policy_violation: event
+                    .payload
+                    .get("policy_violation")
+                    .and_then(|value| value.as_str())
+                    .map(str::to_owned),
+                proposed_goldens: event
+                    .payload
+                    .get("proposed_goldens")
+                    .and_then(serde_json::Value::as_bool)
+                    .unwrap_or(false),
+            };
+            return take_recorded_route(workflow, recorder, state, &step_id, visit, &report);
+        }
+    }
+    let mut fields: Payload =
+        payload([("cause", "the driving process ended during the step".into())]);
+    let own_snapshot = format!(
+        "{}pre_step/{step_id}/{visit}",
+        crate::workspace::refs_prefix(&RunId::new(state.run_id.clone()))
+    );
+    if workspace
+        .latest_pre_step()?
+        .is_some_and(|snapshot| snapshot.reference == own_snapshot)
+    {
+        let record = workspace.rollback(RollbackTarget::PreStep)?;
+        fields.insert(
+            "restored".into(),
+            serde_json::to_value(&record).unwrap_or_default(),
+        );
+    }
+    recorder.event(EventType::StepInterrupted, Some((&step_id, visit)), fields)?;
+    state.phase = Phase::Ready {
+        step_id: step_id.clone(),
+        visit: visit + 1,
+    };
+    let _ = StepId::new(step_id);
+    Ok(())
+}
+
+fn take_recorded_route(
+    workflow: &Workflow,
+    recorder: &mut Recorder,
+    state: &mut RunState,
+    step_id: &str,
+    visit: u32,
+    report: &StepReport,
+) -> Result<(), RunError> {
+    match super::transition::complete_step(workflow, state, report) {
+        Ok(transition) => {
+            *state = transition.state;
+            let next = match &transition.next {
+                super::transition::Next::Step { step_id, .. } => step_id.clone(),
+                super::transition::Next::End { .. } => "STOP".to_owned(),
+            };
+            recorder.event(
+                EventType::RouteSelected,
+                Some((step_id, visit)),
+                payload([
+                    ("outcome", report.outcome.as_str().into()),
+                    ("next_step", next.into()),
+                    ("recovered", true.into()),
+                ]),
+            )?;
+            if let super::transition::Next::End { end, reason } = &transition.next {
+                let event = if *end == super::state::End::Error {
+                    EventType::RunFailed
+                } else {
+                    EventType::RunCompleted
+                };
+                recorder.event(
+                    event,
+                    None,
+                    payload([
+                        ("end", end.name().into()),
+                        ("reason", reason.clone().into()),
+                    ]),
+                )?;
+                recorder.finish(state)?;
+            }
+        }
+        Err(error) => {
+            *state = super::transition::fail(state, &error);
+            recorder.event(
+                EventType::RunFailed,
+                None,
+                payload([
+                    ("end", "error".into()),
+                    ("reason", error.to_string().into()),
+                ]),
+            )?;
+            recorder.finish(state)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,78 @@
+//! Opcode executors behind one interface: each runs one visit of a step and reports what
+//! happened; none decides where the run goes next (the kernel routes).
+
+mod context;
+mod rollback;
+mod run_agent;
+mod stop;
+
+pub use context::{RunContext, StepContext, StepResult};
+
+use crate::kernel::recorder::Payload;
+use crate::workflow::model::StepBody;
+
+/// A step could not be executed at all (as opposed to producing an outcome): the run ends
+/// with a recorded runtime error.
+#[derive(Debug, thiserror::Error)]
+pub enum OpcodeError {
+    /// The workspace failed (git, files).
+    #[error(transparent)]
+    Workspace(#[from] crate::workspace::WorkspaceError),
+    /// The policy could not be compiled.
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
+    /// The agent could not be started or recorded.
+    #[error(transparent)]
+    Runner(#[from] crate::runner::RunnerError),
+    /// Writing the run directory failed.
+    #[error(transparent)]
+    Artifacts(#[from] crate::artifacts::ArtifactsError),
+    /// A prompt could not be resolved or rendered.
+    #[error(transparent)]
+    Prompt(#[from] crate::prompt::PromptError),
+    /// An expression or script failed.
+    #[error(transparent)]
+    Script(#[from] crate::script::ScriptError),
+    /// This opcode lands in a later release.
+    #[error("{0} steps are not implemented yet")]
+    NotImplemented(&'static str),
+    /// Something else, described.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl OpcodeError {
+    /// What to do about it.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            OpcodeError::Workspace(error) => error.hint(),
+            OpcodeError::Policy(error) => error.hint(),
+            OpcodeError::Runner(error) => error.hint(),
+            OpcodeError::Artifacts(error) => error.hint(),
+            OpcodeError::Prompt(error) => error.hint(),
+            OpcodeError::Script(error) => error.hint(),
+            OpcodeError::NotImplemented(_) => Some(
+                "this opcode arrives with its own issue; use RUN_AGENT, ROLLBACK and STOP for now"
+                    .into(),
+            ),
+            OpcodeError::Other(_) => None,
+        }
+    }
+}
+
+/// Runs one visit of the context's step.
+pub fn execute(context: &mut StepContext<'_>) -> Result<StepResult, OpcodeError> {
+    match &context.step.body {
+        StepBody::RunAgent(agent) => run_agent::execute(context, agent),
+        StepBody::Rollback(rollback) => rollback::execute(context, rollback),
+        StepBody::Stop(stop) => stop::execute(context, stop),
+        StepBody::RunValidation(_) => Err(OpcodeError::NotImplemented("RUN_VALIDATION")),
+        StepBody::Evaluate(_) => Err(OpcodeError::NotImplemented("EVALUATE")),
+        StepBody::Gate(_) => Err(OpcodeError::NotImplemented("GATE")),
+    }
+}
+
+/// The payload of a `step_started` event.
+pub fn started_payload(context: &StepContext<'_>) -> Payload {
+    crate::kernel::recorder::payload([("opcode", context.step.body.opcode().name().into())])
+}

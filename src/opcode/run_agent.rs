@@ -1,0 +1,308 @@
+//! RUN_AGENT: snapshot the worktree, guard protected refs, render the prompt, run the agent
+//! under supervision, then capture the diff, check the policy and record everything.
+
+use crate::artifacts::EventType;
+use crate::artifacts::{ArtifactEntry, ArtifactRole, write_json_atomic};
+use crate::kernel::StepReport;
+use crate::kernel::recorder::payload;
+use crate::policy::{Policy, PolicySpec as EnforcedPolicy, PolicySummary};
+use crate::prompt::render;
+use crate::runner::{Limits as RunnerLimits, StepRequest, resolve_profile};
+use crate::workflow::model::{Inputs, Limits, PolicySpec, PromptSpec, RunAgent};
+
+use super::{OpcodeError, StepContext, StepResult};
+
+pub(super) fn execute(
+    context: &mut StepContext<'_>,
+    agent: &RunAgent,
+) -> Result<StepResult, OpcodeError> {
+    let step = (context.step_id().to_owned(), context.visit);
+    let visit_dir = context
+        .visit_dir()
+        .map_err(|error| OpcodeError::Other(format!("cannot create the step folder: {error}")))?;
+    let snapshot = context
+        .workspace
+        .snapshot_pre_step(&context.step.id.value, context.visit)?;
+    let guard = context
+        .workspace
+        .guard(&context.run.config.protected_branches)?;
+    let prompt = render_prompt(context, agent)?;
+    let request = StepRequest {
+        agent_name: agent.agent.value.clone(),
+        profile: resolve_profile(&agent.agent.value, &configured_profiles(context)?)?,
+        prompt,
+        worktree: context.workspace.path().to_path_buf(),
+        step_dir: visit_dir.clone(),
+        limits: runner_limits(&agent.limits, &context.run.workflow.defaults.limits),
+        max_turns: limit(
+            &agent.limits.max_turns,
+            &context.run.workflow.defaults.limits.max_turns,
+        ),
+        max_budget_usd: limit(
+            &agent.limits.max_budget_usd,
+            &context.run.workflow.defaults.limits.max_budget_usd,
+        ),
+        remaining_run_budget_usd: context
+            .run
+            .workflow
+            .defaults
+            .limits
+            .max_budget_usd
+            .as_ref()
+            .map(|budget| budget.value - context.state.spent_usd),
+        tnh_variables: context.tnh_variables(),
+        host_env: context.run.host_env.clone(),
+    };
+    context.recorder.event(
+        EventType::RunnerStarted,
+        Some((&step.0, step.1)),
+        payload([("agent", agent.agent.value.clone().into())]),
+    )?;
+    let cancellation = context.run.cancellation.clone();
+    let run = context
+        .run
+        .runtime
+        .block_on(async move {
+            tokio::spawn(async move { crate::runner::run_agent(&request, cancellation).await })
+                .await
+        })
+        .map_err(|error| OpcodeError::Other(format!("the agent task failed: {error}")))??;
+    let fields = payload([
+        ("outcome", run.outcome.as_str().into()),
+        ("cause", run.cause.clone().into()),
+    ]);
+    context
+        .recorder
+        .event(EventType::RunnerCompleted, Some((&step.0, step.1)), fields)?;
+    let guard_report = guard.verify()?;
+    let status = context
+        .workspace
+        .capture_since(&snapshot, &visit_dir.join("workspace.diff"))?;
+    write_json_atomic(&visit_dir.join("workspace_status.json"), &status)?;
+    let policy = Policy::compile(&effective_policy(context, agent)?)?;
+    let violations = policy.check(&status, &guard_report, None);
+    let summary = PolicySummary::new(&policy, status.files.len(), false, violations.clone());
+    write_json_atomic(&visit_dir.join("policy_summary.json"), &summary)?;
+    for violation in &violations {
+        let fields = payload([(
+            "violation",
+            serde_json::to_value(violation).unwrap_or_default(),
+        )]);
+        context
+            .recorder
+            .event(EventType::PolicyViolation, Some((&step.0, step.1)), fields)?;
+    }
+    let mut artifacts: Vec<ArtifactEntry> = run
+        .artifacts
+        .iter()
+        .filter_map(|record| {
+            let role: ArtifactRole =
+                serde_json::from_value(serde_json::Value::String(record.role.clone())).ok()?;
+            Some(context.artifact(role, &record.path, &record.media_type, record.required))
+        })
+        .collect();
+    artifacts.push(context.artifact(
+        ArtifactRole::WorkspaceDiff,
+        "workspace.diff",
+        "text/x-diff",
+        true,
+    ));
+    artifacts.push(context.artifact(
+        ArtifactRole::WorkspaceStatus,
+        "workspace_status.json",
+        "application/json",
+        true,
+    ));
+    artifacts.push(context.artifact(
+        ArtifactRole::PolicySummary,
+        "policy_summary.json",
+        "application/json",
+        true,
+    ));
+    let summary_json = serde_json::json!({
+        "outcome": run.outcome.as_str(),
+        "cause": run.cause,
+        "cost_usd": run.cost_usd,
+        "diffstat": status.diffstat,
+        "policy_violations": violations.len(),
+    });
+    let violation = violations.first().map(|first| {
+        serde_json::to_value(first)
+            .map(|value| value.to_string())
+            .unwrap_or_default()
+    });
+    let manifest = context.manifest(run.outcome.as_str(), summary_json, artifacts);
+    Ok(StepResult {
+        report: StepReport {
+            outcome: run.outcome,
+            policy_violation: violation,
+            proposed_goldens: false,
+        },
+        manifest,
+        cost_usd: run.cost_usd.unwrap_or(0.0),
+        waiting: false,
+    })
+}
+
+fn limit<T: Copy>(
+    step: &Option<crate::workflow::model::At<T>>,
+    defaults: &Option<crate::workflow::model::At<T>>,
+) -> Option<T> {
+    step.as_ref().or(defaults.as_ref()).map(|at| at.value)
+}
+
+fn runner_limits(step: &Limits, defaults: &Limits) -> RunnerLimits {
+    let mut limits = RunnerLimits::default();
+    if let Some(timeout) = limit(&step.timeout, &defaults.timeout) {
+        limits.timeout = timeout;
+    }
+    if let Some(idle) = limit(&step.idle_timeout, &defaults.idle_timeout) {
+        limits.idle_timeout = Some(idle);
+    }
+    limits
+}
+
+/// The profiles of `.tnh/config.yaml`, as typed agent profiles.
+fn configured_profiles(
+    context: &StepContext<'_>,
+) -> Result<std::collections::BTreeMap<String, crate::runner::AgentProfile>, OpcodeError> {
+    context
+        .run
+        .config
+        .agents
+        .iter()
+        .map(|(name, node)| {
+            serde_json::from_value(node.to_json())
+                .map(|profile| (name.clone(), profile))
+                .map_err(|error| {
+                    OpcodeError::Other(format!(
+                        "agent profile `{name}` in the configuration is invalid: {error}"
+                    ))
+                })
+        })
+        .collect()
+}
+
+/// The step's policy, else the workflow default, else an empty one (protected refs and path
+/// escapes are checked whatever the policy).
+fn effective_policy(
+    context: &StepContext<'_>,
+    agent: &RunAgent,
+) -> Result<EnforcedPolicy, OpcodeError> {
+    let Some(spec) = agent
+        .policy
+        .as_ref()
+        .or(context.run.workflow.defaults.policy.as_ref())
+    else {
+        return Ok(EnforcedPolicy::default());
+    };
+    Ok(match &spec.value {
+        PolicySpec::Inline(inline) => EnforcedPolicy {
+            allowed_paths: inline
+                .allowed_paths
+                .iter()
+                .map(|path| path.value.clone())
+                .collect(),
+            forbidden_paths: inline
+                .forbidden_paths
+                .iter()
+                .map(|path| path.value.clone())
+                .collect(),
+            forbidden_operations: inline
+                .forbidden_operations
+                .iter()
+                .map(|operation| operation.value.clone())
+                .collect(),
+            check: inline.check.as_ref().map(|check| check.value.clone()),
+        },
+        PolicySpec::Reference(reference) => {
+            let prompt = context.run.catalog.resolve(reference.as_str())?;
+            let fields = prompt.policy.clone().unwrap_or_default();
+            EnforcedPolicy {
+                allowed_paths: fields.allowed_paths,
+                forbidden_paths: fields.forbidden_paths,
+                forbidden_operations: fields.forbidden_operations,
+                check: fields.check,
+            }
+        }
+    })
+}
+
+/// The prompt text: a library prompt rendered strictly with the step's inputs, or literal text
+/// with `${name}` substituted.
+fn render_prompt(context: &StepContext<'_>, agent: &RunAgent) -> Result<String, OpcodeError> {
+    let script_context = context.script_context()?;
+    match &agent.prompt.value {
+        PromptSpec::Literal(text) => {
+            Ok(context
+                .run
+                .script
+                .evaluate_text(text, agent.prompt.pos, &script_context)?)
+        }
+        PromptSpec::Reference(reference) => {
+            let prompt = context.run.catalog.resolve(reference.as_str())?;
+            let mut inputs = serde_json::Map::new();
+            match &agent.inputs {
+                Inputs::None => {}
+                Inputs::Names(names) => {
+                    for name in names {
+                        if let Some(value) = lookup(context, &script_context, &name.value) {
+                            inputs.insert(name.value.clone(), value);
+                        }
+                    }
+                }
+                Inputs::Values(values) => {
+                    for (name, node) in values {
+                        inputs.insert(
+                            name.value.clone(),
+                            context.run.script.evaluate_json(node, &script_context)?,
+                        );
+                    }
+                }
+                Inputs::Expression(node) => {
+                    if let serde_json::Value::Object(map) =
+                        context.run.script.evaluate_json(node, &script_context)?
+                    {
+                        inputs.extend(map);
+                    }
+                }
+            }
+            for declared in &prompt.inputs {
+                if !inputs.contains_key(&declared.name)
+                    && let Some(value) = lookup(context, &script_context, &declared.name)
+                        .filter(|_| is_context_input(&declared.name))
+                {
+                    inputs.insert(declared.name.clone(), value);
+                }
+            }
+            inputs.retain(|name, _| prompt.inputs.iter().any(|declared| &declared.name == name));
+            Ok(render(prompt, &inputs)?)
+        }
+    }
+}
+
+fn is_context_input(name: &str) -> bool {
+    crate::workflow::prompts_check::AGENT_CONTEXT_INPUTS.contains(&name)
+}
+
+/// A named input: a run parameter of that name, or a context value.
+fn lookup(
+    context: &StepContext<'_>,
+    script_context: &crate::script::Context,
+    name: &str,
+) -> Option<serde_json::Value> {
+    if let Some(value) = context.run.params.get(name) {
+        return Some(value.clone());
+    }
+    if let Some(text) = script_context.substitution(name) {
+        return Some(serde_json::Value::String(text));
+    }
+    match name {
+        "workflow_id" => Some(context.state.workflow_id.clone().into()),
+        "component_kind" | "eval_profile" => script_context.json()["defaults"]
+            .get(name)
+            .filter(|value| !value.is_null())
+            .cloned(),
+        _ => None,
+    }
+}

@@ -1,0 +1,166 @@
+//! `tnh-conductor run` end to end on real repositories with the scripted agent.
+
+use crate::kernel_support::{RunRepo, assert_contiguous, event_types};
+use crate::support::{git_in, stderr_text};
+
+#[test]
+fn a_linear_workflow_runs_to_a_success_stop_with_a_complete_run_directory() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow("linear.yaml");
+    // `.tnh/` holds the configuration here; the run adds it to .git/info/exclude.
+    let operator_status = repo
+        .repo
+        .git(&["status", "--porcelain"])
+        .replace("?? .tnh/\n", "");
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    assert_eq!(result["state"], "completed");
+    let run_id = result["run_id"].as_str().unwrap();
+    let worktree = std::path::PathBuf::from(result["worktree"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("hello.txt")).unwrap(),
+        format!("hello from {run_id}second line\n")
+    );
+    assert!(worktree.join("docs/nested/notes.md").is_file());
+    // The operator's checkout is untouched.
+    assert!(!repo.path().join("hello.txt").exists());
+    assert_eq!(repo.repo.git(&["status", "--porcelain"]), operator_status);
+
+    // metadata.json (OA04.3 §3 and DESIGN §5), field by field.
+    let metadata = repo.json(run_id, "metadata.json");
+    assert_eq!(metadata["run_id"], run_id);
+    assert_eq!(metadata["workflow_id"], "linear");
+    assert_eq!(metadata["workflow_version"], 1);
+    assert_eq!(metadata["artifacts_root"], ".tnh/run/");
+    assert_eq!(metadata["entry_step"], "write");
+    assert_eq!(metadata["last_step_id"], "extend");
+    assert_eq!(metadata["termination"]["kind"], "success");
+    assert_eq!(metadata["branch"], format!("tnh/linear/{run_id}"));
+    assert_eq!(metadata["base_ref"], "HEAD");
+    assert_eq!(metadata["base_sha"], repo.repo.git(&["rev-parse", "HEAD"]));
+    assert_eq!(metadata["worktree_path"], worktree.display().to_string());
+    for key in [
+        "started_at",
+        "ended_at",
+        "schema_versions",
+        "repo_root",
+        "params",
+    ] {
+        assert!(!metadata[key].is_null(), "metadata.{key} missing");
+    }
+    let status = repo.json(run_id, "status.json");
+    assert_eq!(status["lifecycle_state"], "completed");
+    assert_eq!(status["schema_version"], 1);
+    let final_state =
+        std::fs::read_to_string(repo.run_dir(run_id).join("final-state.txt")).unwrap();
+    assert_eq!(final_state, "completed success extend\n");
+    let state = repo.json(run_id, "state.json");
+    assert_eq!(state["phase"]["phase"], "finished");
+
+    // Events: contiguous, in the documented order.
+    let events = repo.events(run_id);
+    assert_contiguous(&events);
+    let types = event_types(&events);
+    assert_eq!(types.first().map(String::as_str), Some("run_started"));
+    assert_eq!(types.last().map(String::as_str), Some("run_completed"));
+    assert_eq!(
+        types
+            .iter()
+            .filter(|kind| *kind == "step_completed")
+            .count(),
+        2
+    );
+    for event in &events {
+        assert_eq!(event["run_id"], run_id);
+        assert!(event["timestamp"].is_string());
+    }
+
+    // Manifests: per visit and latest, with canonical roles and paths that exist.
+    for step in ["write", "extend"] {
+        let manifest = repo.json(run_id, &format!("artifacts/{step}/1/manifest.json"));
+        assert_eq!(
+            manifest,
+            repo.json(run_id, &format!("artifacts/{step}/manifest.json"))
+        );
+        assert_eq!(manifest["termination"], "completed");
+        let roles: Vec<&str> = manifest["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|entry| entry["role"].as_str().unwrap())
+            .collect();
+        for role in [
+            "runner_prompt",
+            "runner_transcript",
+            "runner_metadata",
+            "workspace_diff",
+            "workspace_status",
+            "policy_summary",
+        ] {
+            assert!(roles.contains(&role), "{step} lacks {role}: {roles:?}");
+        }
+        for entry in manifest["artifacts"].as_array().unwrap() {
+            assert!(
+                repo.run_dir(run_id)
+                    .join(entry["path"].as_str().unwrap())
+                    .is_file(),
+                "{entry}"
+            );
+        }
+    }
+    let status = repo.json(run_id, "artifacts/extend/1/workspace_status.json");
+    let paths: Vec<&str> = status["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|file| file["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["docs/nested/notes.md", "hello.txt"]);
+    let prompt =
+        std::fs::read_to_string(repo.run_dir(run_id).join("artifacts/write/1/prompt.md")).unwrap();
+    assert!(
+        prompt.contains(&format!("hello from {run_id}")),
+        "${{run_id}} is substituted: {prompt}"
+    );
+    let _ = git_in;
+}
+
+#[test]
+fn invalid_params_exit_2_and_create_nothing() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text(
+        "params.yaml",
+        "workflow_id: needs_params\nversion: 1\ndescription: d\nentry_step: a\nparams:\n  count: {type: int, required: true}\nsteps:\n  - id: a\n    opcode: STOP\n",
+    );
+    for args in [&[][..], &["-p", "count=many"][..], &["-p", "cuont=3"][..]] {
+        let (code, _, output) = repo.run(&workflow, args);
+        assert_eq!(code, Some(2), "{args:?}: {}", stderr_text(&output));
+        assert!(
+            stderr_text(&output).contains("hint:"),
+            "{}",
+            stderr_text(&output)
+        );
+    }
+    assert!(
+        !repo.path().join(".tnh/run").exists(),
+        "a run directory was created"
+    );
+    assert!(
+        !repo.path().join(".tnh/worktrees").exists(),
+        "a worktree was created"
+    );
+    assert_eq!(repo.repo.git(&["branch", "--list", "tnh/*"]), "");
+}
+
+#[test]
+fn an_invalid_workflow_exits_2_with_its_diagnostics() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text("bad.yaml", "workflow_id: bad\nversion: 1\ndescription: d\nentry_step: nowhere\nsteps:\n  - id: a\n    opcode: STOP\n");
+    let (code, _, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr_text(&output).contains("bad.yaml:4:13: error: entry_step `nowhere` is not a step"),
+        "{}",
+        stderr_text(&output)
+    );
+}

@@ -1,0 +1,102 @@
+//! A repository set up for end-to-end runs: the scripted agent configured as `scripted`.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::support::{TempRepo, conductor, fixture};
+
+/// A temporary repository with `.tnh/config.yaml` naming the scripted agent.
+pub struct RunRepo {
+    pub repo: TempRepo,
+}
+
+impl RunRepo {
+    pub fn new() -> Self {
+        let repo = TempRepo::new();
+        let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents/scripted.py");
+        repo.write(
+            ".tnh/config.yaml",
+            &format!(
+                "agents:\n  scripted:\n    kind: command\n    argv: [python3, \"{}\"]\n",
+                agent.display()
+            ),
+        );
+        Self { repo }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.repo.path()
+    }
+
+    /// Copies a workflow fixture from `tests/fixtures/runs/` into the repository (uncommitted).
+    pub fn workflow(&self, name: &str) -> PathBuf {
+        let text = std::fs::read_to_string(fixture(&format!("runs/{name}"))).unwrap();
+        self.repo.write(&format!("wf/{name}"), &text)
+    }
+
+    /// Writes a workflow from text.
+    pub fn workflow_text(&self, name: &str, text: &str) -> PathBuf {
+        self.repo.write(&format!("wf/{name}"), text)
+    }
+
+    /// `tnh-conductor --repo REPO ARGS…`.
+    pub fn conductor(&self, args: &[&str]) -> Output {
+        conductor()
+            .arg("--repo")
+            .arg(self.path())
+            .args(["--color", "never"])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// `run --json WORKFLOW ARGS…` and its JSON result (exit code included).
+    pub fn run(&self, workflow: &Path, args: &[&str]) -> (Option<i32>, serde_json::Value, Output) {
+        let output = conductor()
+            .arg("--repo")
+            .arg(self.path())
+            .args(["run", "--json"])
+            .arg(workflow)
+            .args(args)
+            .output()
+            .unwrap();
+        let json = serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null);
+        (output.status.code(), json, output)
+    }
+
+    /// The run directory of a run id.
+    pub fn run_dir(&self, run_id: &str) -> PathBuf {
+        self.path().join(".tnh/run").join(run_id)
+    }
+
+    /// The events of a run.
+    pub fn events(&self, run_id: &str) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.run_dir(run_id).join("events.ndjson"))
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    /// A JSON file of a run directory.
+    pub fn json(&self, run_id: &str, relative: &str) -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(self.run_dir(run_id).join(relative)).unwrap())
+            .unwrap()
+    }
+}
+
+/// The event types, in order.
+pub fn event_types(events: &[serde_json::Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|event| event["event_type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Asserts `seq` is 1, 2, 3… without gaps.
+pub fn assert_contiguous(events: &[serde_json::Value]) {
+    for (index, event) in events.iter().enumerate() {
+        assert_eq!(event["seq"], (index + 1) as u64, "event {index}: {event}");
+    }
+}
