@@ -2,6 +2,7 @@
 //! happened; none decides where the run goes next (the kernel routes).
 
 mod context;
+mod evaluate;
 mod rollback;
 mod run_agent;
 mod stop;
@@ -67,7 +68,7 @@ pub fn execute(context: &mut StepContext<'_>) -> Result<StepResult, OpcodeError>
         StepBody::Rollback(rollback) => rollback::execute(context, rollback),
         StepBody::Stop(stop) => stop::execute(context, stop),
         StepBody::RunValidation(_) => Err(OpcodeError::NotImplemented("RUN_VALIDATION")),
-        StepBody::Evaluate(_) => Err(OpcodeError::NotImplemented("EVALUATE")),
+        StepBody::Evaluate(evaluate) => evaluate::execute(context, evaluate),
         StepBody::Gate(_) => Err(OpcodeError::NotImplemented("GATE")),
     }
 }

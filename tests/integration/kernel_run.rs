@@ -164,3 +164,129 @@ fn an_invalid_workflow_exits_2_with_its_diagnostics() {
         stderr_text(&output)
     );
 }
+
+#[test]
+fn a_fix_loop_reaches_success_after_an_evaluation_asks_for_a_fix() {
+    let repo = RunRepo::new();
+    let (code, result, output) = repo.run(&repo.workflow("fix_loop.yaml"), &[]);
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let decision = repo.json(run_id, "artifacts/evaluate/1/planner_decision.json");
+    assert_eq!(decision["status"], "partial");
+    assert_eq!(decision["next_step"], "implement");
+    assert!(decision["fix_instructions"]["objective"].is_string());
+    assert_eq!(
+        repo.json(run_id, "artifacts/evaluate/2/planner_decision.json")["status"],
+        "success"
+    );
+    let worktree = std::path::PathBuf::from(result["worktree"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("feature.txt")).unwrap(),
+        "working"
+    );
+    let completed: Vec<String> = repo
+        .events(run_id)
+        .iter()
+        .filter(|event| event["event_type"] == "step_completed")
+        .map(|event| {
+            format!(
+                "{}#{}:{}",
+                event["step_id"].as_str().unwrap(),
+                event["visit"],
+                event["outcome"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        completed,
+        [
+            "implement#1:error",
+            "evaluate#1:partial",
+            "implement#2:completed",
+            "evaluate#2:success"
+        ]
+    );
+}
+
+#[test]
+fn a_fix_loop_that_never_converges_ends_at_max_visits_with_exit_4() {
+    let repo = RunRepo::new();
+    let text = std::fs::read_to_string(crate::support::fixture("runs/fix_loop.yaml"))
+        .unwrap()
+        .replace(
+            "AFTER_FIRST WRITE feature.txt: working",
+            "FAIL still broken",
+        );
+    let (code, result, output) = repo.run(&repo.workflow_text("never.yaml", &text), &[]);
+    assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
+    assert_eq!(result["state"], "error");
+    assert!(
+        result["detail"]
+            .as_str()
+            .unwrap()
+            .contains("step `implement` reached its limit of 3 visits"),
+        "{result}"
+    );
+    let run_id = result["run_id"].as_str().unwrap();
+    assert_eq!(
+        repo.json(run_id, "status.json")["lifecycle_state"],
+        "failed"
+    );
+    assert!(
+        repo.json(run_id, "metadata.json")["termination"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("limit of 3 visits")
+    );
+    let events = repo.events(run_id);
+    assert_contiguous(&events);
+    assert_eq!(
+        event_types(&events).last().map(String::as_str),
+        Some("run_failed")
+    );
+}
+
+#[test]
+fn an_unsafe_change_is_rolled_back_to_the_base_and_stops() {
+    let repo = RunRepo::new();
+    let (code, result, output) = repo.run(&repo.workflow("unsafe.yaml"), &[]);
+    assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let events = repo.events(run_id);
+    let violation = events
+        .iter()
+        .find(|event| event["event_type"] == "policy_violation")
+        .expect("a policy_violation event");
+    assert_eq!(
+        violation["violation"]["class"], "forbidden_path",
+        "{violation}"
+    );
+    let summary = repo.json(run_id, "artifacts/implement/1/policy_summary.json");
+    assert_eq!(summary["verdict"], "violation");
+    assert_eq!(
+        repo.json(run_id, "artifacts/evaluate/1/planner_decision.json")["status"],
+        "unsafe"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|event| event["event_type"] == "rollback_completed")
+    );
+    // The worktree is exactly the base again: no new files, README restored.
+    let worktree = std::path::PathBuf::from(result["worktree"].as_str().unwrap());
+    assert_eq!(
+        crate::support::git_in(
+            &worktree,
+            &["status", "--porcelain", "--untracked-files=all"]
+        ),
+        ""
+    );
+    assert_eq!(
+        crate::support::git_in(&worktree, &["rev-parse", "HEAD"]),
+        repo.repo.git(&["rev-parse", "HEAD"])
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(run_id).join("final-state.txt")).unwrap(),
+        "failed failure rolled_back\n"
+    );
+}
