@@ -34,6 +34,26 @@ fn run_dir(cli: &Cli, run_id: &str) -> Result<RunDir> {
 }
 
 fn status_of(run_dir: &RunDir) -> Result<RunStatus> {
+    if !run_dir.status().is_file() {
+        // The driver died before its first checkpoint.
+        let metadata: RunMetadata =
+            read_json(&run_dir.metadata(), "run metadata").map_err(artifacts)?;
+        return Ok(RunStatus {
+            schema_version: crate::artifacts::SCHEMA_VERSION,
+            run_id: metadata.run_id,
+            workflow_id: metadata.workflow_id,
+            lifecycle_state: crate::artifacts::LifecycleState::Blocked,
+            current_step_id: Some(metadata.entry_step),
+            visit: None,
+            updated_at: metadata.started_at,
+            reason: Some(
+                "the run stopped before its first checkpoint; `tnh-conductor resume` starts it"
+                    .into(),
+            ),
+            pid: None,
+            transitions: 0,
+        });
+    }
     let mut status: RunStatus = read_json(&run_dir.status(), "run status").map_err(artifacts)?;
     // A run marked running whose process is gone was killed: it is blocked until resumed.
     if status.lifecycle_state == crate::artifacts::LifecycleState::Running

@@ -3,6 +3,7 @@
 
 pub mod driver;
 pub mod lock;
+pub mod orphans;
 pub mod params;
 pub mod recorder;
 pub mod run;

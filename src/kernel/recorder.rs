@@ -22,12 +22,23 @@ pub fn payload<const N: usize>(fields: [(&str, serde_json::Value); N]) -> Payloa
         .collect()
 }
 
+/// Test hook: `TNH_TEST_KILL_AT_EVENT=N` makes the process SIGKILL itself right after writing
+/// event N, to test that a crash at any instant loses nothing and resumes cleanly.
+const KILL_AT_EVENT: &str = "TNH_TEST_KILL_AT_EVENT";
+
 /// Writes the run directory of one run.
 #[derive(Debug)]
 pub struct Recorder {
     run_dir: RunDir,
     events: EventLog,
     metadata: RunMetadata,
+    kill_at_event: Option<u64>,
+}
+
+fn kill_at_event() -> Option<u64> {
+    std::env::var(KILL_AT_EVENT)
+        .ok()
+        .and_then(|value| value.parse().ok())
 }
 
 impl Recorder {
@@ -41,6 +52,7 @@ impl Recorder {
             run_dir,
             events,
             metadata,
+            kill_at_event: kill_at_event(),
         })
     }
 
@@ -52,6 +64,7 @@ impl Recorder {
             run_dir,
             events,
             metadata,
+            kill_at_event: kill_at_event(),
         })
     }
 
@@ -77,7 +90,11 @@ impl Recorder {
         step: Option<(&str, u32)>,
         fields: Payload,
     ) -> Result<Event, ArtifactsError> {
-        self.events.append(event_type, step, fields)
+        let event = self.events.append(event_type, step, fields)?;
+        if self.kill_at_event == Some(event.seq) {
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+        }
+        Ok(event)
     }
 
     /// Makes the events durable, then checkpoints the state and the status.
@@ -168,8 +185,7 @@ impl Recorder {
                 ("role", serde_json::to_value(entry.role).unwrap_or_default()),
                 ("path", entry.path.clone().into()),
             ]);
-            self.events
-                .append(EventType::ArtifactRecorded, Some(step), fields)?;
+            self.event(EventType::ArtifactRecorded, Some(step), fields)?;
         }
         write_json_atomic(
             &self.run_dir.visit_dir(step.0, step.1).join("manifest.json"),

@@ -310,8 +310,20 @@ pub fn find_run_dir(repo: &Path, run_id: &str) -> Result<RunDir, RunError> {
 pub fn resume_run(repo: &Path, run_id: &str, config: Config) -> Result<RunSummary, RunError> {
     let run_dir = find_run_dir(repo, run_id)?;
     let _lock = RunLock::acquire(&run_dir.lock())?;
-    let mut recorder = Recorder::open(run_dir.clone())?;
-    let mut state: RunState = read_json(&run_dir.state(), "run state")?;
+    let recorder = Recorder::open(run_dir.clone())?;
+    let mut recorder = recorder;
+    // A driver killed before its first checkpoint leaves no state.json: the run starts over
+    // from its entry step (its events are kept).
+    let mut state: RunState = if run_dir.state().is_file() {
+        read_json(&run_dir.state(), "run state")?
+    } else {
+        let metadata = recorder.metadata();
+        RunState::new(
+            &metadata.run_id,
+            &metadata.workflow_id,
+            &metadata.entry_step,
+        )
+    };
     if let Phase::Finished { end, reason, .. } = &state.phase {
         return Err(RunError::Finished {
             run_id: run_id.to_owned(),
@@ -371,6 +383,7 @@ fn recover_interrupted_visit(
     let Phase::Running { step_id, visit } = state.phase.clone() else {
         return Ok(());
     };
+    let orphans = super::orphans::kill_run_orphans(&state.run_id);
     let events = EventLog::read_all(&recorder.run_dir().events())?;
     let completed = events.iter().rev().find(|event| {
         event.event_type == EventType::StepCompleted
@@ -400,10 +413,12 @@ fn recover_interrupted_visit(
             return take_recorded_route(workflow, recorder, state, &step_id, visit, &report);
         }
     }
-    let mut fields: Payload =
-        payload([("cause", "the driving process ended during the step".into())]);
+    let mut fields: Payload = payload([
+        ("cause", "the driving process ended during the step".into()),
+        ("killed_orphans", orphans.into()),
+    ]);
     let own_snapshot = format!(
-        "{}pre_step/{step_id}/{visit}",
+        "{}/pre_step/{step_id}/{visit}",
         crate::workspace::refs_prefix(&RunId::new(state.run_id.clone()))
     );
     if workspace

@@ -1,6 +1,7 @@
 //! The one integration-test binary: one module per feature.
 
 mod cli;
+mod kernel_crash;
 mod kernel_run;
 mod kernel_support;
 mod mutation;

@@ -1,0 +1,164 @@
+//! Killed at any instant (SIGKILL right after each event is written), a run resumes to the same
+//! terminal state and worktree as an uninterrupted run, with contiguous events and no step
+//! completed twice.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use crate::kernel_support::{RunRepo, assert_contiguous};
+use crate::support::{conductor, git_in, stderr_text};
+
+/// The tree of a worktree's files (untracked included), without touching its index.
+fn tree_of(worktree: &Path) -> String {
+    let index = worktree.parent().unwrap().join(format!(
+        "{}.tree-index",
+        worktree.file_name().unwrap().to_string_lossy()
+    ));
+    let run = |args: &[&str]| {
+        let output = crate::support::git_command(worktree)
+            .env("GIT_INDEX_FILE", &index)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    run(&["add", "-A"]);
+    let tree = run(&["write-tree"]);
+    let _ = std::fs::remove_file(index);
+    tree
+}
+
+struct Finished {
+    final_state: String,
+    tree: String,
+    events: Vec<serde_json::Value>,
+}
+
+fn finish(repo: &RunRepo, run_id: &str, worktree: &Path) -> Finished {
+    Finished {
+        final_state: std::fs::read_to_string(repo.run_dir(run_id).join("final-state.txt")).unwrap(),
+        tree: tree_of(worktree),
+        events: repo.events(run_id),
+    }
+}
+
+fn uninterrupted() -> Finished {
+    let repo = RunRepo::new();
+    let (code, result, output) = repo.run(&repo.workflow("crash.yaml"), &[]);
+    assert_eq!(code, Some(0), "{result}{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap().to_owned();
+    finish(
+        &repo,
+        &run_id,
+        Path::new(result["worktree"].as_str().unwrap()),
+    )
+}
+
+/// Runs with the kernel killed right after event `seq`, then resumes; returns the end.
+fn killed_then_resumed(seq: u64) -> Finished {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow("crash.yaml");
+    let output = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["run", "--json"])
+        .arg(&workflow)
+        .env("TNH_TEST_KILL_AT_EVENT", seq.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        None,
+        "kill point {seq}: the kernel was not killed: {}",
+        stderr_text(&output)
+    );
+    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    let status = repo.conductor(&["status", "--json", &run_id]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert!(
+        status["lifecycle_state"] == "blocked" || status["lifecycle_state"] == "completed",
+        "kill point {seq}: {status}"
+    );
+    let resumed = repo.conductor(&["resume", "--json", &run_id]);
+    let result: serde_json::Value = serde_json::from_slice(&resumed.stdout).unwrap_or_default();
+    assert_eq!(
+        resumed.status.code(),
+        Some(0),
+        "kill point {seq}: {result}{}",
+        stderr_text(&resumed)
+    );
+    let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
+    assert_eq!(
+        git_in(repo.path(), &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "main",
+        "the operator's branch moved"
+    );
+    finish(&repo, &run_id, &worktree)
+}
+
+#[test]
+fn a_run_killed_at_any_event_resumes_to_the_same_end() {
+    let reference = uninterrupted();
+    let total = reference.events.len() as u64;
+    assert!(
+        total >= 30,
+        "the workflow should produce enough kill points, got {total} events"
+    );
+    // Every event but the last is a kill point (the last ends the run): well over 20 instants,
+    // spread over agent steps, the evaluation and the STOP.
+    let points: Vec<u64> = (1..total).collect();
+    assert!(points.len() >= 20);
+    for seq in points {
+        let resumed = killed_then_resumed(seq);
+        assert_eq!(
+            resumed.final_state, reference.final_state,
+            "kill point {seq}"
+        );
+        assert_eq!(
+            resumed.tree, reference.tree,
+            "kill point {seq}: the worktree differs"
+        );
+        assert_contiguous(&resumed.events);
+        let mut completed = BTreeSet::new();
+        for event in resumed
+            .events
+            .iter()
+            .filter(|event| event["event_type"] == "step_completed")
+        {
+            let key = (
+                event["step_id"].as_str().unwrap().to_owned(),
+                event["visit"].as_u64().unwrap(),
+            );
+            assert!(
+                completed.insert(key.clone()),
+                "kill point {seq}: {key:?} completed twice"
+            );
+        }
+        let types: Vec<&str> = resumed
+            .events
+            .iter()
+            .map(|event| event["event_type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            types
+                .iter()
+                .filter(|kind| **kind == "run_completed")
+                .count(),
+            1,
+            "kill point {seq}: {types:?}"
+        );
+        assert!(types.contains(&"run_resumed"), "kill point {seq}");
+    }
+}
