@@ -1,7 +1,7 @@
 //! The driver loop: performs what the pure kernel decides, one step visit at a time, and
 //! records everything. It is the only place that turns transitions into I/O.
 
-use super::recorder::{Payload, Recorder, payload};
+use super::recorder::{Recorder, payload};
 use super::state::{End, Phase, RunState};
 use super::transition::{
     KernelError, Next, StepReport, complete_step, fail, start_step, wait_at_gate,
@@ -111,13 +111,13 @@ impl Driver<'_> {
         };
         let result = opcode::execute(&mut context);
         if self.run.cancellation.is_cancelled() {
+            // The visit stays marked running: `resume` records it as interrupted, restores its
+            // pre-step snapshot and runs the step again, exactly as after a crash.
             self.recorder.event(
-                EventType::StepInterrupted,
+                EventType::RunInterrupted,
                 Some((&step_id, visit)),
                 payload([("cause", "operator interrupt (Ctrl-C)".into())]),
             )?;
-            self.recorder
-                .event(EventType::RunInterrupted, None, Payload::new())?;
             self.recorder
                 .commit(&mut self.state, Some("interrupted by the operator"))?;
             self.recorder.write_blocked(

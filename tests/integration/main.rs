@@ -2,6 +2,7 @@
 
 mod cli;
 mod kernel_crash;
+mod kernel_interrupt;
 mod kernel_run;
 mod kernel_support;
 mod mutation;

@@ -1,0 +1,139 @@
+//! Ctrl-C ends the current step cleanly and exits 130; the run is resumable, and while it is
+//! being driven a second `resume` is refused naming the process that holds it.
+
+use std::io::Read;
+use std::process::Stdio;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::kernel_support::{RunRepo, assert_contiguous};
+use crate::support::{conductor, stderr_text};
+
+fn processes_of_run(run_id: &str) -> Vec<i32> {
+    let marker = format!("TNH_RUN_ID={run_id}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            let environment = std::fs::read(entry.path().join("environ")).ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // Zombies are already dead.
+            let zombie = stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'));
+            (!zombie
+                && environment
+                    .split(|byte| *byte == 0)
+                    .any(|variable| variable == marker.as_bytes()))
+            .then_some(pid)
+        })
+        .collect()
+}
+
+#[test]
+fn ctrl_c_ends_the_step_exits_130_and_the_run_resumes() {
+    let repo = RunRepo::new();
+    let agent = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/agents/wait_for_interrupt.sh");
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!(
+            "{config}  waiter:\n    kind: command\n    argv: [sh, \"{}\"]\n",
+            agent.display()
+        ),
+    );
+    let fifo = repo.path().join("started.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let workflow = repo.workflow_text(
+        "wait.yaml",
+        &format!("workflow_id: interrupt\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: waiter\n    prompt: \"{}\"\n    routes:\n      completed: STOP\n      \"*\": STOP\n", fifo.display()),
+    );
+    let mut child = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["run", "--json"])
+        .arg(&workflow)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Opening the FIFO for reading blocks until the agent has started and written to it.
+    let mut started = String::new();
+    std::fs::File::open(&fifo)
+        .unwrap()
+        .read_to_string(&mut started)
+        .unwrap();
+    assert_eq!(started.trim(), "started");
+    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+
+    let second = repo.conductor(&["resume", &run_id]);
+    assert_eq!(second.status.code(), Some(2));
+    assert!(
+        stderr_text(&second).contains(&format!("being driven by process {}", child.id())),
+        "{}",
+        stderr_text(&second)
+    );
+
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", stderr_text(&output));
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["state"], "interrupted");
+    assert!(
+        processes_of_run(&run_id).is_empty(),
+        "a process of the run survived Ctrl-C"
+    );
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "blocked"
+    );
+    let events = repo.events(&run_id);
+    assert!(
+        events
+            .iter()
+            .any(|event| event["event_type"] == "run_interrupted")
+    );
+
+    let resumed = repo.conductor(&["resume", "--json", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let interrupted = events
+        .iter()
+        .find(|event| event["event_type"] == "step_interrupted")
+        .unwrap();
+    assert_eq!(
+        (
+            interrupted["step_id"].as_str(),
+            interrupted["visit"].as_u64()
+        ),
+        (Some("work"), Some(1))
+    );
+    assert!(
+        interrupted["restored"].is_object(),
+        "the half-done visit was rolled back: {interrupted}"
+    );
+    let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
+    assert!(
+        !worktree.join("partial.txt").exists(),
+        "the interrupted visit's edits were kept"
+    );
+    assert!(worktree.join("done.txt").exists());
+    let completed: Vec<u64> = events
+        .iter()
+        .filter(|event| event["event_type"] == "step_completed")
+        .map(|event| event["visit"].as_u64().unwrap())
+        .collect();
+    assert_eq!(completed, [2]);
+}
