@@ -77,7 +77,7 @@ pub fn cmd_run(cli: &Cli, args: &RunArgs, output: &mut Output) -> Result<ExitSta
 pub fn cmd_resume(cli: &Cli, args: &ResumeArgs, output: &mut Output) -> Result<ExitStatus> {
     let repo = repo(cli)?;
     report(
-        resume_run(&repo, &args.run_id, load_config(cli)?),
+        resume_run(&repo, &args.run_id, load_config(cli)?, args.accept_drift),
         args.json,
         output,
     )

@@ -131,6 +131,15 @@ impl Driver<'_> {
         };
         self.recorder.write_manifest(&result.manifest)?;
         self.state.spent_usd += result.cost_usd;
+        if step.body.opcode().may_change_worktree() || self.state.fingerprint.is_none() {
+            match self.workspace.fingerprint() {
+                Ok(fingerprint) => self.state.fingerprint = Some(fingerprint),
+                Err(error) => {
+                    let error = OpcodeError::Workspace(error);
+                    return self.step_failed(&step_id, visit, &error).map(Some);
+                }
+            }
+        }
         if result.waiting {
             self.state =
                 wait_at_gate(&self.state).unwrap_or_else(|error| fail(&self.state, &error));

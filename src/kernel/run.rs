@@ -20,7 +20,7 @@ use crate::prompt::Catalog;
 use crate::workflow::diagnostic::Diagnostic;
 use crate::workflow::load::check_file;
 use crate::workflow::model::Workflow;
-use crate::workspace::{RollbackTarget, Workspace, WorkspaceError};
+use crate::workspace::{Fingerprint, RollbackTarget, Workspace, WorkspaceError};
 
 /// The default parent of run directories.
 pub const DEFAULT_ARTIFACTS_ROOT: &str = ".tnh/run/";
@@ -76,6 +76,18 @@ pub enum RunError {
     /// Driving failed.
     #[error(transparent)]
     Drive(#[from] DriveError),
+    /// The worktree changed since the run's last checkpoint.
+    #[error("the worktree changed since the run's last checkpoint (tree {} → {}, HEAD {} → {})", short(&recorded.tree), short(&found.tree), short(&recorded.head), short(&found.head))]
+    Drift {
+        /// What the state recorded.
+        recorded: Fingerprint,
+        /// What the worktree holds now.
+        found: Fingerprint,
+    },
+}
+
+fn short(sha: &str) -> &str {
+    sha.get(..12).unwrap_or(sha)
 }
 
 impl RunError {
@@ -87,7 +99,8 @@ impl RunError {
             | RunError::Lock(_)
             | RunError::UnknownRun { .. }
             | RunError::Finished { .. }
-            | RunError::Prompt(_) => true,
+            | RunError::Prompt(_)
+            | RunError::Drift { .. } => true,
             RunError::Workspace(error) => error.exit_status() == crate::error::ExitStatus::Usage,
             _ => false,
         }
@@ -112,6 +125,7 @@ impl RunError {
             RunError::Finished { run_id, .. } => Some(format!(
                 "see `tnh-conductor runs show {run_id}`; start a new run with `tnh-conductor run`"
             )),
+            RunError::Drift { .. } => Some("inspect the worktree; resume with --accept-drift to continue with the changes (recorded as an event), or `tnh-conductor rollback RUN_ID` to discard them".into()),
             RunError::Runtime(_) | RunError::Drive(_) => None,
         }
     }
@@ -307,11 +321,15 @@ pub fn find_run_dir(repo: &Path, run_id: &str) -> Result<RunDir, RunError> {
 }
 
 /// Continues an interrupted or crashed run.
-pub fn resume_run(repo: &Path, run_id: &str, config: Config) -> Result<RunSummary, RunError> {
+pub fn resume_run(
+    repo: &Path,
+    run_id: &str,
+    config: Config,
+    accept_drift: bool,
+) -> Result<RunSummary, RunError> {
     let run_dir = find_run_dir(repo, run_id)?;
     let _lock = RunLock::acquire(&run_dir.lock())?;
-    let recorder = Recorder::open(run_dir.clone())?;
-    let mut recorder = recorder;
+    let mut recorder = Recorder::open(run_dir.clone())?;
     // A driver killed before its first checkpoint leaves no state.json: the run starts over
     // from its entry step (its events are kept).
     let mut state: RunState = if run_dir.state().is_file() {
@@ -343,11 +361,16 @@ pub fn resume_run(repo: &Path, run_id: &str, config: Config) -> Result<RunSummar
         base_sha: metadata.base_sha.clone(),
     };
     let workspace = Workspace::open(&record)?;
+    if !accept_drift && let Some((recorded, found)) = drifted(&workspace, &state)? {
+        // Refused before anything is written: the run stays exactly as it was.
+        return Err(RunError::Drift { recorded, found });
+    }
     recorder.event(
         EventType::RunResumed,
         None,
         payload([("from_seq", state.events_seq.into())]),
     )?;
+    record_accepted_drift(&workspace, &mut recorder, &mut state, accept_drift)?;
     recover_interrupted_visit(&loaded.workflow, &workspace, &mut recorder, &mut state)?;
     recorder.commit(&mut state, None)?;
     let context = run_context(
@@ -369,6 +392,49 @@ pub fn resume_run(repo: &Path, run_id: &str, config: Config) -> Result<RunSummar
         worktree: workspace.path().to_path_buf(),
         end,
     })
+}
+
+/// The recorded and current fingerprints, when the worktree changed since the last checkpoint
+/// of a run that was not in the middle of a step (an interrupted step is restored anyway).
+fn drifted(
+    workspace: &Workspace,
+    state: &RunState,
+) -> Result<Option<(Fingerprint, Fingerprint)>, RunError> {
+    let Some(recorded) = state.fingerprint.clone() else {
+        return Ok(None);
+    };
+    if matches!(state.phase, Phase::Running { .. }) {
+        return Ok(None);
+    }
+    let found = workspace.fingerprint()?;
+    if found == recorded {
+        return Ok(None);
+    }
+    Ok(Some((recorded, found)))
+}
+
+fn record_accepted_drift(
+    workspace: &Workspace,
+    recorder: &mut Recorder,
+    state: &mut RunState,
+    accept_drift: bool,
+) -> Result<(), RunError> {
+    if !accept_drift {
+        return Ok(());
+    }
+    let Some((recorded, found)) = drifted(workspace, state)? else {
+        return Ok(());
+    };
+    let fields = payload([
+        (
+            "recorded",
+            serde_json::to_value(&recorded).unwrap_or_default(),
+        ),
+        ("found", serde_json::to_value(&found).unwrap_or_default()),
+    ]);
+    recorder.event(EventType::DriftAccepted, None, fields)?;
+    state.fingerprint = Some(found);
+    Ok(())
 }
 
 /// A visit marked running when the process died: if its `step_completed` was recorded after

@@ -99,6 +99,9 @@ pub struct RunState {
     pub spent_usd: f64,
     /// The last event this state accounts for.
     pub events_seq: u64,
+    /// The worktree as the last mutable step left it (checked for drift on resume).
+    #[serde(default)]
+    pub fingerprint: Option<crate::workspace::Fingerprint>,
 }
 
 impl RunState {
@@ -118,6 +121,7 @@ impl RunState {
             safety: Safety::default(),
             spent_usd: 0.0,
             events_seq: 0,
+            fingerprint: None,
         }
     }
 

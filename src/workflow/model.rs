@@ -282,6 +282,14 @@ impl Opcode {
             .position(|known| *known == self)
             .unwrap_or(0)]
     }
+
+    /// Whether a step of this opcode may change the worktree (agents, validators, rollbacks).
+    pub fn may_change_worktree(self) -> bool {
+        matches!(
+            self,
+            Opcode::RunAgent | Opcode::RunValidation | Opcode::Rollback
+        )
+    }
 }
 
 /// Opcode-specific fields of a step.

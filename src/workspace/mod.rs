@@ -32,5 +32,5 @@ pub use guard::{ALWAYS_PROTECTED, GuardReport, RefChange, RefClass, RefGuard};
 pub use rollback::{
     ROLLBACK_RECORD_SCHEMA_VERSION, RollbackRecord, RollbackTarget, rollback_record_schema,
 };
-pub use snapshot::{Snapshot, refs_prefix};
+pub use snapshot::{Fingerprint, Snapshot, refs_prefix};
 pub use worktree::{Workspace, WorkspaceRecord, work_branch_name};

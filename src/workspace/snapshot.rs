@@ -208,3 +208,23 @@ impl Workspace {
         }))
     }
 }
+
+/// What the worktree holds and where its HEAD is, recorded at each checkpoint so that resume
+/// can tell whether someone changed the worktree by hand in between.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fingerprint {
+    /// The tree of the worktree's files (untracked included, ignored excluded).
+    pub tree: String,
+    /// The commit the worktree's HEAD points at.
+    pub head: String,
+}
+
+impl Workspace {
+    /// The worktree's current fingerprint.
+    pub fn fingerprint(&self) -> Result<Fingerprint, WorkspaceError> {
+        Ok(Fingerprint {
+            tree: self.worktree_tree()?,
+            head: self.git.text(["rev-parse", "--verify", "HEAD^{commit}"])?,
+        })
+    }
+}

@@ -40,12 +40,8 @@ fn help_lists_the_whole_command_tree() {
 fn commands_of_later_releases_say_not_implemented_with_exit_2() {
     let cases: &[&[&str]] = &[
         &["init"],
-        &["run", "wf.yaml", "-p", "x=1"],
-        &["resume", "RUN"],
-        &["status", "RUN"],
         &["gate", "list"],
         &["gate", "approve", "RUN", "--comment", "ok"],
-        &["runs", "list"],
         &["journal"],
         &["planner", "check", "vectors"],
     ];

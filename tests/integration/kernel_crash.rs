@@ -162,3 +162,76 @@ fn a_run_killed_at_any_event_resumes_to_the_same_end() {
         assert!(types.contains(&"run_resumed"), "kill point {seq}");
     }
 }
+
+/// The sequence number of the `n`-th event of a type in a finished reference run.
+fn seq_of(events: &[serde_json::Value], event_type: &str, nth: usize) -> u64 {
+    events
+        .iter()
+        .filter(|event| event["event_type"] == event_type)
+        .nth(nth)
+        .unwrap()["seq"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn resume_refuses_a_worktree_edited_by_hand_unless_the_drift_is_accepted() {
+    let reference = uninterrupted();
+    // Killed as the second step starts: the first step's result is checkpointed.
+    let kill_at = seq_of(&reference.events, "step_started", 1);
+    let repo = RunRepo::new();
+    let workflow = repo.workflow("crash.yaml");
+    let output = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["run"])
+        .arg(&workflow)
+        .env("TNH_TEST_KILL_AT_EVENT", kill_at.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), None);
+    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
+    std::fs::write(worktree.join("hello.txt"), "edited by hand\n").unwrap();
+    let events_before = repo.events(&run_id).len();
+
+    let refused = repo.conductor(&["resume", &run_id]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    assert!(
+        stderr_text(&refused).contains("the worktree changed since the run's last checkpoint"),
+        "{}",
+        stderr_text(&refused)
+    );
+    assert!(stderr_text(&refused).contains("--accept-drift"));
+    assert_eq!(
+        repo.events(&run_id).len(),
+        events_before,
+        "a refused resume must record nothing"
+    );
+
+    let accepted = repo.conductor(&["resume", "--accept-drift", &run_id]);
+    assert_eq!(
+        accepted.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&accepted)
+    );
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let drift = events
+        .iter()
+        .find(|event| event["event_type"] == "drift_accepted")
+        .expect("a drift_accepted event");
+    assert_ne!(drift["recorded"]["tree"], drift["found"]["tree"]);
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("hello.txt")).unwrap(),
+        "edited by hand\nmore\n"
+    );
+}

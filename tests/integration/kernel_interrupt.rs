@@ -52,7 +52,7 @@ fn ctrl_c_ends_the_step_exits_130_and_the_run_resumes() {
         "wait.yaml",
         &format!("workflow_id: interrupt\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: waiter\n    prompt: \"{}\"\n    routes:\n      completed: STOP\n      \"*\": STOP\n", fifo.display()),
     );
-    let mut child = conductor()
+    let child = conductor()
         .arg("--repo")
         .arg(repo.path())
         .args(["run", "--json"])
