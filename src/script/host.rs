@@ -56,6 +56,20 @@ pub struct ScriptMessage {
     pub text: String,
 }
 
+impl ScriptMessage {
+    /// Small fields for a `script_output` event: `stream` (`print` or `debug`) and `text`.
+    pub fn event_payload(&self) -> std::collections::BTreeMap<String, serde_json::Value> {
+        let stream = match self.kind {
+            MessageKind::Print => "print",
+            MessageKind::Debug => "debug",
+        };
+        std::collections::BTreeMap::from([
+            ("stream".to_owned(), stream.into()),
+            ("text".to_owned(), self.text.clone().into()),
+        ])
+    }
+}
+
 #[derive(Debug, Default)]
 struct Output {
     messages: Vec<ScriptMessage>,
