@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
@@ -81,6 +82,9 @@ struct Output {
 pub(crate) struct HostState {
     pub limits: Limits,
     sandbox: Option<Sandbox>,
+    /// Set once the workflow's script is loaded: from then on the worktree may hold an
+    /// agent's edits, so repository modules are no longer read from it.
+    repository_sealed: AtomicBool,
     current: RwLock<Option<Arc<ContextData>>>,
     deadline: Mutex<Option<Instant>>,
     output: Mutex<Output>,
@@ -105,6 +109,15 @@ impl HostState {
     fn past_deadline(&self) -> bool {
         let deadline = *self.deadline.lock().unwrap_or_else(PoisonError::into_inner);
         deadline.is_some_and(|deadline| Instant::now() >= deadline)
+    }
+
+    /// Whether repository modules may still be read from the worktree.
+    pub(crate) fn repository_sealed(&self) -> bool {
+        self.repository_sealed.load(Ordering::SeqCst)
+    }
+
+    fn seal_repository(&self) {
+        self.repository_sealed.store(true, Ordering::SeqCst);
     }
 
     fn begin(&self, context: &Context) {
@@ -160,6 +173,7 @@ impl ScriptHost {
         let state = Arc::new(HostState {
             limits: options.limits.clone(),
             sandbox,
+            repository_sealed: AtomicBool::new(false),
             current: RwLock::new(None),
             deadline: Mutex::new(None),
             output: Mutex::new(Output::default()),
@@ -212,6 +226,7 @@ impl ScriptHost {
             self.state.begin(&context);
             let module = Module::eval_ast_as_new(Scope::new(), &ast, &self.engine);
             self.state.end();
+            self.state.seal_repository();
             module.map_err(|error| self.translator().translate(&origin, *error))?
         };
         self.engine.register_global_module(module.into());

@@ -304,3 +304,22 @@ fn a_stopped_script_and_its_output_are_recorded_in_the_run_events() {
             .contains("exceeded the operations limit")
     );
 }
+
+#[test]
+fn repository_modules_are_not_read_after_the_script_is_loaded() {
+    let files = [(".tnh/scripts/rules.rhai", "fn verdict() { \"strict\" }\n")];
+    let doc = "script: |\n  import \".tnh/scripts/rules\" as rules;\n  fn early() { rules::verdict() }\n  fn late() {\n      import \".tnh/scripts/other\" as other;\n      other::verdict()\n  }\nvalues:\n  early: \"${{ early() }}\"\n  late: \"${{ late() }}\"\n";
+    let bench = Bench::with_files(doc, &files);
+    // An agent rewrites the module after the run loaded the script: the loaded one stays.
+    bench.write(".tnh/scripts/rules.rhai", "fn verdict() { \"lenient\" }\n");
+    bench.write(".tnh/scripts/other.rhai", "fn verdict() { \"lenient\" }\n");
+    assert_eq!(bench.ok("early"), json!("strict"));
+    let error = stopped(&bench, "late");
+    assert!(
+        error
+            .to_string()
+            .contains("repository modules are read when the run loads"),
+        "{error}"
+    );
+    assert_eq!(at(&error), "flow.yaml:5:14", "{error}");
+}
