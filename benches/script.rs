@@ -39,7 +39,7 @@ fn generate(steps: usize) -> String {
         };
         let _ = write!(
             text,
-            "  - id: s{index}\n    opcode: RUN_AGENT\n    agent: claude-code\n    prompt: task.step.v1\n\
+            "  - id: s{index}\n    opcode: RUN_AGENT\n    agent: claude-code\n    prompt: \"Do step {index} of run ${{run_id}}.\"\n\
              \x20   inputs:\n      value: \"${{{{ {expression} }}}}\"\n    routes:\n      \"*\": {next}\n"
         );
     }
@@ -89,7 +89,16 @@ fn main() {
     let mut diagnostics = Diagnostics::new("bench.yaml");
     let workflow = check_bytes(source.as_bytes(), &KnownNames::default(), &mut diagnostics)
         .expect("the generated workflow decodes");
-    assert!(!diagnostics.has_errors(), "the generated workflow is valid");
+    let problems: Vec<String> = diagnostics
+        .into_sorted()
+        .iter()
+        .take(3)
+        .map(|diagnostic| diagnostic.render(false))
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "the generated workflow is invalid: {problems:?}"
+    );
     let ctx = context();
 
     let warm = host(&source, &workflow);

@@ -92,6 +92,32 @@ impl ChangedFile {
     }
 }
 
+impl From<&crate::workspace::ChangedFile> for ChangedFile {
+    /// The workspace's kinds folded into the four scripts see: a mode, symlink or binary
+    /// change is `added` when the path is new and `modified` otherwise.
+    fn from(change: &crate::workspace::ChangedFile) -> Self {
+        use crate::workspace::ChangeKind as Workspace;
+        let kind = match change.kind {
+            Workspace::Add => ChangeKind::Added,
+            Workspace::Delete => ChangeKind::Deleted,
+            Workspace::Rename => ChangeKind::Renamed,
+            Workspace::Modify => ChangeKind::Modified,
+            Workspace::Mode | Workspace::Symlink | Workspace::Binary if change.is_new() => {
+                ChangeKind::Added
+            }
+            Workspace::Mode | Workspace::Symlink | Workspace::Binary => ChangeKind::Modified,
+        };
+        Self {
+            path: change.path.clone(),
+            kind,
+            added: change.lines_added,
+            removed: change.lines_removed,
+            old_path: change.old_path.clone(),
+            binary: change.binary,
+        }
+    }
+}
+
 pub(crate) fn saturating_int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
@@ -230,6 +256,38 @@ mod tests {
         assert_eq!(value("params.list").as_deref(), Some("[1,2]"));
         assert_eq!(value("params.missing"), None);
         assert_eq!(value("nope"), None);
+    }
+
+    #[test]
+    fn workspace_changes_fold_into_the_kinds_scripts_see() {
+        use crate::workspace::ChangeKind as Workspace;
+        let change = |kind, old_mode: Option<&str>| crate::workspace::ChangedFile {
+            path: "a.bin".to_owned(),
+            old_path: None,
+            kind,
+            old_mode: old_mode.map(str::to_owned),
+            new_mode: Some("100644".to_owned()),
+            binary: true,
+            symlink_target: None,
+            lines_added: 2,
+            lines_removed: 1,
+        };
+        let cases = [
+            (Workspace::Add, None, ChangeKind::Added),
+            (Workspace::Modify, Some("100644"), ChangeKind::Modified),
+            (Workspace::Delete, Some("100644"), ChangeKind::Deleted),
+            (Workspace::Rename, Some("100644"), ChangeKind::Renamed),
+            (Workspace::Binary, None, ChangeKind::Added),
+            (Workspace::Binary, Some("100644"), ChangeKind::Modified),
+            (Workspace::Symlink, None, ChangeKind::Added),
+            (Workspace::Mode, Some("100644"), ChangeKind::Modified),
+        ];
+        for (kind, old_mode, expected) in cases {
+            let converted = ChangedFile::from(&change(kind, old_mode));
+            assert_eq!(converted.kind, expected, "{kind:?}");
+            assert_eq!((converted.added, converted.removed), (2, 1));
+            assert!(converted.binary);
+        }
     }
 
     #[test]

@@ -180,6 +180,29 @@ impl ScriptError {
         }
     }
 
+    /// Small fields for the run's event log (`step_failed`, `run_failed`): the message, the
+    /// hint and, when located, `file`, `line`, `column`, `code` and `code_position`.
+    pub fn event_payload(&self) -> std::collections::BTreeMap<String, serde_json::Value> {
+        let mut payload = std::collections::BTreeMap::new();
+        payload.insert("message".to_owned(), self.to_string().into());
+        if let Some(hint) = self.hint() {
+            payload.insert("hint".to_owned(), hint.into());
+        }
+        if let Some(location) = self.location() {
+            payload.insert("file".to_owned(), location.file.clone().into());
+            payload.insert("line".to_owned(), location.pos.line.into());
+            payload.insert("column".to_owned(), location.pos.column.into());
+            payload.insert("code".to_owned(), location.kind.to_string().into());
+            if let Some((line, column)) = location.code_pos {
+                payload.insert(
+                    "code_position".to_owned(),
+                    format!("{line}:{column}").into(),
+                );
+            }
+        }
+        payload
+    }
+
     /// A compile error of code that starts at `origin`.
     pub(crate) fn compile(file: &str, origin: &Origin, error: &ParseError) -> Self {
         let location = Box::new(Location {

@@ -53,36 +53,52 @@ impl ScriptHost {
         pos: Pos,
         context: &Context,
     ) -> Result<String, ScriptError> {
+        self.interpolate(text, pos, context, true)
+    }
+
+    /// Substitutes `${name}` only, as in literal prompt text (DESIGN §3); a `${{ … }}` there is
+    /// an error, as `validate` reports.
+    pub fn substitute_names(
+        &self,
+        text: &str,
+        pos: Pos,
+        context: &Context,
+    ) -> Result<String, ScriptError> {
+        self.interpolate(text, pos, context, false)
+    }
+
+    fn interpolate(
+        &self,
+        text: &str,
+        pos: Pos,
+        context: &Context,
+        expressions: bool,
+    ) -> Result<String, ScriptError> {
         let mut result = String::with_capacity(text.len());
         let mut from = 0;
         for piece in scan(text) {
-            match piece {
+            let (start, end, value) = match piece {
                 Piece::Substitution { name, offset } => {
-                    result.push_str(&text[from..offset]);
                     let origin = self.origin(pos, text, offset);
-                    let value = context.substitution(name).ok_or_else(|| {
-                        let mut known = context.substitution_names();
-                        known.push("params.NAME");
-                        ScriptError::value(
-                            self.file(),
-                            &origin,
-                            format!(
-                                "`${{{name}}}` has no value in this run (known: {})",
-                                known.join(", ")
-                            ),
-                        )
-                    })?;
-                    result.push_str(&value);
-                    from = offset + name.len() + 3;
+                    (
+                        offset,
+                        offset + name.len() + 3,
+                        self.substitution(name, &origin, context)?,
+                    )
                 }
                 Piece::Expression { code, offset } => {
-                    result.push_str(&text[from..offset - 3]);
                     let origin = self.origin(pos, text, offset);
+                    if !expressions {
+                        return Err(ScriptError::value(
+                            self.file(),
+                            &origin,
+                            "this text allows `${name}` substitution, not `${{ … }}` expressions",
+                        ));
+                    }
                     let value = self.evaluate_expression(code, &origin, context)?;
                     let rendered = to_text(&value)
                         .map_err(|message| ScriptError::value(self.file(), &origin, message))?;
-                    result.push_str(&rendered);
-                    from = offset + code.len() + 2;
+                    (offset - 3, offset + code.len() + 2, rendered)
                 }
                 Piece::Unclosed { offset } => {
                     return Err(ScriptError::value(
@@ -91,10 +107,33 @@ impl ScriptHost {
                         "`${` is not closed",
                     ));
                 }
-            }
+            };
+            result.push_str(&text[from..start]);
+            result.push_str(&value);
+            from = end;
         }
         result.push_str(&text[from..]);
         Ok(result)
+    }
+
+    fn substitution(
+        &self,
+        name: &str,
+        origin: &Origin,
+        context: &Context,
+    ) -> Result<String, ScriptError> {
+        context.substitution(name).ok_or_else(|| {
+            let mut known = context.substitution_names();
+            known.push("params.NAME");
+            ScriptError::value(
+                self.file(),
+                origin,
+                format!(
+                    "`${{{name}}}` has no value in this run (known: {})",
+                    known.join(", ")
+                ),
+            )
+        })
     }
 
     /// Evaluates one expression whose code starts at `pos` in the workflow file.

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
@@ -56,6 +57,20 @@ pub struct ScriptMessage {
     pub text: String,
 }
 
+impl ScriptMessage {
+    /// Small fields for a `script_output` event: `stream` (`print` or `debug`) and `text`.
+    pub fn event_payload(&self) -> std::collections::BTreeMap<String, serde_json::Value> {
+        let stream = match self.kind {
+            MessageKind::Print => "print",
+            MessageKind::Debug => "debug",
+        };
+        std::collections::BTreeMap::from([
+            ("stream".to_owned(), stream.into()),
+            ("text".to_owned(), self.text.clone().into()),
+        ])
+    }
+}
+
 #[derive(Debug, Default)]
 struct Output {
     messages: Vec<ScriptMessage>,
@@ -67,6 +82,9 @@ struct Output {
 pub(crate) struct HostState {
     pub limits: Limits,
     sandbox: Option<Sandbox>,
+    /// Set once the workflow's script is loaded: from then on the worktree may hold an
+    /// agent's edits, so repository modules are no longer read from it.
+    repository_sealed: AtomicBool,
     current: RwLock<Option<Arc<ContextData>>>,
     deadline: Mutex<Option<Instant>>,
     output: Mutex<Output>,
@@ -91,6 +109,15 @@ impl HostState {
     fn past_deadline(&self) -> bool {
         let deadline = *self.deadline.lock().unwrap_or_else(PoisonError::into_inner);
         deadline.is_some_and(|deadline| Instant::now() >= deadline)
+    }
+
+    /// Whether repository modules may still be read from the worktree.
+    pub(crate) fn repository_sealed(&self) -> bool {
+        self.repository_sealed.load(Ordering::SeqCst)
+    }
+
+    fn seal_repository(&self) {
+        self.repository_sealed.store(true, Ordering::SeqCst);
     }
 
     fn begin(&self, context: &Context) {
@@ -146,6 +173,7 @@ impl ScriptHost {
         let state = Arc::new(HostState {
             limits: options.limits.clone(),
             sandbox,
+            repository_sealed: AtomicBool::new(false),
             current: RwLock::new(None),
             deadline: Mutex::new(None),
             output: Mutex::new(Output::default()),
@@ -198,6 +226,7 @@ impl ScriptHost {
             self.state.begin(&context);
             let module = Module::eval_ast_as_new(Scope::new(), &ast, &self.engine);
             self.state.end();
+            self.state.seal_repository();
             module.map_err(|error| self.translator().translate(&origin, *error))?
         };
         self.engine.register_global_module(module.into());

@@ -7,7 +7,7 @@
 
 use rhai::{Dynamic, ImmutableString, Scope};
 
-use super::context::Context;
+use super::context::{ChangedFile, Context};
 use super::error::{CodeKind, Origin, ScriptError};
 use super::host::ScriptHost;
 use super::value::{dynamic_to_json, json_to_dynamic};
@@ -30,20 +30,9 @@ impl ScriptHost {
         function: &At<String>,
         context: &Context,
     ) -> Result<Vec<Violation>, ScriptError> {
-        let origin = hook_origin(function);
-        let ast = self.expression(&call_code(&function.value, 1, &origin, self)?, &origin)?;
         let mut violations = Vec::new();
         for change in context.changes() {
-            let mut scope = Scope::new();
-            scope.push_constant("argument_0", change.to_dynamic());
-            let verdict = self.run(&origin, &ast, &mut scope, context)?;
-            if let Some(reason) = reason(&verdict).map_err(|message| {
-                ScriptError::value(
-                    self.file(),
-                    &origin,
-                    format!("`{}` {message}", function.value),
-                )
-            })? {
+            if let Some(reason) = self.check_change(function, change, context)? {
                 violations.push(Violation {
                     path: change.path.clone(),
                     reason,
@@ -51,6 +40,29 @@ impl ScriptHost {
             }
         }
         Ok(violations)
+    }
+
+    /// Calls a policy's `check` function for one change: `None` when it passes, the reason
+    /// when it does not. This is the per-file hook `policy::check` takes; a kernel that adapts
+    /// it should treat an error as a violation (fail closed).
+    pub fn check_change(
+        &self,
+        function: &At<String>,
+        change: &ChangedFile,
+        context: &Context,
+    ) -> Result<Option<String>, ScriptError> {
+        let origin = hook_origin(function);
+        let ast = self.expression(&call_code(&function.value, 1, &origin, self)?, &origin)?;
+        let mut scope = Scope::new();
+        scope.push_constant("argument_0", change.to_dynamic());
+        let verdict = self.run(&origin, &ast, &mut scope, context)?;
+        reason(&verdict).map_err(|message| {
+            ScriptError::value(
+                self.file(),
+                &origin,
+                format!("`{}` {message}", function.value),
+            )
+        })
     }
 
     /// Calls a script function with JSON arguments and returns its value as JSON; errors point

@@ -5,6 +5,9 @@
 //!
 //! Modules are compiled and evaluated by the importing engine, so they run under the same
 //! limits; each is loaded once per host, and an import cycle is an error rather than a hang.
+//! Repository modules live in the worktree that agents edit, so they are read only while the
+//! run loads its script: an import that first happens later (inside a function) is refused,
+//! so an agent cannot rewrite the policy helpers that judge its own changes.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -141,6 +144,10 @@ impl Resolver {
     fn source(&self, path: &str) -> Result<String, String> {
         match classify(path)? {
             ModulePath::Stdlib(text) => Ok(text.to_owned()),
+            ModulePath::Repository(_) if self.state.repository_sealed() => Err(format!(
+                "import `{path}` is refused: repository modules are read when the run loads the \
+                 script, before any agent changes the worktree; import it at the top of `script`"
+            )),
             ModulePath::Repository(file) => self
                 .state
                 .sandbox()?

@@ -210,3 +210,32 @@ fn the_script_top_level_runs_once_at_load_with_the_same_limits() {
     assert!(matches!(error, ScriptError::Limit { .. }), "{error}");
     assert_eq!(at(&error), "flow.yaml:2:8");
 }
+
+#[test]
+fn prompt_text_gets_substitutions_but_refuses_expressions() {
+    let bench = Bench::new(DOC);
+    let ctx = context(params());
+    let pos = tnh_conductor::workflow::yaml::Pos::new(40, 3);
+    assert_eq!(
+        bench
+            .host
+            .substitute_names("Run ${run_id} for ${params.name}.", pos, &ctx)
+            .unwrap(),
+        "Run 20260101T000000Z-abc123 for docs."
+    );
+    let error = bench
+        .host
+        .substitute_names("n = ${{ 1 + 1 }}", pos, &ctx)
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("not `${{ … }}` expressions"),
+        "{error}"
+    );
+    assert_eq!(
+        bench
+            .host
+            .evaluate_text("n = ${{ 1 + 1 }}!", pos, &ctx)
+            .unwrap(),
+        "n = 2!"
+    );
+}

@@ -304,3 +304,36 @@ fn a_hook_is_called_by_name_with_json_arguments() {
         "{error}"
     );
 }
+
+#[test]
+fn check_change_adapts_to_the_policy_modules_per_file_hook() {
+    let bench = Bench::new(POLICY);
+    let check = named(&bench, "check");
+    let ctx = Context::empty();
+    let vendored = tnh_conductor::workspace::ChangedFile {
+        path: "vendor/lib.c".to_owned(),
+        old_path: None,
+        kind: tnh_conductor::workspace::ChangeKind::Add,
+        old_mode: None,
+        new_mode: Some("100644".to_owned()),
+        binary: false,
+        symlink_target: None,
+        lines_added: 9,
+        lines_removed: 0,
+    };
+    let hook = |change: &tnh_conductor::workspace::ChangedFile| {
+        bench
+            .host
+            .check_change(&check, &change.into(), &ctx)
+            .unwrap_or_else(|error| Some(format!("the check failed: {error}")))
+    };
+    assert_eq!(
+        hook(&vendored).as_deref(),
+        Some("vendored code is off limits")
+    );
+    let fine = tnh_conductor::workspace::ChangedFile {
+        path: "src/a.rs".to_owned(),
+        ..vendored
+    };
+    assert_eq!(hook(&fine), None);
+}

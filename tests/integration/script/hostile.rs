@@ -270,3 +270,56 @@ fn a_print_flood_is_bounded() {
     assert_eq!(output.len(), 11);
     assert!(output[10].text.contains("4990 more messages were dropped"));
 }
+
+#[test]
+fn a_stopped_script_and_its_output_are_recorded_in_the_run_events() {
+    use tnh_conductor::artifacts::{EventLog, EventType};
+    let doc = "script: |\n  fn noisy() {\n      print(\"starting\");\n      loop { }\n  }\nvalues:\n  x: \"${{ noisy() }}\"\n";
+    let bench = Bench::new(doc);
+    let error = bench.err("x");
+    let run = tempfile::tempdir().unwrap();
+    let path = run.path().join("events.ndjson");
+    let mut log = EventLog::open(&path, "r1").unwrap();
+    for message in bench.host.take_output() {
+        log.append(
+            EventType::ScriptOutput,
+            Some(("a", 1)),
+            message.event_payload(),
+        )
+        .unwrap();
+    }
+    log.append(EventType::StepFailed, Some(("a", 1)), error.event_payload())
+        .unwrap();
+    let events = EventLog::read_all(&path).unwrap();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0].event_type, EventType::ScriptOutput);
+    assert_eq!(events[0].payload["text"], json!("starting"));
+    assert_eq!(events[1].event_type, EventType::StepFailed);
+    assert_eq!(events[1].payload["file"], json!("flow.yaml"));
+    assert_eq!(events[1].payload["line"], json!(7));
+    assert!(
+        events[1].payload["message"]
+            .as_str()
+            .unwrap()
+            .contains("exceeded the operations limit")
+    );
+}
+
+#[test]
+fn repository_modules_are_not_read_after_the_script_is_loaded() {
+    let files = [(".tnh/scripts/rules.rhai", "fn verdict() { \"strict\" }\n")];
+    let doc = "script: |\n  import \".tnh/scripts/rules\" as rules;\n  fn early() { rules::verdict() }\n  fn late() {\n      import \".tnh/scripts/other\" as other;\n      other::verdict()\n  }\nvalues:\n  early: \"${{ early() }}\"\n  late: \"${{ late() }}\"\n";
+    let bench = Bench::with_files(doc, &files);
+    // An agent rewrites the module after the run loaded the script: the loaded one stays.
+    bench.write(".tnh/scripts/rules.rhai", "fn verdict() { \"lenient\" }\n");
+    bench.write(".tnh/scripts/other.rhai", "fn verdict() { \"lenient\" }\n");
+    assert_eq!(bench.ok("early"), json!("strict"));
+    let error = stopped(&bench, "late");
+    assert!(
+        error
+            .to_string()
+            .contains("repository modules are read when the run loads"),
+        "{error}"
+    );
+    assert_eq!(at(&error), "flow.yaml:5:14", "{error}");
+}
