@@ -79,9 +79,34 @@ pub(super) fn execute(
         .workspace
         .capture_since(&snapshot, &visit_dir.join("workspace.diff"))?;
     write_json_atomic(&visit_dir.join("workspace_status.json"), &status)?;
-    let policy = Policy::compile(&effective_policy(context, agent)?)?;
-    let violations = policy.check(&status, &guard_report, None);
-    let summary = PolicySummary::new(&policy, status.files.len(), false, violations.clone());
+    let requested = effective_policy(context, agent)?;
+    let policy = Policy::compile(&requested)?;
+    let violations = match &requested.check {
+        Some(function) => {
+            let hook_context = context.script_context()?;
+            // The hook is the workflow's `check` function; a script error is a violation, so a
+            // broken check fails closed.
+            let function =
+                crate::workflow::model::At::new(function.clone(), check_position(context, agent));
+            let hook = |file: &crate::workspace::ChangedFile| match context.run.script.check_change(
+                &function,
+                &file.into(),
+                &hook_context,
+            ) {
+                Ok(verdict) => verdict,
+                Err(error) => Some(format!("the check function failed: {error}")),
+            };
+            policy.check(&status, &guard_report, Some(&hook))
+        }
+        None => policy.check(&status, &guard_report, None),
+    };
+    record_script_output(context, &step)?;
+    let summary = PolicySummary::new(
+        &policy,
+        status.files.len(),
+        requested.check.is_some(),
+        violations.clone(),
+    );
     write_json_atomic(&visit_dir.join("policy_summary.json"), &summary)?;
     for violation in &violations {
         let fields = payload([(
@@ -185,6 +210,36 @@ fn configured_profiles(
 
 /// The step's policy, else the workflow default, else an empty one (protected refs and path
 /// escapes are checked whatever the policy).
+/// Where the policy's `check` was written, for errors.
+fn check_position(context: &StepContext<'_>, agent: &RunAgent) -> crate::workflow::yaml::Pos {
+    let spec = agent
+        .policy
+        .as_ref()
+        .or(context.run.workflow.defaults.policy.as_ref());
+    match spec.map(|spec| &spec.value) {
+        Some(PolicySpec::Inline(inline)) => inline
+            .check
+            .as_ref()
+            .map_or(context.step.pos, |check| check.pos),
+        Some(PolicySpec::Reference(_)) | None => spec.map_or(context.step.pos, |spec| spec.pos),
+    }
+}
+
+/// `print`/`debug` output of scripts, recorded as events (never printed).
+fn record_script_output(
+    context: &mut StepContext<'_>,
+    step: &(String, u32),
+) -> Result<(), OpcodeError> {
+    for message in context.run.script.take_output() {
+        context.recorder.event(
+            EventType::ScriptOutput,
+            Some((&step.0, step.1)),
+            message.event_payload(),
+        )?;
+    }
+    Ok(())
+}
+
 fn effective_policy(
     context: &StepContext<'_>,
     agent: &RunAgent,
@@ -237,7 +292,7 @@ fn render_prompt(context: &StepContext<'_>, agent: &RunAgent) -> Result<String, 
             Ok(context
                 .run
                 .script
-                .evaluate_text(text, agent.prompt.pos, &script_context)?)
+                .substitute_names(text, agent.prompt.pos, &script_context)?)
         }
         PromptSpec::Reference(reference) => {
             let prompt = context.run.catalog.resolve(reference.as_str())?;

@@ -290,3 +290,44 @@ fn an_unsafe_change_is_rolled_back_to_the_base_and_stops() {
         "failed failure rolled_back\n"
     );
 }
+
+#[test]
+fn a_script_policy_check_flags_files_and_its_prints_become_events() {
+    let repo = RunRepo::new();
+    let (code, result, output) = repo.run(&repo.workflow("policy_check.yaml"), &[]);
+    // ROLLBACK completed → bare STOP through `completed` is a success stop.
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let events = repo.events(run_id);
+    let violations: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|event| event["event_type"] == "policy_violation")
+        .collect();
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert_eq!(violations[0]["violation"]["path"], "config/token.secret");
+    assert!(
+        violations[0]["violation"]
+            .to_string()
+            .contains("secret files must not be committed"),
+        "{}",
+        violations[0]
+    );
+    let printed: Vec<&str> = events
+        .iter()
+        .filter(|event| event["event_type"] == "script_output")
+        .map(|event| event["text"].as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        printed.contains(&"checking config/token.secret")
+            && printed.contains(&"checking src/ok.txt"),
+        "{printed:?}"
+    );
+    assert_eq!(
+        repo.json(run_id, "artifacts/implement/1/policy_summary.json")["effective"]["check_hook"],
+        true
+    );
+    assert_eq!(
+        repo.json(run_id, "artifacts/evaluate/1/planner_decision.json")["status"],
+        "unsafe"
+    );
+}
