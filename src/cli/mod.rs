@@ -1,6 +1,7 @@
 //! The operator's command line (`tnh-conductor`): argument parsing and one file per subcommand.
 //! Only this layer and `tnh` print.
 
+mod gate;
 mod graph;
 mod output;
 mod prompts;
@@ -68,7 +69,7 @@ pub enum Command {
     Status(runs::StatusArgs),
     /// List, show and decide gates.
     #[command(subcommand)]
-    Gate(stub::GateCommand),
+    Gate(gate::GateCommand),
     /// List and inspect runs.
     #[command(subcommand)]
     Runs(stub::RunsCommand),
@@ -101,7 +102,7 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
         Command::Run(args) => run::cmd_run(&cli, args, output),
         Command::Resume(args) => run::cmd_resume(&cli, args, output),
         Command::Status(args) => runs::cmd_status(&cli, args, output),
-        Command::Gate(command) => not_implemented(&format!("gate {}", command.name())),
+        Command::Gate(command) => gate::cmd_gate(&cli, command, output),
         Command::Runs(stub::RunsCommand::Clean { older_than, all }) => {
             runs_clean::cmd_runs_clean(cli.repo.as_deref(), older_than.as_deref(), *all, output)
         }

@@ -17,50 +17,6 @@ pub struct InitArgs {
     pub force: bool,
 }
 
-/// Options shared by gate decisions.
-#[derive(Debug, Args)]
-pub struct GateDecisionArgs {
-    /// The waiting run.
-    pub run_id: String,
-    /// A comment recorded with the decision.
-    #[arg(long)]
-    pub comment: Option<String>,
-    /// The reviewer's name (checked against the gate's `approvers`).
-    #[arg(long = "as", value_name = "NAME")]
-    pub reviewer: Option<String>,
-    /// Resume the run after deciding.
-    #[arg(long)]
-    pub resume: bool,
-}
-
-/// `gate …`.
-#[derive(Debug, Subcommand)]
-pub enum GateCommand {
-    /// Every waiting gate, oldest first.
-    List,
-    /// A gate's request, diff and the planner's view.
-    Show {
-        /// The waiting run.
-        run_id: String,
-    },
-    /// Approve a waiting gate.
-    Approve(GateDecisionArgs),
-    /// Reject a waiting gate.
-    Reject(GateDecisionArgs),
-}
-
-impl GateCommand {
-    /// The subcommand's name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            GateCommand::List => "list",
-            GateCommand::Show { .. } => "show",
-            GateCommand::Approve(_) => "approve",
-            GateCommand::Reject(_) => "reject",
-        }
-    }
-}
-
 /// `runs …`.
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {

@@ -2,6 +2,7 @@
 //! the driver loop that executes opcodes and records everything.
 
 pub mod driver;
+pub mod gate;
 pub mod lock;
 pub mod orphans;
 pub mod params;

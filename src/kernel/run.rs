@@ -76,6 +76,9 @@ pub enum RunError {
     /// Driving failed.
     #[error(transparent)]
     Drive(#[from] DriveError),
+    /// A gate could not be decided.
+    #[error(transparent)]
+    Gate(#[from] super::gate::GateError),
     /// The worktree changed since the run's last checkpoint.
     #[error("the worktree changed since the run's last checkpoint (tree {} → {}, HEAD {} → {})", short(&recorded.tree), short(&found.tree), short(&recorded.head), short(&found.head))]
     Drift {
@@ -100,7 +103,8 @@ impl RunError {
             | RunError::UnknownRun { .. }
             | RunError::Finished { .. }
             | RunError::Prompt(_)
-            | RunError::Drift { .. } => true,
+            | RunError::Drift { .. }
+            | RunError::Gate(_) => true,
             RunError::Workspace(error) => error.exit_status() == crate::error::ExitStatus::Usage,
             _ => false,
         }
@@ -126,6 +130,8 @@ impl RunError {
                 "see `tnh-conductor runs show {run_id}`; start a new run with `tnh-conductor run`"
             )),
             RunError::Drift { .. } => Some("inspect the worktree; resume with --accept-drift to continue with the changes (recorded as an event), or `tnh-conductor rollback RUN_ID` to discard them".into()),
+            RunError::Gate(super::gate::GateError::NotWaiting { .. }) => Some("list waiting gates with `tnh-conductor gate list`".into()),
+            RunError::Gate(super::gate::GateError::NotApprover { .. }) => Some("decide as one of the approvers: `--as NAME`".into()),
             RunError::Runtime(_) | RunError::Drive(_) => None,
         }
     }
@@ -308,6 +314,21 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
     })
 }
 
+/// The workflow a run was started with, loaded and validated again (for gate decisions).
+pub fn workflow_of(recorder: &Recorder) -> Result<Workflow, RunError> {
+    let metadata = recorder.metadata();
+    let repo = PathBuf::from(&metadata.repo_root);
+    let config = Config::load(Some(&repo), None).map_err(|error| {
+        RunError::Artifacts(ArtifactsError::Io {
+            action: "load the configuration of",
+            path: repo.clone(),
+            source: std::io::Error::other(error.to_string()),
+        })
+    })?;
+    let catalog = Catalog::load(Some(&repo))?;
+    Ok(load_workflow(Path::new(&metadata.workflow_path), config, catalog)?.workflow)
+}
+
 /// The run directory of a run id under the repository's default artifacts root.
 pub fn find_run_dir(repo: &Path, run_id: &str) -> Result<RunDir, RunError> {
     let root = repo.join(DEFAULT_ARTIFACTS_ROOT);
@@ -373,6 +394,9 @@ pub fn resume_run(
     record_accepted_drift(&workspace, &mut recorder, &mut state, accept_drift)?;
     recover_interrupted_visit(&loaded.workflow, &workspace, &mut recorder, &mut state)?;
     recorder.commit(&mut state, None)?;
+    if super::gate::resolve_if_timed_out(&mut recorder, &mut state)? {
+        recorder.commit(&mut state, None)?;
+    }
     let context = run_context(
         loaded,
         metadata.params.clone(),

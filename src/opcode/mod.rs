@@ -3,6 +3,7 @@
 
 mod context;
 mod evaluate;
+pub mod gate;
 mod rollback;
 mod run_agent;
 mod stop;
@@ -69,7 +70,7 @@ pub fn execute(context: &mut StepContext<'_>) -> Result<StepResult, OpcodeError>
         StepBody::Stop(stop) => stop::execute(context, stop),
         StepBody::RunValidation(_) => Err(OpcodeError::NotImplemented("RUN_VALIDATION")),
         StepBody::Evaluate(evaluate) => evaluate::execute(context, evaluate),
-        StepBody::Gate(_) => Err(OpcodeError::NotImplemented("GATE")),
+        StepBody::Gate(gate) => gate::execute(context, gate),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The one integration-test binary: one module per feature.
 
 mod cli;
+mod gate;
 mod kernel_crash;
 mod kernel_interrupt;
 mod kernel_run;

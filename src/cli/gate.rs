@@ -1,0 +1,267 @@
+//! `tnh-conductor gate list | show RUN_ID | approve RUN_ID | reject RUN_ID`.
+
+use std::fmt::Write as _;
+
+use clap::{Args, Subcommand};
+
+use super::{Cli, Output, repo_root};
+use crate::artifacts::{RunDir, is_run_id, read_json};
+use crate::error::{Error, ExitStatus, Result};
+use crate::kernel::gate::{Decision, decide, read_request, resolve_if_timed_out};
+use crate::kernel::lock::RunLock;
+use crate::kernel::recorder::Recorder;
+use crate::kernel::run::{DEFAULT_ARTIFACTS_ROOT, RunError, find_run_dir};
+use crate::kernel::{Phase, RunState};
+
+/// Options shared by gate decisions.
+#[derive(Debug, Args)]
+pub struct GateDecisionArgs {
+    /// The waiting run.
+    pub run_id: String,
+    /// A comment recorded with the decision.
+    #[arg(long)]
+    pub comment: Option<String>,
+    /// The reviewer's name (checked against the gate's `approvers`; default: $USER).
+    #[arg(long = "as", value_name = "NAME")]
+    pub reviewer: Option<String>,
+    /// Resume the run after deciding.
+    #[arg(long)]
+    pub resume: bool,
+}
+
+/// `gate …`.
+#[derive(Debug, Subcommand)]
+pub enum GateCommand {
+    /// Every waiting gate, oldest first, with its age and reason.
+    List,
+    /// A gate's request, the diff summary and the planner's view.
+    Show {
+        /// The waiting run.
+        run_id: String,
+    },
+    /// Approve a waiting gate.
+    Approve(GateDecisionArgs),
+    /// Reject a waiting gate.
+    Reject(GateDecisionArgs),
+}
+
+fn repo(cli: &Cli) -> Result<std::path::PathBuf> {
+    repo_root(cli).ok_or_else(|| {
+        Error::usage(
+            "not inside a git repository",
+            "run from a repository, or pass --repo DIR",
+        )
+    })
+}
+
+fn run_error(error: RunError) -> Error {
+    Error::Run(Box::new(error))
+}
+
+/// Runs a `gate` subcommand.
+pub fn cmd_gate(cli: &Cli, command: &GateCommand, output: &mut Output) -> Result<ExitStatus> {
+    match command {
+        GateCommand::List => list(cli, output),
+        GateCommand::Show { run_id } => show(cli, run_id, output),
+        GateCommand::Approve(args) => decide_gate(cli, args, Decision::Approve, output),
+        GateCommand::Reject(args) => decide_gate(cli, args, Decision::Reject, output),
+    }
+}
+
+fn decide_gate(
+    cli: &Cli,
+    args: &GateDecisionArgs,
+    decision: Decision,
+    output: &mut Output,
+) -> Result<ExitStatus> {
+    let repo = repo(cli)?;
+    let reviewer = args
+        .reviewer
+        .clone()
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| "operator".into());
+    let phase = decide(
+        &repo,
+        &args.run_id,
+        decision,
+        &reviewer,
+        args.comment.as_deref(),
+    )
+    .map_err(run_error)?;
+    let verb = match decision {
+        Decision::Approve => "approved",
+        Decision::Reject => "rejected",
+    };
+    output.note(&format!("gate of run {} {verb} by {reviewer}", args.run_id));
+    if args.resume && !matches!(phase, Phase::Finished { .. }) {
+        let resume = super::run::ResumeArgs {
+            run_id: args.run_id.clone(),
+            wait: false,
+            accept_drift: false,
+            json: false,
+        };
+        return super::run::cmd_resume(cli, &resume, output);
+    }
+    if let Phase::Finished { end, reason, .. } = phase {
+        output.print(&format!("run {}: {} — {reason}\n", args.run_id, end.name()));
+        return Ok(match end {
+            crate::kernel::End::Success => ExitStatus::Success,
+            crate::kernel::End::Failure => ExitStatus::Failure,
+            crate::kernel::End::Error => ExitStatus::Runtime,
+        });
+    }
+    output.note(&format!(
+        "continue with `tnh-conductor resume {}`",
+        args.run_id
+    ));
+    Ok(ExitStatus::Success)
+}
+
+/// One waiting gate.
+struct Waiting {
+    run_id: String,
+    step_id: String,
+    requested_at: String,
+    reason: String,
+    deadline: Option<String>,
+}
+
+fn waiting_gates(repo: &std::path::Path) -> Vec<Waiting> {
+    let root = repo.join(DEFAULT_ARTIFACTS_ROOT);
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return Vec::new();
+    };
+    let mut gates = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !is_run_id(&name) {
+            continue;
+        }
+        let run_dir = RunDir::at(root.join(&name));
+        let Ok(mut state) = read_json::<RunState>(&run_dir.state(), "run state") else {
+            continue;
+        };
+        if !matches!(state.phase, Phase::Waiting { .. }) {
+            continue;
+        }
+        // A gate past its deadline is resolved as soon as it is noticed (if no one drives the run).
+        if let (Ok(_lock), Ok(mut recorder)) = (
+            RunLock::acquire(&run_dir.lock()),
+            Recorder::open(run_dir.clone()),
+        ) && resolve_if_timed_out(&mut recorder, &mut state).unwrap_or(false)
+        {
+            continue;
+        }
+        let Phase::Waiting { step_id, visit } = &state.phase else {
+            continue;
+        };
+        let Ok(recorder) = Recorder::open(run_dir.clone()) else {
+            continue;
+        };
+        let Ok(request) = read_request(&recorder, step_id, *visit) else {
+            continue;
+        };
+        let text = |key: &str| request[key].as_str().unwrap_or_default().to_owned();
+        gates.push(Waiting {
+            run_id: name,
+            step_id: step_id.clone(),
+            requested_at: text("requested_at"),
+            reason: text("reason"),
+            deadline: request["deadline"].as_str().map(str::to_owned),
+        });
+    }
+    gates.sort_by(|left, right| left.requested_at.cmp(&right.requested_at));
+    gates
+}
+
+fn age(since: &str) -> String {
+    let Ok(then) = since.parse::<jiff::Timestamp>() else {
+        return "?".into();
+    };
+    let seconds = jiff::Timestamp::now().as_second() - then.as_second();
+    match seconds {
+        ..=0 => "now".into(),
+        1..=119 => format!("{seconds}s"),
+        120..=7199 => format!("{}m", seconds / 60),
+        7200..=172_799 => format!("{}h", seconds / 3600),
+        _ => format!("{}d", seconds / 86_400),
+    }
+}
+
+fn list(cli: &Cli, output: &mut Output) -> Result<ExitStatus> {
+    let gates = waiting_gates(&repo(cli)?);
+    if gates.is_empty() {
+        output.note("no gate is waiting");
+        return Ok(ExitStatus::Success);
+    }
+    let mut text = String::new();
+    for gate in gates {
+        let deadline = gate
+            .deadline
+            .map(|deadline| format!(" (until {deadline})"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            text,
+            "{}  {:>5}  {}  {}{deadline}",
+            gate.run_id,
+            age(&gate.requested_at),
+            gate.step_id,
+            gate.reason
+        );
+    }
+    output.print(&text);
+    Ok(ExitStatus::Success)
+}
+
+fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
+    let run_dir = find_run_dir(&repo(cli)?, run_id).map_err(run_error)?;
+    let state: RunState =
+        read_json(&run_dir.state(), "run state").map_err(|error| run_error(error.into()))?;
+    let Phase::Waiting { step_id, visit } = &state.phase else {
+        return Err(run_error(RunError::Gate(
+            crate::kernel::gate::GateError::NotWaiting {
+                run_id: run_id.to_owned(),
+                state: "not at a gate".into(),
+            },
+        )));
+    };
+    let recorder = Recorder::open(run_dir.clone()).map_err(|error| run_error(error.into()))?;
+    let request = read_request(&recorder, step_id, *visit).map_err(run_error)?;
+    let context = &request["context"];
+    let mut text = format!(
+        "gate `{step_id}` of run {run_id} ({}, waiting {})\n  reason:    {}\n  approvers: {}\n",
+        request["gate"].as_str().unwrap_or_default(),
+        age(request["requested_at"].as_str().unwrap_or_default()),
+        request["reason"].as_str().unwrap_or_default(),
+        request["approvers"]
+            .as_array()
+            .filter(|names| !names.is_empty())
+            .map_or_else(
+                || "anyone".to_owned(),
+                |names| names
+                    .iter()
+                    .filter_map(|name| name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+    );
+    let _ = writeln!(text, "  diffstat:  {}", context["diffstat"]);
+    let _ = writeln!(text, "  planner:   {}", context["planner"]);
+    for key in ["diff", "transcript"] {
+        if let Some(path) = context[key].as_str() {
+            let _ = writeln!(text, "  {key}: {}", run_dir.root().join(path).display());
+        }
+    }
+    let _ = writeln!(
+        text,
+        "  worktree:  {}",
+        context["worktree"].as_str().unwrap_or_default()
+    );
+    if let Some(diff) = context["diff"].as_str()
+        && let Ok(patch) = std::fs::read_to_string(run_dir.root().join(diff))
+    {
+        let _ = writeln!(text, "\n{patch}");
+    }
+    output.print(&text);
+    Ok(ExitStatus::Success)
+}

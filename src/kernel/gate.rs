@@ -1,0 +1,278 @@
+//! Deciding a waiting gate (`gate approve|reject`) and resolving one past its deadline: the
+//! decision is recorded (`gate_outcome`, `gate_resolved`, `human_feedback`), then the kernel
+//! routes it like any other outcome.
+
+use std::path::Path;
+
+use super::lock::RunLock;
+use super::recorder::{Recorder, payload};
+use super::run::{RunError, find_run_dir};
+use super::state::{End, Phase, RunState};
+use super::transition::{Next, StepReport, complete_step, fail};
+use crate::artifacts::{ArtifactRole, EventType, StepManifest, read_json, write_json_atomic};
+use crate::outcome::Outcome;
+
+/// A human's decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// `gate approve`.
+    Approve,
+    /// `gate reject`.
+    Reject,
+}
+
+/// Why a gate could not be decided (nothing was changed).
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// The run is not waiting at a gate.
+    #[error("run `{run_id}` is not waiting at a gate (it is {state})")]
+    NotWaiting {
+        /// The run.
+        run_id: String,
+        /// What it is instead.
+        state: String,
+    },
+    /// The reviewer is not an approver of this gate.
+    #[error("`{reviewer}` is not an approver of gate `{step_id}` (approvers: {approvers})")]
+    NotApprover {
+        /// Who tried.
+        reviewer: String,
+        /// The gate.
+        step_id: String,
+        /// Who may.
+        approvers: String,
+    },
+}
+
+/// The gate request of the waiting visit.
+pub fn read_request(
+    recorder: &Recorder,
+    step_id: &str,
+    visit: u32,
+) -> Result<serde_json::Value, RunError> {
+    Ok(read_json(
+        &recorder
+            .run_dir()
+            .visit_dir(step_id, visit)
+            .join("gate_request.json"),
+        "gate request",
+    )?)
+}
+
+/// The waiting gate of a state, or why there is none.
+fn waiting(state: &RunState) -> Result<(String, u32), GateError> {
+    match &state.phase {
+        Phase::Waiting { step_id, visit } => Ok((step_id.clone(), *visit)),
+        Phase::Finished { end, .. } => Err(GateError::NotWaiting {
+            run_id: state.run_id.clone(),
+            state: format!("finished ({})", end.name()),
+        }),
+        Phase::Ready { .. } | Phase::Running { .. } => Err(GateError::NotWaiting {
+            run_id: state.run_id.clone(),
+            state: "not at a gate".into(),
+        }),
+    }
+}
+
+/// Decides the waiting gate of a run. The run lock makes concurrent decisions safe: exactly
+/// one wins, the other finds the run no longer waiting (or the lock held) and changes nothing.
+pub fn decide(
+    repo: &Path,
+    run_id: &str,
+    decision: Decision,
+    reviewer: &str,
+    comment: Option<&str>,
+) -> Result<Phase, RunError> {
+    let run_dir = find_run_dir(repo, run_id)?;
+    let _lock = RunLock::acquire(&run_dir.lock())?;
+    let mut recorder = Recorder::open(run_dir.clone())?;
+    let mut state: RunState = read_json(&run_dir.state(), "run state")?;
+    let (step_id, visit) = waiting(&state).map_err(RunError::Gate)?;
+    let request = read_request(&recorder, &step_id, visit)?;
+    let approvers: Vec<&str> = request["approvers"]
+        .as_array()
+        .map(|names| names.iter().filter_map(|name| name.as_str()).collect())
+        .unwrap_or_default();
+    if !approvers.is_empty() && !approvers.contains(&reviewer) {
+        return Err(RunError::Gate(GateError::NotApprover {
+            reviewer: reviewer.to_owned(),
+            step_id,
+            approvers: approvers.join(", "),
+        }));
+    }
+    let outcome = match decision {
+        Decision::Approve => Outcome::GateApproved,
+        Decision::Reject => Outcome::GateRejected,
+    };
+    resolve(
+        &mut recorder,
+        &mut state,
+        &step_id,
+        visit,
+        outcome,
+        Some(reviewer),
+        comment,
+    )?;
+    Ok(state.phase)
+}
+
+/// Resolves a waiting gate whose deadline has passed as `gate_timed_out`; returns whether it did.
+pub fn resolve_if_timed_out(
+    recorder: &mut Recorder,
+    state: &mut RunState,
+) -> Result<bool, RunError> {
+    let Ok((step_id, visit)) = waiting(state) else {
+        return Ok(false);
+    };
+    let request = read_request(recorder, &step_id, visit)?;
+    let due = request["deadline"]
+        .as_str()
+        .and_then(|deadline| deadline.parse::<jiff::Timestamp>().ok())
+        .is_some_and(|deadline| deadline <= jiff::Timestamp::now());
+    if due {
+        resolve(
+            recorder,
+            state,
+            &step_id,
+            visit,
+            Outcome::GateTimedOut,
+            None,
+            None,
+        )?;
+    }
+    Ok(due)
+}
+
+fn resolve(
+    recorder: &mut Recorder,
+    state: &mut RunState,
+    step_id: &str,
+    visit: u32,
+    outcome: Outcome,
+    reviewer: Option<&str>,
+    comment: Option<&str>,
+) -> Result<(), RunError> {
+    let visit_dir = recorder.run_dir().visit_dir(step_id, visit);
+    let decided_at = crate::artifacts::now();
+    let gate_outcome = serde_json::json!({
+        "schema_version": crate::artifacts::SCHEMA_VERSION,
+        "run_id": state.run_id,
+        "step_id": step_id,
+        "visit": visit,
+        "decision": outcome.as_str(),
+        "reviewer": reviewer,
+        "comment": comment,
+        "decided_at": decided_at,
+    });
+    write_json_atomic(&visit_dir.join("gate_outcome.json"), &gate_outcome)?;
+    let step = Some((step_id, visit));
+    recorder.event(
+        EventType::GateResolved,
+        step,
+        payload([
+            ("decision", outcome.as_str().into()),
+            ("reviewer", reviewer.into()),
+        ]),
+    )?;
+    if reviewer.is_some() {
+        let related = format!("artifacts/{step_id}/{visit}/gate_request.json");
+        let fields = payload([
+            ("decision", outcome.as_str().into()),
+            ("comments", comment.into()),
+            ("reviewer", reviewer.into()),
+            ("related", serde_json::json!([related])),
+        ]);
+        recorder.event(EventType::HumanFeedback, step, fields)?;
+    }
+    let mut manifest: StepManifest = read_json(&visit_dir.join("manifest.json"), "manifest")?;
+    manifest.termination = outcome.as_str().to_owned();
+    manifest.ended_at = decided_at;
+    let path = format!("artifacts/{step_id}/{visit}/gate_outcome.json");
+    manifest.artifacts.push(crate::artifacts::ArtifactEntry {
+        role: ArtifactRole::GateOutcome,
+        path,
+        media_type: "application/json".into(),
+        required: true,
+        important: true,
+    });
+    recorder.write_manifest(&manifest)?;
+    recorder.event(
+        EventType::StepCompleted,
+        step,
+        payload([
+            ("outcome", outcome.as_str().into()),
+            ("proposed_goldens", false.into()),
+        ]),
+    )?;
+    let workflow_state = state.clone();
+    let transition = complete_step_for(recorder, &workflow_state, outcome);
+    match transition {
+        Ok((next_state, next)) => {
+            *state = next_state;
+            let target = match &next {
+                Next::Step { step_id, .. } => step_id.clone(),
+                Next::End { .. } => "STOP".to_owned(),
+            };
+            recorder.event(
+                EventType::RouteSelected,
+                step,
+                payload([
+                    ("outcome", outcome.as_str().into()),
+                    ("next_step", target.into()),
+                ]),
+            )?;
+            if let Next::End { end, reason } = &next {
+                let event = if *end == End::Error {
+                    EventType::RunFailed
+                } else {
+                    EventType::RunCompleted
+                };
+                recorder.event(
+                    event,
+                    None,
+                    payload([
+                        ("end", end.name().into()),
+                        ("reason", reason.clone().into()),
+                    ]),
+                )?;
+            }
+        }
+        Err(error) => {
+            *state = fail(state, &error);
+            recorder.event(
+                EventType::RunFailed,
+                None,
+                payload([
+                    ("end", "error".into()),
+                    ("reason", error.to_string().into()),
+                ]),
+            )?;
+        }
+    }
+    recorder.commit(state, None)?;
+    if matches!(state.phase, Phase::Finished { .. }) {
+        recorder.finish(state)?;
+    } else {
+        recorder.write_blocked(&format!(
+            "gate `{step_id}` resolved ({outcome}); `tnh-conductor resume {}` continues the run",
+            state.run_id
+        ))?;
+    }
+    Ok(())
+}
+
+/// The kernel transition for a gate decision; the workflow is re-read from the run's metadata.
+fn complete_step_for(
+    recorder: &Recorder,
+    state: &RunState,
+    outcome: Outcome,
+) -> Result<(RunState, Next), super::transition::KernelError> {
+    let workflow = super::run::workflow_of(recorder).map_err(|error| {
+        super::transition::KernelError::WrongPhase {
+            phase: error.to_string(),
+            expected: "a loadable workflow",
+        }
+    })?;
+    let transition = complete_step(&workflow, state, &StepReport::outcome(outcome))?;
+    Ok((transition.state, transition.next))
+}

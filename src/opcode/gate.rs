@@ -1,0 +1,159 @@
+//! GATE: a blocking gate writes its request and the run waits for a human (exit 3); a
+//! non-blocking gate records the request for the review journal and continues with
+//! `gate_queued`.
+
+use crate::artifacts::{ArtifactRole, EventType, StepManifest, read_json, write_json_atomic};
+use crate::kernel::StepReport;
+use crate::kernel::recorder::payload;
+use crate::outcome::Outcome;
+use crate::workflow::model::{Gate, GateKind};
+
+use super::{OpcodeError, StepContext, StepResult};
+
+pub(super) fn execute(
+    context: &mut StepContext<'_>,
+    gate: &Gate,
+) -> Result<StepResult, OpcodeError> {
+    let visit_dir = context
+        .visit_dir()
+        .map_err(|error| OpcodeError::Other(format!("cannot create the step folder: {error}")))?;
+    let reason = match &gate.reason {
+        Some(node) => {
+            let script_context = context.script_context()?;
+            let value = context.run.script.evaluate_json(node, &script_context)?;
+            value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned)
+        }
+        None => format!(
+            "review step `{}` of run {}",
+            context.step_id(),
+            context.state.run_id
+        ),
+    };
+    let kind = gate_name(gate.gate.value);
+    let requested_at = jiff::Timestamp::now();
+    let deadline = gate.timeout.as_ref().and_then(|timeout| {
+        let span = jiff::SignedDuration::try_from(timeout.value).ok()?;
+        requested_at.checked_add(span).ok()
+    });
+    let request = serde_json::json!({
+        "schema_version": crate::artifacts::SCHEMA_VERSION,
+        "run_id": context.state.run_id,
+        "step_id": context.step_id(),
+        "visit": context.visit,
+        "gate": kind,
+        "blocking": gate.gate.value.is_blocking(),
+        "reason": reason,
+        "required_decision": if gate.gate.value.is_blocking() { "approve or reject" } else { "review" },
+        "approvers": gate.approvers.iter().map(|name| name.value.as_str()).collect::<Vec<_>>(),
+        "requested_at": requested_at.to_string(),
+        "deadline": deadline.map(|deadline| deadline.to_string()),
+        "context": review_context(context),
+    });
+    write_json_atomic(&visit_dir.join("gate_request.json"), &request)?;
+    let step = (context.step_id().to_owned(), context.visit);
+    let fields = payload([
+        ("gate", kind.into()),
+        ("reason", reason.into()),
+        ("request", "gate_request.json".into()),
+    ]);
+    context
+        .recorder
+        .event(EventType::GateRequested, Some((&step.0, step.1)), fields)?;
+    let artifacts = vec![context.artifact(
+        ArtifactRole::GateRequest,
+        "gate_request.json",
+        "application/json",
+        true,
+    )];
+    if gate.gate.value.is_blocking() {
+        let manifest = context.manifest(
+            "waiting",
+            serde_json::json!({ "gate": kind, "waiting": true }),
+            artifacts,
+        );
+        // The outcome is decided later by a human; the report is a placeholder the kernel
+        // does not route on (the run waits instead).
+        return Ok(StepResult {
+            report: StepReport::outcome(Outcome::GateApproved),
+            manifest,
+            cost_usd: 0.0,
+            waiting: true,
+        });
+    }
+    let fields = payload([("decision", "queued".into())]);
+    context
+        .recorder
+        .event(EventType::GateResolved, Some((&step.0, step.1)), fields)?;
+    let manifest = context.manifest(
+        Outcome::GateQueued.as_str(),
+        serde_json::json!({ "gate": kind, "queued_for_review": true }),
+        artifacts,
+    );
+    Ok(StepResult {
+        report: StepReport::outcome(Outcome::GateQueued),
+        manifest,
+        cost_usd: 0.0,
+        waiting: false,
+    })
+}
+
+/// The gate type's document name.
+pub fn gate_name(kind: GateKind) -> &'static str {
+    match kind {
+        GateKind::RequiresApproval => "requires_approval",
+        GateKind::BlockingApproval => "blocking_approval",
+        GateKind::QueueForReview => "queue_for_review",
+        GateKind::RequiresDailyReview => "requires_daily_review",
+    }
+}
+
+/// What a reviewer needs: the diffstat so far, the last planner decision, links to the last
+/// agent's transcript and diff.
+fn review_context(context: &StepContext<'_>) -> serde_json::Value {
+    let run_dir = context.recorder.run_dir();
+    let mut diffstat = serde_json::Value::Null;
+    let mut transcript = serde_json::Value::Null;
+    let mut diff = serde_json::Value::Null;
+    let mut planner = serde_json::Value::Null;
+    let mut manifests: Vec<StepManifest> = context
+        .run
+        .workflow
+        .steps
+        .iter()
+        .filter_map(|step| {
+            read_json(
+                &run_dir
+                    .step_dir(step.id.value.as_str())
+                    .join("manifest.json"),
+                "manifest",
+            )
+            .ok()
+        })
+        .collect();
+    // The latest evidence wins: manifests in the order their visits ended.
+    manifests.sort_by(|left, right| left.ended_at.cmp(&right.ended_at));
+    for manifest in manifests {
+        if let Some(entry) = manifest.artifact(ArtifactRole::PlannerDecision) {
+            planner = read_json::<serde_json::Value>(&run_dir.root().join(&entry.path), "planner decision")
+                .map(|decision| serde_json::json!({ "path": entry.path, "status": decision["status"], "risk_flags": decision["risk_flags"], "blockers": decision["blockers"] }))
+                .unwrap_or(serde_json::Value::Null);
+        }
+        if let Some(entry) = manifest.artifact(ArtifactRole::WorkspaceDiff) {
+            diff = entry.path.clone().into();
+            diffstat = manifest
+                .evidence_summary
+                .get("diffstat")
+                .cloned()
+                .unwrap_or_default();
+        }
+        if let Some(entry) = manifest
+            .artifact(ArtifactRole::RunnerTranscriptMarkdown)
+            .or_else(|| manifest.artifact(ArtifactRole::RunnerTranscript))
+        {
+            transcript = entry.path.clone().into();
+        }
+    }
+    serde_json::json!({ "diffstat": diffstat, "planner": planner, "transcript": transcript, "diff": diff, "worktree": context.workspace.path().display().to_string() })
+}

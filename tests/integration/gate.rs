@@ -1,0 +1,231 @@
+//! GATE: a blocking gate waits (exit 3), is decided by a human with `gate approve|reject`, and
+//! the run resumes down the matching route; queued reviews continue at once; timeouts route.
+
+use crate::kernel_support::{RunRepo, assert_contiguous, event_types};
+use crate::support::{conductor, stderr_text, stdout_text};
+
+fn waiting_run(repo: &RunRepo, workflow_text: Option<String>) -> String {
+    let workflow = match workflow_text {
+        Some(text) => repo.workflow_text("gate.yaml", &text),
+        None => repo.workflow("gate.yaml"),
+    };
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    assert_eq!(result["state"], "waiting");
+    result["run_id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_blocking_gate_waits_then_an_approval_with_resume_reaches_success() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "waiting"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        "waiting gate review\n"
+    );
+    let request = repo.json(&run_id, "artifacts/review/1/gate_request.json");
+    assert_eq!(
+        request["reason"],
+        format!("Approve the feature of {run_id}")
+    );
+    assert_eq!(
+        request["context"]["diff"],
+        "artifacts/implement/1/workspace.diff"
+    );
+    assert!(request["deadline"].is_string());
+    // The queued review continued at once.
+    assert_eq!(
+        repo.json(&run_id, "artifacts/queue/1/manifest.json")["termination"],
+        "gate_queued"
+    );
+
+    let list = repo.conductor(&["gate", "list"]);
+    assert!(
+        stdout_text(&list).contains(&run_id) && stdout_text(&list).contains("review"),
+        "{}",
+        stdout_text(&list)
+    );
+    let show = repo.conductor(&["gate", "show", &run_id]);
+    assert!(
+        stdout_text(&show).contains("Approve the feature")
+            && stdout_text(&show).contains("+the feature"),
+        "{}",
+        stdout_text(&show)
+    );
+
+    let approved = repo.conductor(&[
+        "gate",
+        "approve",
+        &run_id,
+        "--as",
+        "alice",
+        "--comment",
+        "looks right",
+        "--resume",
+    ]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+    let outcome = repo.json(&run_id, "artifacts/review/1/gate_outcome.json");
+    assert_eq!(
+        (
+            outcome["decision"].as_str(),
+            outcome["reviewer"].as_str(),
+            outcome["comment"].as_str()
+        ),
+        (Some("gate_approved"), Some("alice"), Some("looks right"))
+    );
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let types = event_types(&events);
+    for kind in [
+        "gate_requested",
+        "gate_resolved",
+        "human_feedback",
+        "run_completed",
+    ] {
+        assert!(
+            types.iter().any(|found| found == kind),
+            "no {kind}: {types:?}"
+        );
+    }
+    let feedback = events
+        .iter()
+        .find(|event| event["event_type"] == "human_feedback")
+        .unwrap();
+    assert_eq!(feedback["comments"], "looks right");
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "completed"
+    );
+}
+
+#[test]
+fn a_rejection_takes_the_reject_route() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let rejected = repo.conductor(&[
+        "gate",
+        "reject",
+        &run_id,
+        "--as",
+        "lead",
+        "--comment",
+        "not like this",
+        "--resume",
+    ]);
+    assert_eq!(
+        rejected.status.code(),
+        Some(1),
+        "{}",
+        stderr_text(&rejected)
+    );
+    assert!(
+        stdout_text(&rejected).contains("failed"),
+        "{}",
+        stdout_text(&rejected)
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        "failed failure failed\n"
+    );
+}
+
+#[test]
+fn a_gate_past_its_timeout_takes_the_timeout_route_on_resume() {
+    let repo = RunRepo::new();
+    let text = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
+        .unwrap()
+        .replace("timeout: 24h", "timeout: 1ms");
+    let run_id = waiting_run(&repo, Some(text));
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(1), "{}", stderr_text(&resumed));
+    assert_eq!(
+        repo.json(&run_id, "artifacts/review/1/gate_outcome.json")["decision"],
+        "gate_timed_out"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        "failed failure timed_out\n"
+    );
+}
+
+#[test]
+fn wrong_deciders_and_repeated_decisions_change_nothing() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let events = repo.events(&run_id).len();
+    let mallory = repo.conductor(&["gate", "approve", &run_id, "--as", "mallory"]);
+    assert_eq!(mallory.status.code(), Some(2));
+    assert!(
+        stderr_text(&mallory)
+            .contains("`mallory` is not an approver of gate `review` (approvers: lead, alice)"),
+        "{}",
+        stderr_text(&mallory)
+    );
+    assert_eq!(
+        repo.events(&run_id).len(),
+        events,
+        "a refused decision recorded something"
+    );
+    let unknown = repo.conductor(&["gate", "approve", "20260101T000000Z-abcdef", "--as", "lead"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(stderr_text(&unknown).contains("no run `20260101T000000Z-abcdef`"));
+    assert_eq!(
+        repo.conductor(&["gate", "approve", &run_id, "--as", "lead"])
+            .status
+            .code(),
+        Some(0)
+    );
+    let twice = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
+    assert_eq!(twice.status.code(), Some(2));
+    assert!(
+        stderr_text(&twice).contains("is not waiting at a gate"),
+        "{}",
+        stderr_text(&twice)
+    );
+}
+
+#[test]
+fn of_two_concurrent_approvals_exactly_one_wins() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let spawn = || {
+        conductor()
+            .arg("--repo")
+            .arg(repo.path())
+            .args(["gate", "approve", &run_id, "--as", "lead"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (first, second) = (spawn(), spawn());
+    let codes = [
+        first.wait_with_output().unwrap().status.code(),
+        second.wait_with_output().unwrap().status.code(),
+    ];
+    assert_eq!(
+        codes.iter().filter(|code| **code == Some(0)).count(),
+        1,
+        "{codes:?}"
+    );
+    assert_eq!(
+        codes.iter().filter(|code| **code == Some(2)).count(),
+        1,
+        "{codes:?}"
+    );
+    let resolved = repo
+        .events(&run_id)
+        .iter()
+        .filter(|event| event["event_type"] == "gate_resolved" && event["step_id"] == "review")
+        .count();
+    assert_eq!(resolved, 1);
+}
