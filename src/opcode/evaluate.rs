@@ -133,11 +133,27 @@ fn envelope(
                 "exit_codes": {},
                 "timeouts": [],
             },
-            "harness_report": null,
+            "harness_report": harness_report(context, manifests),
             "artifacts": artifacts,
             "policy_events": context.state.safety.policy_violation.iter().collect::<Vec<_>>(),
         },
     })
+}
+
+/// The last harness report among the manifests, parsed.
+fn harness_report(context: &StepContext<'_>, manifests: &[StepManifest]) -> serde_json::Value {
+    manifests
+        .iter()
+        .rev()
+        .find_map(|manifest| manifest.artifact(ArtifactRole::HarnessReport))
+        .and_then(|entry| {
+            read_json::<serde_json::Value>(
+                &context.recorder.run_dir().root().join(&entry.path),
+                "harness report",
+            )
+            .ok()
+        })
+        .unwrap_or(serde_json::Value::Null)
 }
 
 /// The `rules` derivation (OA06 precedence: unsafe > needs_human > blocked > partial > success).
@@ -157,6 +173,14 @@ fn decide(
             Outcome::Unsafe,
             vec!["policy_violation"],
             vec![serde_json::json!({ "code": "policy_violation", "summary": violation })],
+            None,
+        )
+    } else if let Some(reported_by) = &context.state.safety.goldens_pending {
+        let blocker = serde_json::json!({ "code": "proposed_goldens", "summary": format!("step `{reported_by}` proposed golden updates; a human approves goldens") });
+        (
+            Outcome::NeedsHuman,
+            vec!["proposed_goldens"],
+            vec![blocker],
             None,
         )
     } else if let Some(killed) = failed

@@ -6,7 +6,9 @@ mod evaluate;
 pub mod gate;
 mod rollback;
 mod run_agent;
+mod run_validation;
 mod stop;
+mod validators;
 
 pub use context::{RunContext, StepContext, StepResult};
 
@@ -68,7 +70,7 @@ pub fn execute(context: &mut StepContext<'_>) -> Result<StepResult, OpcodeError>
         StepBody::RunAgent(agent) => run_agent::execute(context, agent),
         StepBody::Rollback(rollback) => rollback::execute(context, rollback),
         StepBody::Stop(stop) => stop::execute(context, stop),
-        StepBody::RunValidation(_) => Err(OpcodeError::NotImplemented("RUN_VALIDATION")),
+        StepBody::RunValidation(validation) => run_validation::execute(context, validation),
         StepBody::Evaluate(evaluate) => evaluate::execute(context, evaluate),
         StepBody::Gate(gate) => gate::execute(context, gate),
     }

@@ -79,6 +79,38 @@ pub fn agent_environment(
     environment.into_iter().collect()
 }
 
+/// Parts of a variable name that mark a secret: validators never see such variables.
+pub const SECRET_MARKERS: [&str; 5] = ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"];
+
+/// Whether a variable name looks like it holds a secret.
+pub fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_MARKERS.iter().any(|marker| upper.contains(marker))
+}
+
+/// The complete environment of a validator: the allowlist, the step's `TNH_*` variables and the
+/// validator's own `env`, minus every name that looks like a secret (agents' pass-through keys
+/// included). Returns the environment and the names that were dropped.
+pub fn validator_environment(
+    host: &HostEnv,
+    extra: &[(String, String)],
+    tnh_variables: &BTreeMap<String, String>,
+) -> (Vec<(String, String)>, Vec<String>) {
+    let mut environment: BTreeMap<String, String> = agent_environment(host, &[], tnh_variables)
+        .into_iter()
+        .collect();
+    let mut dropped = Vec::new();
+    for (name, value) in extra {
+        if is_secret_name(name) {
+            dropped.push(name.clone());
+        } else {
+            environment.insert(name.clone(), value.clone());
+        }
+    }
+    environment.retain(|name, _| !is_secret_name(name) || name.starts_with("TNH_"));
+    (environment.into_iter().collect(), dropped)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +131,19 @@ mod tests {
         let environment = agent_environment(&host, &["ANTHROPIC_API_KEY".to_owned()], &step);
         let names: Vec<&str> = environment.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(names, ["ANTHROPIC_API_KEY", "HOME", "PATH", "TNH_STEP_ID"]);
+    }
+
+    #[test]
+    fn validators_never_see_secret_looking_names() {
+        let host = HostEnv::from_pairs([("PATH", "/usr/bin"), ("ANTHROPIC_API_KEY", "key")]);
+        let extra = [
+            ("GITHUB_TOKEN".to_owned(), "t".to_owned()),
+            ("MODE".to_owned(), "fast".to_owned()),
+        ];
+        let step = BTreeMap::from([("TNH_RUN_ID".to_owned(), "r".to_owned())]);
+        let (environment, dropped) = validator_environment(&host, &extra, &step);
+        let names: Vec<&str> = environment.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["MODE", "PATH", "TNH_RUN_ID"]);
+        assert_eq!(dropped, ["GITHUB_TOKEN"]);
     }
 }

@@ -18,6 +18,7 @@ mod schema;
 mod script;
 mod support;
 mod validate;
+mod validation;
 mod workspace;
 mod workspace_cli;
 mod workspace_guard;

@@ -1,0 +1,552 @@
+//! RUN_VALIDATION: run each validator under the same supervision as agents (timeouts, process
+//! groups, bounded capture), in the worktree, with a sanitised environment and, for script
+//! validators, no network where the platform allows; capture declared artifacts and harness
+//! reports. `completed` only if every validator exited 0 and every declared artifact exists.
+
+use std::path::{Path, PathBuf};
+
+use crate::artifacts::{ArtifactEntry, ArtifactRole, EventType, write_json_atomic};
+use crate::kernel::StepReport;
+use crate::kernel::recorder::payload;
+use crate::outcome::Outcome;
+use crate::runner::{
+    CaptureFormat, Limits as RunnerLimits, ProcessSpec, supervise, validator_environment,
+};
+use crate::workflow::model::{
+    Limits, NetworkAccess, RunValidation, ValidatorEntry, ValidatorKind, ValidatorSpec,
+};
+use crate::workflow::yaml::Node;
+
+use super::validators::{self, Command};
+use super::{OpcodeError, StepContext, StepResult};
+
+/// The most files one validator's artifact globs may collect.
+const MAX_ARTIFACT_FILES: usize = 10_000;
+
+/// One validator's result.
+struct Ran {
+    id: String,
+    outcome: Outcome,
+    record: serde_json::Value,
+    artifacts: Vec<ArtifactEntry>,
+    proposed_goldens: bool,
+}
+
+pub(super) fn execute(
+    context: &mut StepContext<'_>,
+    validation: &RunValidation,
+) -> Result<StepResult, OpcodeError> {
+    context
+        .visit_dir()
+        .map_err(|error| OpcodeError::Other(format!("cannot create the step folder: {error}")))?;
+    let mut ran = Vec::new();
+    for entry in &validation.run {
+        ran.push(run_one(context, entry, &validation.limits)?);
+    }
+    let outcome = overall(&ran);
+    let proposed_goldens = ran.iter().any(|result| result.proposed_goldens);
+    let report = serde_json::json!({
+        "schema_version": crate::artifacts::SCHEMA_VERSION,
+        "outcome": outcome.as_str(),
+        "validators": ran.iter().map(|result| (result.id.clone(), result.record.clone())).collect::<serde_json::Map<_, _>>(),
+    });
+    let visit_dir = context
+        .visit_dir()
+        .map_err(|error| OpcodeError::Other(error.to_string()))?;
+    write_json_atomic(&visit_dir.join("validation_report.json"), &report)?;
+    let isolation = serde_json::json!({
+        "schema_version": crate::artifacts::SCHEMA_VERSION,
+        "environment": "allowlist (PATH, HOME, LANG, TERM, USER, SHELL, TMPDIR, TZ) + TNH_* + the validator's env, without names containing KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL",
+        "network": ran.iter().map(|result| (result.id.clone(), result.record["network"].clone())).collect::<serde_json::Map<_, _>>(),
+        "entrypoints": "script validators must lie under the run directory or script_allowlist",
+    });
+    write_json_atomic(&visit_dir.join("policy_summary.json"), &isolation)?;
+    let mut artifacts = vec![
+        context.artifact(
+            ArtifactRole::ValidationReport,
+            "validation_report.json",
+            "application/json",
+            true,
+        ),
+        context.artifact(
+            ArtifactRole::PolicySummary,
+            "policy_summary.json",
+            "application/json",
+            true,
+        ),
+    ];
+    artifacts.extend(
+        ran.iter()
+            .flat_map(|result| result.artifacts.iter().cloned()),
+    );
+    let exit_codes: serde_json::Map<String, serde_json::Value> = ran
+        .iter()
+        .map(|result| (result.id.clone(), result.record["exit_code"].clone()))
+        .collect();
+    let timeouts: Vec<&str> = ran
+        .iter()
+        .filter(|result| result.outcome == Outcome::KilledTimeout)
+        .map(|result| result.id.as_str())
+        .collect();
+    let summary = serde_json::json!({ "mechanical_outcome": outcome.as_str(), "exit_codes": exit_codes, "timeouts": timeouts, "proposed_goldens": proposed_goldens });
+    let step = (context.step_id().to_owned(), context.visit);
+    let fields = payload([
+        ("outcome", outcome.as_str().into()),
+        ("exit_codes", serde_json::Value::Object(exit_codes.clone())),
+    ]);
+    context
+        .recorder
+        .event(EventType::RunnerCompleted, Some((&step.0, step.1)), fields)?;
+    let manifest = context.manifest(outcome.as_str(), summary, artifacts);
+    Ok(StepResult {
+        report: StepReport {
+            outcome,
+            policy_violation: None,
+            proposed_goldens,
+        },
+        manifest,
+        cost_usd: 0.0,
+        waiting: false,
+    })
+}
+
+/// The step's outcome: a kill wins over an error, an error over completion.
+fn overall(ran: &[Ran]) -> Outcome {
+    for outcome in [
+        Outcome::KilledTimeout,
+        Outcome::KilledIdle,
+        Outcome::KilledPolicy,
+        Outcome::Error,
+    ] {
+        if ran.iter().any(|result| result.outcome == outcome) {
+            return outcome;
+        }
+    }
+    Outcome::Completed
+}
+
+fn evaluate_text(context: &StepContext<'_>, node: &Node) -> Result<String, OpcodeError> {
+    let script_context = context.script_context()?;
+    let value = context.run.script.evaluate_json(node, &script_context)?;
+    Ok(value
+        .as_str()
+        .map_or_else(|| value.to_string(), str::to_owned))
+}
+
+fn evaluate_list(context: &StepContext<'_>, nodes: &[Node]) -> Result<Vec<String>, OpcodeError> {
+    let script_context = context.script_context()?;
+    let mut values = Vec::new();
+    for node in nodes {
+        match context.run.script.evaluate_json(node, &script_context)? {
+            serde_json::Value::Array(items) => values.extend(items.iter().map(|item| {
+                item.as_str()
+                    .map_or_else(|| item.to_string(), str::to_owned)
+            })),
+            serde_json::Value::String(text) => values.push(text),
+            other => values.push(other.to_string()),
+        }
+    }
+    Ok(values)
+}
+
+/// The command, cwd, extra environment, artifacts globs, report path and network of an entry.
+struct Plan {
+    command: Result<Command, (Outcome, String)>,
+    cwd: PathBuf,
+    env: Vec<(String, String)>,
+    globs: Vec<String>,
+    report: Option<String>,
+    network: NetworkAccess,
+    timeout: Option<std::time::Duration>,
+}
+
+fn plan(
+    context: &StepContext<'_>,
+    spec: Option<&ValidatorSpec>,
+    id: &str,
+) -> Result<Plan, OpcodeError> {
+    let worktree = context.workspace.path().to_path_buf();
+    let Some(spec) = spec else {
+        let command = validators::registered(id, &context.run.config, &worktree)
+            .map_err(|reason| (Outcome::Error, reason));
+        return Ok(Plan {
+            command,
+            cwd: worktree,
+            env: Vec::new(),
+            globs: Vec::new(),
+            report: None,
+            network: NetworkAccess::Allow,
+            timeout: None,
+        });
+    };
+    let args = evaluate_list(context, spec.args.nodes())?;
+    let command = match spec.kind.value {
+        ValidatorKind::Builtin => validators::registered(id, &context.run.config, &worktree)
+            .map(|mut command| {
+                command.argv.extend(args);
+                command
+            })
+            .map_err(|reason| (Outcome::Error, reason)),
+        ValidatorKind::Script => {
+            let entrypoint = match &spec.entrypoint {
+                Some(node) => evaluate_text(context, node)?,
+                None => String::new(),
+            };
+            let record = context.workspace.record();
+            validators::script(
+                &entrypoint,
+                args,
+                context.recorder.run_dir().root(),
+                &record.repo_root,
+                &worktree,
+                &context.run.config,
+            )
+            .map_err(|reason| (Outcome::KilledPolicy, format!("refused: {reason}")))
+        }
+    };
+    let cwd = match &spec.cwd {
+        Some(node) => worktree.join(evaluate_text(context, node)?),
+        None => worktree,
+    };
+    let mut env = Vec::new();
+    for (name, node) in &spec.env {
+        env.push((name.value.clone(), evaluate_text(context, node)?));
+    }
+    let network = if spec.kind.value == ValidatorKind::Script {
+        spec.network
+    } else {
+        NetworkAccess::Allow
+    };
+    let report = spec
+        .report
+        .as_ref()
+        .map(|node| evaluate_text(context, node))
+        .transpose()?;
+    Ok(Plan {
+        command,
+        cwd,
+        env,
+        globs: evaluate_list(context, spec.artifacts.nodes())?,
+        report,
+        network,
+        timeout: spec.timeout.as_ref().map(|timeout| timeout.value),
+    })
+}
+
+fn run_one(
+    context: &mut StepContext<'_>,
+    entry: &ValidatorEntry,
+    limits: &Limits,
+) -> Result<Ran, OpcodeError> {
+    let (id, spec) = match entry {
+        ValidatorEntry::Named(name) => (name.value.clone(), None),
+        ValidatorEntry::Spec(spec) => (spec.id.value.clone(), Some(spec.as_ref())),
+    };
+    let plan = plan(context, spec, &id)?;
+    let command = match plan.command.clone() {
+        Ok(command) => command,
+        Err((outcome, reason)) => {
+            let record = serde_json::json!({ "outcome": outcome.as_str(), "cause": reason, "exit_code": null, "network": "not run" });
+            return Ok(Ran {
+                id,
+                outcome,
+                record,
+                artifacts: Vec::new(),
+                proposed_goldens: false,
+            });
+        }
+    };
+    let visit_dir = context
+        .visit_dir()
+        .map_err(|error| OpcodeError::Other(error.to_string()))?;
+    let folder = visit_dir.join("validators").join(&id);
+    std::fs::create_dir_all(&folder).map_err(|error| {
+        OpcodeError::Other(format!("cannot create `{}`: {error}", folder.display()))
+    })?;
+    let (mut argv, network) = match plan.network {
+        NetworkAccess::Deny if validators::network_isolation_available() => (
+            ["unshare", "-rn", "--"]
+                .iter()
+                .map(|part| (*part).to_owned())
+                .chain(command.argv.clone())
+                .collect::<Vec<_>>(),
+            "denied (own network namespace)",
+        ),
+        NetworkAccess::Deny => (
+            command.argv.clone(),
+            "not isolated: unshare is not available here",
+        ),
+        NetworkAccess::Allow => (command.argv.clone(), "allowed"),
+    };
+    let (environment, dropped) =
+        validator_environment(&context.run.host_env, &plan.env, &context.tnh_variables());
+    let mut runner_limits = RunnerLimits::default();
+    if let Some(timeout) = plan
+        .timeout
+        .or(limits.timeout.as_ref().map(|at| at.value))
+        .or(context
+            .run
+            .workflow
+            .defaults
+            .limits
+            .timeout
+            .as_ref()
+            .map(|at| at.value))
+    {
+        runner_limits.timeout = timeout;
+    }
+    runner_limits.idle_timeout = limits
+        .idle_timeout
+        .as_ref()
+        .or(context.run.workflow.defaults.limits.idle_timeout.as_ref())
+        .map(|at| at.value);
+    let program = argv.remove(0);
+    let spec = ProcessSpec {
+        agent: id.clone(),
+        program,
+        args: argv,
+        cwd: plan.cwd.clone(),
+        env: environment,
+        stdin: Vec::new(),
+        stdout_path: folder.join("stdout.txt"),
+        stderr_path: folder.join("stderr.txt"),
+        format: CaptureFormat::Text,
+        limits: runner_limits,
+        remaining_budget_usd: None,
+    };
+    let step = (context.step_id().to_owned(), context.visit);
+    context.recorder.event(
+        EventType::RunnerStarted,
+        Some((&step.0, step.1)),
+        payload([
+            ("validator", id.clone().into()),
+            ("argv", command.argv.clone().into()),
+        ]),
+    )?;
+    let cancellation = context.run.cancellation.clone();
+    let supervised = context
+        .run
+        .runtime
+        .block_on(
+            async move { tokio::spawn(async move { supervise(spec, cancellation).await }).await },
+        )
+        .map_err(|error| OpcodeError::Other(format!("the validator task failed: {error}")))??;
+    let relative = |file: &str| format!("validators/{id}/{file}");
+    let mut artifacts = vec![
+        context.artifact(
+            ArtifactRole::ValidationStdout,
+            &relative("stdout.txt"),
+            "text/plain",
+            true,
+        ),
+        context.artifact(
+            ArtifactRole::ValidationStderr,
+            &relative("stderr.txt"),
+            "text/plain",
+            true,
+        ),
+    ];
+    let (collected, missing) = collect_artifacts(&plan.cwd, &plan.globs, &folder.join("artifacts"));
+    artifacts.extend(collected.iter().map(|path| {
+        context.artifact(
+            ArtifactRole::ValidationArtifact,
+            &relative(&format!("artifacts/{path}")),
+            "application/octet-stream",
+            false,
+        )
+    }));
+    let (report, report_problem) = harness_report(&plan, &collected, &folder.join("artifacts"));
+    if let Some((path, _)) = &report {
+        artifacts.push(context.artifact(
+            ArtifactRole::HarnessReport,
+            &relative(&format!("artifacts/{path}")),
+            "application/json",
+            true,
+        ));
+    }
+    let proposed_goldens = report.as_ref().is_some_and(|(_, value)| {
+        value["proposed_goldens"]
+            .as_array()
+            .is_some_and(|goldens| !goldens.is_empty())
+    });
+    let mut outcome = supervised.outcome;
+    let mut cause = supervised.cause.clone();
+    if outcome == Outcome::Completed && (!missing.is_empty() || report_problem.is_some()) {
+        outcome = Outcome::Error;
+        cause = report_problem
+            .unwrap_or_else(|| format!("declared artifacts missing: {}", missing.join(", ")));
+    }
+    let duration = supervised
+        .ended_at
+        .duration_since(supervised.started_at)
+        .unwrap_or_default();
+    let record = serde_json::json!({
+        "argv": command.argv,
+        "cwd": plan.cwd.display().to_string(),
+        "detected": command.detected,
+        "outcome": outcome.as_str(),
+        "cause": cause,
+        "exit_code": supervised.exit_code,
+        "signal": supervised.signal,
+        "duration_ms": duration.as_millis() as u64,
+        "timeout_ms": supervised_timeout(&plan, limits, context),
+        "artifacts": collected,
+        "missing_artifacts": missing,
+        "harness_report": report.as_ref().map(|(path, _)| path),
+        "proposed_goldens": proposed_goldens,
+        "network": network,
+        "dropped_env": dropped,
+    });
+    Ok(Ran {
+        id,
+        outcome,
+        record,
+        artifacts,
+        proposed_goldens,
+    })
+}
+
+fn supervised_timeout(plan: &Plan, limits: &Limits, context: &StepContext<'_>) -> Option<u64> {
+    plan.timeout
+        .or(limits.timeout.as_ref().map(|at| at.value))
+        .or(context
+            .run
+            .workflow
+            .defaults
+            .limits
+            .timeout
+            .as_ref()
+            .map(|at| at.value))
+        .map(|timeout| timeout.as_millis() as u64)
+}
+
+/// Copies files matching the globs (relative to `root`) into `into`; returns the relative paths
+/// copied and the literal (wildcard-free) patterns that matched nothing. Patterns with `..` or
+/// an absolute path, and files whose real path leaves `root` (symlinks), are never copied.
+fn collect_artifacts(root: &Path, globs: &[String], into: &Path) -> (Vec<String>, Vec<String>) {
+    let mut copied = Vec::new();
+    let mut missing = Vec::new();
+    let Ok(real_root) = root.canonicalize() else {
+        return (copied, globs.to_vec());
+    };
+    for pattern in globs {
+        let escapes = Path::new(pattern).is_absolute()
+            || Path::new(pattern)
+                .components()
+                .any(|component| matches!(component, std::path::Component::ParentDir));
+        let Ok(glob) = globset::GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .build()
+            .map(|glob| glob.compile_matcher())
+        else {
+            missing.push(pattern.clone());
+            continue;
+        };
+        let mut matched = false;
+        if !escapes {
+            for relative in walk(&real_root) {
+                if copied.len() >= MAX_ARTIFACT_FILES || !glob.is_match(&relative) {
+                    continue;
+                }
+                let source = real_root.join(&relative);
+                let inside = source
+                    .canonicalize()
+                    .is_ok_and(|real| real.starts_with(&real_root));
+                if inside && source.is_file() {
+                    let target = into.join(&relative);
+                    let copied_ok = target
+                        .parent()
+                        .is_some_and(|parent| std::fs::create_dir_all(parent).is_ok())
+                        && std::fs::copy(&source, &target).is_ok();
+                    if copied_ok {
+                        matched = true;
+                        if !copied.contains(&relative) {
+                            copied.push(relative.clone());
+                        }
+                    }
+                }
+            }
+        }
+        let literal = !pattern.contains(['*', '?', '[', '{']);
+        if !matched && (literal || escapes) {
+            missing.push(pattern.clone());
+        }
+    }
+    (copied, missing)
+}
+
+/// Relative paths of the files under `root` (symlinks listed, not followed), bounded.
+fn walk(root: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(directory) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&directory) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if entry.file_name() == ".git" {
+                continue;
+            }
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => pending.push(path),
+                Ok(_) => {
+                    if let Ok(relative) = path.strip_prefix(root) {
+                        found.push(relative.to_string_lossy().into_owned());
+                    }
+                }
+                Err(_) => {}
+            }
+            if found.len() > 50 * MAX_ARTIFACT_FILES {
+                return found;
+            }
+        }
+    }
+    found
+}
+
+/// The harness report (OA04 §9): the `report` path, else a collected `harness_report.json`.
+/// The kernel checks only that it parses and has `suite_id`, `cases` and `summary`.
+fn harness_report(
+    plan: &Plan,
+    collected: &[String],
+    folder: &Path,
+) -> (Option<(String, serde_json::Value)>, Option<String>) {
+    let wanted = plan.report.clone().or_else(|| {
+        collected
+            .iter()
+            .find(|path| path.ends_with("harness_report.json"))
+            .cloned()
+    });
+    let Some(path) = wanted else {
+        return (None, None);
+    };
+    let Ok(text) = std::fs::read_to_string(folder.join(&path)) else {
+        return (None, Some(format!("harness report `{path}` is missing")));
+    };
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(value) => {
+            let absent: Vec<&str> = ["suite_id", "cases", "summary"]
+                .into_iter()
+                .filter(|key| value.get(key).is_none())
+                .collect();
+            if absent.is_empty() {
+                (Some((path, value)), None)
+            } else {
+                (
+                    None,
+                    Some(format!(
+                        "harness report `{path}` lacks {}",
+                        absent.join(", ")
+                    )),
+                )
+            }
+        }
+        Err(error) => (
+            None,
+            Some(format!(
+                "harness report `{path}` is not valid JSON: {error}"
+            )),
+        ),
+    }
+}

@@ -1,0 +1,153 @@
+//! Which command a validator runs: a name from `.tnh/config.yaml`'s `validators:`, else
+//! detected from the worktree (Cargo, npm, Python), or a script entrypoint that must lie under
+//! the run directory or the configured `script_allowlist`.
+
+use std::path::{Component, Path, PathBuf};
+
+use crate::config::Config;
+
+/// A resolved validator command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Command {
+    /// argv.
+    pub argv: Vec<String>,
+    /// Whether it was detected from the worktree (recorded in the report).
+    pub detected: bool,
+}
+
+/// The command of a registered validator (`tests`, `lint`, `typecheck` or a configured name).
+pub fn registered(name: &str, config: &Config, worktree: &Path) -> Result<Command, String> {
+    if let Some(node) = config.validators.get(name) {
+        let argv: Option<Vec<String>> =
+            node.get("argv")
+                .and_then(|argv| argv.as_seq())
+                .map(|items| {
+                    items
+                        .iter()
+                        .filter_map(|item| item.as_str().map(str::to_owned))
+                        .collect()
+                });
+        return match argv {
+            Some(argv) if !argv.is_empty() => Ok(Command {
+                argv,
+                detected: false,
+            }),
+            _ => Err(format!(
+                "validator `{name}` in the configuration has no `argv` list"
+            )),
+        };
+    }
+    detect(name, worktree).map(|argv| Command { argv, detected: true }).ok_or_else(|| {
+        format!("validator `{name}` is not configured and cannot be detected in the worktree (no Cargo.toml, package.json script or Python project for it)")
+    })
+}
+
+fn detect(name: &str, worktree: &Path) -> Option<Vec<String>> {
+    let words = |text: &str| {
+        text.split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    if worktree.join("Cargo.toml").is_file() {
+        return match name {
+            "tests" => Some(words("cargo test")),
+            "lint" => Some(words("cargo clippy --all-targets -- -D warnings")),
+            "typecheck" => Some(words("cargo check --all-targets")),
+            _ => None,
+        };
+    }
+    if let Ok(text) = std::fs::read_to_string(worktree.join("package.json")) {
+        let script = match name {
+            "tests" => "test",
+            other => other,
+        };
+        let manifest: serde_json::Value = serde_json::from_str(&text).ok()?;
+        return manifest["scripts"]
+            .get(script)
+            .map(|_| words(&format!("npm run --silent {script}")));
+    }
+    let python = ["pyproject.toml", "setup.py", "setup.cfg", "pytest.ini"]
+        .iter()
+        .any(|file| worktree.join(file).is_file());
+    if python {
+        return match name {
+            "tests" => Some(words("python3 -m pytest -q")),
+            "lint" => Some(words("ruff check .")),
+            "typecheck" => Some(words("mypy .")),
+            _ => None,
+        };
+    }
+    None
+}
+
+/// The argv of a script entrypoint, after checking that it lies under the run directory or an
+/// allowlisted folder. Paths under the artifacts root resolve against the repository, others
+/// against the worktree (DESIGN §3).
+pub fn script(
+    entrypoint: &str,
+    args: Vec<String>,
+    run_dir: &Path,
+    repo: &Path,
+    worktree: &Path,
+    config: &Config,
+) -> Result<Command, String> {
+    let relative = Path::new(entrypoint);
+    if relative
+        .components()
+        .any(|component| matches!(component, Component::ParentDir))
+    {
+        return Err(format!("entrypoint `{entrypoint}` contains `..`"));
+    }
+    let path: PathBuf = if relative.is_absolute() {
+        relative.to_path_buf()
+    } else if entrypoint.starts_with(".tnh/") {
+        repo.join(relative)
+    } else {
+        worktree.join(relative)
+    };
+    let resolved = path
+        .canonicalize()
+        .map_err(|error| format!("entrypoint `{entrypoint}` cannot be found ({error})"))?;
+    let allowed_roots: Vec<PathBuf> = std::iter::once(run_dir.to_path_buf())
+        .chain(
+            config
+                .script_allowlist
+                .iter()
+                .map(|folder| worktree.join(folder)),
+        )
+        .filter_map(|root| root.canonicalize().ok())
+        .collect();
+    if !allowed_roots.iter().any(|root| resolved.starts_with(root)) {
+        return Err(format!(
+            "entrypoint `{entrypoint}` is outside the run directory and the configured script_allowlist"
+        ));
+    }
+    let shown = resolved.display().to_string();
+    let mut argv = match resolved
+        .extension()
+        .and_then(|extension| extension.to_str())
+    {
+        Some("py") => vec!["python3".to_owned(), shown],
+        Some("sh") => vec!["sh".to_owned(), shown],
+        _ => vec![shown],
+    };
+    argv.extend(args);
+    Ok(Command {
+        argv,
+        detected: false,
+    })
+}
+
+/// Whether `unshare -rn` can give a process its own empty network namespace here.
+pub fn network_isolation_available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        std::process::Command::new("unshare")
+            .args(["-rn", "true"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    })
+}

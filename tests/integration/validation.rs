@@ -1,0 +1,215 @@
+//! RUN_VALIDATION with real scripts: configured and script validators, artifact capture,
+//! harness reports, sanitised environment, the entrypoint allowlist and the goldens rule.
+
+use crate::kernel_support::RunRepo;
+use crate::support::stderr_text;
+
+fn run_harness(mode: &str) -> (RunRepo, Option<i32>, serde_json::Value) {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow("harness.yaml");
+    let output = crate::support::conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["run", "--json", "-p"])
+        .arg(format!("harness={mode}"))
+        .arg(&workflow)
+        .env("ANTHROPIC_API_KEY", "sk-must-not-leak")
+        .output()
+        .unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    assert!(result["run_id"].is_string(), "{}", stderr_text(&output));
+    (repo, output.status.code(), result)
+}
+
+fn validator(repo: &RunRepo, run_id: &str) -> serde_json::Value {
+    repo.json(run_id, "artifacts/execute_harness/1/validation_report.json")["validators"]["generated_harness"].clone()
+}
+
+#[test]
+fn a_generated_harness_runs_and_its_report_and_nested_screenshots_are_captured() {
+    let (repo, code, result) = run_harness("good");
+    assert_eq!(code, Some(0), "{result}");
+    let run_id = result["run_id"].as_str().unwrap();
+    let record = validator(&repo, run_id);
+    assert_eq!(record["outcome"], "completed");
+    assert_eq!(record["exit_code"], 0);
+    assert_eq!(record["harness_report"], "out/harness_report.json");
+    let folder = repo
+        .run_dir(run_id)
+        .join("artifacts/execute_harness/1/validators/generated_harness");
+    assert!(
+        folder
+            .join("artifacts/out/screenshots/home/wide/page.png")
+            .is_file()
+    );
+    let stdout = std::fs::read_to_string(folder.join("stdout.txt")).unwrap();
+    assert_eq!(
+        stdout.trim(),
+        "secret is []",
+        "the validator saw the API key"
+    );
+    let manifest = repo.json(run_id, "artifacts/execute_harness/1/manifest.json");
+    let roles: Vec<&str> = manifest["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["role"].as_str().unwrap())
+        .collect();
+    for role in [
+        "validation_report",
+        "validation_stdout",
+        "validation_stderr",
+        "harness_report",
+        "validation_artifact",
+        "policy_summary",
+    ] {
+        assert!(roles.contains(&role), "{role} missing: {roles:?}");
+    }
+    assert_eq!(
+        repo.json(run_id, "artifacts/evaluate/1/planner_decision.json")["status"],
+        "success"
+    );
+}
+
+#[test]
+fn a_failing_harness_is_an_error_with_its_exit_code() {
+    let (repo, code, result) = run_harness("fail");
+    assert_eq!(code, Some(1), "{result}");
+    let record = validator(&repo, result["run_id"].as_str().unwrap());
+    assert_eq!(
+        (record["outcome"].as_str(), record["exit_code"].as_i64()),
+        (Some("error"), Some(3))
+    );
+}
+
+#[test]
+fn malformed_and_missing_reports_are_errors() {
+    for (mode, expected) in [
+        ("malformed", "lacks cases, summary"),
+        (
+            "missing",
+            "declared artifacts missing: out/harness_report.json",
+        ),
+    ] {
+        let (repo, _, result) = run_harness(mode);
+        let record = validator(&repo, result["run_id"].as_str().unwrap());
+        assert_eq!(record["outcome"], "error", "{mode}");
+        assert!(
+            record["cause"].as_str().unwrap().contains(expected),
+            "{mode}: {record}"
+        );
+    }
+}
+
+#[test]
+fn proposed_goldens_need_an_approved_gate_before_success() {
+    let (repo, code, result) = run_harness("goldens");
+    // The rules planner sends proposed goldens to a human: the run waits at the gate.
+    assert_eq!(code, Some(3), "{result}");
+    let run_id = result["run_id"].as_str().unwrap().to_owned();
+    let approved = repo.conductor(&["gate", "approve", &run_id, "--resume"]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+}
+
+#[test]
+fn goldens_without_a_gate_cannot_reach_success() {
+    let repo = RunRepo::new();
+    // A queued (non-blocking) review satisfies the static rule but approves nothing.
+    let text = std::fs::read_to_string(crate::support::fixture("runs/harness.yaml"))
+        .unwrap()
+        .replace("gate: requires_approval\n    routes:\n      gate_approved: STOP\n      gate_rejected: failed", "gate: queue_for_review\n    routes:\n      gate_queued: STOP");
+    let workflow = repo.workflow_text("no_gate.yaml", &text);
+    let (code, result, output) = repo.run(&workflow, &["-p", "harness=goldens"]);
+    assert_eq!(code, Some(4), "{result}{}", stderr_text(&output));
+    assert!(
+        result["detail"]
+            .as_str()
+            .unwrap()
+            .contains("need an approved blocking GATE"),
+        "{result}"
+    );
+}
+
+#[test]
+fn hostile_globs_symlinks_and_entrypoints_are_refused() {
+    let repo = RunRepo::new();
+    std::os::unix::fs::symlink("/etc", repo.path().join("etc_link")).unwrap();
+    repo.repo.commit_all("a symlink to /etc");
+    let workflow = repo.workflow_text(
+        "hostile.yaml",
+        "workflow_id: hostile\nversion: 1\ndescription: d\nentry_step: check\nsteps:\n  - id: check\n    opcode: RUN_VALIDATION\n    run:\n      - id: escape\n        kind: script\n        entrypoint: /bin/true\n      - id: reader\n        kind: script\n        entrypoint: .tnh/run/${run_id}/missing.py\n        artifacts: [\"../../etc/passwd\", \"etc_link/passwd\"]\n    routes:\n      \"*\": gate\n  - id: gate\n    opcode: GATE\n    gate: queue_for_review\n    routes:\n      gate_queued: STOP\n",
+    );
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(0), "{result}{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let report = repo.json(run_id, "artifacts/check/1/validation_report.json");
+    assert_eq!(report["outcome"], "killed_policy");
+    let escape = &report["validators"]["escape"];
+    assert_eq!(escape["outcome"], "killed_policy");
+    assert!(
+        escape["cause"]
+            .as_str()
+            .unwrap()
+            .contains("outside the run directory"),
+        "{escape}"
+    );
+    assert!(
+        report["validators"]["reader"]["cause"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be found")
+    );
+    let copied: Vec<_> = walk_files(&repo.run_dir(run_id).join("artifacts/check"));
+    assert!(
+        copied.iter().all(|path| !path.ends_with("passwd")),
+        "{copied:?}"
+    );
+}
+
+fn walk_files(root: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(directory) = pending.pop() {
+        for entry in std::fs::read_dir(directory).unwrap().flatten() {
+            if entry.path().is_dir() {
+                pending.push(entry.path());
+            } else {
+                found.push(entry.path().display().to_string());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn configured_validators_pass_fail_and_time_out() {
+    let repo = RunRepo::new();
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("{config}validators:\n  ok: {{argv: [sh, -c, \"exit 0\"]}}\n  broken: {{argv: [sh, -c, \"echo failing >&2; exit 2\"]}}\n  slow: {{argv: [sh, -c, \"exec sleep 30\"]}}\n"),
+    );
+    let step = |run: &str, timeout: &str| {
+        format!(
+            "workflow_id: v\nversion: 1\ndescription: d\nentry_step: check\nsteps:\n  - id: check\n    opcode: RUN_VALIDATION\n    run: [{run}]\n    limits: {{timeout: {timeout}}}\n    routes:\n      \"*\": STOP\n"
+        )
+    };
+    for (run, timeout, expected) in [
+        ("ok", "30s", "completed"),
+        ("ok, broken", "30s", "error"),
+        ("slow", "300ms", "killed_timeout"),
+    ] {
+        let workflow = repo.workflow_text("v.yaml", &step(run, timeout));
+        let (_, result, output) = repo.run(&workflow, &[]);
+        let run_id = result["run_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{}", stderr_text(&output)));
+        let report = repo.json(run_id, "artifacts/check/1/validation_report.json");
+        assert_eq!(report["outcome"], expected, "{run}: {report}");
+    }
+}
