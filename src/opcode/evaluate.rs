@@ -24,7 +24,8 @@ pub(super) fn execute(
         .visit_dir()
         .map_err(|error| OpcodeError::Other(format!("cannot create the step folder: {error}")))?;
     let manifests = manifests_since_last_evaluate(context)?;
-    let envelope = envelope(context, evaluate, &manifests);
+    let mut envelope = envelope(context, evaluate, &manifests);
+    summarize(context, &mut envelope)?;
     write_json_atomic(&visit_dir.join("planner_input.json"), &envelope)?;
     let decision = decide(context, evaluate, &manifests);
     write_json_atomic(&visit_dir.join("planner_decision.json"), &decision)?;
@@ -66,6 +67,40 @@ pub(super) fn execute(
         cost_usd: 0.0,
         waiting: false,
     })
+}
+
+/// The workflow's optional `summarize(evidence)` hook shapes what the planner reads: its
+/// result is sent as `evidence.summary`. The raw evidence stays in the envelope, and the rules
+/// and the guard judge the raw evidence, never the summary.
+fn summarize(
+    context: &mut StepContext<'_>,
+    envelope: &mut serde_json::Value,
+) -> Result<(), OpcodeError> {
+    if !context.run.script.defines("summarize", 1) {
+        return Ok(());
+    }
+    let pos = context
+        .run
+        .script
+        .script_position()
+        .unwrap_or(context.step.pos);
+    let function = crate::workflow::model::At::new("summarize".to_owned(), pos);
+    let script_context = context.script_context()?;
+    let summary = context.run.script.call_function(
+        &function,
+        &[envelope["evidence"].clone()],
+        &script_context,
+    )?;
+    envelope["evidence"]["summary"] = summary;
+    let step = (context.step_id().to_owned(), context.visit);
+    for message in context.run.script.take_output() {
+        context.recorder.event(
+            EventType::ScriptOutput,
+            Some((&step.0, step.1)),
+            message.event_payload(),
+        )?;
+    }
+    Ok(())
 }
 
 /// Manifests of the visits completed after the previous EVALUATE, oldest first.

@@ -159,6 +159,8 @@ pub struct ScriptHost {
     script: Option<Origin>,
     expressions: Mutex<HashMap<String, Arc<AST>>>,
     evaluation: Mutex<()>,
+    /// Names and arities of the functions the workflow's script defines.
+    defined: Vec<(String, usize)>,
 }
 
 impl ScriptHost {
@@ -191,7 +193,21 @@ impl ScriptHost {
             script: None,
             expressions: Mutex::new(HashMap::new()),
             evaluation: Mutex::new(()),
+            defined: Vec::new(),
         })
+    }
+
+    /// Whether the workflow's script defines a function with this name and number of parameters
+    /// (optional hooks such as `summarize(evidence)` are called only when defined).
+    pub fn defines(&self, name: &str, arity: usize) -> bool {
+        self.defined
+            .iter()
+            .any(|(defined, parameters)| defined == name && *parameters == arity)
+    }
+
+    /// Where the workflow's script was written, when there is one.
+    pub fn script_position(&self) -> Option<crate::workflow::yaml::Pos> {
+        self.script.as_ref().map(|origin| origin.pos)
     }
 
     /// A host with the workflow's `script` compiled and loaded.
@@ -216,6 +232,10 @@ impl ScriptHost {
             .compile(&script.value)
             .map_err(|error| ScriptError::compile(&self.file, &origin, &error))?;
         ast.set_source(SCRIPT_SOURCE);
+        self.defined = ast
+            .iter_functions()
+            .map(|function| (function.name.to_owned(), function.params.len()))
+            .collect();
         self.script = Some(origin);
         let context = Context::empty();
         let module = {

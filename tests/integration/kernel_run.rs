@@ -331,3 +331,29 @@ fn a_script_policy_check_flags_files_and_its_prints_become_events() {
         "unsafe"
     );
 }
+
+#[test]
+fn a_summarize_function_shapes_the_evidence_the_planner_reads() {
+    let repo = RunRepo::new();
+    let text = std::fs::read_to_string(crate::support::fixture("runs/fix_loop.yaml"))
+        .unwrap()
+        .replace("entry_step: implement\n", "entry_step: implement\nscript: |\n  fn summarize(evidence) {\n      #{ short: \"summary for the planner\", outcome: evidence.validation.mechanical_outcome }\n  }\n");
+    let (code, result, output) = repo.run(&repo.workflow_text("summarized.yaml", &text), &[]);
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let input = repo.json(run_id, "artifacts/evaluate/1/planner_input.json");
+    assert_eq!(
+        input["evidence"]["summary"]["short"],
+        "summary for the planner"
+    );
+    assert_eq!(input["evidence"]["summary"]["outcome"], "error");
+    // The raw evidence is still there, and the status is derived from it.
+    assert_eq!(
+        input["evidence"]["validation"]["mechanical_outcome"],
+        "error"
+    );
+    assert_eq!(
+        repo.json(run_id, "artifacts/evaluate/1/planner_decision.json")["status"],
+        "partial"
+    );
+}

@@ -213,3 +213,43 @@ fn configured_validators_pass_fail_and_time_out() {
         assert_eq!(report["outcome"], expected, "{run}: {report}");
     }
 }
+
+#[test]
+fn script_validators_get_no_network_unless_allowed() {
+    if !std::process::Command::new("unshare")
+        .args(["-rn", "true"])
+        .status()
+        .is_ok_and(|status| status.success())
+    {
+        eprintln!(
+            "skipped: unshare cannot create a network namespace here (the report says so; tested in validation_report)"
+        );
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let repo = RunRepo::new();
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("{config}script_allowlist: [\"checks/\"]\n"),
+    );
+    repo.repo.write("checks/net.py", "import socket, sys\ntry:\n    socket.create_connection((\"127.0.0.1\", int(sys.argv[1])), timeout=5)\n    print(\"connected\")\nexcept OSError as error:\n    print(\"refused\")\n");
+    repo.repo.commit_all("a network probe");
+    for (network, expected) in [("deny", "refused"), ("allow", "connected")] {
+        let text = format!(
+            "workflow_id: net\nversion: 1\ndescription: d\nentry_step: probe\nsteps:\n  - id: probe\n    opcode: RUN_VALIDATION\n    run:\n      - id: net\n        kind: script\n        entrypoint: checks/net.py\n        args: [\"{port}\"]\n        network: {network}\n    routes:\n      \"*\": review\n  - id: review\n    opcode: GATE\n    gate: queue_for_review\n    routes:\n      gate_queued: STOP\n"
+        );
+        let (code, result, output) = repo.run(&repo.workflow_text("net.yaml", &text), &[]);
+        assert_eq!(code, Some(0), "{result}{}", stderr_text(&output));
+        let run_id = result["run_id"].as_str().unwrap();
+        let stdout = std::fs::read_to_string(
+            repo.run_dir(run_id)
+                .join("artifacts/probe/1/validators/net/stdout.txt"),
+        )
+        .unwrap();
+        assert_eq!(stdout.trim(), expected, "network: {network}");
+        let isolation = repo.json(run_id, "artifacts/probe/1/policy_summary.json");
+        assert!(isolation["network"]["net"].is_string(), "{isolation}");
+    }
+}
