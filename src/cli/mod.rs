@@ -4,6 +4,7 @@
 mod gate;
 mod graph;
 mod output;
+mod progress;
 mod prompts;
 mod rollback;
 mod run;
@@ -110,11 +111,9 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
         Command::Runs(stub::RunsCommand::Show { run_id }) => {
             runs::cmd_runs_show(&cli, run_id, output)
         }
-        Command::Runs(stub::RunsCommand::Events {
-            run_id,
-            follow: false,
-        }) => runs::cmd_runs_events(&cli, run_id, output),
-        Command::Runs(command) => not_implemented(&format!("runs {} --follow", command.name())),
+        Command::Runs(stub::RunsCommand::Events { run_id, follow }) => {
+            runs::cmd_runs_events(&cli, run_id, *follow, output)
+        }
         Command::Rollback(args) => rollback::cmd_rollback(cli.repo.as_deref(), args, output),
         Command::Journal(_) => not_implemented("journal"),
         Command::Prompts(command) => prompts::cmd_prompts(&cli, command, output),

@@ -66,6 +66,7 @@ pub fn cmd_run(cli: &Cli, args: &RunArgs, output: &mut Output) -> Result<ExitSta
         params: args.params.clone(),
         base: args.base.clone(),
         config: load_config(cli)?,
+        observer: super::progress::observer(!args.json && !cli.quiet),
     };
     if !args.json {
         output.note(&format!("running {}", args.workflow.display()));
@@ -77,7 +78,13 @@ pub fn cmd_run(cli: &Cli, args: &RunArgs, output: &mut Output) -> Result<ExitSta
 pub fn cmd_resume(cli: &Cli, args: &ResumeArgs, output: &mut Output) -> Result<ExitStatus> {
     let repo = repo(cli)?;
     report(
-        resume_run(&repo, &args.run_id, load_config(cli)?, args.accept_drift),
+        resume_run(
+            &repo,
+            &args.run_id,
+            load_config(cli)?,
+            args.accept_drift,
+            super::progress::observer(!args.json && !cli.quiet),
+        ),
         args.json,
         output,
     )

@@ -15,6 +15,9 @@ use crate::kernel::run::{DEFAULT_ARTIFACTS_ROOT, find_run_dir};
 pub struct StatusArgs {
     /// The run to show.
     pub run_id: String,
+    /// Keep printing the status as it changes until the run stops running.
+    #[arg(long)]
+    pub watch: bool,
     /// Print `status.json`.
     #[arg(long)]
     pub json: bool,
@@ -75,10 +78,24 @@ fn artifacts(error: crate::artifacts::ArtifactsError) -> Error {
 /// Prints a run's status.
 pub fn cmd_status(cli: &Cli, args: &StatusArgs, output: &mut Output) -> Result<ExitStatus> {
     let run_dir = run_dir(cli, &args.run_id)?;
-    let status = status_of(&run_dir)?;
-    if args.json {
-        output.print(&format!("{}\n", serde_json::to_string_pretty(&status)?));
-        return Ok(ExitStatus::Success);
+    let mut shown = String::new();
+    loop {
+        let status = status_of(&run_dir)?;
+        if status.updated_at != shown {
+            shown = status.updated_at.clone();
+            print_status(&status, args.json, output)?;
+        }
+        if !args.watch || status.lifecycle_state != crate::artifacts::LifecycleState::Running {
+            return Ok(ExitStatus::Success);
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+}
+
+fn print_status(status: &RunStatus, json: bool, output: &mut Output) -> Result<()> {
+    if json {
+        output.print(&format!("{}\n", serde_json::to_string_pretty(status)?));
+        return Ok(());
     }
     let mut text = format!(
         "run {}  ({})\n  state: {}\n",
@@ -102,7 +119,7 @@ pub fn cmd_status(cli: &Cli, args: &StatusArgs, output: &mut Output) -> Result<E
         status.transitions, status.updated_at
     );
     output.print(&text);
-    Ok(ExitStatus::Success)
+    Ok(())
 }
 
 /// `runs list`: every run, newest first.
@@ -206,12 +223,31 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
 }
 
 /// `runs events RUN_ID`: the event stream, one JSON object a line.
-pub fn cmd_runs_events(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
+pub fn cmd_runs_events(
+    cli: &Cli,
+    run_id: &str,
+    follow: bool,
+    output: &mut Output,
+) -> Result<ExitStatus> {
     let run_dir = run_dir(cli, run_id)?;
-    let mut text = String::new();
-    for event in EventLog::read_all(&run_dir.events()).map_err(artifacts)? {
-        let _ = writeln!(text, "{}", serde_json::to_string(&event)?);
+    let mut printed = 0;
+    loop {
+        let events = EventLog::read_all(&run_dir.events()).map_err(artifacts)?;
+        let mut text = String::new();
+        for event in events.iter().skip(printed) {
+            let _ = writeln!(text, "{}", serde_json::to_string(event)?);
+        }
+        printed = events.len();
+        output.print(&text);
+        // Follow while a process drives the run; stop once it ends, waits or was killed.
+        if !follow
+            || status_of(&run_dir)?.lifecycle_state != crate::artifacts::LifecycleState::Running
+        {
+            return Ok(ExitStatus::Success);
+        }
+        std::thread::sleep(POLL_INTERVAL);
     }
-    output.print(&text);
-    Ok(ExitStatus::Success)
 }
+
+/// How often `--follow` and `--watch` look for news.
+const POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);

@@ -26,13 +26,27 @@ pub fn payload<const N: usize>(fields: [(&str, serde_json::Value); N]) -> Payloa
 /// event N, to test that a crash at any instant loses nothing and resumes cleanly.
 const KILL_AT_EVENT: &str = "TNH_TEST_KILL_AT_EVENT";
 
+/// Called with every event as it is recorded (the CLI's progress view); the library itself
+/// never prints.
+pub type Observer = Box<dyn FnMut(&Event) + Send>;
+
 /// Writes the run directory of one run.
-#[derive(Debug)]
 pub struct Recorder {
     run_dir: RunDir,
     events: EventLog,
     metadata: RunMetadata,
     kill_at_event: Option<u64>,
+    observer: Option<Observer>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Recorder")
+            .field("run_dir", &self.run_dir)
+            .field("events", &self.events)
+            .finish_non_exhaustive()
+    }
 }
 
 fn kill_at_event() -> Option<u64> {
@@ -53,6 +67,7 @@ impl Recorder {
             events,
             metadata,
             kill_at_event: kill_at_event(),
+            observer: None,
         })
     }
 
@@ -65,7 +80,13 @@ impl Recorder {
             events,
             metadata,
             kill_at_event: kill_at_event(),
+            observer: None,
         })
+    }
+
+    /// Sets the observer every later event is shown to.
+    pub fn observe(&mut self, observer: Option<Observer>) {
+        self.observer = observer;
     }
 
     /// The run directory.
@@ -93,6 +114,9 @@ impl Recorder {
         let event = self.events.append(event_type, step, fields)?;
         if self.kill_at_event == Some(event.seq) {
             let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+        }
+        if let Some(observer) = &mut self.observer {
+            observer(&event);
         }
         Ok(event)
     }

@@ -138,7 +138,7 @@ impl RunError {
 }
 
 /// What `run` needs.
-#[derive(Debug)]
+#[allow(missing_debug_implementations)] // the observer is a closure
 pub struct RunRequest {
     /// The repository.
     pub repo: PathBuf,
@@ -150,6 +150,8 @@ pub struct RunRequest {
     pub base: String,
     /// The configuration.
     pub config: Config,
+    /// Shown every event as it is recorded.
+    pub observer: Option<super::recorder::Observer>,
 }
 
 /// A run's outcome as the command line reports it.
@@ -285,6 +287,7 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         params: params.clone(),
     };
     let mut recorder = Recorder::create(run_dir.clone(), metadata)?;
+    recorder.observe(request.observer);
     let _lock = RunLock::acquire(&run_dir.lock())?;
     let mut state = RunState::new(
         run_id.as_str(),
@@ -347,10 +350,12 @@ pub fn resume_run(
     run_id: &str,
     config: Config,
     accept_drift: bool,
+    observer: Option<super::recorder::Observer>,
 ) -> Result<RunSummary, RunError> {
     let run_dir = find_run_dir(repo, run_id)?;
     let _lock = RunLock::acquire(&run_dir.lock())?;
     let mut recorder = Recorder::open(run_dir.clone())?;
+    recorder.observe(observer);
     // A driver killed before its first checkpoint leaves no state.json: the run starts over
     // from its entry step (its events are kept).
     let mut state: RunState = if run_dir.state().is_file() {

@@ -357,3 +357,55 @@ fn a_summarize_function_shapes_the_evidence_the_planner_reads() {
         "partial"
     );
 }
+
+#[test]
+fn progress_lines_status_and_events_are_shown_to_the_operator() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow("linear.yaml");
+    let output = repo.conductor(&["run", workflow.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
+    let stderr = stderr_text(&output);
+    for line in [
+        "▶ write #1 (RUN_AGENT)",
+        "  write #1: completed",
+        "▶ extend #1 (RUN_AGENT)",
+        "  extend #1: completed",
+    ] {
+        assert!(stderr.contains(line), "`{line}` missing from:\n{stderr}");
+    }
+    let stdout = crate::support::stdout_text(&output);
+    let run_id = stdout
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .trim_end_matches(':');
+    let quiet = repo.conductor(&["-q", "run", workflow.to_str().unwrap()]);
+    assert!(
+        !stderr_text(&quiet).contains('▶'),
+        "{}",
+        stderr_text(&quiet)
+    );
+
+    // On a finished run, --follow and --watch print what there is and return.
+    let events = repo.conductor(&["runs", "events", "--follow", run_id]);
+    assert_eq!(events.status.code(), Some(0));
+    assert_eq!(
+        crate::support::stdout_text(&events).lines().count(),
+        repo.events(run_id).len()
+    );
+    let watch = repo.conductor(&["status", "--watch", run_id]);
+    assert!(
+        crate::support::stdout_text(&watch).contains("state: completed"),
+        "{}",
+        crate::support::stdout_text(&watch)
+    );
+    let show = repo.conductor(&["runs", "show", run_id]);
+    assert!(
+        crate::support::stdout_text(&show).contains("write #1: completed"),
+        "{}",
+        crate::support::stdout_text(&show)
+    );
+    let list = repo.conductor(&["runs", "list", "--json"]);
+    let runs: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 2);
+}

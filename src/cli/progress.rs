@@ -1,0 +1,91 @@
+//! The live progress of `run` and `resume` on stderr: on a terminal one status line that is
+//! rewritten as events arrive (current step, elapsed time, last activity) plus a permanent line
+//! per finished step; otherwise plain lines. Silent with `--json` or `-q`.
+
+use std::io::{IsTerminal, Write};
+use std::time::Instant;
+
+use crate::artifacts::{Event, EventType};
+use crate::kernel::recorder::Observer;
+
+/// The observer that prints progress, or none when progress is not wanted.
+pub fn observer(enabled: bool) -> Option<Observer> {
+    if !enabled {
+        return None;
+    }
+    let live = std::io::stderr().is_terminal();
+    let mut view = View {
+        live,
+        step_started: Instant::now(),
+        current: String::new(),
+    };
+    Some(Box::new(move |event: &Event| view.show(event)))
+}
+
+struct View {
+    live: bool,
+    step_started: Instant,
+    current: String,
+}
+
+impl View {
+    fn show(&mut self, event: &Event) {
+        let step = event.step_id.as_deref().unwrap_or("-");
+        let visit = event.visit.unwrap_or(0);
+        let field = |key: &str| {
+            event
+                .payload
+                .get(key)
+                .and_then(|value| value.as_str())
+                .unwrap_or("")
+                .to_owned()
+        };
+        let permanent = match event.event_type {
+            EventType::StepStarted => {
+                self.step_started = Instant::now();
+                self.current = format!("{step} #{visit} ({})", field("opcode"));
+                None
+            }
+            EventType::StepCompleted => Some(format!(
+                "  {step} #{visit}: {} ({:.1}s)",
+                field("outcome"),
+                self.step_started.elapsed().as_secs_f64()
+            )),
+            EventType::PolicyViolation => Some(format!("  {step} #{visit}: policy violation")),
+            EventType::GateRequested
+                if field("gate").starts_with("requires")
+                    || field("gate").starts_with("blocking") =>
+            {
+                Some(format!(
+                    "  {step} #{visit}: waiting for a decision — {}",
+                    field("reason")
+                ))
+            }
+            EventType::StepFailed => Some(format!(
+                "  {step} #{visit}: could not run — {}",
+                field("error")
+            )),
+            EventType::RunInterrupted => Some(format!("  {step} #{visit}: interrupted")),
+            _ => None,
+        };
+        let mut stderr = std::io::stderr().lock();
+        if self.live {
+            let _ = write!(stderr, "\r\x1b[K");
+        }
+        if let Some(line) = permanent {
+            let _ = writeln!(stderr, "{line}");
+        } else if !self.live && event.event_type == EventType::StepStarted {
+            let _ = writeln!(stderr, "▶ {}", self.current);
+        }
+        if self.live && !self.current.is_empty() {
+            let activity = format!("{:?}", event.event_type).to_lowercase();
+            let _ = write!(
+                stderr,
+                "▶ {} · {:.0}s · {activity}",
+                self.current,
+                self.step_started.elapsed().as_secs_f64()
+            );
+        }
+        let _ = stderr.flush();
+    }
+}
