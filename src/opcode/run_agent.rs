@@ -358,6 +358,54 @@ fn lookup(
             .get(name)
             .filter(|value| !value.is_null())
             .cloned(),
+        "diff" => diff_since_base(context),
+        "fix_instructions" => latest_json(context, ArtifactRole::PlannerDecision)
+            .map(|decision| decision["fix_instructions"].clone())
+            .filter(|instructions| !instructions.is_null()),
+        "harness_report" => latest_json(context, ArtifactRole::HarnessReport),
+        "validation_report" => latest_json(context, ArtifactRole::ValidationReport),
         _ => None,
     }
+}
+
+/// The run's changes so far, as a diffstat and the changed paths.
+fn diff_since_base(context: &StepContext<'_>) -> Option<serde_json::Value> {
+    let status = context
+        .workspace
+        .status_since(&context.workspace.pre_run().ok()?)
+        .ok()?;
+    let mut text = format!("{}\n", status.diffstat);
+    for file in &status.files {
+        text.push_str(&format!(
+            "{:?} {} (+{} -{})\n",
+            file.kind, file.path, file.lines_added, file.lines_removed
+        ));
+    }
+    Some(text.into())
+}
+
+/// The most recent artifact of a role among the steps' latest manifests, parsed as JSON.
+fn latest_json(context: &StepContext<'_>, role: ArtifactRole) -> Option<serde_json::Value> {
+    let run_dir = context.recorder.run_dir();
+    let mut manifests: Vec<crate::artifacts::StepManifest> = context
+        .run
+        .workflow
+        .steps
+        .iter()
+        .filter_map(|step| {
+            crate::artifacts::read_json(
+                &run_dir
+                    .step_dir(step.id.value.as_str())
+                    .join("manifest.json"),
+                "manifest",
+            )
+            .ok()
+        })
+        .collect();
+    manifests.sort_by(|left, right| left.ended_at.cmp(&right.ended_at));
+    let entry = manifests
+        .iter()
+        .rev()
+        .find_map(|manifest| manifest.artifact(role))?;
+    crate::artifacts::read_json(&run_dir.root().join(&entry.path), "artifact").ok()
 }

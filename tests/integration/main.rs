@@ -16,6 +16,7 @@ mod runner_support;
 mod runner_zoo;
 mod schema;
 mod script;
+mod starter_workflows;
 mod support;
 mod validate;
 mod validation;

@@ -1,0 +1,136 @@
+//! The starter workflows in `workflows/` run end to end offline: the `claude-code` and `codex`
+//! profiles are pointed at the scripted agent, the task prompts are overridden in the
+//! repository's `.tnh/prompts/` with scripted directives, validators are configured, and the
+//! `rules` planner decides.
+
+use std::path::{Path, PathBuf};
+
+use crate::kernel_support::RunRepo;
+use crate::support::{fixture, stderr_text};
+
+fn starter_repo() -> RunRepo {
+    let repo = RunRepo::new();
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents/scripted.py");
+    let profile = format!(
+        "{{kind: command, argv: [python3, \"{}\"]}}",
+        agent.display()
+    );
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!(
+            "agents:\n  claude-code: {profile}\n  codex: {profile}\nvalidators:\n  tests: {{argv: [sh, -c, \"exit 0\"]}}\n  lint: {{argv: [sh, -c, \"exit 0\"]}}\n  typecheck: {{argv: [sh, -c, \"exit 0\"]}}\n"
+        ),
+    );
+    for entry in std::fs::read_dir(fixture("starter/prompts/task")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        repo.repo.write(
+            &format!(".tnh/prompts/task/{name}"),
+            &std::fs::read_to_string(&path).unwrap(),
+        );
+    }
+    repo
+}
+
+fn shipped(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("workflows")
+        .join(name)
+}
+
+fn final_state(repo: &RunRepo, run_id: &str) -> String {
+    std::fs::read_to_string(repo.run_dir(run_id).join("final-state.txt")).unwrap()
+}
+
+#[test]
+fn implement_adr_runs_the_builder_loop_to_its_final_gate_and_completes_on_approval() {
+    let repo = starter_repo();
+    let (code, result, output) = repo.run(&shipped("implement_adr.yaml"), &["-p", "adr_id=ADR-7"]);
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    assert_eq!(final_state(&repo, run_id), "waiting gate final_review\n");
+    let worktree = PathBuf::from(result["worktree"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("src/adr.txt")).unwrap(),
+        "implements ADR-7"
+    );
+    let approved = repo.conductor(&["gate", "approve", run_id, "--as", "lead", "--resume"]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+    assert_eq!(final_state(&repo, run_id), "completed success done\n");
+}
+
+#[test]
+fn generative_eval_synthesizes_runs_and_evaluates_a_harness() {
+    let repo = starter_repo();
+    let (code, result, output) = repo.run(&shipped("generative_eval.yaml"), &[]);
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let report = repo.json(run_id, "artifacts/execute_harness/1/validation_report.json");
+    assert_eq!(
+        report["validators"]["generated_harness"]["harness_report"],
+        "harness_report.json"
+    );
+    assert_eq!(
+        repo.json(run_id, "artifacts/evaluate/1/planner_input.json")["evidence"]["harness_report"]
+            ["suite_id"],
+        "cli_smoke"
+    );
+}
+
+#[test]
+fn fix_bug_validates_and_queues_the_fix_for_review() {
+    let repo = starter_repo();
+    let (code, result, output) = repo.run(
+        &shipped("fix_bug.yaml"),
+        &["-p", "bug=crash on empty config"],
+    );
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    assert_eq!(
+        repo.json(run_id, "artifacts/review/1/gate_request.json")["reason"],
+        "Bug fix ready for review: crash on empty config"
+    );
+    assert_eq!(final_state(&repo, run_id), "completed success review\n");
+}
+
+#[test]
+fn review_code_is_read_only() {
+    let repo = starter_repo();
+    let (code, result, output) = repo.run(&shipped("review_code.yaml"), &[]);
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    // A reviewer that writes is a violation: the change is rolled back and the run fails.
+    let writer = starter_repo();
+    writer.repo.write(".tnh/prompts/task/review_diff.v1.md", "---\nprompt_id: task.review_diff\nversion: 1\nrole: task\nsummary: a reviewer that edits\ninputs:\n  - {name: diff, type: string, required: false}\n  - {name: adr_id, type: string, required: false}\n---\nWRITE src/oops.txt: edited\n");
+    let (code, result, output) = writer.run(&shipped("review_code.yaml"), &[]);
+    assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    assert_eq!(final_state(&writer, run_id), "failed failure wrote_files\n");
+    assert!(
+        !PathBuf::from(result["worktree"].as_str().unwrap())
+            .join("src/oops.txt")
+            .exists()
+    );
+}
+
+#[test]
+fn update_docs_waits_for_approval() {
+    let repo = starter_repo();
+    let (code, result, output) = repo.run(
+        &shipped("update_docs.yaml"),
+        &["-p", "topic=the --base option"],
+    );
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let approved = repo.conductor(&["gate", "approve", run_id, "--resume"]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+}
