@@ -7,8 +7,7 @@ use clap::{Args, Subcommand};
 use super::{Cli, Output, repo_root};
 use crate::artifacts::{RunDir, is_run_id, read_json};
 use crate::error::{Error, ExitStatus, Result};
-use crate::kernel::gate::{Decision, decide, read_request, resolve_if_timed_out};
-use crate::kernel::lock::RunLock;
+use crate::kernel::gate::{Decision, decide, notice_timeout, read_request};
 use crate::kernel::recorder::Recorder;
 use crate::kernel::run::{DEFAULT_ARTIFACTS_ROOT, RunError, find_run_dir};
 use crate::kernel::{Phase, RunState};
@@ -138,18 +137,14 @@ fn waiting_gates(repo: &std::path::Path) -> Vec<Waiting> {
             continue;
         }
         let run_dir = RunDir::at(root.join(&name));
-        let Ok(mut state) = read_json::<RunState>(&run_dir.state(), "run state") else {
+        let Ok(state) = read_json::<RunState>(&run_dir.state(), "run state") else {
             continue;
         };
         if !matches!(state.phase, Phase::Waiting { .. }) {
             continue;
         }
         // A gate past its deadline is resolved as soon as it is noticed (if no one drives the run).
-        if let (Ok(_lock), Ok(mut recorder)) = (
-            RunLock::acquire(&run_dir.lock()),
-            Recorder::open(run_dir.clone()),
-        ) && resolve_if_timed_out(&mut recorder, &mut state).unwrap_or(false)
-        {
+        if notice_timeout(&run_dir) {
             continue;
         }
         let Phase::Waiting { step_id, visit } = &state.phase else {

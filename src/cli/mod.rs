@@ -3,6 +3,7 @@
 
 mod gate;
 mod graph;
+mod journal;
 mod output;
 mod progress;
 mod prompts;
@@ -79,7 +80,7 @@ pub enum Command {
     /// Draw a workflow's steps and routes.
     Graph(graph::GraphArgs),
     /// Print the review journal (Markdown).
-    Journal(stub::JournalArgs),
+    Journal(journal::JournalArgs),
     /// List, show and render prompts.
     #[command(subcommand)]
     Prompts(prompts::PromptsCommand),
@@ -115,7 +116,7 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
             runs::cmd_runs_events(&cli, run_id, *follow, output)
         }
         Command::Rollback(args) => rollback::cmd_rollback(cli.repo.as_deref(), args, output),
-        Command::Journal(_) => not_implemented("journal"),
+        Command::Journal(args) => journal::cmd_journal(&cli, args, output),
         Command::Prompts(command) => prompts::cmd_prompts(&cli, command, output),
         Command::Planner(command) => not_implemented(&format!("planner {}", command.name())),
     }

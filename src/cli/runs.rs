@@ -78,6 +78,9 @@ fn artifacts(error: crate::artifacts::ArtifactsError) -> Error {
 /// Prints a run's status.
 pub fn cmd_status(cli: &Cli, args: &StatusArgs, output: &mut Output) -> Result<ExitStatus> {
     let run_dir = run_dir(cli, &args.run_id)?;
+    if status_of(&run_dir)?.lifecycle_state == crate::artifacts::LifecycleState::Waiting {
+        crate::kernel::gate::notice_timeout(&run_dir);
+    }
     let mut shown = String::new();
     loop {
         let status = status_of(&run_dir)?;

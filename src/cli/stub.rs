@@ -62,14 +62,6 @@ impl RunsCommand {
     }
 }
 
-/// `journal`.
-#[derive(Debug, Args)]
-pub struct JournalArgs {
-    /// The day to report, `YYYY-MM-DD` (default: today).
-    #[arg(long)]
-    pub date: Option<String>,
-}
-
 /// `planner …`.
 #[derive(Debug, Subcommand)]
 pub enum PlannerCommand {

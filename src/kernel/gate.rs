@@ -116,6 +116,21 @@ pub fn decide(
     Ok(state.phase)
 }
 
+/// Resolves the waiting gate of a run that no process drives, when its deadline has passed
+/// (`gate list` and `status` notice timeouts this way); returns whether it did.
+pub fn notice_timeout(run_dir: &crate::artifacts::RunDir) -> bool {
+    let Ok(_lock) = RunLock::acquire(&run_dir.lock()) else {
+        return false;
+    };
+    let (Ok(mut recorder), Ok(mut state)) = (
+        Recorder::open(run_dir.clone()),
+        read_json::<RunState>(&run_dir.state(), "run state"),
+    ) else {
+        return false;
+    };
+    resolve_if_timed_out(&mut recorder, &mut state).unwrap_or(false)
+}
+
 /// Resolves a waiting gate whose deadline has passed as `gate_timed_out`; returns whether it did.
 pub fn resolve_if_timed_out(
     recorder: &mut Recorder,

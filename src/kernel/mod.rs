@@ -3,6 +3,7 @@
 
 pub mod driver;
 pub mod gate;
+pub mod journal;
 pub mod lock;
 pub mod orphans;
 pub mod params;

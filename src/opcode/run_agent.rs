@@ -152,9 +152,12 @@ pub(super) fn execute(
         "policy_violations": violations.len(),
     });
     let violation = violations.first().map(|first| {
-        serde_json::to_value(first)
-            .map(|value| value.to_string())
-            .unwrap_or_default()
+        let more = if violations.len() > 1 {
+            format!(" (and {} more)", violations.len() - 1)
+        } else {
+            String::new()
+        };
+        format!("{}{more}", first.detail)
     });
     let manifest = context.manifest(run.outcome.as_str(), summary_json, artifacts);
     Ok(StepResult {

@@ -229,3 +229,29 @@ fn of_two_concurrent_approvals_exactly_one_wins() {
         .count();
     assert_eq!(resolved, 1);
 }
+
+#[test]
+fn status_and_gate_list_notice_a_timed_out_gate() {
+    let repo = RunRepo::new();
+    let text = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
+        .unwrap()
+        .replace("timeout: 24h", "timeout: 1ms");
+    let run_id = waiting_run(&repo, Some(text));
+    let status = repo.conductor(&["status", &run_id]);
+    assert!(
+        !stdout_text(&status).contains("state: waiting"),
+        "{}",
+        stdout_text(&status)
+    );
+    assert_eq!(
+        repo.json(&run_id, "artifacts/review/1/gate_outcome.json")["decision"],
+        "gate_timed_out"
+    );
+    assert!(!stdout_text(&repo.conductor(&["gate", "list"])).contains(&run_id));
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(1), "{}", stderr_text(&resumed));
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        "failed failure timed_out\n"
+    );
+}

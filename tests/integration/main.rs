@@ -2,6 +2,7 @@
 
 mod cli;
 mod gate;
+mod journal;
 mod kernel_crash;
 mod kernel_interrupt;
 mod kernel_run;

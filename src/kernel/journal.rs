@@ -1,0 +1,444 @@
+//! The review journal (OA01.1 "Daily Review Journal"): what the runs of a day did, what waits
+//! for a human, what the planner said, and where the evidence is — built deterministically from
+//! the run directories, no model needed.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::run::DEFAULT_ARTIFACTS_ROOT;
+use super::state::{Phase, RunState};
+use crate::artifacts::{
+    ArtifactRole, EventLog, EventType, LifecycleState, RunDir, RunMetadata, RunStatus,
+    StepManifest, is_run_id, read_json,
+};
+
+/// The journal's data (also what `--format json` prints).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Journal {
+    /// The first day covered (`YYYY-MM-DD`).
+    pub date: String,
+    /// The last day covered, when a range was asked for.
+    pub until: Option<String>,
+    /// Runs that reached a success STOP.
+    pub completed: Vec<RunEntry>,
+    /// Runs still running, interrupted, or ended without success.
+    pub in_progress: Vec<RunEntry>,
+    /// Waiting gates and queued reviews.
+    pub pending_review: Vec<ReviewEntry>,
+    /// Failures and decisions only a human can take.
+    pub blockers: Vec<String>,
+    /// Every planner decision.
+    pub planner_assessments: Vec<Assessment>,
+    /// Where each run's evidence is.
+    pub provenance: Vec<Provenance>,
+}
+
+/// One run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunEntry {
+    /// The run.
+    pub run_id: String,
+    /// Its workflow.
+    pub workflow: String,
+    /// Its state.
+    pub state: String,
+    /// How it ended or why it stopped.
+    pub detail: String,
+    /// Its changes (the last captured diffstat).
+    pub diffstat: String,
+}
+
+/// A review waiting for a human.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReviewEntry {
+    /// The run.
+    pub run_id: String,
+    /// The gate step.
+    pub step_id: String,
+    /// `waiting` (a blocking gate) or `queued`.
+    pub kind: String,
+    /// Why.
+    pub reason: String,
+    /// The gate request, relative to the repository.
+    pub request: String,
+    /// Risk flags of the last planner decision of the run.
+    pub risk_flags: Vec<String>,
+}
+
+/// One planner decision.
+#[derive(Debug, Clone, Serialize)]
+pub struct Assessment {
+    /// The run.
+    pub run_id: String,
+    /// The workflow and version.
+    pub workflow: String,
+    /// The EVALUATE step and visit.
+    pub step: String,
+    /// The status.
+    pub status: String,
+    /// Blocker summaries.
+    pub blockers: Vec<String>,
+    /// Risk flags.
+    pub risk_flags: Vec<String>,
+}
+
+/// Where a run's evidence is.
+#[derive(Debug, Clone, Serialize)]
+pub struct Provenance {
+    /// The run.
+    pub run_id: String,
+    /// `workflow_id.vN`.
+    pub workflow: String,
+    /// The agents that ran, with their kind.
+    pub agents: Vec<String>,
+    /// Transcripts, relative to the repository.
+    pub transcripts: Vec<String>,
+    /// The run directory, relative to the repository.
+    pub run_dir: String,
+}
+
+/// Builds the journal of the runs started on `date` (or from `date` through `until`).
+pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
+    let root = repo.join(DEFAULT_ARTIFACTS_ROOT);
+    let ids: Vec<String> = std::fs::read_dir(&root)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .filter(|name| is_run_id(name))
+                .collect()
+        })
+        .unwrap_or_default();
+    let last = until.unwrap_or(date);
+    let mut runs: Vec<(RunDir, RunMetadata)> = ids
+        .into_iter()
+        .filter_map(|id| {
+            let run_dir = RunDir::at(root.join(&id));
+            let metadata = read_json::<RunMetadata>(&run_dir.metadata(), "run metadata").ok()?;
+            let day = metadata.started_at.get(..10).unwrap_or_default().to_owned();
+            (day.as_str() >= date && day.as_str() <= last).then_some((run_dir, metadata))
+        })
+        .collect();
+    // Oldest first; start times have sub-second precision, so the order is the order of runs.
+    runs.sort_by(|left, right| {
+        (&left.1.started_at, &left.1.run_id).cmp(&(&right.1.started_at, &right.1.run_id))
+    });
+    let mut journal = Journal {
+        date: date.to_owned(),
+        until: until.map(str::to_owned),
+        ..Journal::default()
+    };
+    for (run_dir, metadata) in &runs {
+        add_run(&mut journal, run_dir, metadata);
+    }
+    journal
+}
+
+fn add_run(journal: &mut Journal, run_dir: &RunDir, metadata: &RunMetadata) {
+    let run_id = metadata.run_id.clone();
+    let workflow = format!("{}.v{}", metadata.workflow_id, metadata.workflow_version);
+    let relative = |path: &Path| {
+        path.strip_prefix(&metadata.repo_root)
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    };
+    let status = read_json::<RunStatus>(&run_dir.status(), "run status").ok();
+    let state = read_json::<RunState>(&run_dir.state(), "run state").ok();
+    let manifests = manifests_in_order(run_dir);
+    let diffstat = manifests
+        .iter()
+        .rev()
+        .find_map(|manifest| manifest.evidence_summary.get("diffstat"))
+        .map(describe_diffstat)
+        .unwrap_or_else(|| "no changes".into());
+    let lifecycle = status
+        .as_ref()
+        .map_or(LifecycleState::Blocked, |status| status.lifecycle_state);
+    let detail = metadata
+        .termination
+        .as_ref()
+        .map(|termination| termination.reason.clone())
+        .or_else(|| status.as_ref().and_then(|status| status.reason.clone()))
+        .unwrap_or_default();
+    let entry = RunEntry {
+        run_id: run_id.clone(),
+        workflow: workflow.clone(),
+        state: lifecycle.name().into(),
+        detail: detail.clone(),
+        diffstat,
+    };
+    if lifecycle == LifecycleState::Completed {
+        journal.completed.push(entry);
+    } else {
+        if lifecycle == LifecycleState::Failed {
+            journal
+                .blockers
+                .push(format!("{run_id} ({workflow}) failed: {detail}"));
+        }
+        journal.in_progress.push(entry);
+    }
+    let mut last_flags = Vec::new();
+    for manifest in &manifests {
+        let Some(entry) = manifest.artifact(ArtifactRole::PlannerDecision) else {
+            continue;
+        };
+        let Ok(decision) =
+            read_json::<serde_json::Value>(&run_dir.root().join(&entry.path), "planner decision")
+        else {
+            continue;
+        };
+        let strings = |key: &str| -> Vec<String> {
+            decision[key]
+                .as_array()
+                .map(|items| {
+                    items
+                        .iter()
+                        .map(|item| {
+                            item["summary"]
+                                .as_str()
+                                .or(item.as_str())
+                                .unwrap_or_default()
+                                .to_owned()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let status = decision["status"].as_str().unwrap_or_default().to_owned();
+        let blockers = strings("blockers");
+        last_flags = strings("risk_flags");
+        if status == "blocked" || status == "needs_human" {
+            journal.blockers.extend(
+                blockers
+                    .iter()
+                    .map(|blocker| format!("{run_id} / {}: {status}: {blocker}", manifest.step_id)),
+            );
+        }
+        journal.planner_assessments.push(Assessment {
+            run_id: run_id.clone(),
+            workflow: workflow.clone(),
+            step: format!("{} #{}", manifest.step_id, manifest.visit),
+            status,
+            blockers,
+            risk_flags: last_flags.clone(),
+        });
+    }
+    let waiting = state.as_ref().and_then(|state| match &state.phase {
+        Phase::Waiting { step_id, visit } => Some((step_id.clone(), *visit)),
+        _ => None,
+    });
+    for manifest in &manifests {
+        let Some(request) = manifest.artifact(ArtifactRole::GateRequest) else {
+            continue;
+        };
+        let is_waiting = waiting
+            .as_ref()
+            .is_some_and(|(step, visit)| *step == manifest.step_id && *visit == manifest.visit);
+        if !is_waiting && manifest.termination != "gate_queued" {
+            continue;
+        }
+        let body =
+            read_json::<serde_json::Value>(&run_dir.root().join(&request.path), "gate request")
+                .unwrap_or_default();
+        journal.pending_review.push(ReviewEntry {
+            run_id: run_id.clone(),
+            step_id: manifest.step_id.clone(),
+            kind: if is_waiting {
+                "waiting".into()
+            } else {
+                "queued".into()
+            },
+            reason: body["reason"].as_str().unwrap_or_default().to_owned(),
+            request: relative(&run_dir.root().join(&request.path)),
+            risk_flags: last_flags.clone(),
+        });
+    }
+    journal.provenance.push(provenance(
+        run_dir, &run_id, &workflow, &manifests, &relative,
+    ));
+}
+
+fn provenance(
+    run_dir: &RunDir,
+    run_id: &str,
+    workflow: &str,
+    manifests: &[StepManifest],
+    relative: &dyn Fn(&Path) -> String,
+) -> Provenance {
+    let mut agents = Vec::new();
+    let mut transcripts = Vec::new();
+    for manifest in manifests {
+        if let Some(entry) = manifest.artifact(ArtifactRole::RunnerMetadata)
+            && let Ok(runner) =
+                read_json::<serde_json::Value>(&run_dir.root().join(&entry.path), "runner metadata")
+        {
+            let agent = format!(
+                "{} ({})",
+                runner["agent"].as_str().unwrap_or("?"),
+                runner["kind"].as_str().unwrap_or("?")
+            );
+            if !agents.contains(&agent) {
+                agents.push(agent);
+            }
+        }
+        if let Some(entry) = manifest.artifact(ArtifactRole::RunnerTranscriptMarkdown) {
+            transcripts.push(relative(&run_dir.root().join(&entry.path)));
+        }
+    }
+    Provenance {
+        run_id: run_id.to_owned(),
+        workflow: workflow.to_owned(),
+        agents,
+        transcripts,
+        run_dir: relative(run_dir.root()),
+    }
+}
+
+/// Every visit's manifest, in the order the visits completed.
+fn manifests_in_order(run_dir: &RunDir) -> Vec<StepManifest> {
+    let Ok(events) = EventLog::read_all(&run_dir.events()) else {
+        return Vec::new();
+    };
+    events
+        .iter()
+        .filter(|event| {
+            event.event_type == EventType::StepCompleted
+                || event.event_type == EventType::GateRequested
+        })
+        .filter_map(|event| {
+            let (step, visit) = (event.step_id.as_ref()?, event.visit?);
+            read_json::<StepManifest>(
+                &run_dir.visit_dir(step, visit).join("manifest.json"),
+                "manifest",
+            )
+            .ok()
+            .map(|manifest| ((step.clone(), visit), manifest))
+        })
+        .fold(
+            Vec::<((String, u32), StepManifest)>::new(),
+            |mut seen, (key, manifest)| {
+                if !seen.iter().any(|(existing, _)| *existing == key) {
+                    seen.push((key, manifest));
+                }
+                seen
+            },
+        )
+        .into_iter()
+        .map(|(_, manifest)| manifest)
+        .collect()
+}
+
+fn describe_diffstat(value: &serde_json::Value) -> String {
+    let number = |key: &str| value[key].as_u64().unwrap_or(0);
+    let files = number("files_changed");
+    let plural = if files == 1 { "" } else { "s" };
+    format!(
+        "{files} file{plural} changed, +{} -{}",
+        number("insertions"),
+        number("deletions")
+    )
+}
+
+impl Journal {
+    /// The journal in Markdown (OA01.1 format).
+    pub fn to_markdown(&self) -> String {
+        let range = self
+            .until
+            .as_ref()
+            .map(|until| format!(" to {until}"))
+            .unwrap_or_default();
+        let mut text = format!(
+            "# TNH-Journal: {}{range}\n\n## Completed Tasks\n",
+            self.date
+        );
+        list(
+            &mut text,
+            self.completed.iter().map(|run| {
+                format!(
+                    "- [x] {} `{}`: {} ({})",
+                    run.workflow, run.run_id, run.detail, run.diffstat
+                )
+            }),
+        );
+        text.push_str("\n## In Progress\n");
+        list(
+            &mut text,
+            self.in_progress.iter().map(|run| {
+                format!(
+                    "- [ ] {} `{}`: {} — {} ({})",
+                    run.workflow, run.run_id, run.state, run.detail, run.diffstat
+                )
+            }),
+        );
+        text.push_str("\n## Pending Review\n");
+        list(
+            &mut text,
+            self.pending_review.iter().map(|review| {
+                let flags = if review.risk_flags.is_empty() {
+                    String::new()
+                } else {
+                    format!(" — risk: {}", review.risk_flags.join(", "))
+                };
+                format!(
+                    "- [ ] {} `{}` / {}: {} ({}){flags}",
+                    review.kind, review.run_id, review.step_id, review.reason, review.request
+                )
+            }),
+        );
+        text.push_str("\n## Blockers & Decisions Needed\n");
+        list(
+            &mut text,
+            self.blockers.iter().map(|blocker| format!("- {blocker}")),
+        );
+        text.push_str("\n## Planner Assessments\n");
+        list(
+            &mut text,
+            self.planner_assessments.iter().map(|assessment| {
+                let mut line = format!(
+                    "→ {} / `{}` / step: {}\n  Status: {}",
+                    assessment.workflow, assessment.run_id, assessment.step, assessment.status
+                );
+                for blocker in &assessment.blockers {
+                    let _ = write!(line, "\n  Blocker: \"{blocker}\"");
+                }
+                if !assessment.risk_flags.is_empty() {
+                    let _ = write!(line, "\n  Risk flags: {}", assessment.risk_flags.join(", "));
+                }
+                line
+            }),
+        );
+        text.push_str("\n## Provenance\n");
+        list(
+            &mut text,
+            self.provenance.iter().map(|run| {
+                let mut line = format!(
+                    "- Run `{}`: workflow {}, run directory {}",
+                    run.run_id, run.workflow, run.run_dir
+                );
+                if !run.agents.is_empty() {
+                    let _ = write!(line, "\n  - Agents: {}", run.agents.join(", "));
+                }
+                for transcript in &run.transcripts {
+                    let _ = write!(line, "\n  - Transcript: {transcript}");
+                }
+                line
+            }),
+        );
+        text
+    }
+}
+
+fn list(text: &mut String, lines: impl Iterator<Item = String>) {
+    let mut any = false;
+    for line in lines {
+        text.push_str(&line);
+        text.push('\n');
+        any = true;
+    }
+    if !any {
+        text.push_str("- none\n");
+    }
+}
