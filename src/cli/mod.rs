@@ -14,6 +14,7 @@ mod runs_clean;
 mod schema;
 mod stub;
 mod validate;
+mod wait;
 
 use std::path::PathBuf;
 

@@ -78,7 +78,10 @@ impl View {
             let _ = writeln!(stderr, "▶ {}", self.current);
         }
         if self.live && !self.current.is_empty() {
-            let activity = format!("{:?}", event.event_type).to_lowercase();
+            let activity = serde_json::to_value(event.event_type)
+                .ok()
+                .and_then(|value| value.as_str().map(str::to_owned))
+                .unwrap_or_default();
             let _ = write!(
                 stderr,
                 "▶ {} · {:.0}s · {activity}",

@@ -71,23 +71,28 @@ pub fn cmd_run(cli: &Cli, args: &RunArgs, output: &mut Output) -> Result<ExitSta
     if !args.json {
         output.note(&format!("running {}", args.workflow.display()));
     }
-    report(start_run(request), args.json, output)
+    let repo = request.repo.clone();
+    let mut result = start_run(request);
+    if args.wait && super::wait::interactive() {
+        result = super::wait::wait_at_gates(cli, &repo, result, output);
+    }
+    report(result, args.json, output)
 }
 
 /// Resumes a run.
 pub fn cmd_resume(cli: &Cli, args: &ResumeArgs, output: &mut Output) -> Result<ExitStatus> {
     let repo = repo(cli)?;
-    report(
-        resume_run(
-            &repo,
-            &args.run_id,
-            load_config(cli)?,
-            args.accept_drift,
-            super::progress::observer(!args.json && !cli.quiet),
-        ),
-        args.json,
-        output,
-    )
+    let mut result = resume_run(
+        &repo,
+        &args.run_id,
+        load_config(cli)?,
+        args.accept_drift,
+        super::progress::observer(!args.json && !cli.quiet),
+    );
+    if args.wait && super::wait::interactive() {
+        result = super::wait::wait_at_gates(cli, &repo, result, output);
+    }
+    report(result, args.json, output)
 }
 
 fn report(

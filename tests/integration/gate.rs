@@ -255,3 +255,95 @@ fn status_and_gate_list_notice_a_timed_out_gate() {
         "failed failure timed_out\n"
     );
 }
+
+#[test]
+fn run_wait_asks_at_the_gate_on_a_terminal() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow("gate.yaml");
+    let output = std::process::Command::new("python3")
+        .arg(crate::support::fixture("pty/answer.py"))
+        .args([
+            "[a/r/s/l]: =s",
+            "[a/r/s/l]: =a",
+            "comment (optional): =ship it",
+            "--",
+            env!("CARGO_BIN_EXE_tnh-conductor"),
+            "--repo",
+        ])
+        .arg(repo.path())
+        .args(["run", "--wait"])
+        .arg(&workflow)
+        .env("USER", "alice")
+        .output()
+        .unwrap();
+    let transcript = stdout_text(&output);
+    assert!(
+        transcript.contains("gate `review`: Approve the feature"),
+        "{transcript}"
+    );
+    assert!(
+        transcript.contains("+the feature"),
+        "`s` shows the diff: {transcript}"
+    );
+    assert!(transcript.trim_end().ends_with("exit=0"), "{transcript}");
+    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    let outcome = repo.json(&run_id, "artifacts/review/1/gate_outcome.json");
+    assert_eq!(
+        (outcome["reviewer"].as_str(), outcome["comment"].as_str()),
+        (Some("alice"), Some("ship it"))
+    );
+}
+
+#[test]
+fn run_wait_leaves_the_gate_waiting_when_asked() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow("gate.yaml");
+    let output = std::process::Command::new("python3")
+        .arg(crate::support::fixture("pty/answer.py"))
+        .args([
+            "[a/r/s/l]: =l",
+            "--",
+            env!("CARGO_BIN_EXE_tnh-conductor"),
+            "--repo",
+        ])
+        .arg(repo.path())
+        .args(["run", "--wait"])
+        .arg(&workflow)
+        .output()
+        .unwrap();
+    assert!(
+        stdout_text(&output).trim_end().ends_with("exit=3"),
+        "{}",
+        stdout_text(&output)
+    );
+}
+
+#[test]
+fn run_wait_honours_the_gate_timeout_while_asking() {
+    let repo = RunRepo::new();
+    let text = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
+        .unwrap()
+        .replace("timeout: 24h", "timeout: 1ms");
+    let workflow = repo.workflow_text("gate.yaml", &text);
+    let output = std::process::Command::new("python3")
+        .arg(crate::support::fixture("pty/answer.py"))
+        .args(["--", env!("CARGO_BIN_EXE_tnh-conductor"), "--repo"])
+        .arg(repo.path())
+        .args(["run", "--wait"])
+        .arg(&workflow)
+        .output()
+        .unwrap();
+    let transcript = stdout_text(&output);
+    assert!(
+        transcript.contains("the gate's time ran out"),
+        "{transcript}"
+    );
+    assert!(transcript.trim_end().ends_with("exit=1"), "{transcript}");
+}

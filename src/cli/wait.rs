@@ -1,0 +1,158 @@
+//! `run --wait` / `resume --wait` on a terminal: at a blocking gate, ask the operator inline
+//! (approve / reject / show diff / leave waiting) instead of exiting 3, and honour the gate's
+//! timeout while asking.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+use super::{Cli, Output, load_config};
+use crate::artifacts::RunDir;
+use crate::kernel::driver::RunEnd;
+use crate::kernel::gate::{Decision, decide, read_request};
+use crate::kernel::recorder::Recorder;
+use crate::kernel::run::{RunError, RunSummary, resume_run};
+
+/// Lines typed by the operator, read on one thread for the whole session.
+fn operator_lines() -> Receiver<String> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    receiver
+}
+
+/// Asks until the operator answers; `None` at the deadline or end of input.
+fn ask(
+    lines: &Receiver<String>,
+    question: &str,
+    deadline: Option<jiff::Timestamp>,
+) -> Option<String> {
+    let mut stderr = std::io::stderr();
+    let _ = write!(stderr, "{question}");
+    let _ = stderr.flush();
+    match deadline {
+        Some(deadline) => {
+            let left = (deadline.as_millisecond() - jiff::Timestamp::now().as_millisecond()).max(0);
+            match lines.recv_timeout(Duration::from_millis(left as u64)) {
+                Ok(line) => Some(line),
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
+            }
+        }
+        None => lines.recv().ok(),
+    }
+}
+
+/// Whether the operator can be asked.
+pub fn interactive() -> bool {
+    std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
+/// Keeps asking at each blocking gate the run reaches, until it ends or the operator leaves it
+/// waiting.
+pub fn wait_at_gates(
+    cli: &Cli,
+    repo: &std::path::Path,
+    mut result: Result<RunSummary, RunError>,
+    output: &mut Output,
+) -> Result<RunSummary, RunError> {
+    let lines = operator_lines();
+    loop {
+        let (summary, step_id) = match &result {
+            Ok(
+                summary @ RunSummary {
+                    end: RunEnd::Waiting { step_id },
+                    ..
+                },
+            ) => (summary.clone(), step_id.clone()),
+            _ => return result,
+        };
+        let (run_id, run_dir) = (summary.run_id.to_string(), summary.run_dir.clone());
+        let recorder = Recorder::open(RunDir::at(&run_dir))?;
+        let visit = visit_of(&run_dir);
+        let request = read_request(&recorder, &step_id, visit)?;
+        let deadline = request["deadline"]
+            .as_str()
+            .and_then(|text| text.parse::<jiff::Timestamp>().ok());
+        let reviewer = std::env::var("USER").unwrap_or_else(|_| "operator".into());
+        output.note(&format!(
+            "\ngate `{step_id}`: {}",
+            request["reason"].as_str().unwrap_or_default()
+        ));
+        let decision = loop {
+            let Some(answer) = ask(
+                &lines,
+                "approve / reject / show diff / leave waiting [a/r/s/l]: ",
+                deadline,
+            ) else {
+                break None;
+            };
+            match answer.trim() {
+                "a" | "approve" => break Some(Decision::Approve),
+                "r" | "reject" => break Some(Decision::Reject),
+                "s" | "show" | "show diff" => {
+                    let diff = request["context"]["diff"]
+                        .as_str()
+                        .map(|path| run_dir.join(path));
+                    let text = diff
+                        .and_then(|path| std::fs::read_to_string(path).ok())
+                        .unwrap_or_else(|| "(no diff recorded)\n".into());
+                    output.diagnostic(&text);
+                }
+                "l" | "leave" | "leave waiting" => return result,
+                _ => output.note("answer a, r, s or l"),
+            }
+        };
+        if let Some(decision) = decision {
+            let comment = ask(&lines, "comment (optional): ", deadline)
+                .filter(|text| !text.trim().is_empty());
+            match decide(repo, &run_id, decision, &reviewer, comment.as_deref()) {
+                // The decision routed straight to a STOP: the run is over.
+                Ok(crate::kernel::Phase::Finished { end, reason, .. }) => {
+                    return Ok(RunSummary {
+                        end: RunEnd::Finished { end, reason },
+                        ..summary
+                    });
+                }
+                Ok(_) => {}
+                Err(error @ RunError::Gate(_)) => {
+                    output.note(&format!("error: {error}"));
+                    continue;
+                }
+                Err(error) => return Err(error),
+            }
+        } else {
+            output.note("the gate's time ran out");
+        }
+        // Resuming resolves a gate past its deadline and continues after a decision.
+        result = resume_run(
+            repo,
+            &run_id,
+            load_config(cli).map_err(|error| {
+                RunError::Artifacts(crate::artifacts::ArtifactsError::Io {
+                    action: "load the configuration for",
+                    path: repo.to_path_buf(),
+                    source: std::io::Error::other(error.to_string()),
+                })
+            })?,
+            false,
+            super::progress::observer(!cli.quiet),
+        );
+    }
+}
+
+/// The visit of the run's waiting gate, from its state.
+fn visit_of(run_dir: &std::path::Path) -> u32 {
+    crate::artifacts::read_json::<crate::kernel::RunState>(&run_dir.join("state.json"), "run state")
+        .ok()
+        .and_then(|state| match state.phase {
+            crate::kernel::Phase::Waiting { visit, .. } => Some(visit),
+            _ => None,
+        })
+        .unwrap_or(1)
+}
