@@ -3,7 +3,7 @@
 //! timeout while asking.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use super::{Cli, Output, load_config};
@@ -39,10 +39,7 @@ fn ask(
     match deadline {
         Some(deadline) => {
             let left = (deadline.as_millisecond() - jiff::Timestamp::now().as_millisecond()).max(0);
-            match lines.recv_timeout(Duration::from_millis(left as u64)) {
-                Ok(line) => Some(line),
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-            }
+            lines.recv_timeout(Duration::from_millis(left as u64)).ok()
         }
         None => lines.recv().ok(),
     }
