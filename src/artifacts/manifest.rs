@@ -45,6 +45,8 @@ pub enum ArtifactRole {
     WorkspaceStatus,
     /// A rollback's before/after record.
     RollbackRecord,
+    /// Entries the agent appended with `tnh runlog append`.
+    AgentRunlog,
 }
 
 /// One artifact of a step visit.

@@ -129,6 +129,8 @@ impl Driver<'_> {
             Ok(result) => result,
             Err(error) => return self.step_failed(&step_id, visit, &error).map(Some),
         };
+        let mut result = result;
+        self.ingest_runlog(&step_id, visit, &mut result.manifest)?;
         self.recorder.write_manifest(&result.manifest)?;
         self.state.spent_usd += result.cost_usd;
         if step.body.opcode().may_change_worktree() || self.state.fingerprint.is_none() {
@@ -149,6 +151,42 @@ impl Driver<'_> {
         }
         self.route(&step_id, visit, &result.report)?;
         Ok(None)
+    }
+
+    /// Turns the agent's `tnh runlog append` entries into `agent_runlog` events: the agent
+    /// writes only its step folder, the kernel alone numbers events.
+    fn ingest_runlog(
+        &mut self,
+        step_id: &str,
+        visit: u32,
+        manifest: &mut crate::artifacts::StepManifest,
+    ) -> Result<(), DriveError> {
+        let file = crate::tnh::runlog::RUNLOG_FILE;
+        let path = self.recorder.run_dir().visit_dir(step_id, visit).join(file);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return Ok(());
+        };
+        for line in text.lines() {
+            let Ok(serde_json::Value::Object(entry)) =
+                serde_json::from_str::<serde_json::Value>(line)
+            else {
+                continue;
+            };
+            let fields = ["kind", "message", "ref", "timestamp"]
+                .into_iter()
+                .filter_map(|key| entry.get(key).map(|value| (key.to_owned(), value.clone())))
+                .collect();
+            self.recorder
+                .event(EventType::AgentRunlog, Some((step_id, visit)), fields)?;
+        }
+        manifest.artifacts.push(crate::artifacts::ArtifactEntry {
+            role: crate::artifacts::ArtifactRole::AgentRunlog,
+            path: format!("artifacts/{step_id}/{visit}/{file}"),
+            media_type: "application/x-ndjson".into(),
+            required: false,
+            important: true,
+        });
+        Ok(())
     }
 
     /// Records the visit's end and takes the route the kernel chooses.

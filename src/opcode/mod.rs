@@ -8,7 +8,7 @@ mod rollback;
 mod run_agent;
 mod run_validation;
 mod stop;
-mod validators;
+pub mod validators;
 
 pub use context::{RunContext, StepContext, StepResult};
 

@@ -1,13 +1,28 @@
 //! The agent-facing commands (`tnh context`, `tnh diff`, …). Agents learn them from `--help`
-//! alone, so every command says what it prints and how to narrow it.
+//! alone, so every command says what it prints, how to narrow it and how it exits. Output is
+//! small and exact; a closed pipe (`| head`) is not an error.
+
+mod adr;
+mod check;
+mod context;
+mod diff;
+mod git;
+pub mod runlog;
+
+use std::io::Write;
 
 use clap::{Parser, Subcommand};
 
 use crate::error::ExitStatus;
 
-/// Small commands for agents working inside a tnh-conductor run.
+/// Small commands for coding agents working inside a tnh-conductor run (or any git repository).
+///
+/// Inside a run, the TNH_RUN_ID, TNH_RUN_DIR, TNH_STEP_ID, TNH_STEP_DIR, TNH_WORKTREE and
+/// TNH_BASE_SHA variables tell each command where it is. Exit codes: 0 success, 1 the checked
+/// tool failed (its own exit code for test/lint/typecheck), 2 bad usage or not in a repository
+/// or run.
 #[derive(Debug, Parser)]
-#[command(name = "tnh", version, about, long_about = None)]
+#[command(name = "tnh", version, about, long_about)]
 pub struct TnhCli {
     #[command(subcommand)]
     pub command: TnhCommand,
@@ -16,20 +31,49 @@ pub struct TnhCli {
 /// The agent-facing commands of DESIGN §1.
 #[derive(Debug, Subcommand)]
 pub enum TnhCommand {
-    /// Repository, run and step context, sized for a prompt.
-    Context,
-    /// Changes against the run's base.
-    Diff,
-    /// Run the `tests` validator and summarise.
-    Test,
-    /// Run the `lint` validator and summarise.
-    Lint,
-    /// Run the `typecheck` validator and summarise.
-    Typecheck,
-    /// Architecture decision records.
-    Adr,
-    /// The current step's run log.
-    Runlog,
+    /// Where you are: repository, branch, base, changed files, run and step, ADRs, commands.
+    Context(context::ContextArgs),
+    /// Changes against the run's base (TNH_BASE_SHA, else the merge-base with main/master).
+    Diff(diff::DiffArgs),
+    /// Run the `tests` validator and print a short summary; exits with the tool's exit code.
+    Test(check::CheckArgs),
+    /// Run the `lint` validator and print a short summary; exits with the tool's exit code.
+    Lint(check::CheckArgs),
+    /// Run the `typecheck` validator and print a short summary; exits with the tool's exit code.
+    Typecheck(check::CheckArgs),
+    /// Architecture decision records: `tnh adr list`, `tnh adr open ID`.
+    #[command(subcommand)]
+    Adr(adr::AdrCommand),
+    /// The current step's run log: `tnh runlog append --kind note --message TEXT`.
+    #[command(subcommand)]
+    Runlog(runlog::RunlogCommand),
+}
+
+/// A `tnh` command failed in a way the agent should read.
+#[derive(Debug)]
+pub struct TnhError {
+    message: String,
+    hint: Option<String>,
+}
+
+impl TnhError {
+    fn new(message: impl Into<String>, hint: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            hint: Some(hint.into()),
+        }
+    }
+}
+
+/// The result of a `tnh` command: the exit status, or an error for stderr (exit 2).
+pub type TnhResult = Result<ExitStatus, TnhError>;
+
+/// Writes to stdout; a closed pipe stops output quietly.
+pub(crate) fn print(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
 }
 
 /// The entry point of the `tnh` binary.
@@ -46,7 +90,24 @@ pub fn main() -> std::process::ExitCode {
             };
         }
     };
-    let name = format!("{:?}", cli.command).to_lowercase();
-    eprintln!("error: `tnh {name}` is not implemented yet");
-    ExitStatus::Usage.into()
+    let result = match &cli.command {
+        TnhCommand::Context(args) => context::run(args),
+        TnhCommand::Diff(args) => diff::run(args),
+        TnhCommand::Test(args) => check::run("tests", args),
+        TnhCommand::Lint(args) => check::run("lint", args),
+        TnhCommand::Typecheck(args) => check::run("typecheck", args),
+        TnhCommand::Adr(command) => adr::run(command),
+        TnhCommand::Runlog(command) => runlog::run(command),
+    };
+    match result {
+        Ok(status) => status.into(),
+        Err(error) => {
+            let mut stderr = std::io::stderr();
+            let _ = writeln!(stderr, "error: {}", error.message);
+            if let Some(hint) = error.hint {
+                let _ = writeln!(stderr, "  hint: {hint}");
+            }
+            ExitStatus::Usage.into()
+        }
+    }
 }

@@ -19,6 +19,7 @@ mod schema;
 mod script;
 mod starter_workflows;
 mod support;
+mod tnh_commands;
 mod validate;
 mod validation;
 mod workspace;

@@ -1,0 +1,142 @@
+//! `tnh test|lint|typecheck`: run the validator of that name — the same registry and detection
+//! as RUN_VALIDATION — and print a short summary; the full output is saved in the step folder
+//! inside a run.
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use clap::Args;
+
+use super::{TnhError, TnhResult, git, print};
+use crate::error::ExitStatus;
+
+/// `tnh test|lint|typecheck [--json] [-- EXTRA…]`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  tnh test\n  tnh test -- --nocapture my_test\n  tnh lint --json\n\n\
+The command comes from `validators:` in .tnh/config.yaml, else is detected (Cargo: cargo test / clippy / check; \
+npm scripts; Python: pytest / ruff / mypy). Prints the exit code, duration, failing tests or first errors, and \
+the tail; exits with the tool's exit code (2 when no command is known)."
+)]
+pub struct CheckArgs {
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Extra arguments passed to the tool.
+    #[arg(last = true)]
+    pub extra: Vec<String>,
+}
+
+/// Runs the validator `name`.
+pub fn run(name: &str, args: &CheckArgs) -> TnhResult {
+    let root = git::root()?;
+    let config = crate::config::Config::load(Some(&root), None)
+        .map_err(|error| TnhError::new(error.to_string(), "fix .tnh/config.yaml"))?;
+    let command =
+        crate::opcode::validators::registered(name, &config, &root).map_err(|reason| {
+            TnhError::new(
+                reason,
+                format!("add `validators: {{{name}: {{argv: [...]}}}}` to .tnh/config.yaml"),
+            )
+        })?;
+    let mut argv = command.argv.clone();
+    argv.extend(args.extra.iter().cloned());
+    let started = Instant::now();
+    let output = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .current_dir(&root)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|error| {
+            TnhError::new(
+                format!("cannot run `{}`: {error}", argv[0]),
+                "install the tool or configure the validator",
+            )
+        })?;
+    let duration = started.elapsed();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let code = output.status.code().unwrap_or(1);
+    let combined = format!("{stdout}{stderr}");
+    let failures: Vec<&str> = combined
+        .lines()
+        .filter(|line| {
+            let lower = line.to_lowercase();
+            (lower.contains("error") || lower.contains("failed") || lower.contains("panicked"))
+                && !lower.contains("0 failed")
+        })
+        .take(15)
+        .collect();
+    let tail: Vec<&str> = combined
+        .lines()
+        .rev()
+        .take(20)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let saved = std::env::var("TNH_STEP_DIR")
+        .ok()
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| {
+            let path = std::path::Path::new(&dir).join(format!("tnh-{name}.log"));
+            let _ = std::fs::create_dir_all(&dir);
+            let _ = std::fs::write(&path, combined.as_bytes());
+            path.display().to_string()
+        });
+    if args.json {
+        let value = serde_json::json!({
+            "validator": name,
+            "argv": argv,
+            "detected": command.detected,
+            "exit_code": code,
+            "duration_ms": duration.as_millis() as u64,
+            "failures": failures,
+            "tail": tail,
+            "log": saved,
+        });
+        print(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        ));
+    } else {
+        let verdict = if code == 0 { "passed" } else { "FAILED" };
+        let mut text = format!(
+            "{name}: {verdict} (exit {code}, {:.1}s) — {}\n",
+            duration.as_secs_f64(),
+            argv.join(" ")
+        );
+        if code != 0 && !failures.is_empty() {
+            text.push_str("first errors:\n");
+            for line in &failures {
+                let _ = writeln!(text, "  {line}");
+            }
+        }
+        if code != 0 {
+            text.push_str("tail:\n");
+            for line in &tail {
+                let _ = writeln!(text, "  {line}");
+            }
+        }
+        if let Some(path) = &saved {
+            let _ = writeln!(text, "full output: {path}");
+        }
+        print(&text);
+    }
+    Ok(if code == 0 {
+        ExitStatus::Success
+    } else {
+        exit_code(code)
+    })
+}
+
+/// The tool's own exit code.
+fn exit_code(code: i32) -> ExitStatus {
+    match code {
+        0 => ExitStatus::Success,
+        2 => ExitStatus::Usage,
+        3 => ExitStatus::Waiting,
+        4 => ExitStatus::Runtime,
+        _ => ExitStatus::Failure,
+    }
+}

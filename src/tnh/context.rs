@@ -1,0 +1,115 @@
+//! `tnh context`: everything an agent needs to orient itself, in a few lines.
+
+use std::fmt::Write as _;
+
+use clap::Args;
+
+use super::{TnhResult, git, print};
+use crate::error::ExitStatus;
+
+/// `tnh context [--json]`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  tnh context\n  tnh context --json | jq .changed\n\nPrints the repository root, branch, base commit, files changed since the base, the run and step \
+(inside a tnh-conductor run), the step's inputs (from TNH_STEP_DIR/inputs.json when present), ADRs, and the tnh commands available."
+)]
+pub struct ContextArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Prints the context.
+pub fn run(args: &ContextArgs) -> TnhResult {
+    let place = git::place()?;
+    let branch = git::git(&place.root, &["symbolic-ref", "--short", "-q", "HEAD"])
+        .map(|text| text.trim().to_owned())
+        .unwrap_or_default();
+    let changed = git::changes(&place)?;
+    let variable = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+    let inputs = variable("TNH_STEP_DIR")
+        .and_then(|dir| {
+            std::fs::read_to_string(std::path::Path::new(&dir).join("inputs.json")).ok()
+        })
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
+    let adrs = super::adr::find(&place.root)
+        .into_iter()
+        .map(|adr| format!("{} {} ({})", adr.id, adr.title, adr.status))
+        .collect::<Vec<_>>();
+    let commands = [
+        "tnh context",
+        "tnh diff [--stat|--name-only|--patch]",
+        "tnh test",
+        "tnh lint",
+        "tnh typecheck",
+        "tnh adr list|open ID",
+        "tnh runlog append",
+    ];
+    let value = serde_json::json!({
+        "root": place.root.display().to_string(),
+        "branch": branch,
+        "base": place.base,
+        "base_source": place.base_source,
+        "changed": changed.iter().map(|(status, path)| format!("{status} {path}")).collect::<Vec<_>>(),
+        "run_id": variable("TNH_RUN_ID"),
+        "step_id": variable("TNH_STEP_ID"),
+        "step_dir": variable("TNH_STEP_DIR"),
+        "inputs": inputs,
+        "adrs": adrs,
+        "commands": commands,
+    });
+    if args.json {
+        print(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        ));
+        return Ok(ExitStatus::Success);
+    }
+    let mut text = format!(
+        "repo: {}\nbranch: {}\nbase: {} ({})\n",
+        place.root.display(),
+        if branch.is_empty() {
+            "(detached)"
+        } else {
+            &branch
+        },
+        short(&place.base),
+        place.base_source
+    );
+    if let (Some(run), Some(step)) = (variable("TNH_RUN_ID"), variable("TNH_STEP_ID")) {
+        let _ = writeln!(text, "run: {run} step: {step}");
+    }
+    let _ = writeln!(text, "changed ({}):", changed.len());
+    for (status, path) in changed.iter().take(50) {
+        let _ = writeln!(text, "  {status} {path}");
+    }
+    if changed.len() > 50 {
+        let _ = writeln!(
+            text,
+            "  … {} more (tnh diff --name-only)",
+            changed.len() - 50
+        );
+    }
+    if let Some(inputs) = &value["inputs"].as_object() {
+        let _ = writeln!(
+            text,
+            "inputs: {}",
+            inputs.keys().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+    if !adrs.is_empty() {
+        let _ = writeln!(
+            text,
+            "adrs ({}): {}",
+            adrs.len(),
+            adrs.iter().take(10).cloned().collect::<Vec<_>>().join("; ")
+        );
+    }
+    let _ = writeln!(text, "commands: {}", commands.join(", "));
+    print(&text);
+    Ok(ExitStatus::Success)
+}
+
+fn short(sha: &str) -> &str {
+    sha.get(..12).unwrap_or(sha)
+}

@@ -1,0 +1,266 @@
+//! The agent-facing `tnh` commands, inside and outside a run, with bad input.
+
+use crate::kernel_support::RunRepo;
+use crate::support::{TempRepo, stderr_text, stdout_text, tnh};
+
+fn run_tnh(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    tnh()
+        .current_dir(dir)
+        .args(args)
+        .env_remove("TNH_BASE_SHA")
+        .env_remove("TNH_STEP_DIR")
+        .env_remove("TNH_RUN_ID")
+        .output()
+        .unwrap()
+}
+
+fn changed_repo() -> TempRepo {
+    let repo = TempRepo::new();
+    repo.write("src/lib.rs", "pub fn one() {}\n");
+    repo.write("tests/lib_test.rs", "#[test] fn t() {}\n");
+    repo.commit_all("base");
+    repo.write(
+        "src/lib.rs",
+        "pub fn one() {}\npub fn two() {}\npub fn three() {}\n",
+    );
+    repo.write(
+        "tests/lib_test.rs",
+        "#[test] fn t() {}\n#[test] fn u() {}\n",
+    );
+    repo.write("docs/notes.md", "untracked notes\n");
+    repo
+}
+
+#[test]
+fn outside_a_repository_every_command_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["context"][..],
+        &["diff"][..],
+        &["test"][..],
+        &["adr", "list"][..],
+    ] {
+        let output = run_tnh(dir.path(), args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr_text(&output).contains("not inside a git repository"),
+            "{args:?}: {}",
+            stderr_text(&output)
+        );
+    }
+}
+
+#[test]
+fn context_shows_where_the_agent_is() {
+    let repo = changed_repo();
+    let output = run_tnh(repo.path(), &["context"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
+    let text = stdout_text(&output);
+    assert!(
+        text.contains("branch: main")
+            && text.contains("M src/lib.rs")
+            && text.contains("? docs/notes.md"),
+        "{text}"
+    );
+    assert!(text.contains("commands: tnh context"), "{text}");
+    let inside = tnh()
+        .current_dir(repo.path())
+        .args(["context", "--json"])
+        .env("TNH_RUN_ID", "20260101T000000Z-abcdef")
+        .env("TNH_STEP_ID", "implement")
+        .env("TNH_BASE_SHA", repo.git(&["rev-parse", "HEAD"]))
+        .output()
+        .unwrap();
+    let value: serde_json::Value = serde_json::from_slice(&inside.stdout).unwrap();
+    assert_eq!(
+        (value["run_id"].as_str(), value["step_id"].as_str()),
+        (Some("20260101T000000Z-abcdef"), Some("implement"))
+    );
+    assert_eq!(value["base_source"], "TNH_BASE_SHA (the run's base)");
+}
+
+#[test]
+fn diff_in_three_shapes_with_paths_and_truncation() {
+    let repo = changed_repo();
+    let stat = stdout_text(&run_tnh(repo.path(), &["diff", "--stat"]));
+    assert!(
+        stat.contains("src/lib.rs") && stat.contains("docs/notes.md (new, untracked)"),
+        "{stat}"
+    );
+    let names = stdout_text(&run_tnh(repo.path(), &["diff", "--name-only", "src/"]));
+    assert_eq!(names, "M\tsrc/lib.rs\n");
+    let patch = stdout_text(&run_tnh(repo.path(), &["diff", "--patch"]));
+    let source = patch.find("diff --git a/src/lib.rs").unwrap();
+    let tests = patch.find("diff --git a/tests/lib_test.rs").unwrap();
+    assert!(source < tests, "source hunks come first:\n{patch}");
+    let short = stdout_text(&run_tnh(
+        repo.path(),
+        &["diff", "--patch", "--max-lines", "3"],
+    ));
+    assert_eq!(short.lines().count(), 4, "{short}");
+    assert!(
+        short.lines().last().unwrap().starts_with("… truncated:"),
+        "{short}"
+    );
+}
+
+#[test]
+fn checks_run_the_configured_validator_and_exit_with_its_code() {
+    let repo = changed_repo();
+    repo.write(".tnh/config.yaml", "validators:\n  tests: {argv: [sh, -c, \"echo running; exit 0\"]}\n  lint: {argv: [sh, -c, \"echo 'error: unused variable x'; exit 1\"]}\n");
+    let passed = run_tnh(repo.path(), &["test"]);
+    assert_eq!(passed.status.code(), Some(0));
+    assert!(
+        stdout_text(&passed).starts_with("tests: passed (exit 0"),
+        "{}",
+        stdout_text(&passed)
+    );
+    let failed = run_tnh(repo.path(), &["lint"]);
+    assert_eq!(failed.status.code(), Some(1));
+    assert!(
+        stdout_text(&failed).contains("first errors:\n  error: unused variable x"),
+        "{}",
+        stdout_text(&failed)
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&run_tnh(repo.path(), &["lint", "--json"]).stdout).unwrap();
+    assert_eq!(json["exit_code"], 1);
+    let missing = run_tnh(repo.path(), &["typecheck"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        stderr_text(&missing).contains("is not configured and cannot be detected"),
+        "{}",
+        stderr_text(&missing)
+    );
+    // Inside a run the full output is kept in the step folder.
+    let step_dir = tempfile::tempdir().unwrap();
+    let inside = tnh()
+        .current_dir(repo.path())
+        .arg("lint")
+        .env("TNH_STEP_DIR", step_dir.path())
+        .output()
+        .unwrap();
+    assert!(stdout_text(&inside).contains("full output:"));
+    assert!(
+        std::fs::read_to_string(step_dir.path().join("tnh-lint.log"))
+            .unwrap()
+            .contains("unused variable")
+    );
+}
+
+#[test]
+fn adrs_are_listed_filtered_and_opened() {
+    let repo = TempRepo::new();
+    repo.write(
+        "docs/adr/adr-0001-use-rust.md",
+        "---\ntitle: Use Rust\nstatus: accepted\n---\n# ADR-0001\nBecause.\n",
+    );
+    repo.write(
+        "docs/arch/adr/adr-oa04-workflow-schema.md",
+        "# ADR-OA04: Workflow Schema\n\n- **Status**: WIP\n",
+    );
+    let list = stdout_text(&run_tnh(repo.path(), &["adr", "list"]));
+    assert_eq!(
+        list,
+        "0001\taccepted\tUse Rust\nOA04\twip\tADR-OA04: Workflow Schema\n"
+    );
+    assert_eq!(
+        stdout_text(&run_tnh(repo.path(), &["adr", "list", "--status", "WIP"])),
+        "OA04\twip\tADR-OA04: Workflow Schema\n"
+    );
+    assert!(
+        stdout_text(&run_tnh(repo.path(), &["adr", "open", "adr-oa04"]))
+            .contains("**Status**: WIP")
+    );
+    let unknown = run_tnh(repo.path(), &["adr", "open", "0099"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        stderr_text(&unknown).contains("known ids: 0001, OA04"),
+        "{}",
+        stderr_text(&unknown)
+    );
+}
+
+#[test]
+fn runlog_entries_become_events_of_the_run() {
+    let outside = run_tnh(
+        &std::env::temp_dir(),
+        &["runlog", "append", "--kind", "note", "--message", "x"],
+    );
+    assert_eq!(outside.status.code(), Some(2));
+    assert!(stderr_text(&outside).contains("not inside a tnh-conductor run"));
+    let repo = RunRepo::new();
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    let script = format!(
+        "{} runlog append --kind decision --message 'kept the old API' --ref src/api.rs",
+        env!("CARGO_BIN_EXE_tnh")
+    );
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("{config}  logger:\n    kind: command\n    argv: [sh, -c, \"{script}\"]\n"),
+    );
+    let workflow = repo.workflow_text("log.yaml", "workflow_id: log\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: logger\n    prompt: Record a decision.\n    routes:\n      \"*\": STOP\n");
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(0), "{result}{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let entry = repo
+        .events(run_id)
+        .into_iter()
+        .find(|event| event["event_type"] == "agent_runlog")
+        .expect("an agent_runlog event");
+    assert_eq!(
+        (
+            entry["kind"].as_str(),
+            entry["message"].as_str(),
+            entry["ref"].as_str()
+        ),
+        (
+            Some("decision"),
+            Some("kept the old API"),
+            Some("src/api.rs")
+        )
+    );
+    crate::kernel_support::assert_contiguous(&repo.events(run_id));
+}
+
+#[test]
+fn a_closed_pipe_is_not_an_error() {
+    let repo = changed_repo();
+    let output = std::process::Command::new("bash")
+        .current_dir(repo.path())
+        .args([
+            "-c",
+            &format!(
+                "{} diff --patch | head -1 >/dev/null; echo ${{PIPESTATUS[0]}}",
+                env!("CARGO_BIN_EXE_tnh")
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(stdout_text(&output).trim(), "0");
+}
+
+#[test]
+fn help_tells_an_agent_what_it_needs() {
+    let help = stdout_text(&tnh().arg("--help").output().unwrap());
+    for word in [
+        "context",
+        "diff",
+        "test",
+        "lint",
+        "typecheck",
+        "adr",
+        "runlog",
+        "Exit codes",
+    ] {
+        assert!(
+            help.contains(word),
+            "{word} missing from tnh --help:\n{help}"
+        );
+    }
+    let diff_help = stdout_text(&tnh().args(["diff", "--help"]).output().unwrap());
+    assert!(
+        diff_help.contains("Examples:") && diff_help.contains("--max-lines"),
+        "{diff_help}"
+    );
+}
