@@ -68,12 +68,32 @@ pub fn find(root: &Path) -> Vec<Adr> {
     let Ok(set) = set.build() else {
         return Vec::new();
     };
-    let mut adrs: Vec<Adr> = markdown_files(root)
-        .into_iter()
+    // Walk only below each pattern's literal prefix (`docs/` for `docs/**/adr/*.md`).
+    let mut starts: Vec<PathBuf> = globs
+        .iter()
+        .map(|pattern| {
+            pattern
+                .split('/')
+                .take_while(|part| !part.contains(['*', '?', '[', '{']))
+                .collect::<Vec<_>>()
+                .join("/")
+        })
+        .map(|prefix| root.join(prefix))
+        .collect();
+    starts.sort();
+    starts.dedup();
+    let mut adrs: Vec<Adr> = starts
+        .iter()
+        .flat_map(|start| markdown_files(root, start))
         .filter(|relative| set.is_match(relative))
         .filter_map(|relative| parse(root, &relative))
         .collect();
-    adrs.sort_by(|left, right| left.id.cmp(&right.id));
+    adrs.sort_by(|left, right| {
+        left.id
+            .cmp(&right.id)
+            .then_with(|| left.path.cmp(&right.path))
+    });
+    adrs.dedup_by(|left, right| left.path == right.path);
     adrs
 }
 
@@ -96,9 +116,9 @@ fn read_adr_paths(root: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn markdown_files(root: &Path) -> Vec<PathBuf> {
+fn markdown_files(root: &Path, start: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
-    let mut pending = vec![root.to_path_buf()];
+    let mut pending = vec![start.to_path_buf()];
     while let Some(directory) = pending.pop() {
         let Ok(entries) = std::fs::read_dir(&directory) else {
             continue;

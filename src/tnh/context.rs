@@ -22,9 +22,7 @@ pub struct ContextArgs {
 /// Prints the context.
 pub fn run(args: &ContextArgs) -> TnhResult {
     let place = git::place()?;
-    let branch = git::git(&place.root, &["symbolic-ref", "--short", "-q", "HEAD"])
-        .map(|text| text.trim().to_owned())
-        .unwrap_or_default();
+    let branch = git::branch(&place.root).unwrap_or_default();
     let changed = git::changes(&place)?;
     let variable = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
     let inputs = variable("TNH_STEP_DIR")

@@ -69,11 +69,13 @@ pub fn run(args: &DiffArgs) -> TnhResult {
     } else {
         arguments.extend(["--stat".into(), place.base.clone(), "--".into()]);
         arguments.extend(args.paths.iter().cloned());
-        let mut text = git::git(
+        let listed: Vec<&str> = arguments.iter().map(String::as_str).collect();
+        let (mut text, untracked) = git::git_pair(
             &place.root,
-            &arguments.iter().map(String::as_str).collect::<Vec<_>>(),
+            &listed,
+            &["ls-files", "--others", "--exclude-standard", "--"],
         )?;
-        for path in untracked()? {
+        for path in untracked.lines().filter(|path| in_scope(path, &args.paths)) {
             let _ = writeln!(text, " {path} (new, untracked)");
         }
         if text.is_empty() {

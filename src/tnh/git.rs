@@ -69,8 +69,21 @@ pub fn place() -> Result<Place, TnhError> {
             base_source: "TNH_BASE_SHA (the run's base)".into(),
         });
     }
-    for branch in ["origin/HEAD", "main", "master"] {
-        if let Ok(base) = git(&root, &["merge-base", "HEAD", branch]) {
+    // Agents call these commands often: look for the default branch in the ref files instead
+    // of paying for a failing git process per candidate.
+    let common = common_dir(&root);
+    let packed = std::fs::read_to_string(common.join("packed-refs")).unwrap_or_default();
+    let candidates = [
+        ("origin/HEAD", "refs/remotes/origin/HEAD"),
+        ("main", "refs/heads/main"),
+        ("master", "refs/heads/master"),
+    ];
+    for (branch, reference) in candidates {
+        let exists = common.join(reference).exists()
+            || packed
+                .lines()
+                .any(|line| line.ends_with(&format!(" {reference}")));
+        if exists && let Ok(base) = git(&root, &["merge-base", "HEAD", branch]) {
             return Ok(Place {
                 root,
                 base: base.trim().to_owned(),
@@ -85,21 +98,76 @@ pub fn place() -> Result<Place, TnhError> {
     })
 }
 
+/// The repository's common git folder (a worktree's `.git` file points into it).
+pub fn common_dir(root: &Path) -> PathBuf {
+    let dot_git = root.join(".git");
+    if dot_git.is_dir() {
+        return dot_git;
+    }
+    // A worktree: `.git` holds `gitdir: <repo>/.git/worktrees/<name>`, whose `commondir` is `../..`.
+    let gitdir = std::fs::read_to_string(&dot_git).ok().and_then(|text| {
+        text.strip_prefix("gitdir:")
+            .map(|path| PathBuf::from(path.trim()))
+    });
+    match gitdir {
+        Some(gitdir) => {
+            let common = std::fs::read_to_string(gitdir.join("commondir"))
+                .map(|text| gitdir.join(text.trim()))
+                .unwrap_or(gitdir);
+            common.canonicalize().unwrap_or(common)
+        }
+        None => dot_git,
+    }
+}
+
+/// The current branch, read from HEAD without running git (`None` when detached).
+pub fn branch(root: &Path) -> Option<String> {
+    let dot_git = root.join(".git");
+    let head_path = if dot_git.is_dir() {
+        dot_git.join("HEAD")
+    } else {
+        let text = std::fs::read_to_string(&dot_git).ok()?;
+        PathBuf::from(text.strip_prefix("gitdir:")?.trim()).join("HEAD")
+    };
+    let head = std::fs::read_to_string(head_path).ok()?;
+    head.trim()
+        .strip_prefix("ref: refs/heads/")
+        .map(str::to_owned)
+}
+
+/// Runs two git commands at once (agents pay for every millisecond of these commands).
+pub fn git_pair(
+    root: &Path,
+    first: &[&str],
+    second: &[&str],
+) -> Result<(String, String), TnhError> {
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| git(root, second));
+        let mine = git(root, first);
+        let theirs = other
+            .join()
+            .unwrap_or_else(|_| Err(TnhError::new("git failed", "try again")));
+        Ok((mine?, theirs?))
+    })
+}
+
 /// Changed paths against the base (`A`/`M`/`D`/`R` status) plus untracked files (`?`).
 pub fn changes(place: &Place) -> Result<Vec<(String, String)>, TnhError> {
-    let mut changes: Vec<(String, String)> = git(
+    let (tracked, untracked) = git_pair(
         &place.root,
         &["diff", "--name-status", "-M", &place.base, "--"],
-    )?
-    .lines()
-    .filter_map(|line| {
-        let mut parts = line.split('\t');
-        let status = parts.next()?.chars().next()?.to_string();
-        let path = parts.next_back()?.to_owned();
-        Some((status, path))
-    })
-    .collect();
-    for path in git(&place.root, &["ls-files", "--others", "--exclude-standard"])?.lines() {
+        &["ls-files", "--others", "--exclude-standard"],
+    )?;
+    let mut changes: Vec<(String, String)> = tracked
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.split('\t');
+            let status = parts.next()?.chars().next()?.to_string();
+            let path = parts.next_back()?.to_owned();
+            Some((status, path))
+        })
+        .collect();
+    for path in untracked.lines() {
         changes.push(("?".into(), path.to_owned()));
     }
     Ok(changes)

@@ -221,6 +221,14 @@ fn runlog_entries_become_events_of_the_run() {
         )
     );
     crate::kernel_support::assert_contiguous(&repo.events(run_id));
+    // In the run's worktree (a linked worktree: `.git` is a file), context finds the work branch.
+    let worktree = std::path::PathBuf::from(result["worktree"].as_str().unwrap());
+    let context = stdout_text(&run_tnh(&worktree, &["context"]));
+    assert!(
+        context.contains(&format!("branch: tnh/log/{run_id}")),
+        "{context}"
+    );
+    assert!(context.contains("merge-base with main"), "{context}");
 }
 
 #[test]
