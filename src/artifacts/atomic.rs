@@ -79,3 +79,22 @@ mod tests {
         assert_eq!(names, ["state.json"]);
     }
 }
+
+/// Writes a file that belongs to one step visit (a new folder per visit, so nobody reads it
+/// half-written: the manifest that points at it is written after it). It is fsynced but not
+/// renamed into place, which spares the file system a temporary inode per artifact.
+pub fn write_json_new<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), ArtifactsError> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| ArtifactsError::Json {
+        what: "record",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    bytes.push(b'\n');
+    if let Some(folder) = path.parent() {
+        std::fs::create_dir_all(folder).map_err(ArtifactsError::io("create", folder))?;
+    }
+    let mut file = std::fs::File::create(path).map_err(ArtifactsError::io("create", path))?;
+    file.write_all(&bytes)
+        .map_err(ArtifactsError::io("write", path))?;
+    file.sync_data().map_err(ArtifactsError::io("fsync", path))
+}

@@ -12,7 +12,7 @@ mod run_dir;
 mod run_id;
 mod status;
 
-pub use atomic::{read_json, write_atomic, write_json_atomic};
+pub use atomic::{read_json, write_atomic, write_json_atomic, write_json_new};
 pub use events::{Event, EventLog, EventType};
 pub use manifest::{ArtifactEntry, ArtifactRole, StepManifest};
 pub use run_dir::RunDir;

@@ -113,6 +113,9 @@ pub struct RunStatus {
 impl RunStatus {
     /// The one line of `final-state.txt`: e.g. `completed success done`, `waiting gate final_review`.
     pub fn final_state_line(&self, detail: &str) -> String {
+        if self.lifecycle_state == LifecycleState::Running {
+            return "running\n".to_owned();
+        }
         let step = self.current_step_id.as_deref().unwrap_or("-");
         format!("{} {detail} {step}\n", self.lifecycle_state.name())
     }

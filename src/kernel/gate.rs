@@ -9,7 +9,7 @@ use super::recorder::{Recorder, payload};
 use super::run::{RunError, find_run_dir};
 use super::state::{End, Phase, RunState};
 use super::transition::{Next, StepReport, complete_step, fail};
-use crate::artifacts::{ArtifactRole, EventType, StepManifest, read_json, write_json_atomic};
+use crate::artifacts::{ArtifactRole, EventType, StepManifest, read_json, write_json_new};
 use crate::outcome::Outcome;
 
 /// A human's decision.
@@ -179,7 +179,7 @@ fn resolve(
         "comment": comment,
         "decided_at": decided_at,
     });
-    write_json_atomic(&visit_dir.join("gate_outcome.json"), &gate_outcome)?;
+    write_json_new(&visit_dir.join("gate_outcome.json"), &gate_outcome)?;
     let step = Some((step_id, visit));
     recorder.event(
         EventType::GateResolved,

@@ -4,7 +4,7 @@
 //! `blocked`; otherwise `success`). Other planner backends arrive with the planner issue.
 
 use crate::artifacts::{
-    ArtifactRole, EventLog, EventType, StepManifest, read_json, write_json_atomic,
+    ArtifactRole, EventLog, EventType, StepManifest, read_json, write_json_new,
 };
 use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
@@ -26,9 +26,9 @@ pub(super) fn execute(
     let manifests = manifests_since_last_evaluate(context)?;
     let mut envelope = envelope(context, evaluate, &manifests);
     summarize(context, &mut envelope)?;
-    write_json_atomic(&visit_dir.join("planner_input.json"), &envelope)?;
+    write_json_new(&visit_dir.join("planner_input.json"), &envelope)?;
     let decision = decide(context, evaluate, &manifests);
-    write_json_atomic(&visit_dir.join("planner_decision.json"), &decision)?;
+    write_json_new(&visit_dir.join("planner_decision.json"), &decision)?;
     let status: Outcome = decision["status"]
         .as_str()
         .and_then(|text| text.parse().ok())

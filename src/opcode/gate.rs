@@ -2,7 +2,7 @@
 //! non-blocking gate records the request for the review journal and continues with
 //! `gate_queued`.
 
-use crate::artifacts::{ArtifactRole, EventType, StepManifest, read_json, write_json_atomic};
+use crate::artifacts::{ArtifactRole, EventType, StepManifest, read_json, write_json_new};
 use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
 use crate::outcome::Outcome;
@@ -51,7 +51,7 @@ pub(super) fn execute(
         "deadline": deadline.map(|deadline| deadline.to_string()),
         "context": review_context(context),
     });
-    write_json_atomic(&visit_dir.join("gate_request.json"), &request)?;
+    write_json_new(&visit_dir.join("gate_request.json"), &request)?;
     let step = (context.step_id().to_owned(), context.visit);
     let fields = payload([
         ("gate", kind.into()),

@@ -1,6 +1,6 @@
 //! ROLLBACK: reset the worktree to `pre_run` or the latest pre-step snapshot.
 
-use crate::artifacts::{ArtifactRole, EventType, write_json_atomic};
+use crate::artifacts::{ArtifactRole, EventType, write_json_new};
 use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
 use crate::outcome::Outcome;
@@ -23,7 +23,7 @@ pub(super) fn execute(
     let step = (context.step_id().to_owned(), context.visit);
     let (outcome, summary, artifacts) = match context.workspace.rollback(target) {
         Ok(record) => {
-            write_json_atomic(&visit_dir.join("rollback.json"), &record)?;
+            write_json_new(&visit_dir.join("rollback.json"), &record)?;
             let fields = payload([
                 (
                     "target",

@@ -2,7 +2,7 @@
 //! under supervision, then capture the diff, check the policy and record everything.
 
 use crate::artifacts::EventType;
-use crate::artifacts::{ArtifactEntry, ArtifactRole, write_json_atomic};
+use crate::artifacts::{ArtifactEntry, ArtifactRole, write_json_new};
 use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
 use crate::policy::{Policy, PolicySpec as EnforcedPolicy, PolicySummary};
@@ -78,7 +78,7 @@ pub(super) fn execute(
     let status = context
         .workspace
         .capture_since(&snapshot, &visit_dir.join("workspace.diff"))?;
-    write_json_atomic(&visit_dir.join("workspace_status.json"), &status)?;
+    write_json_new(&visit_dir.join("workspace_status.json"), &status)?;
     let requested = effective_policy(context, agent)?;
     let policy = Policy::compile(&requested)?;
     let violations = match &requested.check {
@@ -107,7 +107,7 @@ pub(super) fn execute(
         requested.check.is_some(),
         violations.clone(),
     );
-    write_json_atomic(&visit_dir.join("policy_summary.json"), &summary)?;
+    write_json_new(&visit_dir.join("policy_summary.json"), &summary)?;
     for violation in &violations {
         let fields = payload([(
             "violation",

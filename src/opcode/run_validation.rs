@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::artifacts::{ArtifactEntry, ArtifactRole, EventType, write_json_atomic};
+use crate::artifacts::{ArtifactEntry, ArtifactRole, EventType, write_json_new};
 use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
 use crate::outcome::Outcome;
@@ -53,14 +53,14 @@ pub(super) fn execute(
     let visit_dir = context
         .visit_dir()
         .map_err(|error| OpcodeError::Other(error.to_string()))?;
-    write_json_atomic(&visit_dir.join("validation_report.json"), &report)?;
+    write_json_new(&visit_dir.join("validation_report.json"), &report)?;
     let isolation = serde_json::json!({
         "schema_version": crate::artifacts::SCHEMA_VERSION,
         "environment": "allowlist (PATH, HOME, LANG, TERM, USER, SHELL, TMPDIR, TZ) + TNH_* + the validator's env, without names containing KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL",
         "network": ran.iter().map(|result| (result.id.clone(), result.record["network"].clone())).collect::<serde_json::Map<_, _>>(),
         "entrypoints": "script validators must lie under the run directory or script_allowlist",
     });
-    write_json_atomic(&visit_dir.join("policy_summary.json"), &isolation)?;
+    write_json_new(&visit_dir.join("policy_summary.json"), &isolation)?;
     let mut artifacts = vec![
         context.artifact(
             ArtifactRole::ValidationReport,
