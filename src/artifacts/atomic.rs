@@ -61,25 +61,6 @@ pub fn read_json<T: serde::de::DeserializeOwned>(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn replaces_the_whole_file_and_leaves_no_temporary_behind() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.json");
-        write_atomic(&path, b"first").unwrap();
-        write_atomic(&path, b"second").unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"second");
-        let names: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|entry| entry.unwrap().file_name())
-            .collect();
-        assert_eq!(names, ["state.json"]);
-    }
-}
-
 /// Writes a file that belongs to one step visit (a new folder per visit, so nobody reads it
 /// half-written: the manifest that points at it is written after it). It is fsynced but not
 /// renamed into place, which spares the file system a temporary inode per artifact.
@@ -97,4 +78,23 @@ pub fn write_json_new<T: serde::Serialize>(path: &Path, value: &T) -> Result<(),
     file.write_all(&bytes)
         .map_err(ArtifactsError::io("write", path))?;
     file.sync_data().map_err(ArtifactsError::io("fsync", path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_the_whole_file_and_leaves_no_temporary_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        write_atomic(&path, b"first").unwrap();
+        write_atomic(&path, b"second").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"second");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["state.json"]);
+    }
 }
