@@ -25,6 +25,7 @@ pub(super) fn execute(
         .map_err(|error| OpcodeError::Other(format!("cannot create the step folder: {error}")))?;
     let manifests = manifests_since_last_evaluate(context)?;
     let mut envelope = envelope(context, evaluate, &manifests);
+    add_inputs(context, evaluate, &mut envelope)?;
     summarize(context, &mut envelope)?;
     write_json_new(&visit_dir.join("planner_input.json"), &envelope)?;
     let decision = decide(context, evaluate, &manifests);
@@ -67,6 +68,37 @@ pub(super) fn execute(
         cost_usd: 0.0,
         waiting: false,
     })
+}
+
+/// The EVALUATE step's own `inputs`, computed (expressions keep their types), sent to the
+/// planner as `inputs` beside the OA06 fields.
+fn add_inputs(
+    context: &StepContext<'_>,
+    evaluate: &Evaluate,
+    envelope: &mut serde_json::Value,
+) -> Result<(), OpcodeError> {
+    let script_context = context.script_context()?;
+    let inputs = match &evaluate.inputs {
+        crate::workflow::model::Inputs::None => return Ok(()),
+        crate::workflow::model::Inputs::Names(names) => {
+            serde_json::Value::Array(names.iter().map(|name| name.value.clone().into()).collect())
+        }
+        crate::workflow::model::Inputs::Values(values) => {
+            let mut map = serde_json::Map::new();
+            for (name, node) in values {
+                map.insert(
+                    name.value.clone(),
+                    context.run.script.evaluate_json(node, &script_context)?,
+                );
+            }
+            serde_json::Value::Object(map)
+        }
+        crate::workflow::model::Inputs::Expression(node) => {
+            context.run.script.evaluate_json(node, &script_context)?
+        }
+    };
+    envelope["inputs"] = inputs;
+    Ok(())
 }
 
 /// The workflow's optional `summarize(evidence)` hook shapes what the planner reads: its

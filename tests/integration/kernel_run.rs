@@ -337,7 +337,8 @@ fn a_summarize_function_shapes_the_evidence_the_planner_reads() {
     let repo = RunRepo::new();
     let text = std::fs::read_to_string(crate::support::fixture("runs/fix_loop.yaml"))
         .unwrap()
-        .replace("entry_step: implement\n", "entry_step: implement\nscript: |\n  fn summarize(evidence) {\n      #{ short: \"summary for the planner\", outcome: evidence.validation.mechanical_outcome }\n  }\n");
+        .replace("entry_step: implement\n", "entry_step: implement\nscript: |\n  fn summarize(evidence) {\n      #{ short: \"summary for the planner\", outcome: evidence.validation.mechanical_outcome }\n  }\n")
+        .replace("    prompt: planner.evaluate_step.v1\n", "    prompt: planner.evaluate_step.v1\n    inputs:\n      focus: \"${{ [\\\"feature.txt\\\"] + [ctx.step.id] }}\"\n");
     let (code, result, output) = repo.run(&repo.workflow_text("summarized.yaml", &text), &[]);
     assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
     let run_id = result["run_id"].as_str().unwrap();
@@ -347,6 +348,11 @@ fn a_summarize_function_shapes_the_evidence_the_planner_reads() {
         "summary for the planner"
     );
     assert_eq!(input["evidence"]["summary"]["outcome"], "error");
+    // Computed inputs of the EVALUATE step keep their types.
+    assert_eq!(
+        input["inputs"]["focus"],
+        serde_json::json!(["feature.txt", "evaluate"])
+    );
     // The raw evidence is still there, and the status is derived from it.
     assert_eq!(
         input["evidence"]["validation"]["mechanical_outcome"],
