@@ -7,6 +7,7 @@
 
 mod atomic;
 mod events;
+mod harness;
 mod manifest;
 mod run_dir;
 mod run_id;
@@ -14,6 +15,7 @@ mod status;
 
 pub use atomic::{read_json, write_atomic, write_json_atomic, write_json_new};
 pub use events::{Event, EventLog, EventType};
+pub use harness::{harness_report_problems, harness_report_schema};
 pub use manifest::{ArtifactEntry, ArtifactRole, StepManifest};
 pub use run_dir::RunDir;
 pub use run_id::{is_run_id, new_run_id};

@@ -51,7 +51,8 @@ pub fn schema_of(name: SchemaName) -> Option<serde_json::Value> {
         SchemaName::WorkspaceStatus => Some(crate::workspace::workspace_status_schema()),
         SchemaName::PolicySummary => Some(crate::policy::policy_summary_schema()),
         SchemaName::RollbackRecord => Some(crate::workspace::rollback_record_schema()),
-        SchemaName::HarnessReport | SchemaName::PlannerInput | SchemaName::PlannerDecision => None,
+        SchemaName::HarnessReport => Some(crate::artifacts::harness_report_schema()),
+        SchemaName::PlannerInput | SchemaName::PlannerDecision => None,
     }
 }
 

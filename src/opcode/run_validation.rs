@@ -346,7 +346,12 @@ fn run_one(
             true,
         ),
     ];
-    let (collected, missing) = collect_artifacts(&plan.cwd, &plan.globs, &folder.join("artifacts"));
+    let Collected {
+        copied: collected,
+        missing,
+        refused,
+        skipped,
+    } = collect_artifacts(&plan.cwd, &plan.globs, &folder.join("artifacts"));
     artifacts.extend(collected.iter().map(|path| {
         context.artifact(
             ArtifactRole::ValidationArtifact,
@@ -392,6 +397,8 @@ fn run_one(
         "timeout_ms": supervised_timeout(&plan, limits, context),
         "artifacts": collected,
         "missing_artifacts": missing,
+        "refused_artifacts": refused.iter().map(|(path, reason)| serde_json::json!({ "path": path, "reason": reason })).collect::<Vec<_>>(),
+        "skipped_artifacts": skipped.iter().map(|(path, reason)| serde_json::json!({ "path": path, "reason": reason })).collect::<Vec<_>>(),
         "harness_report": report.as_ref().map(|(path, _)| path),
         "proposed_goldens": proposed_goldens,
         "network": network,
@@ -420,59 +427,107 @@ fn supervised_timeout(plan: &Plan, limits: &Limits, context: &StepContext<'_>) -
         .map(|timeout| timeout.as_millis() as u64)
 }
 
-/// Copies files matching the globs (relative to `root`) into `into`; returns the relative paths
-/// copied and the literal (wildcard-free) patterns that matched nothing. Patterns with `..` or
-/// an absolute path, and files whose real path leaves `root` (symlinks), are never copied.
-fn collect_artifacts(root: &Path, globs: &[String], into: &Path) -> (Vec<String>, Vec<String>) {
-    let mut copied = Vec::new();
-    let mut missing = Vec::new();
+/// The largest artifact file copied, in bytes.
+const MAX_ARTIFACT_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The most artifact bytes one validator may copy.
+const MAX_ARTIFACT_TOTAL_BYTES: u64 = 512 * 1024 * 1024;
+
+/// What artifact capture did.
+#[derive(Debug, Default)]
+struct Collected {
+    /// Relative paths copied.
+    copied: Vec<String>,
+    /// Literal (wildcard-free) or refused patterns that produced nothing.
+    missing: Vec<String>,
+    /// Patterns and files refused because they leave the worktree, with the reason.
+    refused: Vec<(String, String)>,
+    /// Files left out by the size caps, with the reason.
+    skipped: Vec<(String, String)>,
+}
+
+/// Copies files matching the globs (relative to `root`) into `into`. Patterns with `..` or an
+/// absolute path, and files whose real path leaves `root` (symlinks out), are refused and
+/// recorded; the per-file and per-validator size caps are recorded when hit.
+fn collect_artifacts(root: &Path, globs: &[String], into: &Path) -> Collected {
+    let mut collected = Collected::default();
     let Ok(real_root) = root.canonicalize() else {
-        return (copied, globs.to_vec());
+        collected.missing = globs.to_vec();
+        return collected;
     };
+    let files = if globs.is_empty() {
+        Vec::new()
+    } else {
+        walk(&real_root)
+    };
+    let mut total: u64 = 0;
     for pattern in globs {
         let escapes = Path::new(pattern).is_absolute()
             || Path::new(pattern)
                 .components()
                 .any(|component| matches!(component, std::path::Component::ParentDir));
+        if escapes {
+            collected.refused.push((
+                pattern.clone(),
+                "the pattern leaves the working directory".into(),
+            ));
+            collected.missing.push(pattern.clone());
+            continue;
+        }
         let Ok(glob) = globset::GlobBuilder::new(pattern)
             .literal_separator(true)
             .build()
             .map(|glob| glob.compile_matcher())
         else {
-            missing.push(pattern.clone());
+            collected.missing.push(pattern.clone());
             continue;
         };
         let mut matched = false;
-        if !escapes {
-            for relative in walk(&real_root) {
-                if copied.len() >= MAX_ARTIFACT_FILES || !glob.is_match(&relative) {
-                    continue;
-                }
-                let source = real_root.join(&relative);
-                let inside = source
-                    .canonicalize()
-                    .is_ok_and(|real| real.starts_with(&real_root));
-                if inside && source.is_file() {
-                    let target = into.join(&relative);
-                    let copied_ok = target
-                        .parent()
-                        .is_some_and(|parent| std::fs::create_dir_all(parent).is_ok())
-                        && std::fs::copy(&source, &target).is_ok();
-                    if copied_ok {
-                        matched = true;
-                        if !copied.contains(&relative) {
-                            copied.push(relative.clone());
-                        }
-                    }
-                }
+        for relative in files.iter().filter(|relative| glob.is_match(relative)) {
+            if collected.copied.contains(relative) {
+                matched = true;
+                continue;
+            }
+            let source = real_root.join(relative);
+            if !source
+                .canonicalize()
+                .is_ok_and(|real| real.starts_with(&real_root))
+            {
+                collected.refused.push((
+                    relative.clone(),
+                    "a symlink to outside the working directory".into(),
+                ));
+                continue;
+            }
+            let Ok(size) = std::fs::metadata(&source).map(|metadata| metadata.len()) else {
+                continue;
+            };
+            if size > MAX_ARTIFACT_FILE_BYTES
+                || total + size > MAX_ARTIFACT_TOTAL_BYTES
+                || collected.copied.len() >= MAX_ARTIFACT_FILES
+            {
+                collected.skipped.push((
+                    relative.clone(),
+                    format!("{size} bytes: over the artifact size or count caps"),
+                ));
+                continue;
+            }
+            let target = into.join(relative);
+            let copied = target
+                .parent()
+                .is_some_and(|parent| std::fs::create_dir_all(parent).is_ok())
+                && std::fs::copy(&source, &target).is_ok();
+            if copied {
+                matched = true;
+                total += size;
+                collected.copied.push(relative.clone());
             }
         }
-        let literal = !pattern.contains(['*', '?', '[', '{']);
-        if !matched && (literal || escapes) {
-            missing.push(pattern.clone());
+        if !matched && !pattern.contains(['*', '?', '[', '{']) {
+            collected.missing.push(pattern.clone());
         }
     }
-    (copied, missing)
+    collected
 }
 
 /// Relative paths of the files under `root` (symlinks listed, not followed), bounded.
@@ -530,8 +585,15 @@ fn harness_report(
                 .into_iter()
                 .filter(|key| value.get(key).is_none())
                 .collect();
-            if absent.is_empty() {
+            let problems = crate::artifacts::harness_report_problems(&value);
+            if absent.is_empty() && problems.is_empty() {
                 (Some((path, value)), None)
+            } else if absent.is_empty() {
+                let message = format!(
+                    "harness report `{path}` does not match `tnh-conductor schema harness-report`: {}",
+                    problems.join("; ")
+                );
+                (None, Some(message))
             } else {
                 (
                     None,

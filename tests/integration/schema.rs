@@ -135,6 +135,7 @@ fn every_published_schema_compiles_and_real_records_match_it() {
         "rollback-record",
         "run-metadata",
         "run-status",
+        "harness-report",
     ] {
         let output = conductor().args(["schema", name]).output().unwrap();
         assert_eq!(output.status.code(), Some(0), "schema {name}");

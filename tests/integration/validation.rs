@@ -253,3 +253,47 @@ fn script_validators_get_no_network_unless_allowed() {
         assert!(isolation["network"]["net"].is_string(), "{isolation}");
     }
 }
+
+#[test]
+fn refused_oversized_and_ill_typed_artifacts_are_recorded() {
+    let repo = RunRepo::new();
+    std::os::unix::fs::symlink("/etc/passwd", repo.path().join("passwd_link")).unwrap();
+    repo.repo.commit_all("a symlink out");
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    let script = "import json; open('big.bin','wb').truncate(65 << 20); json.dump({'suite_id': 's', 'cases': 'not a list', 'summary': {}}, open('harness_report.json','w'))";
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("{config}validators:\n  make: {{argv: [python3, -c, \"{script}\"]}}\n"),
+    );
+    let workflow = repo.workflow_text(
+        "caps.yaml",
+        "workflow_id: caps\nversion: 1\ndescription: d\nentry_step: check\nsteps:\n  - id: check\n    opcode: RUN_VALIDATION\n    run:\n      - id: make\n        kind: builtin\n        artifacts: [\"big.bin\", \"../outside.txt\", \"passwd_link\", \"harness_report.json\"]\n    routes:\n      \"*\": STOP\n",
+    );
+    let (_, result, output) = repo.run(&workflow, &[]);
+    let run_id = result["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", stderr_text(&output)));
+    let record =
+        repo.json(run_id, "artifacts/check/1/validation_report.json")["validators"]["make"].clone();
+    assert_eq!(record["outcome"], "error", "{record}");
+    let paths = |key: &str| -> Vec<String> {
+        record[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["path"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(paths("skipped_artifacts"), ["big.bin"]);
+    assert_eq!(
+        paths("refused_artifacts"),
+        ["../outside.txt", "passwd_link"]
+    );
+    assert!(
+        record["cause"]
+            .as_str()
+            .unwrap()
+            .contains("does not match `tnh-conductor schema harness-report`"),
+        "{record}"
+    );
+}
