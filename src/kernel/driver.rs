@@ -3,9 +3,7 @@
 
 use super::recorder::{Recorder, payload};
 use super::state::{End, Phase, RunState};
-use super::transition::{
-    KernelError, Next, StepReport, complete_step, fail, start_step, wait_at_gate,
-};
+use super::transition::{KernelError, StepReport, fail, start_step, wait_at_gate};
 use crate::artifacts::{ArtifactsError, EventType, now};
 use crate::opcode::{self, OpcodeError, RunContext, StepContext};
 use crate::workspace::Workspace;
@@ -191,66 +189,16 @@ impl Driver<'_> {
 
     /// Records the visit's end and takes the route the kernel chooses.
     fn route(&mut self, step_id: &str, visit: u32, report: &StepReport) -> Result<(), DriveError> {
-        let mut fields = payload([
-            ("outcome", report.outcome.as_str().into()),
-            ("proposed_goldens", report.proposed_goldens.into()),
-        ]);
-        if let Some(violation) = &report.policy_violation {
-            fields.insert("policy_violation".into(), violation.clone().into());
-        }
-        self.recorder
-            .event(EventType::StepCompleted, Some((step_id, visit)), fields)?;
-        match complete_step(&self.run.workflow, &self.state, report) {
-            Ok(transition) => {
-                self.state = transition.state;
-                match &transition.next {
-                    Next::Step {
-                        step_id: next,
-                        visit: next_visit,
-                    } => {
-                        let fields = payload([
-                            ("outcome", transition.outcome.as_str().into()),
-                            ("next_step", next.clone().into()),
-                            ("next_visit", (*next_visit).into()),
-                        ]);
-                        self.recorder.event(
-                            EventType::RouteSelected,
-                            Some((step_id, visit)),
-                            fields,
-                        )?;
-                        self.recorder.commit(&mut self.state, None)?;
-                    }
-                    Next::End { end, reason } => {
-                        let fields = payload([
-                            ("outcome", transition.outcome.as_str().into()),
-                            ("next_step", "STOP".into()),
-                        ]);
-                        self.recorder.event(
-                            EventType::RouteSelected,
-                            Some((step_id, visit)),
-                            fields,
-                        )?;
-                        let event = if *end == End::Success || *end == End::Failure {
-                            EventType::RunCompleted
-                        } else {
-                            EventType::RunFailed
-                        };
-                        self.recorder.event(
-                            event,
-                            None,
-                            payload([
-                                ("end", end.name().into()),
-                                ("reason", reason.clone().into()),
-                            ]),
-                        )?;
-                        self.recorder.commit(&mut self.state, Some(reason))?;
-                        self.recorder.finish(&self.state)?;
-                    }
-                }
-                Ok(())
-            }
-            Err(error) => self.end_with_error(&error).map(|_| ()),
-        }
+        let completion = super::routing::Completion::Record;
+        super::routing::record_route(
+            &self.run.workflow,
+            self.recorder,
+            &mut self.state,
+            (step_id, visit),
+            report,
+            completion,
+        )?;
+        Ok(())
     }
 
     /// An executor could not run the step: the run ends with a recorded runtime error.

@@ -7,8 +7,8 @@ use std::path::Path;
 use super::lock::RunLock;
 use super::recorder::{Recorder, payload};
 use super::run::{RunError, find_run_dir};
-use super::state::{End, Phase, RunState};
-use super::transition::{Next, StepReport, complete_step, fail};
+use super::state::{Phase, RunState};
+use super::transition::StepReport;
 use crate::artifacts::{ArtifactRole, EventType, StepManifest, read_json, write_json_new};
 use crate::outcome::Outcome;
 
@@ -211,83 +211,21 @@ fn resolve(
         important: true,
     });
     recorder.write_manifest(&manifest)?;
-    recorder.event(
-        EventType::StepCompleted,
-        step,
-        payload([
-            ("outcome", outcome.as_str().into()),
-            ("proposed_goldens", false.into()),
-        ]),
+    let workflow = super::run::workflow_of(recorder)?;
+    let report = StepReport::outcome(outcome);
+    super::routing::record_route(
+        &workflow,
+        recorder,
+        state,
+        (step_id, visit),
+        &report,
+        super::routing::Completion::Record,
     )?;
-    let workflow_state = state.clone();
-    let transition = complete_step_for(recorder, &workflow_state, outcome);
-    match transition {
-        Ok((next_state, next)) => {
-            *state = next_state;
-            let target = match &next {
-                Next::Step { step_id, .. } => step_id.clone(),
-                Next::End { .. } => "STOP".to_owned(),
-            };
-            recorder.event(
-                EventType::RouteSelected,
-                step,
-                payload([
-                    ("outcome", outcome.as_str().into()),
-                    ("next_step", target.into()),
-                ]),
-            )?;
-            if let Next::End { end, reason } = &next {
-                let event = if *end == End::Error {
-                    EventType::RunFailed
-                } else {
-                    EventType::RunCompleted
-                };
-                recorder.event(
-                    event,
-                    None,
-                    payload([
-                        ("end", end.name().into()),
-                        ("reason", reason.clone().into()),
-                    ]),
-                )?;
-            }
-        }
-        Err(error) => {
-            *state = fail(state, &error);
-            recorder.event(
-                EventType::RunFailed,
-                None,
-                payload([
-                    ("end", "error".into()),
-                    ("reason", error.to_string().into()),
-                ]),
-            )?;
-        }
-    }
-    recorder.commit(state, None)?;
-    if matches!(state.phase, Phase::Finished { .. }) {
-        recorder.finish(state)?;
-    } else {
+    if !matches!(state.phase, Phase::Finished { .. }) {
         recorder.write_blocked(&format!(
             "gate `{step_id}` resolved ({outcome}); `tnh-conductor resume {}` continues the run",
             state.run_id
         ))?;
     }
     Ok(())
-}
-
-/// The kernel transition for a gate decision; the workflow is re-read from the run's metadata.
-fn complete_step_for(
-    recorder: &Recorder,
-    state: &RunState,
-    outcome: Outcome,
-) -> Result<(RunState, Next), super::transition::KernelError> {
-    let workflow = super::run::workflow_of(recorder).map_err(|error| {
-        super::transition::KernelError::WrongPhase {
-            phase: error.to_string(),
-            expected: "a loadable workflow",
-        }
-    })?;
-    let transition = complete_step(&workflow, state, &StepReport::outcome(outcome))?;
-    Ok((transition.state, transition.next))
 }

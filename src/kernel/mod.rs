@@ -8,6 +8,7 @@ pub mod lock;
 pub mod orphans;
 pub mod params;
 pub mod recorder;
+pub mod routing;
 pub mod run;
 pub mod state;
 pub mod transition;

@@ -543,51 +543,14 @@ fn take_recorded_route(
     visit: u32,
     report: &StepReport,
 ) -> Result<(), RunError> {
-    match super::transition::complete_step(workflow, state, report) {
-        Ok(transition) => {
-            *state = transition.state;
-            let next = match &transition.next {
-                super::transition::Next::Step { step_id, .. } => step_id.clone(),
-                super::transition::Next::End { .. } => "STOP".to_owned(),
-            };
-            recorder.event(
-                EventType::RouteSelected,
-                Some((step_id, visit)),
-                payload([
-                    ("outcome", report.outcome.as_str().into()),
-                    ("next_step", next.into()),
-                    ("recovered", true.into()),
-                ]),
-            )?;
-            if let super::transition::Next::End { end, reason } = &transition.next {
-                let event = if *end == super::state::End::Error {
-                    EventType::RunFailed
-                } else {
-                    EventType::RunCompleted
-                };
-                recorder.event(
-                    event,
-                    None,
-                    payload([
-                        ("end", end.name().into()),
-                        ("reason", reason.clone().into()),
-                    ]),
-                )?;
-                recorder.finish(state)?;
-            }
-        }
-        Err(error) => {
-            *state = super::transition::fail(state, &error);
-            recorder.event(
-                EventType::RunFailed,
-                None,
-                payload([
-                    ("end", "error".into()),
-                    ("reason", error.to_string().into()),
-                ]),
-            )?;
-            recorder.finish(state)?;
-        }
-    }
+    let completion = super::routing::Completion::Recovered;
+    super::routing::record_route(
+        workflow,
+        recorder,
+        state,
+        (step_id, visit),
+        report,
+        completion,
+    )?;
     Ok(())
 }

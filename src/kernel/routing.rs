@@ -1,0 +1,97 @@
+//! Recording a finished visit and taking the kernel's route — one place for the driver, gate
+//! decisions and crash recovery, so the three write the same events in the same order.
+
+use super::recorder::{Recorder, payload};
+use super::state::{End, Phase, RunState};
+use super::transition::{Next, StepReport, complete_step, fail};
+use crate::artifacts::{ArtifactsError, EventType};
+use crate::workflow::model::Workflow;
+
+/// How a visit's end is recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// Write `step_completed` now.
+    Record,
+    /// `step_completed` was written before a crash: take the route it implies.
+    Recovered,
+}
+
+/// Writes `step_completed` (unless recovered), routes by the report, writes `route_selected`
+/// and, when the run ends, `run_completed` or `run_failed`; then checkpoints, and records the
+/// end in `metadata.json`.
+pub fn record_route(
+    workflow: &Workflow,
+    recorder: &mut Recorder,
+    state: &mut RunState,
+    (step_id, visit): (&str, u32),
+    report: &StepReport,
+    completion: Completion,
+) -> Result<(), ArtifactsError> {
+    let step = Some((step_id, visit));
+    if completion == Completion::Record {
+        let mut fields = payload([
+            ("outcome", report.outcome.as_str().into()),
+            ("proposed_goldens", report.proposed_goldens.into()),
+        ]);
+        if let Some(violation) = &report.policy_violation {
+            fields.insert("policy_violation".into(), violation.clone().into());
+        }
+        recorder.event(EventType::StepCompleted, step, fields)?;
+    }
+    let reason = match complete_step(workflow, state, report) {
+        Ok(transition) => {
+            *state = transition.state;
+            let mut fields = payload([("outcome", transition.outcome.as_str().into())]);
+            match &transition.next {
+                Next::Step {
+                    step_id: next,
+                    visit: next_visit,
+                } => {
+                    fields.insert("next_step".into(), next.clone().into());
+                    fields.insert("next_visit".into(), (*next_visit).into());
+                }
+                Next::End { .. } => {
+                    fields.insert("next_step".into(), "STOP".into());
+                }
+            }
+            if completion == Completion::Recovered {
+                fields.insert("recovered".into(), true.into());
+            }
+            recorder.event(EventType::RouteSelected, step, fields)?;
+            match transition.next {
+                Next::End { end, reason } => {
+                    let event = if end == End::Error {
+                        EventType::RunFailed
+                    } else {
+                        EventType::RunCompleted
+                    };
+                    recorder.event(
+                        event,
+                        None,
+                        payload([
+                            ("end", end.name().into()),
+                            ("reason", reason.clone().into()),
+                        ]),
+                    )?;
+                    Some(reason)
+                }
+                Next::Step { .. } => None,
+            }
+        }
+        Err(error) => {
+            *state = fail(state, &error);
+            let reason = error.to_string();
+            recorder.event(
+                EventType::RunFailed,
+                None,
+                payload([("end", "error".into()), ("reason", reason.clone().into())]),
+            )?;
+            Some(reason)
+        }
+    };
+    recorder.commit(state, reason.as_deref())?;
+    if matches!(state.phase, Phase::Finished { .. }) {
+        recorder.finish(state)?;
+    }
+    Ok(())
+}
