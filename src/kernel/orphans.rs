@@ -8,33 +8,8 @@ use nix::unistd::Pid;
 /// Kills every process (other than this one) whose environment names this run; returns their
 /// pids. Processes that cannot be inspected are skipped.
 pub fn kill_run_orphans(run_id: &str) -> Vec<i32> {
-    let marker = format!("TNH_RUN_ID={run_id}");
-    let own = std::process::id() as i32;
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut killed = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|name| name.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid == own {
-            continue;
-        }
-        let Ok(environment) = std::fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        if environment
-            .split(|byte| *byte == 0)
-            .any(|variable| variable == marker.as_bytes())
-            && kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok()
-        {
-            killed.push(pid);
-        }
-    }
-    killed
+    crate::runner::processes_with_variable("TNH_RUN_ID", run_id)
+        .into_iter()
+        .filter(|pid| kill(Pid::from_raw(*pid), Signal::SIGKILL).is_ok())
+        .collect()
 }

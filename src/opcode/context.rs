@@ -143,6 +143,29 @@ impl StepContext<'_> {
         }))
     }
 
+    /// The latest manifest of every step that ran, oldest first (the order their visits ended):
+    /// where later evidence is looked up by role.
+    pub fn latest_manifests(&self) -> Vec<StepManifest> {
+        let run_dir = self.recorder.run_dir();
+        let mut manifests: Vec<StepManifest> = self
+            .run
+            .workflow
+            .steps
+            .iter()
+            .filter_map(|step| {
+                crate::artifacts::read_json(
+                    &run_dir
+                        .step_dir(step.id.value.as_str())
+                        .join("manifest.json"),
+                    "manifest",
+                )
+                .ok()
+            })
+            .collect();
+        manifests.sort_by(|left, right| left.ended_at.cmp(&right.ended_at));
+        manifests
+    }
+
     /// A manifest for this visit.
     pub fn manifest(
         &self,

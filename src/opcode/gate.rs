@@ -2,7 +2,7 @@
 //! non-blocking gate records the request for the review journal and continues with
 //! `gate_queued`.
 
-use crate::artifacts::{ArtifactRole, EventType, StepManifest, read_json, write_json_new};
+use crate::artifacts::{ArtifactRole, EventType, read_json, write_json_new};
 use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
 use crate::outcome::Outcome;
@@ -117,23 +117,8 @@ fn review_context(context: &StepContext<'_>) -> serde_json::Value {
     let mut transcript = serde_json::Value::Null;
     let mut diff = serde_json::Value::Null;
     let mut planner = serde_json::Value::Null;
-    let mut manifests: Vec<StepManifest> = context
-        .run
-        .workflow
-        .steps
-        .iter()
-        .filter_map(|step| {
-            read_json(
-                &run_dir
-                    .step_dir(step.id.value.as_str())
-                    .join("manifest.json"),
-                "manifest",
-            )
-            .ok()
-        })
-        .collect();
     // The latest evidence wins: manifests in the order their visits ended.
-    manifests.sort_by(|left, right| left.ended_at.cmp(&right.ended_at));
+    let manifests = context.latest_manifests();
     for manifest in manifests {
         if let Some(entry) = manifest.artifact(ArtifactRole::PlannerDecision) {
             planner = read_json::<serde_json::Value>(&run_dir.root().join(&entry.path), "planner decision")

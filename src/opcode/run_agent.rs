@@ -390,22 +390,7 @@ fn diff_since_base(context: &StepContext<'_>) -> Option<serde_json::Value> {
 /// The most recent artifact of a role among the steps' latest manifests, parsed as JSON.
 fn latest_json(context: &StepContext<'_>, role: ArtifactRole) -> Option<serde_json::Value> {
     let run_dir = context.recorder.run_dir();
-    let mut manifests: Vec<crate::artifacts::StepManifest> = context
-        .run
-        .workflow
-        .steps
-        .iter()
-        .filter_map(|step| {
-            crate::artifacts::read_json(
-                &run_dir
-                    .step_dir(step.id.value.as_str())
-                    .join("manifest.json"),
-                "manifest",
-            )
-            .ok()
-        })
-        .collect();
-    manifests.sort_by(|left, right| left.ended_at.cmp(&right.ended_at));
+    let manifests = context.latest_manifests();
     let entry = manifests
         .iter()
         .rev()

@@ -281,18 +281,8 @@ fn run_one(
     let (environment, dropped) =
         validator_environment(&context.run.host_env, &plan.env, &context.tnh_variables());
     let mut runner_limits = RunnerLimits::default();
-    if let Some(timeout) = plan
-        .timeout
-        .or(limits.timeout.as_ref().map(|at| at.value))
-        .or(context
-            .run
-            .workflow
-            .defaults
-            .limits
-            .timeout
-            .as_ref()
-            .map(|at| at.value))
-    {
+    let timeout = effective_timeout(&plan, limits, context);
+    if let Some(timeout) = timeout {
         runner_limits.timeout = timeout;
     }
     runner_limits.idle_timeout = limits
@@ -394,7 +384,7 @@ fn run_one(
         "exit_code": supervised.exit_code,
         "signal": supervised.signal,
         "duration_ms": duration.as_millis() as u64,
-        "timeout_ms": supervised_timeout(&plan, limits, context),
+        "timeout_ms": timeout.map(|timeout| timeout.as_millis() as u64),
         "artifacts": collected,
         "missing_artifacts": missing,
         "refused_artifacts": refused.iter().map(|(path, reason)| serde_json::json!({ "path": path, "reason": reason })).collect::<Vec<_>>(),
@@ -413,18 +403,16 @@ fn run_one(
     })
 }
 
-fn supervised_timeout(plan: &Plan, limits: &Limits, context: &StepContext<'_>) -> Option<u64> {
+/// The validator's own `timeout`, else the step's, else the workflow default.
+fn effective_timeout(
+    plan: &Plan,
+    limits: &Limits,
+    context: &StepContext<'_>,
+) -> Option<std::time::Duration> {
+    let defaults = &context.run.workflow.defaults.limits;
     plan.timeout
         .or(limits.timeout.as_ref().map(|at| at.value))
-        .or(context
-            .run
-            .workflow
-            .defaults
-            .limits
-            .timeout
-            .as_ref()
-            .map(|at| at.value))
-        .map(|timeout| timeout.as_millis() as u64)
+        .or(defaults.timeout.as_ref().map(|at| at.value))
 }
 
 /// The largest artifact file copied, in bytes.

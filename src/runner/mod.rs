@@ -28,7 +28,7 @@ pub use capture::{LINE_CAP, TAIL_LINES, TailLine};
 pub use clock::rfc3339;
 pub use env::{HostEnv, is_secret_name, validator_environment};
 pub use error::RunnerError;
-pub use process::StrayProcess;
+pub use process::{StrayProcess, processes_with_variable};
 pub use profile::{AgentKind, AgentProfile, builtin_profiles, resolve_profile};
 pub use progress::{CaptureFormat, Stream};
 pub use state::{StopReason, Termination};

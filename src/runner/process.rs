@@ -83,6 +83,23 @@ pub fn find_step_processes(pgid: i32, token: &str) -> Vec<StrayProcess> {
     found.into_values().collect()
 }
 
+/// Live processes (other than this one, zombies excluded) whose environment holds `NAME=value`:
+/// how processes of a run are found again after the process that started them was killed.
+pub fn processes_with_variable(name: &str, value: &str) -> Vec<i32> {
+    let needle = format!("\0{name}={value}\0");
+    let own_pid = std::process::id() as i32;
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != own_pid)
+        .filter(|&pid| matches!(read_state_and_group(pid), Some((state, _)) if state != 'Z' && state != 'X'))
+        .filter(|&pid| environment_contains(pid, needle.as_bytes()))
+        .collect()
+}
+
 /// Every live process in group `pgid` (used by tests and the final sweep).
 pub fn live_group_members(pgid: i32) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {

@@ -11,26 +11,7 @@ use crate::kernel_support::{RunRepo, assert_contiguous};
 use crate::support::{conductor, stderr_text};
 
 fn processes_of_run(run_id: &str) -> Vec<i32> {
-    let marker = format!("TNH_RUN_ID={run_id}");
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|entry| {
-            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
-            let environment = std::fs::read(entry.path().join("environ")).ok()?;
-            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-            // Zombies are already dead.
-            let zombie = stat
-                .rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with('Z'));
-            (!zombie
-                && environment
-                    .split(|byte| *byte == 0)
-                    .any(|variable| variable == marker.as_bytes()))
-            .then_some(pid)
-        })
-        .collect()
+    tnh_conductor::runner::processes_with_variable("TNH_RUN_ID", run_id)
 }
 
 #[test]
