@@ -415,3 +415,35 @@ fn progress_lines_status_and_events_are_shown_to_the_operator() {
     let runs: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
     assert_eq!(runs.as_array().unwrap().len(), 2);
 }
+
+#[test]
+fn a_runaway_script_stops_the_run_with_its_yaml_position_recorded() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text(
+        "spin.yaml",
+        "workflow_id: spin\nversion: 1\ndescription: d\nentry_step: work\nscript: |\n  fn spin() {\n      let n = 0;\n      loop { n += 1; }\n  }\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: task.review_diff.v1\n    inputs:\n      diff: \"${{ spin() }}\"\n    routes:\n      \"*\": STOP\n",
+    );
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let failed = repo
+        .events(run_id)
+        .into_iter()
+        .find(|event| event["event_type"] == "step_failed")
+        .expect("a step_failed event");
+    let error = failed["error"].as_str().unwrap();
+    assert!(
+        error.contains("spin.yaml:16"),
+        "the error names the YAML line of the expression: {error}"
+    );
+    assert_eq!(
+        repo.json(run_id, "status.json")["lifecycle_state"],
+        "failed"
+    );
+    assert!(
+        repo.json(run_id, "metadata.json")["termination"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("could not run")
+    );
+}
