@@ -60,6 +60,8 @@ pub struct Config {
     pub protected_branches: Vec<String>,
     /// `script_allowlist`: folders where script validators may live.
     pub script_allowlist: Vec<String>,
+    /// `run --planner NAME`: the planner profile every EVALUATE uses (not read from the file).
+    pub planner_override: Option<String>,
 }
 
 impl Config {

@@ -11,6 +11,7 @@ pub mod ids;
 pub mod kernel;
 pub mod opcode;
 pub mod outcome;
+pub mod planner;
 pub mod policy;
 pub mod prompt;
 pub mod runner;

@@ -5,6 +5,7 @@ mod gate;
 mod graph;
 mod journal;
 mod output;
+mod planner;
 mod progress;
 mod prompts;
 mod rollback;
@@ -119,7 +120,7 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
         Command::Rollback(args) => rollback::cmd_rollback(cli.repo.as_deref(), args, output),
         Command::Journal(args) => journal::cmd_journal(&cli, args, output),
         Command::Prompts(command) => prompts::cmd_prompts(&cli, command, output),
-        Command::Planner(command) => not_implemented(&format!("planner {}", command.name())),
+        Command::Planner(command) => planner::cmd_planner(&cli, command, output),
     }
 }
 

@@ -60,12 +60,14 @@ fn repo(cli: &Cli) -> Result<PathBuf> {
 /// Starts a run; exits 0/1 at a success/failure STOP, 3 at a gate, 4 on a runtime error, 130
 /// when interrupted, 2 when nothing could start.
 pub fn cmd_run(cli: &Cli, args: &RunArgs, output: &mut Output) -> Result<ExitStatus> {
+    let mut config = load_config(cli)?;
+    config.planner_override = args.planner.clone();
     let request = RunRequest {
         repo: repo(cli)?,
         workflow_path: args.workflow.clone(),
         params: args.params.clone(),
         base: args.base.clone(),
-        config: load_config(cli)?,
+        config,
         observer: super::progress::observer(!args.json && !cli.quiet),
     };
     if !args.json {

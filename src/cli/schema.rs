@@ -52,7 +52,8 @@ pub fn schema_of(name: SchemaName) -> Option<serde_json::Value> {
         SchemaName::PolicySummary => Some(crate::policy::policy_summary_schema()),
         SchemaName::RollbackRecord => Some(crate::workspace::rollback_record_schema()),
         SchemaName::HarnessReport => Some(crate::artifacts::harness_report_schema()),
-        SchemaName::PlannerInput | SchemaName::PlannerDecision => None,
+        SchemaName::PlannerInput => Some(crate::planner::input_schema()),
+        SchemaName::PlannerDecision => Some(crate::planner::decision_schema()),
     }
 }
 

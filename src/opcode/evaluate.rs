@@ -1,7 +1,8 @@
-//! EVALUATE with the offline `rules` planner: the OA06 envelope is assembled from the manifests
-//! of the steps since the previous EVALUATE, and the status is derived deterministically from
-//! structured evidence (policy events → `unsafe`; a failed or killed step → `partial` or
-//! `blocked`; otherwise `success`). Other planner backends arrive with the planner issue.
+//! EVALUATE: the OA06 envelope is assembled from the manifests of the steps since the previous
+//! EVALUATE, saved as `planner_input`, and handed to the step's planner backend (`rules` by
+//! default, or a `command` profile); the answer passes the guard (`crate::planner`), the kernel
+//! adds its own safety facts (a recorded policy violation stays `unsafe`, pending goldens stay
+//! `needs_human`), and the decision is saved as `planner_decision` and routes.
 
 use crate::artifacts::{
     ArtifactRole, EventLog, EventType, StepManifest, read_json, write_json_new,
@@ -12,6 +13,8 @@ use crate::outcome::Outcome;
 use crate::workflow::model::{Evaluate, PromptSpec};
 
 use super::{OpcodeError, StepContext, StepResult};
+use crate::planner::backend::Backend;
+use crate::planner::{Decision, Status};
 
 /// The last step summaries the envelope carries (OA06 §2, K = 3).
 const PROVENANCE_WINDOW: usize = 3;
@@ -28,7 +31,7 @@ pub(super) fn execute(
     add_inputs(context, evaluate, &mut envelope)?;
     summarize(context, &mut envelope)?;
     write_json_new(&visit_dir.join("planner_input.json"), &envelope)?;
-    let decision = decide(context, evaluate, &manifests);
+    let decision = decide(context, evaluate, &envelope);
     write_json_new(&visit_dir.join("planner_decision.json"), &decision)?;
     let status: Outcome = decision["status"]
         .as_str()
@@ -37,7 +40,8 @@ pub(super) fn execute(
     let step = (context.step_id().to_owned(), context.visit);
     let fields = payload([
         ("status", status.as_str().into()),
-        ("planner", "rules".into()),
+        ("planner", decision["planner"].clone()),
+        ("decided_by", decision["decided_by"].clone()),
         ("risk_flags", decision["risk_flags"].clone()),
     ]);
     context
@@ -174,9 +178,24 @@ fn envelope(
         .rev()
         .take(PROVENANCE_WINDOW)
         .rev()
-        .map(|manifest| serde_json::json!({ "step_id": manifest.step_id, "opcode": manifest.opcode, "outcome": manifest.termination, "summary": manifest.evidence_summary }))
+        .map(|manifest| {
+            let decision = &manifest.evidence_summary["decision"];
+            let blocker_codes: Vec<&serde_json::Value> = decision["blockers"].as_array().map(|blockers| blockers.iter().map(|blocker| &blocker["code"]).collect()).unwrap_or_default();
+            serde_json::json!({
+                "step_id": manifest.step_id,
+                "opcode": manifest.opcode,
+                "outcome": manifest.termination,
+                "diff_summary": diff_text(&manifest.evidence_summary["diffstat"]),
+                "risk_flags": decision.get("risk_flags").cloned().unwrap_or_else(|| serde_json::json!([])),
+                "blocker_codes": blocker_codes,
+                "summary": manifest.evidence_summary,
+            })
+        })
         .collect();
-    let last = manifests.last();
+    let last_agent = manifests
+        .iter()
+        .rev()
+        .find(|manifest| manifest.opcode == "RUN_AGENT");
     let prompt = match &evaluate.prompt.value {
         PromptSpec::Reference(reference) => reference.to_string(),
         PromptSpec::Literal(text) => text.clone(),
@@ -186,6 +205,7 @@ fn envelope(
         .flat_map(|manifest| manifest.artifacts.iter().map(|entry| entry.path.as_str()))
         .collect();
     serde_json::json!({
+        "schema_version": crate::artifacts::SCHEMA_VERSION,
         "run_id": context.state.run_id,
         "workflow_id": context.state.workflow_id,
         "step_id": context.step_id(),
@@ -193,13 +213,9 @@ fn envelope(
         "allowed_next_steps": evaluate.allowed_next_steps.iter().map(|id| id.value.as_str()).collect::<Vec<_>>(),
         "provenance_window": window,
         "evidence": {
-            "transcript_summary": last.map(|manifest| manifest.evidence_summary.to_string()).unwrap_or_default(),
-            "workspace_diff_summary": last.and_then(|manifest| manifest.evidence_summary.get("diffstat")).map(ToString::to_string).unwrap_or_default(),
-            "validation": {
-                "mechanical_outcome": last.map_or("completed", |manifest| manifest.termination.as_str()),
-                "exit_codes": {},
-                "timeouts": [],
-            },
+            "transcript_summary": transcript_summary(context, last_agent),
+            "workspace_diff_summary": last_agent.and_then(|manifest| diff_text(&manifest.evidence_summary["diffstat"])).unwrap_or_default(),
+            "validation": validation(manifests),
             "harness_report": harness_report(context, manifests),
             "artifacts": artifacts,
             "policy_events": context.state.safety.policy_violation.iter().collect::<Vec<_>>(),
@@ -223,56 +239,121 @@ fn harness_report(context: &StepContext<'_>, manifests: &[StepManifest]) -> serd
         .unwrap_or(serde_json::Value::Null)
 }
 
-/// The `rules` derivation (OA06 precedence: unsafe > needs_human > blocked > partial > success).
+/// A recorded diffstat as one line (`2 files changed, +10 -1` or `no changes`).
+fn diff_text(diffstat: &serde_json::Value) -> Option<String> {
+    let count = |key: &str| diffstat[key].as_u64().unwrap_or(0);
+    diffstat.as_object()?;
+    Some(match count("files_changed") {
+        0 => "no changes".to_owned(),
+        files => format!(
+            "{files} files changed, +{} -{}",
+            count("insertions"),
+            count("deletions")
+        ),
+    })
+}
+
+/// The last agent's final response (its claims, for the contradiction checks), bounded.
+fn transcript_summary(context: &StepContext<'_>, last_agent: Option<&StepManifest>) -> String {
+    const LIMIT: usize = 8 * 1024;
+    let Some(manifest) = last_agent else {
+        return "no agent step since the last evaluation".to_owned();
+    };
+    let response = manifest
+        .artifact(ArtifactRole::RunnerFinalResponse)
+        .and_then(|entry| {
+            std::fs::read_to_string(context.recorder.run_dir().root().join(&entry.path)).ok()
+        });
+    match response {
+        Some(mut text) => {
+            if text.len() > LIMIT {
+                let mut end = LIMIT;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text.truncate(end);
+                text.push_str("\n[truncated]");
+            }
+            text
+        }
+        None => String::new(),
+    }
+}
+
+/// The validation summary: the worst termination since the last EVALUATE and the exit codes
+/// and timeouts of its RUN_VALIDATION steps.
+fn validation(manifests: &[StepManifest]) -> serde_json::Value {
+    let mut failed = manifests
+        .iter()
+        .filter(|manifest| manifest.termination != "completed");
+    let killed = failed
+        .clone()
+        .find(|manifest| manifest.termination.starts_with("killed_"));
+    let outcome = killed
+        .or(failed.next_back())
+        .map_or("completed", |manifest| manifest.termination.as_str());
+    let mut exit_codes = serde_json::Map::new();
+    let mut timeouts = Vec::new();
+    for manifest in manifests
+        .iter()
+        .filter(|manifest| manifest.opcode == "RUN_VALIDATION")
+    {
+        if let Some(codes) = manifest.evidence_summary["exit_codes"].as_object() {
+            exit_codes.extend(
+                codes
+                    .iter()
+                    .map(|(name, code)| (name.clone(), code.clone())),
+            );
+        }
+        if let Some(names) = manifest.evidence_summary["timeouts"].as_array() {
+            timeouts.extend(names.iter().cloned());
+        }
+    }
+    serde_json::json!({ "mechanical_outcome": outcome, "exit_codes": exit_codes, "timeouts": timeouts })
+}
+
+/// Asks the step's planner (`--planner`, the step's `planner:`, `defaults.planner`, else
+/// `rules`), then applies the kernel's own safety facts and fills `next_step` from the routes.
 fn decide(
     context: &StepContext<'_>,
     evaluate: &Evaluate,
-    manifests: &[StepManifest],
+    envelope: &serde_json::Value,
 ) -> serde_json::Value {
-    let failed: Vec<&StepManifest> = manifests
-        .iter()
-        .filter(|manifest| manifest.termination != "completed")
-        .collect();
-    let (status, risk_flags, blockers, fix) = if let Some(violation) =
-        &context.state.safety.policy_violation
-    {
-        (
-            Outcome::Unsafe,
-            vec!["policy_violation"],
-            vec![serde_json::json!({ "code": "policy_violation", "summary": violation })],
-            None,
-        )
-    } else if let Some(reported_by) = &context.state.safety.goldens_pending {
-        let blocker = serde_json::json!({ "code": "proposed_goldens", "summary": format!("step `{reported_by}` proposed golden updates; a human approves goldens") });
-        (
-            Outcome::NeedsHuman,
-            vec!["proposed_goldens"],
-            vec![blocker],
-            None,
-        )
-    } else if let Some(killed) = failed
-        .iter()
-        .find(|manifest| manifest.termination.starts_with("killed_"))
-    {
-        let blocker = serde_json::json!({ "code": killed.termination, "summary": format!("step `{}` ended {}", killed.step_id, killed.termination) });
-        (
-            Outcome::Blocked,
-            vec!["timeout_or_kill"],
-            vec![blocker],
-            None,
-        )
-    } else if let Some(failure) = failed.last() {
-        let fix = serde_json::json!({
-            "objective": format!("make step `{}` complete", failure.step_id),
-            "constraints": ["keep the change within the policy"],
-            "edits": [],
-            "verification": [{ "command": format!("re-run step {}", failure.step_id), "expected_signal": "completed" }],
-        });
-        (Outcome::Partial, Vec::new(), Vec::new(), Some(fix))
-    } else {
-        (Outcome::Success, Vec::new(), Vec::new(), None)
+    let config = &context.run.config;
+    let name = config
+        .planner_override
+        .clone()
+        .or_else(|| evaluate.planner.as_ref().map(|name| name.value.clone()))
+        .or_else(|| {
+            context
+                .run
+                .workflow
+                .defaults
+                .planner
+                .as_ref()
+                .map(|name| name.value.clone())
+        })
+        .unwrap_or_else(|| "rules".to_owned());
+    let (mut decision, decided_by) = match Backend::from_config(&name, config) {
+        Ok(backend) => crate::planner::backend::decide(&backend, envelope),
+        Err(message) => {
+            let mut decision = Decision::status(Status::Blocked);
+            decision.raise(Status::Blocked, "planner_error", message);
+            (decision, "kernel".to_owned())
+        }
     };
-    let next_step = context
+    if let Some(violation) = &context.state.safety.policy_violation {
+        decision.raise(Status::Unsafe, "policy_violation", violation.clone());
+    }
+    if let Some(reported_by) = &context.state.safety.goldens_pending {
+        decision.raise(
+            Status::NeedsHuman,
+            "proposed_goldens_present",
+            format!("step `{reported_by}` proposed golden updates; a human approves goldens"),
+        );
+    }
+    let status = decision.status.outcome();
+    let routed = context
         .step
         .routes
         .target(status)
@@ -284,13 +365,11 @@ fn decide(
                     .iter()
                     .any(|allowed| allowed.value.as_str() == target)
         });
-    serde_json::json!({
-        "schema_version": crate::artifacts::SCHEMA_VERSION,
-        "status": status.as_str(),
-        "next_step": next_step,
-        "fix_instructions": fix,
-        "blockers": blockers,
-        "risk_flags": risk_flags,
-        "decided_by": "rules",
-    })
+    if decision.next_step.is_none() {
+        decision.next_step = routed;
+    }
+    decision.schema_version = Some(crate::artifacts::SCHEMA_VERSION);
+    decision.planner = Some(name);
+    decision.decided_by = Some(decided_by);
+    serde_json::to_value(&decision).unwrap_or_default()
 }

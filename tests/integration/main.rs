@@ -8,6 +8,7 @@ mod kernel_interrupt;
 mod kernel_run;
 mod kernel_support;
 mod mutation;
+mod planner;
 mod policy;
 mod prompts;
 mod runner_api;

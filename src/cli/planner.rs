@@ -1,0 +1,69 @@
+//! `tnh-conductor planner check VECTORS_DIR [--planner NAME]`: decision vectors (OA06 §8)
+//! against a planner backend, through the guard, as EVALUATE would call it.
+
+use super::stub::PlannerCommand;
+use super::{Cli, Output, load_config};
+use crate::error::{Error, ExitStatus, Result};
+use crate::planner::backend::Backend;
+use crate::planner::vectors::run_vectors;
+
+/// Runs `planner check`: one line per vector, exit 1 when any fails.
+pub fn cmd_planner(cli: &Cli, command: &PlannerCommand, output: &mut Output) -> Result<ExitStatus> {
+    let PlannerCommand::Check {
+        vectors_dir,
+        planner,
+    } = command;
+    let config = load_config(cli)?;
+    let name = planner.as_deref().unwrap_or("rules");
+    let backend = Backend::from_config(name, &config).map_err(|message| {
+        Error::usage(
+            message,
+            "define the planner under `planners:` in the configuration, or use `--planner rules`",
+        )
+    })?;
+    let results = run_vectors(vectors_dir, &backend).map_err(|message| {
+        Error::usage(
+            message,
+            "pass a folder of decision-vector JSON files (see docs/planner.md)",
+        )
+    })?;
+    if results.is_empty() {
+        return Err(Error::usage(
+            format!(
+                "`{}` holds no decision vectors (*.json)",
+                vectors_dir.display()
+            ),
+            "pass a folder of decision-vector JSON files (see docs/planner.md)",
+        ));
+    }
+    let mut failed = 0;
+    for result in &results {
+        if result.passed() {
+            output.print(&format!("ok    {}  {}\n", result.name, result.actual));
+        } else {
+            failed += 1;
+            let mut line = format!(
+                "FAIL  {}  expected {}, got {}",
+                result.name, result.expected, result.actual
+            );
+            if !result.missing_flags.is_empty() {
+                line.push_str(&format!(
+                    "; missing risk flags: {}",
+                    result.missing_flags.join(", ")
+                ));
+            }
+            output.print(&format!("{line}\n"));
+        }
+    }
+    output.print(&format!(
+        "{} vectors, {} passed, {failed} failed (planner `{}`)\n",
+        results.len(),
+        results.len() - failed,
+        backend.name()
+    ));
+    Ok(if failed == 0 {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failure
+    })
+}

@@ -1,0 +1,209 @@
+//! The guard (OA06 §4, §5, §7): deterministic checks of the evidence applied to every
+//! backend's decision. It raises statuses and adds the canonical risk flags; it never lowers.
+
+use super::{Decision, Status};
+
+/// Evidence facts the guard and the rules planner read from an OA06 envelope.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Facts {
+    /// Policy or safety events from the kernel.
+    pub policy_events: Vec<String>,
+    /// The harness report proposes goldens.
+    pub proposed_goldens: bool,
+    /// The harness report says every case passed.
+    pub report_passed: Option<bool>,
+    /// Some deterministic validator exited non-zero.
+    pub validator_failed: bool,
+    /// The validation outcome (`completed`, `error`, `killed_timeout`, …).
+    pub mechanical_outcome: String,
+    /// Declared artifacts that are missing.
+    pub missing_artifacts: Vec<String>,
+    /// The agent claims it finished the work.
+    pub claims_done: bool,
+    /// The diff is empty.
+    pub empty_diff: bool,
+    /// The statuses of the previous evaluations in the window, oldest first.
+    pub previous_statuses: Vec<String>,
+    /// Earlier windows flagged a contradiction.
+    pub previous_contradiction: bool,
+    /// Blocker codes of the earlier evaluations in the window.
+    pub previous_blocker_codes: Vec<String>,
+}
+
+impl Facts {
+    /// Reads the facts from an envelope (OA06 §2 fields; project additions are optional).
+    pub fn from_envelope(envelope: &serde_json::Value) -> Self {
+        let evidence = &envelope["evidence"];
+        let strings = |value: &serde_json::Value| -> Vec<String> {
+            value
+                .as_array()
+                .map(|items| {
+                    items
+                        .iter()
+                        .map(|item| {
+                            item.as_str()
+                                .map_or_else(|| item.to_string(), str::to_owned)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let report = &evidence["harness_report"];
+        let cases = report["cases"].as_array();
+        let report_passed = cases
+            .map(|cases| !cases.is_empty() && cases.iter().all(|case| case["status"] == "passed"));
+        let exit_codes = evidence["validation"]["exit_codes"].as_object();
+        let validator_failed = exit_codes.is_some_and(|codes| {
+            codes
+                .values()
+                .any(|code| code.as_i64().is_some_and(|code| code != 0))
+        });
+        let transcript = evidence["transcript_summary"]
+            .as_str()
+            .unwrap_or_default()
+            .to_lowercase();
+        let claims_done = ["implemented", "done", "completed", "finished", "fixed"]
+            .iter()
+            .any(|word| transcript.contains(word));
+        let diff = evidence["workspace_diff_summary"]
+            .as_str()
+            .unwrap_or_default()
+            .to_lowercase();
+        let window = envelope["provenance_window"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let previous_statuses = window
+            .iter()
+            .filter(|entry| entry["opcode"] == "EVALUATE")
+            .map(|entry| {
+                entry["outcome"]
+                    .as_str()
+                    .or(entry["status"].as_str())
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        let previous_contradiction = window.iter().any(|entry| {
+            strings(&entry["risk_flags"])
+                .iter()
+                .any(|flag| flag.contains("mismatch") || flag == "repeated_contradiction")
+        });
+        let previous_blocker_codes = window
+            .iter()
+            .filter(|entry| entry["opcode"] == "EVALUATE")
+            .flat_map(|entry| strings(&entry["blocker_codes"]))
+            .collect();
+        Facts {
+            previous_blocker_codes,
+            policy_events: strings(&evidence["policy_events"]),
+            proposed_goldens: report["proposed_goldens"]
+                .as_array()
+                .is_some_and(|goldens| !goldens.is_empty()),
+            report_passed,
+            validator_failed,
+            mechanical_outcome: evidence["validation"]["mechanical_outcome"]
+                .as_str()
+                .unwrap_or("completed")
+                .to_owned(),
+            missing_artifacts: strings(&evidence["validation"]["missing_artifacts"]),
+            claims_done,
+            empty_diff: diff.trim().is_empty()
+                || diff.contains("no changes")
+                || diff.contains("0 files changed"),
+            previous_statuses,
+            previous_contradiction,
+        }
+    }
+}
+
+/// Applies every guard rule to a decision.
+pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
+    if let Some(event) = facts.policy_events.first() {
+        decision.raise(Status::Unsafe, "policy_violation", event.clone());
+    }
+    if facts.report_passed == Some(true) && facts.validator_failed {
+        decision.raise(
+            Status::Unsafe,
+            "report_execution_mismatch",
+            "the harness report says pass while a validator failed".into(),
+        );
+    }
+    let contradiction = decision
+        .risk_flags
+        .iter()
+        .any(|flag| flag.contains("mismatch"));
+    if contradiction && facts.previous_contradiction {
+        decision.raise(
+            Status::Unsafe,
+            "repeated_contradiction",
+            "a contradiction after an earlier one".into(),
+        );
+    }
+    if facts.proposed_goldens {
+        decision.raise(
+            Status::NeedsHuman,
+            "proposed_goldens_present",
+            "the harness proposes golden updates; a human approves them".into(),
+        );
+    }
+    let partial_run = facts
+        .previous_statuses
+        .iter()
+        .rev()
+        .take(2)
+        .filter(|status| *status == "partial")
+        .count();
+    if decision.status == Status::Partial && partial_run >= 2 {
+        decision.raise(
+            Status::NeedsHuman,
+            "repeated_partial_loop",
+            "three partial evaluations in a row".into(),
+        );
+    }
+    if !facts.missing_artifacts.is_empty() && decision.status < Status::Blocked {
+        decision.raise(
+            Status::Blocked,
+            "missing_artifact",
+            format!("missing: {}", facts.missing_artifacts.join(", ")),
+        );
+    }
+    let repeated = decision
+        .blockers
+        .iter()
+        .map(|blocker| blocker.code.clone())
+        .find(|code| facts.previous_blocker_codes.contains(code))
+        .filter(|_| decision.status < Status::Unsafe);
+    if let Some(code) = repeated {
+        decision.raise(
+            Status::NeedsHuman,
+            "repeated_blocker",
+            format!("blocker `{code}` repeated from an earlier evaluation"),
+        );
+    }
+    decision
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guard_raises_but_never_lowers() {
+        let facts = Facts {
+            proposed_goldens: true,
+            ..Facts::default()
+        };
+        let raised = guard(Decision::status(Status::Success), &facts);
+        assert_eq!(raised.status, Status::NeedsHuman);
+        assert_eq!(raised.risk_flags, ["proposed_goldens_present"]);
+        let kept = guard(Decision::status(Status::Unsafe), &facts);
+        assert_eq!(kept.status, Status::Unsafe, "goldens do not lower unsafe");
+        let calm = guard(Decision::status(Status::Blocked), &Facts::default());
+        assert_eq!(
+            calm,
+            Decision::status(Status::Blocked),
+            "no facts, no change"
+        );
+    }
+}

@@ -1,0 +1,200 @@
+//! The planner contract (OA06): the decision an EVALUATE gets back, the deterministic `rules`
+//! planner, the guard every backend's answer passes through, and decision vectors.
+//!
+//! The guard may raise a status (unsafe > needs_human > blocked > partial > success), never
+//! lower it: whatever a model answers, a policy violation stays `unsafe` and proposed goldens
+//! stay `needs_human`.
+
+pub mod backend;
+pub mod guard;
+pub mod rules;
+pub mod vectors;
+
+use serde::{Deserialize, Serialize};
+
+use crate::outcome::Outcome;
+
+/// A blocker (OA06 §3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Blocker {
+    /// A stable code (`policy_violation`, `missing_artifact`, …).
+    pub code: String,
+    /// What blocks.
+    pub summary: String,
+    /// An artifact path or reference, if any.
+    #[serde(default)]
+    pub evidence_ref: Option<String>,
+    /// `low`, `medium` or `high`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<String>,
+}
+
+/// A planner status: the five EVALUATE outcomes.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// All required checks satisfied.
+    Success,
+    /// Recoverable failures with a fix path.
+    Partial,
+    /// No safe forward action.
+    Blocked,
+    /// A human must decide.
+    NeedsHuman,
+    /// Untrusted state.
+    Unsafe,
+}
+
+impl Status {
+    /// The outcome EVALUATE routes on.
+    pub fn outcome(self) -> Outcome {
+        match self {
+            Status::Success => Outcome::Success,
+            Status::Partial => Outcome::Partial,
+            Status::Blocked => Outcome::Blocked,
+            Status::NeedsHuman => Outcome::NeedsHuman,
+            Status::Unsafe => Outcome::Unsafe,
+        }
+    }
+
+    /// The blocker severity a guard raise to this status carries.
+    pub fn severity(self) -> &'static str {
+        match self {
+            Status::Success | Status::Partial => "low",
+            Status::Blocked => "medium",
+            Status::NeedsHuman | Status::Unsafe => "high",
+        }
+    }
+
+    /// The snake_case name.
+    pub fn name(self) -> &'static str {
+        self.outcome().as_str()
+    }
+}
+
+/// The planner's answer (OA06 §3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Decision {
+    /// The status the kernel routes on.
+    pub status: Status,
+    /// The step the planner intends (must be in `allowed_next_steps`).
+    #[serde(default)]
+    pub next_step: Option<String>,
+    /// What a fix step should do.
+    #[serde(default)]
+    pub fix_instructions: Option<serde_json::Value>,
+    /// What blocks progress.
+    #[serde(default)]
+    pub blockers: Vec<Blocker>,
+    /// Flags for reviewers (OA06 §9 names are canonical).
+    #[serde(default)]
+    pub risk_flags: Vec<String>,
+    /// The record format, on saved decisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_version: Option<u32>,
+    /// The planner profile asked, on saved decisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planner: Option<String>,
+    /// Who decided (`rules`, the profile, or `kernel` when the backend failed), on saved decisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+}
+
+impl Decision {
+    /// A decision with just a status.
+    pub fn status(status: Status) -> Self {
+        Self {
+            status,
+            next_step: None,
+            fix_instructions: None,
+            blockers: Vec::new(),
+            risk_flags: Vec::new(),
+            schema_version: None,
+            planner: None,
+            decided_by: None,
+        }
+    }
+
+    /// Raises the status to at least `floor` (never lowers it), adding a flag and a blocker.
+    pub fn raise(&mut self, floor: Status, flag: &str, summary: String) {
+        if self.status < floor {
+            self.status = floor;
+        }
+        if !self.risk_flags.iter().any(|existing| existing == flag) {
+            self.risk_flags.push(flag.to_owned());
+        }
+        if !self.blockers.iter().any(|blocker| blocker.code == flag) {
+            self.blockers.push(Blocker {
+                code: flag.to_owned(),
+                summary,
+                evidence_ref: None,
+                severity: Some(floor.severity().into()),
+            });
+        }
+    }
+}
+
+/// The JSON Schema of planner decisions (`tnh-conductor schema planner-decision`).
+pub fn decision_schema() -> serde_json::Value {
+    schemars::schema_for!(Decision).to_value()
+}
+
+/// The JSON Schema of the OA06 §2 input envelope (`tnh-conductor schema planner-input`).
+pub fn input_schema() -> serde_json::Value {
+    let strings = serde_json::json!({ "type": "array", "items": { "type": "string" } });
+    serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "PlannerInput",
+        "description": "The OA06 §2 envelope an EVALUATE step sends its planner.",
+        "type": "object",
+        "required": ["schema_version", "run_id", "workflow_id", "step_id", "evaluate_prompt", "allowed_next_steps", "provenance_window", "evidence"],
+        "properties": {
+            "schema_version": { "type": "integer", "const": 1 },
+            "run_id": { "type": "string" },
+            "workflow_id": { "type": "string" },
+            "step_id": { "type": "string" },
+            "evaluate_prompt": { "type": "string", "description": "prompt reference `id.vN`" },
+            "allowed_next_steps": strings,
+            "provenance_window": {
+                "type": "array",
+                "description": "the last K=3 step summaries before this EVALUATE",
+                "items": {
+                    "type": "object",
+                    "required": ["step_id", "opcode", "outcome"],
+                    "properties": {
+                        "step_id": { "type": "string" },
+                        "opcode": { "type": "string" },
+                        "outcome": { "type": "string" },
+                        "diff_summary": { "type": ["string", "null"] },
+                        "risk_flags": strings,
+                        "blocker_codes": strings
+                    }
+                }
+            },
+            "evidence": {
+                "type": "object",
+                "required": ["transcript_summary", "workspace_diff_summary", "validation", "artifacts", "policy_events"],
+                "properties": {
+                    "transcript_summary": { "type": "string" },
+                    "workspace_diff_summary": { "type": "string" },
+                    "validation": {
+                        "type": "object",
+                        "required": ["mechanical_outcome", "exit_codes", "timeouts"],
+                        "properties": {
+                            "mechanical_outcome": { "type": "string" },
+                            "exit_codes": { "type": "object", "additionalProperties": { "type": ["integer", "null"] } },
+                            "timeouts": strings,
+                            "missing_artifacts": strings
+                        }
+                    },
+                    "harness_report": { "type": ["object", "null"] },
+                    "artifacts": strings,
+                    "policy_events": strings
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,50 @@
+//! The `rules` planner: a deterministic OA06 derivation from structured evidence, the offline
+//! default. It proposes a base status from the validation outcome and the transcript/diff
+//! consistency, then the guard raises it where the evidence demands.
+
+use super::guard::{Facts, guard};
+use super::{Decision, Status};
+
+/// Decides from an OA06 envelope.
+pub fn decide(envelope: &serde_json::Value) -> Decision {
+    let facts = Facts::from_envelope(envelope);
+    let mut decision = base(&facts);
+    if facts.claims_done
+        && facts.empty_diff
+        && facts.mechanical_outcome != "error"
+        && decision.status == Status::Success
+    {
+        decision.status = Status::Partial;
+        decision.raise(
+            Status::Partial,
+            "transcript_workspace_mismatch",
+            "the agent reports completion but the diff is empty".into(),
+        );
+    }
+    // `next_step` stays empty: the EVALUATE step fills in the target its routes give the status.
+    guard(decision, &facts)
+}
+
+fn base(facts: &Facts) -> Decision {
+    let outcome = facts.mechanical_outcome.as_str();
+    if outcome.starts_with("killed_") {
+        let mut decision = Decision::status(Status::Blocked);
+        decision.raise(
+            Status::Blocked,
+            outcome,
+            format!("the last step ended {outcome}"),
+        );
+        return decision;
+    }
+    if outcome != "completed" || facts.validator_failed || facts.report_passed == Some(false) {
+        let mut decision = Decision::status(Status::Partial);
+        decision.fix_instructions = Some(serde_json::json!({
+            "objective": "make the failing checks pass",
+            "constraints": ["keep the change within the policy", "do not weaken or delete tests"],
+            "edits": [],
+            "verification": [{ "command": "tnh test", "expected_signal": "exit 0" }],
+        }));
+        return decision;
+    }
+    Decision::status(Status::Success)
+}

@@ -1,0 +1,315 @@
+//! Planner backends and the guard (OA06): decision vectors through `planner check`, command
+//! planners that lie or break, and the saved planner records of real runs.
+
+use std::path::Path;
+
+use crate::kernel_support::RunRepo;
+use crate::support::{conductor, fixture, stderr_text, stdout_text};
+
+/// A command planner: a shell script that records each call and answers `answer` (or exits 1
+/// when `answer` is empty).
+fn judge(dir: &Path, answer: &str) -> String {
+    let calls = dir.join("judge.calls");
+    let body = if answer.is_empty() {
+        "echo 'model unavailable' >&2\nexit 1".to_owned()
+    } else {
+        format!("cat <<'JSON'\n{answer}\nJSON")
+    };
+    let script = dir.join("judge.sh");
+    let text = format!(
+        "#!/bin/sh\ncat > /dev/null\necho call >> \"{}\"\n{body}\n",
+        calls.display()
+    );
+    std::fs::write(&script, text).unwrap();
+    format!(
+        "planners:\n  judge:\n    kind: command\n    argv: [sh, \"{}\"]\n",
+        script.display()
+    )
+}
+
+fn calls(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("judge.calls"))
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}
+
+fn check(config: Option<&Path>, vectors: &Path, planner: Option<&str>) -> std::process::Output {
+    let mut command = conductor();
+    if let Some(config) = config {
+        command.arg("--config").arg(config);
+    }
+    command.args(["planner", "check"]).arg(vectors);
+    if let Some(planner) = planner {
+        command.args(["--planner", planner]);
+    }
+    command.output().unwrap()
+}
+
+/// Copies the named vectors from the fixture set into a folder, optionally changing `expect`.
+fn vectors(dir: &Path, names: &[&str], expect: Option<serde_json::Value>) -> std::path::PathBuf {
+    let folder = dir.join("vectors");
+    std::fs::create_dir_all(&folder).unwrap();
+    for entry in std::fs::read_dir(fixture("planner_vectors"))
+        .unwrap()
+        .flatten()
+    {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if names
+            .iter()
+            .any(|name| file.ends_with(&format!("_{name}.json")))
+        {
+            let mut vector: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(entry.path()).unwrap()).unwrap();
+            if let Some(expect) = &expect {
+                vector["expect"] = expect.clone();
+            }
+            std::fs::write(folder.join(&file), serde_json::to_string(&vector).unwrap()).unwrap();
+        }
+    }
+    folder
+}
+
+#[test]
+fn the_rules_planner_passes_every_decision_vector() {
+    let folder = fixture("planner_vectors");
+    let count = std::fs::read_dir(&folder).unwrap().count();
+    assert!(count >= 20, "the OA06 eight and at least twelve more");
+    let output = check(None, &folder, None);
+    let stdout = stdout_text(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        stderr_text(&output)
+    );
+    for oa06 in [
+        "vector_success_clean",
+        "vector_partial_fixable",
+        "vector_blocked_missing_artifact",
+        "vector_unsafe_policy_violation",
+        "vector_needs_human_goldens",
+        "vector_needs_human_repeat_partial",
+        "vector_unsafe_report_mismatch",
+        "vector_partial_transcript_mismatch",
+    ] {
+        assert!(
+            stdout.contains(&format!("ok    {oa06} ")),
+            "{oa06}: {stdout}"
+        );
+    }
+    assert!(
+        stdout.contains(&format!("{count} vectors, {count} passed, 0 failed")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_vector_whose_expectation_is_wrong_fails_with_exit_1_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = vectors(
+        dir.path(),
+        &["vector_unsafe_policy_violation"],
+        Some(serde_json::json!({ "status": "success", "risk_flags": ["no_such_flag"] })),
+    );
+    let output = check(None, &folder, None);
+    let stdout = stdout_text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("FAIL  vector_unsafe_policy_violation  expected success, got unsafe; missing risk flags: no_such_flag"), "{stdout}");
+}
+
+#[test]
+fn the_guard_keeps_unsafe_and_needs_human_whatever_a_command_planner_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        judge(
+            dir.path(),
+            r#"{"status": "success", "next_step": null, "blockers": [], "risk_flags": []}"#,
+        ),
+    )
+    .unwrap();
+    let folder = vectors(
+        dir.path(),
+        &[
+            "vector_unsafe_policy_violation",
+            "vector_needs_human_goldens",
+            "vector_unsafe_report_mismatch",
+            "vector_blocked_missing_artifact",
+            "vector_unsafe_policy_beats_goldens",
+        ],
+        None,
+    );
+    let output = check(Some(&config), &folder, Some("judge"));
+    let stdout = stdout_text(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        stderr_text(&output)
+    );
+    assert!(
+        stdout.contains("5 vectors, 5 passed") && stdout.contains("(planner `judge`)"),
+        "{stdout}"
+    );
+    assert_eq!(
+        calls(dir.path()),
+        5,
+        "the command planner was asked once per vector"
+    );
+}
+
+#[test]
+fn a_broken_command_planner_is_retried_then_blocked_with_planner_error() {
+    for (answer, tries) in [
+        ("", 2),
+        ("this is not json", 2),
+        (
+            r#"{"status": "success", "next_step": "deploy_to_prod", "blockers": [], "risk_flags": []}"#,
+            2,
+        ),
+        (r#"{"status": "great"}"#, 2),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.yaml");
+        std::fs::write(&config, judge(dir.path(), answer)).unwrap();
+        let folder = vectors(
+            dir.path(),
+            &["vector_success_clean"],
+            Some(serde_json::json!({ "status": "blocked", "risk_flags": ["planner_error"] })),
+        );
+        let output = check(Some(&config), &folder, Some("judge"));
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{answer}: {}",
+            stdout_text(&output)
+        );
+        assert_eq!(
+            calls(dir.path()),
+            tries,
+            "{answer}: asked once, retried once"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_planner_or_an_empty_folder_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = check(None, &fixture("planner_vectors"), Some("oracle"));
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr_text(&output).contains("planner `oracle` is not defined"),
+        "{}",
+        stderr_text(&output)
+    );
+    let output = check(None, dir.path(), None);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr_text(&output).contains("holds no decision vectors"),
+        "{}",
+        stderr_text(&output)
+    );
+    std::fs::write(dir.path().join("bad.json"), "{ not json").unwrap();
+    let output = check(None, dir.path(), None);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr_text(&output).contains("bad.json"),
+        "{}",
+        stderr_text(&output)
+    );
+}
+
+fn with_judge(repo: &RunRepo, answer: &str) {
+    let config = repo.path().join(".tnh/config.yaml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&judge(repo.path().join(".tnh").as_path(), answer));
+    std::fs::write(config, text).unwrap();
+}
+
+#[test]
+fn a_lying_planner_cannot_turn_a_policy_violation_into_success_in_a_real_run() {
+    let repo = RunRepo::new();
+    with_judge(
+        &repo,
+        r#"{"status": "success", "next_step": null, "blockers": [], "risk_flags": []}"#,
+    );
+    let (code, result, output) = repo.run(&repo.workflow("unsafe.yaml"), &["--planner", "judge"]);
+    assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let decision = repo.json(run_id, "artifacts/evaluate/1/planner_decision.json");
+    assert_eq!(decision["status"], "unsafe", "{decision}");
+    assert_eq!(decision["planner"], "judge");
+    assert_eq!(decision["decided_by"], "judge");
+    assert!(
+        decision["risk_flags"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("policy_violation"))
+    );
+    assert_eq!(calls(&repo.path().join(".tnh")), 1);
+}
+
+#[test]
+fn a_failing_planner_in_a_real_run_blocks_and_the_kernel_records_that_it_decided() {
+    let repo = RunRepo::new();
+    with_judge(&repo, "");
+    let (code, result, output) = repo.run(&repo.workflow("fix_loop.yaml"), &["--planner", "judge"]);
+    assert_eq!(
+        code,
+        Some(1),
+        "blocked routes to the failure STOP: {result}\n{}",
+        stderr_text(&output)
+    );
+    let run_id = result["run_id"].as_str().unwrap();
+    let decision = repo.json(run_id, "artifacts/evaluate/1/planner_decision.json");
+    assert_eq!(decision["status"], "blocked", "{decision}");
+    assert_eq!(decision["decided_by"], "kernel");
+    assert_eq!(decision["blockers"][0]["code"], "planner_error");
+    assert!(
+        decision["blockers"][0]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("planner `judge` failed"),
+        "{decision}"
+    );
+    assert_eq!(calls(&repo.path().join(".tnh")), 2, "one try and one retry");
+    let event = repo
+        .events(run_id)
+        .into_iter()
+        .find(|event| event["event_type"] == "planner_decision")
+        .unwrap();
+    assert_eq!(event["decided_by"], "kernel", "{event}");
+}
+
+#[test]
+fn saved_planner_records_match_their_published_schemas() {
+    let repo = RunRepo::new();
+    let (code, result, _) = repo.run(&repo.workflow("fix_loop.yaml"), &[]);
+    assert_eq!(code, Some(0), "{result}");
+    let run_id = result["run_id"].as_str().unwrap();
+    for (schema, file) in [
+        ("planner-input", "planner_input.json"),
+        ("planner-decision", "planner_decision.json"),
+    ] {
+        let output = conductor().args(["schema", schema]).output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "schema {schema}");
+        let validator =
+            jsonschema::validator_for(&serde_json::from_slice(&output.stdout).unwrap()).unwrap();
+        for visit in [1, 2] {
+            let record = repo.json(run_id, &format!("artifacts/evaluate/{visit}/{file}"));
+            assert!(validator.is_valid(&record), "{file} #{visit}: {record}");
+            assert_eq!(record["schema_version"], 1);
+        }
+        let mut broken = repo.json(run_id, &format!("artifacts/evaluate/1/{file}"));
+        broken.as_object_mut().unwrap().remove("schema_version");
+        broken["status"] = serde_json::json!("fine");
+        assert!(
+            !validator.is_valid(&broken),
+            "{schema} rejects a broken record"
+        );
+    }
+    let first = repo.json(run_id, "artifacts/evaluate/1/planner_decision.json");
+    assert_eq!(first["status"], "partial");
+    assert_eq!(first["decided_by"], "rules");
+}
