@@ -13,8 +13,9 @@ use crate::outcome::Outcome;
 use crate::workflow::model::{Evaluate, PromptSpec};
 
 use super::{OpcodeError, StepContext, StepResult};
+use crate::planner::Status;
 use crate::planner::backend::Backend;
-use crate::planner::{Decision, Status};
+use crate::workspace::DiffStat;
 
 /// The last step summaries the envelope carries (OA06 §2, K = 3).
 const PROVENANCE_WINDOW: usize = 3;
@@ -241,16 +242,9 @@ fn harness_report(context: &StepContext<'_>, manifests: &[StepManifest]) -> serd
 
 /// A recorded diffstat as one line (`2 files changed, +10 -1` or `no changes`).
 fn diff_text(diffstat: &serde_json::Value) -> Option<String> {
-    let count = |key: &str| diffstat[key].as_u64().unwrap_or(0);
-    diffstat.as_object()?;
-    Some(match count("files_changed") {
-        0 => "no changes".to_owned(),
-        files => format!(
-            "{files} files changed, +{} -{}",
-            count("insertions"),
-            count("deletions")
-        ),
-    })
+    serde_json::from_value::<DiffStat>(diffstat.clone())
+        .ok()
+        .map(|stat| stat.to_string())
 }
 
 /// The last agent's final response (its claims, for the contradiction checks), bounded.
@@ -336,15 +330,8 @@ fn decide(
         .unwrap_or_else(|| "rules".to_owned());
     let (mut decision, decided_by) = match Backend::from_config(&name, config) {
         Ok(backend) => crate::planner::backend::decide(&backend, envelope),
-        Err(message) => {
-            let mut decision = Decision::status(Status::Blocked);
-            decision.raise(Status::Blocked, "planner_error", message);
-            (decision, "kernel".to_owned())
-        }
+        Err(message) => crate::planner::backend::failed(message, envelope),
     };
-    if let Some(violation) = &context.state.safety.policy_violation {
-        decision.raise(Status::Unsafe, "policy_violation", violation.clone());
-    }
     if let Some(reported_by) = &context.state.safety.goldens_pending {
         decision.raise(
             Status::NeedsHuman,

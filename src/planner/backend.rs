@@ -92,19 +92,27 @@ pub fn decide(backend: &Backend, envelope: &serde_json::Value) -> (Decision, Str
             break;
         }
     }
-    let facts = guard::Facts::from_envelope(envelope);
     match answer {
-        Ok(decision) => (guard::guard(decision, &facts), backend.name().to_owned()),
-        Err(reason) => {
-            let mut decision = Decision::status(Status::Blocked);
-            decision.raise(
-                Status::Blocked,
-                "planner_error",
-                format!("planner `{}` failed: {reason}", backend.name()),
-            );
-            (guard::guard(decision, &facts), "kernel".into())
-        }
+        Ok(decision) => (
+            guard::guard(decision, &guard::Facts::from_envelope(envelope)),
+            backend.name().to_owned(),
+        ),
+        Err(reason) => failed(
+            format!("planner `{}` failed: {reason}", backend.name()),
+            envelope,
+        ),
     }
+}
+
+/// The kernel's decision when no backend answered: `blocked` with `planner_error`, guarded
+/// like any answer (a policy event still makes it `unsafe`).
+pub fn failed(summary: String, envelope: &serde_json::Value) -> (Decision, String) {
+    let mut decision = Decision::status(Status::Blocked);
+    decision.raise(Status::Blocked, "planner_error", summary);
+    (
+        guard::guard(decision, &guard::Facts::from_envelope(envelope)),
+        "kernel".into(),
+    )
 }
 
 /// Rejects a `next_step` outside the envelope's `allowed_next_steps` (OA06 §6).
