@@ -35,6 +35,10 @@ pub enum ArtifactRole {
     PlannerInput,
     /// The planner decision.
     PlannerDecision,
+    /// The rendered prompt a model planner was sent.
+    PlannerPrompt,
+    /// Each attempt of an external planner, with its raw answer.
+    PlannerAttempts,
     /// A gate request.
     GateRequest,
     /// A gate decision.

@@ -83,6 +83,9 @@ pub struct RunMetadata {
     pub base_sha: String,
     /// The run's parameters.
     pub params: serde_json::Map<String, serde_json::Value>,
+    /// The planner chosen with `run --planner`, which `resume` keeps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planner_override: Option<String>,
 }
 
 /// `status.json`.

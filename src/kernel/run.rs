@@ -285,6 +285,7 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         base_ref: record.base_ref.clone(),
         base_sha: record.base_sha.clone(),
         params: params.clone(),
+        planner_override: loaded.config.planner_override.clone(),
     };
     let mut recorder = Recorder::create(run_dir.clone(), metadata)?;
     recorder.observe(request.observer);
@@ -376,6 +377,10 @@ pub fn resume_run(
     }
     let metadata: RunMetadata = recorder.metadata().clone();
     let catalog = Catalog::load(Some(repo))?;
+    let mut config = config;
+    if config.planner_override.is_none() {
+        config.planner_override = metadata.planner_override.clone();
+    }
     let workflow_path = PathBuf::from(&metadata.workflow_path);
     let loaded = load_workflow(&workflow_path, config, catalog)?;
     let record = crate::workspace::WorkspaceRecord {

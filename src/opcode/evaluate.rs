@@ -14,7 +14,7 @@ use crate::workflow::model::{Evaluate, PromptSpec};
 
 use super::{OpcodeError, StepContext, StepResult};
 use crate::planner::Status;
-use crate::planner::backend::Backend;
+use crate::planner::backend::{Backend, Request, Verdict};
 use crate::workspace::DiffStat;
 
 /// The last step summaries the envelope carries (OA06 §2, K = 3).
@@ -27,12 +27,57 @@ pub(super) fn execute(
     let visit_dir = context
         .visit_dir()
         .map_err(|error| OpcodeError::Other(format!("cannot create the step folder: {error}")))?;
-    let manifests = manifests_since_last_evaluate(context)?;
-    let mut envelope = envelope(context, evaluate, &manifests);
+    let completed = completed_manifests(context)?;
+    let mut envelope = envelope(context, evaluate, &completed);
     add_inputs(context, evaluate, &mut envelope)?;
     summarize(context, &mut envelope)?;
     write_json_new(&visit_dir.join("planner_input.json"), &envelope)?;
-    let decision = decide(context, evaluate, &envelope);
+    let mut artifacts = vec![
+        context.artifact(
+            ArtifactRole::PlannerInput,
+            "planner_input.json",
+            "application/json",
+            true,
+        ),
+        context.artifact(
+            ArtifactRole::PlannerDecision,
+            "planner_decision.json",
+            "application/json",
+            true,
+        ),
+    ];
+    let decided = decide(context, evaluate, &envelope)?;
+    if decided.prompt_saved {
+        artifacts.push(context.artifact(
+            ArtifactRole::PlannerPrompt,
+            "planner_prompt.md",
+            "text/markdown",
+            false,
+        ));
+    }
+    if decided.attempts_saved {
+        artifacts.push(context.artifact(
+            ArtifactRole::PlannerAttempts,
+            "planner_attempts.json",
+            "application/json",
+            false,
+        ));
+    }
+    let decision = decided.decision;
+    if let Some(reason) = decided.illegal {
+        // The offending decision is evidence: saved, recorded, and the run ends (exit 4).
+        write_json_new(&visit_dir.join("planner_decision.json"), &decision)?;
+        let path = format!(
+            "artifacts/{}/{}/planner_decision.json",
+            context.step_id(),
+            context.visit
+        );
+        return Err(OpcodeError::IllegalDecision {
+            planner: decision["planner"].as_str().unwrap_or_default().to_owned(),
+            reason,
+            path,
+        });
+    }
     write_json_new(&visit_dir.join("planner_decision.json"), &decision)?;
     let status: Outcome = decision["status"]
         .as_str()
@@ -48,23 +93,18 @@ pub(super) fn execute(
     context
         .recorder
         .event(EventType::PlannerDecision, Some((&step.0, step.1)), fields)?;
-    let artifacts = vec![
-        context.artifact(
-            ArtifactRole::PlannerInput,
-            "planner_input.json",
-            "application/json",
-            true,
-        ),
-        context.artifact(
-            ArtifactRole::PlannerDecision,
-            "planner_decision.json",
-            "application/json",
-            true,
-        ),
-    ];
+    let fingerprint = context
+        .state
+        .fingerprint
+        .as_ref()
+        .map(|fingerprint| fingerprint.tree.clone());
     let manifest = context.manifest(
         status.as_str(),
-        serde_json::json!({ "status": status.as_str(), "decision": decision }),
+        serde_json::json!({
+            "status": status.as_str(),
+            "decision": decision,
+            "worktree_fingerprint": fingerprint,
+        }),
         artifacts,
     );
     Ok(StepResult {
@@ -140,55 +180,82 @@ fn summarize(
     Ok(())
 }
 
-/// Manifests of the visits completed after the previous EVALUATE, oldest first.
-fn manifests_since_last_evaluate(
-    context: &StepContext<'_>,
-) -> Result<Vec<StepManifest>, OpcodeError> {
+/// Manifests of the visits completed so far in this run, in the order they ended.
+fn completed_manifests(context: &StepContext<'_>) -> Result<Vec<StepManifest>, OpcodeError> {
     let run_dir = context.recorder.run_dir().clone();
     let events = EventLog::read_all(&run_dir.events())?;
-    let mut manifests = Vec::new();
-    for event in events
+    Ok(events
         .iter()
         .filter(|event| event.event_type == EventType::StepCompleted)
-    {
-        let (Some(step), Some(visit)) = (&event.step_id, event.visit) else {
-            continue;
-        };
-        let Ok(manifest) = read_json::<StepManifest>(
-            &run_dir.visit_dir(step, visit).join("manifest.json"),
-            "manifest",
-        ) else {
-            continue;
-        };
-        if manifest.opcode == "EVALUATE" {
-            manifests.clear();
-        } else {
-            manifests.push(manifest);
-        }
-    }
-    Ok(manifests)
+        .filter_map(|event| {
+            let (step, visit) = (event.step_id.as_ref()?, event.visit?);
+            read_json::<StepManifest>(
+                &run_dir.visit_dir(step, visit).join("manifest.json"),
+                "manifest",
+            )
+            .ok()
+        })
+        .collect())
+}
+
+/// The run's earlier evaluations (status, blockers, flags and the worktree they judged), for
+/// the guard's loop and repetition checks beyond the K=3 window.
+fn evaluation_history(completed: &[StepManifest]) -> Vec<serde_json::Value> {
+    completed
+        .iter()
+        .filter(|manifest| manifest.opcode == "EVALUATE")
+        .map(|manifest| {
+            let decision = &manifest.evidence_summary["decision"];
+            serde_json::json!({
+                "step_id": manifest.step_id,
+                "visit": manifest.visit,
+                "status": manifest.termination,
+                "blocker_codes": blocker_codes(decision),
+                "risk_flags": decision.get("risk_flags").cloned().unwrap_or_else(|| serde_json::json!([])),
+                "worktree_fingerprint": manifest.evidence_summary["worktree_fingerprint"],
+            })
+        })
+        .collect()
+}
+
+fn blocker_codes(decision: &serde_json::Value) -> Vec<serde_json::Value> {
+    decision["blockers"]
+        .as_array()
+        .map(|blockers| {
+            blockers
+                .iter()
+                .map(|blocker| blocker["code"].clone())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn envelope(
     context: &StepContext<'_>,
     evaluate: &Evaluate,
-    manifests: &[StepManifest],
+    completed: &[StepManifest],
 ) -> serde_json::Value {
-    let window: Vec<serde_json::Value> = manifests
+    // The evidence: the steps since the previous EVALUATE; the window: the last K steps
+    // whatever they were (earlier evaluations included).
+    let since = completed
+        .iter()
+        .rposition(|manifest| manifest.opcode == "EVALUATE")
+        .map_or(0, |index| index + 1);
+    let manifests = &completed[since..];
+    let window: Vec<serde_json::Value> = completed
         .iter()
         .rev()
         .take(PROVENANCE_WINDOW)
         .rev()
         .map(|manifest| {
             let decision = &manifest.evidence_summary["decision"];
-            let blocker_codes: Vec<&serde_json::Value> = decision["blockers"].as_array().map(|blockers| blockers.iter().map(|blocker| &blocker["code"]).collect()).unwrap_or_default();
             serde_json::json!({
                 "step_id": manifest.step_id,
                 "opcode": manifest.opcode,
                 "outcome": manifest.termination,
                 "diff_summary": diff_text(&manifest.evidence_summary["diffstat"]),
                 "risk_flags": decision.get("risk_flags").cloned().unwrap_or_else(|| serde_json::json!([])),
-                "blocker_codes": blocker_codes,
+                "blocker_codes": blocker_codes(decision),
                 "summary": manifest.evidence_summary,
             })
         })
@@ -213,14 +280,92 @@ fn envelope(
         "evaluate_prompt": prompt,
         "allowed_next_steps": evaluate.allowed_next_steps.iter().map(|id| id.value.as_str()).collect::<Vec<_>>(),
         "provenance_window": window,
+        "steps": manifests.iter().map(|manifest| serde_json::json!({
+            "step_id": manifest.step_id,
+            "visit": manifest.visit,
+            "opcode": manifest.opcode,
+            "outcome": manifest.termination,
+        })).collect::<Vec<_>>(),
+        "intent": intent(context, last_agent),
+        "evaluation_history": evaluation_history(completed),
         "evidence": {
+            "worktree_fingerprint": context.state.fingerprint.as_ref().map(|fingerprint| fingerprint.tree.clone()),
             "transcript_summary": transcript_summary(context, last_agent),
+            "transcript": transcript_details(context, last_agent),
             "workspace_diff_summary": last_agent.and_then(|manifest| diff_text(&manifest.evidence_summary["diffstat"])).unwrap_or_default(),
             "validation": validation(manifests),
             "harness_report": harness_report(context, manifests),
             "artifacts": artifacts,
             "policy_events": context.state.safety.policy_violation.iter().collect::<Vec<_>>(),
         },
+    })
+}
+
+/// What the last agent step was asked: its prompt reference (or `inline`), the inputs it
+/// names, and the rendered prompt as sent.
+fn intent(context: &StepContext<'_>, last_agent: Option<&StepManifest>) -> serde_json::Value {
+    let Some(manifest) = last_agent else {
+        return serde_json::Value::Null;
+    };
+    let step = context
+        .run
+        .workflow
+        .steps
+        .iter()
+        .find(|step| step.id.value.as_str() == manifest.step_id);
+    let Some(crate::workflow::model::StepBody::RunAgent(agent)) = step.map(|step| &step.body)
+    else {
+        return serde_json::json!({ "step_id": manifest.step_id });
+    };
+    let prompt = match &agent.prompt.value {
+        PromptSpec::Reference(reference) => reference.to_string(),
+        PromptSpec::Literal(_) => "inline".to_owned(),
+    };
+    let inputs: Vec<String> = match &agent.inputs {
+        crate::workflow::model::Inputs::None | crate::workflow::model::Inputs::Expression(_) => {
+            Vec::new()
+        }
+        crate::workflow::model::Inputs::Names(names) => {
+            names.iter().map(|name| name.value.clone()).collect()
+        }
+        crate::workflow::model::Inputs::Values(values) => {
+            values.iter().map(|(name, _)| name.value.clone()).collect()
+        }
+    };
+    serde_json::json!({
+        "step_id": manifest.step_id,
+        "visit": manifest.visit,
+        "agent": agent.agent.value,
+        "prompt": prompt,
+        "inputs": inputs,
+        "rendered_prompt": manifest.artifact(ArtifactRole::RunnerPrompt).map(|entry| entry.path.clone()),
+    })
+}
+
+/// The last agent's run in numbers: termination, turns, cost, permission denials, the tail.
+fn transcript_details(
+    context: &StepContext<'_>,
+    last_agent: Option<&StepManifest>,
+) -> serde_json::Value {
+    let Some(entry) =
+        last_agent.and_then(|manifest| manifest.artifact(ArtifactRole::RunnerMetadata))
+    else {
+        return serde_json::Value::Null;
+    };
+    let Ok(metadata) = read_json::<serde_json::Value>(
+        &context.recorder.run_dir().root().join(&entry.path),
+        "runner metadata",
+    ) else {
+        return serde_json::Value::Null;
+    };
+    serde_json::json!({
+        "termination": metadata["outcome"],
+        "cause": metadata["cause"],
+        "exit_code": metadata["exit_code"],
+        "turns": metadata["turns"],
+        "cost_usd": metadata["cost_usd"],
+        "permission_denials": metadata["permission_denials"],
+        "tail": metadata["output_tail"],
     })
 }
 
@@ -306,15 +451,24 @@ fn validation(manifests: &[StepManifest]) -> serde_json::Value {
     serde_json::json!({ "mechanical_outcome": outcome, "exit_codes": exit_codes, "timeouts": timeouts })
 }
 
-/// Asks the step's planner (`--planner`, the step's `planner:`, `defaults.planner`, else
-/// `rules`), then applies the kernel's own safety facts and fills `next_step` from the routes.
-fn decide(
-    context: &StepContext<'_>,
-    evaluate: &Evaluate,
-    envelope: &serde_json::Value,
-) -> serde_json::Value {
-    let config = &context.run.config;
-    let name = config
+/// What the planner's turn left.
+struct Decided {
+    /// The decision as saved.
+    decision: serde_json::Value,
+    /// Set when the backend named an illegal `next_step`.
+    illegal: Option<String>,
+    /// `planner_prompt.md` was written.
+    prompt_saved: bool,
+    /// `planner_attempts.json` was written.
+    attempts_saved: bool,
+}
+
+/// The planner profile this step asks: `--planner`, the step's `planner:`,
+/// `defaults.planner`, else `rules`.
+fn planner_name(context: &StepContext<'_>, evaluate: &Evaluate) -> String {
+    context
+        .run
+        .config
         .planner_override
         .clone()
         .or_else(|| evaluate.planner.as_ref().map(|name| name.value.clone()))
@@ -327,36 +481,126 @@ fn decide(
                 .as_ref()
                 .map(|name| name.value.clone())
         })
-        .unwrap_or_else(|| "rules".to_owned());
-    let (mut decision, decided_by) = match Backend::from_config(&name, config) {
-        Ok(backend) => crate::planner::backend::decide(&backend, envelope),
-        Err(message) => crate::planner::backend::failed(message, envelope),
-    };
-    if let Some(reported_by) = &context.state.safety.goldens_pending {
-        decision.raise(
-            Status::NeedsHuman,
-            "proposed_goldens_present",
-            format!("step `{reported_by}` proposed golden updates; a human approves goldens"),
-        );
+        .unwrap_or_else(|| "rules".to_owned())
+}
+
+/// The step's prompt rendered with the envelope, for model backends: a `planner.*` reference
+/// gets the envelope fields it declares (and the step's `inputs`); literal text is sent as is.
+fn planner_prompt(
+    context: &StepContext<'_>,
+    evaluate: &Evaluate,
+    envelope: &serde_json::Value,
+) -> Result<String, OpcodeError> {
+    match &evaluate.prompt.value {
+        PromptSpec::Literal(text) => Ok(text.clone()),
+        PromptSpec::Reference(reference) => {
+            let prompt = context.run.catalog.resolve(reference.as_str())?;
+            let mut inputs = serde_json::Map::new();
+            for declared in &prompt.inputs {
+                let value = envelope
+                    .get(&declared.name)
+                    .or_else(|| envelope["inputs"].get(&declared.name))
+                    .or_else(|| envelope["evidence"].get(&declared.name))
+                    .filter(|value| !value.is_null());
+                if let Some(value) = value {
+                    inputs.insert(declared.name.clone(), value.clone());
+                }
+            }
+            Ok(crate::prompt::render(prompt, &inputs)?)
+        }
     }
-    let status = decision.status.outcome();
-    let routed = context
-        .step
-        .routes
-        .target(status)
-        .map(|target| target.value.as_str().to_owned())
-        .filter(|target| {
-            target == "STOP"
-                || evaluate
-                    .allowed_next_steps
-                    .iter()
-                    .any(|allowed| allowed.value.as_str() == target)
-        });
-    if decision.next_step.is_none() {
-        decision.next_step = routed;
+}
+
+/// Asks the step's planner, then applies the kernel's own safety facts and fills `next_step`
+/// from the routes.
+fn decide(
+    context: &StepContext<'_>,
+    evaluate: &Evaluate,
+    envelope: &serde_json::Value,
+) -> Result<Decided, OpcodeError> {
+    let visit_dir = context
+        .visit_dir()
+        .map_err(|error| OpcodeError::Other(format!("cannot create the step folder: {error}")))?;
+    let config = &context.run.config;
+    let name = planner_name(context, evaluate);
+    let mut prompt_saved = false;
+    let mut attempts_saved = false;
+    let (verdict, attempts) = match Backend::from_config(&name, config) {
+        Ok(backend) => {
+            let prompt = if backend.reads_prompt() {
+                let text = planner_prompt(context, evaluate, envelope)?;
+                std::fs::write(visit_dir.join("planner_prompt.md"), &text).map_err(|error| {
+                    OpcodeError::Other(format!("cannot save the planner prompt: {error}"))
+                })?;
+                prompt_saved = true;
+                text
+            } else {
+                String::new()
+            };
+            let request = Request {
+                envelope,
+                prompt: &prompt,
+                cwd: Some(context.workspace.path()),
+            };
+            crate::planner::backend::decide(&backend, &request)
+        }
+        Err(message) => {
+            let (decision, decided_by) = crate::planner::backend::failed(message, envelope);
+            (
+                Verdict::Decided {
+                    decision,
+                    decided_by,
+                },
+                Vec::new(),
+            )
+        }
+    };
+    if !attempts.is_empty() {
+        write_json_new(&visit_dir.join("planner_attempts.json"), &attempts)?;
+        attempts_saved = true;
+    }
+    let (mut decision, decided_by, illegal) = match verdict {
+        Verdict::Decided {
+            decision,
+            decided_by,
+        } => (decision, decided_by, None),
+        Verdict::Illegal { decision, reason } => {
+            let decided_by = name.clone();
+            (decision, decided_by, Some(reason))
+        }
+    };
+    if illegal.is_none() {
+        if let Some(reported_by) = &context.state.safety.goldens_pending {
+            decision.raise(
+                Status::NeedsHuman,
+                "proposed_goldens_present",
+                format!("step `{reported_by}` proposed golden updates; a human approves goldens"),
+            );
+        }
+        let status = decision.status.outcome();
+        let routed = context
+            .step
+            .routes
+            .target(status)
+            .map(|target| target.value.as_str().to_owned())
+            .filter(|target| {
+                target == "STOP"
+                    || evaluate
+                        .allowed_next_steps
+                        .iter()
+                        .any(|allowed| allowed.value.as_str() == target)
+            });
+        if decision.next_step.is_none() {
+            decision.next_step = routed;
+        }
     }
     decision.schema_version = Some(crate::artifacts::SCHEMA_VERSION);
     decision.planner = Some(name);
     decision.decided_by = Some(decided_by);
-    serde_json::to_value(&decision).unwrap_or_default()
+    Ok(Decided {
+        decision: serde_json::to_value(&decision).unwrap_or_default(),
+        illegal,
+        prompt_saved,
+        attempts_saved,
+    })
 }

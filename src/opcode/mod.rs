@@ -40,6 +40,16 @@ pub enum OpcodeError {
     /// This opcode lands in a later release.
     #[error("{0} steps are not implemented yet")]
     NotImplemented(&'static str),
+    /// The planner named a `next_step` outside `allowed_next_steps`.
+    #[error("planner `{planner}` answered an illegal decision: {reason} (saved at {path})")]
+    IllegalDecision {
+        /// The planner profile.
+        planner: String,
+        /// What is wrong.
+        reason: String,
+        /// The saved decision, relative to the run directory.
+        path: String,
+    },
     /// Something else, described.
     #[error("{0}")]
     Other(String),
@@ -57,6 +67,10 @@ impl OpcodeError {
             OpcodeError::Script(error) => error.hint(),
             OpcodeError::NotImplemented(_) => Some(
                 "this opcode arrives with its own issue; use RUN_AGENT, ROLLBACK and STOP for now"
+                    .into(),
+            ),
+            OpcodeError::IllegalDecision { .. } => Some(
+                "the planner may only name a step of `allowed_next_steps`; fix the planner or its prompt, then start a new run (check it with `tnh-conductor planner check`)"
                     .into(),
             ),
             OpcodeError::Other(_) => None,

@@ -365,6 +365,10 @@ fn lookup(
         "fix_instructions" => latest_json(context, ArtifactRole::PlannerDecision)
             .map(|decision| decision["fix_instructions"].clone())
             .filter(|instructions| !instructions.is_null()),
+        "blockers" | "risk_flags" => latest_json(context, ArtifactRole::PlannerDecision)
+            .map(|decision| decision[name].clone())
+            .filter(|value| !value.is_null()),
+        "planner_decision" => latest_json(context, ArtifactRole::PlannerDecision),
         "harness_report" => latest_json(context, ArtifactRole::HarnessReport),
         "validation_report" => latest_json(context, ArtifactRole::ValidationReport),
         _ => None,

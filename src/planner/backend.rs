@@ -1,30 +1,136 @@
-//! Planner backends: `rules` (in process) and `command` (the envelope on stdin, a decision
-//! JSON on stdout, supervised like any process). A backend that fails or answers something
-//! that is not a valid decision is retried once, then the kernel decides `blocked` with the
-//! blocker `planner_error`.
+//! Planner backends: `rules` (in process), `command` (the envelope on stdin, a decision JSON on
+//! stdout), `claude` (`claude -p --output-format json --json-schema …`, reading
+//! `structured_output`), `codex` (`codex exec --output-schema FILE -o FILE`) and `http` (an
+//! OpenAI-compatible `/v1/chat/completions` endpoint with a JSON-schema response format).
+//!
+//! Every answer is parsed against the decision schema and passes the guard. A backend that
+//! fails (spawn error, timeout, non-JSON, schema mismatch) is retried, then the kernel decides
+//! `blocked` with the blocker `planner_error`. A well-formed decision naming a `next_step`
+//! outside `allowed_next_steps` is not retried: it is returned as [`Verdict::Illegal`] so the
+//! run can end with the offending decision saved.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{Decision, Status, guard, rules};
 use crate::config::Config;
+use crate::workflow::yaml::Node;
 
-/// How long a command planner may take.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a planner may take unless its profile says `timeout:`.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Tries before giving up.
-const ATTEMPTS: usize = 2;
+/// Tries before giving up, unless the profile says `attempts:`.
+const DEFAULT_ATTEMPTS: usize = 2;
+
+/// The most of a raw answer kept in the attempt record.
+const RAW_LIMIT: usize = 16 * 1024;
+
+/// The most of an HTTP response body read.
+const BODY_LIMIT: u64 = 8 * 1024 * 1024;
+
+/// The prompt model backends get when the step names none (and for decision vectors).
+pub const DEFAULT_PROMPT: &str = "Judge the evidence of this EVALUATE step against OA06: `success` when the work is done and validated, `partial` when it falls short but is fixable (give fix_instructions), `blocked` when the environment prevents progress (give blockers), `unsafe` on any policy event or contradiction that hides a failure, `needs_human` when a person must decide.";
 
 /// A planner backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
     /// The deterministic OA06 derivation.
     Rules,
+    /// A program or model service.
+    External(External),
+}
+
+/// A configured external planner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct External {
+    /// The profile name.
+    pub name: String,
+    /// What is asked.
+    pub kind: ExternalKind,
+    /// How long one attempt may take.
+    pub timeout: Duration,
+    /// Attempts before the kernel decides.
+    pub attempts: usize,
+    /// Host variables passed through to the process (API keys).
+    pub pass_env: Vec<String>,
+}
+
+/// The external backends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExternalKind {
     /// Any program: envelope on stdin, decision on stdout.
     Command {
-        /// The profile name.
-        name: String,
         /// argv.
         argv: Vec<String>,
+    },
+    /// Claude Code in print mode with a JSON schema.
+    Claude {
+        /// The binary (`TNH_CLAUDE_BIN` wins).
+        binary: Option<String>,
+        /// `--model`.
+        model: Option<String>,
+    },
+    /// `codex exec` with an output schema.
+    Codex {
+        /// The binary (`TNH_CODEX_BIN` wins).
+        binary: Option<String>,
+        /// `--model`.
+        model: Option<String>,
+        /// `-c key=value` pairs.
+        config: Vec<(String, String)>,
+    },
+    /// An OpenAI-compatible chat completions endpoint.
+    Http {
+        /// The endpoint (`…/v1/chat/completions`).
+        url: String,
+        /// The model name sent.
+        model: String,
+        /// The variable holding the bearer token, if any.
+        api_key_env: Option<String>,
+    },
+}
+
+/// What a backend is asked.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The OA06 envelope.
+    pub envelope: &'a serde_json::Value,
+    /// The rendered planner prompt (model backends send it; `command` gets the envelope only).
+    pub prompt: &'a str,
+    /// Where planner processes run (the run's worktree), else the current directory.
+    pub cwd: Option<&'a std::path::Path>,
+}
+
+/// One try of an external backend, for the record.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Attempt {
+    /// 1-based.
+    pub attempt: usize,
+    /// Whether it produced a valid decision.
+    pub ok: bool,
+    /// Why not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The raw answer, bounded.
+    pub raw: String,
+}
+
+/// What the backend's answer comes to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// A decision, guarded; `decided_by` names the backend or `kernel` after a failure.
+    Decided {
+        /// The guarded decision.
+        decision: Decision,
+        /// Who decided.
+        decided_by: String,
+    },
+    /// A well-formed decision whose `next_step` is not allowed (a hard runtime error).
+    Illegal {
+        /// The decision as the backend gave it.
+        decision: Decision,
+        /// What is wrong.
+        reason: String,
     },
 }
 
@@ -39,69 +145,176 @@ impl Backend {
                 )),
             };
         };
-        match node
-            .get("kind")
-            .and_then(|kind| kind.as_str())
-            .unwrap_or("rules")
-        {
-            "rules" => Ok(Backend::Rules),
+        let text = |key: &str| node.get(key).and_then(Node::as_str).map(str::to_owned);
+        let kind = match text("kind").as_deref().unwrap_or("rules") {
+            "rules" => return Ok(Backend::Rules),
             "command" => {
-                let argv: Vec<String> = node
-                    .get("argv")
-                    .and_then(|argv| argv.as_seq())
-                    .map(|items| {
-                        items
-                            .iter()
-                            .filter_map(|item| item.as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let argv = strings(node.get("argv"));
                 if argv.is_empty() {
                     return Err(format!("planner `{name}` has no `argv`"));
                 }
-                Ok(Backend::Command {
-                    name: name.to_owned(),
-                    argv,
-                })
+                ExternalKind::Command { argv }
             }
-            other => Err(format!(
-                "planner kind `{other}` of `{name}` is not available in this release (rules, command)"
-            )),
+            "claude" => ExternalKind::Claude {
+                binary: text("binary"),
+                model: text("model"),
+            },
+            "codex" => ExternalKind::Codex {
+                binary: text("binary"),
+                model: text("model"),
+                config: node
+                    .get("config")
+                    .and_then(Node::as_map)
+                    .map(|entries| {
+                        entries
+                            .iter()
+                            .filter_map(|(key, value)| {
+                                let value = match value.to_json() {
+                                    serde_json::Value::String(text) => text,
+                                    other => other.to_string(),
+                                };
+                                Some((key.as_str()?.to_owned(), value))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            },
+            "http" => ExternalKind::Http {
+                url: text("url").ok_or_else(|| format!("planner `{name}` has no `url`"))?,
+                model: text("model").ok_or_else(|| format!("planner `{name}` has no `model`"))?,
+                api_key_env: text("api_key_env"),
+            },
+            other => {
+                return Err(format!(
+                    "planner `{name}` has kind `{other}`; the kinds are rules, command, claude, codex, http"
+                ));
+            }
+        };
+        let timeout = match text("timeout") {
+            Some(value) => crate::workflow::duration::parse_duration(&value)
+                .map_err(|error| format!("planner `{name}`: timeout `{value}`: {error}"))?,
+            None => DEFAULT_TIMEOUT,
+        };
+        let attempts = match node.get("attempts").map(Node::to_json) {
+            Some(serde_json::Value::Number(number)) => number
+                .as_u64()
+                .filter(|count| (1..=10).contains(count))
+                .ok_or_else(|| format!("planner `{name}`: attempts must be 1 to 10"))?
+                as usize,
+            Some(other) => {
+                return Err(format!(
+                    "planner `{name}`: attempts must be a number, got {other}"
+                ));
+            }
+            None => DEFAULT_ATTEMPTS,
+        };
+        let mut pass_env = strings(node.get("pass_env"));
+        if pass_env.is_empty() {
+            pass_env = match &kind {
+                ExternalKind::Claude { .. } => vec!["ANTHROPIC_API_KEY".into()],
+                ExternalKind::Codex { .. } => vec!["CODEX_API_KEY".into(), "OPENAI_API_KEY".into()],
+                _ => Vec::new(),
+            };
         }
+        Ok(Backend::External(External {
+            name: name.to_owned(),
+            kind,
+            timeout,
+            attempts,
+            pass_env,
+        }))
     }
 
     /// A name for records.
     pub fn name(&self) -> &str {
         match self {
             Backend::Rules => "rules",
-            Backend::Command { name, .. } => name,
+            Backend::External(external) => &external.name,
         }
+    }
+
+    /// Whether the backend reads the rendered prompt (a model).
+    pub fn reads_prompt(&self) -> bool {
+        matches!(
+            self,
+            Backend::External(External {
+                kind: ExternalKind::Claude { .. }
+                    | ExternalKind::Codex { .. }
+                    | ExternalKind::Http { .. },
+                ..
+            })
+        )
     }
 }
 
-/// The decision for an envelope, through the backend and then the guard; `decided_by` says
-/// whether the backend or the kernel (after the backend failed) decided.
-pub fn decide(backend: &Backend, envelope: &serde_json::Value) -> (Decision, String) {
-    let Backend::Command { argv, .. } = backend else {
-        return (rules::decide(envelope), "rules".into());
+fn strings(node: Option<&Node>) -> Vec<String> {
+    node.and_then(Node::as_seq)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| item.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The decision for a request, through the backend and then the guard, with the record of
+/// each attempt of an external backend.
+pub fn decide(backend: &Backend, request: &Request<'_>) -> (Verdict, Vec<Attempt>) {
+    let Backend::External(external) = backend else {
+        let verdict = Verdict::Decided {
+            decision: rules::decide(request.envelope),
+            decided_by: "rules".into(),
+        };
+        return (verdict, Vec::new());
     };
-    let mut answer = Err(String::new());
-    for _ in 0..ATTEMPTS {
-        answer = ask_command(argv, envelope).and_then(|decision| legal(decision, envelope));
-        if answer.is_ok() {
-            break;
+    let mut attempts = Vec::new();
+    let mut last_error = String::new();
+    for number in 1..=external.attempts {
+        let (raw, answer) = ask(external, request);
+        let raw = bounded(raw);
+        match answer {
+            Ok(decision) => {
+                attempts.push(Attempt {
+                    attempt: number,
+                    ok: true,
+                    error: None,
+                    raw,
+                });
+                if let Err(reason) = legal(&decision, request.envelope) {
+                    return (Verdict::Illegal { decision, reason }, attempts);
+                }
+                let decision =
+                    guard::guard(decision, &guard::Facts::from_envelope(request.envelope));
+                let verdict = Verdict::Decided {
+                    decision,
+                    decided_by: external.name.clone(),
+                };
+                return (verdict, attempts);
+            }
+            Err(error) => {
+                attempts.push(Attempt {
+                    attempt: number,
+                    ok: false,
+                    error: Some(error.clone()),
+                    raw,
+                });
+                last_error = error;
+            }
         }
     }
-    match answer {
-        Ok(decision) => (
-            guard::guard(decision, &guard::Facts::from_envelope(envelope)),
-            backend.name().to_owned(),
-        ),
-        Err(reason) => failed(
-            format!("planner `{}` failed: {reason}", backend.name()),
-            envelope,
-        ),
-    }
+    let summary = format!(
+        "planner `{}` failed {} time(s); last: {last_error}",
+        external.name, external.attempts
+    );
+    let (decision, decided_by) = failed(summary, request.envelope);
+    (
+        Verdict::Decided {
+            decision,
+            decided_by,
+        },
+        attempts,
+    )
 }
 
 /// The kernel's decision when no backend answered: `blocked` with `planner_error`, guarded
@@ -116,40 +329,327 @@ pub fn failed(summary: String, envelope: &serde_json::Value) -> (Decision, Strin
 }
 
 /// Rejects a `next_step` outside the envelope's `allowed_next_steps` (OA06 §6).
-fn legal(decision: Decision, envelope: &serde_json::Value) -> Result<Decision, String> {
+fn legal(decision: &Decision, envelope: &serde_json::Value) -> Result<(), String> {
     let Some(next) = decision.next_step.as_deref() else {
-        return Ok(decision);
+        return Ok(());
     };
-    let allowed = envelope["allowed_next_steps"]
+    let allowed: Vec<&str> = envelope["allowed_next_steps"]
         .as_array()
-        .is_some_and(|steps| steps.iter().any(|step| step == next));
-    if allowed {
-        Ok(decision)
+        .map(|steps| steps.iter().filter_map(|step| step.as_str()).collect())
+        .unwrap_or_default();
+    if allowed.contains(&next) {
+        Ok(())
     } else {
-        Err(format!("next_step `{next}` is not in allowed_next_steps"))
+        Err(format!(
+            "the planner chose next_step `{next}`, which is not in allowed_next_steps [{}]",
+            allowed.join(", ")
+        ))
     }
 }
 
-/// Runs a command planner once.
-fn ask_command(argv: &[String], envelope: &serde_json::Value) -> Result<Decision, String> {
-    let input = serde_json::to_vec(envelope).map_err(|error| error.to_string())?;
-    let folder = tempfile::tempdir().map_err(|error| error.to_string())?;
+fn bounded(mut raw: String) -> String {
+    if raw.len() > RAW_LIMIT {
+        let mut end = RAW_LIMIT;
+        while !raw.is_char_boundary(end) {
+            end -= 1;
+        }
+        raw.truncate(end);
+        raw.push_str("\n[truncated]");
+    }
+    raw
+}
+
+/// The decision in a text: the whole text, or a fenced JSON block in it.
+fn parse_decision(text: &str) -> Result<Decision, String> {
+    let trimmed = text.trim();
+    let body = trimmed
+        .strip_prefix("```json")
+        .or_else(|| trimmed.strip_prefix("```"))
+        .and_then(|rest| rest.strip_suffix("```"))
+        .unwrap_or(trimmed);
+    let value: serde_json::Value = serde_json::from_str(body.trim())
+        .map_err(|error| format!("the answer is not JSON: {error}"))?;
+    decision_from(value)
+}
+
+fn decision_from(value: serde_json::Value) -> Result<Decision, String> {
+    serde_json::from_value::<Decision>(value)
+        .map_err(|error| format!("the answer is not a valid decision: {error}"))
+}
+
+/// One attempt: the raw answer and the decision in it.
+fn ask(external: &External, request: &Request<'_>) -> (String, Result<Decision, String>) {
+    match &external.kind {
+        ExternalKind::Command { argv } => {
+            let input = serde_json::to_vec(request.envelope).unwrap_or_default();
+            match run_process(external, request, &argv[0], &argv[1..], input, None) {
+                Ok(run) => {
+                    let answer = parse_decision(&run.stdout);
+                    (run.stdout, answer)
+                }
+                Err(error) => (String::new(), Err(error)),
+            }
+        }
+        ExternalKind::Claude { binary, model } => ask_claude(external, request, binary, model),
+        ExternalKind::Codex {
+            binary,
+            model,
+            config,
+        } => ask_codex(external, request, binary, model, config),
+        ExternalKind::Http {
+            url,
+            model,
+            api_key_env,
+        } => ask_http(external, request, url, model, api_key_env.as_deref()),
+    }
+}
+
+/// The instruction model backends get after the rendered prompt.
+fn model_prompt(request: &Request<'_>) -> String {
+    let envelope = serde_json::to_string_pretty(request.envelope).unwrap_or_default();
+    format!(
+        "{}\n\n## Evidence envelope (OA06 §2)\n\n```json\n{envelope}\n```\n\nAnswer with one JSON object that conforms to the planner decision schema: `status` (success, partial, blocked, unsafe or needs_human), `next_step` (one of allowed_next_steps, or null), `fix_instructions` (object or null), `blockers` (list of {{code, summary}}), `risk_flags` (list of strings). Do not edit any file.\n",
+        request.prompt.trim_end()
+    )
+}
+
+fn schema_text() -> String {
+    serde_json::to_string(&super::decision_schema()).unwrap_or_default()
+}
+
+fn ask_claude(
+    external: &External,
+    request: &Request<'_>,
+    binary: &Option<String>,
+    model: &Option<String>,
+) -> (String, Result<Decision, String>) {
+    let program = cli_binary("TNH_CLAUDE_BIN", binary, "claude");
+    let mut args: Vec<String> = [
+        "-p",
+        "--output-format",
+        "json",
+        "--permission-mode",
+        "dontAsk",
+        "--json-schema",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    args.push(schema_text());
+    if let Some(model) = model {
+        args.extend(["--model".to_owned(), model.clone()]);
+    }
+    let input = model_prompt(request).into_bytes();
+    let run = match run_process(external, request, &program, &args, input, None) {
+        Ok(run) => run,
+        Err(error) => return (String::new(), Err(error)),
+    };
+    let answer = claude_decision(&run.stdout);
+    (run.stdout, answer)
+}
+
+/// The decision in Claude's `result` object: `structured_output`, else a JSON `result` text.
+fn claude_decision(stdout: &str) -> Result<Decision, String> {
+    let whole = serde_json::from_str::<serde_json::Value>(stdout.trim())
+        .ok()
+        .filter(|event| event["type"] == "result");
+    let result = whole
+        .or_else(|| {
+            stdout
+                .lines()
+                .rev()
+                .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+                .find(|event| event["type"] == "result")
+        })
+        .ok_or_else(|| "claude printed no result object".to_owned())?;
+    if result["is_error"] == true {
+        return Err(format!(
+            "claude reported an error ({}): {}",
+            result["subtype"].as_str().unwrap_or("unknown"),
+            result["result"].as_str().unwrap_or_default()
+        ));
+    }
+    match result.get("structured_output") {
+        Some(value) if !value.is_null() => decision_from(value.clone()),
+        _ => parse_decision(result["result"].as_str().unwrap_or_default()).map_err(|error| {
+            format!(
+                "claude returned no structured_output, and its result text is no decision ({error})"
+            )
+        }),
+    }
+}
+
+fn ask_codex(
+    external: &External,
+    request: &Request<'_>,
+    binary: &Option<String>,
+    model: &Option<String>,
+    config: &[(String, String)],
+) -> (String, Result<Decision, String>) {
+    let folder = match tempfile::tempdir() {
+        Ok(folder) => folder,
+        Err(error) => return (String::new(), Err(error.to_string())),
+    };
+    let schema = folder.path().join("decision.schema.json");
+    let answer_file = folder.path().join("decision.json");
+    if let Err(error) = std::fs::write(&schema, schema_text()) {
+        return (String::new(), Err(error.to_string()));
+    }
+    let program = cli_binary("TNH_CODEX_BIN", binary, "codex");
+    let mut args: Vec<String> = vec![
+        "exec".into(),
+        "--json".into(),
+        "--skip-git-repo-check".into(),
+        "--sandbox".into(),
+        "read-only".into(),
+        "--output-schema".into(),
+        schema.display().to_string(),
+        "-o".into(),
+        answer_file.display().to_string(),
+    ];
+    if let Some(model) = model {
+        args.extend(["--model".to_owned(), model.clone()]);
+    }
+    for (key, value) in config {
+        args.extend(["-c".to_owned(), format!("{key}={value}")]);
+    }
+    args.push("-".into());
+    let input = model_prompt(request).into_bytes();
+    if let Err(error) = run_process(external, request, &program, &args, input, Some(&folder)) {
+        return (String::new(), Err(error));
+    }
+    match std::fs::read_to_string(&answer_file) {
+        Ok(text) => {
+            let answer = parse_decision(&text);
+            (text, answer)
+        }
+        Err(_) => (
+            String::new(),
+            Err("codex wrote no final message to its -o file".into()),
+        ),
+    }
+}
+
+fn ask_http(
+    external: &External,
+    request: &Request<'_>,
+    url: &str,
+    model: &str,
+    api_key_env: Option<&str>,
+) -> (String, Result<Decision, String>) {
+    let body = serde_json::json!({
+        "model": model,
+        "temperature": 0,
+        "messages": [
+            { "role": "system", "content": "You are the planner of tnh-conductor. You judge the evidence of an AI coding run and answer with one JSON planner decision." },
+            { "role": "user", "content": model_prompt(request) },
+        ],
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": { "name": "planner_decision", "schema": super::decision_schema() },
+        },
+    });
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(external.timeout))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut call = agent.post(url).header("Content-Type", "application/json");
+    let host = crate::runner::HostEnv::from_process();
+    if let Some(key) = api_key_env.and_then(|name| host.get(name)) {
+        call = call.header("Authorization", &format!("Bearer {key}"));
+    }
+    let mut response = match call.send(body.to_string()) {
+        Ok(response) => response,
+        Err(error) => return (String::new(), Err(format!("POST {url}: {error}"))),
+    };
+    let status = response.status();
+    let text = match response
+        .body_mut()
+        .with_config()
+        .limit(BODY_LIMIT)
+        .read_to_string()
+    {
+        Ok(text) => text,
+        Err(error) => return (String::new(), Err(format!("reading the answer: {error}"))),
+    };
+    if !status.is_success() {
+        let head: String = text.chars().take(200).collect();
+        return (
+            text,
+            Err(format!("the server answered HTTP {status}: {head}")),
+        );
+    }
+    let answer = serde_json::from_str::<serde_json::Value>(&text)
+        .map_err(|error| format!("the response is not JSON: {error}"))
+        .and_then(|response| {
+            let message = &response["choices"][0]["message"];
+            if let Some(refusal) = message["refusal"].as_str() {
+                return Err(format!("the model refused: {refusal}"));
+            }
+            message["content"]
+                .as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| "the response has no choices[0].message.content".to_owned())
+        })
+        .and_then(|content| parse_decision(&content));
+    (text, answer)
+}
+
+/// The binary for a CLI planner: the `TNH_*_BIN` override, the profile's, the default.
+fn cli_binary(variable: &str, binary: &Option<String>, default: &str) -> String {
+    std::env::var(variable)
+        .ok()
+        .filter(|value| !value.is_empty())
+        .or_else(|| binary.clone())
+        .unwrap_or_else(|| default.to_owned())
+}
+
+/// The host's `TNH_*` variables (test scenarios, binary overrides) for planner processes.
+fn tnh_variables() -> std::collections::BTreeMap<String, String> {
+    std::env::vars()
+        .filter(|(name, _)| name.starts_with("TNH_"))
+        .collect()
+}
+
+/// What a planner process left.
+struct Finished {
+    stdout: String,
+}
+
+/// Runs a planner process once under the supervisor (own process group, timeout, stdin
+/// closed after the input); anything but a clean exit is an error naming the cause.
+fn run_process(
+    external: &External,
+    request: &Request<'_>,
+    program: &str,
+    args: &[String],
+    input: Vec<u8>,
+    folder: Option<&tempfile::TempDir>,
+) -> Result<Finished, String> {
+    let own;
+    let folder = match folder {
+        Some(folder) => folder,
+        None => {
+            own = tempfile::tempdir().map_err(|error| error.to_string())?;
+            &own
+        }
+    };
+    let cwd: PathBuf = match request.cwd {
+        Some(cwd) => cwd.to_path_buf(),
+        None => std::env::current_dir().map_err(|error| error.to_string())?,
+    };
     let limits = crate::runner::Limits {
-        timeout: COMMAND_TIMEOUT,
+        timeout: external.timeout,
         idle_timeout: None,
         ..Default::default()
     };
+    let host = crate::runner::HostEnv::from_process();
     let spec = crate::runner::ProcessSpec {
         agent: "planner".into(),
-        program: argv[0].clone(),
-        args: argv[1..].to_vec(),
-        cwd: std::env::current_dir().map_err(|error| error.to_string())?,
-        env: crate::runner::validator_environment(
-            &crate::runner::HostEnv::from_process(),
-            &[],
-            &Default::default(),
-        )
-        .0,
+        program: program.to_owned(),
+        args: args.to_vec(),
+        cwd,
+        env: crate::runner::env::agent_environment(&host, &external.pass_env, &tnh_variables()),
         stdin: input,
         stdout_path: folder.path().join("stdout"),
         stderr_path: folder.path().join("stderr"),
@@ -166,15 +666,48 @@ fn ask_command(argv: &[String], envelope: &serde_json::Value) -> Result<Decision
             spec,
             crate::runner::Cancellation::never(),
         ))
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| format!("`{program}` could not run: {error}"))?;
+    let stdout = std::fs::read_to_string(folder.path().join("stdout")).unwrap_or_default();
     if supervised.outcome != crate::outcome::Outcome::Completed {
+        let stderr = std::fs::read_to_string(folder.path().join("stderr")).unwrap_or_default();
+        let tail = stderr.lines().last().unwrap_or_default();
         return Err(format!(
-            "the planner ended {}: {}",
-            supervised.outcome, supervised.cause
+            "`{program}` ended {}: {}{}",
+            supervised.outcome,
+            supervised.cause,
+            if tail.is_empty() {
+                String::new()
+            } else {
+                format!(" ({tail})")
+            }
         ));
     }
-    let stdout =
-        std::fs::read_to_string(folder.path().join("stdout")).map_err(|error| error.to_string())?;
-    serde_json::from_str::<Decision>(stdout.trim())
-        .map_err(|error| format!("the answer is not a valid decision: {error}"))
+    Ok(Finished { stdout })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_answers_are_read_from_structured_output_or_a_json_result() {
+        let structured = r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","structured_output":{"status":"partial","blockers":[],"risk_flags":[]}}"#;
+        assert_eq!(claude_decision(structured).unwrap().status, Status::Partial);
+        let text = r#"{"type":"result","subtype":"success","is_error":false,"result":"```json\n{\"status\":\"success\"}\n```"}"#;
+        assert_eq!(claude_decision(text).unwrap().status, Status::Success);
+        let plain =
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"Hello from mock."}"#;
+        assert!(
+            claude_decision(plain)
+                .unwrap_err()
+                .contains("no structured_output")
+        );
+        let failed =
+            r#"{"type":"result","subtype":"success","is_error":true,"result":"Not logged in"}"#;
+        assert!(
+            claude_decision(failed)
+                .unwrap_err()
+                .contains("Not logged in")
+        );
+    }
 }

@@ -26,8 +26,12 @@ pub struct Facts {
     pub previous_statuses: Vec<String>,
     /// Earlier windows flagged a contradiction.
     pub previous_contradiction: bool,
-    /// Blocker codes of the earlier evaluations in the window.
-    pub previous_blocker_codes: Vec<String>,
+    /// Blocker codes of earlier evaluations made on the same worktree (no net diff change
+    /// since).
+    pub unchanged_blocker_codes: Vec<String>,
+    /// The step being judged was meant to change code (an EVALUATE input
+    /// `expects_changes: false` says it was not, e.g. a plan).
+    pub expects_changes: bool,
 }
 
 impl Facts {
@@ -73,29 +77,51 @@ impl Facts {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let previous_statuses = window
+        // The run's earlier evaluations: the kernel's `evaluation_history` when present (it
+        // reaches past the K=3 window), else the EVALUATE entries of the window.
+        let history: Vec<serde_json::Value> = match envelope["evaluation_history"].as_array() {
+            Some(history) => history.clone(),
+            None => window
+                .iter()
+                .filter(|entry| entry["opcode"] == "EVALUATE")
+                .cloned()
+                .collect(),
+        };
+        let previous_statuses = history
             .iter()
-            .filter(|entry| entry["opcode"] == "EVALUATE")
             .map(|entry| {
-                entry["outcome"]
+                entry["status"]
                     .as_str()
-                    .or(entry["status"].as_str())
+                    .or(entry["outcome"].as_str())
                     .unwrap_or_default()
                     .to_owned()
             })
             .collect();
-        let previous_contradiction = window.iter().any(|entry| {
+        let previous_contradiction = history.iter().chain(&window).any(|entry| {
             strings(&entry["risk_flags"])
                 .iter()
                 .any(|flag| flag.contains("mismatch") || flag == "repeated_contradiction")
         });
-        let previous_blocker_codes = window
+        let current_fingerprint = evidence["worktree_fingerprint"].as_str();
+        let unchanged_blocker_codes = history
             .iter()
-            .filter(|entry| entry["opcode"] == "EVALUATE")
+            .filter(|entry| {
+                let then = entry["worktree_fingerprint"].as_str();
+                match (then, current_fingerprint) {
+                    (Some(then), Some(now)) => then == now,
+                    // Summaries only: the diff the earlier evaluation saw is the diff now.
+                    _ => entry["diff_summary"]
+                        .as_str()
+                        .is_some_and(|then| then.trim().eq_ignore_ascii_case(diff.trim())),
+                }
+            })
             .flat_map(|entry| strings(&entry["blocker_codes"]))
             .collect();
         Facts {
-            previous_blocker_codes,
+            unchanged_blocker_codes,
+            expects_changes: envelope["inputs"]["expects_changes"]
+                .as_bool()
+                .unwrap_or(true),
             policy_events: strings(&evidence["policy_events"]),
             proposed_goldens: report["proposed_goldens"]
                 .as_array()
@@ -119,6 +145,17 @@ impl Facts {
 
 /// Applies every guard rule to a decision.
 pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
+    if facts.claims_done
+        && facts.empty_diff
+        && facts.expects_changes
+        && facts.mechanical_outcome != "error"
+    {
+        decision.raise(
+            Status::Partial,
+            "transcript_workspace_mismatch",
+            "the agent reports completion but the diff is empty".into(),
+        );
+    }
     if let Some(event) = facts.policy_events.first() {
         decision.raise(Status::Unsafe, "policy_violation", event.clone());
     }
@@ -172,13 +209,15 @@ pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
         .blockers
         .iter()
         .map(|blocker| blocker.code.clone())
-        .find(|code| facts.previous_blocker_codes.contains(code))
+        .find(|code| facts.unchanged_blocker_codes.contains(code))
         .filter(|_| decision.status < Status::Unsafe);
     if let Some(code) = repeated {
         decision.raise(
             Status::NeedsHuman,
             "repeated_blocker",
-            format!("blocker `{code}` repeated from an earlier evaluation"),
+            format!(
+                "blocker `{code}` again, with no change to the worktree since it was first raised"
+            ),
         );
     }
     decision

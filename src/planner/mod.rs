@@ -150,9 +150,34 @@ pub fn input_schema() -> serde_json::Value {
         "title": "PlannerInput",
         "description": "The OA06 §2 envelope an EVALUATE step sends its planner.",
         "type": "object",
-        "required": ["schema_version", "run_id", "workflow_id", "step_id", "evaluate_prompt", "allowed_next_steps", "provenance_window", "evidence"],
+        "required": ["run_id", "workflow_id", "step_id", "evaluate_prompt", "allowed_next_steps", "provenance_window", "evidence"],
         "properties": {
-            "schema_version": { "type": "integer", "const": 1 },
+            "schema_version": { "type": "integer", "const": 1, "description": "set on envelopes the kernel saves" },
+            "inputs": { "description": "the EVALUATE step's own `inputs`, computed (`expects_changes: false` tells the guard the judged step was not meant to change code)" },
+            "steps": {
+                "type": "array",
+                "description": "the steps completed since the previous EVALUATE, oldest first",
+                "items": { "type": "object", "required": ["step_id", "opcode", "outcome"] }
+            },
+            "intent": {
+                "type": ["object", "null"],
+                "description": "what the last RUN_AGENT was asked: its prompt reference, the inputs it names, the rendered prompt's path"
+            },
+            "evaluation_history": {
+                "type": "array",
+                "description": "the run's earlier evaluations (status, blocker codes, risk flags, the worktree fingerprint they judged), oldest first",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "step_id": { "type": "string" },
+                        "visit": { "type": "integer" },
+                        "status": { "type": "string" },
+                        "blocker_codes": strings,
+                        "risk_flags": strings,
+                        "worktree_fingerprint": { "type": ["string", "null"] }
+                    }
+                }
+            },
             "run_id": { "type": "string" },
             "workflow_id": { "type": "string" },
             "step_id": { "type": "string" },
@@ -191,6 +216,12 @@ pub fn input_schema() -> serde_json::Value {
                         }
                     },
                     "harness_report": { "type": ["object", "null"] },
+                    "transcript": {
+                        "type": ["object", "null"],
+                        "description": "the last agent's termination, cause, exit code, turns, cost, permission denials and output tail"
+                    },
+                    "worktree_fingerprint": { "type": ["string", "null"], "description": "the tree of the worktree being judged" },
+                    "summary": { "description": "what the workflow's `summarize(evidence)` returned" },
                     "artifacts": strings,
                     "policy_events": strings
                 }

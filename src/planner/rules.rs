@@ -8,19 +8,8 @@ use super::{Decision, Status};
 /// Decides from an OA06 envelope.
 pub fn decide(envelope: &serde_json::Value) -> Decision {
     let facts = Facts::from_envelope(envelope);
-    let mut decision = base(&facts);
-    if facts.claims_done
-        && facts.empty_diff
-        && facts.mechanical_outcome != "error"
-        && decision.status == Status::Success
-    {
-        decision.status = Status::Partial;
-        decision.raise(
-            Status::Partial,
-            "transcript_workspace_mismatch",
-            "the agent reports completion but the diff is empty".into(),
-        );
-    }
+    let decision = base(&facts);
+    // The transcript/workspace contradiction is the guard's: every backend gets it.
     // `next_step` stays empty: the EVALUATE step fills in the target its routes give the status.
     guard(decision, &facts)
 }

