@@ -12,6 +12,7 @@ mod planner;
 mod planner_backends;
 mod policy;
 mod prompts;
+mod properties;
 mod runner_api;
 mod runner_fakes;
 mod runner_real_cli;
