@@ -94,6 +94,9 @@ pub enum Error {
     /// Writing JSON failed.
     #[error("failed to serialize JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// The demo repository could not be made.
+    #[error(transparent)]
+    Demo(#[from] crate::demo::DemoError),
 }
 
 impl Error {
@@ -119,9 +122,12 @@ impl Error {
             Error::Policy(_) => ExitStatus::Usage,
             // A script that does not compile makes the workflow invalid: nothing was started.
             Error::Script(crate::script::ScriptError::Compile { .. }) => ExitStatus::Usage,
-            Error::Script(_) | Error::Runner(_) | Error::Io { .. } | Error::Json(_) => {
-                ExitStatus::Runtime
-            }
+            Error::Demo(crate::demo::DemoError::NotEmpty(_)) => ExitStatus::Usage,
+            Error::Script(_)
+            | Error::Runner(_)
+            | Error::Io { .. }
+            | Error::Json(_)
+            | Error::Demo(_) => ExitStatus::Runtime,
         }
     }
 
@@ -143,6 +149,7 @@ impl Error {
             Error::Run(error) => error.hint(),
             Error::Io { .. } => Some("check that the path exists and is readable".to_owned()),
             Error::Json(_) => None,
+            Error::Demo(error) => error.hint(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The operator's command line (`tnh-conductor`): argument parsing and one file per subcommand.
 //! Only this layer and `tnh` print.
 
+mod demo;
 mod gate;
 mod graph;
 mod journal;
@@ -21,7 +22,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::error::{Error, ExitStatus, Result};
+use crate::error::{ExitStatus, Result};
 pub use output::Output;
 
 /// Run AI coding-agent workflows safely in isolated git worktrees.
@@ -61,6 +62,11 @@ pub enum ColorChoice {
 /// Every operator command of DESIGN §6.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Try it: a throwaway repository, the builder loop run offline, and where to look.
+    Demo(demo::DemoArgs),
+    /// The demo's scripted agent (directives on stdin).
+    #[command(hide = true)]
+    DemoAgent,
     /// Write `.tnh/config.yaml` with commented defaults.
     Init(stub::InitArgs),
     /// Check workflow files statically; nothing runs.
@@ -102,7 +108,9 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
         Command::Schema(args) => schema::cmd_schema(args, output),
         Command::Graph(args) => graph::cmd_graph(&cli, args, output),
         Command::Completions(args) => stub::cmd_completions(args, output),
-        Command::Init(_) => not_implemented("init"),
+        Command::Init(args) => demo::cmd_init(&cli, args.force, output),
+        Command::Demo(args) => demo::cmd_demo(&cli, args, output),
+        Command::DemoAgent => demo::cmd_demo_agent(output),
         Command::Run(args) => run::cmd_run(&cli, args, output),
         Command::Resume(args) => run::cmd_resume(&cli, args, output),
         Command::Status(args) => runs::cmd_status(&cli, args, output),
@@ -149,12 +157,6 @@ fn known_names(cli: &Cli) -> Result<crate::workflow::validate::KnownNames> {
     let mut known = load_config(cli)?.known_names();
     known.prompts = crate::prompt::Catalog::load(repo_root(cli).as_deref())?;
     Ok(known)
-}
-
-fn not_implemented(command: &str) -> Result<ExitStatus> {
-    Err(Error::NotImplemented {
-        command: command.to_owned(),
-    })
 }
 
 /// The entry point of the `tnh-conductor` binary: parse, run, report, exit.

@@ -1,6 +1,7 @@
 //! The one integration-test binary: one module per feature.
 
 mod cli;
+mod first_use;
 mod gate;
 mod journal;
 mod kernel_crash;

@@ -184,6 +184,7 @@ fn implement_adr_fixes_a_failing_validation_through_the_planner_loop() {
             "fix",
             "validate",
             "evaluate_results",
+            "queue_review",
         ],
         "{completed:?}"
     );

@@ -1,0 +1,225 @@
+//! `tnh-conductor demo`: the first-use path. It makes a throwaway repository, runs the shipped
+//! `implement_adr` builder loop on it offline (the built-in scripted agent, the `rules`
+//! planner), approves the final gate as the demo's lead, and prints where to look.
+//! `tnh-conductor demo-agent` (hidden) is that scripted agent. `tnh-conductor init` writes a
+//! commented `.tnh/config.yaml`.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{Cli, Output};
+use crate::demo::{self, ADR_ID, APPROVER};
+use crate::error::{Error, ExitStatus, Result};
+use crate::kernel::driver::RunEnd;
+use crate::kernel::gate::{Decision, decide};
+use crate::kernel::run::{RunRequest, RunSummary, resume_run, start_run};
+
+/// `demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where to create the demo repository (new or empty; default: a new temporary folder,
+    /// kept for you to explore).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+fn run_error(error: crate::kernel::run::RunError) -> Error {
+    Error::Run(Box::new(error))
+}
+
+/// Runs the demo: 0 when the run completed, the run's own exit status otherwise.
+pub fn cmd_demo(cli: &Cli, args: &DemoArgs, output: &mut Output) -> Result<ExitStatus> {
+    let dir = match &args.dir {
+        Some(dir) => std::path::absolute(dir).unwrap_or(dir.clone()),
+        None => {
+            let stamp = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%S").to_string();
+            std::env::temp_dir().join(format!("tnh-demo-{stamp}-{}", std::process::id()))
+        }
+    };
+    let exe = std::env::current_exe().map_err(|source| Error::Io {
+        action: "locate",
+        path: PathBuf::from("the tnh-conductor binary"),
+        source,
+    })?;
+    let repo = demo::create(&dir, &[exe.display().to_string(), "demo-agent".into()])?;
+    output.note(&format!(
+        "demo repository: {} (a shell calculator; {ADR_ID} asks for a `mul` command)",
+        repo.root.display()
+    ));
+    output
+        .note("running workflows/implement_adr.yaml with the scripted agent and the rules planner");
+    let config = crate::config::Config::load(Some(&repo.root), None)?;
+    let observer = || super::progress::observer(!cli.quiet);
+    let request = RunRequest {
+        repo: repo.root.clone(),
+        workflow_path: repo.workflow.clone(),
+        params: vec![format!("adr_id={ADR_ID}")],
+        base: "HEAD".into(),
+        config: config.clone(),
+        observer: observer(),
+    };
+    let mut summary = start_run(request).map_err(run_error)?;
+    // Gates the demo decides itself: the final review, approved as the lead.
+    for _ in 0..3 {
+        let RunEnd::Waiting { step_id } = &summary.end else {
+            break;
+        };
+        output.note(&format!(
+            "gate `{step_id}` waits; the demo approves it as `{APPROVER}` (you would run `tnh-conductor gate approve {} --as {APPROVER} --resume`)",
+            summary.run_id
+        ));
+        decide(
+            &repo.root,
+            summary.run_id.as_str(),
+            Decision::Approve,
+            APPROVER,
+            Some("approved by the demo"),
+        )
+        .map_err(run_error)?;
+        summary = resume_run(
+            &repo.root,
+            summary.run_id.as_str(),
+            config.clone(),
+            false,
+            observer(),
+        )
+        .map_err(run_error)?;
+    }
+    report(&repo.root, &summary, output);
+    Ok(match summary.end {
+        RunEnd::Finished {
+            end: crate::kernel::End::Success,
+            ..
+        } => ExitStatus::Success,
+        RunEnd::Finished {
+            end: crate::kernel::End::Failure,
+            ..
+        } => ExitStatus::Failure,
+        RunEnd::Finished { .. } => ExitStatus::Runtime,
+        RunEnd::Waiting { .. } => ExitStatus::Waiting,
+        RunEnd::Interrupted { .. } => ExitStatus::Interrupted,
+    })
+}
+
+fn report(root: &std::path::Path, summary: &RunSummary, output: &mut Output) {
+    let how = match &summary.end {
+        RunEnd::Finished { end, reason } => format!("{} — {reason}", end.name()),
+        RunEnd::Waiting { step_id } => format!("waiting at gate `{step_id}`"),
+        RunEnd::Interrupted { step_id } => format!("interrupted at `{step_id}`"),
+    };
+    let repo = root.display();
+    let run_id = &summary.run_id;
+    output.print(&format!(
+        "\nrun {run_id}: {how}\n\n\
+         run directory  {}\n\
+         worktree       {}\n\n\
+         what happened  tnh-conductor --repo {repo} runs show {run_id}\n\
+         events         tnh-conductor --repo {repo} runs events {run_id}\n\
+         the diff       git -C {} diff main\n\
+         the journal    tnh-conductor --repo {repo} journal\n\
+         the planner    {}/artifacts/evaluate_results/1/planner_decision.json\n",
+        summary.run_dir.display(),
+        summary.worktree.display(),
+        summary.worktree.display(),
+        summary.run_dir.display(),
+    ));
+}
+
+/// The hidden `demo-agent` command: the scripted agent (prompt on stdin, directives carried
+/// out in the current directory).
+pub fn cmd_demo_agent(output: &mut Output) -> Result<ExitStatus> {
+    let mut prompt = String::new();
+    std::io::stdin()
+        .read_to_string(&mut prompt)
+        .map_err(|source| Error::Io {
+            action: "read",
+            path: PathBuf::from("stdin"),
+            source,
+        })?;
+    let cwd = std::env::current_dir().map_err(|source| Error::Io {
+        action: "read",
+        path: PathBuf::from("."),
+        source,
+    })?;
+    let step_dir = std::env::var("TNH_STEP_DIR").ok();
+    let visit = demo::agent::visit_from_step_dir(step_dir.as_deref());
+    let performed = demo::agent::perform(&prompt, visit, &cwd);
+    for line in performed.progress.iter().chain(&performed.said) {
+        output.print(&format!("{line}\n"));
+    }
+    if let Some(failure) = &performed.failure {
+        output.diagnostic(failure);
+    }
+    Ok(match performed.status {
+        0 => ExitStatus::Success,
+        _ => ExitStatus::Failure,
+    })
+}
+
+/// The commented configuration `init` writes.
+const INIT_CONFIG: &str = r#"# tnh-conductor configuration (DESIGN §6). Every key is optional.
+#
+# Agent profiles: `claude-code`/`claude` and `codex` exist without configuration.
+agents: {}
+  # claude-code:
+  #   kind: claude
+  #   model: claude-sonnet-4-5
+  #   permission_mode: acceptEdits
+  #   allowed_tools: [Read, Edit, Write, Bash]
+  #   pass_env: [ANTHROPIC_API_KEY]
+  # codex:
+  #   kind: codex
+  #   model: gpt-5
+  #   sandbox: workspace-write
+  #   pass_env: [CODEX_API_KEY]
+  # scripted:
+  #   kind: command            # the prompt arrives on stdin
+  #   argv: ["./my-agent.sh"]
+
+# Validators, by name, for RUN_VALIDATION and `tnh test|lint|typecheck`; without them the
+# validators are detected (Cargo, npm, Python).
+validators: {}
+  # tests: { argv: ["cargo", "test"] }
+  # lint: { argv: ["cargo", "clippy", "--", "-D", "warnings"] }
+
+# Planner profiles for EVALUATE: rules | command | claude | codex | http.
+planners:
+  default: { kind: rules }
+  # judge: { kind: command, argv: ["./judge.sh"], timeout: 2m, attempts: 2 }
+  # local: { kind: http, url: "http://127.0.0.1:8080/v1/chat/completions", model: "m" }
+
+# Refs no run may move (main and master are always protected).
+protected_branches: [main, master]
+
+# Where script validators may live besides the run directory.
+script_allowlist: []
+"#;
+
+/// `init`: writes `.tnh/config.yaml` (refuses to overwrite without `--force`).
+pub fn cmd_init(cli: &Cli, force: bool, output: &mut Output) -> Result<ExitStatus> {
+    let repo = super::repo_root(cli).ok_or_else(|| {
+        Error::usage(
+            "not inside a git repository",
+            "run from a repository, or pass --repo DIR",
+        )
+    })?;
+    let path = repo.join(".tnh/config.yaml");
+    if path.exists() && !force {
+        return Err(Error::usage(
+            format!("`{}` already exists", path.display()),
+            "pass --force to overwrite it",
+        ));
+    }
+    let io = |source| Error::Io {
+        action: "write",
+        path: path.clone(),
+        source,
+    };
+    crate::config::Config::parse(INIT_CONFIG.as_bytes(), &path)?;
+    std::fs::create_dir_all(repo.join(".tnh")).map_err(io)?;
+    std::fs::write(&path, INIT_CONFIG).map_err(io)?;
+    output.note(&format!("wrote {}", path.display()));
+    Ok(ExitStatus::Success)
+}

@@ -1,0 +1,160 @@
+//! The first-use path: `tnh-conductor demo` runs the builder loop offline on a throwaway
+//! repository and says where to look; `tnh-conductor init` writes a commented configuration.
+
+use crate::support::{TempRepo, conductor, git_in, stderr_text, stdout_text};
+
+#[test]
+fn the_demo_runs_the_builder_loop_through_a_fix_a_queued_review_and_an_approved_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("demo");
+    let output = conductor()
+        .args(["demo", "--dir"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let stdout = stdout_text(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        stderr_text(&output)
+    );
+    let run_id = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("run "))
+        .and_then(|rest| rest.split(':').next())
+        .expect("the run is named")
+        .to_owned();
+    assert!(
+        stdout.contains("success — reached STOP step `done`"),
+        "{stdout}"
+    );
+    for hint in ["run directory", "runs show", "diff main", "journal"] {
+        assert!(stdout.contains(hint), "`{hint}` missing: {stdout}");
+    }
+    // The fix loop happened: validation failed, the planner asked for a fix, then success.
+    let run_dir = root.join(".tnh/run").join(&run_id);
+    let read = |relative: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join(relative)).unwrap()).unwrap()
+    };
+    assert_eq!(
+        read("artifacts/validate/1/manifest.json")["termination"],
+        "error"
+    );
+    assert_eq!(
+        read("artifacts/evaluate_results/1/planner_decision.json")["status"],
+        "partial"
+    );
+    assert_eq!(
+        read("artifacts/validate/2/manifest.json")["termination"],
+        "completed"
+    );
+    assert_eq!(
+        read("artifacts/evaluate_results/2/planner_decision.json")["status"],
+        "success"
+    );
+    assert_eq!(
+        read("artifacts/final_review/1/gate_outcome.json")["reviewer"],
+        "lead"
+    );
+    // The worktree holds the working change; the operator's checkout is untouched.
+    let worktree = root.join(".tnh/worktrees").join(&run_id);
+    let calc = std::fs::read_to_string(worktree.join("calc.sh")).unwrap();
+    assert!(calc.contains("mul) echo $(($2 * $3))"), "{calc}");
+    assert!(
+        !std::fs::read_to_string(root.join("calc.sh"))
+            .unwrap()
+            .contains("mul")
+    );
+    assert_eq!(
+        git_in(&root, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "main"
+    );
+    let tests = std::process::Command::new("sh")
+        .arg("tests/test_calc.sh")
+        .current_dir(&worktree)
+        .output()
+        .unwrap();
+    assert!(tests.status.success(), "{}", stdout_text(&tests));
+    // The queued review is in the journal.
+    let journal = conductor()
+        .arg("--repo")
+        .arg(&root)
+        .arg("journal")
+        .output()
+        .unwrap();
+    let journal = stdout_text(&journal);
+    assert!(
+        journal.contains(&run_id) && journal.contains("queue_review"),
+        "{journal}"
+    );
+}
+
+#[test]
+fn the_demo_refuses_a_folder_that_is_not_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("precious.txt"), "keep me").unwrap();
+    let output = conductor()
+        .args(["demo", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = stderr_text(&output);
+    assert!(
+        stderr.contains("not empty") && stderr.contains("hint:"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("precious.txt")).unwrap(),
+        "keep me"
+    );
+}
+
+#[test]
+fn init_writes_a_configuration_that_loads_and_keeps_an_existing_one() {
+    let repo = TempRepo::new();
+    let init = || {
+        conductor()
+            .arg("--repo")
+            .arg(repo.path())
+            .arg("init")
+            .output()
+            .unwrap()
+    };
+    let first = init();
+    assert_eq!(first.status.code(), Some(0), "{}", stderr_text(&first));
+    let config = repo.path().join(".tnh/config.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        text.contains("planners:") && text.contains("# judge:"),
+        "{text}"
+    );
+    // The written file is used as is by the next command.
+    let checked = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["planner", "check"])
+        .arg(crate::support::fixture("planner_vectors"))
+        .args(["--planner", "default"])
+        .output()
+        .unwrap();
+    assert_eq!(checked.status.code(), Some(0), "{}", stderr_text(&checked));
+    std::fs::write(&config, "agents: {}\n").unwrap();
+    let again = init();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(stderr_text(&again).contains("--force"));
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), "agents: {}\n");
+    let forced = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["init", "--force"])
+        .output()
+        .unwrap();
+    assert_eq!(forced.status.code(), Some(0));
+    assert!(
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .contains("planners:")
+    );
+}
