@@ -1,6 +1,7 @@
 //! Killed at any instant (SIGKILL right after each event is written), a run resumes to the same
 //! terminal state and worktree as an uninterrupted run, with contiguous events and no step
-//! completed twice.
+//! completed twice — for a linear workflow at every event, and for the builder loop (fix loop,
+//! queued review) at 50 random events.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -47,9 +48,35 @@ fn finish(repo: &RunRepo, run_id: &str, worktree: &Path) -> Finished {
     }
 }
 
-fn uninterrupted() -> Finished {
+/// A workflow fixture and what its repository needs.
+#[derive(Clone, Copy)]
+struct Scenario {
+    workflow: &'static str,
+    validators: &'static str,
+}
+
+const CRASH: Scenario = Scenario {
+    workflow: "crash.yaml",
+    validators: "",
+};
+
+/// The builder loop: its `tests` validator fails until the fix step writes `working`.
+const BUILDER_LOOP: Scenario = Scenario {
+    workflow: "builder_loop.yaml",
+    validators: "validators:\n  tests: {argv: [sh, -c, \"grep -q working feature.txt\"]}\n",
+};
+
+fn repo_for(scenario: Scenario) -> RunRepo {
     let repo = RunRepo::new();
-    let (code, result, output) = repo.run(&repo.workflow("crash.yaml"), &[]);
+    let config = repo.path().join(".tnh/config.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{text}{}", scenario.validators)).unwrap();
+    repo
+}
+
+fn uninterrupted(scenario: Scenario) -> Finished {
+    let repo = repo_for(scenario);
+    let (code, result, output) = repo.run(&repo.workflow(scenario.workflow), &[]);
     assert_eq!(code, Some(0), "{result}{}", stderr_text(&output));
     let run_id = result["run_id"].as_str().unwrap().to_owned();
     finish(
@@ -60,9 +87,9 @@ fn uninterrupted() -> Finished {
 }
 
 /// Runs with the kernel killed right after event `seq`, then resumes; returns the end.
-fn killed_then_resumed(seq: u64) -> Finished {
-    let repo = RunRepo::new();
-    let workflow = repo.workflow("crash.yaml");
+fn killed_then_resumed(scenario: Scenario, seq: u64) -> Finished {
+    let repo = repo_for(scenario);
+    let workflow = repo.workflow(scenario.workflow);
     let output = conductor()
         .arg("--repo")
         .arg(repo.path())
@@ -110,7 +137,7 @@ fn killed_then_resumed(seq: u64) -> Finished {
 
 #[test]
 fn a_run_killed_at_any_event_resumes_to_the_same_end() {
-    let reference = uninterrupted();
+    let reference = uninterrupted(CRASH);
     let total = reference.events.len() as u64;
     assert!(
         total >= 30,
@@ -120,8 +147,50 @@ fn a_run_killed_at_any_event_resumes_to_the_same_end() {
     // spread over agent steps, the evaluation and the STOP.
     let points: Vec<u64> = (1..total).collect();
     assert!(points.len() >= 20);
-    for seq in points {
-        let resumed = killed_then_resumed(seq);
+    check_kill_points(CRASH, &reference, &points);
+}
+
+/// The builder loop (a failing validation, a `partial` evaluation, a fix, a passing
+/// validation, `success`, a queued review) killed at 50 instants drawn at random (a fixed seed,
+/// so a failure reproduces) from its event sequence.
+#[test]
+fn the_builder_loop_killed_at_50_random_instants_resumes_to_the_same_end() {
+    let reference = uninterrupted(BUILDER_LOOP);
+    let steps: Vec<&str> = reference
+        .events
+        .iter()
+        .filter(|event| event["event_type"] == "step_completed")
+        .map(|event| event["step_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "implement",
+            "validate",
+            "evaluate",
+            "fix",
+            "validate",
+            "evaluate",
+            "review"
+        ],
+        "the reference run goes through the fix loop"
+    );
+    let total = reference.events.len() as u64;
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let points: Vec<u64> = (0..50)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            1 + state % (total - 1)
+        })
+        .collect();
+    check_kill_points(BUILDER_LOOP, &reference, &points);
+}
+
+fn check_kill_points(scenario: Scenario, reference: &Finished, points: &[u64]) {
+    for &seq in points {
+        let resumed = killed_then_resumed(scenario, seq);
         assert_eq!(
             resumed.final_state, reference.final_state,
             "kill point {seq}"
@@ -176,7 +245,7 @@ fn seq_of(events: &[serde_json::Value], event_type: &str, nth: usize) -> u64 {
 
 #[test]
 fn resume_refuses_a_worktree_edited_by_hand_unless_the_drift_is_accepted() {
-    let reference = uninterrupted();
+    let reference = uninterrupted(CRASH);
     // Killed as the second step starts: the first step's result is checkpointed.
     let kill_at = seq_of(&reference.events, "step_started", 1);
     let repo = RunRepo::new();
