@@ -78,6 +78,9 @@ impl Workspace {
         if worktree_path.exists() {
             return Err(WorkspaceError::WorktreeExists(worktree_path));
         }
+        // Runs started at the same time in one repository take turns here: `git worktree add`
+        // reads the other worktrees' half-created entries, and the exclude file is rewritten.
+        let _turn = lock_worktrees(&located.common_dir)?;
         ensure_excluded(&located.common_dir)?;
         let path_arg = worktree_path.as_os_str().to_owned();
         repo_git.run([
@@ -161,6 +164,8 @@ impl Workspace {
     /// and the snapshot refs stay.
     pub fn remove_worktree(record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
         let repo_git = Git::new(&record.repo_root);
+        // `prune` must not see another run's worktree while `git worktree add` creates it.
+        let _turn = lock_worktrees(&record.repo_root.join(".git"))?;
         if record.worktree_path.exists() {
             let path = record.worktree_path.as_os_str().to_owned();
             repo_git.run([
@@ -235,6 +240,20 @@ fn check_ref_name(full_name: &str, shown: &str) -> Result<(), WorkspaceError> {
     } else {
         Err(WorkspaceError::InvalidRefName(shown.to_owned()))
     }
+}
+
+/// Takes (waiting for it) the repository-wide lock under which worktrees are added and removed;
+/// it is released when the returned lock is dropped or the process ends.
+fn lock_worktrees(common_dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, WorkspaceError> {
+    let path = common_dir.join("tnh-worktrees.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| WorkspaceError::io("open", &path, source))?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, errno)| WorkspaceError::io("lock", &path, errno.into()))
 }
 
 /// Adds `.tnh/` to `.git/info/exclude` once, so run directories and worktrees never show up
