@@ -36,6 +36,57 @@ pub enum DriveError {
     /// The run directory could not be written.
     #[error(transparent)]
     Artifacts(#[from] ArtifactsError),
+    /// The run directory could not be written while the run was driven: the run stopped as
+    /// after a crash, at its last checkpoint, and `resume` continues it.
+    #[error("run `{run_id}` stopped: {source}")]
+    Stopped {
+        /// The run.
+        run_id: String,
+        /// What could not be written.
+        #[source]
+        source: ArtifactsError,
+    },
+}
+
+impl DriveError {
+    /// What to do about it.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            DriveError::Artifacts(error) => error.hint(),
+            DriveError::Stopped { run_id, .. } => Some(format!(
+                "free disk space or make the run directory writable, then `tnh-conductor resume {run_id}` continues the run"
+            )),
+        }
+    }
+}
+
+/// The run directory's I/O failure behind an executor's error, when that is what it is. Such a
+/// failure says nothing about the step: the run must not end on it (nor record an end it
+/// could not checkpoint) but stop where its last checkpoint says, to be resumed.
+fn run_dir_failure(
+    error: OpcodeError,
+    run_dir: &std::path::Path,
+) -> Result<ArtifactsError, OpcodeError> {
+    // The runner names its files by absolute path.
+    let absolute = std::path::absolute(run_dir).unwrap_or_else(|_| run_dir.to_path_buf());
+    let inside = |path: &std::path::Path| path.starts_with(run_dir) || path.starts_with(&absolute);
+    match error {
+        OpcodeError::Artifacts(ArtifactsError::Io {
+            action,
+            path,
+            source,
+        })
+        | OpcodeError::Runner(crate::runner::RunnerError::Io {
+            action,
+            path,
+            source,
+        }) if inside(&path) => Ok(ArtifactsError::Io {
+            action,
+            path,
+            source,
+        }),
+        other => Err(other),
+    }
 }
 
 /// Drives a run from its current state until it ends, waits or is interrupted.
@@ -52,8 +103,19 @@ pub struct Driver<'a> {
 }
 
 impl Driver<'_> {
-    /// Runs steps until the run finishes, waits at a gate, or is interrupted.
+    /// Runs steps until the run finishes, waits at a gate, or is interrupted. When the run
+    /// directory cannot be written the run stops where its last checkpoint says.
     pub fn drive(&mut self) -> Result<RunEnd, DriveError> {
+        self.drive_steps().map_err(|error| match error {
+            DriveError::Artifacts(source) => DriveError::Stopped {
+                run_id: self.state.run_id.clone(),
+                source,
+            },
+            stopped @ DriveError::Stopped { .. } => stopped,
+        })
+    }
+
+    fn drive_steps(&mut self) -> Result<RunEnd, DriveError> {
         loop {
             match self.state.phase.clone() {
                 Phase::Finished { end, reason, .. } => return Ok(RunEnd::Finished { end, reason }),
@@ -125,7 +187,10 @@ impl Driver<'_> {
         }
         let result = match result {
             Ok(result) => result,
-            Err(error) => return self.step_failed(&step_id, visit, &error).map(Some),
+            Err(error) => match run_dir_failure(error, self.recorder.run_dir().root()) {
+                Ok(failure) => return Err(failure.into()),
+                Err(error) => return self.step_failed(&step_id, visit, &error).map(Some),
+            },
         };
         let mut result = result;
         self.ingest_runlog(&step_id, visit, &mut result.manifest)?;

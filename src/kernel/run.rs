@@ -132,7 +132,8 @@ impl RunError {
             RunError::Drift { .. } => Some("inspect the worktree; resume with --accept-drift to continue with the changes (recorded as an event), or `tnh-conductor rollback RUN_ID` to discard them".into()),
             RunError::Gate(super::gate::GateError::NotWaiting { .. }) => Some("list waiting gates with `tnh-conductor gate list`".into()),
             RunError::Gate(super::gate::GateError::NotApprover { .. }) => Some("decide as one of the approvers: `--as NAME`".into()),
-            RunError::Runtime(_) | RunError::Drive(_) => None,
+            RunError::Drive(error) => error.hint(),
+            RunError::Runtime(_) => None,
         }
     }
 }

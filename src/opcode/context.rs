@@ -61,12 +61,15 @@ impl StepContext<'_> {
     }
 
     /// `artifacts/<step>/<visit>/`, created.
-    pub fn visit_dir(&self) -> std::io::Result<PathBuf> {
+    pub fn visit_dir(&self) -> Result<PathBuf, crate::artifacts::ArtifactsError> {
         let dir = self
             .recorder
             .run_dir()
             .visit_dir(self.step_id(), self.visit);
-        std::fs::create_dir_all(&dir)?;
+        std::fs::create_dir_all(&dir).map_err(crate::artifacts::ArtifactsError::io(
+            "create the step folder",
+            &dir,
+        ))?;
         Ok(dir)
     }
 

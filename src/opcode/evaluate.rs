@@ -24,9 +24,7 @@ pub(super) fn execute(
     context: &mut StepContext<'_>,
     evaluate: &Evaluate,
 ) -> Result<StepResult, OpcodeError> {
-    let visit_dir = context
-        .visit_dir()
-        .map_err(|error| OpcodeError::Other(format!("cannot create the step folder: {error}")))?;
+    let visit_dir = context.visit_dir()?;
     let completed = completed_manifests(context)?;
     let mut envelope = envelope(context, evaluate, &completed);
     add_inputs(context, evaluate, &mut envelope)?;
@@ -518,9 +516,7 @@ fn decide(
     evaluate: &Evaluate,
     envelope: &serde_json::Value,
 ) -> Result<Decided, OpcodeError> {
-    let visit_dir = context
-        .visit_dir()
-        .map_err(|error| OpcodeError::Other(format!("cannot create the step folder: {error}")))?;
+    let visit_dir = context.visit_dir()?;
     let config = &context.run.config;
     let name = planner_name(context, evaluate);
     let mut prompt_saved = false;

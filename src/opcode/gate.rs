@@ -14,9 +14,7 @@ pub(super) fn execute(
     context: &mut StepContext<'_>,
     gate: &Gate,
 ) -> Result<StepResult, OpcodeError> {
-    let visit_dir = context
-        .visit_dir()
-        .map_err(|error| OpcodeError::Other(format!("cannot create the step folder: {error}")))?;
+    let visit_dir = context.visit_dir()?;
     let reason = match &gate.reason {
         Some(node) => {
             let script_context = context.script_context()?;

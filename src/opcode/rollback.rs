@@ -13,9 +13,7 @@ pub(super) fn execute(
     context: &mut StepContext<'_>,
     rollback: &Rollback,
 ) -> Result<StepResult, OpcodeError> {
-    let visit_dir = context
-        .visit_dir()
-        .map_err(|error| OpcodeError::Other(format!("cannot create the step folder: {error}")))?;
+    let visit_dir = context.visit_dir()?;
     let target = match rollback.target.value {
         RollbackTarget::PreRun => WorkspaceTarget::PreRun,
         RollbackTarget::PreStep => WorkspaceTarget::PreStep,

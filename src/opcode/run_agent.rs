@@ -17,9 +17,7 @@ pub(super) fn execute(
     agent: &RunAgent,
 ) -> Result<StepResult, OpcodeError> {
     let step = (context.step_id().to_owned(), context.visit);
-    let visit_dir = context
-        .visit_dir()
-        .map_err(|error| OpcodeError::Other(format!("cannot create the step folder: {error}")))?;
+    let visit_dir = context.visit_dir()?;
     let snapshot = context
         .workspace
         .snapshot_pre_step(&context.step.id.value, context.visit)?;

@@ -36,9 +36,7 @@ pub(super) fn execute(
     context: &mut StepContext<'_>,
     validation: &RunValidation,
 ) -> Result<StepResult, OpcodeError> {
-    context
-        .visit_dir()
-        .map_err(|error| OpcodeError::Other(format!("cannot create the step folder: {error}")))?;
+    context.visit_dir()?;
     let mut ran = Vec::new();
     for entry in &validation.run {
         ran.push(run_one(context, entry, &validation.limits)?);
@@ -50,9 +48,7 @@ pub(super) fn execute(
         "outcome": outcome.as_str(),
         "validators": ran.iter().map(|result| (result.id.clone(), result.record.clone())).collect::<serde_json::Map<_, _>>(),
     });
-    let visit_dir = context
-        .visit_dir()
-        .map_err(|error| OpcodeError::Other(error.to_string()))?;
+    let visit_dir = context.visit_dir()?;
     write_json_new(&visit_dir.join("validation_report.json"), &report)?;
     let isolation = serde_json::json!({
         "schema_version": crate::artifacts::SCHEMA_VERSION,
@@ -256,13 +252,10 @@ fn run_one(
             });
         }
     };
-    let visit_dir = context
-        .visit_dir()
-        .map_err(|error| OpcodeError::Other(error.to_string()))?;
+    let visit_dir = context.visit_dir()?;
     let folder = visit_dir.join("validators").join(&id);
-    std::fs::create_dir_all(&folder).map_err(|error| {
-        OpcodeError::Other(format!("cannot create `{}`: {error}", folder.display()))
-    })?;
+    std::fs::create_dir_all(&folder)
+        .map_err(crate::artifacts::ArtifactsError::io("create", &folder))?;
     let (mut argv, network) = match plan.network {
         NetworkAccess::Deny if validators::network_isolation_available() => (
             ["unshare", "-rn", "--"]
