@@ -14,6 +14,7 @@ mod planner_backends;
 mod policy;
 mod prompts;
 mod properties;
+mod reliability;
 mod runner_api;
 mod runner_fakes;
 mod runner_real_cli;
