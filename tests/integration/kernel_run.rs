@@ -216,7 +216,9 @@ fn a_fix_loop_that_never_converges_ends_at_max_visits_with_exit_4() {
         .replace(
             "AFTER_FIRST WRITE feature.txt: working",
             "FAIL still broken",
-        );
+        )
+        // Two visits: the limit ends the loop before the guard's third-partial rule can.
+        .replace("max_visits: 3", "max_visits: 2");
     let (code, result, output) = repo.run(&repo.workflow_text("never.yaml", &text), &[]);
     assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
     assert_eq!(result["state"], "error");
@@ -224,7 +226,7 @@ fn a_fix_loop_that_never_converges_ends_at_max_visits_with_exit_4() {
         result["detail"]
             .as_str()
             .unwrap()
-            .contains("step `implement` reached its limit of 3 visits"),
+            .contains("step `implement` reached its limit of 2 visits"),
         "{result}"
     );
     let run_id = result["run_id"].as_str().unwrap();
@@ -236,7 +238,7 @@ fn a_fix_loop_that_never_converges_ends_at_max_visits_with_exit_4() {
         repo.json(run_id, "metadata.json")["termination"]["reason"]
             .as_str()
             .unwrap()
-            .contains("limit of 3 visits")
+            .contains("limit of 2 visits")
     );
     let events = repo.events(run_id);
     assert_contiguous(&events);
@@ -244,6 +246,41 @@ fn a_fix_loop_that_never_converges_ends_at_max_visits_with_exit_4() {
         event_types(&events).last().map(String::as_str),
         Some("run_failed")
     );
+}
+
+/// With room for three visits, the guard ends the loop first: a third `partial` evaluation in
+/// a row is raised to `needs_human` (`repeated_partial_loop`), seen through the run's
+/// evaluation history although each window holds only one earlier evaluation.
+#[test]
+fn a_fix_loop_that_keeps_failing_is_stopped_by_the_guard_at_the_third_partial() {
+    let repo = RunRepo::new();
+    let text = std::fs::read_to_string(crate::support::fixture("runs/fix_loop.yaml"))
+        .unwrap()
+        .replace(
+            "AFTER_FIRST WRITE feature.txt: working",
+            "FAIL still broken",
+        );
+    let (code, result, output) = repo.run(&repo.workflow_text("never.yaml", &text), &[]);
+    assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    for visit in [1, 2] {
+        let decision = repo.json(
+            run_id,
+            &format!("artifacts/evaluate/{visit}/planner_decision.json"),
+        );
+        assert_eq!(decision["status"], "partial", "visit {visit}: {decision}");
+    }
+    let third = repo.json(run_id, "artifacts/evaluate/3/planner_decision.json");
+    assert_eq!(third["status"], "needs_human", "{third}");
+    assert!(
+        third["risk_flags"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("repeated_partial_loop")),
+        "{third}"
+    );
+    let input = repo.json(run_id, "artifacts/evaluate/3/planner_input.json");
+    assert_eq!(input["evaluation_history"].as_array().unwrap().len(), 2);
 }
 
 #[test]
