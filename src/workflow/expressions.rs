@@ -105,7 +105,8 @@ impl<'a> ExpressionChecker<'a> {
     pub fn check(&self, workflow: &Workflow, diagnostics: &mut Diagnostics) {
         if let Some(script) = &workflow.script {
             if let Err(error) = self.engine.compile(&script.value) {
-                let pos = offset_pos(script.pos, error.1.line(), error.1.position());
+                let (line, column) = within_code(&script.value, error.1.line(), error.1.position());
+                let pos = offset_pos(script.pos, line, column);
                 diagnostics
                     .error(
                         pos,
@@ -338,6 +339,23 @@ fn push_inputs<'w>(inputs: &'w Inputs, values: &mut Vec<&'w Node>) {
 
 fn char_count(text: &str) -> u32 {
     u32::try_from(text.chars().count()).unwrap_or(u32::MAX)
+}
+
+/// Rhai puts an error at the end of code that ends with a line break on the line after the
+/// code, which can be past the end of the file: point at the end of the last line instead.
+fn within_code(
+    code: &str,
+    line: Option<usize>,
+    column: Option<usize>,
+) -> (Option<usize>, Option<usize>) {
+    let last = code.lines().count().max(1);
+    match line {
+        Some(line) if line > last => {
+            let width = code.lines().last().map_or(0, |text| text.chars().count());
+            (Some(last), Some(width + 1))
+        }
+        _ => (line, column),
+    }
 }
 
 /// Maps a Rhai position (1-based line and column inside the code) onto the file.

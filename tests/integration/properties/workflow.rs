@@ -77,13 +77,20 @@ fn check(bytes: &[u8]) -> Result<Checked, TestCaseError> {
     })
 }
 
-/// The valid fixtures as JSON trees (JSON is YAML, so a tree is checked as its JSON text).
+/// The valid fixtures and the shipped workflows as JSON trees (JSON is YAML, so a tree is
+/// checked as its JSON text).
 fn valid_documents() -> &'static [Value] {
     static DOCUMENTS: OnceLock<Vec<Value>> = OnceLock::new();
     DOCUMENTS.get_or_init(|| {
-        let mut paths: Vec<_> = std::fs::read_dir(fixture("workflows/valid"))
-            .unwrap()
+        let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("workflows");
+        let mut paths: Vec<_> = [fixture("workflows/valid"), shipped]
+            .iter()
+            .flat_map(|folder| std::fs::read_dir(folder).unwrap())
             .map(|entry| entry.unwrap().path())
+            .filter(|path| {
+                path.extension()
+                    .is_some_and(|extension| extension == "yaml")
+            })
             .collect();
         paths.sort();
         paths
@@ -430,9 +437,46 @@ proptest! {
 }
 
 #[test]
-fn valid_fixtures_stay_valid_written_as_json() {
+fn valid_workflows_stay_valid_written_as_json() {
+    assert!(
+        valid_documents().len() >= 8,
+        "fixtures and shipped workflows"
+    );
     for document in valid_documents() {
         let checked = check(&text(document)).unwrap();
-        assert!(checked.is_valid(), "{:#?}", checked.errors());
+        assert!(
+            checked.is_valid(),
+            "{}: {:#?}",
+            document["workflow_id"],
+            checked.errors()
+        );
+    }
+}
+
+/// Found by the `workflow` fuzz target: a script ending in a syntax error was reported on the
+/// line after the script, past the end of the file when the script was last.
+#[test]
+fn a_syntax_error_at_the_end_of_a_script_points_at_its_last_line() {
+    let head = "workflow_id: w\nversion: 1\ndescription: d\nentry_step: s\n";
+    let steps = "steps:\n  - id: s\n    opcode: STOP\n";
+    for (source, line, column) in [
+        (
+            format!("{head}{steps}script: |\n  fn f() {{\n    let"),
+            10,
+            8,
+        ),
+        (
+            format!("{head}script: |\n  fn f() {{\n    let\n{steps}"),
+            7,
+            8,
+        ),
+    ] {
+        let checked = check(source.as_bytes()).unwrap();
+        let error = checked
+            .diagnostics
+            .iter()
+            .find(|diagnostic| diagnostic.code == "script-syntax")
+            .unwrap_or_else(|| panic!("{:#?}", checked.errors()));
+        assert_eq!((error.line, error.column), (line, column), "{source}");
     }
 }
