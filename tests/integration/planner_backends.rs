@@ -526,3 +526,78 @@ steps:
     assert_eq!(decision["decided_by"], "judge");
     assert_eq!(judge_calls(&repo), 1);
 }
+
+/// What the planner decided reaches later steps: a fix agent's prompt names the blockers and
+/// risk flags, and the next gate's request carries them for the reviewer.
+#[test]
+fn blockers_and_risk_flags_reach_the_next_agent_and_the_gate() {
+    let repo = RunRepo::new();
+    let planner = command_judge(
+        repo.path(),
+        r#"{"status": "partial", "next_step": null, "fix_instructions": {"objective": "stabilise the clock"}, "blockers": [{"code": "flaky_clock", "summary": "the test depends on wall time"}], "risk_flags": ["test_weakened"]}"#,
+    );
+    let config = repo.path().join(".tnh/config.yaml");
+    let text = format!("{}{planner}", std::fs::read_to_string(&config).unwrap());
+    std::fs::write(&config, text).unwrap();
+    repo.repo.write(
+        ".tnh/prompts/task/address_decision.v1.md",
+        "---\nprompt_id: task.address_decision\nversion: 1\nrole: task\nsummary: test — act on the planner's decision\ninputs:\n  - {name: fix_instructions, type: map, required: true}\n  - {name: blockers, type: list, required: true}\n  - {name: risk_flags, type: list, required: true}\n---\nSAY objective={{ fix_instructions.objective }} blockers={{ blockers | map(attribute='code') | join(',') }} flags={{ risk_flags | join(',') }}\n",
+    );
+    let workflow = repo.workflow_text(
+        "decision_inputs.yaml",
+        "workflow_id: decision_inputs
+version: 1
+description: the planner's decision as inputs of the next agent and context of the gate
+entry_step: implement
+steps:
+  - id: implement
+    opcode: RUN_AGENT
+    agent: scripted
+    prompt: |
+      WRITE feature.txt: the feature
+    routes:
+      \"*\": evaluate
+  - id: evaluate
+    opcode: EVALUATE
+    prompt: planner.evaluate_step.v1
+    planner: judge
+    allowed_next_steps: [fix, failed]
+    routes:
+      success: STOP
+      partial: fix
+      blocked: failed
+      unsafe: failed
+      needs_human: failed
+  - id: fix
+    opcode: RUN_AGENT
+    agent: scripted
+    prompt: task.address_decision.v1
+    inputs: [fix_instructions, blockers, risk_flags]
+    routes:
+      \"*\": review
+  - id: review
+    opcode: GATE
+    gate: requires_approval
+    routes:
+      gate_approved: STOP
+      gate_rejected: failed
+  - id: failed
+    opcode: STOP
+    outcome: failure
+",
+    );
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let prompt =
+        std::fs::read_to_string(repo.run_dir(run_id).join("artifacts/fix/1/prompt.md")).unwrap();
+    assert!(
+        prompt.contains("objective=stabilise the clock blockers=flaky_clock flags=test_weakened"),
+        "{prompt}"
+    );
+    let request = repo.json(run_id, "artifacts/review/1/gate_request.json");
+    let planner = &request["context"]["planner"];
+    assert_eq!(planner["status"], "partial", "{request}");
+    assert_eq!(planner["blockers"][0]["code"], "flaky_clock");
+    assert_eq!(planner["risk_flags"], serde_json::json!(["test_weakened"]));
+}
