@@ -246,3 +246,78 @@ fn bad_invocation_exits_2() {
     ]);
     assert_eq!(output.status.code(), Some(2));
 }
+
+/// A workflow of `steps` agent steps (8 lines each from line 6), valid unless edited.
+fn large_workflow(steps: usize) -> String {
+    let mut text = String::from(
+        "workflow_id: large\nversion: 1\ndescription: a large generated workflow\nentry_step: s0\nsteps:\n",
+    );
+    for index in 0..steps {
+        let next = if index + 1 == steps {
+            "STOP".to_owned()
+        } else {
+            format!("s{}", index + 1)
+        };
+        text.push_str(&format!(
+            "  - id: s{index}\n    opcode: RUN_AGENT\n    agent: claude-code\n    prompt: part {index}\n    inputs:\n      n: \"${{{{ {index} + 1 }}}}\"\n    routes:\n      \"*\": {next}\n"
+        ));
+    }
+    text
+}
+
+/// A large workflow (4,000 steps, over 256 KiB) gets every diagnostic at its line, in order,
+/// and a syntax error at its very end is found at its line.
+#[test]
+fn a_large_workflow_gets_every_diagnostic_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("large.yaml");
+    let valid = large_workflow(4000);
+    assert!(
+        valid.len() > 256 * 1024,
+        "large enough for the parallel path"
+    );
+    std::fs::write(&path, &valid).unwrap();
+    let output = validate(&[path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
+
+    let text = valid
+        .replacen("n: \"${{ 10 + 1 }}\"", "n: \"${{ 10 + }}\"", 1)
+        .replacen("\"*\": STOP\n", "\"*\": s_missing\n", 1);
+    std::fs::write(&path, &text).unwrap();
+    let output = validate(&["--format", "json", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr_text(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let found: Vec<(u64, String)> = report["files"][0]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|diagnostic| {
+            (
+                diagnostic["line"].as_u64().unwrap(),
+                diagnostic["code"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let shown = format!("{:?}", &found[..found.len().min(5)]);
+    // Step 10's expression (line 6 + 8·10 + 5) and the last step's route (6 + 8·3999 + 7).
+    assert_eq!(
+        found,
+        [
+            (91, "script-syntax".to_owned()),
+            (32005, "unknown-target".to_owned())
+        ],
+        "{shown}"
+    );
+
+    // A syntax error at the end is found at its line.
+    let broken = valid + "  - id: [unclosed\n";
+    std::fs::write(&path, &broken).unwrap();
+    let output = validate(&["--format", "json", path.to_str().unwrap()]);
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let diagnostic = &report["files"][0]["diagnostics"][0];
+    assert_eq!(diagnostic["code"], "yaml-syntax", "{diagnostic}");
+    assert!(
+        diagnostic["line"].as_u64().unwrap() >= broken.lines().count() as u64,
+        "{diagnostic}"
+    );
+}
