@@ -415,21 +415,27 @@ fn the_codex_planner_uses_an_output_schema_file_and_reads_the_o_file() {
     assert_eq!(decision["blockers"][0]["code"], "unclear_scope");
 }
 
-/// A command planner answering `answer`, counting its calls in `.tnh/judge.calls`.
-fn command_judge(repo_dir: &Path, answer: &str) -> String {
-    let script = repo_dir.join(".tnh/judge.sh");
+/// A repository whose `judge` planner is a command answering `answer`, counting its calls in
+/// `.tnh/judge.calls`.
+fn repo_with_command_judge(answer: &str) -> RunRepo {
+    let repo = RunRepo::new();
+    let script = repo.path().join(".tnh/judge.sh");
     std::fs::write(
         &script,
         format!(
             "#!/bin/sh\ncat > /dev/null\necho call >> \"{}\"\ncat <<'JSON'\n{answer}\nJSON\n",
-            repo_dir.join(".tnh/judge.calls").display()
+            repo.path().join(".tnh/judge.calls").display()
         ),
     )
     .unwrap();
-    format!(
-        "planners:\n  judge:\n    kind: command\n    argv: [sh, \"{}\"]\n",
+    let config = repo.path().join(".tnh/config.yaml");
+    let text = format!(
+        "{}planners:\n  judge:\n    kind: command\n    argv: [sh, \"{}\"]\n",
+        std::fs::read_to_string(&config).unwrap(),
         script.display()
-    )
+    );
+    std::fs::write(&config, text).unwrap();
+    repo
 }
 
 fn judge_calls(repo: &RunRepo) -> usize {
@@ -440,14 +446,9 @@ fn judge_calls(repo: &RunRepo) -> usize {
 
 #[test]
 fn an_illegal_next_step_ends_the_run_with_exit_4_and_the_offending_decision_saved() {
-    let repo = RunRepo::new();
-    let planner = command_judge(
-        repo.path(),
+    let repo = repo_with_command_judge(
         r#"{"status": "success", "next_step": "deploy_to_prod", "blockers": [], "risk_flags": []}"#,
     );
-    let config = repo.path().join(".tnh/config.yaml");
-    let text = format!("{}{planner}", std::fs::read_to_string(&config).unwrap());
-    std::fs::write(&config, text).unwrap();
     let workflow = repo.workflow_text("evaluated.yaml", EVALUATED);
     let (code, result, output) = repo.run(&workflow, &[]);
     assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
@@ -473,14 +474,9 @@ fn an_illegal_next_step_ends_the_run_with_exit_4_and_the_offending_decision_save
 
 #[test]
 fn resume_keeps_the_planner_chosen_with_run_planner() {
-    let repo = RunRepo::new();
-    let planner = command_judge(
-        repo.path(),
+    let repo = repo_with_command_judge(
         r#"{"status": "success", "next_step": null, "blockers": [], "risk_flags": []}"#,
     );
-    let config = repo.path().join(".tnh/config.yaml");
-    let text = format!("{}{planner}", std::fs::read_to_string(&config).unwrap());
-    std::fs::write(&config, text).unwrap();
     let workflow = repo.workflow_text(
         "gated.yaml",
         "workflow_id: gated_evaluation
@@ -531,14 +527,9 @@ steps:
 /// risk flags, and the next gate's request carries them for the reviewer.
 #[test]
 fn blockers_and_risk_flags_reach_the_next_agent_and_the_gate() {
-    let repo = RunRepo::new();
-    let planner = command_judge(
-        repo.path(),
+    let repo = repo_with_command_judge(
         r#"{"status": "partial", "next_step": null, "fix_instructions": {"objective": "stabilise the clock"}, "blockers": [{"code": "flaky_clock", "summary": "the test depends on wall time"}], "risk_flags": ["test_weakened"]}"#,
     );
-    let config = repo.path().join(".tnh/config.yaml");
-    let text = format!("{}{planner}", std::fs::read_to_string(&config).unwrap());
-    std::fs::write(&config, text).unwrap();
     repo.repo.write(
         ".tnh/prompts/task/address_decision.v1.md",
         "---\nprompt_id: task.address_decision\nversion: 1\nrole: task\nsummary: test — act on the planner's decision\ninputs:\n  - {name: fix_instructions, type: map, required: true}\n  - {name: blockers, type: list, required: true}\n  - {name: risk_flags, type: list, required: true}\n---\nSAY objective={{ fix_instructions.objective }} blockers={{ blockers | map(attribute='code') | join(',') }} flags={{ risk_flags | join(',') }}\n",

@@ -528,6 +528,22 @@ fn zoo_huge_output_is_streamed_to_the_transcript_exactly() {
     assert_eq!(run.metadata["stdout_bytes"], size);
 }
 
+/// The process the agent announced with `prefix` and a pid is dead, and the runner reported
+/// it as leaked (having left the agent's process group, when `left_group` says).
+fn assert_killed_and_reported(run: &ZooRun, prefix: &str, left_group: Option<bool>) {
+    let pid = printed_pid(run, prefix);
+    assert!(
+        !crate::runner_support::is_alive(pid),
+        "{prefix}{pid} survived"
+    );
+    let leaked = run.metadata["leaked_processes"].as_array().unwrap();
+    assert!(
+        leaked.iter().any(|stray| stray["pid"] == pid
+            && left_group.is_none_or(|left| stray["left_group"] == left)),
+        "{leaked:?}"
+    );
+}
+
 #[test]
 fn zoo_grandchild_holding_stdout_is_killed_and_reported() {
     let run = run_zoo(&ZooCase {
@@ -535,15 +551,7 @@ fn zoo_grandchild_holding_stdout_is_killed_and_reported() {
         limits: UNHURRIED,
         outcome: "completed",
     });
-    let grandchild = printed_pid(&run, "grandchild ");
-    assert!(!crate::runner_support::is_alive(grandchild));
-    let leaked = run.metadata["leaked_processes"].as_array().unwrap();
-    assert!(
-        leaked
-            .iter()
-            .any(|stray| stray["pid"] == grandchild && stray["left_group"] == false),
-        "{leaked:?}"
-    );
+    assert_killed_and_reported(&run, "grandchild ", Some(false));
 }
 
 #[test]
@@ -553,15 +561,7 @@ fn zoo_setsid_escapee_holding_stdout_is_killed_and_reported() {
         limits: UNHURRIED,
         outcome: "completed",
     });
-    let escapee = printed_pid(&run, "escaped ");
-    assert!(!crate::runner_support::is_alive(escapee));
-    let leaked = run.metadata["leaked_processes"].as_array().unwrap();
-    assert!(
-        leaked
-            .iter()
-            .any(|stray| stray["pid"] == escapee && stray["left_group"] == true),
-        "{leaked:?}"
-    );
+    assert_killed_and_reported(&run, "escaped ", Some(true));
 }
 
 #[test]
@@ -571,13 +571,7 @@ fn zoo_setsid_daemon_with_closed_pipes_is_killed_and_reported() {
         limits: UNHURRIED,
         outcome: "completed",
     });
-    let daemon = printed_pid(&run, "daemon ");
-    assert!(!crate::runner_support::is_alive(daemon));
-    let leaked = run.metadata["leaked_processes"].as_array().unwrap();
-    assert!(
-        leaked.iter().any(|stray| stray["pid"] == daemon),
-        "{leaked:?}"
-    );
+    assert_killed_and_reported(&run, "daemon ", None);
 }
 
 #[test]
