@@ -919,3 +919,36 @@ fn a_step_folder_that_cannot_be_created_stops_the_run_and_it_resumes() {
     );
     resume_after_lifting(&repo, &failed, "Read-only file system", "after");
 }
+
+/// A script that nests a value 5,000 levels deep is slow — the engine clones and drops the
+/// value recursively at each step, past the 2 s deadline — but no longer aborts the kernel
+/// with a stack overflow (it did in debug builds): the command runs on a 256 MiB stack. About
+/// 80 s in a debug build, so it is left out of the default run:
+/// `cargo test --test integration -- --ignored a_deeply_nested`.
+#[test]
+#[ignore = "about 80 s in a debug build"]
+fn a_deeply_nested_script_value_does_not_abort_the_kernel() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text(
+        "nest.yaml",
+        "workflow_id: nest
+version: 1
+description: a script that nests a value deeply
+entry_step: done
+script: |
+  fn nest(n) { let a = []; a.pad(n, 0); a.reduce(|acc, x| #{inner: acc}, #{}).len() }
+steps:
+  - id: done
+    opcode: STOP
+    reason: \"nested: ${{ nest(5000) }}\"
+",
+    );
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    assert!(
+        std::fs::read_to_string(repo.run_dir(run_id).join("final-state.txt"))
+            .unwrap()
+            .starts_with("completed success")
+    );
+}
