@@ -36,27 +36,35 @@ pub fn cmd_planner(cli: &Cli, command: &PlannerCommand, output: &mut Output) -> 
             "pass a folder of decision-vector JSON files (see docs/planner.md)",
         ));
     }
+    let width = results
+        .iter()
+        .map(|result| result.name.len())
+        .max()
+        .unwrap_or(0)
+        .max("vector".len());
+    output.print(&format!(
+        "{:<6}  {:<width$}  {:<12}  {:<12}  missing risk flags\n",
+        "result", "vector", "expected", "actual"
+    ));
     let mut failed = 0;
     for result in &results {
-        if result.passed() {
-            output.print(&format!("ok    {}  {}\n", result.name, result.actual));
+        let verdict = if result.passed() {
+            "pass"
         } else {
             failed += 1;
-            let mut line = format!(
-                "FAIL  {}  expected {}, got {}",
-                result.name, result.expected, result.actual
-            );
-            if !result.missing_flags.is_empty() {
-                line.push_str(&format!(
-                    "; missing risk flags: {}",
-                    result.missing_flags.join(", ")
-                ));
-            }
-            output.print(&format!("{line}\n"));
-        }
+            "drift"
+        };
+        let line = format!(
+            "{verdict:<6}  {:<width$}  {:<12}  {:<12}  {}",
+            result.name,
+            result.expected,
+            result.actual,
+            result.missing_flags.join(", ")
+        );
+        output.print(&format!("{}\n", line.trim_end()));
     }
     output.print(&format!(
-        "{} vectors, {} passed, {failed} failed (planner `{}`)\n",
+        "{} vectors: {} pass, {failed} drift (planner `{}`)\n",
         results.len(),
         results.len() - failed,
         backend.name()

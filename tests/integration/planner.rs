@@ -93,12 +93,14 @@ fn the_rules_planner_passes_every_decision_vector() {
         "vector_partial_transcript_mismatch",
     ] {
         assert!(
-            stdout.contains(&format!("ok    {oa06} ")),
+            stdout
+                .lines()
+                .any(|line| line.split_whitespace().take(2).eq(["pass", oa06])),
             "{oa06}: {stdout}"
         );
     }
     assert!(
-        stdout.contains(&format!("{count} vectors, {count} passed, 0 failed")),
+        stdout.contains(&format!("{count} vectors: {count} pass, 0 drift")),
         "{stdout}"
     );
 }
@@ -114,7 +116,28 @@ fn a_vector_whose_expectation_is_wrong_fails_with_exit_1_and_says_why() {
     let output = check(None, &folder, None);
     let stdout = stdout_text(&output);
     assert_eq!(output.status.code(), Some(1), "{stdout}");
-    assert!(stdout.contains("FAIL  vector_unsafe_policy_violation  expected success, got unsafe; missing risk flags: no_such_flag"), "{stdout}");
+    let row: Vec<&str> = stdout
+        .lines()
+        .find(|line| line.starts_with("drift"))
+        .expect("a drift row")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row,
+        [
+            "drift",
+            "vector_unsafe_policy_violation",
+            "success",
+            "unsafe",
+            "no_such_flag"
+        ],
+        "{stdout}"
+    );
+    assert!(
+        stdout.starts_with("result  vector"),
+        "a table header: {stdout}"
+    );
+    assert!(stdout.contains("1 vectors: 0 pass, 1 drift"), "{stdout}");
 }
 
 #[test]
@@ -149,7 +172,7 @@ fn the_guard_keeps_unsafe_and_needs_human_whatever_a_command_planner_answers() {
         stderr_text(&output)
     );
     assert!(
-        stdout.contains("5 vectors, 5 passed") && stdout.contains("(planner `judge`)"),
+        stdout.contains("5 vectors: 5 pass") && stdout.contains("(planner `judge`)"),
         "{stdout}"
     );
     assert_eq!(
