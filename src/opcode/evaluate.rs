@@ -1,8 +1,11 @@
-//! EVALUATE: the OA06 envelope is assembled from the manifests of the steps since the previous
-//! EVALUATE, saved as `planner_input`, and handed to the step's planner backend (`rules` by
-//! default, or a `command` profile); the answer passes the guard (`crate::planner`), the kernel
-//! adds its own safety facts (a recorded policy violation stays `unsafe`, pending goldens stay
-//! `needs_human`), and the decision is saved as `planner_decision` and routes.
+//! EVALUATE: the OA06 envelope is assembled from the run's manifests (the evidence of the steps
+//! since the previous EVALUATE, a window of the last three steps, the history of earlier
+//! decisions), saved as `planner_input`, and handed to the step's planner backend (`rules` by
+//! default; `command`, `claude`, `codex` or `http` profiles, model backends with the step's
+//! prompt rendered); the answer passes the guard (`crate::planner`), the kernel adds its own
+//! safety facts (a recorded policy violation stays `unsafe`, pending goldens stay
+//! `needs_human`), and the decision is saved as `planner_decision` and routes. A decision that
+//! names a step outside `allowed_next_steps` is saved and ends the run (exit 4).
 
 use crate::artifacts::{
     ArtifactRole, EventLog, EventType, StepManifest, read_json, write_json_new,
