@@ -47,7 +47,7 @@ pub(super) fn execute(
             true,
         ),
     ];
-    let decided = decide(context, evaluate, &envelope)?;
+    let decided = decide(context, evaluate, &envelope, &visit_dir)?;
     if decided.prompt_saved {
         artifacts.push(context.artifact(
             ArtifactRole::PlannerPrompt,
@@ -518,8 +518,8 @@ fn decide(
     context: &StepContext<'_>,
     evaluate: &Evaluate,
     envelope: &serde_json::Value,
+    visit_dir: &std::path::Path,
 ) -> Result<Decided, OpcodeError> {
-    let visit_dir = context.visit_dir()?;
     let config = &context.run.config;
     let name = planner_name(context, evaluate);
     let mut prompt_saved = false;

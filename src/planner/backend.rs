@@ -384,7 +384,10 @@ fn ask(external: &External, request: &Request<'_>) -> (String, Result<Decision, 
             let input = serde_json::to_vec(request.envelope).unwrap_or_default();
             match run_process(external, request, &argv[0], &argv[1..], input, None) {
                 Ok(run) => {
-                    let answer = parse_decision(&run.stdout);
+                    let answer = match &run.failure {
+                        Some(failure) => Err(failure.clone()),
+                        None => parse_decision(&run.stdout),
+                    };
                     (run.stdout, answer)
                 }
                 Err(error) => (String::new(), Err(error)),
@@ -443,7 +446,14 @@ fn ask_claude(
         Ok(run) => run,
         Err(error) => return (String::new(), Err(error)),
     };
-    let answer = claude_decision(&run.stdout);
+    // A failed Claude still prints its result object, which says why (`is_error`).
+    let answer = match &run.failure {
+        Some(failure) => Err(match claude_decision(&run.stdout) {
+            Err(reason) => format!("{failure}; {reason}"),
+            Ok(_) => failure.clone(),
+        }),
+        None => claude_decision(&run.stdout),
+    };
     (run.stdout, answer)
 }
 
@@ -514,8 +524,13 @@ fn ask_codex(
     }
     args.push("-".into());
     let input = model_prompt(request).into_bytes();
-    if let Err(error) = run_process(external, request, &program, &args, input, Some(&folder)) {
-        return (String::new(), Err(error));
+    match run_process(external, request, &program, &args, input, Some(&folder)) {
+        Ok(run) => {
+            if let Some(failure) = run.failure {
+                return (run.stdout, Err(failure));
+            }
+        }
+        Err(error) => return (String::new(), Err(error)),
     }
     match std::fs::read_to_string(&answer_file) {
         Ok(text) => {
@@ -613,11 +628,15 @@ fn tnh_variables() -> std::collections::BTreeMap<String, String> {
 
 /// What a planner process left.
 struct Finished {
+    /// Its standard output (kept as the attempt's raw answer whatever happened).
     stdout: String,
+    /// Why it did not exit cleanly (timeout, non-zero exit), with its last stderr line.
+    failure: Option<String>,
 }
 
 /// Runs a planner process once under the supervisor (own process group, timeout, stdin
-/// closed after the input); anything but a clean exit is an error naming the cause.
+/// closed after the input); anything but a clean exit is a `failure` naming the cause, beside
+/// the output (an error only when the process could not run at all).
 fn run_process(
     external: &External,
     request: &Request<'_>,
@@ -668,10 +687,10 @@ fn run_process(
         ))
         .map_err(|error| format!("`{program}` could not run: {error}"))?;
     let stdout = std::fs::read_to_string(folder.path().join("stdout")).unwrap_or_default();
-    if supervised.outcome != crate::outcome::Outcome::Completed {
+    let failure = (supervised.outcome != crate::outcome::Outcome::Completed).then(|| {
         let stderr = std::fs::read_to_string(folder.path().join("stderr")).unwrap_or_default();
         let tail = stderr.lines().last().unwrap_or_default();
-        return Err(format!(
+        format!(
             "`{program}` ended {}: {}{}",
             supervised.outcome,
             supervised.cause,
@@ -680,9 +699,9 @@ fn run_process(
             } else {
                 format!(" ({tail})")
             }
-        ));
-    }
-    Ok(Finished { stdout })
+        )
+    });
+    Ok(Finished { stdout, failure })
 }
 
 #[cfg(test)]

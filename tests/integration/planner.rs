@@ -324,3 +324,61 @@ fn saved_planner_records_match_their_published_schemas() {
     assert_eq!(first["status"], "partial");
     assert_eq!(first["decided_by"], "rules");
 }
+
+/// An envelope with only the OA06 §2 fields — no `schema_version`, none of this project's
+/// additions — is valid input: the published schema accepts it and the backends decide on it.
+#[test]
+fn an_envelope_with_only_the_oa06_fields_is_valid_input() {
+    const OA06: [&str; 7] = [
+        "run_id",
+        "workflow_id",
+        "step_id",
+        "evaluate_prompt",
+        "allowed_next_steps",
+        "provenance_window",
+        "evidence",
+    ];
+    const EVIDENCE: [&str; 6] = [
+        "transcript_summary",
+        "workspace_diff_summary",
+        "validation",
+        "harness_report",
+        "artifacts",
+        "policy_events",
+    ];
+    let output = conductor()
+        .args(["schema", "planner-input"])
+        .output()
+        .unwrap();
+    let validator =
+        jsonschema::validator_for(&serde_json::from_slice(&output.stdout).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let folder = vectors(
+        dir.path(),
+        &[
+            "vector_success_clean",
+            "vector_partial_fixable",
+            "vector_unsafe_policy_violation",
+            "vector_needs_human_goldens",
+        ],
+        None,
+    );
+    for entry in std::fs::read_dir(&folder).unwrap().flatten() {
+        let mut vector: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(entry.path()).unwrap()).unwrap();
+        let envelope = vector["envelope"].as_object_mut().unwrap();
+        envelope.retain(|key, _| OA06.contains(&key.as_str()));
+        envelope["evidence"]
+            .as_object_mut()
+            .unwrap()
+            .retain(|key, _| EVIDENCE.contains(&key.as_str()));
+        assert!(
+            validator.is_valid(&vector["envelope"]),
+            "{}",
+            vector["envelope"]
+        );
+        std::fs::write(entry.path(), vector.to_string()).unwrap();
+    }
+    let output = check(None, &folder, None);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_text(&output));
+}

@@ -187,7 +187,7 @@ fn the_http_backend_reads_a_decision_and_survives_malformed_json_a_500_and_a_han
     );
 
     // 2–4. Malformed JSON, a 500 and a hang each end as the kernel's `planner_error`.
-    for expected in ["not JSON", "HTTP 500", "POST"] {
+    for expected in ["not JSON", "HTTP 500", "timeout"] {
         let (verdict, attempts) = ask(&backend, &envelope);
         let (decision, decided_by) = decided(verdict);
         assert_eq!(decision.status, Status::Blocked, "{expected}");
@@ -384,6 +384,12 @@ fn a_claude_that_is_not_logged_in_is_a_planner_error_naming_it() {
     assert_eq!(code, Some(1));
     let decision = repo.json(&run_id, "artifacts/evaluate/1/planner_decision.json");
     assert_eq!(decision["blockers"][0]["code"], "planner_error");
+    let attempts = repo.json(&run_id, "artifacts/evaluate/1/planner_attempts.json");
+    let error = attempts[0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("claude reported an error") && error.contains("Not logged in"),
+        "the reason is kept: {error}"
+    );
 }
 
 #[test]
