@@ -83,6 +83,15 @@ pub enum ComponentKind {
     Library,
 }
 
+/// The value whose document name is `name`, for enums listing their `NAMES` and `ALL`
+/// variants in the same order.
+fn parse_named<T: Copy>(names: &[&str], all: &[T], name: &str) -> Option<T> {
+    names
+        .iter()
+        .position(|known| *known == name)
+        .map(|index| all[index])
+}
+
 impl ComponentKind {
     /// The names accepted in documents, in declaration order.
     pub const NAMES: [&'static str; 5] = ["docs", "cli", "web", "vscode_ui", "library"];
@@ -96,10 +105,7 @@ impl ComponentKind {
 
     /// Parses a document name.
     pub fn parse(name: &str) -> Option<Self> {
-        Self::NAMES
-            .iter()
-            .position(|known| *known == name)
-            .map(|index| Self::ALL[index])
+        parse_named(&Self::NAMES, &Self::ALL, name)
     }
 }
 
@@ -125,10 +131,7 @@ impl EvalProfile {
 
     /// Parses a document name.
     pub fn parse(name: &str) -> Option<Self> {
-        Self::NAMES
-            .iter()
-            .position(|known| *known == name)
-            .map(|index| Self::ALL[index])
+        parse_named(&Self::NAMES, &Self::ALL, name)
     }
 }
 
@@ -199,10 +202,7 @@ impl ParamType {
 
     /// Parses a document name.
     pub fn parse(name: &str) -> Option<Self> {
-        Self::NAMES
-            .iter()
-            .position(|known| *known == name)
-            .map(|index| Self::ALL[index])
+        parse_named(&Self::NAMES, &Self::ALL, name)
     }
 
     /// The document name.
@@ -269,10 +269,7 @@ impl Opcode {
 
     /// Parses a document name.
     pub fn parse(name: &str) -> Option<Self> {
-        Self::NAMES
-            .iter()
-            .position(|known| *known == name)
-            .map(|index| Self::ALL[index])
+        parse_named(&Self::NAMES, &Self::ALL, name)
     }
 
     /// The document name.
@@ -569,10 +566,7 @@ impl GateKind {
 
     /// Parses a document name.
     pub fn parse(name: &str) -> Option<Self> {
-        Self::NAMES
-            .iter()
-            .position(|known| *known == name)
-            .map(|index| Self::ALL[index])
+        parse_named(&Self::NAMES, &Self::ALL, name)
     }
 
     /// Whether the run waits for a human decision.
