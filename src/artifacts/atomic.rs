@@ -34,18 +34,76 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ArtifactsError> {
         .map_err(ArtifactsError::io("fsync", folder))
 }
 
+/// Atomically makes `path` another name of the existing file `source` (a hard link under a
+/// temporary name, renamed over `path`, then the folder fsynced). No new inode and no data is
+/// written, which on some file systems costs far less than a copy. A file system without hard
+/// links gets an atomic copy instead.
+pub fn link_atomic(source: &Path, path: &Path) -> Result<(), ArtifactsError> {
+    let folder = path.parent().unwrap_or_else(|| Path::new("."));
+    std::fs::create_dir_all(folder).map_err(ArtifactsError::io("create", folder))?;
+    let temporary = folder.join(format!(".tmp-link-{}", std::process::id()));
+    let _ = std::fs::remove_file(&temporary);
+    if std::fs::hard_link(source, &temporary).is_err() {
+        let bytes = std::fs::read(source).map_err(ArtifactsError::io("read", source))?;
+        return write_atomic(path, &bytes);
+    }
+    if let Err(source) = std::fs::rename(&temporary, path) {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(ArtifactsError::Io {
+            action: "rename into",
+            path: path.to_path_buf(),
+            source,
+        });
+    }
+    std::fs::File::open(folder)
+        .and_then(|directory| directory.sync_all())
+        .map_err(ArtifactsError::io("fsync", folder))
+}
+
+/// Replaces `path` with `bytes` so that no reader ever sees it half-written, without the
+/// fsyncs: for files that are derived from a durable one and rewritten from it on resume
+/// (`status.json` from `state.json`).
+pub fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), ArtifactsError> {
+    let folder = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut temporary = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(folder)
+        .map_err(ArtifactsError::io("create a temporary file in", folder))?;
+    temporary
+        .write_all(bytes)
+        .map_err(ArtifactsError::io("write", temporary.path()))?;
+    temporary
+        .persist(path)
+        .map(drop)
+        .map_err(|error| ArtifactsError::Io {
+            action: "rename into",
+            path: path.to_path_buf(),
+            source: error.error,
+        })
+}
+
 /// Serialises `value` as pretty JSON (with a final newline) and writes it atomically.
 pub fn write_json_atomic<T: serde::Serialize>(
     path: &Path,
     value: &T,
 ) -> Result<(), ArtifactsError> {
+    write_atomic(path, &json_bytes(path, value)?)
+}
+
+/// Serialises `value` as pretty JSON and replaces `path` with it like [`replace_file`].
+pub fn replace_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), ArtifactsError> {
+    replace_file(path, &json_bytes(path, value)?)
+}
+
+/// Pretty JSON with a final newline, as every JSON record is written.
+fn json_bytes<T: serde::Serialize>(path: &Path, value: &T) -> Result<Vec<u8>, ArtifactsError> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| ArtifactsError::Json {
         what: "record",
         path: path.to_path_buf(),
         source,
     })?;
     bytes.push(b'\n');
-    write_atomic(path, &bytes)
+    Ok(bytes)
 }
 
 /// Reads a JSON file.
@@ -65,12 +123,7 @@ pub fn read_json<T: serde::de::DeserializeOwned>(
 /// half-written: the manifest that points at it is written after it). It is fsynced but not
 /// renamed into place, which spares the file system a temporary inode per artifact.
 pub fn write_json_new<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), ArtifactsError> {
-    let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| ArtifactsError::Json {
-        what: "record",
-        path: path.to_path_buf(),
-        source,
-    })?;
-    bytes.push(b'\n');
+    let bytes = json_bytes(path, value)?;
     if let Some(folder) = path.parent() {
         std::fs::create_dir_all(folder).map_err(ArtifactsError::io("create", folder))?;
     }
@@ -96,5 +149,38 @@ mod tests {
             .map(|entry| entry.unwrap().file_name())
             .collect();
         assert_eq!(names, ["state.json"]);
+    }
+
+    #[test]
+    fn a_link_names_the_same_file_and_follows_a_new_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let visit = dir.path().join("1").join("manifest.json");
+        let latest = dir.path().join("manifest.json");
+        write_atomic(&visit, b"first visit").unwrap();
+        link_atomic(&visit, &latest).unwrap();
+        assert_eq!(std::fs::read(&latest).unwrap(), b"first visit");
+        let second = dir.path().join("2").join("manifest.json");
+        write_atomic(&second, b"second visit").unwrap();
+        link_atomic(&second, &latest).unwrap();
+        assert_eq!(std::fs::read(&latest).unwrap(), b"second visit");
+        // The first visit's file is untouched, and no temporary name is left behind.
+        assert_eq!(std::fs::read(&visit).unwrap(), b"first visit");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .filter(|name| !name.chars().all(|c| c.is_ascii_digit()))
+            .collect();
+        assert_eq!(names, ["manifest.json"]);
+    }
+
+    #[test]
+    fn a_replaced_file_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("status.json");
+        replace_json(&path, &serde_json::json!({"state": "running"})).unwrap();
+        replace_json(&path, &serde_json::json!({"state": "completed"})).unwrap();
+        let read: serde_json::Value = read_json(&path, "status").unwrap();
+        assert_eq!(read["state"], "completed");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 }

@@ -13,7 +13,9 @@ mod run_dir;
 mod run_id;
 mod status;
 
-pub use atomic::{read_json, write_atomic, write_json_atomic, write_json_new};
+pub use atomic::{
+    link_atomic, read_json, replace_json, write_atomic, write_json_atomic, write_json_new,
+};
 pub use events::{Event, EventLog, EventType};
 pub use harness::{harness_report_problems, harness_report_schema};
 pub use manifest::{ArtifactEntry, ArtifactRole, StepManifest};

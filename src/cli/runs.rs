@@ -37,27 +37,35 @@ fn run_dir(cli: &Cli, run_id: &str) -> Result<RunDir> {
 }
 
 fn status_of(run_dir: &RunDir) -> Result<RunStatus> {
-    if !run_dir.status().is_file() {
+    let status_file = run_dir.status();
+    let unreadable = match read_json::<RunStatus>(&status_file, "run status") {
+        Ok(status) => return Ok(alive_or_blocked(status)),
         // The driver died before its first checkpoint.
-        let metadata: RunMetadata =
-            read_json(&run_dir.metadata(), "run metadata").map_err(artifacts)?;
-        return Ok(RunStatus {
-            schema_version: crate::artifacts::SCHEMA_VERSION,
-            run_id: metadata.run_id,
-            workflow_id: metadata.workflow_id,
-            lifecycle_state: crate::artifacts::LifecycleState::Blocked,
-            current_step_id: Some(metadata.entry_step),
-            visit: None,
-            updated_at: metadata.started_at,
-            reason: Some(
-                "the run stopped before its first checkpoint; `tnh-conductor resume` starts it"
-                    .into(),
-            ),
-            pid: None,
-            transitions: 0,
-        });
-    }
-    let mut status: RunStatus = read_json(&run_dir.status(), "run status").map_err(artifacts)?;
+        Err(_) if !status_file.is_file() => {
+            "the run stopped before its first checkpoint; `tnh-conductor resume` starts it"
+                .to_owned()
+        }
+        // `status.json` is derived from `state.json` and not fsynced: after a power loss it
+        // may be empty until `resume` rewrites it.
+        Err(error) => format!("{error}; `tnh-conductor resume` continues the run and rewrites it"),
+    };
+    let metadata: RunMetadata =
+        read_json(&run_dir.metadata(), "run metadata").map_err(artifacts)?;
+    Ok(RunStatus {
+        schema_version: crate::artifacts::SCHEMA_VERSION,
+        run_id: metadata.run_id,
+        workflow_id: metadata.workflow_id,
+        lifecycle_state: crate::artifacts::LifecycleState::Blocked,
+        current_step_id: Some(metadata.entry_step),
+        visit: None,
+        updated_at: metadata.started_at,
+        reason: Some(unreadable),
+        pid: None,
+        transitions: 0,
+    })
+}
+
+fn alive_or_blocked(mut status: RunStatus) -> RunStatus {
     // A run marked running whose process is gone was killed: it is blocked until resumed.
     if status.lifecycle_state == crate::artifacts::LifecycleState::Running
         && status
@@ -68,7 +76,7 @@ fn status_of(run_dir: &RunDir) -> Result<RunStatus> {
         status.reason =
             Some("the driving process is gone; `tnh-conductor resume` continues the run".into());
     }
-    Ok(status)
+    status
 }
 
 fn artifacts(error: crate::artifacts::ArtifactsError) -> Error {

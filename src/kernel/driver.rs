@@ -159,7 +159,7 @@ impl Driver<'_> {
         let fields = payload([("opcode", step.body.opcode().name().into())]);
         self.recorder
             .event(EventType::StepStarted, Some((&step_id, visit)), fields)?;
-        self.recorder.commit(&mut self.state, None)?;
+        self.recorder.flush(&self.state)?;
         let mut context = StepContext {
             run: self.run,
             workspace: self.workspace,

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use super::state::{End, Phase, RunState};
 use crate::artifacts::{
     ArtifactsError, Event, EventLog, EventType, LifecycleState, RunDir, RunMetadata, RunStatus,
-    SCHEMA_VERSION, StepManifest, Termination, now, read_json, write_atomic, write_json_atomic,
+    SCHEMA_VERSION, StepManifest, Termination, link_atomic, now, read_json, replace_json,
+    write_atomic, write_json_atomic,
 };
 
 /// Payload fields of an event.
@@ -137,9 +138,18 @@ impl Recorder {
         self.write_status(state, reason, Some(std::process::id()))
     }
 
+    /// Makes the events durable and refreshes the status, without a checkpoint. A visit's
+    /// start is recorded this way: `resume` replays a `step_started` event that follows the
+    /// last checkpoint, since starting a visit is a pure function of that checkpoint.
+    pub fn flush(&mut self, state: &RunState) -> Result<(), ArtifactsError> {
+        self.events.sync()?;
+        self.write_status(state, None, Some(std::process::id()))
+    }
+
     /// Writes `status.json` (and `final-state.txt`) for the state. The status is rewritten only
     /// when it says something new, and `final-state.txt` while running only says `running`:
-    /// each atomic replacement costs a new inode and two fsyncs per step.
+    /// each replacement costs a new inode. `status.json` is derived from `state.json` and
+    /// rewritten by `resume`, so it is replaced atomically but not fsynced.
     pub fn write_status(
         &mut self,
         state: &RunState,
@@ -177,7 +187,7 @@ impl Recorder {
             .last_status
             .as_ref()
             .is_some_and(|last| last.lifecycle_state == LifecycleState::Running);
-        write_json_atomic(&self.run_dir.status(), &status)?;
+        replace_json(&self.run_dir.status(), &status)?;
         if lifecycle_state != LifecycleState::Running || !was_running {
             write_atomic(
                 &self.run_dir.final_state(),
@@ -239,9 +249,10 @@ impl Recorder {
             &self.run_dir.visit_dir(step.0, step.1).join("manifest.json"),
             manifest,
         )?;
-        write_json_atomic(
+        // The step's latest-visit copy is another name of the visit's manifest.
+        link_atomic(
+            &self.run_dir.visit_dir(step.0, step.1).join("manifest.json"),
             &self.run_dir.step_dir(step.0).join("manifest.json"),
-            manifest,
         )
     }
 }

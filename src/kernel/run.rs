@@ -19,7 +19,7 @@ use crate::outcome::Outcome;
 use crate::prompt::Catalog;
 use crate::workflow::diagnostic::Diagnostic;
 use crate::workflow::load::check_file;
-use crate::workflow::model::Workflow;
+use crate::workflow::model::{Opcode, Workflow};
 use crate::workspace::{Fingerprint, RollbackTarget, Workspace, WorkspaceError};
 
 /// The default parent of run directories.
@@ -393,7 +393,9 @@ pub fn resume_run(
         base_sha: metadata.base_sha.clone(),
     };
     let workspace = Workspace::open(&record)?;
-    if !accept_drift && let Some((recorded, found)) = drifted(&workspace, &state)? {
+    replay_started_visit(&loaded.workflow, &run_dir, &mut state)?;
+    if !accept_drift && let Some((recorded, found)) = drifted(&loaded.workflow, &workspace, &state)?
+    {
         // Refused before anything is written: the run stays exactly as it was.
         return Err(RunError::Drift { recorded, found });
     }
@@ -402,7 +404,13 @@ pub fn resume_run(
         None,
         payload([("from_seq", state.events_seq.into())]),
     )?;
-    record_accepted_drift(&workspace, &mut recorder, &mut state, accept_drift)?;
+    record_accepted_drift(
+        &loaded.workflow,
+        &workspace,
+        &mut recorder,
+        &mut state,
+        accept_drift,
+    )?;
     recover_interrupted_visit(&loaded.workflow, &workspace, &mut recorder, &mut state)?;
     recorder.commit(&mut state, None)?;
     if super::gate::resolve_if_timed_out(&mut recorder, &mut state)? {
@@ -429,17 +437,52 @@ pub fn resume_run(
     })
 }
 
-/// The recorded and current fingerprints, when the worktree changed since the last checkpoint
-/// of a run that was not in the middle of a step (an interrupted step is restored anyway).
+/// The driver does not checkpoint when a visit starts; its `step_started` event, made durable
+/// before the step does anything, stands for it. Replaying that event on the checkpoint (the
+/// same pure `start_step` the driver applied) gives the state the driver held: the visit
+/// running, which `recover_interrupted_visit` then handles.
+fn replay_started_visit(
+    workflow: &Workflow,
+    run_dir: &RunDir,
+    state: &mut RunState,
+) -> Result<(), RunError> {
+    let Phase::Ready { step_id, visit } = &state.phase else {
+        return Ok(());
+    };
+    let events = EventLog::read_all(&run_dir.events())?;
+    let started = events.iter().any(|event| {
+        event.seq > state.events_seq
+            && event.event_type == EventType::StepStarted
+            && event.step_id.as_deref() == Some(step_id.as_str())
+            && event.visit == Some(*visit)
+    });
+    if started && let Ok(running) = super::transition::start_step(workflow, state) {
+        *state = running;
+    }
+    Ok(())
+}
+
+/// The recorded and current fingerprints, when the worktree changed since the last checkpoint.
+///
+/// A visit that was running when the process died is exempt when the worktree goes back to
+/// its own pre-step snapshot anyway, or when it is a step that may change the worktree without
+/// one (a validation, a rollback). An agent step with no snapshot yet never reached its agent:
+/// its worktree must still be the checkpoint's.
 fn drifted(
+    workflow: &Workflow,
     workspace: &Workspace,
     state: &RunState,
 ) -> Result<Option<(Fingerprint, Fingerprint)>, RunError> {
     let Some(recorded) = state.fingerprint.clone() else {
         return Ok(None);
     };
-    if matches!(state.phase, Phase::Running { .. }) {
-        return Ok(None);
+    if let Phase::Running { step_id, visit } = &state.phase {
+        let is_agent = workflow
+            .step(step_id)
+            .is_some_and(|step| step.body.opcode() == Opcode::RunAgent);
+        if !is_agent || own_snapshot_is_latest(workspace, state, step_id, *visit)? {
+            return Ok(None);
+        }
     }
     let found = workspace.fingerprint()?;
     if found == recorded {
@@ -448,7 +491,24 @@ fn drifted(
     Ok(Some((recorded, found)))
 }
 
+/// Whether the latest pre-step snapshot is the one taken for this visit.
+fn own_snapshot_is_latest(
+    workspace: &Workspace,
+    state: &RunState,
+    step_id: &str,
+    visit: u32,
+) -> Result<bool, RunError> {
+    let own = format!(
+        "{}/pre_step/{step_id}/{visit}",
+        crate::workspace::refs_prefix(&RunId::new(state.run_id.clone()))
+    );
+    Ok(workspace
+        .latest_pre_step()?
+        .is_some_and(|snapshot| snapshot.reference == own))
+}
+
 fn record_accepted_drift(
+    workflow: &Workflow,
     workspace: &Workspace,
     recorder: &mut Recorder,
     state: &mut RunState,
@@ -457,7 +517,7 @@ fn record_accepted_drift(
     if !accept_drift {
         return Ok(());
     }
-    let Some((recorded, found)) = drifted(workspace, state)? else {
+    let Some((recorded, found)) = drifted(workflow, workspace, state)? else {
         return Ok(());
     };
     let fields = payload([
@@ -518,14 +578,7 @@ fn recover_interrupted_visit(
         ("cause", "the driving process ended during the step".into()),
         ("killed_orphans", orphans.into()),
     ]);
-    let own_snapshot = format!(
-        "{}/pre_step/{step_id}/{visit}",
-        crate::workspace::refs_prefix(&RunId::new(state.run_id.clone()))
-    );
-    if workspace
-        .latest_pre_step()?
-        .is_some_and(|snapshot| snapshot.reference == own_snapshot)
-    {
+    if own_snapshot_is_latest(workspace, state, &step_id, visit)? {
         let record = workspace.rollback(RollbackTarget::PreStep)?;
         fields.insert(
             "restored".into(),

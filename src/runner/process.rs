@@ -31,11 +31,49 @@ pub struct StrayProcess {
     pub left_group: bool,
 }
 
+/// How one step's processes are recognised: its process group, its supervision token, and
+/// the moment its leader was about to start, before which none of them can have been born.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StepMark {
+    /// The leader's pid, which is the group id (0 until the leader exists).
+    pub(crate) pgid: i32,
+    /// The value of [`SUPERVISION_TOKEN_VARIABLE`] in every process of the step.
+    pub(crate) token: String,
+    /// Clock ticks since boot (the unit of `/proc/PID/stat`'s start time), rounded down and
+    /// less one, taken before the leader was started.
+    pub(crate) born_after: u64,
+}
+
+impl StepMark {
+    /// The mark of a step whose leader is about to be started.
+    pub(crate) fn before_start() -> StepMark {
+        StepMark {
+            pgid: 0,
+            token: new_token(),
+            born_after: ticks_since_boot().saturating_sub(1),
+        }
+    }
+}
+
+/// Now, in the clock ticks since boot that `/proc/PID/stat` counts start times in (0 when the
+/// clock cannot be read, which makes every process a candidate).
+fn ticks_since_boot() -> u64 {
+    let ticks_per_second = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|&ticks| ticks > 0)
+        .unwrap_or(100) as u64;
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).map_or(0, |now| {
+        let nanos = now.tv_sec() as u64 * 1_000_000_000 + now.tv_nsec() as u64;
+        nanos / (1_000_000_000 / ticks_per_second)
+    })
+}
+
 /// Signals the whole group and every token holder outside it; absent processes are fine.
-pub(crate) fn signal_step(pgid: i32, token: &str, signal: Signal) {
+pub(crate) fn signal_step(mark: &StepMark, signal: Signal) {
     // ESRCH (group already empty) is the expected end state, not an error.
-    let _ = killpg(Pid::from_raw(pgid), signal);
-    for stray in find_step_processes(pgid, token) {
+    let _ = killpg(Pid::from_raw(mark.pgid), signal);
+    for stray in find_step_processes(mark) {
         if stray.left_group {
             let _ = kill(Pid::from_raw(stray.pid), signal);
         }
@@ -43,9 +81,12 @@ pub(crate) fn signal_step(pgid: i32, token: &str, signal: Signal) {
 }
 
 /// Every live (non-zombie) process of the step: group members and token holders.
-pub fn find_step_processes(pgid: i32, token: &str) -> Vec<StrayProcess> {
+///
+/// Only processes born since the step began can hold its token, so the environment (the
+/// costly read) is looked at only for those: on a busy host most processes are older.
+pub(crate) fn find_step_processes(mark: &StepMark) -> Vec<StrayProcess> {
     // NUL-framed, so one token cannot match as the suffix of another variable.
-    let needle = format!("\0{SUPERVISION_TOKEN_VARIABLE}={token}\0");
+    let needle = format!("\0{SUPERVISION_TOKEN_VARIABLE}={}\0", mark.token);
     let mut found = BTreeMap::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -62,14 +103,15 @@ pub fn find_step_processes(pgid: i32, token: &str) -> Vec<StrayProcess> {
         if pid == own_pid {
             continue;
         }
-        let Some((state, group)) = read_state_and_group(pid) else {
+        let Some(stat) = read_stat(pid) else {
             continue;
         };
-        if state == 'Z' || state == 'X' {
+        if stat.state == 'Z' || stat.state == 'X' {
             continue;
         }
-        let in_group = group == pgid;
-        if in_group || environment_contains(pid, needle.as_bytes()) {
+        let in_group = stat.group == mark.pgid;
+        let may_hold_token = stat.started >= mark.born_after;
+        if in_group || (may_hold_token && environment_contains(pid, needle.as_bytes())) {
             found.insert(
                 pid,
                 StrayProcess {
@@ -95,7 +137,7 @@ pub fn processes_with_variable(name: &str, value: &str) -> Vec<i32> {
         .flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| pid != own_pid)
-        .filter(|&pid| matches!(read_state_and_group(pid), Some((state, _)) if state != 'Z' && state != 'X'))
+        .filter(|&pid| read_stat(pid).is_some_and(|stat| stat.is_live()))
         .filter(|&pid| environment_contains(pid, needle.as_bytes()))
         .collect()
 }
@@ -108,23 +150,37 @@ pub fn live_group_members(pgid: i32) -> Vec<i32> {
     entries
         .flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| {
-            matches!(read_state_and_group(pid), Some((state, group)) if group == pgid && state != 'Z' && state != 'X')
-        })
+        .filter(|&pid| read_stat(pid).is_some_and(|stat| stat.group == pgid && stat.is_live()))
         .collect()
 }
 
-/// The state letter and process group of `pid`, from `/proc/PID/stat`.
-fn read_state_and_group(pid: i32) -> Option<(char, i32)> {
+/// What the supervisor reads of `/proc/PID/stat`.
+struct Stat {
+    /// The state letter (`R`, `S`, `Z`, …).
+    state: char,
+    /// The process group.
+    group: i32,
+    /// The start time, in clock ticks since boot.
+    started: u64,
+}
+
+impl Stat {
+    fn is_live(&self) -> bool {
+        self.state != 'Z' && self.state != 'X'
+    }
+}
+
+fn read_stat(pid: i32) -> Option<Stat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name is in parentheses and may itself contain spaces or parentheses, so
-    // the fields are counted from the last `)`.
+    // the fields are counted from the last `)`: state, ppid, pgrp, …, starttime (the 20th).
     let after_name = &stat[stat.rfind(')')? + 1..];
-    let mut fields = after_name.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let _parent = fields.next()?;
-    let group = fields.next()?.parse().ok()?;
-    Some((state, group))
+    let fields: Vec<&str> = after_name.split_whitespace().take(20).collect();
+    Some(Stat {
+        state: fields.first()?.chars().next()?,
+        group: fields.get(2)?.parse().ok()?,
+        started: fields.get(19)?.parse().ok()?,
+    })
 }
 
 fn environment_contains(pid: i32, needle: &[u8]) -> bool {
@@ -155,4 +211,65 @@ pub(crate) fn new_token() -> String {
         .as_nanos();
     let sequence = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!("{}-{nanos:x}-{sequence}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::CommandExt;
+
+    use super::*;
+
+    /// A process outside any step's group that carries `mark`'s token, killed when dropped.
+    struct TokenHolder(std::process::Child);
+
+    impl TokenHolder {
+        fn start(mark: &StepMark) -> TokenHolder {
+            let child = std::process::Command::new("sleep")
+                .arg("30")
+                .env(SUPERVISION_TOKEN_VARIABLE, &mark.token)
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            TokenHolder(child)
+        }
+    }
+
+    impl Drop for TokenHolder {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// `/proc/PID/environ` is readable once `exec` has replaced the forked image.
+    fn wait_for_exec(pid: u32) {
+        let started = std::time::Instant::now();
+        while read_command(pid as i32) != "sleep 30" {
+            assert!(started.elapsed() < std::time::Duration::from_secs(10));
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn a_token_holder_born_after_the_mark_is_found_outside_the_group() {
+        let mut mark = StepMark::before_start();
+        mark.pgid = -1;
+        let holder = TokenHolder::start(&mark);
+        wait_for_exec(holder.0.id());
+        let found = find_step_processes(&mark);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].pid, holder.0.id() as i32);
+        assert!(found[0].left_group);
+    }
+
+    #[test]
+    fn a_process_born_before_the_mark_is_not_a_token_holder() {
+        let mut mark = StepMark::before_start();
+        mark.pgid = -1;
+        let holder = TokenHolder::start(&mark);
+        wait_for_exec(holder.0.id());
+        // As if the step had begun after the holder was born.
+        mark.born_after = ticks_since_boot() + 1;
+        assert!(find_step_processes(&mark).is_empty());
+    }
 }

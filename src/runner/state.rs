@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::cancel::CancelLevel;
 use super::capture::{ChunkSignals, StreamCapture, Tail};
 use super::interactive::detect_prompt;
-use super::process::{self, StrayProcess};
+use super::process::{self, StepMark, StrayProcess};
 use super::progress::Stream;
 use super::supervisor::{Limits, ProcessSpec, Supervised, classify, status_parts};
 use crate::outcome::Outcome;
@@ -151,8 +151,7 @@ struct PromptWatch {
 /// The state of one supervised process.
 #[derive(Debug)]
 pub(crate) struct State {
-    pgid: i32,
-    token: String,
+    mark: StepMark,
     limits: Limits,
     budget: Option<f64>,
     started: Instant,
@@ -171,16 +170,14 @@ pub(crate) struct State {
 
 impl State {
     pub(crate) fn new(
-        pgid: i32,
-        token: String,
+        mark: StepMark,
         spec: &ProcessSpec,
         stdout: StreamCapture,
         stderr: StreamCapture,
         now: Instant,
     ) -> State {
         State {
-            pgid,
-            token,
+            mark,
             limits: spec.limits,
             budget: spec.remaining_budget_usd,
             started: now,
@@ -198,8 +195,8 @@ impl State {
         }
     }
 
-    pub(crate) fn token(&self) -> &str {
-        &self.token
+    pub(crate) fn mark(&self) -> &StepMark {
+        &self.mark
     }
 
     pub(crate) fn has_exited(&self) -> bool {
@@ -369,7 +366,7 @@ impl State {
             .map(|(exited, _)| exited + self.limits.leak_timeout);
         if pipes_open && leak_due.is_some_and(|due| now >= due) {
             self.termination.pipes_held_after_exit = true;
-            self.record_leaked(process::find_step_processes(self.pgid, &self.token));
+            self.record_leaked(process::find_step_processes(&self.mark));
             self.send_term(now);
         }
     }
@@ -385,9 +382,9 @@ impl State {
     }
 
     fn send_term(&mut self, now: Instant) {
-        process::signal_step(self.pgid, &self.token, Signal::SIGTERM);
+        process::signal_step(&self.mark, Signal::SIGTERM);
         // A stopped process (SIGTTIN, SIGSTOP) only acts on SIGTERM once continued.
-        process::signal_step(self.pgid, &self.token, Signal::SIGCONT);
+        process::signal_step(&self.mark, Signal::SIGCONT);
         self.termination.sigterm_after_ms = Some(self.millis_since_start(now));
         self.phase = Phase::Terminating {
             kill_at: now + self.limits.grace,
@@ -395,7 +392,7 @@ impl State {
     }
 
     fn send_kill(&mut self, now: Instant) {
-        process::signal_step(self.pgid, &self.token, Signal::SIGKILL);
+        process::signal_step(&self.mark, Signal::SIGKILL);
         self.termination.sigkill_after_ms = Some(self.millis_since_start(now));
         self.phase = Phase::Killed {
             abandon_at: now + DRAIN_AFTER_KILL,
@@ -429,7 +426,7 @@ impl State {
         Supervised {
             outcome,
             cause,
-            pid: self.pgid,
+            pid: self.mark.pgid,
             exit_code,
             signal,
             termination: self.termination,

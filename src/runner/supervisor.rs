@@ -21,7 +21,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use super::RunnerError;
 use super::cancel::Cancellation;
 use super::capture::{StreamCapture, TailLine};
-use super::process::{self, SUPERVISION_TOKEN_VARIABLE, StrayProcess};
+use super::process::{self, SUPERVISION_TOKEN_VARIABLE, StepMark, StrayProcess};
 use super::progress::{CaptureFormat, Stream};
 use super::state::{State, StopReason, Termination};
 use crate::outcome::Outcome;
@@ -144,14 +144,14 @@ pub async fn supervise(
     }
     let stdout = StreamCapture::create(Stream::Stdout, spec.format, &spec.stdout_path)?;
     let stderr = StreamCapture::create(Stream::Stderr, spec.format, &spec.stderr_path)?;
-    let token = process::new_token();
+    let mut mark = StepMark::before_start();
     let started_at = SystemTime::now();
-    let mut child = spawn(&spec, &token)?;
+    let mut child = spawn(&spec, &mark.token)?;
     // A spawned child always has a pid until it is reaped, which has not happened yet.
     let pid = child.id().map_or(0, |id| id as i32);
+    mark.pgid = pid;
     let mut guard = GroupGuard {
-        pgid: pid,
-        token: token.clone(),
+        mark: mark.clone(),
         armed: true,
     };
     feed_stdin(child.stdin.take(), spec.stdin.clone());
@@ -159,7 +159,7 @@ pub async fn supervise(
     let mut err_pipe = child.stderr.take();
     enlarge_pipe(out_pipe.as_ref());
     enlarge_pipe(err_pipe.as_ref());
-    let mut state = State::new(pid, token, &spec, stdout, stderr, Instant::now());
+    let mut state = State::new(mark, &spec, stdout, stderr, Instant::now());
     if let Some(level) = cancel.already_requested() {
         state.on_cancel(level, Instant::now());
     }
@@ -189,7 +189,7 @@ pub async fn supervise(
             }
         }
     }
-    let leftover = sweep(pid, state.token()).await;
+    let leftover = sweep(state.mark()).await;
     guard.armed = false;
     Ok(state.into_result(leftover, started_at, SystemTime::now()))
 }
@@ -213,7 +213,7 @@ async fn read_some<R: AsyncRead + Unpin>(
 }
 
 fn spawn(spec: &ProcessSpec, token: &str) -> Result<tokio::process::Child, RunnerError> {
-    let mut command = tokio::process::Command::new(&spec.program);
+    let mut command = tokio::process::Command::new(program_path(spec));
     command
         .args(&spec.args)
         .current_dir(&spec.cwd)
@@ -230,6 +230,37 @@ fn spawn(spec: &ProcessSpec, token: &str) -> Result<tokio::process::Child, Runne
         .map_err(|error| RunnerError::spawn(&spec.agent, &spec.program, error))
 }
 
+/// The program to start, looked up on the child's own `PATH` (the directories `execvp` would
+/// try, in order) when it is a bare name.
+///
+/// Given a path, the standard library starts the child with `posix_spawn`, a vfork that shares
+/// our memory until the `exec`; given a bare name with a replaced environment it must `fork`,
+/// after which every page this process writes takes a copy-on-write fault. A name found
+/// nowhere is returned as it is, so the spawn fails with the usual "not found".
+fn program_path(spec: &ProcessSpec) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    if spec.program.contains('/') {
+        return PathBuf::from(&spec.program);
+    }
+    let search = spec
+        .env
+        .iter()
+        .find(|(name, _)| name == "PATH")
+        .map_or("/bin:/usr/bin", |(_, value)| value.as_str());
+    search
+        .split(':')
+        .map(|directory| match directory {
+            // An empty entry is the working directory, as for `execvp`.
+            "" => spec.cwd.join(&spec.program),
+            directory => std::path::Path::new(directory).join(&spec.program),
+        })
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| PathBuf::from(&spec.program))
+}
+
 /// Writes the prompt and closes stdin, without ever blocking the dispatcher loop: a child
 /// that never reads would otherwise stall us on a full pipe.
 fn feed_stdin(stdin: Option<tokio::process::ChildStdin>, prompt: Vec<u8>) {
@@ -243,15 +274,15 @@ fn feed_stdin(stdin: Option<tokio::process::ChildStdin>, prompt: Vec<u8>) {
 }
 
 /// Kills whatever of the step is still alive and waits until it is gone.
-async fn sweep(pgid: i32, token: &str) -> Vec<StrayProcess> {
-    let found = process::find_step_processes(pgid, token);
+async fn sweep(mark: &StepMark) -> Vec<StrayProcess> {
+    let found = process::find_step_processes(mark);
     if found.is_empty() {
         return found;
     }
     let started = Instant::now();
     loop {
-        process::signal_step(pgid, token, Signal::SIGKILL);
-        if process::find_step_processes(pgid, token).is_empty() || started.elapsed() > SWEEP_LIMIT {
+        process::signal_step(mark, Signal::SIGKILL);
+        if process::find_step_processes(mark).is_empty() || started.elapsed() > SWEEP_LIMIT {
             return found;
         }
         // Death after SIGKILL is asynchronous; poll briefly rather than block a thread.
@@ -261,15 +292,14 @@ async fn sweep(pgid: i32, token: &str) -> Vec<StrayProcess> {
 
 /// Kills the group if supervision is abandoned (the future dropped mid-run).
 struct GroupGuard {
-    pgid: i32,
-    token: String,
+    mark: StepMark,
     armed: bool,
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        if self.armed && self.pgid > 0 {
-            process::signal_step(self.pgid, &self.token, Signal::SIGKILL);
+        if self.armed && self.mark.pgid > 0 {
+            process::signal_step(&self.mark, Signal::SIGKILL);
         }
     }
 }

@@ -86,8 +86,8 @@ fn uninterrupted(scenario: Scenario) -> Finished {
     )
 }
 
-/// Runs with the kernel killed right after event `seq`, then resumes; returns the end.
-fn killed_then_resumed(scenario: Scenario, seq: u64) -> Finished {
+/// Runs with the kernel killed right after event `seq`; returns the repository and the run id.
+fn killed_at(scenario: Scenario, seq: u64) -> (RunRepo, String) {
     let repo = repo_for(scenario);
     let workflow = repo.workflow(scenario.workflow);
     let output = conductor()
@@ -112,6 +112,12 @@ fn killed_then_resumed(scenario: Scenario, seq: u64) -> Finished {
         .file_name()
         .to_string_lossy()
         .into_owned();
+    (repo, run_id)
+}
+
+/// Runs with the kernel killed right after event `seq`, then resumes; returns the end.
+fn killed_then_resumed(scenario: Scenario, seq: u64) -> Finished {
+    let (repo, run_id) = killed_at(scenario, seq);
     let status = repo.conductor(&["status", "--json", &run_id]);
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert!(
@@ -248,25 +254,7 @@ fn resume_refuses_a_worktree_edited_by_hand_unless_the_drift_is_accepted() {
     let reference = uninterrupted(CRASH);
     // Killed as the second step starts: the first step's result is checkpointed.
     let kill_at = seq_of(&reference.events, "step_started", 1);
-    let repo = RunRepo::new();
-    let workflow = repo.workflow("crash.yaml");
-    let output = conductor()
-        .arg("--repo")
-        .arg(repo.path())
-        .args(["run"])
-        .arg(&workflow)
-        .env("TNH_TEST_KILL_AT_EVENT", kill_at.to_string())
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), None);
-    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .file_name()
-        .to_string_lossy()
-        .into_owned();
+    let (repo, run_id) = killed_at(CRASH, kill_at);
     let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
     std::fs::write(worktree.join("hello.txt"), "edited by hand\n").unwrap();
     let events_before = repo.events(&run_id).len();
@@ -303,4 +291,59 @@ fn resume_refuses_a_worktree_edited_by_hand_unless_the_drift_is_accepted() {
         std::fs::read_to_string(worktree.join("hello.txt")).unwrap(),
         "edited by hand\nmore\n"
     );
+}
+
+#[test]
+fn a_visit_started_after_the_last_checkpoint_is_recovered_from_its_event() {
+    let reference = uninterrupted(CRASH);
+    // Killed as the second step starts: only its `step_started` event says it began.
+    let kill_at = seq_of(&reference.events, "step_started", 1);
+    let started = &reference.events[usize::try_from(kill_at).unwrap() - 1];
+    let (step, visit) = (
+        started["step_id"].clone(),
+        started["visit"].as_u64().unwrap(),
+    );
+    let (repo, run_id) = killed_at(CRASH, kill_at);
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let of_step = |event_type: &str| -> Vec<u64> {
+        events
+            .iter()
+            .filter(|event| event["event_type"] == event_type && event["step_id"] == step)
+            .map(|event| event["visit"].as_u64().unwrap())
+            .collect()
+    };
+    // The started visit is recorded as interrupted and the step runs again as the next visit,
+    // never as the same visit twice.
+    assert_eq!(of_step("step_interrupted"), [visit]);
+    assert_eq!(of_step("step_started"), [visit, visit + 1]);
+    assert_eq!(of_step("step_completed"), [visit + 1]);
+}
+
+#[test]
+fn a_lost_status_file_reads_as_blocked_and_resume_rewrites_it() {
+    let reference = uninterrupted(CRASH);
+    let kill_at = seq_of(&reference.events, "step_completed", 0);
+    let (repo, run_id) = killed_at(CRASH, kill_at);
+    // `status.json` is not fsynced: a power loss can leave it empty.
+    let status_file = repo.run_dir(&run_id).join("status.json");
+    std::fs::write(&status_file, "").unwrap();
+
+    let status = repo.conductor(&["status", "--json", &run_id]);
+    assert_eq!(status.status.code(), Some(0), "{}", stderr_text(&status));
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["lifecycle_state"], "blocked", "{status}");
+    assert!(
+        status["reason"].as_str().unwrap().contains("resume"),
+        "{status}"
+    );
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    let rewritten: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&status_file).unwrap()).unwrap();
+    assert_eq!(rewritten["lifecycle_state"], "completed");
 }
