@@ -4,14 +4,27 @@
 # work per step (snapshot into a scratch index, write-tree, diff against it). The difference per
 # step is what the kernel adds: routing, events, manifests, atomic state and status writes.
 #
-# Usage: bench/kernel.sh [TRANSITIONS [FILES]]     (defaults: 1000 transitions, 20 files)
+# The machine is shared and its file system's speed drifts (a file system without a journal
+# slows inode allocation for a while after many deletions, which both sides cause), so the
+# kernel and the shell loop run in alternating rounds and each round is compared side by side;
+# the median round is reported.
+#
+# Usage: bench/kernel.sh [TRANSITIONS [FILES [ROUNDS]]]  (defaults: 1000 transitions, 20 files,
+#                                                          5 rounds of TRANSITIONS/ROUNDS steps)
 # Needs: cargo, git, python3. Builds in release mode.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 transitions="${1:-1000}"
 files="${2:-20}"
-cargo build --release --quiet
-bin="$PWD/target/release/tnh-conductor"
+rounds="${3:-5}"
+per_round=$(( transitions / rounds ))
+# TNH_BENCH_BIN measures another build (for example the previous commit's) instead.
+if [ -n "${TNH_BENCH_BIN:-}" ]; then
+    bin="$TNH_BENCH_BIN"
+else
+    cargo build --release --quiet
+    bin="$PWD/target/release/tnh-conductor"
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -37,7 +50,7 @@ version: 1
 description: a loop of agent steps that do nothing
 entry_step: work
 defaults:
-  limits: {max_visits: $((transitions + 1)), max_transitions: $transitions}
+  limits: {max_visits: $((per_round + 1)), max_transitions: $per_round}
 steps:
   - id: work
     opcode: RUN_AGENT
@@ -49,50 +62,73 @@ steps:
 YAML
 
 now() { date +%s%N; }
-start=$(now)
-"$bin" -q run "$work/loop.yaml" >/dev/null 2>&1 || true   # ends at max_transitions (exit 4)
-kernel_ns=$(( $(now) - start ))
-steps=$(grep -c '"event_type":"step_completed"' .tnh/run/*/events.ndjson)
-events_file=$(ls "$PWD"/.tnh/run/*/events.ndjson)
+export GIT_INDEX_FILE_SHELL="$work/scratch-index"
+refs="refs/heads/ refs/tags/ refs/remotes/"
 
 # The same spawns and git captures as the kernel's workspace module makes per agent step
 # (read off `strace -f -e execve` of a run), with no kernel around them.
-worktree="$(ls -d "$PWD"/.tnh/worktrees/*)"
-branch="refs/heads/$(git -C "$worktree" symbolic-ref --short HEAD)"
-cd "$worktree"
-export GIT_INDEX_FILE="$work/scratch-index"
-refs="refs/heads/ refs/tags/ refs/remotes/"
-start=$(now)
-for _ in $(seq "$steps"); do
-    git add --all --ignore-errors; tree=$(git write-tree); git rev-parse --verify HEAD^{commit} >/dev/null  # snapshot
-    git for-each-ref --format='%(objectname) %(refname)' $refs >/dev/null                                  # guard
-    true < /dev/null                                                                                       # the agent
-    git for-each-ref --format='%(objectname) %(refname)' $refs >/dev/null                                  # verify
-    git rev-parse --verify --quiet HEAD^{commit} >/dev/null; git rev-parse --verify --quiet "$branch" >/dev/null
-    git symbolic-ref --quiet HEAD >/dev/null; git show-ref --verify --quiet "$branch"
-    git add --all --ignore-errors                                                                           # capture
-    git diff-index --cached -p --binary -M --no-color --no-ext-diff --no-textconv "$tree" >/dev/null
-    git diff-index --cached -z -M --raw --numstat --no-textconv "$tree" >/dev/null
-    git add --all --ignore-errors; git write-tree >/dev/null; git rev-parse --verify HEAD^{commit} >/dev/null  # fingerprint
-done
-shell_ns=$(( $(now) - start ))
+shell_loop() {
+    local worktree=$1 steps=$2 branch
+    branch="refs/heads/$(git -C "$worktree" symbolic-ref --short HEAD)"
+    (
+        cd "$worktree"
+        export GIT_INDEX_FILE="$GIT_INDEX_FILE_SHELL"
+        for _ in $(seq "$steps"); do
+            git add --all --ignore-errors; tree=$(git write-tree); git rev-parse --verify HEAD^{commit} >/dev/null  # snapshot
+            git for-each-ref --format='%(objectname) %(refname)' $refs >/dev/null                                  # guard
+            true < /dev/null                                                                                       # the agent
+            git for-each-ref --format='%(objectname) %(refname)' $refs >/dev/null                                  # verify
+            git rev-parse --verify --quiet HEAD^{commit} >/dev/null; git rev-parse --verify --quiet "$branch" >/dev/null
+            git symbolic-ref --quiet HEAD >/dev/null; git show-ref --verify --quiet "$branch"
+            git add --all --ignore-errors                                                                           # capture
+            git diff-index --cached -p --binary -M --no-color --no-ext-diff --no-textconv "$tree" >/dev/null
+            git diff-index --cached -z -M --raw --numstat --no-textconv "$tree" >/dev/null
+            git add --all --ignore-errors; git write-tree >/dev/null; git rev-parse --verify HEAD^{commit} >/dev/null  # fingerprint
+        done
+    )
+}
 
-python3 - "$steps" "$kernel_ns" "$shell_ns" "$files" "$events_file" <<'PY'
-import datetime, json, re, sys
-steps, kernel, shell, files, events_file = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-events = [json.loads(line) for line in open(events_file)]
+results="$work/rounds.txt"
+for round in $(seq "$rounds"); do
+    before=$(ls .tnh/run 2>/dev/null || true)
+    start=$(now)
+    "$bin" -q run "$work/loop.yaml" >/dev/null 2>&1 || true   # ends at max_transitions (exit 4)
+    kernel_ns=$(( $(now) - start ))
+    run_id=$(comm -13 <(printf '%s\n' $before | sort) <(ls .tnh/run | sort) | head -1)
+    events_file="$PWD/.tnh/run/$run_id/events.ndjson"
+    steps=$(grep -c '"event_type":"step_completed"' "$events_file")
+    start=$(now)
+    shell_loop "$PWD/.tnh/worktrees/$run_id" "$steps"
+    shell_ns=$(( $(now) - start ))
+    echo "$steps $kernel_ns $shell_ns $events_file" >> "$results"
+done
+
+python3 - "$files" "$results" <<'PY'
+import datetime, json, re, statistics, sys
+files, results = sys.argv[1], sys.argv[2]
 def stamp(event):
     text = re.sub(r"\.(\d{6})\d*", r".\1", event["timestamp"]).replace("Z", "+00:00")
     return datetime.datetime.fromisoformat(text).timestamp()
-first = next(stamp(event) for event in events if event["event_type"] == "step_started")
-# Steady state: from the first step's start to the run's last event, so the one-time worktree
-# creation (checking out the repository; see bench/workspace.sh) is not spread over the steps.
-steady = (stamp(events[-1]) - first) / steps * 1e3
-per_kernel = kernel / steps / 1e6
-per_shell = shell / steps / 1e6
-print(f"repository: {files} files; {steps} agent steps")
-print(f"tnh-conductor run:  {per_kernel:8.2f} ms per step, wall clock including worktree creation")
-print(f"                    {steady:8.2f} ms per step from the first step on (events' timestamps)")
-print(f"shell loop:         {per_shell:8.2f} ms per step (same spawn and git capture)")
-print(f"kernel overhead:    {steady - per_shell:8.2f} ms per step (goal < 5 ms); ratio {steady / per_shell:.2f}x")
+rows = []
+for line in open(results):
+    steps, kernel, shell, events_file = line.split()
+    steps, kernel, shell = int(steps), int(kernel), int(shell)
+    events = [json.loads(text) for text in open(events_file)]
+    first = next(stamp(event) for event in events if event["event_type"] == "step_started")
+    # Steady state: from the first step's start to the run's last event, so the one-time
+    # worktree creation (checking out the repository; see bench/workspace.sh) is not spread
+    # over the steps.
+    steady = (stamp(events[-1]) - first) / steps * 1e3
+    rows.append((steps, kernel / steps / 1e6, steady, shell / steps / 1e6))
+print(f"repository: {files} files; {len(rows)} rounds of {rows[0][0]} agent steps, kernel and shell loop alternating")
+print("round  kernel wall  kernel steady  shell loop  overhead  ratio   (ms per step)")
+for index, (steps, wall, steady, shell) in enumerate(rows, 1):
+    print(f"{index:5}  {wall:11.2f}  {steady:13.2f}  {shell:10.2f}  {steady - shell:8.2f}  {steady / shell:5.2f}x")
+overheads = [steady - shell for _, _, steady, shell in rows]
+ratios = [steady / shell for _, _, steady, shell in rows]
+steadies = [steady for _, _, steady, _ in rows]
+shells = [shell for _, _, _, shell in rows]
+print(f"median: kernel {statistics.median(steadies):.2f} ms per step, shell loop {statistics.median(shells):.2f} ms")
+print(f"kernel overhead: {statistics.median(overheads):.2f} ms per step (median round; range "
+      f"{min(overheads):.2f}..{max(overheads):.2f}; goal < 5 ms); ratio {statistics.median(ratios):.2f}x")
 PY
