@@ -4,15 +4,16 @@
 //! pass can report *every* problem (an unknown key here, a wrong type there) with its position,
 //! instead of stopping at the first one as a serde derive would.
 //!
-//! The tree is built from the events of `granit-parser` (the YAML 1.2 parser under
-//! serde-saphyr) without recursion: serde's recursive descent with spans cost more than twice
-//! the parse itself and deep stacks. Parsing is bounded: a size cap, a nesting cap, one
+//! The tree is built from the events of `saphyr-parser` (the saphyr project's YAML 1.2 event
+//! parser) without recursion: serde's recursive descent with spans cost more than twice the
+//! parse itself and deep stacks. Parsing is bounded: a size cap, a nesting cap, one
 //! document per file, and a cap on the nodes that aliases may expand to (alias bombs).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use granit_parser::{Event, ScalarStyle, ScanError};
+use saphyr_parser::{Event, ScalarStyle, ScanError};
 
 /// The largest workflow file accepted, in bytes.
 pub const MAX_DOCUMENT_BYTES: usize = 8 * 1024 * 1024;
@@ -218,13 +219,8 @@ pub fn parse(bytes: &[u8]) -> Result<Node, ParseError> {
             "a workflow needs workflow_id, version, description, entry_step and steps",
         ));
     }
-    let options = granit_parser::options! {
-        emit_comments: false,
-        flow_nesting_limit: MAX_DEPTH,
-        block_nesting_limit: MAX_DEPTH + 1,
-    };
     let mut builder = TreeBuilder::default();
-    for item in granit_parser::Parser::new_from_str_with_options(text, options) {
+    for item in saphyr_parser::Parser::new_from_str(text) {
         let (event, span) = item.map_err(|error| scan_error(&error, text))?;
         let pos = Pos::new(
             saturate(span.start.line() as u64),
@@ -279,10 +275,10 @@ impl TreeBuilder {
                 }
             }
             Event::Scalar(text, style, anchor, tag) => {
-                let value = resolve_scalar(&text, style, tag.as_deref(), pos)?;
+                let value = resolve_scalar(text, style, tag.as_deref(), pos)?;
                 self.complete(Node { pos, value }, anchor, 1)?;
             }
-            Event::SequenceStart(_, anchor, _) => self.open(
+            Event::SequenceStart(anchor, _) => self.open(
                 Frame::Seq {
                     pos,
                     anchor,
@@ -290,7 +286,7 @@ impl TreeBuilder {
                 },
                 pos,
             )?,
-            Event::MappingStart(_, anchor, _) => {
+            Event::MappingStart(anchor, _) => {
                 self.open(
                     Frame::Map {
                         pos,
@@ -452,35 +448,33 @@ const CORE_TAG_PREFIX: &str = "tag:yaml.org,2002:";
 
 /// YAML 1.2 core-schema resolution of a scalar (plain scalars get types; quoted ones are text).
 fn resolve_scalar(
-    text: &str,
+    text: Cow<'_, str>,
     style: ScalarStyle,
-    tag: Option<&granit_parser::Tag>,
+    tag: Option<&saphyr_parser::Tag>,
     pos: Pos,
 ) -> Result<Value, ParseError> {
     if let Some(tag) = tag {
-        let core = (tag.handle() == CORE_TAG_PREFIX || tag.handle() == "!!").then(|| tag.suffix());
+        let core =
+            (tag.handle == CORE_TAG_PREFIX || tag.handle == "!!").then_some(tag.suffix.as_str());
         return match core {
-            Some("str") => Ok(Value::Str(text.to_owned())),
+            Some("str") => Ok(Value::Str(text.into_owned())),
             Some("null" | "bool" | "int" | "float") => Ok(resolve_plain(text)),
             _ => Err(ParseError::new(
                 pos,
                 "yaml-syntax",
-                format!(
-                    "the tag `{}{}` is not supported",
-                    tag.handle(),
-                    tag.suffix()
-                ),
+                format!("the tag `{}{}` is not supported", tag.handle, tag.suffix),
                 "workflows use plain YAML values; remove the tag",
             )),
         };
     }
     Ok(match style {
         ScalarStyle::Plain => resolve_plain(text),
-        _ => Value::Str(text.to_owned()),
+        _ => Value::Str(text.into_owned()),
     })
 }
 
-fn resolve_plain(text: &str) -> Value {
+fn resolve_plain(owned: Cow<'_, str>) -> Value {
+    let text: &str = &owned;
     match text {
         "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
         "true" | "True" | "TRUE" => return Value::Bool(true),
@@ -496,7 +490,7 @@ fn resolve_plain(text: &str) -> Value {
     if !unsigned.is_empty() && unsigned.bytes().all(|byte| byte.is_ascii_digit()) {
         return text
             .parse::<i64>()
-            .map_or_else(|_| Value::Str(text.to_owned()), Value::Int);
+            .map_or_else(|_| Value::Str(owned.into_owned()), Value::Int);
     }
     if let Some(hex) = text.strip_prefix("0x")
         && let Ok(number) = i64::from_str_radix(hex, 16)
@@ -513,7 +507,7 @@ fn resolve_plain(text: &str) -> Value {
     {
         return Value::Float(number);
     }
-    Value::Str(text.to_owned())
+    Value::Str(owned.into_owned())
 }
 
 /// `[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?` or `\.[0-9]+(...)?` — the core schema's floats.
@@ -572,9 +566,12 @@ fn saturate(value: u64) -> u32 {
 
 fn scan_error(error: &ScanError, text: &str) -> ParseError {
     let marker = error.marker();
-    let pos = Pos::new(
-        saturate(marker.line() as u64).max(1),
-        saturate(marker.col() as u64 + 1),
+    let pos = within_text(
+        text,
+        Pos::new(
+            saturate(marker.line() as u64).max(1),
+            saturate(marker.col() as u64 + 1),
+        ),
     );
     let message = error.info();
     if message.contains("recursion limit") || message.contains("nesting") {
@@ -586,6 +583,19 @@ fn scan_error(error: &ScanError, text: &str) -> ParseError {
         "fix the YAML syntax at this position"
     };
     ParseError::new(pos, "yaml-syntax", message, hint)
+}
+
+/// The parser reports an unexpected end of input on the line after the last one; the
+/// position is moved to the end of the last line, so it names a place in the file.
+fn within_text(text: &str, pos: Pos) -> Pos {
+    let Some(last) = text.lines().last() else {
+        return Pos::new(1, 1);
+    };
+    let lines = saturate(text.lines().count() as u64);
+    if pos.line <= lines {
+        return pos;
+    }
+    Pos::new(lines, saturate(last.chars().count() as u64 + 1))
 }
 
 fn line_has_tab_indent(text: &str, line: u32) -> bool {
@@ -612,6 +622,14 @@ mod tests {
         assert_eq!(list[0].pos, Pos::new(3, 5));
         assert_eq!(list[1].get("k").unwrap().as_str(), Some("v"));
         assert_eq!(node.get("a").unwrap().value, Value::Int(1));
+    }
+
+    #[test]
+    fn an_error_at_the_end_of_input_is_placed_on_the_last_line() {
+        let error = parse(b"a: [1").unwrap_err();
+        assert_eq!(error.pos, Pos::new(1, 6), "{error:?}");
+        let error = parse(b"script: |\n  x\n1e999").unwrap_err();
+        assert!(error.pos.line <= 3, "{error:?}");
     }
 
     #[test]
