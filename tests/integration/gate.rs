@@ -347,3 +347,47 @@ fn run_wait_honours_the_gate_timeout_while_asking() {
     );
     assert!(transcript.trim_end().ends_with("exit=1"), "{transcript}");
 }
+
+/// The workflow file is read again when a run continues, so an edit made while a run waits can
+/// leave the decided outcome without a route: the run ends with a recorded runtime error.
+#[test]
+fn an_outcome_the_edited_workflow_does_not_route_ends_the_run_with_exit_4() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let original = std::fs::read_to_string(repo.workflow("gate.yaml")).unwrap();
+    let start = original.find("  - id: review").unwrap();
+    let end = original.find("  - id: failed").unwrap();
+    let edited = format!(
+        "{}  - id: review\n    opcode: GATE\n    gate: queue_for_review\n    routes:\n      gate_queued: STOP\n{}",
+        &original[..start],
+        &original[end..]
+    );
+    let workflow = repo.workflow_text("gate.yaml", &edited);
+    let valid = repo.conductor(&["validate", workflow.to_str().unwrap()]);
+    assert_eq!(valid.status.code(), Some(0), "{}", stdout_text(&valid));
+
+    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead", "--resume"]);
+    assert_eq!(
+        approved.status.code(),
+        Some(4),
+        "{}",
+        stderr_text(&approved)
+    );
+    let said = format!("{}{}", stdout_text(&approved), stderr_text(&approved));
+    assert!(
+        said.contains("gate_approved") && said.contains("review"),
+        "{said}"
+    );
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let failed = events.last().unwrap();
+    assert_eq!(failed["event_type"], "run_failed", "{failed}");
+    assert!(
+        failed.to_string().contains("gate_approved"),
+        "the recorded error names the outcome: {failed}"
+    );
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "failed"
+    );
+}
