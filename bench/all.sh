@@ -33,6 +33,6 @@ section "kernel: overhead per agent step vs a shell loop doing the same git work
 if [ "$quick" = --quick ]; then
     bench/kernel.sh 100
 else
-    bench/kernel.sh 200
-    bench/kernel.sh 50 20000
+    bench/kernel.sh 500
+    bench/kernel.sh 100 20000
 fi

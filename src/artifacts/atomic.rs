@@ -10,6 +10,17 @@ use super::ArtifactsError;
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ArtifactsError> {
     let folder = path.parent().unwrap_or_else(|| Path::new("."));
     std::fs::create_dir_all(folder).map_err(ArtifactsError::io("create", folder))?;
+    rename_into_place(path, bytes, true)?;
+    // The rename is durable only once the folder's entry is.
+    std::fs::File::open(folder)
+        .and_then(|directory| directory.sync_all())
+        .map_err(ArtifactsError::io("fsync", folder))
+}
+
+/// Writes `bytes` to a temporary file beside `path` (fsynced when `durable`) and renames it
+/// over `path`, so no reader ever sees half of it.
+fn rename_into_place(path: &Path, bytes: &[u8], durable: bool) -> Result<(), ArtifactsError> {
+    let folder = path.parent().unwrap_or_else(|| Path::new("."));
     let mut temporary = tempfile::Builder::new()
         .prefix(".tmp-")
         .tempfile_in(folder)
@@ -17,21 +28,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ArtifactsError> {
     temporary
         .write_all(bytes)
         .map_err(ArtifactsError::io("write", temporary.path()))?;
-    temporary
-        .as_file()
-        .sync_all()
-        .map_err(ArtifactsError::io("fsync", temporary.path()))?;
+    if durable {
+        temporary
+            .as_file()
+            .sync_all()
+            .map_err(ArtifactsError::io("fsync", temporary.path()))?;
+    }
     temporary
         .persist(path)
+        .map(drop)
         .map_err(|error| ArtifactsError::Io {
             action: "rename into",
             path: path.to_path_buf(),
             source: error.error,
-        })?;
-    // The rename is durable only once the folder's entry is.
-    std::fs::File::open(folder)
-        .and_then(|directory| directory.sync_all())
-        .map_err(ArtifactsError::io("fsync", folder))
+        })
 }
 
 /// Atomically makes `path` another name of the existing file `source` (a hard link under a
@@ -64,22 +74,7 @@ pub fn link_atomic(source: &Path, path: &Path) -> Result<(), ArtifactsError> {
 /// fsyncs: for files that are derived from a durable one and rewritten from it on resume
 /// (`status.json` from `state.json`).
 pub fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), ArtifactsError> {
-    let folder = path.parent().unwrap_or_else(|| Path::new("."));
-    let mut temporary = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .tempfile_in(folder)
-        .map_err(ArtifactsError::io("create a temporary file in", folder))?;
-    temporary
-        .write_all(bytes)
-        .map_err(ArtifactsError::io("write", temporary.path()))?;
-    temporary
-        .persist(path)
-        .map(drop)
-        .map_err(|error| ArtifactsError::Io {
-            action: "rename into",
-            path: path.to_path_buf(),
-            source: error.error,
-        })
+    rename_into_place(path, bytes, false)
 }
 
 /// Serialises `value` as pretty JSON (with a final newline) and writes it atomically.

@@ -250,12 +250,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_token_holder_born_after_the_mark_is_found_outside_the_group() {
+    /// A fresh mark (with a group no process has) and a running holder of its token.
+    fn holder_of_a_fresh_mark() -> (StepMark, TokenHolder) {
         let mut mark = StepMark::before_start();
         mark.pgid = -1;
         let holder = TokenHolder::start(&mark);
         wait_for_exec(holder.0.id());
+        (mark, holder)
+    }
+
+    #[test]
+    fn a_token_holder_born_after_the_mark_is_found_outside_the_group() {
+        let (mark, holder) = holder_of_a_fresh_mark();
         let found = find_step_processes(&mark);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].pid, holder.0.id() as i32);
@@ -264,10 +270,7 @@ mod tests {
 
     #[test]
     fn a_process_born_before_the_mark_is_not_a_token_holder() {
-        let mut mark = StepMark::before_start();
-        mark.pgid = -1;
-        let holder = TokenHolder::start(&mark);
-        wait_for_exec(holder.0.id());
+        let (mut mark, _holder) = holder_of_a_fresh_mark();
         // As if the step had begun after the holder was born.
         mark.born_after = ticks_since_boot() + 1;
         assert!(find_step_processes(&mark).is_empty());
