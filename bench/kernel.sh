@@ -83,7 +83,8 @@ shell_loop() {
             git add --all --ignore-errors                                                                           # capture
             git diff-index --cached -p --binary -M --no-color --no-ext-diff --no-textconv "$tree" >/dev/null
             git diff-index --cached -z -M --raw --numstat --no-textconv "$tree" >/dev/null
-            git add --all --ignore-errors; git write-tree >/dev/null; git rev-parse --verify HEAD^{commit} >/dev/null  # fingerprint
+            git write-tree >/dev/null                                                                              # the fingerprint's tree
+            git rev-parse --verify HEAD^{commit} >/dev/null                                                        # fingerprint
         done
     )
 }

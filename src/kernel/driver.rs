@@ -197,7 +197,11 @@ impl Driver<'_> {
         self.recorder.write_manifest(&result.manifest)?;
         self.state.spent_usd += result.cost_usd;
         if step.body.opcode().may_change_worktree() || self.state.fingerprint.is_none() {
-            match self.workspace.fingerprint() {
+            let fingerprint = match result.worktree_tree.take() {
+                Some(tree) => self.workspace.fingerprint_of(tree),
+                None => self.workspace.fingerprint(),
+            };
+            match fingerprint {
                 Ok(fingerprint) => self.state.fingerprint = Some(fingerprint),
                 Err(error) => {
                     let error = OpcodeError::Workspace(error);

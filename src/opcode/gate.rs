@@ -78,6 +78,7 @@ pub(super) fn execute(
             manifest,
             cost_usd: 0.0,
             waiting: true,
+            worktree_tree: None,
         });
     }
     let fields = payload([("decision", "queued".into())]);
@@ -94,6 +95,7 @@ pub(super) fn execute(
         manifest,
         cost_usd: 0.0,
         waiting: false,
+        worktree_tree: None,
     })
 }
 

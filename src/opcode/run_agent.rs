@@ -167,6 +167,7 @@ pub(super) fn execute(
         manifest,
         cost_usd: run.cost_usd.unwrap_or(0.0),
         waiting: false,
+        worktree_tree: Some(status.worktree_tree.clone()).filter(|tree| !tree.is_empty()),
     })
 }
 

@@ -136,6 +136,11 @@ pub struct WorkspaceStatus {
     pub new_top_level_dirs: Vec<String>,
     /// Totals.
     pub diffstat: DiffStat,
+    /// The worktree's tree at a capture (not recorded in the artifact; empty for a plain
+    /// status): a checkpoint taken before anything else runs reuses it as its fingerprint.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub worktree_tree: String,
 }
 
 /// The JSON Schema of `workspace_status`.
@@ -172,7 +177,10 @@ impl Workspace {
             ],
             patch_file,
         )?;
-        self.status_against(&scratch, since)
+        let mut status = self.status_against(&scratch, since)?;
+        // Written once here, the trees of the changed folders are found by the next snapshot.
+        status.worktree_tree = scratch.text(["write-tree"])?;
+        Ok(status)
     }
 
     /// Compares `since` with the scratch index (which `refresh_scratch_index` made equal to
@@ -211,6 +219,7 @@ impl Workspace {
             files,
             new_top_level_dirs,
             diffstat,
+            worktree_tree: String::new(),
         })
     }
 
