@@ -66,15 +66,21 @@ export GIT_INDEX_FILE_SHELL="$work/scratch-index"
 refs="refs/heads/ refs/tags/ refs/remotes/"
 
 # The same spawns and git captures as the kernel's workspace module makes per agent step
-# (read off `strace -f -e execve` of a run), with no kernel around them.
+# (read off `strace -f -e execve` of a run), with no kernel around them. The kernel writes the
+# snapshot's commit and its two refs with libgit2, in process; the loop does that git work
+# with `git commit-tree` and one `git update-ref --stdin`.
 shell_loop() {
-    local worktree=$1 steps=$2 branch
+    local worktree=$1 steps=$2 branch visit=0
     branch="refs/heads/$(git -C "$worktree" symbolic-ref --short HEAD)"
     (
         cd "$worktree"
         export GIT_INDEX_FILE="$GIT_INDEX_FILE_SHELL"
         for _ in $(seq "$steps"); do
-            git add --all --ignore-errors; tree=$(git write-tree); git rev-parse --verify HEAD^{commit} >/dev/null  # snapshot
+            visit=$((visit + 1))
+            git add --all --ignore-errors; tree=$(git write-tree); head=$(git rev-parse --verify HEAD^{commit})     # snapshot
+            commit=$(git commit-tree "$tree" -p "$head" -m "pre_step work $visit")
+            printf 'update refs/tnh/shell/pre_step/work/%s %s\nupdate refs/tnh/shell/latest_pre_step %s\n' \
+                "$visit" "$commit" "$commit" | git update-ref --stdin
             git for-each-ref --format='%(objectname) %(refname)' $refs >/dev/null                                  # guard
             true < /dev/null                                                                                       # the agent
             git for-each-ref --format='%(objectname) %(refname)' $refs >/dev/null                                  # verify
