@@ -249,11 +249,9 @@ fn program_path(spec: &ProcessSpec) -> PathBuf {
         .map_or("/bin:/usr/bin", |(_, value)| value.as_str());
     search
         .split(':')
-        .map(|directory| match directory {
-            // An empty entry is the working directory, as for `execvp`.
-            "" => spec.cwd.join(&spec.program),
-            directory => std::path::Path::new(directory).join(&spec.program),
-        })
+        // Relative entries (an empty one is `.`) are taken from the child's working
+        // directory, where `execvp` would look them up.
+        .map(|directory| spec.cwd.join(directory).join(&spec.program))
         .find(|candidate| {
             std::fs::metadata(candidate)
                 .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
@@ -348,4 +346,60 @@ fn signal_name(number: i32) -> String {
         |_| format!("signal {number}"),
         |signal| signal.as_str().to_owned(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn spec_in(cwd: &std::path::Path, program: &str, path: &str) -> ProcessSpec {
+        ProcessSpec {
+            agent: "agent".into(),
+            program: program.into(),
+            args: Vec::new(),
+            cwd: cwd.to_path_buf(),
+            env: vec![("PATH".into(), path.into())],
+            stdin: Vec::new(),
+            stdout_path: cwd.join("stdout.txt"),
+            stderr_path: cwd.join("stderr.txt"),
+            format: CaptureFormat::Text,
+            limits: Limits::default(),
+            remaining_budget_usd: None,
+        }
+    }
+
+    fn file(path: &std::path::Path, mode: u32) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn a_bare_name_is_looked_up_on_the_childs_path_from_its_working_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let absolute = dir.path().join("abs");
+        // Not executable, then a directory of the same name: both skipped, as by `execvp`.
+        file(&dir.path().join("plain/agent"), 0o644);
+        std::fs::create_dir_all(dir.path().join("dirs/agent")).unwrap();
+        file(&dir.path().join("rel/agent"), 0o755);
+        file(&absolute.join("agent"), 0o755);
+        let path = format!("plain:dirs:rel:{}", absolute.display());
+        let spec = spec_in(dir.path(), "agent", &path);
+        assert_eq!(program_path(&spec), dir.path().join("rel").join("agent"));
+        // An empty entry is the working directory.
+        file(&dir.path().join("agent"), 0o755);
+        let spec = spec_in(dir.path(), "agent", ":rel");
+        assert_eq!(program_path(&spec), dir.path().join("").join("agent"));
+    }
+
+    #[test]
+    fn a_path_or_a_name_found_nowhere_is_kept_as_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = spec_in(dir.path(), "./agent", "/nonexistent");
+        assert_eq!(program_path(&spec), PathBuf::from("./agent"));
+        let spec = spec_in(dir.path(), "no-such-agent", "/nonexistent");
+        assert_eq!(program_path(&spec), PathBuf::from("no-such-agent"));
+    }
 }
