@@ -69,7 +69,7 @@ pub struct ArtifactEntry {
     pub important: bool,
 }
 
-/// `artifacts/<step_id>/<visit>/manifest.json` (and a copy of the latest visit's at
+/// `artifacts/<step_id>/<visit>/manifest.json` (and the latest visit's, hard-linked, at
 /// `artifacts/<step_id>/manifest.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StepManifest {
