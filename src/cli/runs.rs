@@ -6,9 +6,12 @@ use std::path::Path;
 use clap::Args;
 
 use super::{Cli, Output, repo_root};
-use crate::artifacts::{EventLog, RunDir, RunMetadata, RunStatus, StepManifest, read_json};
+use crate::artifacts::{
+    EventLog, LifecycleState, RunDir, RunMetadata, RunStatus, StepManifest, read_json,
+};
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::run::{DEFAULT_ARTIFACTS_ROOT, find_run_dir};
+use crate::kernel::state::{Phase, RunState};
 
 /// `status RUN_ID`.
 #[derive(Debug, Args)]
@@ -51,17 +54,42 @@ fn status_of(run_dir: &RunDir) -> Result<RunStatus> {
     };
     let metadata: RunMetadata =
         read_json(&run_dir.metadata(), "run metadata").map_err(artifacts)?;
+    // The last checkpoint, when there is one, says where the run is (`status.json` is only
+    // its human-facing copy); a run that was running has no process left.
+    let state = read_json::<RunState>(&run_dir.state(), "run state").ok();
+    let (lifecycle_state, step, visit, transitions, reason) = match &state {
+        Some(state) => {
+            let (lifecycle, step, visit, _) = crate::kernel::recorder::describe(state);
+            let reason = match &state.phase {
+                Phase::Finished { reason, .. } => reason.clone(),
+                _ => unreadable,
+            };
+            let lifecycle = if lifecycle == LifecycleState::Running {
+                LifecycleState::Blocked
+            } else {
+                lifecycle
+            };
+            (lifecycle, step, visit, state.transitions, reason)
+        }
+        None => (
+            LifecycleState::Blocked,
+            metadata.entry_step,
+            None,
+            0,
+            unreadable,
+        ),
+    };
     Ok(RunStatus {
         schema_version: crate::artifacts::SCHEMA_VERSION,
         run_id: metadata.run_id,
         workflow_id: metadata.workflow_id,
-        lifecycle_state: crate::artifacts::LifecycleState::Blocked,
-        current_step_id: Some(metadata.entry_step),
-        visit: None,
+        lifecycle_state,
+        current_step_id: Some(step),
+        visit,
         updated_at: metadata.started_at,
-        reason: Some(unreadable),
+        reason: Some(reason),
         pid: None,
-        transitions: 0,
+        transitions,
     })
 }
 

@@ -258,7 +258,7 @@ impl Recorder {
 }
 
 /// Lifecycle, step, visit and the middle word of `final-state.txt`.
-fn describe(state: &RunState) -> (LifecycleState, String, Option<u32>, &'static str) {
+pub(crate) fn describe(state: &RunState) -> (LifecycleState, String, Option<u32>, &'static str) {
     match &state.phase {
         Phase::Ready { step_id, visit } | Phase::Running { step_id, visit } => (
             LifecycleState::Running,

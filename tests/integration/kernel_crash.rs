@@ -340,6 +340,14 @@ fn a_lost_status_file_reads_as_blocked_and_resume_rewrites_it() {
         status["reason"].as_str().unwrap().contains("resume"),
         "{status}"
     );
+    // Where the run is comes from its last checkpoint.
+    let state = repo.json(&run_id, "state.json");
+    assert!(state["phase"]["visit"].is_u64(), "{state}");
+    assert_eq!(
+        status["current_step_id"], state["phase"]["step_id"],
+        "{status}"
+    );
+    assert_eq!(status["visit"], state["phase"]["visit"], "{status}");
 
     let resumed = repo.conductor(&["resume", &run_id]);
     assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
