@@ -20,9 +20,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ArtifactsError> {
 /// Writes `bytes` to a temporary file beside `path` (fsynced when `durable`) and renames it
 /// over `path`, so no reader ever sees half of it.
 fn rename_into_place(path: &Path, bytes: &[u8], durable: bool) -> Result<(), ArtifactsError> {
+    use std::os::unix::fs::PermissionsExt;
     let folder = path.parent().unwrap_or_else(|| Path::new("."));
+    // Readable like every other artifact (0666 less the umask), not the temporary file's
+    // private 0600: a run directory is for the whole team to audit.
     let mut temporary = tempfile::Builder::new()
         .prefix(".tmp-")
+        .permissions(std::fs::Permissions::from_mode(0o666))
         .tempfile_in(folder)
         .map_err(ArtifactsError::io("create a temporary file in", folder))?;
     temporary
@@ -166,6 +170,21 @@ mod tests {
             .filter(|name| !name.chars().all(|c| c.is_ascii_digit()))
             .collect();
         assert_eq!(names, ["manifest.json"]);
+    }
+
+    #[test]
+    fn replaced_files_are_as_readable_as_created_ones() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let created = dir.path().join("created");
+        std::fs::write(&created, b"x").unwrap();
+        let replaced = dir.path().join("state.json");
+        write_atomic(&replaced, b"x").unwrap();
+        let derived = dir.path().join("status.json");
+        replace_file(&derived, b"x").unwrap();
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&replaced), mode(&created));
+        assert_eq!(mode(&derived), mode(&created));
     }
 
     #[test]
