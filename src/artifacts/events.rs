@@ -53,6 +53,9 @@ pub enum EventType {
     ScriptOutput,
     /// The worktree differed from the recorded state and the operator accepted it.
     DriftAccepted,
+    /// The workflow file differs from the one the run started (or last continued) with; the
+    /// file as it is now applies from here on.
+    WorkflowChanged,
     /// An agent appended to the run log.
     AgentRunlog,
     /// The run ended at a STOP.

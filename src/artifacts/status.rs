@@ -86,6 +86,10 @@ pub struct RunMetadata {
     /// The planner chosen with `run --planner`, which `resume` keeps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planner_override: Option<String>,
+    /// SHA-256 of the workflow file the run started with (updated when a change is recorded):
+    /// a run that continues with a different file records a `workflow_changed` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_sha256: Option<String>,
 }
 
 /// `status.json`.

@@ -214,6 +214,15 @@ impl Recorder {
         )
     }
 
+    /// Changes `metadata.json`.
+    pub fn update_metadata(
+        &mut self,
+        change: impl FnOnce(&mut RunMetadata),
+    ) -> Result<(), ArtifactsError> {
+        change(&mut self.metadata);
+        write_json_atomic(&self.run_dir.metadata(), &self.metadata)
+    }
+
     /// Records the end of the run in `metadata.json`.
     pub fn finish(&mut self, state: &RunState) -> Result<(), ArtifactsError> {
         if let Phase::Finished {

@@ -287,6 +287,7 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         base_sha: record.base_sha.clone(),
         params: params.clone(),
         planner_override: loaded.config.planner_override.clone(),
+        workflow_sha256: workflow_digest(&request.workflow_path),
     };
     let mut recorder = Recorder::create(run_dir.clone(), metadata)?;
     recorder.observe(request.observer);
@@ -319,8 +320,45 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
     })
 }
 
-/// The workflow a run was started with, loaded and validated again (for gate decisions).
-pub fn workflow_of(recorder: &Recorder) -> Result<Workflow, RunError> {
+/// The SHA-256 of a workflow file, `None` when it cannot be read.
+fn workflow_digest(path: &Path) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let bytes = std::fs::read(path).ok()?;
+    Some(
+        Sha256::digest(&bytes)
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect(),
+    )
+}
+
+/// A run continues with its workflow file as it is now: when that differs from the file it
+/// started (or last continued) with, a `workflow_changed` event says so, with both digests,
+/// and the metadata keeps the new digest. Runs recorded without a digest are left alone.
+fn record_workflow_change(recorder: &mut Recorder) -> Result<(), RunError> {
+    let metadata = recorder.metadata();
+    let path = PathBuf::from(&metadata.workflow_path);
+    let (Some(recorded), Some(found)) = (metadata.workflow_sha256.clone(), workflow_digest(&path))
+    else {
+        return Ok(());
+    };
+    if recorded == found {
+        return Ok(());
+    }
+    let fields = payload([
+        ("path", path.display().to_string().into()),
+        ("recorded_sha256", recorded.into()),
+        ("found_sha256", found.clone().into()),
+    ]);
+    recorder.event(EventType::WorkflowChanged, None, fields)?;
+    recorder.update_metadata(|metadata| metadata.workflow_sha256 = Some(found))?;
+    Ok(())
+}
+
+/// The workflow a run was started with, loaded and validated again (for gate decisions); a
+/// change of its file is recorded first.
+pub fn workflow_of(recorder: &mut Recorder) -> Result<Workflow, RunError> {
+    record_workflow_change(recorder)?;
     let metadata = recorder.metadata();
     let repo = PathBuf::from(&metadata.repo_root);
     let config = Config::load(Some(&repo), None).map_err(|error| {
@@ -404,6 +442,7 @@ pub fn resume_run(
         None,
         payload([("from_seq", state.events_seq.into())]),
     )?;
+    record_workflow_change(&mut recorder)?;
     record_accepted_drift(
         &loaded.workflow,
         &workspace,

@@ -380,6 +380,17 @@ fn an_outcome_the_edited_workflow_does_not_route_ends_the_run_with_exit_4() {
     );
     let events = repo.events(&run_id);
     assert_contiguous(&events);
+    // The audit trail says the workflow changed under the run, with both digests.
+    let changed: Vec<_> = events
+        .iter()
+        .filter(|event| event["event_type"] == "workflow_changed")
+        .collect();
+    assert_eq!(changed.len(), 1, "{events:?}");
+    assert_ne!(changed[0]["recorded_sha256"], changed[0]["found_sha256"]);
+    assert_eq!(
+        repo.json(&run_id, "metadata.json")["workflow_sha256"],
+        changed[0]["found_sha256"]
+    );
     let failed = events.last().unwrap();
     assert_eq!(failed["event_type"], "run_failed", "{failed}");
     assert!(

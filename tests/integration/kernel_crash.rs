@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::kernel_support::{RunRepo, assert_contiguous};
+use crate::kernel_support::{RunRepo, assert_contiguous, event_types};
 use crate::support::{conductor, git_in, stderr_text};
 
 /// The tree of a worktree's files (untracked included), without touching its index.
@@ -354,4 +354,35 @@ fn a_lost_status_file_reads_as_blocked_and_resume_rewrites_it() {
     let rewritten: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&status_file).unwrap()).unwrap();
     assert_eq!(rewritten["lifecycle_state"], "completed");
+}
+
+#[test]
+fn resume_records_a_workflow_file_that_changed_since_the_run_started() {
+    let reference = uninterrupted(CRASH);
+    assert!(
+        !event_types(&reference.events).contains(&"workflow_changed".to_owned()),
+        "an unchanged workflow records no change"
+    );
+    let kill_at = seq_of(&reference.events, "step_completed", 0);
+    let (repo, run_id) = killed_at(CRASH, kill_at);
+    let workflow = repo.workflow("crash.yaml");
+    let text = std::fs::read_to_string(&workflow).unwrap();
+    std::fs::write(
+        &workflow,
+        format!("{text}# edited while the run was stopped\n"),
+    )
+    .unwrap();
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let types = event_types(&events);
+    let resumed_at = types.iter().position(|kind| kind == "run_resumed").unwrap();
+    assert_eq!(types[resumed_at + 1], "workflow_changed", "{types:?}");
+    let changed = &events[resumed_at + 1];
+    assert_eq!(
+        changed["path"].as_str().map(std::path::Path::new),
+        Some(workflow.canonicalize().unwrap().as_path())
+    );
 }
