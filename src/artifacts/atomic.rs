@@ -162,6 +162,10 @@ mod tests {
         write_atomic(&second, b"second visit").unwrap();
         link_atomic(&second, &latest).unwrap();
         assert_eq!(std::fs::read(&latest).unwrap(), b"second visit");
+        // Another name of the same file, not a copy (this file system has hard links).
+        use std::os::unix::fs::MetadataExt;
+        let inode = |path: &Path| std::fs::metadata(path).unwrap().ino();
+        assert_eq!(inode(&latest), inode(&second));
         // The first visit's file is untouched, and no temporary name is left behind.
         assert_eq!(std::fs::read(&visit).unwrap(), b"first visit");
         let names: Vec<_> = std::fs::read_dir(dir.path())

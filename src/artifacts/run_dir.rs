@@ -4,6 +4,9 @@ use std::path::{Path, PathBuf};
 
 use crate::ids::RunId;
 
+/// The file name of a manifest.
+const MANIFEST: &str = "manifest.json";
+
 /// `<repo>/<artifacts_root>/<run_id>/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunDir {
@@ -66,6 +69,16 @@ impl RunDir {
     /// `artifacts/<step_id>/<visit>/`.
     pub fn visit_dir(&self, step_id: &str, visit: u32) -> PathBuf {
         self.step_dir(step_id).join(visit.to_string())
+    }
+
+    /// `artifacts/<step_id>/manifest.json`: the latest visit's manifest.
+    pub fn step_manifest(&self, step_id: &str) -> PathBuf {
+        self.step_dir(step_id).join(MANIFEST)
+    }
+
+    /// `artifacts/<step_id>/<visit>/manifest.json`.
+    pub fn visit_manifest(&self, step_id: &str, visit: u32) -> PathBuf {
+        self.visit_dir(step_id, visit).join(MANIFEST)
     }
 
     /// A path relative to the run directory, as manifests record it.

@@ -249,11 +249,8 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
             .get("outcome")
             .and_then(|value| value.as_str())
             .unwrap_or("?");
-        let manifest: Option<StepManifest> = read_json(
-            &run_dir.visit_dir(&step, visit).join("manifest.json"),
-            "manifest",
-        )
-        .ok();
+        let manifest: Option<StepManifest> =
+            read_json(&run_dir.visit_manifest(&step, visit), "manifest").ok();
         let files = manifest.map_or(0, |manifest| manifest.artifacts.len());
         let _ = writeln!(text, "  {step} #{visit}: {outcome} ({files} artifacts)");
     }

@@ -199,7 +199,8 @@ fn resolve(
         ]);
         recorder.event(EventType::HumanFeedback, step, fields)?;
     }
-    let mut manifest: StepManifest = read_json(&visit_dir.join("manifest.json"), "manifest")?;
+    let manifest_path = recorder.run_dir().visit_manifest(step_id, visit);
+    let mut manifest: StepManifest = read_json(&manifest_path, "manifest")?;
     manifest.termination = outcome.as_str().to_owned();
     manifest.ended_at = decided_at;
     let path = format!("artifacts/{step_id}/{visit}/gate_outcome.json");

@@ -310,12 +310,9 @@ fn manifests_in_order(run_dir: &RunDir) -> Vec<StepManifest> {
         })
         .filter_map(|event| {
             let (step, visit) = (event.step_id.as_ref()?, event.visit?);
-            read_json::<StepManifest>(
-                &run_dir.visit_dir(step, visit).join("manifest.json"),
-                "manifest",
-            )
-            .ok()
-            .map(|manifest| ((step.clone(), visit), manifest))
+            read_json::<StepManifest>(&run_dir.visit_manifest(step, visit), "manifest")
+                .ok()
+                .map(|manifest| ((step.clone(), visit), manifest))
         })
         .fold(
             Vec::<((String, u32), StepManifest)>::new(),

@@ -254,15 +254,10 @@ impl Recorder {
             ]);
             self.event(EventType::ArtifactRecorded, Some(step), fields)?;
         }
-        write_json_atomic(
-            &self.run_dir.visit_dir(step.0, step.1).join("manifest.json"),
-            manifest,
-        )?;
+        let visit_manifest = self.run_dir.visit_manifest(step.0, step.1);
+        write_json_atomic(&visit_manifest, manifest)?;
         // The step's latest-visit copy is another name of the visit's manifest.
-        link_atomic(
-            &self.run_dir.visit_dir(step.0, step.1).join("manifest.json"),
-            &self.run_dir.step_dir(step.0).join("manifest.json"),
-        )
+        link_atomic(&visit_manifest, &self.run_dir.step_manifest(step.0))
     }
 }
 

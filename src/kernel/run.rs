@@ -287,7 +287,7 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         base_sha: record.base_sha.clone(),
         params: params.clone(),
         planner_override: loaded.config.planner_override.clone(),
-        workflow_sha256: workflow_digest(&request.workflow_path),
+        workflow_sha256: Some(digest(&loaded.source)),
     };
     let mut recorder = Recorder::create(run_dir.clone(), metadata)?;
     recorder.observe(request.observer);
@@ -320,33 +320,29 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
     })
 }
 
-/// The SHA-256 of a workflow file, `None` when it cannot be read.
-fn workflow_digest(path: &Path) -> Option<String> {
+/// The SHA-256 of a workflow's text, as `metadata.json` keeps it.
+fn digest(source: &str) -> String {
     use sha2::{Digest, Sha256};
-    let bytes = std::fs::read(path).ok()?;
-    Some(
-        Sha256::digest(&bytes)
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect(),
-    )
+    Sha256::digest(source.as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
-/// A run continues with its workflow file as it is now: when that differs from the file it
-/// started (or last continued) with, a `workflow_changed` event says so, with both digests,
-/// and the metadata keeps the new digest. Runs recorded without a digest are left alone.
-fn record_workflow_change(recorder: &mut Recorder) -> Result<(), RunError> {
+/// A run continues with its workflow file as it is now (`found`, the digest of the text just
+/// loaded): when that differs from the file it started (or last continued) with, a
+/// `workflow_changed` event says so, with both digests, and the metadata keeps the new
+/// digest. Runs recorded without a digest are left alone.
+fn record_workflow_change(recorder: &mut Recorder, found: String) -> Result<(), RunError> {
     let metadata = recorder.metadata();
-    let path = PathBuf::from(&metadata.workflow_path);
-    let (Some(recorded), Some(found)) = (metadata.workflow_sha256.clone(), workflow_digest(&path))
-    else {
+    let Some(recorded) = metadata.workflow_sha256.clone() else {
         return Ok(());
     };
     if recorded == found {
         return Ok(());
     }
     let fields = payload([
-        ("path", path.display().to_string().into()),
+        ("path", metadata.workflow_path.clone().into()),
         ("recorded_sha256", recorded.into()),
         ("found_sha256", found.clone().into()),
     ]);
@@ -356,9 +352,8 @@ fn record_workflow_change(recorder: &mut Recorder) -> Result<(), RunError> {
 }
 
 /// The workflow a run was started with, loaded and validated again (for gate decisions); a
-/// change of its file is recorded first.
+/// change of its file is recorded.
 pub fn workflow_of(recorder: &mut Recorder) -> Result<Workflow, RunError> {
-    record_workflow_change(recorder)?;
     let metadata = recorder.metadata();
     let repo = PathBuf::from(&metadata.repo_root);
     let config = Config::load(Some(&repo), None).map_err(|error| {
@@ -369,7 +364,9 @@ pub fn workflow_of(recorder: &mut Recorder) -> Result<Workflow, RunError> {
         })
     })?;
     let catalog = Catalog::load(Some(&repo))?;
-    Ok(load_workflow(Path::new(&metadata.workflow_path), config, catalog)?.workflow)
+    let loaded = load_workflow(Path::new(&metadata.workflow_path), config, catalog)?;
+    record_workflow_change(recorder, digest(&loaded.source))?;
+    Ok(loaded.workflow)
 }
 
 /// The run directory of a run id under the repository's default artifacts root.
@@ -442,7 +439,7 @@ pub fn resume_run(
         None,
         payload([("from_seq", state.events_seq.into())]),
     )?;
-    record_workflow_change(&mut recorder)?;
+    record_workflow_change(&mut recorder, digest(&loaded.source))?;
     record_accepted_drift(
         &loaded.workflow,
         &workspace,

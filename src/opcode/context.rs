@@ -157,9 +157,7 @@ impl StepContext<'_> {
             .iter()
             .filter_map(|step| {
                 crate::artifacts::read_json(
-                    &run_dir
-                        .step_dir(step.id.value.as_str())
-                        .join("manifest.json"),
+                    &run_dir.step_manifest(step.id.value.as_str()),
                     "manifest",
                 )
                 .ok()

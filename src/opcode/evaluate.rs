@@ -191,11 +191,7 @@ fn completed_manifests(context: &StepContext<'_>) -> Result<Vec<StepManifest>, O
         .filter(|event| event.event_type == EventType::StepCompleted)
         .filter_map(|event| {
             let (step, visit) = (event.step_id.as_ref()?, event.visit?);
-            read_json::<StepManifest>(
-                &run_dir.visit_dir(step, visit).join("manifest.json"),
-                "manifest",
-            )
-            .ok()
+            read_json::<StepManifest>(&run_dir.visit_manifest(step, visit), "manifest").ok()
         })
         .collect())
 }

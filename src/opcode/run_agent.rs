@@ -9,6 +9,7 @@ use crate::policy::{Policy, PolicySpec as EnforcedPolicy, PolicySummary};
 use crate::prompt::render;
 use crate::runner::{Limits as RunnerLimits, StepRequest, resolve_profile};
 use crate::workflow::model::{Inputs, Limits, PolicySpec, PromptSpec, RunAgent};
+use crate::workspace::Capture;
 
 use super::{OpcodeError, StepContext, StepResult};
 
@@ -73,7 +74,7 @@ pub(super) fn execute(
         .recorder
         .event(EventType::RunnerCompleted, Some((&step.0, step.1)), fields)?;
     let guard_report = guard.verify()?;
-    let status = context
+    let Capture { status, tree } = context
         .workspace
         .capture_since(&snapshot, &visit_dir.join("workspace.diff"))?;
     write_json_new(&visit_dir.join("workspace_status.json"), &status)?;
@@ -167,7 +168,7 @@ pub(super) fn execute(
         manifest,
         cost_usd: run.cost_usd.unwrap_or(0.0),
         waiting: false,
-        worktree_tree: Some(status.worktree_tree.clone()).filter(|tree| !tree.is_empty()),
+        worktree_tree: Some(tree),
     })
 }
 

@@ -5,6 +5,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use crate::config::Config;
+use crate::workflow::yaml::Node;
 
 /// A resolved validator command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,15 +19,7 @@ pub struct Command {
 /// The command of a registered validator (`tests`, `lint`, `typecheck` or a configured name).
 pub fn registered(name: &str, config: &Config, worktree: &Path) -> Result<Command, String> {
     if let Some(node) = config.validators.get(name) {
-        let argv: Option<Vec<String>> =
-            node.get("argv")
-                .and_then(|argv| argv.as_seq())
-                .map(|items| {
-                    items
-                        .iter()
-                        .filter_map(|item| item.as_str().map(str::to_owned))
-                        .collect()
-                });
+        let argv = node.get("argv").and_then(Node::string_items);
         return match argv {
             Some(argv) if !argv.is_empty() => Ok(Command {
                 argv,

@@ -248,14 +248,7 @@ impl Backend {
 }
 
 fn strings(node: Option<&Node>) -> Vec<String> {
-    node.and_then(Node::as_seq)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|item| item.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
+    node.and_then(Node::string_items).unwrap_or_default()
 }
 
 /// The decision for a request, through the backend and then the guard, with the record of

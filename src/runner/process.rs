@@ -223,13 +223,23 @@ mod tests {
     struct TokenHolder(std::process::Child);
 
     impl TokenHolder {
+        /// Returns once the holder has exec'd, so its `/proc/PID/environ` holds the token: the
+        /// shell says so on stdout, then becomes `sleep` (same pid, same environment).
         fn start(mark: &StepMark) -> TokenHolder {
-            let child = std::process::Command::new("sleep")
-                .arg("30")
+            use std::io::BufRead;
+            let mut child = std::process::Command::new("sh")
+                .args(["-c", "echo started; exec sleep 30"])
                 .env(SUPERVISION_TOKEN_VARIABLE, &mark.token)
+                .stdout(std::process::Stdio::piped())
                 .process_group(0)
                 .spawn()
                 .unwrap();
+            let mut line = String::new();
+            let stdout = child.stdout.take().unwrap();
+            std::io::BufReader::new(stdout)
+                .read_line(&mut line)
+                .unwrap();
+            assert_eq!(line, "started\n");
             TokenHolder(child)
         }
     }
@@ -241,21 +251,11 @@ mod tests {
         }
     }
 
-    /// `/proc/PID/environ` is readable once `exec` has replaced the forked image.
-    fn wait_for_exec(pid: u32) {
-        let started = std::time::Instant::now();
-        while read_command(pid as i32) != "sleep 30" {
-            assert!(started.elapsed() < std::time::Duration::from_secs(10));
-            std::thread::yield_now();
-        }
-    }
-
     /// A fresh mark (with a group no process has) and a running holder of its token.
     fn holder_of_a_fresh_mark() -> (StepMark, TokenHolder) {
         let mut mark = StepMark::before_start();
         mark.pgid = -1;
         let holder = TokenHolder::start(&mark);
-        wait_for_exec(holder.0.id());
         (mark, holder)
     }
 

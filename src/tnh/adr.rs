@@ -106,13 +106,7 @@ fn read_adr_paths(root: &Path) -> Vec<String> {
         return Vec::new();
     };
     node.get("adr_paths")
-        .and_then(|paths| paths.as_seq())
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|item| item.as_str().map(str::to_owned))
-                .collect()
-        })
+        .and_then(crate::workflow::yaml::Node::string_items)
         .unwrap_or_default()
 }
 

@@ -119,6 +119,16 @@ impl Node {
         }
     }
 
+    /// The string items, when the node is a sequence (items of other kinds are skipped).
+    pub fn string_items(&self) -> Option<Vec<String>> {
+        Some(
+            self.as_seq()?
+                .iter()
+                .filter_map(|item| item.as_str().map(str::to_owned))
+                .collect(),
+        )
+    }
+
     /// Looks up a string key in a mapping node.
     pub fn get(&self, key: &str) -> Option<&Node> {
         self.as_map()?

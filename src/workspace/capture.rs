@@ -136,11 +136,16 @@ pub struct WorkspaceStatus {
     pub new_top_level_dirs: Vec<String>,
     /// Totals.
     pub diffstat: DiffStat,
-    /// The worktree's tree at a capture (not recorded in the artifact; empty for a plain
-    /// status): a checkpoint taken before anything else runs reuses it as its fingerprint.
-    #[serde(skip)]
-    #[schemars(skip)]
-    pub worktree_tree: String,
+}
+
+/// What a capture found: the change, and the tree of the worktree it was taken of (which a
+/// checkpoint taken before anything else runs reuses as its fingerprint).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capture {
+    /// The `workspace_status` of the change.
+    pub status: WorkspaceStatus,
+    /// The worktree's tree at the capture.
+    pub tree: String,
 }
 
 /// The JSON Schema of `workspace_status`.
@@ -156,12 +161,13 @@ impl Workspace {
     }
 
     /// Writes the unified, binary-safe patch from `since` to the worktree into `patch_file`
-    /// and returns the status of the same change (the worktree is read once).
+    /// and returns the status of the same change and the worktree's tree (the worktree is
+    /// read once).
     pub fn capture_since(
         &self,
         since: &Snapshot,
         patch_file: &Path,
-    ) -> Result<WorkspaceStatus, WorkspaceError> {
+    ) -> Result<Capture, WorkspaceError> {
         let scratch = self.refresh_scratch_index()?;
         scratch.to_file(
             [
@@ -177,10 +183,12 @@ impl Workspace {
             ],
             patch_file,
         )?;
-        let mut status = self.status_against(&scratch, since)?;
-        // Written once here, the trees of the changed folders are found by the next snapshot.
-        status.worktree_tree = scratch.text(["write-tree"])?;
-        Ok(status)
+        Ok(Capture {
+            status: self.status_against(&scratch, since)?,
+            // Written once here, the trees of the changed folders are found by the next
+            // snapshot.
+            tree: scratch.text(["write-tree"])?,
+        })
     }
 
     /// Compares `since` with the scratch index (which `refresh_scratch_index` made equal to
@@ -219,7 +227,6 @@ impl Workspace {
             files,
             new_top_level_dirs,
             diffstat,
-            worktree_tree: String::new(),
         })
     }
 

@@ -24,7 +24,7 @@ mod snapshot;
 mod worktree;
 
 pub use capture::{
-    ChangeKind, ChangedFile, DiffStat, WORKSPACE_STATUS_SCHEMA_VERSION, WorkspaceStatus,
+    Capture, ChangeKind, ChangedFile, DiffStat, WORKSPACE_STATUS_SCHEMA_VERSION, WorkspaceStatus,
     diffstat_of, workspace_status_schema,
 };
 pub use error::WorkspaceError;

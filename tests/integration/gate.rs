@@ -1,7 +1,7 @@
 //! GATE: a blocking gate waits (exit 3), is decided by a human with `gate approve|reject`, and
 //! the run resumes down the matching route; queued reviews continue at once; timeouts route.
 
-use crate::kernel_support::{RunRepo, assert_contiguous, event_types};
+use crate::kernel_support::{RunRepo, assert_contiguous, event_types, first_event};
 use crate::support::{conductor, stderr_text, stdout_text};
 
 fn waiting_run(repo: &RunRepo, workflow_text: Option<String>) -> String {
@@ -96,10 +96,7 @@ fn a_blocking_gate_waits_then_an_approval_with_resume_reaches_success() {
             "no {kind}: {types:?}"
         );
     }
-    let feedback = events
-        .iter()
-        .find(|event| event["event_type"] == "human_feedback")
-        .unwrap();
+    let feedback = first_event(&events, "human_feedback");
     assert_eq!(feedback["comments"], "looks right");
     assert_eq!(
         repo.json(&run_id, "status.json")["lifecycle_state"],

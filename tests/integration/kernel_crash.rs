@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::kernel_support::{RunRepo, assert_contiguous, event_types};
+use crate::kernel_support::{RunRepo, assert_contiguous, event_types, first_event};
 use crate::support::{conductor, git_in, stderr_text};
 
 /// The tree of a worktree's files (untracked included), without touching its index.
@@ -282,10 +282,7 @@ fn resume_refuses_a_worktree_edited_by_hand_unless_the_drift_is_accepted() {
     );
     let events = repo.events(&run_id);
     assert_contiguous(&events);
-    let drift = events
-        .iter()
-        .find(|event| event["event_type"] == "drift_accepted")
-        .expect("a drift_accepted event");
+    let drift = first_event(&events, "drift_accepted");
     assert_ne!(drift["recorded"]["tree"], drift["found"]["tree"]);
     assert_eq!(
         std::fs::read_to_string(worktree.join("hello.txt")).unwrap(),

@@ -7,7 +7,7 @@ use std::process::Stdio;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::kernel_support::{RunRepo, assert_contiguous};
+use crate::kernel_support::{RunRepo, assert_contiguous, first_event};
 use crate::support::{conductor, stderr_text};
 
 fn processes_of_run(run_id: &str) -> Vec<i32> {
@@ -90,10 +90,7 @@ fn ctrl_c_ends_the_step_exits_130_and_the_run_resumes() {
     assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
     let events = repo.events(&run_id);
     assert_contiguous(&events);
-    let interrupted = events
-        .iter()
-        .find(|event| event["event_type"] == "step_interrupted")
-        .unwrap();
+    let interrupted = first_event(&events, "step_interrupted");
     assert_eq!(
         (
             interrupted["step_id"].as_str(),

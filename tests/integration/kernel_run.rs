@@ -1,6 +1,6 @@
 //! `tnh-conductor run` end to end on real repositories with the scripted agent.
 
-use crate::kernel_support::{RunRepo, assert_contiguous, event_types};
+use crate::kernel_support::{RunRepo, assert_contiguous, event_types, first_event};
 use crate::support::{git_in, stderr_text};
 
 #[test]
@@ -290,10 +290,7 @@ fn an_unsafe_change_is_rolled_back_to_the_base_and_stops() {
     assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
     let run_id = result["run_id"].as_str().unwrap();
     let events = repo.events(run_id);
-    let violation = events
-        .iter()
-        .find(|event| event["event_type"] == "policy_violation")
-        .expect("a policy_violation event");
+    let violation = first_event(&events, "policy_violation");
     assert_eq!(
         violation["violation"]["class"], "forbidden_path",
         "{violation}"
@@ -463,11 +460,7 @@ fn a_runaway_script_stops_the_run_with_its_yaml_position_recorded() {
     let (code, result, output) = repo.run(&workflow, &[]);
     assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
     let run_id = result["run_id"].as_str().unwrap();
-    let failed = repo
-        .events(run_id)
-        .into_iter()
-        .find(|event| event["event_type"] == "step_failed")
-        .expect("a step_failed event");
+    let failed = first_event(&repo.events(run_id), "step_failed").clone();
     let error = failed["error"].as_str().unwrap();
     assert!(
         error.contains("spin.yaml:16"),

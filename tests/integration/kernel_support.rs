@@ -100,3 +100,11 @@ pub fn assert_contiguous(events: &[serde_json::Value]) {
         assert_eq!(event["seq"], (index + 1) as u64, "event {index}: {event}");
     }
 }
+
+/// The first event of a type, which the test expects to be there.
+pub fn first_event<'a>(events: &'a [serde_json::Value], event_type: &str) -> &'a serde_json::Value {
+    events
+        .iter()
+        .find(|event| event["event_type"] == event_type)
+        .unwrap_or_else(|| panic!("no {event_type} event in {:?}", event_types(events)))
+}

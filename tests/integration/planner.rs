@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::kernel_support::RunRepo;
+use crate::kernel_support::{RunRepo, first_event};
 use crate::support::{conductor, fixture, stderr_text, stdout_text};
 
 /// A command planner: a shell script that records each call and answers `answer` (or exits 1
@@ -285,11 +285,7 @@ fn a_failing_planner_in_a_real_run_blocks_and_the_kernel_records_that_it_decided
         "{decision}"
     );
     assert_eq!(calls(&repo.path().join(".tnh")), 2, "one try and one retry");
-    let event = repo
-        .events(run_id)
-        .into_iter()
-        .find(|event| event["event_type"] == "planner_decision")
-        .unwrap();
+    let event = first_event(&repo.events(run_id), "planner_decision").clone();
     assert_eq!(event["decided_by"], "kernel", "{event}");
 }
 

@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use tnh_conductor::planner::Status;
 use tnh_conductor::planner::backend::{Attempt, Backend, Request, Verdict, decide};
 
-use crate::kernel_support::RunRepo;
+use crate::kernel_support::{RunRepo, first_event};
 use crate::support::{conductor, fixture, stderr_text};
 
 /// What the test server does with one request.
@@ -463,11 +463,7 @@ fn an_illegal_next_step_ends_the_run_with_exit_4_and_the_offending_decision_save
     let decision = repo.json(run_id, "artifacts/evaluate/1/planner_decision.json");
     assert_eq!(decision["next_step"], "deploy_to_prod", "saved as answered");
     assert_eq!(decision["planner"], "judge");
-    let failed = repo
-        .events(run_id)
-        .into_iter()
-        .find(|event| event["event_type"] == "step_failed")
-        .expect("a step_failed event");
+    let failed = first_event(&repo.events(run_id), "step_failed").clone();
     let error = failed["error"].as_str().unwrap();
     assert!(
         error.contains("deploy_to_prod")

@@ -36,7 +36,6 @@ fn status(files: Vec<ChangedFile>) -> WorkspaceStatus {
         files,
         new_top_level_dirs: Vec::new(),
         diffstat: DiffStat::default(),
-        worktree_tree: String::new(),
     }
 }
 

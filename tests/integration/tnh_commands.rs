@@ -1,6 +1,6 @@
 //! The agent-facing `tnh` commands, inside and outside a run, with bad input.
 
-use crate::kernel_support::RunRepo;
+use crate::kernel_support::{RunRepo, first_event};
 use crate::support::{TempRepo, stderr_text, stdout_text, tnh};
 
 fn run_tnh(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
@@ -203,11 +203,7 @@ fn runlog_entries_become_events_of_the_run() {
     let (code, result, output) = repo.run(&workflow, &[]);
     assert_eq!(code, Some(0), "{result}{}", stderr_text(&output));
     let run_id = result["run_id"].as_str().unwrap();
-    let entry = repo
-        .events(run_id)
-        .into_iter()
-        .find(|event| event["event_type"] == "agent_runlog")
-        .expect("an agent_runlog event");
+    let entry = first_event(&repo.events(run_id), "agent_runlog").clone();
     assert_eq!(
         (
             entry["kind"].as_str(),

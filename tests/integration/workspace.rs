@@ -450,7 +450,10 @@ fn the_captured_patch_is_binary_safe_and_reproduces_the_change() {
     put(dir, "untracked/new.txt", "new\n");
     let pre_run = workspace.pre_run().unwrap();
     let patch = tempfile::NamedTempFile::new().unwrap();
-    let status = workspace.capture_since(&pre_run, patch.path()).unwrap();
+    let capture = workspace.capture_since(&pre_run, patch.path()).unwrap();
+    // The tree the capture was taken of is the worktree's, as a fingerprint reads it.
+    assert_eq!(capture.tree, workspace.fingerprint().unwrap().tree);
+    let status = capture.status;
     assert_eq!(status.diffstat.files_changed, 4);
     let text = String::from_utf8_lossy(&std::fs::read(patch.path()).unwrap()).into_owned();
     assert!(text.contains("GIT binary patch"), "{text}");
