@@ -6,8 +6,12 @@
 //!    that does nothing else), which must stay under 64 MiB.
 //! 3. Timer precision: idle and wall timeouts must fire within 250 ms of their deadline.
 //! 4. Termination: a group that ignores SIGTERM must be dead within grace + 250 ms.
+//! 5. Search for a step's processes: supervising `true` with the descendant walk against the
+//!    whole-`/proc` scan (`TNH_SUPERVISION_SCAN_ALL`), on the host as it is and with
+//!    `TNH_BENCH_LOAD` (default 1,000) more idle processes that are not ours, side by side.
 //!
-//! Set `TNH_BENCH_BYTES` to capture less than 1 GiB (e.g. for a quick debug run).
+//! Set `TNH_BENCH_BYTES` to capture less than 1 GiB (e.g. for a quick debug run); set
+//! `TNH_BENCH_ONLY=search` to run only part 5.
 
 use std::path::Path;
 use std::process::Command;
@@ -26,6 +30,15 @@ fn main() {
         capture_child(&args[2], Path::new(&args[3]));
         return;
     }
+    if args.get(1).map(String::as_str) == Some("--search-child") {
+        search_child(&args[2], Path::new(&args[3]));
+        return;
+    }
+    if std::env::var("TNH_BENCH_ONLY").as_deref() == Ok("search") {
+        let scratch = tempfile::tempdir().expect("scratch dir");
+        search(scratch.path());
+        return;
+    }
     let bytes = std::env::var("TNH_BENCH_BYTES")
         .ok()
         .and_then(|text| text.parse().ok())
@@ -34,6 +47,7 @@ fn main() {
     throughput(bytes, scratch.path());
     timers(scratch.path());
     termination(scratch.path());
+    search(scratch.path());
 }
 
 fn zoo(name: &str) -> String {
@@ -270,4 +284,106 @@ fn termination(scratch: &Path) {
         "  group dead at most grace + {} ms after SIGTERM  (target <= 250 ms)  {overshoot:?}",
         overshoot.iter().max().unwrap_or(&0)
     );
+}
+
+/// Steps per measurement of part 5.
+const SEARCH_STEPS: usize = 200;
+
+/// Child mode: supervises `true` `steps` times and prints the mean time per step in
+/// microseconds. A process of its own, so the search mode (an environment variable read at
+/// each step start) and the subreaper setting belong to it alone.
+fn search_child(steps: &str, dir: &Path) {
+    let steps: usize = steps.parse().expect("steps");
+    let started = Instant::now();
+    for _ in 0..steps {
+        let result = run(spec(&["true"], Vec::new(), dir, quick()));
+        assert_eq!(result.exit_code, Some(0));
+    }
+    println!("{}", started.elapsed().as_micros() / steps as u128);
+}
+
+/// Median microseconds per supervised step with the walk and with the scan, alternating.
+fn search_round(dir: &Path) -> (u128, u128) {
+    let measure = |scan_all: bool| -> u128 {
+        let mut command = Command::new(std::env::current_exe().expect("self"));
+        command.args([
+            "--search-child",
+            &SEARCH_STEPS.to_string(),
+            &dir.display().to_string(),
+        ]);
+        if scan_all {
+            command.env(process::SCAN_ALL_VARIABLE, "1");
+        } else {
+            command.env_remove(process::SCAN_ALL_VARIABLE);
+        }
+        let output = command.output().expect("search child");
+        assert!(output.status.success(), "search child failed");
+        String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .expect("microseconds")
+    };
+    let mut walk = Vec::new();
+    let mut scan = Vec::new();
+    for _ in 0..ROUNDS {
+        walk.push(measure(false));
+        scan.push(measure(true));
+    }
+    walk.sort_unstable();
+    scan.sort_unstable();
+    (walk[ROUNDS / 2], scan[ROUNDS / 2])
+}
+
+fn host_processes() -> usize {
+    std::fs::read_dir("/proc").map_or(0, |entries| {
+        entries
+            .flatten()
+            .filter(|entry| {
+                entry
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|name| name.parse::<u32>().is_ok())
+            })
+            .count()
+    })
+}
+
+fn search(scratch: &Path) {
+    let load: usize = std::env::var("TNH_BENCH_LOAD")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(1000);
+    println!(
+        "search for a step's processes (supervising `true`, median of {ROUNDS} rounds of {SEARCH_STEPS} steps):"
+    );
+    let report = |label: &str, (walk, scan): (u128, u128)| {
+        println!(
+            "  {label:<32} descendant walk {walk:>5} us/step   whole-/proc scan {scan:>5} us/step   saved {:>5} us ({:.2}x)",
+            scan.saturating_sub(walk),
+            walk as f64 / scan as f64
+        );
+    };
+    report(
+        &format!("host as it is ({} processes)", host_processes()),
+        search_round(scratch),
+    );
+    // Idle processes that are not the bench children's descendants: children of this process,
+    // which never becomes a subreaper itself.
+    let mut idle: Vec<std::process::Child> = (0..load)
+        .map(|_| {
+            Command::new("sleep")
+                .arg("600")
+                .stdin(std::process::Stdio::null())
+                .spawn()
+                .expect("idle process")
+        })
+        .collect();
+    report(
+        &format!("with {load} more ({} processes)", host_processes()),
+        search_round(scratch),
+    );
+    for child in &mut idle {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }

@@ -8,12 +8,21 @@
 //! kind of host PID 1 does not reap orphans, so `kill(-pgid, 0)` alone would report dead
 //! processes as alive.
 //!
+//! Where to look: this process makes itself a child subreaper (`PR_SET_CHILD_SUBREAPER`)
+//! before it starts a step, so a step process whose parent dies is adopted by us instead of
+//! PID 1, and every process of the step stays a descendant of ours. The candidates are then
+//! our descendants, listed from `/proc/PID/task/TID/children`: a handful of reads, however
+//! many processes the host runs. Where the kernel offers neither, every process in `/proc`
+//! is a candidate, as before.
+//!
 //! Limitation: a descendant that both leaves the group and execs with a cleared environment
 //! cannot be found this way (see docs/runners.md).
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
@@ -42,15 +51,150 @@ pub(crate) struct StepMark {
     /// Clock ticks since boot (the unit of `/proc/PID/stat`'s start time), rounded down and
     /// less one, taken before the leader was started.
     pub(crate) born_after: u64,
+    /// Every process of the step is a descendant of this process (it adopts orphans and
+    /// `/proc` lists children), so only descendants need to be looked at.
+    pub(crate) descendants_suffice: bool,
 }
 
 impl StepMark {
-    /// The mark of a step whose leader is about to be started.
+    /// The mark of a step whose leader is about to be started. Makes this process adopt the
+    /// orphans of its descendants first, so none of the step's can slip away to PID 1.
     pub(crate) fn before_start() -> StepMark {
         StepMark {
             pgid: 0,
             token: new_token(),
             born_after: ticks_since_boot().saturating_sub(1),
+            descendants_suffice: adopt_orphans() && std::env::var_os(SCAN_ALL_VARIABLE).is_none(),
+        }
+    }
+}
+
+/// Set (to anything) in the conductor's environment, this makes every search for a step's
+/// processes read the whole of `/proc` instead of our descendants: for a kernel whose lists of
+/// children cannot be trusted, and for the benchmark that compares the two.
+pub const SCAN_ALL_VARIABLE: &str = "TNH_SUPERVISION_SCAN_ALL";
+
+/// Makes this process a child subreaper (once) and says whether its descendants can be
+/// listed: false on a kernel without `PR_SET_CHILD_SUBREAPER` or without
+/// `/proc/PID/task/TID/children`, where the whole of `/proc` is searched instead.
+pub(crate) fn adopt_orphans() -> bool {
+    static ADOPTING: OnceLock<bool> = OnceLock::new();
+    *ADOPTING.get_or_init(|| {
+        nix::sys::prctl::set_child_subreaper(true).is_ok() && descendants().is_some()
+    })
+}
+
+/// Every process descended from this one (children of all its threads, their children, and
+/// so on), or `None` when `/proc` does not list children or a list would not hold still.
+fn descendants() -> Option<Vec<i32>> {
+    let own_pid = std::process::id() as i32;
+    let mut found = Vec::new();
+    let mut pending = vec![own_pid];
+    while let Some(pid) = pending.pop() {
+        let mut children = String::new();
+        match read_children(pid, &mut children)? {
+            Listing::Listed => {}
+            Listing::Absent if pid == own_pid => return None,
+            // It ended while we looked; its children, if any, are ours now and listed above.
+            Listing::Absent => continue,
+        }
+        for child in children.split_ascii_whitespace() {
+            if let Ok(child) = child.parse::<i32>() {
+                found.push(child);
+                pending.push(child);
+            }
+        }
+    }
+    Some(found)
+}
+
+/// How many times a list of children is read, at most, to get two readings that agree.
+const CHILDREN_READINGS: usize = 4;
+
+/// What reading a process's children gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listing {
+    /// The children of every thread were read.
+    Listed,
+    /// No thread's list could be read: the process is gone, or the kernel has no such lists.
+    Absent,
+}
+
+/// Appends the children of every thread of `pid` to `into`; `None` when a list would not
+/// hold still. A thread that ends while we look hands its children to another thread of the
+/// process, which lists them.
+///
+/// The kernel builds a list entry by entry, and a child that ends meanwhile can make it skip
+/// a live sibling. A list is therefore read until two readings agree.
+fn read_children(pid: i32, into: &mut String) -> Option<Listing> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Some(Listing::Absent);
+    };
+    let mut listing = Listing::Absent;
+    for task in tasks.flatten() {
+        let path = task.path().join("children");
+        let Ok(mut last) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let mut agreed = false;
+        for _ in 1..CHILDREN_READINGS {
+            let Ok(reading) = std::fs::read_to_string(&path) else {
+                break;
+            };
+            if reading == last {
+                agreed = true;
+                break;
+            }
+            last = reading;
+        }
+        if !agreed {
+            return None;
+        }
+        listing = Listing::Listed;
+        into.push_str(&last);
+        into.push(' ');
+    }
+    Some(listing)
+}
+
+/// The processes that may belong to the step: our descendants, or every process.
+fn candidates(mark: &StepMark) -> Vec<i32> {
+    if let Some(found) = mark.descendants_suffice.then(descendants).flatten() {
+        return found;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .collect()
+}
+
+/// Reaps the step's processes that died as our adopted children: group members other than
+/// the leader (whose exit status the supervisor collects) and the `strays` found outside the
+/// group. Nothing else here waits for them, and a zombie would otherwise stay until the
+/// conductor exits.
+pub(crate) fn reap_adopted(mark: &StepMark, strays: &[StrayProcess]) {
+    if !mark.descendants_suffice {
+        return;
+    }
+    let own_pid = std::process::id() as i32;
+    let mut children = String::new();
+    if read_children(own_pid, &mut children) != Some(Listing::Listed) {
+        return;
+    }
+    for child in children
+        .split_ascii_whitespace()
+        .filter_map(|pid| pid.parse::<i32>().ok())
+    {
+        let Some(stat) = read_stat(child) else {
+            continue;
+        };
+        let of_step = (stat.group == mark.pgid && child != mark.pgid)
+            || strays.iter().any(|stray| stray.pid == child);
+        if of_step && !stat.is_live() && stat.parent == own_pid {
+            let _ = waitpid(Pid::from_raw(child), Some(WaitPidFlag::WNOHANG));
         }
     }
 }
@@ -88,18 +232,8 @@ pub(crate) fn find_step_processes(mark: &StepMark) -> Vec<StrayProcess> {
     // NUL-framed, so one token cannot match as the suffix of another variable.
     let needle = format!("\0{SUPERVISION_TOKEN_VARIABLE}={}\0", mark.token);
     let mut found = BTreeMap::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let own_pid = std::process::id() as i32;
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|name| name.parse::<i32>().ok())
-        else {
-            continue;
-        };
+    for pid in candidates(mark) {
         if pid == own_pid {
             continue;
         }
@@ -158,6 +292,8 @@ pub fn live_group_members(pgid: i32) -> Vec<i32> {
 struct Stat {
     /// The state letter (`R`, `S`, `Z`, …).
     state: char,
+    /// The parent's pid.
+    parent: i32,
     /// The process group.
     group: i32,
     /// The start time, in clock ticks since boot.
@@ -178,6 +314,7 @@ fn read_stat(pid: i32) -> Option<Stat> {
     let fields: Vec<&str> = after_name.split_whitespace().take(20).collect();
     Some(Stat {
         state: fields.first()?.chars().next()?,
+        parent: fields.get(1)?.parse().ok()?,
         group: fields.get(2)?.parse().ok()?,
         started: fields.get(19)?.parse().ok()?,
     })
@@ -223,13 +360,15 @@ mod tests {
     struct TokenHolder(std::process::Child);
 
     impl TokenHolder {
-        /// Returns once the holder has exec'd, so its `/proc/PID/environ` holds the token: the
-        /// shell says so on stdout, then becomes `sleep` (same pid, same environment).
+        /// Returns once the holder runs with the token in its `/proc/PID/environ`: the shell
+        /// says so on stdout, then waits on its stdin (which stays open) without ever exec'ing,
+        /// since an environment read in the middle of an `exec` can fail.
         fn start(mark: &StepMark) -> TokenHolder {
             use std::io::BufRead;
             let mut child = std::process::Command::new("sh")
-                .args(["-c", "echo started; exec sleep 30"])
+                .args(["-c", "echo started; read line"])
                 .env(SUPERVISION_TOKEN_VARIABLE, &mark.token)
+                .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .process_group(0)
                 .spawn()
@@ -266,6 +405,89 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].pid, holder.0.id() as i32);
         assert!(found[0].left_group);
+    }
+
+    #[test]
+    fn the_full_scan_finds_what_the_descendant_walk_finds() {
+        let (mut mark, holder) = holder_of_a_fresh_mark();
+        assert!(
+            mark.descendants_suffice,
+            "this host lists children in /proc"
+        );
+        // Pids and group membership (the command line changes when the holder execs).
+        let found = |mark: &StepMark| {
+            find_step_processes(mark)
+                .into_iter()
+                .map(|stray| (stray.pid, stray.left_group))
+                .collect::<Vec<_>>()
+        };
+        let walked = found(&mark);
+        mark.descendants_suffice = false;
+        assert_eq!(found(&mark), walked);
+        assert_eq!(walked, [(holder.0.id() as i32, true)]);
+    }
+
+    /// Starts `sh -c SCRIPT` in a group of its own and returns it with the pid it prints.
+    fn shell_printing_a_pid(script: &str) -> (std::process::Child, i32) {
+        use std::io::BufRead;
+        let mut shell = std::process::Command::new("sh")
+            .args(["-c", script])
+            .stdout(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(shell.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        (shell, line.trim().parse().unwrap())
+    }
+
+    /// Blocks until our child `pid` has ended, leaving it a zombie (not reaped).
+    fn wait_until_dead(pid: i32) {
+        use nix::sys::wait::{Id, waitid};
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+        waitid(Id::Pid(Pid::from_raw(pid)), flags).unwrap();
+    }
+
+    #[test]
+    fn an_orphaned_grandchild_is_adopted_and_stays_a_descendant() {
+        assert!(adopt_orphans());
+        // The shell leaves its `sleep` behind; with PID 1 as the adopter it would vanish from
+        // our tree.
+        let (mut shell, orphan) =
+            shell_printing_a_pid("sleep 30 </dev/null >/dev/null 2>&1 & echo $!");
+        shell.wait().unwrap();
+        let stat = read_stat(orphan).unwrap();
+        let _ = kill(Pid::from_raw(orphan), Signal::SIGKILL);
+        assert_eq!(stat.parent, std::process::id() as i32);
+        assert!(descendants().unwrap().contains(&orphan));
+        wait_until_dead(orphan);
+        let _ = waitpid(Pid::from_raw(orphan), None);
+    }
+
+    #[test]
+    fn adopted_step_processes_are_reaped_and_other_children_are_left_alone() {
+        let mut mark = StepMark::before_start();
+        assert!(mark.descendants_suffice);
+        // A group member that outlives the leader and then ends on its own.
+        let (mut leader, member) =
+            shell_printing_a_pid("sleep 30 </dev/null >/dev/null 2>&1 & echo $!");
+        mark.pgid = leader.id() as i32;
+        leader.wait().unwrap();
+        // A child of ours that is not the step's, ended and not yet waited for.
+        let mut other = std::process::Command::new("true").spawn().unwrap();
+        let other_pid = other.id() as i32;
+        kill(Pid::from_raw(member), Signal::SIGKILL).unwrap();
+        wait_until_dead(member);
+        wait_until_dead(other_pid);
+        reap_adopted(&mark, &[]);
+        assert!(
+            !std::path::Path::new(&format!("/proc/{member}")).exists(),
+            "the adopted member was not reaped"
+        );
+        // Its exit status is still there for whoever started it.
+        assert!(other.wait().unwrap().success());
     }
 
     #[test]

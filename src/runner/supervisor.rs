@@ -274,18 +274,19 @@ fn feed_stdin(stdin: Option<tokio::process::ChildStdin>, prompt: Vec<u8>) {
 /// Kills whatever of the step is still alive and waits until it is gone.
 async fn sweep(mark: &StepMark) -> Vec<StrayProcess> {
     let found = process::find_step_processes(mark);
-    if found.is_empty() {
-        return found;
-    }
     let started = Instant::now();
-    loop {
+    while !found.is_empty() {
         process::signal_step(mark, Signal::SIGKILL);
         if process::find_step_processes(mark).is_empty() || started.elapsed() > SWEEP_LIMIT {
-            return found;
+            break;
         }
         // Death after SIGKILL is asynchronous; poll briefly rather than block a thread.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    // Dead step processes that we adopted are ours to reap, including group members that
+    // ended on their own after the leader.
+    process::reap_adopted(mark, &found);
+    found
 }
 
 /// Kills the group if supervision is abandoned (the future dropped mid-run).

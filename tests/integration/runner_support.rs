@@ -128,7 +128,12 @@ pub fn assert_nothing_survives(run: &AgentRun) {
         "processes of group {pid} survived: {members:?}"
     );
     for stray in &run.supervised.leaked {
-        assert!(!is_alive(stray.pid), "leaked process {stray:?} survived");
+        // Its /proc/PID/stat says what it is and who its parent is now.
+        assert!(
+            !is_alive(stray.pid),
+            "leaked process {stray:?} survived: {:?}",
+            std::fs::read_to_string(format!("/proc/{}/stat", stray.pid)),
+        );
     }
 }
 
