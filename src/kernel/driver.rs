@@ -197,8 +197,8 @@ impl Driver<'_> {
         self.recorder.write_manifest(&result.manifest)?;
         self.state.spent_usd += result.cost_usd;
         if step.body.opcode().may_change_worktree() || self.state.fingerprint.is_none() {
-            let fingerprint = match result.worktree_tree.take() {
-                Some(tree) => self.workspace.fingerprint_of(tree),
+            let fingerprint = match result.fingerprint.take() {
+                Some(fingerprint) => Ok(fingerprint),
                 None => self.workspace.fingerprint(),
             };
             match fingerprint {

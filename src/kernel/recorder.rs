@@ -9,7 +9,7 @@ use super::state::{End, Phase, RunState};
 use crate::artifacts::{
     ArtifactsError, Event, EventLog, EventType, LifecycleState, RunDir, RunMetadata, RunStatus,
     SCHEMA_VERSION, StepManifest, Termination, link_atomic, now, read_json, replace_json,
-    write_atomic, write_json_atomic,
+    write_atomic, write_json_atomic, write_json_new,
 };
 
 /// Payload fields of an event.
@@ -255,7 +255,15 @@ impl Recorder {
             self.event(EventType::ArtifactRecorded, Some(step), fields)?;
         }
         let visit_manifest = self.run_dir.visit_manifest(step.0, step.1);
-        write_json_atomic(&visit_manifest, manifest)?;
+        if visit_manifest.exists() {
+            // A gate decision rewrites its visit's manifest: replaced whole, never edited in
+            // place, since the step's latest-visit name is the same file.
+            write_json_atomic(&visit_manifest, manifest)?;
+        } else {
+            // A visit's first manifest is a new file in the visit's own folder, written after
+            // everything it lists and before the latest-visit name points at it.
+            write_json_new(&visit_manifest, manifest)?;
+        }
         // The step's latest-visit copy is another name of the visit's manifest.
         link_atomic(&visit_manifest, &self.run_dir.step_manifest(step.0))
     }

@@ -199,8 +199,8 @@ pub struct StepResult {
     pub cost_usd: f64,
     /// A blocking gate: the run waits instead of routing.
     pub waiting: bool,
-    /// The worktree's tree as the executor last captured it, when nothing can have changed
-    /// since (RUN_AGENT: the agent's processes are gone); the checkpoint's fingerprint reuses
-    /// it instead of reading the worktree again.
-    pub worktree_tree: Option<String>,
+    /// The worktree's fingerprint as the executor last read it (tree and HEAD), when nothing
+    /// can have changed since (RUN_AGENT: the agent's processes are gone); the checkpoint
+    /// reuses it instead of reading the worktree again.
+    pub fingerprint: Option<crate::workspace::Fingerprint>,
 }

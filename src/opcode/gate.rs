@@ -78,7 +78,7 @@ pub(super) fn execute(
             manifest,
             cost_usd: 0.0,
             waiting: true,
-            worktree_tree: None,
+            fingerprint: None,
         });
     }
     let fields = payload([("decision", "queued".into())]);
@@ -95,7 +95,7 @@ pub(super) fn execute(
         manifest,
         cost_usd: 0.0,
         waiting: false,
-        worktree_tree: None,
+        fingerprint: None,
     })
 }
 

@@ -9,7 +9,7 @@ use crate::policy::{Policy, PolicySpec as EnforcedPolicy, PolicySummary};
 use crate::prompt::render;
 use crate::runner::{Limits as RunnerLimits, StepRequest, resolve_profile};
 use crate::workflow::model::{Inputs, Limits, PolicySpec, PromptSpec, RunAgent};
-use crate::workspace::Capture;
+use crate::workspace::{Capture, Checked, Fingerprint};
 
 use super::{OpcodeError, StepContext, StepResult};
 
@@ -73,7 +73,10 @@ pub(super) fn execute(
     context
         .recorder
         .event(EventType::RunnerCompleted, Some((&step.0, step.1)), fields)?;
-    let guard_report = guard.verify()?;
+    let Checked {
+        report: guard_report,
+        head,
+    } = guard.check()?;
     let Capture { status, tree } = context
         .workspace
         .capture_since(&snapshot, &visit_dir.join("workspace.diff"))?;
@@ -168,7 +171,7 @@ pub(super) fn execute(
         manifest,
         cost_usd: run.cost_usd.unwrap_or(0.0),
         waiting: false,
-        worktree_tree: Some(tree),
+        fingerprint: Some(Fingerprint { tree, head }),
     })
 }
 

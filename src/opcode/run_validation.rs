@@ -103,7 +103,7 @@ pub(super) fn execute(
         manifest,
         cost_usd: 0.0,
         waiting: false,
-        worktree_tree: None,
+        fingerprint: None,
     })
 }
 

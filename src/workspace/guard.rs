@@ -74,6 +74,28 @@ impl GuardReport {
     }
 }
 
+/// What [`RefGuard::check`] found: the report, and the worktree's HEAD commit afterwards
+/// (attached to the work branch again), which a checkpoint taken before anything else runs
+/// reuses as its fingerprint's head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    /// What the step did to refs and repository configuration.
+    pub report: GuardReport,
+    /// The worktree's HEAD commit once the check put it back on the work branch.
+    pub head: String,
+}
+
+/// Where the worktree's HEAD points, as its `HEAD` file says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Head {
+    /// `ref: <name>`.
+    Attached(String),
+    /// A commit id.
+    Detached(String),
+    /// Not readable as a file (a reftable repository, or something unexpected): ask git.
+    Unknown,
+}
+
 /// The guarded state recorded before a step.
 #[derive(Debug, Clone)]
 pub struct RefGuard {
@@ -110,10 +132,15 @@ impl Workspace {
             protected,
             refs: BTreeMap::new(),
             operator_head,
-            worktree_head: self.git.text(["rev-parse", "--verify", "HEAD^{commit}"])?,
+            worktree_head: String::new(),
             files: BTreeMap::new(),
         };
-        guard.refs = guard.guarded_refs()?;
+        let listing = guard.list_refs()?;
+        guard.worktree_head = match guard.head_commit(&listing) {
+            Some(commit) => commit,
+            None => self.git.text(["rev-parse", "--verify", "HEAD^{commit}"])?,
+        };
+        guard.refs = guard.guarded(listing);
         for path in guard.guarded_files()? {
             let contents = read_optional(&path)?;
             guard.files.insert(path, contents);
@@ -126,14 +153,54 @@ impl RefGuard {
     /// Compares with the state recorded before the step, puts protected refs, the worktree's
     /// HEAD and git configuration back, and reports what the step did.
     pub fn verify(&self) -> Result<GuardReport, WorkspaceError> {
+        self.check().map(|checked| checked.report)
+    }
+
+    /// [`verify`](Self::verify), also returning the worktree's HEAD commit afterwards.
+    ///
+    /// The refs are listed by one `git for-each-ref` and the worktree's HEAD is read from its
+    /// `HEAD` file, so a clean step costs one git process; git is asked directly only where
+    /// the file says something else than a branch or a commit.
+    pub fn check(&self) -> Result<Checked, WorkspaceError> {
         let mut report = GuardReport::default();
-        let after = self.guarded_refs()?;
+        let listing = self.list_refs()?;
+        let head = self.read_head();
+        let branch_ref = self.workspace.branch_ref();
+        let branch_now = listing.get(&branch_ref).cloned();
+        let head_now = match &head {
+            Head::Attached(name) if *name == branch_ref => branch_now.clone(),
+            Head::Attached(name) if name.starts_with("refs/heads/") => listing.get(name).cloned(),
+            Head::Detached(commit) => Some(commit.clone()),
+            Head::Attached(_) | Head::Unknown => self
+                .workspace
+                .git
+                .text(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+                .ok(),
+        };
+        let attached = match &head {
+            Head::Unknown => self
+                .workspace
+                .git
+                .text(["symbolic-ref", "--quiet", "HEAD"])
+                .is_ok_and(|current| current == branch_ref),
+            Head::Attached(name) => *name == branch_ref,
+            Head::Detached(_) => false,
+        };
+        let after = self.guarded(listing);
         self.compare_refs(&after, &mut report)?;
         self.check_operator_head(&mut report)?;
-        report.commits = self.count_new_commits(&after)?;
-        self.reattach_worktree_head(&mut report)?;
+        let tips = [
+            head_now.unwrap_or_default(),
+            branch_now.clone().unwrap_or_default(),
+        ];
+        report.commits = self.count_new_commits(tips, &after)?;
+        self.reattach_worktree_head(attached, branch_now.is_some(), &mut report)?;
         self.restore_files(&mut report)?;
-        Ok(report)
+        Ok(Checked {
+            report,
+            // Re-attached to the work branch, which was recreated at the old HEAD if it was gone.
+            head: branch_now.unwrap_or_else(|| self.worktree_head.clone()),
+        })
     }
 
     fn compare_refs(
@@ -199,16 +266,15 @@ impl RefGuard {
         Ok(())
     }
 
-    fn count_new_commits(&self, after: &BTreeMap<String, String>) -> Result<u64, WorkspaceError> {
+    /// Commits reachable from `tips` (the worktree's HEAD and the work branch now; empty when
+    /// absent) or a protected branch that were not there before the step.
+    fn count_new_commits(
+        &self,
+        tips: [String; 2],
+        after: &BTreeMap<String, String>,
+    ) -> Result<u64, WorkspaceError> {
         let git = &self.workspace.git;
-        let head_now = git
-            .text(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
-            .unwrap_or_default();
-        let branch_ref = self.workspace.branch_ref();
-        let branch_now = git
-            .text(["rev-parse", "--verify", "--quiet", branch_ref.as_str()])
-            .unwrap_or_default();
-        let mut tips: BTreeSet<String> = [head_now, branch_now].into_iter().collect();
+        let mut tips: BTreeSet<String> = tips.into_iter().collect();
         // Commits made on a protected branch count as well, although the branch was put back.
         tips.extend(
             after
@@ -236,14 +302,14 @@ impl RefGuard {
         })
     }
 
-    fn reattach_worktree_head(&self, report: &mut GuardReport) -> Result<(), WorkspaceError> {
+    fn reattach_worktree_head(
+        &self,
+        attached: bool,
+        branch_exists: bool,
+        report: &mut GuardReport,
+    ) -> Result<(), WorkspaceError> {
         let git = &self.workspace.git;
         let branch_ref = self.workspace.branch_ref();
-        let attached = git
-            .text(["symbolic-ref", "--quiet", "HEAD"])
-            .is_ok_and(|current| current == branch_ref);
-        let branch_exists =
-            git.succeeds(["show-ref", "--verify", "--quiet", branch_ref.as_str()])?;
         if !branch_exists {
             // Without its branch the run could be neither resumed nor rolled back: recreate it
             // where HEAD was before the step.
@@ -287,7 +353,8 @@ impl RefGuard {
         }
     }
 
-    fn guarded_refs(&self) -> Result<BTreeMap<String, String>, WorkspaceError> {
+    /// Every branch, tag and remote-tracking ref (name → commit), the work branch included.
+    fn list_refs(&self) -> Result<BTreeMap<String, String>, WorkspaceError> {
         let listing = self.workspace.repo_git.text([
             "for-each-ref",
             "--format=%(objectname) %(refname)",
@@ -295,17 +362,55 @@ impl RefGuard {
             "refs/tags/",
             "refs/remotes/",
         ])?;
-        let work_branch = self.workspace.branch_ref();
         Ok(listing
             .lines()
             .filter_map(|line| line.split_once(' '))
-            .filter(|(_, name)| *name != work_branch)
-            .filter(|(_, name)| match name.strip_prefix("refs/heads/") {
-                Some(branch) => self.protected.is_match(branch),
-                None => true,
-            })
             .map(|(sha, name)| (name.to_owned(), sha.to_owned()))
             .collect())
+    }
+
+    /// The guarded part of a listing: protected branches, tags and remote-tracking refs.
+    fn guarded(&self, mut listing: BTreeMap<String, String>) -> BTreeMap<String, String> {
+        let work_branch = self.workspace.branch_ref();
+        listing.retain(|name, _| {
+            *name != work_branch
+                && name
+                    .strip_prefix("refs/heads/")
+                    .is_none_or(|branch| self.protected.is_match(branch))
+        });
+        listing
+    }
+
+    /// The commit the worktree's HEAD points at, from its `HEAD` file and a listing of
+    /// branches; `None` when only git can say.
+    fn head_commit(&self, listing: &BTreeMap<String, String>) -> Option<String> {
+        match self.read_head() {
+            Head::Attached(name) => listing.get(&name).cloned(),
+            Head::Detached(commit) => Some(commit),
+            Head::Unknown => None,
+        }
+    }
+
+    /// The worktree's `HEAD` file, as git writes it for the files ref backend. A repository
+    /// with another backend (reftable) keeps a placeholder there, so its HEAD is `Unknown`.
+    fn read_head(&self) -> Head {
+        if self.workspace.common_dir.join("reftable").exists() {
+            return Head::Unknown;
+        }
+        let Ok(text) = std::fs::read_to_string(self.workspace.worktree_git_dir.join("HEAD")) else {
+            return Head::Unknown;
+        };
+        let text = text.trim_end();
+        if let Some(name) = text.strip_prefix("ref: ") {
+            return Head::Attached(name.to_owned());
+        }
+        let is_commit_id = (text.len() == 40 || text.len() == 64)
+            && text.bytes().all(|byte| byte.is_ascii_hexdigit());
+        if is_commit_id {
+            Head::Detached(text.to_owned())
+        } else {
+            Head::Unknown
+        }
     }
 
     fn guarded_files(&self) -> Result<Vec<PathBuf>, WorkspaceError> {

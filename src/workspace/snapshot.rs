@@ -222,13 +222,8 @@ pub struct Fingerprint {
 impl Workspace {
     /// The worktree's current fingerprint.
     pub fn fingerprint(&self) -> Result<Fingerprint, WorkspaceError> {
-        self.fingerprint_of(self.worktree_tree()?)
-    }
-
-    /// The fingerprint of a worktree whose tree was just written (by a capture).
-    pub fn fingerprint_of(&self, tree: String) -> Result<Fingerprint, WorkspaceError> {
         Ok(Fingerprint {
-            tree,
+            tree: self.worktree_tree()?,
             head: self.git.text(["rev-parse", "--verify", "HEAD^{commit}"])?,
         })
     }

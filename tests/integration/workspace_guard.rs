@@ -19,18 +19,36 @@ fn strict_policy() -> Policy {
     .unwrap()
 }
 
-/// Verifies the guard and checks the step against `policy`.
+/// Checks the guard and the step against `policy`.
 fn finish_step(
     workspace: &Workspace,
     guard: &tnh_conductor::workspace::RefGuard,
     policy: &Policy,
 ) -> (GuardReport, Vec<Violation>) {
-    let report = guard.verify().unwrap();
+    let report = checked_report(workspace, guard);
     let status = workspace
         .status_since(&workspace.pre_run().unwrap())
         .unwrap();
     let violations = policy.check(&status, &report, None);
     (report, violations)
+}
+
+/// The guard's report, after checking that the HEAD it returns (read from the worktree's
+/// `HEAD` file and one ref listing) is the one git resolves once HEAD is back on the work branch.
+fn checked_report(
+    workspace: &Workspace,
+    guard: &tnh_conductor::workspace::RefGuard,
+) -> GuardReport {
+    let checked = guard.check().unwrap();
+    assert_eq!(
+        git_in(workspace.path(), &["symbolic-ref", "HEAD"]),
+        workspace.branch_ref()
+    );
+    assert_eq!(
+        checked.head,
+        git_in(workspace.path(), &["rev-parse", "HEAD"])
+    );
+    checked.report
 }
 
 fn classes(violations: &[Violation]) -> Vec<(ViolationClass, String)> {
@@ -320,7 +338,29 @@ fn a_quiet_step_has_a_clean_guard_report() {
     let workspace = create(&repo, "quiet");
     let guard = workspace.guard(&[]).unwrap();
     put(workspace.path(), "edit.txt", "just an edit\n");
-    assert!(guard.verify().unwrap().is_clean());
+    assert!(checked_report(&workspace, &guard).is_clean());
+}
+
+#[test]
+fn an_agent_leaving_head_detached_after_a_commit_is_put_back_on_the_work_branch() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "detached");
+    let guard = workspace.guard(&[]).unwrap();
+    let dir = workspace.path();
+    git_in(dir, &["checkout", "-q", "--detach"]);
+    put(dir, "a.txt", "a\n");
+    git_in(dir, &["add", "a.txt"]);
+    git_in(dir, &["commit", "-q", "-m", "detached work"]);
+
+    let report = checked_report(&workspace, &guard);
+
+    assert!(report.worktree_head_restored);
+    // The detached commit is counted, and the branch (hence HEAD) is where it was.
+    assert_eq!(report.commits, 1);
+    assert_eq!(
+        git_in(dir, &["rev-parse", "HEAD"]),
+        workspace.record().base_sha
+    );
 }
 
 #[test]
@@ -333,7 +373,7 @@ fn an_agent_deleting_the_work_branch_gets_it_back_so_the_run_can_resume() {
     git_in(dir, &["branch", "-D", "tnh/wf/branchless"]);
     put(dir, "work.txt", "keep me\n");
 
-    let report = guard.verify().unwrap();
+    let report = checked_report(&workspace, &guard);
 
     assert!(report.worktree_head_restored);
     assert_eq!(
