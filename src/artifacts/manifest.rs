@@ -91,6 +91,20 @@ pub struct StepManifest {
     pub evidence_summary: serde_json::Value,
     /// The artifacts, by role.
     pub artifacts: Vec<ArtifactEntry>,
+    /// Where the visit's time went (RUN_AGENT); absent for other opcodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings_ms: Option<StepTimings>,
+}
+
+/// Where a RUN_AGENT visit's time went, in milliseconds. The rest of the visit, from its
+/// `step_started` event to the next visit's, is the conductor's own work: events, artifacts,
+/// the policy check, the checkpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StepTimings {
+    /// The agent's processes, from the leader's start to the end of the final sweep.
+    pub agent: f64,
+    /// The workspace's git work: pre-step snapshot, protected-ref guard and check, capture.
+    pub workspace: f64,
 }
 
 impl StepManifest {

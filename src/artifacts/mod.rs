@@ -18,7 +18,7 @@ pub use atomic::{
 };
 pub use events::{Event, EventLog, EventType};
 pub use harness::{harness_report_problems, harness_report_schema};
-pub use manifest::{ArtifactEntry, ArtifactRole, StepManifest};
+pub use manifest::{ArtifactEntry, ArtifactRole, StepManifest, StepTimings};
 pub use run_dir::RunDir;
 pub use run_id::{is_run_id, new_run_id};
 pub use status::{LifecycleState, RunMetadata, RunStatus, Termination};

@@ -184,6 +184,7 @@ impl StepContext<'_> {
             termination: termination.to_owned(),
             evidence_summary,
             artifacts,
+            timings_ms: None,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! under supervision, then capture the diff, check the policy and record everything.
 
 use crate::artifacts::EventType;
-use crate::artifacts::{ArtifactEntry, ArtifactRole, write_json_new};
+use crate::artifacts::{ArtifactEntry, ArtifactRole, StepTimings, write_json_new};
 use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
 use crate::policy::{Policy, PolicySpec as EnforcedPolicy, PolicySummary};
@@ -19,12 +19,17 @@ pub(super) fn execute(
 ) -> Result<StepResult, OpcodeError> {
     let step = (context.step_id().to_owned(), context.visit);
     let visit_dir = context.visit_dir()?;
-    let snapshot = context
-        .workspace
-        .snapshot_pre_step(&context.step.id.value, context.visit)?;
-    let guard = context
-        .workspace
-        .guard(&context.run.config.protected_branches)?;
+    let mut workspace_time = Stopwatch::default();
+    let snapshot = workspace_time.time(|| {
+        context
+            .workspace
+            .snapshot_pre_step(&context.step.id.value, context.visit)
+    })?;
+    let guard = workspace_time.time(|| {
+        context
+            .workspace
+            .guard(&context.run.config.protected_branches)
+    })?;
     let prompt = render_prompt(context, agent)?;
     let request = StepRequest {
         agent_name: agent.agent.value.clone(),
@@ -76,10 +81,12 @@ pub(super) fn execute(
     let Checked {
         report: guard_report,
         head,
-    } = guard.check()?;
-    let Capture { status, tree } = context
-        .workspace
-        .capture_since(&snapshot, &visit_dir.join("workspace.diff"))?;
+    } = workspace_time.time(|| guard.check())?;
+    let Capture { status, tree } = workspace_time.time(|| {
+        context
+            .workspace
+            .capture_since(&snapshot, &visit_dir.join("workspace.diff"))
+    })?;
     write_json_new(&visit_dir.join("workspace_status.json"), &status)?;
     let requested = effective_policy(context, agent)?;
     let policy = Policy::compile(&requested)?;
@@ -161,7 +168,16 @@ pub(super) fn execute(
         };
         format!("{}{more}", first.detail)
     });
-    let manifest = context.manifest(run.outcome.as_str(), summary_json, artifacts);
+    let mut manifest = context.manifest(run.outcome.as_str(), summary_json, artifacts);
+    let agent_time = run
+        .supervised
+        .ended_at
+        .duration_since(run.supervised.started_at)
+        .unwrap_or_default();
+    manifest.timings_ms = Some(StepTimings {
+        agent: milliseconds(agent_time),
+        workspace: milliseconds(workspace_time.total),
+    });
     Ok(StepResult {
         report: StepReport {
             outcome: run.outcome,
@@ -173,6 +189,26 @@ pub(super) fn execute(
         waiting: false,
         fingerprint: Some(Fingerprint { tree, head }),
     })
+}
+
+/// Adds up the time spent in timed calls.
+#[derive(Debug, Default)]
+struct Stopwatch {
+    total: std::time::Duration,
+}
+
+impl Stopwatch {
+    fn time<T>(&mut self, work: impl FnOnce() -> T) -> T {
+        let started = std::time::Instant::now();
+        let result = work();
+        self.total += started.elapsed();
+        result
+    }
+}
+
+/// Milliseconds, to the microsecond.
+fn milliseconds(duration: std::time::Duration) -> f64 {
+    (duration.as_secs_f64() * 1_000_000.0).round() / 1000.0
 }
 
 fn limit<T: Copy>(

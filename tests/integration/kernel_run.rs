@@ -83,6 +83,24 @@ fn a_linear_workflow_runs_to_a_success_stop_with_a_complete_run_directory() {
             repo.json(run_id, &format!("artifacts/{step}/manifest.json"))
         );
         assert_eq!(manifest["termination"], "completed");
+        // Where the visit's time went: the agent and the git work, both within the visit.
+        let timings = &manifest["timings_ms"];
+        let (agent, workspace) = (
+            timings["agent"].as_f64().unwrap(),
+            timings["workspace"].as_f64().unwrap(),
+        );
+        let instant = |key: &str| {
+            manifest[key]
+                .as_str()
+                .unwrap()
+                .parse::<jiff::Timestamp>()
+                .unwrap()
+        };
+        let visit_ms = (instant("ended_at") - instant("started_at"))
+            .total(jiff::Unit::Millisecond)
+            .unwrap();
+        assert!(agent > 0.0 && workspace > 0.0, "{timings}");
+        assert!(agent + workspace <= visit_ms, "{timings} in {visit_ms} ms");
         let roles: Vec<&str> = manifest["artifacts"]
             .as_array()
             .unwrap()
