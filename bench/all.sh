@@ -13,7 +13,7 @@ section() { printf '\n== %s ==\n' "$1"; }
 section "validate: a generated 10,000-step workflow (goal < 100 ms), growth 100 → 10,000"
 cargo bench --quiet --bench validate
 
-section "runner: 1 GiB capture vs cat > file (ratio ≥ 0.8), timers, SIGTERM-ignoring group"
+section "runner: 1 GiB capture vs cat > file (ratio ≥ 0.8), timers, SIGTERM-ignoring group, process search"
 cargo bench --quiet --bench runner
 
 section "script: a compiled Rhai helper (< 5 µs), 100 cold expressions (< 1 ms)"
@@ -29,10 +29,17 @@ fi
 section "tnh: diff --stat and context startup vs git diff --stat (goal ≤ 3×)"
 bench/tnh.sh
 
-section "kernel: overhead per agent step vs a shell loop doing the same git work (goal < 5 ms)"
+section "kernel: overhead per agent step within the run, and vs the same agent and git calls without the kernel (goal < 5 ms)"
+if [ "$quick" = --quick ]; then
+    TNH_BENCH_TRANSITIONS=200 TNH_BENCH_ROUNDS=4 cargo bench --quiet --bench kernel
+else
+    cargo bench --quiet --bench kernel
+    TNH_BENCH_FILES=20000 TNH_BENCH_TRANSITIONS=100 TNH_BENCH_ROUNDS=5 cargo bench --quiet --bench kernel
+fi
+
+section "kernel: step time vs a shell loop making the same git processes"
 if [ "$quick" = --quick ]; then
     bench/kernel.sh 100
 else
-    bench/kernel.sh 500
-    bench/kernel.sh 100 20000
+    bench/kernel.sh 1000 20 10
 fi
