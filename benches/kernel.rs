@@ -248,7 +248,10 @@ fn main() {
         // Which side goes first alternates, so neither always follows the other's writes.
         let (measured, plain) = if round % 2 == 1 {
             let measured = kernel_round(&repo, &workflow);
-            (measured, plain_round(&repo, round, per_round, scratch.path()))
+            (
+                measured,
+                plain_round(&repo, round, per_round, scratch.path()),
+            )
         } else {
             let plain = plain_round(&repo, round, per_round, scratch.path());
             (kernel_round(&repo, &workflow), plain)
@@ -281,9 +284,8 @@ fn main() {
     );
     visit_overheads.sort_by(f64::total_cmp);
     let mean = visit_overheads.iter().sum::<f64>() / visit_overheads.len() as f64;
-    let percentile = |share: f64| {
-        visit_overheads[((visit_overheads.len() - 1) as f64 * share).round() as usize]
-    };
+    let percentile =
+        |share: f64| visit_overheads[((visit_overheads.len() - 1) as f64 * share).round() as usize];
     println!(
         "kernel overhead within the run (visit time minus its agent and workspace times, {} visits): \
          median {:.2} ms, mean {mean:.2} ms, p90 {:.2} ms; goal < 5 ms",

@@ -385,9 +385,10 @@ impl RefGuard {
     /// branches; `None` when only git can say.
     fn head_commit(&self, listing: &BTreeMap<String, String>) -> Option<String> {
         match self.read_head() {
-            Head::Attached(name) => listing.get(&name).cloned(),
+            // A branch's listed object is its commit; anything else may need peeling.
+            Head::Attached(name) if name.starts_with("refs/heads/") => listing.get(&name).cloned(),
             Head::Detached(commit) => Some(commit),
-            Head::Unknown => None,
+            Head::Attached(_) | Head::Unknown => None,
         }
     }
 
