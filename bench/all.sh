@@ -34,7 +34,7 @@ if [ "$quick" = --quick ]; then
     TNH_BENCH_TRANSITIONS=200 TNH_BENCH_ROUNDS=4 cargo bench --quiet --bench kernel
 else
     cargo bench --quiet --bench kernel
-    TNH_BENCH_FILES=20000 TNH_BENCH_TRANSITIONS=100 TNH_BENCH_ROUNDS=5 cargo bench --quiet --bench kernel
+    TNH_BENCH_FILES=20000 cargo bench --quiet --bench kernel
 fi
 
 section "kernel: step time vs a shell loop making the same git processes"

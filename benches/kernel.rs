@@ -24,7 +24,6 @@
 //! `TNH_BENCH_FILES` (20; try 20000 for a 200 MB repository).
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tnh_conductor::config::Config;
@@ -33,26 +32,8 @@ use tnh_conductor::kernel::run::{RunRequest, start_run};
 use tnh_conductor::runner::{Cancellation, CaptureFormat, Limits, ProcessSpec, supervise};
 use tnh_conductor::workspace::Workspace;
 
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(default)
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@example.invalid")
-        .env("GIT_COMMITTER_NAME", "Bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@example.invalid")
-        .status()
-        .expect("spawn git");
-    assert!(status.success(), "git {args:?}");
-}
+mod support;
+use support::{env_number, git};
 
 /// A repository of `files` text files of 300 lines, committed, with the `noop` agent
 /// configured, and the loop workflow of `steps` transitions beside it.

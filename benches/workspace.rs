@@ -8,48 +8,17 @@
 
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tnh_conductor::ids::{RunId, StepId, WorkflowId};
 use tnh_conductor::workspace::{RollbackTarget, Workspace};
 
+mod support;
+use support::{env_number, git, git_with};
+
 const MODIFIED: usize = 200;
 const DELETED: usize = 50;
 const ADDED: usize = 200;
-
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(default)
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    git_with(dir, args, None)
-}
-
-fn git_with(dir: &Path, args: &[&str], index: Option<&Path>) -> String {
-    let mut command = Command::new("git");
-    command
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@example.invalid")
-        .env("GIT_COMMITTER_NAME", "Bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@example.invalid");
-    if let Some(index) = index {
-        command.env("GIT_INDEX_FILE", index);
-    }
-    let output = command.output().expect("spawn git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
-}
 
 /// Deterministic text content: lines of pseudo-random hex, so diffs and compression are real.
 fn contents(seed: usize, bytes: usize) -> Vec<u8> {
