@@ -198,17 +198,7 @@ impl Workspace {
         scratch: &Git,
         since: &Snapshot,
     ) -> Result<WorkspaceStatus, WorkspaceError> {
-        let raw = scratch.bytes([
-            "diff-index",
-            "--cached",
-            "-z",
-            "-M",
-            "--raw",
-            "--numstat",
-            "--no-textconv",
-            since.tree.as_str(),
-        ])?;
-        let mut files = parse_raw_numstat(&raw)?;
+        let mut files = changes_against(scratch, since)?;
         for file in &mut files {
             if file.is_symlink() {
                 let link = self.path().join(&file.path);
@@ -253,6 +243,30 @@ impl Workspace {
             .map(str::to_owned)
             .collect())
     }
+}
+
+/// The changed paths between `since` and the scratch index, read from git's objects alone
+/// (the worktree is not looked at, so it may change meanwhile).
+fn changes_against(scratch: &Git, since: &Snapshot) -> Result<Vec<ChangedFile>, WorkspaceError> {
+    let raw = scratch.bytes([
+        "diff-index",
+        "--cached",
+        "-z",
+        "-M",
+        "--raw",
+        "--numstat",
+        "--no-textconv",
+        since.tree.as_str(),
+    ])?;
+    parse_raw_numstat(&raw)
+}
+
+/// The totals of the change between `since` and the scratch index, from git's objects alone.
+pub(crate) fn diffstat_against(
+    scratch: &Git,
+    since: &Snapshot,
+) -> Result<DiffStat, WorkspaceError> {
+    changes_against(scratch, since).map(|files| diffstat_of(&files))
 }
 
 /// Sums a list of changes.

@@ -108,25 +108,23 @@ impl Workspace {
         target: RollbackTarget,
         snapshot: Snapshot,
     ) -> Result<RollbackRecord, WorkspaceError> {
-        let before = self.status_since(&snapshot)?.diffstat;
-        // An agent may have left HEAD on a deleted branch; that is what rollback repairs.
-        let head_before = self
-            .git
-            .text(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
-            .unwrap_or_default();
-        self.abandon_operations_in_progress()?;
-        // An agent may have checked out another branch or detached HEAD: re-attach it to the
-        // work branch first, so the resets below move only the work branch.
-        let branch_ref = self.branch_ref();
-        self.git
-            .run(["symbolic-ref", "HEAD", branch_ref.as_str()])?;
-        self.git
-            .run(["reset", "--quiet", "--hard", snapshot.commit.as_str()])?;
-        let clean_flags = match target {
-            RollbackTarget::PreRun => "-ffdxq",
-            RollbackTarget::PreStep => "-ffdq",
-        };
-        self.git.run(["clean", clean_flags])?;
+        // The worktree as it is, hashed into git's objects: what the rollback undoes.
+        let scratch = self.refresh_scratch_index()?;
+        // Its line counts come from those objects alone, so they are counted while git resets
+        // the worktree; the scratch index is left alone until both are done.
+        let (before, reset) = std::thread::scope(|scope| {
+            let counting = scope.spawn(|| super::capture::diffstat_against(&scratch, &snapshot));
+            let reset = self.reset_hard(target, &snapshot);
+            let before = counting.join().unwrap_or_else(|_| {
+                Err(WorkspaceError::Parse {
+                    command: "diff-index --numstat",
+                    detail: "counting the lines to undo failed".to_owned(),
+                })
+            });
+            (before, reset)
+        });
+        let head_before = reset?;
+        let before = before?;
         // The real index now matches the snapshot with fresh stat data: seeding the scratch
         // index from it makes the check below a stat pass instead of re-hashing every file
         // the reset rewrote.
@@ -146,6 +144,35 @@ impl Workspace {
             before,
             after,
         })
+    }
+
+    /// Puts the work branch's HEAD, index and files at the snapshot's commit and removes what
+    /// it does not contain; returns the HEAD commit found before (empty when HEAD was on a
+    /// deleted branch).
+    fn reset_hard(
+        &self,
+        target: RollbackTarget,
+        snapshot: &Snapshot,
+    ) -> Result<String, WorkspaceError> {
+        // An agent may have left HEAD on a deleted branch; that is what rollback repairs.
+        let head_before = self
+            .git
+            .text(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+            .unwrap_or_default();
+        self.abandon_operations_in_progress()?;
+        // An agent may have checked out another branch or detached HEAD: re-attach it to the
+        // work branch first, so the resets below move only the work branch.
+        let branch_ref = self.branch_ref();
+        self.git
+            .run(["symbolic-ref", "HEAD", branch_ref.as_str()])?;
+        self.git
+            .run(["reset", "--quiet", "--hard", snapshot.commit.as_str()])?;
+        let clean_flags = match target {
+            RollbackTarget::PreRun => "-ffdxq",
+            RollbackTarget::PreStep => "-ffdq",
+        };
+        self.git.run(["clean", clean_flags])?;
+        Ok(head_before)
     }
 
     /// A rebase or `git am` the agent left half-done keeps state that `reset --hard` does not

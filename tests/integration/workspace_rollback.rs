@@ -46,6 +46,10 @@ fn rollback_to_pre_run_restores_every_kind_of_change() {
     let dir = workspace.path();
     let base = workspace.record().base_sha.clone();
     messy_agent(dir);
+    let undone = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap()
+        .diffstat;
 
     let record = workspace.rollback(RollbackTarget::PreRun).unwrap();
 
@@ -79,7 +83,9 @@ fn rollback_to_pre_run_restores_every_kind_of_change() {
     assert_eq!(record.target, RollbackTarget::PreRun);
     assert_eq!(record.head_after, base);
     assert_ne!(record.head_before, base);
+    // Counted while the reset ran, the undone change is the one a status saw before it.
     assert!(record.before.files_changed >= 8, "{:?}", record.before);
+    assert_eq!(record.before, undone);
     assert!(record.after.is_empty(), "{:?}", record.after);
     let json = serde_json::to_value(&record).unwrap();
     assert_eq!(json["target"], "pre_run");
