@@ -136,7 +136,7 @@ impl Workspace {
             files: BTreeMap::new(),
         };
         let listing = guard.list_refs()?;
-        guard.worktree_head = match guard.head_commit(&listing) {
+        guard.worktree_head = match head_commit(&guard.read_head(), &listing) {
             Some(commit) => commit,
             None => self.git.text(["rev-parse", "--verify", "HEAD^{commit}"])?,
         };
@@ -167,16 +167,12 @@ impl RefGuard {
         let head = self.read_head();
         let branch_ref = self.workspace.branch_ref();
         let branch_now = listing.get(&branch_ref).cloned();
-        let head_now = match &head {
-            Head::Attached(name) if *name == branch_ref => branch_now.clone(),
-            Head::Attached(name) if name.starts_with("refs/heads/") => listing.get(name).cloned(),
-            Head::Detached(commit) => Some(commit.clone()),
-            Head::Attached(_) | Head::Unknown => self
-                .workspace
+        let head_now = head_commit(&head, &listing).or_else(|| {
+            self.workspace
                 .git
                 .text(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
-                .ok(),
-        };
+                .ok()
+        });
         let attached = match &head {
             Head::Unknown => self
                 .workspace
@@ -381,17 +377,6 @@ impl RefGuard {
         listing
     }
 
-    /// The commit the worktree's HEAD points at, from its `HEAD` file and a listing of
-    /// branches; `None` when only git can say.
-    fn head_commit(&self, listing: &BTreeMap<String, String>) -> Option<String> {
-        match self.read_head() {
-            // A branch's listed object is its commit; anything else may need peeling.
-            Head::Attached(name) if name.starts_with("refs/heads/") => listing.get(&name).cloned(),
-            Head::Detached(commit) => Some(commit),
-            Head::Attached(_) | Head::Unknown => None,
-        }
-    }
-
     /// The worktree's `HEAD` file, as git writes it for the files ref backend. A repository
     /// with another backend (reftable) keeps a placeholder there, so its HEAD is `Unknown`.
     fn read_head(&self) -> Head {
@@ -438,6 +423,17 @@ impl RefGuard {
             Err(source) => return Err(WorkspaceError::io("list", &hooks, source)),
         }
         Ok(paths)
+    }
+}
+
+/// The commit `head` points at, from a listing of refs; `None` when only git can say (or the
+/// branch it names does not exist).
+fn head_commit(head: &Head, listing: &BTreeMap<String, String>) -> Option<String> {
+    match head {
+        // A branch's listed object is its commit; anything else may need peeling.
+        Head::Attached(name) if name.starts_with("refs/heads/") => listing.get(name).cloned(),
+        Head::Detached(commit) => Some(commit.clone()),
+        Head::Attached(_) | Head::Unknown => None,
     }
 }
 
