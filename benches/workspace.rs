@@ -55,7 +55,13 @@ fn generate(root: &Path, files: usize, bytes: usize) {
         std::fs::write(&path, contents(index, bytes)).expect("write");
     }
     git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "generated"]);
+    // Packed in the foreground, as a clone is: otherwise the commit's automatic gc packs the
+    // 20,000 loose objects in the background while the first measurements run.
+    git(
+        root,
+        &["-c", "gc.auto=0", "commit", "-q", "-m", "generated"],
+    );
+    git(root, &["gc", "-q"]);
 }
 
 /// What an agent does between two measurements: edits, deletions, new untracked files in new
@@ -141,6 +147,7 @@ fn main() {
         bench_diff(&root, files, iterations),
         bench_diff_same_work(&root, files, iterations),
         bench_rollback(&root, files, iterations),
+        bench_rollback_same_work(&root, files, iterations),
     ];
     println!(
         "{:<10} {:>12} {:>12} {:>7}  git command",
@@ -439,5 +446,59 @@ fn bench_rollback(root: &Path, files: usize, iterations: usize) -> Row {
         ours,
         git: git_time,
         git_command: "git reset --hard && git clean -fd",
+    }
+}
+
+/// git doing exactly the work `rollback` does: hash the worktree into a scratch index and count
+/// the lines undone, reset and clean, then prove the result exact by hashing the worktree
+/// again (from the freshly reset index) and comparing its tree with the snapshot's.
+fn bench_rollback_same_work(root: &Path, files: usize, iterations: usize) -> Row {
+    let (workspace, git_dir) = changed_workspace(root, "rollback-same", files);
+    let pre_run = workspace.pre_run().expect("pre_run");
+    let change = || agent_changes(workspace.path(), files);
+    let ours = || {
+        workspace
+            .rollback(RollbackTarget::PreRun)
+            .expect("rollback");
+    };
+    let scratch = git_dir.join("bench-index");
+    std::fs::copy(git_dir.join("index"), &scratch).expect("copy index");
+    let dir = workspace.path();
+    let plain = || {
+        git(dir, &["rev-parse", "--verify", "HEAD^{commit}"]);
+        git_with(dir, &["add", "-A"], Some(&scratch));
+        let count = [
+            "diff-index",
+            "--cached",
+            "-z",
+            "-M",
+            "--raw",
+            "--numstat",
+            &pre_run.tree,
+        ];
+        git_with(dir, &count, Some(&scratch));
+        git(dir, &["reset", "-q", "--hard", &pre_run.commit]);
+        git(dir, &["clean", "-q", "-ffdx"]);
+        std::fs::copy(git_dir.join("index"), &scratch).expect("copy index");
+        git_with(dir, &["add", "-A"], Some(&scratch));
+        let tree = git_with(dir, &["write-tree"], Some(&scratch));
+        assert_eq!(tree, pre_run.tree, "git's rollback is exact");
+    };
+    let (ours, git_time) = compare(
+        iterations,
+        Side {
+            prepare: &change,
+            measured: &ours,
+        },
+        Side {
+            prepare: &change,
+            measured: &plain,
+        },
+    );
+    Row {
+        name: "rollback=",
+        ours,
+        git: git_time,
+        git_command: "git add -A && diff-index --numstat -M; reset --hard; clean -ffdx; cp index; add -A && write-tree",
     }
 }

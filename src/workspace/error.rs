@@ -1,6 +1,6 @@
 //! Errors of the workspace module: each says what failed and where, with a hint for the operator.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A workspace operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +27,15 @@ pub enum WorkspaceError {
         path: PathBuf,
         /// The underlying error.
         source: std::io::Error,
+    },
+    /// The repository is in a format libgit2 cannot read (a reftable repository, a newer
+    /// repository version).
+    #[error("`{path}`: this repository's format is not supported ({detail})")]
+    UnsupportedRepository {
+        /// Where the repository was looked for.
+        path: PathBuf,
+        /// What libgit2 said.
+        detail: String,
     },
     /// The directory is not inside a git repository.
     #[error("`{0}` is not inside a git repository")]
@@ -103,6 +112,7 @@ impl WorkspaceError {
         use crate::error::ExitStatus;
         match self {
             WorkspaceError::NotARepository(_)
+            | WorkspaceError::UnsupportedRepository { .. }
             | WorkspaceError::BareRepository(_)
             | WorkspaceError::NoCommits(_)
             | WorkspaceError::UnresolvableBase { .. }
@@ -131,6 +141,11 @@ impl WorkspaceError {
             }
             WorkspaceError::Io { .. } => "check that the path exists and is writable",
             WorkspaceError::NotARepository(_) => "run inside a git repository or pass `--repo DIR`",
+            WorkspaceError::UnsupportedRepository { .. } => {
+                "tnh-conductor reads repositories with libgit2, which does not know this format; \
+                 clone a reftable repository into the files format \
+                 (`git clone --ref-format=files SRC DEST`) and run there"
+            }
             WorkspaceError::BareRepository(_) => "use a clone with a working directory",
             WorkspaceError::NoCommits(_) => {
                 "commit something first: the run's branch starts from a commit"
@@ -169,4 +184,21 @@ impl WorkspaceError {
             source,
         }
     }
+}
+
+/// The repository containing `start`, opened with libgit2. A directory outside any repository
+/// and a repository libgit2 cannot read are told apart.
+pub(crate) fn discover(start: &Path) -> Result<git2::Repository, WorkspaceError> {
+    git2::Repository::discover(start).map_err(|error| {
+        let unsupported = error.class() == git2::ErrorClass::Repository
+            && error.message().contains("unsupported");
+        if unsupported {
+            WorkspaceError::UnsupportedRepository {
+                path: start.to_owned(),
+                detail: error.message().to_owned(),
+            }
+        } else {
+            WorkspaceError::NotARepository(start.to_owned())
+        }
+    })
 }

@@ -87,7 +87,7 @@ pub struct Checked {
 
 /// Where the worktree's HEAD points, as its `HEAD` file says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Head {
+pub(super) enum Head {
     /// `ref: <name>`.
     Attached(String),
     /// A commit id.
@@ -136,7 +136,7 @@ impl Workspace {
             files: BTreeMap::new(),
         };
         let listing = guard.list_refs()?;
-        guard.worktree_head = match head_commit(&guard.read_head(), &listing) {
+        guard.worktree_head = match head_commit(&guard.workspace.read_head(), &listing) {
             Some(commit) => commit,
             None => self.git.text(["rev-parse", "--verify", "HEAD^{commit}"])?,
         };
@@ -164,7 +164,7 @@ impl RefGuard {
     pub fn check(&self) -> Result<Checked, WorkspaceError> {
         let mut report = GuardReport::default();
         let listing = self.list_refs()?;
-        let head = self.read_head();
+        let head = self.workspace.read_head();
         let branch_ref = self.workspace.branch_ref();
         let branch_now = listing.get(&branch_ref).cloned();
         let head_now = head_commit(&head, &listing).or_else(|| {
@@ -173,15 +173,7 @@ impl RefGuard {
                 .text(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
                 .ok()
         });
-        let attached = match &head {
-            Head::Unknown => self
-                .workspace
-                .git
-                .text(["symbolic-ref", "--quiet", "HEAD"])
-                .is_ok_and(|current| current == branch_ref),
-            Head::Attached(name) => *name == branch_ref,
-            Head::Detached(_) => false,
-        };
+        let attached = self.workspace.head_on_work_branch(&head);
         let after = self.guarded(listing);
         self.compare_refs(&after, &mut report)?;
         self.check_operator_head(&mut report)?;
@@ -377,28 +369,6 @@ impl RefGuard {
         listing
     }
 
-    /// The worktree's `HEAD` file, as git writes it for the files ref backend. A repository
-    /// with another backend (reftable) keeps a placeholder there, so its HEAD is `Unknown`.
-    fn read_head(&self) -> Head {
-        if self.workspace.common_dir.join("reftable").exists() {
-            return Head::Unknown;
-        }
-        let Ok(text) = std::fs::read_to_string(self.workspace.worktree_git_dir.join("HEAD")) else {
-            return Head::Unknown;
-        };
-        let text = text.trim_end();
-        if let Some(name) = text.strip_prefix("ref: ") {
-            return Head::Attached(name.to_owned());
-        }
-        let is_commit_id = (text.len() == 40 || text.len() == 64)
-            && text.bytes().all(|byte| byte.is_ascii_hexdigit());
-        if is_commit_id {
-            Head::Detached(text.to_owned())
-        } else {
-            Head::Unknown
-        }
-    }
-
     fn guarded_files(&self) -> Result<Vec<PathBuf>, WorkspaceError> {
         let common = &self.workspace.common_dir;
         let mut paths = vec![
@@ -423,6 +393,43 @@ impl RefGuard {
             Err(source) => return Err(WorkspaceError::io("list", &hooks, source)),
         }
         Ok(paths)
+    }
+}
+
+impl Workspace {
+    /// The worktree's `HEAD` file, as git writes it for the files ref backend. A repository
+    /// with another backend (reftable) keeps a placeholder there, so its HEAD is `Unknown`.
+    pub(super) fn read_head(&self) -> Head {
+        if self.common_dir.join("reftable").exists() {
+            return Head::Unknown;
+        }
+        let Ok(text) = std::fs::read_to_string(self.worktree_git_dir.join("HEAD")) else {
+            return Head::Unknown;
+        };
+        let text = text.trim_end();
+        if let Some(name) = text.strip_prefix("ref: ") {
+            return Head::Attached(name.to_owned());
+        }
+        let is_commit_id = (text.len() == 40 || text.len() == 64)
+            && text.bytes().all(|byte| byte.is_ascii_hexdigit());
+        if is_commit_id {
+            Head::Detached(text.to_owned())
+        } else {
+            Head::Unknown
+        }
+    }
+
+    /// True when the worktree's HEAD is attached to the work branch.
+    pub(super) fn head_on_work_branch(&self, head: &Head) -> bool {
+        let branch_ref = self.branch_ref();
+        match head {
+            Head::Unknown => self
+                .git
+                .text(["symbolic-ref", "--quiet", "HEAD"])
+                .is_ok_and(|current| current == branch_ref),
+            Head::Attached(name) => *name == branch_ref,
+            Head::Detached(_) => false,
+        }
     }
 }
 

@@ -133,7 +133,7 @@ impl Workspace {
             self.git
                 .run(["reset", "--quiet", "--mixed", snapshot.base.as_str()])?;
         }
-        let after = self.status_since(&snapshot)?.diffstat;
+        let after = self.remaining_since(&snapshot)?;
         Ok(RollbackRecord {
             schema_version: ROLLBACK_RECORD_SCHEMA_VERSION,
             run_id: self.run_id().clone(),
@@ -144,6 +144,17 @@ impl Workspace {
             before,
             after,
         })
+    }
+
+    /// What still differs from `snapshot` after a rollback. Usually nothing, which the tree of
+    /// the worktree shows without reading any file's content: only a tree that differs from
+    /// the snapshot's is compared file by file for its line counts.
+    pub(crate) fn remaining_since(&self, snapshot: &Snapshot) -> Result<DiffStat, WorkspaceError> {
+        let scratch = self.refresh_scratch_index()?;
+        if scratch.text(["write-tree"])? == snapshot.tree {
+            return Ok(DiffStat::default());
+        }
+        super::capture::diffstat_against(&scratch, snapshot)
     }
 
     /// Puts the work branch's HEAD, index and files at the snapshot's commit and removes what
@@ -162,9 +173,11 @@ impl Workspace {
         self.abandon_operations_in_progress()?;
         // An agent may have checked out another branch or detached HEAD: re-attach it to the
         // work branch first, so the resets below move only the work branch.
-        let branch_ref = self.branch_ref();
-        self.git
-            .run(["symbolic-ref", "HEAD", branch_ref.as_str()])?;
+        if !self.head_on_work_branch(&self.read_head()) {
+            let branch_ref = self.branch_ref();
+            self.git
+                .run(["symbolic-ref", "HEAD", branch_ref.as_str()])?;
+        }
         self.git
             .run(["reset", "--quiet", "--hard", snapshot.commit.as_str()])?;
         let clean_flags = match target {
@@ -191,4 +204,64 @@ impl Workspace {
 /// The JSON Schema of the rollback record (`rollback_completed` payload).
 pub fn rollback_record_schema() -> serde_json::Value {
     serde_json::to_value(schemars::schema_for!(RollbackRecord)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::process::Command;
+
+    use super::*;
+    use crate::ids::{StepId, WorkflowId};
+
+    fn git(dir: &Path, args: &[&str]) {
+        let status = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir)
+            .status()
+            .expect("git runs");
+        assert!(status.success(), "git {args:?}");
+    }
+
+    /// The remaining difference is found from the tree when there is none, and counted file by
+    /// file, as a status would count it, when there is one.
+    #[test]
+    fn remaining_difference_is_counted_only_when_the_tree_differs() {
+        let scratch = tempfile::tempdir().unwrap();
+        let repo = scratch.path();
+        git(repo, &["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("a.txt"), "one\ntwo\n").unwrap();
+        git(repo, &["add", "-A"]);
+        git(repo, &["commit", "-q", "-m", "base"]);
+        let run = RunId::new("remaining");
+        let workspace = Workspace::create(repo, &run, &WorkflowId::new("wf"), None).unwrap();
+        let dir = workspace.path().to_owned();
+        std::fs::write(dir.join("new.txt"), "kept\n").unwrap();
+        let snapshot = workspace
+            .snapshot_pre_step(&StepId::new("step"), 1)
+            .unwrap();
+        assert!(workspace.remaining_since(&snapshot).unwrap().is_empty());
+
+        std::fs::write(dir.join("a.txt"), "one\n2\nthree\n").unwrap();
+        std::fs::remove_file(dir.join("new.txt")).unwrap();
+        let remaining = workspace.remaining_since(&snapshot).unwrap();
+        assert_eq!(
+            remaining,
+            workspace.status_since(&snapshot).unwrap().diffstat
+        );
+        assert_eq!(
+            (
+                remaining.files_changed,
+                remaining.insertions,
+                remaining.deletions
+            ),
+            (2, 2, 2)
+        );
+
+        let record = workspace.rollback(RollbackTarget::PreStep).unwrap();
+        assert_eq!(record.before, remaining);
+        assert!(record.after.is_empty(), "{:?}", record.after);
+        assert!(workspace.remaining_since(&snapshot).unwrap().is_empty());
+    }
 }

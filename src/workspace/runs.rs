@@ -44,8 +44,7 @@ pub fn runs_dir(repo_root: &Path) -> PathBuf {
 
 /// The main working directory of the repository containing `start`.
 pub fn find_repo_root(start: &Path) -> Result<PathBuf, WorkspaceError> {
-    let repository = git2::Repository::discover(start)
-        .map_err(|_| WorkspaceError::NotARepository(start.to_owned()))?;
+    let repository = super::error::discover(start)?;
     let common = repository.commondir();
     match common.parent() {
         Some(root) if !repository.is_bare() => Ok(root.to_owned()),

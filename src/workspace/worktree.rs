@@ -187,8 +187,7 @@ struct LocatedRepository {
 }
 
 fn locate_repository(path: &Path) -> Result<LocatedRepository, WorkspaceError> {
-    let repository = git2::Repository::discover(path)
-        .map_err(|_| WorkspaceError::NotARepository(path.to_owned()))?;
+    let repository = super::error::discover(path)?;
     if repository.is_bare() {
         return Err(WorkspaceError::BareRepository(repository.path().to_owned()));
     }

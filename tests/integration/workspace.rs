@@ -175,6 +175,67 @@ fn create_refuses_a_bare_repository() {
     assert!(error.to_string().contains("bare repository"));
 }
 
+/// A repository whose refs are kept in the reftable format, which libgit2 cannot read; `None`
+/// when this git predates the format (2.45).
+fn reftable_repo() -> Option<tempfile::TempDir> {
+    let dir = tempfile::tempdir().unwrap();
+    let made = crate::support::git_command(dir.path())
+        .args(["init", "-q", "--ref-format=reftable", "-b", "main"])
+        .status()
+        .unwrap()
+        .success();
+    if !made {
+        eprintln!("skipped: this git cannot create a reftable repository");
+        return None;
+    }
+    std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+    git_in(dir.path(), &["add", "a.txt"]);
+    git_in(dir.path(), &["commit", "-q", "-m", "base"]);
+    Some(dir)
+}
+
+#[test]
+fn create_refuses_a_reftable_repository_saying_why() {
+    let Some(dir) = reftable_repo() else { return };
+    let error =
+        Workspace::create(dir.path(), &RunId::new("r"), &WorkflowId::new("wf"), None).unwrap_err();
+    assert!(
+        matches!(error, WorkspaceError::UnsupportedRepository { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("refstorage"), "{error}");
+    assert!(
+        error
+            .hint()
+            .is_some_and(|hint| hint.contains("--ref-format=files")),
+        "{:?}",
+        error.hint()
+    );
+    assert_eq!(error.exit_status().code(), 2);
+    assert!(!dir.path().join(".tnh/worktrees").exists());
+
+    // `run` says the same, instead of "not inside a git repository", and creates nothing.
+    let workflow = dir.path().join("stop.yaml");
+    std::fs::write(
+        &workflow,
+        "workflow_id: stop\nversion: 1\ndescription: stops\nentry_step: done\nsteps:\n  \
+         - id: done\n    opcode: STOP\n    outcome: success\n",
+    )
+    .unwrap();
+    let output = crate::support::conductor()
+        .arg("--repo")
+        .arg(dir.path())
+        .arg("run")
+        .arg(&workflow)
+        .output()
+        .unwrap();
+    let stderr = crate::support::stderr_text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("format is not supported"), "{stderr}");
+    assert!(!stderr.contains("not inside a git repository"), "{stderr}");
+    assert!(!dir.path().join(".tnh").exists());
+}
+
 #[test]
 fn create_refuses_a_repository_without_commits() {
     let dir = tempfile::tempdir().unwrap();
