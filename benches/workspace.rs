@@ -2,7 +2,8 @@
 //! CLI doing the same work, on a generated repository (default 20,000 files, ~200 MB).
 //!
 //! Run with `bench/workspace.sh` (or `cargo bench --bench workspace`). Sizes can be changed
-//! with `TNH_BENCH_FILES`, `TNH_BENCH_FILE_BYTES` and `TNH_BENCH_ITERATIONS`. Each figure is
+//! with `TNH_BENCH_FILES`, `TNH_BENCH_FILE_BYTES` and `TNH_BENCH_ITERATIONS`;
+//! `TNH_BENCH_ONLY=diff,rollback` measures only the operations named. Each figure is
 //! the median of the iterations after one warm-up; the file system cache is warm, as it is
 //! for an overnight run working on a repository.
 
@@ -139,16 +140,29 @@ fn main() {
         files * bytes / 1_000_000,
         start.elapsed()
     );
-    let rows = vec![
-        bench_create(&root, iterations),
-        bench_snapshot(&root, files, iterations),
-        bench_status(&root, files, iterations),
-        bench_status_same_work(&root, files, iterations),
-        bench_diff(&root, files, iterations),
-        bench_diff_same_work(&root, files, iterations),
-        bench_rollback(&root, files, iterations),
-        bench_rollback_same_work(&root, files, iterations),
-    ];
+    // `TNH_BENCH_ONLY=status,rollback` runs only the operations named (and their "same work"
+    // rows).
+    let only = std::env::var("TNH_BENCH_ONLY").unwrap_or_default();
+    let wanted = |name: &str| only.is_empty() || only.split(',').any(|part| part.trim() == name);
+    let mut rows = Vec::new();
+    if wanted("create") {
+        rows.push(bench_create(&root, iterations));
+    }
+    if wanted("snapshot") {
+        rows.push(bench_snapshot(&root, files, iterations));
+    }
+    if wanted("status") {
+        rows.push(bench_status(&root, files, iterations));
+        rows.push(bench_status_same_work(&root, files, iterations));
+    }
+    if wanted("diff") {
+        rows.push(bench_diff(&root, files, iterations));
+        rows.push(bench_diff_same_work(&root, files, iterations));
+    }
+    if wanted("rollback") {
+        rows.push(bench_rollback(&root, files, iterations));
+        rows.push(bench_rollback_same_work(&root, files, iterations));
+    }
     println!(
         "{:<10} {:>12} {:>12} {:>7}  git command",
         "operation", "workspace", "git", "ratio"

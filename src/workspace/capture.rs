@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
+use std::io::{BufRead, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -162,29 +163,22 @@ impl Workspace {
 
     /// Writes the unified, binary-safe patch from `since` to the worktree into `patch_file`
     /// and returns the status of the same change and the worktree's tree (the worktree is
-    /// read once).
+    /// read once, and the change is diffed once: each file's line counts are read from the
+    /// patch's hunks as it is written).
     pub fn capture_since(
         &self,
         since: &Snapshot,
         patch_file: &Path,
     ) -> Result<Capture, WorkspaceError> {
         let scratch = self.refresh_scratch_index()?;
-        scratch.to_file(
-            [
-                "diff-index",
-                "--cached",
-                "-p",
-                "--binary",
-                "-M",
-                "--no-color",
-                "--no-ext-diff",
-                "--no-textconv",
-                since.tree.as_str(),
-            ],
-            patch_file,
-        )?;
+        let files = match write_patch(&scratch, since, patch_file)? {
+            Some(files) => files,
+            // The patch's sections did not line up with git's records, which this reader does
+            // not expect: git counts the lines itself.
+            None => changes_against(&scratch, since)?,
+        };
         Ok(Capture {
-            status: self.status_against(&scratch, since)?,
+            status: self.status_of(since, files)?,
             // Written once here, the trees of the changed folders are found by the next
             // snapshot.
             tree: scratch.text(["write-tree"])?,
@@ -198,7 +192,15 @@ impl Workspace {
         scratch: &Git,
         since: &Snapshot,
     ) -> Result<WorkspaceStatus, WorkspaceError> {
-        let mut files = changes_against(scratch, since)?;
+        self.status_of(since, changes_against(scratch, since)?)
+    }
+
+    /// The `workspace_status` of the changed files `files`.
+    fn status_of(
+        &self,
+        since: &Snapshot,
+        mut files: Vec<ChangedFile>,
+    ) -> Result<WorkspaceStatus, WorkspaceError> {
         for file in &mut files {
             if file.is_symlink() {
                 let link = self.path().join(&file.path);
@@ -284,37 +286,28 @@ pub fn diffstat_of(files: &[ChangedFile]) -> DiffStat {
 /// then one or two paths) followed by numstat records (`added\tremoved\tpath`, or an empty
 /// path followed by the old and new path for a rename).
 fn parse_raw_numstat(output: &[u8]) -> Result<Vec<ChangedFile>, WorkspaceError> {
-    let text = String::from_utf8_lossy(output);
-    let mut tokens = text
-        .split('\0')
+    let mut tokens = output
+        .split(|byte| *byte == 0)
         .filter(|token| !token.is_empty())
         .peekable();
     let mut files = Vec::new();
     let mut counts: HashMap<String, (Option<u64>, Option<u64>)> = HashMap::new();
     while let Some(token) = tokens.next() {
-        if let Some(raw) = token.strip_prefix(':') {
-            let fields: Vec<&str> = raw.split(' ').collect();
-            let [old_mode, new_mode, _, _, status] = fields[..] else {
-                return Err(parse_error(token));
-            };
-            let renamed = status.starts_with('R') || status.starts_with('C');
-            let first = tokens.next().ok_or_else(|| parse_error(token))?;
-            let (old_path, path) = if renamed {
-                let second = tokens.next().ok_or_else(|| parse_error(token))?;
-                (Some(first.to_owned()), second.to_owned())
-            } else {
-                (None, first.to_owned())
-            };
-            files.push(raw_change(old_mode, new_mode, status, old_path, path));
+        if token.starts_with(b":") {
+            let record = RawRecord::parse(token, || tokens.next().map(<[u8]>::to_vec))
+                .map_err(|token| parse_error(&token))?;
+            files.push(record.change());
         } else {
+            let token = String::from_utf8_lossy(token);
             let mut parts = token.splitn(3, '\t');
-            let added = parts.next().ok_or_else(|| parse_error(token))?;
-            let removed = parts.next().ok_or_else(|| parse_error(token))?;
+            let added = parts.next().ok_or_else(|| parse_error(&token))?;
+            let removed = parts.next().ok_or_else(|| parse_error(&token))?;
             let mut path = parts.next().unwrap_or_default().to_owned();
             if path.is_empty() {
                 // A rename: the old and the new path follow as separate records.
                 let _old = tokens.next();
-                path = tokens.next().ok_or_else(|| parse_error(token))?.to_owned();
+                let new = tokens.next().ok_or_else(|| parse_error(&token))?;
+                path = String::from_utf8_lossy(new).into_owned();
             }
             counts.insert(path, (added.parse().ok(), removed.parse().ok()));
         }
@@ -328,6 +321,261 @@ fn parse_raw_numstat(output: &[u8]) -> Result<Vec<ChangedFile>, WorkspaceError> 
         file.kind = classify(file, file.kind);
     }
     Ok(files)
+}
+
+/// One raw record of `git diff-index -z --raw`, its paths as git wrote them.
+struct RawRecord {
+    old_mode: String,
+    new_mode: String,
+    status: String,
+    old_path: Option<Vec<u8>>,
+    path: Vec<u8>,
+}
+
+impl RawRecord {
+    /// Parses the record `token` (`:old new sha sha status`), taking its one or two paths from
+    /// `next_path`. The error is the text of the record that could not be read.
+    fn parse(token: &[u8], mut next_path: impl FnMut() -> Option<Vec<u8>>) -> Result<Self, String> {
+        let text = String::from_utf8_lossy(token);
+        let fields: Vec<&str> = text.trim_start_matches(':').split(' ').collect();
+        let [old_mode, new_mode, _, _, status] = fields[..] else {
+            return Err(text.into_owned());
+        };
+        let renamed = status.starts_with('R') || status.starts_with('C');
+        let first = next_path().ok_or_else(|| text.to_string())?;
+        let (old_path, path) = if renamed {
+            (Some(first), next_path().ok_or_else(|| text.to_string())?)
+        } else {
+            (None, first)
+        };
+        Ok(Self {
+            old_mode: old_mode.to_owned(),
+            new_mode: new_mode.to_owned(),
+            status: status.to_owned(),
+            old_path,
+            path,
+        })
+    }
+
+    /// The change, not yet counted or classified.
+    fn change(&self) -> ChangedFile {
+        let lossy = |path: &[u8]| String::from_utf8_lossy(path).into_owned();
+        raw_change(
+            &self.old_mode,
+            &self.new_mode,
+            &self.status,
+            self.old_path.as_deref().map(lossy),
+            lossy(&self.path),
+        )
+    }
+
+    /// How many `diff --git` sections the patch has for this record: a type change (a file
+    /// replaced by a symlink, or the reverse) is shown as a deletion and a creation.
+    fn sections(&self) -> usize {
+        if self.status.starts_with('T') { 2 } else { 1 }
+    }
+
+    /// The header line git writes for this record's sections (quoted as `core.quotePath`
+    /// quotes, without the newline).
+    fn header(&self) -> Vec<u8> {
+        let old = self.old_path.as_deref().unwrap_or(&self.path);
+        let mut header = b"diff --git ".to_vec();
+        quote_path(b"a/", old, &mut header);
+        header.push(b' ');
+        quote_path(b"b/", &self.path, &mut header);
+        header
+    }
+}
+
+/// Appends `prefix` + `path` to `out` as git's `quote_c_style` writes it with
+/// `core.quotePath=true`: unchanged unless a byte needs quoting, otherwise in double quotes
+/// with C escapes and octal for control characters and bytes above 0x7f.
+fn quote_path(prefix: &[u8], path: &[u8], out: &mut Vec<u8>) {
+    let needs_quote = |byte: u8| !(0x20..0x7f).contains(&byte) || byte == b'"' || byte == b'\\';
+    if !prefix.iter().chain(path).copied().any(needs_quote) {
+        out.extend_from_slice(prefix);
+        out.extend_from_slice(path);
+        return;
+    }
+    out.push(b'"');
+    for &byte in prefix.iter().chain(path) {
+        let letter = match byte {
+            0x07 => Some(b'a'),
+            0x08 => Some(b'b'),
+            b'\t' => Some(b't'),
+            b'\n' => Some(b'n'),
+            0x0b => Some(b'v'),
+            0x0c => Some(b'f'),
+            b'\r' => Some(b'r'),
+            b'"' => Some(b'"'),
+            b'\\' => Some(b'\\'),
+            _ => None,
+        };
+        match letter {
+            Some(letter) => out.extend_from_slice(&[b'\\', letter]),
+            None if needs_quote(byte) => out.extend_from_slice(format!("\\{byte:03o}").as_bytes()),
+            None => out.push(byte),
+        }
+    }
+    out.push(b'"');
+}
+
+/// Writes the binary-safe patch from `since` to the scratch index into `patch_file`, and
+/// returns the changed files with the lines each adds and removes as counted in the patch's
+/// hunks (`None` when the sections do not line up with git's records).
+fn write_patch(
+    scratch: &Git,
+    since: &Snapshot,
+    patch_file: &Path,
+) -> Result<Option<Vec<ChangedFile>>, WorkspaceError> {
+    let file = std::fs::File::create(patch_file)
+        .map_err(|source| WorkspaceError::io("create", patch_file, source))?;
+    let mut sink = std::io::BufWriter::new(file);
+    let args = [
+        // The headers are quoted the way `RawRecord::header` expects, whatever the
+        // operator's configuration says.
+        "-c",
+        "core.quotePath=true",
+        "diff-index",
+        "--cached",
+        "-z",
+        "--raw",
+        "-p",
+        "--binary",
+        "-M",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        since.tree.as_str(),
+    ];
+    let counted = scratch.stream(args, |output| {
+        read_raw_and_patch(output, &mut sink).map_err(|broken| match broken {
+            Broken::Read(source) => {
+                WorkspaceError::io("read git diff-index output for", patch_file, source)
+            }
+            Broken::Write(source) => WorkspaceError::io("write", patch_file, source),
+            Broken::Record(token) => parse_error(&token),
+        })
+    })?;
+    sink.flush()
+        .map_err(|source| WorkspaceError::io("write", patch_file, source))?;
+    Ok(counted)
+}
+
+/// Why reading `diff-index --raw -p` output stopped.
+#[derive(Debug)]
+enum Broken {
+    Read(std::io::Error),
+    Write(std::io::Error),
+    Record(String),
+}
+
+/// One `diff --git` section of a patch, counted.
+#[derive(Debug, Default)]
+struct Section {
+    header: Vec<u8>,
+    added: u64,
+    removed: u64,
+    binary: bool,
+}
+
+/// Reads `git diff-index -z --raw -p` output: the raw records, an empty record, then the patch,
+/// which is copied to `patch` while the lines of each section's hunks are counted.
+fn read_raw_and_patch(
+    output: &mut dyn BufRead,
+    patch: &mut dyn Write,
+) -> Result<Option<Vec<ChangedFile>>, Broken> {
+    let mut records = Vec::new();
+    let mut token = Vec::new();
+    let mut next_token = |token: &mut Vec<u8>| -> Result<bool, Broken> {
+        token.clear();
+        let read = output.read_until(0, token).map_err(Broken::Read)?;
+        if token.last() == Some(&0) {
+            token.pop();
+        }
+        Ok(read > 0 && !token.is_empty())
+    };
+    while next_token(&mut token)? {
+        let mut path = Vec::new();
+        let mut failed_read = None;
+        let record = RawRecord::parse(&token, || match next_token(&mut path) {
+            Ok(true) => Some(path.clone()),
+            Ok(false) => None,
+            Err(error) => {
+                failed_read = Some(error);
+                None
+            }
+        });
+        if let Some(error) = failed_read {
+            return Err(error);
+        }
+        records.push(record.map_err(Broken::Record)?);
+    }
+    let sections = copy_counting(output, patch)?;
+    Ok(count_records(&records, sections))
+}
+
+/// Copies a patch from `output` to `patch`, counting the lines each section adds and removes.
+fn copy_counting(output: &mut dyn BufRead, patch: &mut dyn Write) -> Result<Vec<Section>, Broken> {
+    let mut sections: Vec<Section> = Vec::new();
+    let mut in_hunk = false;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if output.read_until(b'\n', &mut line).map_err(Broken::Read)? == 0 {
+            return Ok(sections);
+        }
+        patch.write_all(&line).map_err(Broken::Write)?;
+        if let Some(header) = line.strip_prefix(b"diff --git ".as_slice()) {
+            let header = header.strip_suffix(b"\n").unwrap_or(header);
+            sections.push(Section {
+                header: [b"diff --git ".as_slice(), header].concat(),
+                ..Section::default()
+            });
+            in_hunk = false;
+            continue;
+        }
+        let Some(section) = sections.last_mut() else {
+            continue;
+        };
+        // Hunk lines start with ` `, `+`, `-` or `\`; before the first hunk, `---` and
+        // `+++` are the file headers.
+        match line.first() {
+            Some(b'@') if line.starts_with(b"@@ ") => in_hunk = true,
+            Some(b'+') if in_hunk => section.added += 1,
+            Some(b'-') if in_hunk => section.removed += 1,
+            _ if !in_hunk && line == b"GIT binary patch\n" => section.binary = true,
+            _ => {}
+        }
+    }
+}
+
+/// Gives each raw record the counts of its sections, in order; `None` when they do not line
+/// up (a header that is not the record's, or a different number of sections).
+fn count_records(records: &[RawRecord], sections: Vec<Section>) -> Option<Vec<ChangedFile>> {
+    let mut sections = sections.into_iter();
+    let mut files = Vec::with_capacity(records.len());
+    for record in records {
+        let header = record.header();
+        let mut file = record.change();
+        for _ in 0..record.sections() {
+            let section = sections.next()?;
+            if section.header != header {
+                return None;
+            }
+            file.binary |= section.binary;
+            file.lines_added += section.added;
+            file.lines_removed += section.removed;
+        }
+        if file.binary {
+            // As `--numstat` reports a binary change: no line counts.
+            file.lines_added = 0;
+            file.lines_removed = 0;
+        }
+        file.kind = classify(&file, file.kind);
+        files.push(file);
+    }
+    sections.next().is_none().then_some(files)
 }
 
 fn raw_change(
@@ -376,5 +624,179 @@ fn parse_error(token: &str) -> WorkspaceError {
     WorkspaceError::Parse {
         command: "diff-index --raw --numstat",
         detail: format!("unexpected record `{token}`"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    use std::path::Path;
+    use std::process::Command;
+
+    use super::*;
+    use crate::ids::{RunId, StepId, WorkflowId};
+
+    fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
+        let output = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("git runs");
+        assert!(output.status.success(), "git {args:?}: {output:?}");
+        output.stdout
+    }
+
+    fn put(dir: &Path, path: &str, contents: &[u8]) {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, contents).unwrap();
+    }
+
+    /// A workspace whose worktree holds every kind of change since its `pre_step` snapshot,
+    /// including names git quotes and contents that look like patch headers.
+    fn changed_workspace(root: &Path) -> (Workspace, Snapshot) {
+        git(root, &["init", "-q", "-b", "main"]);
+        put(root, "edit.txt", b"one\n-- two\n++ three\nfour\n");
+        put(root, "gone.txt", b"bye\n");
+        put(root, "old/name.txt", &b"a stable line\n".repeat(20));
+        put(root, "mode.sh", b"echo\n");
+        put(root, "becomes-link.txt", b"x\ny\n");
+        put(root, "tab\there.txt", b"t\n");
+        put(root, "no-newline.txt", b"last");
+        git(root, &["add", "-A"]);
+        git(root, &["commit", "-q", "-m", "base"]);
+        let workspace =
+            Workspace::create(root, &RunId::new("capture"), &WorkflowId::new("wf"), None).unwrap();
+        let snapshot = workspace
+            .snapshot_pre_step(&StepId::new("step"), 1)
+            .unwrap();
+        let dir = workspace.path();
+        put(
+            dir,
+            "edit.txt",
+            b"one\n--- two\ndiff --git a/edit.txt b/edit.txt\n+++ three\n@@ -1 +1 @@\n",
+        );
+        std::fs::remove_file(dir.join("gone.txt")).unwrap();
+        std::fs::remove_file(dir.join("old/name.txt")).unwrap();
+        let mut moved = b"a stable line\n".repeat(20);
+        moved.extend_from_slice(b"one more\n");
+        put(dir, "new/name.txt", &moved);
+        std::fs::set_permissions(dir.join("mode.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        std::fs::remove_file(dir.join("becomes-link.txt")).unwrap();
+        symlink("edit.txt", dir.join("becomes-link.txt")).unwrap();
+        symlink("../outside", dir.join("link")).unwrap();
+        put(dir, "image.bin", &[0, 159, 146, 150, 0, 1]);
+        put(dir, "ünïcode name.txt", b"u\n");
+        put(dir, "quote\"and\\back.txt", b"q\n");
+        put(dir, "tab\there.txt", b"t\nt2\n");
+        put(dir, "new\nline.txt", b"n\n");
+        put(dir, "no-newline.txt", b"last\nnow");
+        put(dir, "empty.txt", b"");
+        (workspace, snapshot)
+    }
+
+    #[test]
+    fn counts_read_from_the_patch_equal_git_numstat() {
+        let scratch_dir = tempfile::tempdir().unwrap();
+        let (workspace, snapshot) = changed_workspace(scratch_dir.path());
+        let scratch = workspace.refresh_scratch_index().unwrap();
+        let patch = scratch_dir.path().join("change.patch");
+
+        let from_patch = write_patch(&scratch, &snapshot, &patch)
+            .unwrap()
+            .expect("every section lines up with its record");
+        let from_numstat = changes_against(&scratch, &snapshot).unwrap();
+
+        assert_eq!(from_patch.len(), 13, "{from_patch:#?}");
+        assert_eq!(from_patch, from_numstat);
+        let kinds: BTreeSet<String> = from_patch
+            .iter()
+            .map(|file| format!("{:?}", file.kind))
+            .collect();
+        assert_eq!(
+            kinds.into_iter().collect::<Vec<_>>(),
+            [
+                "Add", "Binary", "Delete", "Mode", "Modify", "Rename", "Symlink"
+            ]
+        );
+        // The patch is git's own, byte for byte.
+        let plain = scratch
+            .bytes([
+                "-c",
+                "core.quotePath=true",
+                "diff-index",
+                "--cached",
+                "-p",
+                "--binary",
+                "-M",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-textconv",
+                snapshot.tree.as_str(),
+            ])
+            .unwrap();
+        let written = std::fs::read(&patch).unwrap();
+        assert_eq!(written, plain);
+        assert!(
+            String::from_utf8_lossy(&written).contains("\"b/quote\\\"and\\\\back.txt\""),
+            "quoted header"
+        );
+    }
+
+    fn record(status: &str, path: &[u8]) -> RawRecord {
+        RawRecord {
+            old_mode: "100644".to_owned(),
+            new_mode: "100644".to_owned(),
+            status: status.to_owned(),
+            old_path: None,
+            path: path.to_vec(),
+        }
+    }
+
+    fn section(header: &[u8], added: u64) -> Section {
+        Section {
+            header: header.to_vec(),
+            added,
+            ..Section::default()
+        }
+    }
+
+    #[test]
+    fn sections_that_do_not_line_up_leave_the_counting_to_git() {
+        let records = [record("M", b"a.txt"), record("T", b"b.txt")];
+        let a = b"diff --git a/a.txt b/a.txt".as_slice();
+        let b = b"diff --git a/b.txt b/b.txt".as_slice();
+        let counted =
+            count_records(&records, vec![section(a, 1), section(b, 2), section(b, 3)]).unwrap();
+        assert_eq!(
+            counted
+                .iter()
+                .map(|file| file.lines_added)
+                .collect::<Vec<_>>(),
+            [1, 5],
+            "a type change's two sections are summed"
+        );
+        for sections in [
+            vec![section(a, 1), section(b, 2)],
+            vec![section(a, 1), section(b, 2), section(b, 3), section(b, 4)],
+            vec![section(b, 1), section(a, 2), section(a, 3)],
+        ] {
+            assert_eq!(count_records(&records, sections), None);
+        }
+    }
+
+    #[test]
+    fn paths_are_quoted_as_git_quotes_them() {
+        let quoted = |path: &[u8]| {
+            let mut out = Vec::new();
+            quote_path(b"a/", path, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(quoted(b"plain name.txt"), "a/plain name.txt");
+        assert_eq!(quoted("é".as_bytes()), "\"a/\\303\\251\"");
+        assert_eq!(quoted(b"t\tn\nq\"b\\"), "\"a/t\\tn\\nq\\\"b\\\\\"");
+        assert_eq!(quoted(b"\x01\x7f"), "\"a/\\001\\177\"");
     }
 }

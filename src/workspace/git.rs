@@ -6,6 +6,7 @@
 //! operator's ignore rules, filters and index format exactly. See `docs/workspace.md`.
 
 use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -130,26 +131,54 @@ impl Git {
         Ok(self.output(args)?.status.success())
     }
 
-    /// Runs git with stdout streamed into `file` (a patch may be far larger than memory).
-    pub(crate) fn to_file<I, S>(&self, args: I, file: &Path) -> Result<(), WorkspaceError>
+    /// Runs git with its stdout handed to `consume` as it is produced (for output that may be
+    /// far larger than memory and is read once). An error of `consume` wins over git's exit
+    /// status: a consumer that stops early makes git exit on a broken pipe.
+    pub(crate) fn stream<I, S, T>(
+        &self,
+        args: I,
+        consume: impl FnOnce(&mut dyn BufRead) -> Result<T, WorkspaceError>,
+    ) -> Result<T, WorkspaceError>
     where
         I: IntoIterator<Item = S> + Clone,
         S: AsRef<OsStr>,
     {
-        let sink = std::fs::File::create(file).map_err(|source| WorkspaceError::Io {
-            action: "create",
-            path: file.to_owned(),
-            source,
-        })?;
-        let output = self
+        let mut child = self
             .command(args.clone())
-            .stdout(Stdio::from(sink))
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .output()
+            .spawn()
             .map_err(|source| spawn_error(&source, &self.dir))?;
-        if output.status.success() {
-            Ok(())
+        // Drained beside stdout, so a git that writes much to stderr never blocks on it.
+        let stderr = child.stderr.take();
+        let stderr_reader = std::thread::spawn(move || {
+            let mut text = Vec::new();
+            if let Some(mut stderr) = stderr {
+                // A read error leaves what was read: stderr only explains a failure.
+                let _ = stderr.read_to_end(&mut text);
+            }
+            text
+        });
+        let consumed = match child.stdout.take() {
+            Some(stdout) => consume(&mut BufReader::with_capacity(1 << 16, stdout)),
+            None => Err(WorkspaceError::Parse {
+                command: "git output",
+                detail: "git's stdout was not captured".to_owned(),
+            }),
+        };
+        let status = child
+            .wait()
+            .map_err(|source| WorkspaceError::io("wait for git in", &self.dir, source))?;
+        let stderr = stderr_reader.join().unwrap_or_default();
+        let value = consumed?;
+        if status.success() {
+            Ok(value)
         } else {
+            let output = Output {
+                status,
+                stdout: Vec::new(),
+                stderr,
+            };
             Err(self.failure(args, &output))
         }
     }
