@@ -125,15 +125,22 @@ impl Workspace {
         });
         let head_before = reset?;
         let before = before?;
-        // The real index now matches the snapshot with fresh stat data: seeding the scratch
-        // index from it makes the check below a stat pass instead of re-hashing every file
-        // the reset rewrote.
+        // HEAD and the index are at the snapshot's commit now: a clean status proves the files
+        // equal it, untracked ones included, in one stat pass.
+        let exact = self.matches_head_exactly()?;
+        // The real index now matches the snapshot with fresh stat data (the status wrote
+        // it): seeding the scratch index from it spares the next snapshot re-hashing every
+        // file the reset rewrote.
         self.reseed_scratch_index()?;
         if snapshot.base != snapshot.commit {
             self.git
                 .run(["reset", "--quiet", "--mixed", snapshot.base.as_str()])?;
         }
-        let after = self.remaining_since(&snapshot)?;
+        let after = if exact {
+            DiffStat::default()
+        } else {
+            self.remaining_since(&snapshot)?
+        };
         Ok(RollbackRecord {
             schema_version: ROLLBACK_RECORD_SCHEMA_VERSION,
             run_id: self.run_id().clone(),
@@ -144,6 +151,21 @@ impl Workspace {
             before,
             after,
         })
+    }
+
+    /// True when `git status` finds nothing: the index and every file, untracked ones
+    /// included (ignored ones excluded), equal HEAD. Options that configuration could change
+    /// are given explicitly.
+    pub(crate) fn matches_head_exactly(&self) -> Result<bool, WorkspaceError> {
+        let status = self.git.bytes([
+            "status",
+            "--porcelain",
+            "-z",
+            "--untracked-files=all",
+            "--ignore-submodules=none",
+            "--no-renames",
+        ])?;
+        Ok(status.is_empty())
     }
 
     /// What still differs from `snapshot` after a rollback. Usually nothing, which the tree of
@@ -263,5 +285,52 @@ mod tests {
         assert_eq!(record.before, remaining);
         assert!(record.after.is_empty(), "{:?}", record.after);
         assert!(workspace.remaining_since(&snapshot).unwrap().is_empty());
+    }
+
+    /// The exactness check after the reset sees a changed, an untracked and a staged file, a
+    /// mode change and an untracked nested repository, but not an ignored file, whatever the
+    /// configuration says about showing untracked files.
+    #[test]
+    fn the_exactness_check_sees_every_difference_from_head() {
+        let scratch = tempfile::tempdir().unwrap();
+        let repo = scratch.path();
+        git(repo, &["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+        std::fs::write(repo.join(".gitignore"), "*.log\n").unwrap();
+        git(repo, &["add", "-A"]);
+        git(repo, &["commit", "-q", "-m", "base"]);
+        git(repo, &["config", "status.showUntrackedFiles", "no"]);
+        let run = RunId::new("exact");
+        let workspace = Workspace::create(repo, &run, &WorkflowId::new("wf"), None).unwrap();
+        let dir = workspace.path().to_owned();
+        assert!(workspace.matches_head_exactly().unwrap());
+        std::fs::write(dir.join("build.log"), "ignored\n").unwrap();
+        assert!(workspace.matches_head_exactly().unwrap(), "ignored files");
+
+        let differences: [&dyn Fn(); 5] = [
+            &|| std::fs::write(dir.join("a.txt"), "b\n").unwrap(),
+            &|| std::fs::write(dir.join("deep/new.txt"), "new\n").unwrap(),
+            &|| {
+                std::fs::write(dir.join("a.txt"), "staged\n").unwrap();
+                git(&dir, &["add", "a.txt"]);
+            },
+            &|| {
+                use std::os::unix::fs::PermissionsExt;
+                let executable = std::fs::Permissions::from_mode(0o755);
+                std::fs::set_permissions(dir.join("a.txt"), executable).unwrap();
+            },
+            &|| git(&dir, &["init", "-q", "nested"]),
+        ];
+        for (index, make) in differences.iter().enumerate() {
+            std::fs::create_dir_all(dir.join("deep")).unwrap();
+            make();
+            assert!(
+                !workspace.matches_head_exactly().unwrap(),
+                "difference {index}"
+            );
+            let record = workspace.rollback(RollbackTarget::PreRun).unwrap();
+            assert!(record.after.is_empty(), "{index}: {:?}", record.after);
+            assert!(workspace.matches_head_exactly().unwrap(), "{index} undone");
+        }
     }
 }
