@@ -86,8 +86,7 @@ shell_loop() {
             true < /dev/null                                                                                       # the agent
             git for-each-ref --format='%(objectname) %(refname)' $refs >/dev/null                                  # check
             git add --all --ignore-errors                                                                           # capture
-            git diff-index --cached -p --binary -M --no-color --no-ext-diff --no-textconv "$tree" >/dev/null
-            git diff-index --cached -z -M --raw --numstat --no-textconv "$tree" >/dev/null
+            git -c core.quotePath=true diff-index --cached -z --raw -p --binary -M --no-color --no-ext-diff --no-textconv "$tree" >/dev/null
             git write-tree >/dev/null                                                                              # the fingerprint's tree
         done
     )
