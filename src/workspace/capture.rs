@@ -745,6 +745,27 @@ mod tests {
         );
     }
 
+    /// A patch that cannot be written (a full disk) is an error naming the file, and git,
+    /// left writing into a closed pipe, does not hang the capture.
+    #[test]
+    fn a_patch_that_cannot_be_written_is_an_error_naming_the_file() {
+        let scratch_dir = tempfile::tempdir().unwrap();
+        let (workspace, snapshot) = changed_workspace(scratch_dir.path());
+        // Enough change that git is still writing when the first write fails.
+        put(
+            workspace.path(),
+            "large.txt",
+            &b"a line of text\n".repeat(100_000),
+        );
+        let full = Path::new("/dev/full");
+        let error = workspace.capture_since(&snapshot, full).unwrap_err();
+        assert!(
+            matches!(&error, WorkspaceError::Io { action: "write", path, .. } if path == full),
+            "{error}"
+        );
+        assert!(error.to_string().contains("/dev/full"), "{error}");
+    }
+
     fn record(status: &str, path: &[u8]) -> RawRecord {
         RawRecord {
             old_mode: "100644".to_owned(),
