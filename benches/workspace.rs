@@ -84,28 +84,28 @@ fn agent_changes(worktree: &Path, files: usize) {
     }
 }
 
-/// One side of a comparison: an untimed preparation and the timed work.
-struct Side<'a> {
-    prepare: &'a dyn Fn(),
-    measured: &'a dyn Fn(),
-}
-
-/// Median durations of both sides over `iterations` rounds after one warm-up round. The sides
-/// alternate within each round, so load from other processes on the machine hits both alike.
-fn compare(iterations: usize, ours: Side<'_>, git: Side<'_>) -> (Duration, Duration) {
-    let time = |side: &Side<'_>| {
-        (side.prepare)();
+/// Median durations of both sides over `iterations` rounds after one warm-up round, each
+/// timing preceded by the same untimed `prepare`. The sides alternate within each round, so
+/// load from other processes on the machine hits both alike.
+fn compare(
+    iterations: usize,
+    prepare: &dyn Fn(),
+    ours: &dyn Fn(),
+    git: &dyn Fn(),
+) -> (Duration, Duration) {
+    let time = |measured: &dyn Fn()| {
+        prepare();
         let start = Instant::now();
-        (side.measured)();
+        measured();
         start.elapsed()
     };
-    time(&ours);
-    time(&git);
+    time(ours);
+    time(git);
     let mut ours_times = Vec::new();
     let mut git_times = Vec::new();
     for _ in 0..iterations {
-        ours_times.push(time(&ours));
-        git_times.push(time(&git));
+        ours_times.push(time(ours));
+        git_times.push(time(git));
     }
     ours_times.sort();
     git_times.sort();
@@ -217,17 +217,7 @@ fn bench_create(root: &Path, iterations: usize) -> Row {
         );
         *last.borrow_mut() = Some(path);
     };
-    let (ours, git_time) = compare(
-        iterations,
-        Side {
-            prepare: &cleanup,
-            measured: &ours,
-        },
-        Side {
-            prepare: &cleanup,
-            measured: &plain,
-        },
-    );
+    let (ours, git_time) = compare(iterations, &cleanup, &ours, &plain);
     cleanup();
     Row {
         name: "create",
@@ -261,17 +251,7 @@ fn bench_snapshot(root: &Path, files: usize, iterations: usize) -> Row {
         git_with(workspace.path(), &["add", "-A"], Some(&scratch));
         git_with(workspace.path(), &["write-tree"], Some(&scratch));
     };
-    let (ours, git_time) = compare(
-        iterations,
-        Side {
-            prepare: &nothing,
-            measured: &ours,
-        },
-        Side {
-            prepare: &nothing,
-            measured: &plain,
-        },
-    );
+    let (ours, git_time) = compare(iterations, &nothing, &ours, &plain);
     Row {
         name: "snapshot",
         ours,
@@ -289,17 +269,7 @@ fn bench_status(root: &Path, files: usize, iterations: usize) -> Row {
     let plain = || {
         git(workspace.path(), &["status", "--porcelain"]);
     };
-    let (ours, git_time) = compare(
-        iterations,
-        Side {
-            prepare: &nothing,
-            measured: &ours,
-        },
-        Side {
-            prepare: &nothing,
-            measured: &plain,
-        },
-    );
+    let (ours, git_time) = compare(iterations, &nothing, &ours, &plain);
     Row {
         name: "status",
         ours,
@@ -331,17 +301,7 @@ fn bench_status_same_work(root: &Path, files: usize, iterations: usize) -> Row {
         ];
         git_with(workspace.path(), &args, Some(&scratch));
     };
-    let (ours, git_time) = compare(
-        iterations,
-        Side {
-            prepare: &nothing,
-            measured: &ours,
-        },
-        Side {
-            prepare: &nothing,
-            measured: &plain,
-        },
-    );
+    let (ours, git_time) = compare(iterations, &nothing, &ours, &plain);
     Row {
         name: "status=",
         ours,
@@ -360,17 +320,7 @@ fn bench_diff(root: &Path, files: usize, iterations: usize) -> Row {
     let plain = || {
         git(workspace.path(), &["diff", "--stat", "HEAD"]);
     };
-    let (ours, git_time) = compare(
-        iterations,
-        Side {
-            prepare: &nothing,
-            measured: &ours,
-        },
-        Side {
-            prepare: &nothing,
-            measured: &plain,
-        },
-    );
+    let (ours, git_time) = compare(iterations, &nothing, &ours, &plain);
     Row {
         name: "diff",
         ours,
@@ -413,17 +363,7 @@ fn bench_diff_same_work(root: &Path, files: usize, iterations: usize) -> Row {
         ];
         git_with(workspace.path(), &args, Some(&scratch));
     };
-    let (ours, git_time) = compare(
-        iterations,
-        Side {
-            prepare: &nothing,
-            measured: &ours,
-        },
-        Side {
-            prepare: &nothing,
-            measured: &plain,
-        },
-    );
+    let (ours, git_time) = compare(iterations, &nothing, &ours, &plain);
     Row {
         name: "diff=",
         ours,
@@ -444,17 +384,7 @@ fn bench_rollback(root: &Path, files: usize, iterations: usize) -> Row {
         git(workspace.path(), &["reset", "-q", "--hard"]);
         git(workspace.path(), &["clean", "-q", "-fd"]);
     };
-    let (ours, git_time) = compare(
-        iterations,
-        Side {
-            prepare: &change,
-            measured: &ours,
-        },
-        Side {
-            prepare: &change,
-            measured: &plain,
-        },
-    );
+    let (ours, git_time) = compare(iterations, &change, &ours, &plain);
     Row {
         name: "rollback",
         ours,
@@ -497,17 +427,7 @@ fn bench_rollback_same_work(root: &Path, files: usize, iterations: usize) -> Row
         assert_eq!(status, "", "git's rollback is exact");
         std::fs::copy(git_dir.join("index"), &scratch).expect("copy index");
     };
-    let (ours, git_time) = compare(
-        iterations,
-        Side {
-            prepare: &change,
-            measured: &ours,
-        },
-        Side {
-            prepare: &change,
-            measured: &plain,
-        },
-    );
+    let (ours, git_time) = compare(iterations, &change, &ours, &plain);
     Row {
         name: "rollback=",
         ours,

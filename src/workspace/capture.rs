@@ -485,31 +485,23 @@ fn read_raw_and_patch(
     output: &mut dyn BufRead,
     patch: &mut dyn Write,
 ) -> Result<Option<Vec<ChangedFile>>, Broken> {
-    let mut records = Vec::new();
-    let mut token = Vec::new();
-    let mut next_token = |token: &mut Vec<u8>| -> Result<bool, Broken> {
-        token.clear();
-        let read = output.read_until(0, token).map_err(Broken::Read)?;
+    // The raw records are few and short: read them whole, up to the empty record.
+    let mut raw = Vec::new();
+    loop {
+        let mut token = Vec::new();
+        output.read_until(0, &mut token).map_err(Broken::Read)?;
         if token.last() == Some(&0) {
             token.pop();
         }
-        Ok(read > 0 && !token.is_empty())
-    };
-    while next_token(&mut token)? {
-        let mut path = Vec::new();
-        let mut failed_read = None;
-        let record = RawRecord::parse(&token, || match next_token(&mut path) {
-            Ok(true) => Some(path.clone()),
-            Ok(false) => None,
-            Err(error) => {
-                failed_read = Some(error);
-                None
-            }
-        });
-        if let Some(error) = failed_read {
-            return Err(error);
+        if token.is_empty() {
+            break;
         }
-        records.push(record.map_err(Broken::Record)?);
+        raw.push(token);
+    }
+    let mut tokens = raw.into_iter();
+    let mut records = Vec::new();
+    while let Some(token) = tokens.next() {
+        records.push(RawRecord::parse(&token, || tokens.next()).map_err(Broken::Record)?);
     }
     let sections = copy_counting(output, patch)?;
     Ok(count_records(&records, sections))
@@ -526,10 +518,9 @@ fn copy_counting(output: &mut dyn BufRead, patch: &mut dyn Write) -> Result<Vec<
             return Ok(sections);
         }
         patch.write_all(&line).map_err(Broken::Write)?;
-        if let Some(header) = line.strip_prefix(b"diff --git ".as_slice()) {
-            let header = header.strip_suffix(b"\n").unwrap_or(header);
+        if line.starts_with(b"diff --git ") {
             sections.push(Section {
-                header: [b"diff --git ".as_slice(), header].concat(),
+                header: line.strip_suffix(b"\n").unwrap_or(&line).to_vec(),
                 ..Section::default()
             });
             in_hunk = false;
@@ -631,43 +622,25 @@ fn parse_error(token: &str) -> WorkspaceError {
 mod tests {
     use std::os::unix::fs::{PermissionsExt, symlink};
     use std::path::Path;
-    use std::process::Command;
 
     use super::*;
-    use crate::ids::{RunId, StepId, WorkflowId};
-
-    fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
-        let output = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("git runs");
-        assert!(output.status.success(), "git {args:?}: {output:?}");
-        output.stdout
-    }
-
-    fn put(dir: &Path, path: &str, contents: &[u8]) {
-        let path = dir.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, contents).unwrap();
-    }
+    use crate::ids::StepId;
+    use crate::workspace::test_support::{committed_workspace, put};
 
     /// A workspace whose worktree holds every kind of change since its `pre_step` snapshot,
     /// including names git quotes and contents that look like patch headers.
     fn changed_workspace(root: &Path) -> (Workspace, Snapshot) {
-        git(root, &["init", "-q", "-b", "main"]);
-        put(root, "edit.txt", b"one\n-- two\n++ three\nfour\n");
-        put(root, "gone.txt", b"bye\n");
-        put(root, "old/name.txt", &b"a stable line\n".repeat(20));
-        put(root, "mode.sh", b"echo\n");
-        put(root, "becomes-link.txt", b"x\ny\n");
-        put(root, "tab\there.txt", b"t\n");
-        put(root, "no-newline.txt", b"last");
-        git(root, &["add", "-A"]);
-        git(root, &["commit", "-q", "-m", "base"]);
-        let workspace =
-            Workspace::create(root, &RunId::new("capture"), &WorkflowId::new("wf"), None).unwrap();
+        let stable = b"a stable line\n".repeat(20);
+        let files: [(&str, &[u8]); 7] = [
+            ("edit.txt", b"one\n-- two\n++ three\nfour\n"),
+            ("gone.txt", b"bye\n"),
+            ("old/name.txt", &stable),
+            ("mode.sh", b"echo\n"),
+            ("becomes-link.txt", b"x\ny\n"),
+            ("tab\there.txt", b"t\n"),
+            ("no-newline.txt", b"last"),
+        ];
+        let workspace = committed_workspace(root, &files, "capture");
         let snapshot = workspace
             .snapshot_pre_step(&StepId::new("step"), 1)
             .unwrap();

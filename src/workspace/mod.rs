@@ -21,6 +21,8 @@ mod guard;
 mod rollback;
 pub mod runs;
 mod snapshot;
+#[cfg(test)]
+mod test_support;
 mod worktree;
 
 pub use capture::{

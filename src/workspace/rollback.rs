@@ -139,7 +139,7 @@ impl Workspace {
         let after = if exact {
             DiffStat::default()
         } else {
-            self.remaining_since(&snapshot)?
+            self.status_since(&snapshot)?.diffstat
         };
         Ok(RollbackRecord {
             schema_version: ROLLBACK_RECORD_SCHEMA_VERSION,
@@ -166,17 +166,6 @@ impl Workspace {
             "--no-renames",
         ])?;
         Ok(status.is_empty())
-    }
-
-    /// What still differs from `snapshot` after a rollback. Usually nothing, which the tree of
-    /// the worktree shows without reading any file's content: only a tree that differs from
-    /// the snapshot's is compared file by file for its line counts.
-    pub(crate) fn remaining_since(&self, snapshot: &Snapshot) -> Result<DiffStat, WorkspaceError> {
-        let scratch = self.refresh_scratch_index()?;
-        if scratch.text(["write-tree"])? == snapshot.tree {
-            return Ok(DiffStat::default());
-        }
-        super::capture::diffstat_against(&scratch, snapshot)
     }
 
     /// Puts the work branch's HEAD, index and files at the snapshot's commit and removes what
@@ -230,62 +219,8 @@ pub fn rollback_record_schema() -> serde_json::Value {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-    use std::process::Command;
-
     use super::*;
-    use crate::ids::{StepId, WorkflowId};
-
-    fn git(dir: &Path, args: &[&str]) {
-        let status = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .current_dir(dir)
-            .status()
-            .expect("git runs");
-        assert!(status.success(), "git {args:?}");
-    }
-
-    /// The remaining difference is found from the tree when there is none, and counted file by
-    /// file, as a status would count it, when there is one.
-    #[test]
-    fn remaining_difference_is_counted_only_when_the_tree_differs() {
-        let scratch = tempfile::tempdir().unwrap();
-        let repo = scratch.path();
-        git(repo, &["init", "-q", "-b", "main"]);
-        std::fs::write(repo.join("a.txt"), "one\ntwo\n").unwrap();
-        git(repo, &["add", "-A"]);
-        git(repo, &["commit", "-q", "-m", "base"]);
-        let run = RunId::new("remaining");
-        let workspace = Workspace::create(repo, &run, &WorkflowId::new("wf"), None).unwrap();
-        let dir = workspace.path().to_owned();
-        std::fs::write(dir.join("new.txt"), "kept\n").unwrap();
-        let snapshot = workspace
-            .snapshot_pre_step(&StepId::new("step"), 1)
-            .unwrap();
-        assert!(workspace.remaining_since(&snapshot).unwrap().is_empty());
-
-        std::fs::write(dir.join("a.txt"), "one\n2\nthree\n").unwrap();
-        std::fs::remove_file(dir.join("new.txt")).unwrap();
-        let remaining = workspace.remaining_since(&snapshot).unwrap();
-        assert_eq!(
-            remaining,
-            workspace.status_since(&snapshot).unwrap().diffstat
-        );
-        assert_eq!(
-            (
-                remaining.files_changed,
-                remaining.insertions,
-                remaining.deletions
-            ),
-            (2, 2, 2)
-        );
-
-        let record = workspace.rollback(RollbackTarget::PreStep).unwrap();
-        assert_eq!(record.before, remaining);
-        assert!(record.after.is_empty(), "{:?}", record.after);
-        assert!(workspace.remaining_since(&snapshot).unwrap().is_empty());
-    }
+    use crate::workspace::test_support::{committed_workspace, git};
 
     /// The exactness check after the reset sees a changed, an untracked and a staged file, a
     /// mode change and an untracked nested repository, but not an ignored file, whatever the
@@ -293,15 +228,12 @@ mod tests {
     #[test]
     fn the_exactness_check_sees_every_difference_from_head() {
         let scratch = tempfile::tempdir().unwrap();
-        let repo = scratch.path();
-        git(repo, &["init", "-q", "-b", "main"]);
-        std::fs::write(repo.join("a.txt"), "a\n").unwrap();
-        std::fs::write(repo.join(".gitignore"), "*.log\n").unwrap();
-        git(repo, &["add", "-A"]);
-        git(repo, &["commit", "-q", "-m", "base"]);
-        git(repo, &["config", "status.showUntrackedFiles", "no"]);
-        let run = RunId::new("exact");
-        let workspace = Workspace::create(repo, &run, &WorkflowId::new("wf"), None).unwrap();
+        let files: [(&str, &[u8]); 2] = [("a.txt", b"a\n"), (".gitignore", b"*.log\n")];
+        let workspace = committed_workspace(scratch.path(), &files, "exact");
+        git(
+            scratch.path(),
+            &["config", "status.showUntrackedFiles", "no"],
+        );
         let dir = workspace.path().to_owned();
         assert!(workspace.matches_head_exactly().unwrap());
         std::fs::write(dir.join("build.log"), "ignored\n").unwrap();
@@ -319,7 +251,7 @@ mod tests {
                 let executable = std::fs::Permissions::from_mode(0o755);
                 std::fs::set_permissions(dir.join("a.txt"), executable).unwrap();
             },
-            &|| git(&dir, &["init", "-q", "nested"]),
+            &|| drop(git(&dir, &["init", "-q", "nested"])),
         ];
         for (index, make) in differences.iter().enumerate() {
             std::fs::create_dir_all(dir.join("deep")).unwrap();
