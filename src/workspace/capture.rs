@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::WorkspaceError;
 use super::git::Git;
-use super::snapshot::Snapshot;
+use super::snapshot::{Scratch, Snapshot};
 use super::worktree::Workspace;
 
 /// Version of the `workspace_status` format.
@@ -137,6 +137,11 @@ pub struct WorkspaceStatus {
     pub new_top_level_dirs: Vec<String>,
     /// Totals.
     pub diffstat: DiffStat,
+    /// Paths the owner had lost access to (a file without read permission, a folder without
+    /// read, write or search permission), given back so that git could read them: the agent
+    /// took the access away. Absent when there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub access_restored: Vec<String>,
 }
 
 /// What a capture found: the change, and the tree of the worktree it was taken of (which a
@@ -158,7 +163,8 @@ impl Workspace {
     /// What changed in the worktree since `since`.
     pub fn status_since(&self, since: &Snapshot) -> Result<WorkspaceStatus, WorkspaceError> {
         let scratch = self.refresh_scratch_index()?;
-        self.status_against(&scratch, since)
+        let files = changes_against(&scratch.git, since)?;
+        self.status_of(since, files, scratch.access_restored)
     }
 
     /// Writes the unified, binary-safe patch from `since` to the worktree into `patch_file`
@@ -170,7 +176,10 @@ impl Workspace {
         since: &Snapshot,
         patch_file: &Path,
     ) -> Result<Capture, WorkspaceError> {
-        let scratch = self.refresh_scratch_index()?;
+        let Scratch {
+            git: scratch,
+            access_restored,
+        } = self.refresh_scratch_index()?;
         let files = match write_patch(&scratch, since, patch_file)? {
             Some(files) => files,
             // The patch's sections did not line up with git's records, which this reader does
@@ -178,21 +187,11 @@ impl Workspace {
             None => changes_against(&scratch, since)?,
         };
         Ok(Capture {
-            status: self.status_of(since, files)?,
+            status: self.status_of(since, files, access_restored)?,
             // Written once here, the trees of the changed folders are found by the next
             // snapshot.
             tree: scratch.text(["write-tree"])?,
         })
-    }
-
-    /// Compares `since` with the scratch index (which `refresh_scratch_index` made equal to
-    /// the worktree) without writing a tree.
-    fn status_against(
-        &self,
-        scratch: &Git,
-        since: &Snapshot,
-    ) -> Result<WorkspaceStatus, WorkspaceError> {
-        self.status_of(since, changes_against(scratch, since)?)
     }
 
     /// The `workspace_status` of the changed files `files`.
@@ -200,6 +199,7 @@ impl Workspace {
         &self,
         since: &Snapshot,
         mut files: Vec<ChangedFile>,
+        access_restored: Vec<String>,
     ) -> Result<WorkspaceStatus, WorkspaceError> {
         for file in &mut files {
             if file.is_symlink() {
@@ -219,6 +219,7 @@ impl Workspace {
             files,
             new_top_level_dirs,
             diffstat,
+            access_restored,
         })
     }
 
@@ -674,7 +675,7 @@ mod tests {
     fn counts_read_from_the_patch_equal_git_numstat() {
         let scratch_dir = tempfile::tempdir().unwrap();
         let (workspace, snapshot) = changed_workspace(scratch_dir.path());
-        let scratch = workspace.refresh_scratch_index().unwrap();
+        let scratch = workspace.refresh_scratch_index().unwrap().git;
         let patch = scratch_dir.path().join("change.patch");
 
         let from_patch = write_patch(&scratch, &snapshot, &patch)

@@ -106,6 +106,11 @@ pub enum WorkspaceError {
 }
 
 impl WorkspaceError {
+    /// True when git failed because it was refused access to a path in the worktree.
+    pub(crate) fn is_access_denied(&self) -> bool {
+        matches!(self, WorkspaceError::Git { stderr, .. } if super::access::access_denied(stderr))
+    }
+
     /// The exit status a command ends with: 2 when the request itself cannot be met (no
     /// repository, unknown run or snapshot), 4 when git or the file system failed.
     pub fn exit_status(&self) -> crate::error::ExitStatus {

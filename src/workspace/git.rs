@@ -55,6 +55,11 @@ impl Git {
             .env("GIT_COMMITTER_EMAIL", IDENTITY_EMAIL)
             // Never ask the terminal for anything: the conductor runs unattended.
             .env("GIT_TERMINAL_PROMPT", "0")
+            // Messages in English whatever the operator's locale: a few are read (a refused
+            // access, a nested repository without a commit).
+            .env_remove("LC_ALL")
+            .env_remove("LANGUAGE")
+            .env("LC_MESSAGES", "C")
             .env_remove("GIT_DIR")
             .env_remove("GIT_WORK_TREE")
             .stdin(Stdio::null());
@@ -71,9 +76,23 @@ impl Git {
         I: IntoIterator<Item = S> + Clone,
         S: AsRef<OsStr>,
     {
+        self.bytes_and_warnings(args).map(|(stdout, _)| stdout)
+    }
+
+    /// Runs git and returns its stdout and what it said on stderr (warnings, since it
+    /// succeeded); a non-zero exit is an error.
+    pub(crate) fn bytes_and_warnings<I, S>(
+        &self,
+        args: I,
+    ) -> Result<(Vec<u8>, String), WorkspaceError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
         let output = self.output(args.clone())?;
         if output.status.success() {
-            Ok(output.stdout)
+            let warnings = String::from_utf8_lossy(&output.stderr).into_owned();
+            Ok((output.stdout, warnings))
         } else {
             Err(self.failure(args, &output))
         }
@@ -99,12 +118,12 @@ impl Git {
     }
 
     /// Runs git for its effect, accepting a non-zero exit when every line on stderr is one
-    /// that `tolerated` accepts.
+    /// that `tolerated` accepts; returns what git said on stderr (warnings, tolerated errors).
     pub(crate) fn run_tolerating<I, S>(
         &self,
         args: I,
         tolerated: impl Fn(&str) -> bool,
-    ) -> Result<(), WorkspaceError>
+    ) -> Result<String, WorkspaceError>
     where
         I: IntoIterator<Item = S> + Clone,
         S: AsRef<OsStr>,
@@ -116,7 +135,7 @@ impl Git {
             .filter(|line| !line.trim().is_empty())
             .all(tolerated);
         if output.status.success() || all_tolerated {
-            Ok(())
+            Ok(stderr.into_owned())
         } else {
             Err(self.failure(args, &output))
         }

@@ -14,6 +14,7 @@
 //! 3. `capture_since(&snapshot, patch_file)` for `workspace_diff` and `workspace_status`;
 //! 4. `policy::check` on the status and the guard report; `rollback(target)` when asked.
 
+mod access;
 mod capture;
 mod error;
 mod git;

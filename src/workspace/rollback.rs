@@ -11,9 +11,10 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::access::{access_denied, restore_owner_access};
 use super::capture::DiffStat;
 use super::error::WorkspaceError;
-use super::snapshot::Snapshot;
+use super::snapshot::{Scratch, Snapshot};
 use super::worktree::Workspace;
 use crate::ids::RunId;
 
@@ -85,6 +86,11 @@ pub struct RollbackRecord {
     pub before: DiffStat,
     /// Worktree against the snapshot afterwards; empty when the rollback is exact.
     pub after: DiffStat,
+    /// Paths the owner had lost access to (a file without read permission, a folder without
+    /// read, write or search permission), given back so that git could read, rewrite or
+    /// remove what they hold. Absent when there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub access_restored: Vec<String>,
 }
 
 impl Workspace {
@@ -109,12 +115,20 @@ impl Workspace {
         snapshot: Snapshot,
     ) -> Result<RollbackRecord, WorkspaceError> {
         // The worktree as it is, hashed into git's objects: what the rollback undoes.
-        let scratch = self.refresh_scratch_index()?;
+        let Scratch {
+            git: scratch,
+            mut access_restored,
+        } = self.refresh_scratch_index()?;
+        // An agent may have left HEAD on a deleted branch; that is what rollback repairs.
+        let head_before = self
+            .git
+            .text(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+            .unwrap_or_default();
         // Its line counts come from those objects alone, so they are counted while git resets
         // the worktree; the scratch index is left alone until both are done.
         let (before, reset) = std::thread::scope(|scope| {
             let counting = scope.spawn(|| super::capture::diffstat_against(&scratch, &snapshot));
-            let reset = self.reset_hard(target, &snapshot);
+            let reset = self.reset_hard_with_access(target, &snapshot);
             let before = counting.join().unwrap_or_else(|_| {
                 Err(WorkspaceError::Parse {
                     command: "diff-index --numstat",
@@ -123,7 +137,9 @@ impl Workspace {
             });
             (before, reset)
         });
-        let head_before = reset?;
+        access_restored.extend(reset?);
+        access_restored.sort();
+        access_restored.dedup();
         let before = before?;
         // HEAD and the index are at the snapshot's commit now: a clean status proves the files
         // equal it, untracked ones included, in one stat pass.
@@ -150,14 +166,15 @@ impl Workspace {
             head_before,
             before,
             after,
+            access_restored,
         })
     }
 
     /// True when `git status` finds nothing: the index and every file, untracked ones
     /// included (ignored ones excluded), equal HEAD. Options that configuration could change
-    /// are given explicitly.
+    /// are given explicitly. A folder git cannot read proves nothing: not exact.
     pub(crate) fn matches_head_exactly(&self) -> Result<bool, WorkspaceError> {
-        let status = self.git.bytes([
+        let (status, warnings) = self.git.bytes_and_warnings([
             "status",
             "--porcelain",
             "-z",
@@ -165,22 +182,34 @@ impl Workspace {
             "--ignore-submodules=none",
             "--no-renames",
         ])?;
-        Ok(status.is_empty())
+        Ok(status.is_empty() && !access_denied(&warnings))
+    }
+
+    /// `reset_hard`; when git is refused access to a path (a file to rewrite or remove in a
+    /// read-only folder), the owner's access is given back and it runs once more. Returns
+    /// the paths whose access was given back.
+    fn reset_hard_with_access(
+        &self,
+        target: RollbackTarget,
+        snapshot: &Snapshot,
+    ) -> Result<Vec<String>, WorkspaceError> {
+        match self.reset_hard(target, snapshot) {
+            Err(error) if error.is_access_denied() => {
+                let restored = restore_owner_access(self.path())?;
+                self.reset_hard(target, snapshot)?;
+                Ok(restored)
+            }
+            other => other.map(|()| Vec::new()),
+        }
     }
 
     /// Puts the work branch's HEAD, index and files at the snapshot's commit and removes what
-    /// it does not contain; returns the HEAD commit found before (empty when HEAD was on a
-    /// deleted branch).
+    /// it does not contain.
     fn reset_hard(
         &self,
         target: RollbackTarget,
         snapshot: &Snapshot,
-    ) -> Result<String, WorkspaceError> {
-        // An agent may have left HEAD on a deleted branch; that is what rollback repairs.
-        let head_before = self
-            .git
-            .text(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
-            .unwrap_or_default();
+    ) -> Result<(), WorkspaceError> {
         self.abandon_operations_in_progress()?;
         // An agent may have checked out another branch or detached HEAD: re-attach it to the
         // work branch first, so the resets below move only the work branch.
@@ -195,8 +224,7 @@ impl Workspace {
             RollbackTarget::PreRun => "-ffdxq",
             RollbackTarget::PreStep => "-ffdq",
         };
-        self.git.run(["clean", clean_flags])?;
-        Ok(head_before)
+        self.git.run(["clean", clean_flags])
     }
 
     /// A rebase or `git am` the agent left half-done keeps state that `reset --hard` does not

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::access::{access_denied, restore_owner_access};
 use super::error::WorkspaceError;
 use super::git::Git;
 use super::worktree::Workspace;
@@ -19,6 +20,15 @@ use crate::ids::{RunId, StepId};
 
 /// The scratch index used to build trees of the worktree, inside the worktree's git dir.
 const SCRATCH_INDEX: &str = "tnh-scratch-index";
+
+/// The scratch index brought up to date with the worktree.
+pub(crate) struct Scratch {
+    /// git bound to the scratch index.
+    pub(crate) git: Git,
+    /// Paths whose owner had lost access and was given it back first, relative to the
+    /// worktree, sorted; empty normally.
+    pub(crate) access_restored: Vec<String>,
+}
 
 /// The identity snapshot commits are written with.
 const SNAPSHOT_NAME: &str = "tnh-conductor";
@@ -136,23 +146,50 @@ impl Workspace {
     /// A tree object of the worktree as it is now, built in a scratch index so the worktree's
     /// own index stays untouched. Ignored files are left out, as `git status` leaves them out.
     pub(crate) fn worktree_tree(&self) -> Result<String, WorkspaceError> {
-        self.refresh_scratch_index()?.text(["write-tree"])
+        self.refresh_scratch_index()?.git.text(["write-tree"])
     }
 
     /// Brings the scratch index up to date with the worktree (every file, untracked ones
-    /// included, ignored ones excluded) and returns git bound to it.
-    pub(crate) fn refresh_scratch_index(&self) -> Result<Git, WorkspaceError> {
+    /// included, ignored ones excluded) and returns git bound to it. When git is refused
+    /// access to a path, the owner's access is given back (`access`) and git runs again; a
+    /// path still refused then is an error, never a change left out.
+    pub(crate) fn refresh_scratch_index(&self) -> Result<Scratch, WorkspaceError> {
         let scratch = self.scratch_index();
         if !scratch.exists() {
             self.reseed_scratch_index()?;
         }
         let git = self.git.with_index(&scratch);
+        let add = ["add", "--all", "--ignore-errors"];
         // A repository an agent created with `git init` and no commit cannot be recorded;
         // it is left out (and `git clean -ff` removes it on rollback) rather than failing.
-        git.run_tolerating(["add", "--all", "--ignore-errors"], |line| {
+        let nested_without_commit = |line: &str| {
             line.starts_with("error: '") && line.ends_with("' does not have a commit checked out")
-        })?;
-        Ok(git)
+        };
+        // An unreadable folder is only a warning to git, and its files would be left out.
+        let refused = match git.run_tolerating(add, nested_without_commit) {
+            Ok(warnings) if access_denied(&warnings) => true,
+            Err(error) if error.is_access_denied() => true,
+            other => {
+                other?;
+                false
+            }
+        };
+        let mut access_restored = Vec::new();
+        if refused {
+            access_restored = restore_owner_access(self.path())?;
+            let warnings = git.run_tolerating(add, nested_without_commit)?;
+            if access_denied(&warnings) {
+                return Err(WorkspaceError::Git {
+                    command: add.join(" "),
+                    dir: self.path().to_owned(),
+                    stderr: warnings.trim().to_owned(),
+                });
+            }
+        }
+        Ok(Scratch {
+            git,
+            access_restored,
+        })
     }
 
     /// Starts the scratch index from the worktree's real index, reusing its stat cache so only
