@@ -28,6 +28,7 @@ mod tnh_commands;
 mod validate;
 mod validation;
 mod workspace;
+mod workspace_access;
 mod workspace_cli;
 mod workspace_guard;
 mod workspace_rollback;

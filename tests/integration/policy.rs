@@ -36,6 +36,7 @@ fn status(files: Vec<ChangedFile>) -> WorkspaceStatus {
         files,
         new_top_level_dirs: Vec::new(),
         diffstat: DiffStat::default(),
+        access_restored: Vec::new(),
     }
 }
 

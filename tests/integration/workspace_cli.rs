@@ -9,7 +9,7 @@ use crate::support::{TempRepo, conductor, stderr_text, stdout_text};
 use crate::workspace::{create, put};
 
 /// Writes the run's `metadata.json` as the kernel would (with fields this module ignores).
-fn write_metadata(repo: &TempRepo, workspace: &Workspace, ended_at: Option<&str>) {
+pub fn write_metadata(repo: &Path, workspace: &Workspace, ended_at: Option<&str>) {
     let record = workspace.record();
     let metadata = serde_json::json!({
         "run_id": record.run_id,
@@ -24,7 +24,7 @@ fn write_metadata(repo: &TempRepo, workspace: &Workspace, ended_at: Option<&str>
         "params": {},
     });
     put(
-        repo.path(),
+        repo,
         &format!(".tnh/run/{}/metadata.json", record.run_id),
         serde_json::to_vec_pretty(&metadata).unwrap(),
     );
@@ -43,7 +43,7 @@ fn run_in(repo: &Path, args: &[&str]) -> std::process::Output {
 fn rollback_command_restores_the_worktree_and_keeps_a_record() {
     let repo = TempRepo::new();
     let workspace = create(&repo, "cli-run");
-    write_metadata(&repo, &workspace, None);
+    write_metadata(repo.path(), &workspace, None);
     put(workspace.path(), "README.md", "agent was here\n");
     put(workspace.path(), "extra/file.txt", "x\n");
 
@@ -72,7 +72,7 @@ fn rollback_command_restores_the_worktree_and_keeps_a_record() {
 fn rollback_command_prints_json_on_request() {
     let repo = TempRepo::new();
     let workspace = create(&repo, "cli-json");
-    write_metadata(&repo, &workspace, None);
+    write_metadata(repo.path(), &workspace, None);
     let output = run_in(repo.path(), &["rollback", "cli-json", "--json"]);
     assert!(output.status.success(), "{}", stderr_text(&output));
     let record: serde_json::Value = serde_json::from_str(&stdout_text(&output)).unwrap();
@@ -100,7 +100,7 @@ fn rollback_command_refuses_an_unknown_run() {
 fn rollback_command_refuses_pre_step_without_a_snapshot_and_unknown_targets() {
     let repo = TempRepo::new();
     let workspace = create(&repo, "cli-nostep");
-    write_metadata(&repo, &workspace, None);
+    write_metadata(repo.path(), &workspace, None);
     let output = run_in(
         repo.path(),
         &["rollback", "cli-nostep", "--target", "pre_step"],
@@ -123,11 +123,11 @@ fn rollback_command_refuses_pre_step_without_a_snapshot_and_unknown_targets() {
 fn runs_clean_removes_only_finished_runs_worktrees_and_keeps_evidence() {
     let repo = TempRepo::new();
     let old = create(&repo, "old-run");
-    write_metadata(&repo, &old, Some("2020-01-01T00:00:00Z"));
+    write_metadata(repo.path(), &old, Some("2020-01-01T00:00:00Z"));
     let recent = create(&repo, "recent-run");
-    write_metadata(&repo, &recent, Some("2999-01-01T00:00:00Z"));
+    write_metadata(repo.path(), &recent, Some("2999-01-01T00:00:00Z"));
     let running = create(&repo, "running-run");
-    write_metadata(&repo, &running, None);
+    write_metadata(repo.path(), &running, None);
 
     let output = run_in(repo.path(), &["runs", "clean", "--older-than", "7d"]);
 
@@ -153,9 +153,9 @@ fn runs_clean_removes_only_finished_runs_worktrees_and_keeps_evidence() {
 fn runs_clean_all_removes_run_directories_refs_and_branches() {
     let repo = TempRepo::new();
     let done = create(&repo, "done-run");
-    write_metadata(&repo, &done, Some("2020-01-01T00:00:00Z"));
+    write_metadata(repo.path(), &done, Some("2020-01-01T00:00:00Z"));
     let running = create(&repo, "live-run");
-    write_metadata(&repo, &running, None);
+    write_metadata(repo.path(), &running, None);
 
     let output = run_in(repo.path(), &["runs", "clean", "--all"]);
 
@@ -179,7 +179,7 @@ fn runs_clean_refuses_a_bad_duration() {
 fn a_missing_git_is_reported_as_such() {
     let repo = TempRepo::new();
     let workspace = create(&repo, "no-git");
-    write_metadata(&repo, &workspace, None);
+    write_metadata(repo.path(), &workspace, None);
     let empty = tempfile::tempdir().unwrap();
     let output = conductor()
         .arg("--repo")
