@@ -168,13 +168,25 @@ impl Workspace {
         let _turn = lock_worktrees(&record.repo_root.join(".git"))?;
         if record.worktree_path.exists() {
             let path = record.worktree_path.as_os_str().to_owned();
-            repo_git.run([
+            let remove = [
                 "worktree".as_ref(),
                 "remove".as_ref(),
                 "--force".as_ref(),
                 "--force".as_ref(),
                 path.as_os_str(),
-            ])?;
+            ];
+            match repo_git.run(remove) {
+                // A folder an agent made unreadable or read-only cannot be emptied. Git stops
+                // halfway (the worktree's `.git` file may be gone already): the owner's access
+                // is given back and the removal finished here; `prune` drops git's record.
+                Err(error) if error.is_access_denied() => {
+                    let path = &record.worktree_path;
+                    super::access::restore_owner_access(path)?;
+                    std::fs::remove_dir_all(path)
+                        .map_err(|source| WorkspaceError::io("remove", path, source))?;
+                }
+                other => other?,
+            }
         }
         repo_git.run(["worktree", "prune"])
     }

@@ -345,4 +345,20 @@ fn rollback_gives_access_back_where_git_needs_it_and_lists_where() {
     assert!(!worktree.join("junk").exists());
     assert!(!worktree.join("notes.txt").exists());
     assert!(!worktree.join("secret").exists());
+
+    // Cleaning up a finished run whose agent left folders it cannot empty.
+    user.sh(
+        &worktree,
+        "mkdir -p locked/inner && echo x > locked/inner/f && chmod 000 locked/inner && chmod 555 locked",
+    );
+    write_metadata(&repo, &workspace, Some("2020-01-01T00:00:00Z"));
+    let output = user.conductor(&repo, &["runs", "clean"]);
+    assert!(output.status.success(), "{}", stderr_text(&output));
+    assert!(
+        !worktree.exists(),
+        "{}",
+        crate::support::stdout_text(&output)
+    );
+    let worktrees = user.git(&repo, &["worktree", "list", "--porcelain"]);
+    assert!(!worktrees.contains("locked"), "{worktrees}");
 }
