@@ -21,14 +21,28 @@ const IDENTITY_EMAIL: &str = "tnh-conductor@localhost";
 pub(crate) struct Git {
     dir: PathBuf,
     index_file: Option<PathBuf>,
+    /// The repository, named explicitly (`GIT_DIR`, with `dir` as `GIT_WORK_TREE`) instead of
+    /// found through `dir/.git`, which an agent can rewrite.
+    git_dir: Option<PathBuf>,
 }
 
 impl Git {
-    /// git running in `dir`.
+    /// git running in `dir`, finding its repository from there.
     pub(crate) fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
             dir: dir.into(),
             index_file: None,
+            git_dir: None,
+        }
+    }
+
+    /// git running in the worktree `dir` of the repository administered in `git_dir`, whatever
+    /// `dir/.git` says.
+    pub(crate) fn in_worktree(dir: impl Into<PathBuf>, git_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            index_file: None,
+            git_dir: Some(git_dir.into()),
         }
     }
 
@@ -37,6 +51,7 @@ impl Git {
         Self {
             dir: self.dir.clone(),
             index_file: Some(index_file.to_owned()),
+            git_dir: self.git_dir.clone(),
         }
     }
 
@@ -60,9 +75,13 @@ impl Git {
             .env_remove("LC_ALL")
             .env_remove("LANGUAGE")
             .env("LC_MESSAGES", "C")
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
             .stdin(Stdio::null());
+        match &self.git_dir {
+            Some(git_dir) => command
+                .env("GIT_DIR", git_dir)
+                .env("GIT_WORK_TREE", &self.dir),
+            None => command.env_remove("GIT_DIR").env_remove("GIT_WORK_TREE"),
+        };
         match &self.index_file {
             Some(index) => command.env("GIT_INDEX_FILE", index),
             None => command.env_remove("GIT_INDEX_FILE"),

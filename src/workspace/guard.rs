@@ -20,6 +20,9 @@ use serde::{Deserialize, Serialize};
 use super::error::WorkspaceError;
 use super::worktree::Workspace;
 
+/// How `git_config_changed` names the worktree's `.git` file.
+pub const GIT_LINK: &str = ".git (the worktree's link to its repository)";
+
 /// Branch names protected whatever the configuration says.
 pub const ALWAYS_PROTECTED: [&str; 2] = ["main", "master"];
 
@@ -325,6 +328,9 @@ impl RefGuard {
                 write_optional(&path, before.as_deref())?;
                 report.git_config_changed.push(self.display_name(&path));
             }
+        }
+        if self.workspace.repair_git_link()? {
+            report.git_config_changed.push(GIT_LINK.to_owned());
         }
         Ok(())
     }

@@ -31,7 +31,7 @@ pub use capture::{
     diffstat_of, workspace_status_schema,
 };
 pub use error::WorkspaceError;
-pub use guard::{ALWAYS_PROTECTED, Checked, GuardReport, RefChange, RefClass, RefGuard};
+pub use guard::{ALWAYS_PROTECTED, Checked, GIT_LINK, GuardReport, RefChange, RefClass, RefGuard};
 pub use rollback::{
     ROLLBACK_RECORD_SCHEMA_VERSION, RollbackRecord, RollbackTarget, rollback_record_schema,
 };

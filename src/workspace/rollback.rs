@@ -114,6 +114,7 @@ impl Workspace {
         target: RollbackTarget,
         snapshot: Snapshot,
     ) -> Result<RollbackRecord, WorkspaceError> {
+        self.repair_git_link()?;
         // The worktree as it is, hashed into git's objects: what the rollback undoes.
         let Scratch {
             git: scratch,

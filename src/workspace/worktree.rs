@@ -110,34 +110,65 @@ impl Workspace {
     }
 
     /// Reopens a workspace from its record (on resume, rollback or cleanup), checking that the
-    /// worktree still exists.
+    /// worktree still exists. The worktree's repository is found from the operator's
+    /// repository (the worktree entry whose `gitdir` names this folder), never from the
+    /// worktree's `.git` file, which an agent can rewrite.
     pub fn open(record: &WorkspaceRecord) -> Result<Self, WorkspaceError> {
         let missing = |reason: &str| WorkspaceError::Missing {
             path: record.worktree_path.clone(),
             reason: reason.to_owned(),
         };
-        if !record.worktree_path.join(".git").is_file() {
+        if !record.worktree_path.is_dir() {
             return Err(missing("the directory is not a git worktree any more"));
         }
-        let git = Git::new(&record.worktree_path);
-        let dirs = git.text(["rev-parse", "--absolute-git-dir", "--git-common-dir"])?;
-        let mut lines = dirs.lines();
-        let (Some(git_dir), Some(common_dir)) = (lines.next(), lines.next()) else {
-            return Err(WorkspaceError::Parse {
-                command: "rev-parse --absolute-git-dir",
-                detail: dirs.clone(),
-            });
-        };
-        let common_dir = record.worktree_path.join(common_dir);
-        // A missing work branch is not checked here: `rollback` and the ref guard recreate it.
         let repo_git = Git::new(&record.repo_root);
+        let common_dir = record
+            .repo_root
+            .join(repo_git.text(["rev-parse", "--git-common-dir"])?);
+        let Some(worktree_git_dir) = find_worktree_git_dir(&common_dir, &record.worktree_path)?
+        else {
+            return Err(missing(
+                "the repository has no worktree entry for it any more (`git worktree prune`?)",
+            ));
+        };
+        // A missing work branch is not checked here: `rollback` and the ref guard recreate it.
         Ok(Self {
             record: record.clone(),
-            git,
+            git: Git::in_worktree(&record.worktree_path, &worktree_git_dir),
             repo_git,
-            worktree_git_dir: PathBuf::from(git_dir),
+            worktree_git_dir,
             common_dir,
         })
+    }
+
+    /// Puts the worktree's `.git` file back when an agent rewrote it (to point at another
+    /// repository), replaced it (`rm -rf .git && git init`) or removed it. The workspace's own
+    /// git commands name the repository explicitly and are not misled, but the agent's next
+    /// step and the operator's tools read that file. Returns whether it had to.
+    pub(crate) fn repair_git_link(&self) -> Result<bool, WorkspaceError> {
+        let link = self.path().join(".git");
+        let io = |action, source| WorkspaceError::io(action, &link, source);
+        match std::fs::symlink_metadata(&link) {
+            Ok(metadata) if metadata.is_file() => {
+                let text = std::fs::read_to_string(&link).unwrap_or_default();
+                let named = text.trim_end().strip_prefix("gitdir: ").map(Path::new);
+                let same = |path: &Path| std::fs::canonicalize(path).ok();
+                if named.is_some_and(|named| {
+                    same(named).is_some() && same(named) == same(&self.worktree_git_dir)
+                }) {
+                    return Ok(false);
+                }
+            }
+            Ok(metadata) if metadata.is_dir() => {
+                std::fs::remove_dir_all(&link).map_err(|source| io("remove", source))?;
+            }
+            Ok(_) => std::fs::remove_file(&link).map_err(|source| io("remove", source))?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(io("inspect", source)),
+        }
+        let text = format!("gitdir: {}\n", self.worktree_git_dir.display());
+        std::fs::write(&link, text).map_err(|source| io("write", source))?;
+        Ok(true)
     }
 
     /// The record to store in the run's metadata.
@@ -190,6 +221,38 @@ impl Workspace {
         }
         repo_git.run(["worktree", "prune"])
     }
+}
+
+/// The administrative folder (`<common>/worktrees/<name>`) of the worktree at
+/// `worktree_path`: the one whose `gitdir` file names `<worktree_path>/.git`.
+fn find_worktree_git_dir(
+    common_dir: &Path,
+    worktree_path: &Path,
+) -> Result<Option<PathBuf>, WorkspaceError> {
+    let worktrees = common_dir.join("worktrees");
+    let entries = match std::fs::read_dir(&worktrees) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(WorkspaceError::io("list", &worktrees, source)),
+    };
+    let wanted = std::fs::canonicalize(worktree_path)
+        .map_err(|source| WorkspaceError::io("resolve", worktree_path, source))?;
+    for entry in entries {
+        let entry = entry.map_err(|source| WorkspaceError::io("list", &worktrees, source))?;
+        let Ok(gitdir) = std::fs::read_to_string(entry.path().join("gitdir")) else {
+            continue;
+        };
+        let gitdir = Path::new(gitdir.trim_end());
+        let names_it = gitdir.file_name() == Some(std::ffi::OsStr::new(".git"))
+            && gitdir
+                .parent()
+                .and_then(|parent| std::fs::canonicalize(parent).ok())
+                .is_some_and(|parent| parent == wanted);
+        if names_it {
+            return Ok(Some(entry.path()));
+        }
+    }
+    Ok(None)
 }
 
 /// The repository a path belongs to.

@@ -3,7 +3,7 @@
 //! policy, and `main` never moved.
 
 use tnh_conductor::policy::{Policy, PolicySpec, Violation, ViolationClass};
-use tnh_conductor::workspace::{GuardReport, RefClass, Workspace};
+use tnh_conductor::workspace::{GIT_LINK, GuardReport, RefClass, Workspace};
 
 use crate::support::{TempRepo, git_in};
 use crate::workspace::{create, put, read};
@@ -387,4 +387,82 @@ fn an_agent_deleting_the_work_branch_gets_it_back_so_the_run_can_resume() {
     let reopened = Workspace::open(workspace.record()).unwrap();
     let status = reopened.status_since(&reopened.pre_run().unwrap()).unwrap();
     assert_eq!(status.files[0].path, "work.txt");
+}
+
+/// What the operator's repository looks like from the outside: where `main` is, and its
+/// index and status.
+fn operator_state(repo: &TempRepo) -> (String, Vec<u8>, String) {
+    (
+        repo.git(&["rev-parse", "main"]),
+        std::fs::read(repo.path().join(".git/index")).unwrap(),
+        repo.git(&["status", "--porcelain"]),
+    )
+}
+
+#[test]
+fn an_agent_pointing_the_worktrees_git_file_at_the_operators_repository_misleads_nothing() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "relink");
+    let operator = operator_state(&repo);
+    let link = workspace.path().join(".git");
+    let original_link = read(workspace.path(), ".git");
+    let to_operator = format!("gitdir: {}\n", repo.path().join(".git").display());
+    let guard = workspace.guard(&[]).unwrap();
+    put(workspace.path(), "feature.txt", "new\n");
+    std::fs::write(&link, &to_operator).unwrap();
+
+    // The step's capture sees the change against the run's own repository.
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
+    assert_eq!(status.files.len(), 1, "{status:?}");
+    assert_eq!(status.files[0].path, "feature.txt");
+    // The guard puts the link back and reports it as a git configuration change.
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+    assert_eq!(report.git_config_changed, vec![GIT_LINK]);
+    assert_eq!(
+        classes(&violations),
+        vec![(
+            ViolationClass::ForbiddenOperation,
+            "modify_git_config".to_owned()
+        )]
+    );
+    assert_eq!(read(workspace.path(), ".git"), original_link);
+
+    // Rewritten again before a rollback (and a reopen, as `tnh-conductor rollback` does): the
+    // reset moves the work branch, never the operator's `main` or index.
+    std::fs::write(&link, &to_operator).unwrap();
+    let reopened = Workspace::open(workspace.record()).unwrap();
+    let record = reopened
+        .rollback(tnh_conductor::workspace::RollbackTarget::PreRun)
+        .unwrap();
+    assert!(record.after.is_empty(), "{record:?}");
+    assert_eq!(record.before.files_changed, 1);
+    assert_eq!(operator_state(&repo), operator);
+    assert!(!workspace.path().join("feature.txt").exists());
+    assert_eq!(read(workspace.path(), ".git"), original_link);
+}
+
+#[test]
+fn an_agent_replacing_the_worktrees_git_file_with_a_new_repository_is_undone() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "reinit");
+    let operator = operator_state(&repo);
+    let original_link = read(workspace.path(), ".git");
+    let guard = workspace.guard(&[]).unwrap();
+    std::fs::remove_file(workspace.path().join(".git")).unwrap();
+    git_in(workspace.path(), &["init", "-q"]);
+    put(workspace.path(), "feature.txt", "new\n");
+    git_in(workspace.path(), &["add", "feature.txt"]);
+    git_in(workspace.path(), &["commit", "-q", "-m", "a new history"]);
+
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
+    assert_eq!(status.files.len(), 1, "{status:?}");
+    let (report, _) = finish_step(&workspace, &guard, &strict_policy());
+    assert_eq!(report.git_config_changed, vec![GIT_LINK]);
+    assert_eq!(read(workspace.path(), ".git"), original_link);
+    assert!(workspace.path().join(".git").is_file());
+    assert_eq!(operator_state(&repo), operator);
 }
