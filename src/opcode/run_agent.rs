@@ -115,7 +115,8 @@ pub(super) fn execute(
         status.files.len(),
         requested.check.is_some(),
         violations.clone(),
-    );
+    )
+    .with_guard_report(guard_report);
     write_json_new(&visit_dir.join("policy_summary.json"), &summary)?;
     for violation in &violations {
         let fields = payload([(

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::check::{Policy, Violation};
 use super::spec::{Operation, PolicySpec};
+use crate::workspace::GuardReport;
 
 /// Version of the `policy_summary` format.
 pub const POLICY_SUMMARY_SCHEMA_VERSION: u32 = 1;
@@ -15,7 +16,7 @@ pub const IMPLICIT_RULES: [&str; 4] = [
     "path_escape: absolute paths, `..` escapes and symlinks pointing outside the worktree",
     "protected_branches: main, master, configured branches and the operator's branch never move",
     "protected_tags: tags are never created, moved or deleted",
-    "git_config: .git/config, .git/info and .git/hooks are restored after every step",
+    "git_config: .git/config, .git/info, .git/hooks, the worktree's .git file and the operator's global git configuration are restored after every step",
 ];
 
 /// The policy that was actually enforced.
@@ -60,6 +61,10 @@ pub struct PolicySummary {
     pub verdict: Verdict,
     /// Every violation.
     pub violations: Vec<Violation>,
+    /// What the step did to refs and git configuration, as the guard found (and undid) it,
+    /// whether or not the policy forbids it: commits, moved refs, changed configuration.
+    #[serde(default)]
+    pub guard_report: GuardReport,
 }
 
 impl PolicySummary {
@@ -92,7 +97,14 @@ impl PolicySummary {
             checked_paths,
             verdict,
             violations,
+            guard_report: GuardReport::default(),
         }
+    }
+
+    /// The same summary recording what the guard found around the step.
+    pub fn with_guard_report(mut self, guard_report: GuardReport) -> Self {
+        self.guard_report = guard_report;
+        self
     }
 }
 

@@ -2,14 +2,15 @@
 //!
 //! Before a step, [`Workspace::guard`] records protected branches (`main`, `master`, the
 //! configured names and globs, the operator's current branch), every tag, remote-tracking
-//! refs, the operator's and the worktree's HEAD, the work branch tip, and the files under
-//! `.git` that change what git does (`config`, `config.worktree`, `info/exclude`,
-//! `info/attributes`, `hooks/*`). After the step, [`RefGuard::verify`] compares: a moved,
-//! created or deleted protected branch or tag is put back and reported; the worktree's HEAD is
-//! re-attached to the work branch; changed git configuration is restored and reported; a
-//! moved operator HEAD, new commits and moved remote-tracking refs are reported so policy can
-//! classify them. Writing a protected ref or `.git` file back is the only write this module
-//! makes outside the work branch, and it only ever undoes a change made during the step.
+//! refs, the operator's and the worktree's HEAD, the work branch tip, and the files that
+//! change what git does: under `.git` (`config`, `config.worktree`, `info/exclude`,
+//! `info/attributes`, `hooks/*`) and the operator's global git configuration. After the
+//! step, [`RefGuard::verify`] compares: a moved, created or deleted protected branch or tag is
+//! put back and reported; the worktree's HEAD is re-attached to the work branch; changed git
+//! configuration is restored and reported; a moved operator HEAD, new commits and moved
+//! remote-tracking refs are reported so policy can classify them. Writing a protected ref or
+//! a git configuration file back is the only write this module makes outside the work
+//! branch, and it only ever undoes a change made during the step.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -66,7 +67,9 @@ pub struct GuardReport {
     pub worktree_head_restored: bool,
     /// Remote-tracking refs that moved: evidence of a push or fetch.
     pub remote_refs_changed: Vec<String>,
-    /// Files under `.git` that changed and were restored (`config`, `hooks/pre-commit`, …).
+    /// Git configuration files that changed and were restored: under `.git` (`config`,
+    /// `hooks/pre-commit`, …), the worktree's `.git` file, and the operator's global
+    /// configuration (full paths, e.g. `/home/me/.gitconfig`).
     pub git_config_changed: Vec<String>,
 }
 
@@ -384,6 +387,7 @@ impl RefGuard {
             common.join("info").join("attributes"),
             self.workspace.worktree_git_dir.join("config.worktree"),
         ];
+        paths.extend(operator_config_files());
         let hooks = common.join("hooks");
         match std::fs::read_dir(&hooks) {
             Ok(entries) => {
@@ -470,6 +474,33 @@ fn compile_branch_globs(names: &[String]) -> Result<GlobSet, WorkspaceError> {
         })
 }
 
+/// The operator's own git configuration, which every git command of the workspace reads: an
+/// agent runs as the operator and could change what git reports there (`core.excludesFile`
+/// rules hiding new files, a `core.fsmonitor` hook answering that nothing changed). The
+/// global configuration (`GIT_CONFIG_GLOBAL`, or `~/.gitconfig` and
+/// `$XDG_CONFIG_HOME/git/config`) and the default global ignore and attributes files.
+fn operator_config_files() -> Vec<PathBuf> {
+    let home = std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .map(PathBuf::from);
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|xdg| !xdg.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|home| home.join(".config")));
+    let mut paths = Vec::new();
+    match std::env::var_os("GIT_CONFIG_GLOBAL") {
+        Some(global) => paths.push(PathBuf::from(global)),
+        None => {
+            paths.extend(home.map(|home| home.join(".gitconfig")));
+            paths.extend(xdg.as_ref().map(|xdg| xdg.join("git").join("config")));
+        }
+    }
+    for name in ["ignore", "attributes"] {
+        paths.extend(xdg.as_ref().map(|xdg| xdg.join("git").join(name)));
+    }
+    paths
+}
+
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, WorkspaceError> {
     match std::fs::read(path) {
         Ok(bytes) => Ok(Some(bytes)),
@@ -480,8 +511,15 @@ fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, WorkspaceError> {
 
 fn write_optional(path: &Path, contents: Option<&[u8]>) -> Result<(), WorkspaceError> {
     match contents {
-        Some(bytes) => std::fs::write(path, bytes)
-            .map_err(|source| WorkspaceError::io("restore", path, source)),
+        Some(bytes) => {
+            // The agent may have removed the folder too (`~/.config/git/`).
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|source| WorkspaceError::io("restore", parent, source))?;
+            }
+            std::fs::write(path, bytes)
+                .map_err(|source| WorkspaceError::io("restore", path, source))
+        }
         None => match std::fs::remove_file(path) {
             Ok(()) => Ok(()),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),

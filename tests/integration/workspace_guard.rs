@@ -466,3 +466,59 @@ fn an_agent_replacing_the_worktrees_git_file_with_a_new_repository_is_undone() {
     assert!(workspace.path().join(".git").is_file());
     assert_eq!(operator_state(&repo), operator);
 }
+
+#[test]
+fn an_agent_hiding_files_through_the_operators_global_git_config_is_undone_and_caught() {
+    let repo = crate::kernel_support::RunRepo::new();
+    let home = tempfile::tempdir().unwrap();
+    let gitconfig = "[user]\n\tname = Operator\n";
+    put(home.path(), ".gitconfig", gitconfig);
+    // A global ignore rule would hide every new file from git, and so from the capture.
+    let script = "mkdir -p \"$HOME/.config/git\" && printf '*\\n' > \"$HOME/.config/git/ignore\" \
+        && printf '[alias]\\n\\tst = status\\n' >> \"$HOME/.gitconfig\" \
+        && mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml";
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("agents:\n  hider:\n    kind: command\n    argv: [sh, -c, {script:?}]\n"),
+    );
+    let workflow = repo.workflow_text(
+        "hide.yaml",
+        &std::fs::read_to_string(crate::support::fixture("runs/unsafe.yaml"))
+            .unwrap()
+            .replace("agent: scripted", "agent: hider"),
+    );
+
+    let output = crate::support::conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["--color", "never", "run", "--json"])
+        .arg(&workflow)
+        .env("HOME", home.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("GIT_CONFIG_GLOBAL")
+        .output()
+        .unwrap();
+
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{result}\n{}",
+        crate::support::stderr_text(&output)
+    );
+    let run_id = result["run_id"].as_str().unwrap();
+    let summary = repo.json(run_id, "artifacts/implement/1/policy_summary.json");
+    let violations = summary["violations"].to_string();
+    assert!(violations.contains(".github/workflows/ci.yml"), "{summary}");
+    let ignore = home.path().join(".config/git/ignore");
+    assert_eq!(
+        summary["guard_report"]["git_config_changed"],
+        serde_json::json!([
+            ignore.display().to_string(),
+            home.path().join(".gitconfig").display().to_string()
+        ]),
+        "{summary}"
+    );
+    assert!(!ignore.exists(), "the ignore file the agent wrote is gone");
+    assert_eq!(read(home.path(), ".gitconfig"), gitconfig);
+}
