@@ -151,10 +151,14 @@ impl Workspace {
         match std::fs::symlink_metadata(&link) {
             Ok(metadata) if metadata.is_file() => {
                 let text = std::fs::read_to_string(&link).unwrap_or_default();
-                let named = text.trim_end().strip_prefix("gitdir: ").map(Path::new);
+                // A relative path (`worktree.useRelativePaths`) is relative to the worktree.
+                let named = text
+                    .trim_end()
+                    .strip_prefix("gitdir: ")
+                    .map(|named| self.path().join(named));
                 let same = |path: &Path| std::fs::canonicalize(path).ok();
                 if named.is_some_and(|named| {
-                    same(named).is_some() && same(named) == same(&self.worktree_git_dir)
+                    same(&named).is_some() && same(&named) == same(&self.worktree_git_dir)
                 }) {
                     return Ok(false);
                 }
@@ -242,7 +246,8 @@ fn find_worktree_git_dir(
         let Ok(gitdir) = std::fs::read_to_string(entry.path().join("gitdir")) else {
             continue;
         };
-        let gitdir = Path::new(gitdir.trim_end());
+        // A relative path (`worktree.useRelativePaths`) is relative to the entry's folder.
+        let gitdir = entry.path().join(gitdir.trim_end());
         let names_it = gitdir.file_name() == Some(std::ffi::OsStr::new(".git"))
             && gitdir
                 .parent()

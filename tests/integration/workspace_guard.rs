@@ -522,3 +522,37 @@ fn an_agent_hiding_files_through_the_operators_global_git_config_is_undone_and_c
     assert!(!ignore.exists(), "the ignore file the agent wrote is gone");
     assert_eq!(read(home.path(), ".gitconfig"), gitconfig);
 }
+
+#[test]
+fn relative_worktree_links_are_understood_not_repaired() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "relative");
+    let admin = git_in(workspace.path(), &["rev-parse", "--absolute-git-dir"]);
+    let name = std::path::Path::new(&admin)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    // As `git worktree add --relative-paths` writes them (git 2.48 and later).
+    std::fs::write(
+        workspace.path().join(".git"),
+        format!("gitdir: ../../../.git/worktrees/{name}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        std::path::Path::new(&admin).join("gitdir"),
+        "../../../.tnh/worktrees/relative/.git\n",
+    )
+    .unwrap();
+    let reopened = Workspace::open(workspace.record()).unwrap();
+    let guard = reopened.guard(&[]).unwrap();
+    put(workspace.path(), "a.txt", "a\n");
+
+    let (report, _) = finish_step(&reopened, &guard, &strict_policy());
+
+    assert!(report.git_config_changed.is_empty(), "{report:?}");
+    assert_eq!(
+        read(workspace.path(), ".git"),
+        format!("gitdir: ../../../.git/worktrees/{name}\n")
+    );
+}
