@@ -21,6 +21,10 @@ use crate::ids::{RunId, StepId};
 /// The scratch index used to build trees of the worktree, inside the worktree's git dir.
 const SCRATCH_INDEX: &str = "tnh-scratch-index";
 
+/// The identity snapshot commits are written with.
+const SNAPSHOT_NAME: &str = "tnh-conductor";
+const SNAPSHOT_EMAIL: &str = "tnh-conductor@localhost";
+
 /// The scratch index brought up to date with the worktree.
 pub(crate) struct Scratch {
     /// git bound to the scratch index.
@@ -29,10 +33,6 @@ pub(crate) struct Scratch {
     /// worktree, sorted; empty normally.
     pub(crate) access_restored: Vec<String>,
 }
-
-/// The identity snapshot commits are written with.
-const SNAPSHOT_NAME: &str = "tnh-conductor";
-const SNAPSHOT_EMAIL: &str = "tnh-conductor@localhost";
 
 fn unix_now() -> i64 {
     std::time::SystemTime::now()
