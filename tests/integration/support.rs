@@ -61,15 +61,20 @@ pub fn git_in(dir: &Path, args: &[&str]) -> String {
 /// A git command in `dir` with a fixed identity and no user or system configuration.
 pub fn git_command(dir: &Path) -> Command {
     let mut command = Command::new("git");
+    command.current_dir(dir);
+    with_test_git_identity(&mut command);
     command
-        .current_dir(dir)
+}
+
+/// Gives the git a command runs a fixed identity and no user or system configuration.
+pub fn with_test_git_identity(command: &mut Command) -> &mut Command {
+    command
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_AUTHOR_NAME", "Test")
         .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
         .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.invalid");
-    command
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
 }
 
 /// The `tnh-conductor` binary built for this test run.

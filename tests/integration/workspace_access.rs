@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use tnh_conductor::ids::{RunId, WorkflowId};
 use tnh_conductor::workspace::Workspace;
 
-use crate::support::{git_in, stderr_text};
+use crate::support::{git_in, stderr_text, with_test_git_identity};
 use crate::workspace::put;
 use crate::workspace_cli::write_metadata;
 
@@ -37,15 +37,13 @@ impl Unprivileged {
                 eprintln!("skipped: running as root without `setpriv` to drop privileges");
                 return None;
             }
-            [
-                "setpriv",
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--",
+            vec![
+                "setpriv".to_owned(),
+                format!("--reuid={USER}"),
+                format!("--regid={USER}"),
+                "--clear-groups".to_owned(),
+                "--".to_owned(),
             ]
-            .map(str::to_owned)
-            .to_vec()
         } else {
             Vec::new()
         };
@@ -92,46 +90,35 @@ impl Unprivileged {
             }
             None => Command::new(program),
         };
-        command
-            .env("HOME", self.path().join("home"))
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_AUTHOR_NAME", "Test")
-            .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
-            .env("GIT_COMMITTER_NAME", "Test")
-            .env("GIT_COMMITTER_EMAIL", "test@example.invalid");
+        command.env("HOME", self.path().join("home"));
+        with_test_git_identity(&mut command);
         command
     }
 
-    /// A shell script run as the user in `dir`; panics when it fails.
-    fn sh(&self, dir: &Path, script: &str) {
+    /// `program ARGS…` run as the user in `dir`: its stdout; panics when it fails.
+    fn run_ok(&self, dir: &Path, program: &str, args: &[&str]) -> String {
         let output = self
-            .command("sh")
-            .args(["-c", script])
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{script}: {}",
-            stderr_text(&output)
-        );
-    }
-
-    /// git run as the user in `dir`: its stdout; panics when it fails.
-    fn git(&self, dir: &Path, args: &[&str]) -> String {
-        let output = self
-            .command("git")
+            .command(program)
             .args(args)
             .current_dir(dir)
             .output()
             .unwrap();
         assert!(
             output.status.success(),
-            "git {args:?}: {}",
+            "{program} {args:?}: {}",
             stderr_text(&output)
         );
         String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// A shell script run as the user in `dir`; panics when it fails.
+    fn sh(&self, dir: &Path, script: &str) {
+        self.run_ok(dir, "sh", &["-c", script]);
+    }
+
+    /// git run as the user in `dir`: its stdout; panics when it fails.
+    fn git(&self, dir: &Path, args: &[&str]) -> String {
+        self.run_ok(dir, "git", args)
     }
 
     /// `tnh-conductor --repo REPO --color never ARGS…` run as the user.
