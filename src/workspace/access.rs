@@ -28,17 +28,27 @@ pub(crate) fn access_denied(stderr: &str) -> bool {
     stderr.contains("Permission denied")
 }
 
+/// Gives the owner read, write and search access to the folder `root` itself (without it,
+/// git cannot even start there, nor can anything inside be inspected); returns whether it had
+/// to. One `stat` when nothing is wrong.
+pub(crate) fn restore_root_access(root: &Path) -> Result<bool, WorkspaceError> {
+    let metadata = std::fs::symlink_metadata(root)
+        .map_err(|source| WorkspaceError::io("inspect", root, source))?;
+    let mode = metadata.permissions().mode();
+    if mode & FOLDER_ACCESS == FOLDER_ACCESS {
+        return Ok(false);
+    }
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(mode | FOLDER_ACCESS))
+        .map_err(|source| WorkspaceError::io("give the owner access to", root, source))?;
+    Ok(true)
+}
+
 /// Gives the owner read access to every file and read, write and search access to every
 /// folder under `root`, `root` included. Symlinks are never followed. Returns the paths
 /// changed, relative to `root` (`.` for the root itself), sorted.
 pub(crate) fn restore_owner_access(root: &Path) -> Result<Vec<String>, WorkspaceError> {
     let mut restored = Vec::new();
-    let metadata = std::fs::symlink_metadata(root)
-        .map_err(|source| WorkspaceError::io("inspect", root, source))?;
-    let mode = metadata.permissions().mode();
-    if mode & FOLDER_ACCESS != FOLDER_ACCESS {
-        std::fs::set_permissions(root, std::fs::Permissions::from_mode(mode | FOLDER_ACCESS))
-            .map_err(|source| WorkspaceError::io("give the owner access to", root, source))?;
+    if restore_root_access(root)? {
         restored.push(".".to_owned());
     }
     let mut folders = vec![PathBuf::new()];

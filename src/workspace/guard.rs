@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
+use super::access::restore_root_access;
 use super::error::WorkspaceError;
 use super::worktree::Workspace;
 
@@ -65,6 +66,10 @@ pub struct GuardReport {
     /// The worktree's HEAD had left the work branch (or the branch was deleted) and was
     /// re-attached (the branch recreated where it was before the step).
     pub worktree_head_restored: bool,
+    /// The agent had taken the owner's access to the worktree folder itself away
+    /// (`chmod 000 .`); it was given back so the step could be checked.
+    #[serde(default)]
+    pub worktree_access_restored: bool,
     /// Remote-tracking refs that moved: evidence of a push or fetch.
     pub remote_refs_changed: Vec<String>,
     /// Git configuration files that changed and were restored: under `.git` (`config`,
@@ -168,7 +173,11 @@ impl RefGuard {
     /// `HEAD` file, so a clean step costs one git process; git is asked directly only where
     /// the file says something else than a branch or a commit.
     pub fn check(&self) -> Result<Checked, WorkspaceError> {
-        let mut report = GuardReport::default();
+        // Without it git cannot even start in the worktree.
+        let mut report = GuardReport {
+            worktree_access_restored: restore_root_access(self.workspace.path())?,
+            ..GuardReport::default()
+        };
         let listing = self.list_refs()?;
         let head = self.workspace.read_head();
         let branch_ref = self.workspace.branch_ref();

@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::access::{access_denied, restore_owner_access};
+use super::access::{access_denied, restore_owner_access, restore_root_access};
 use super::capture::DiffStat;
 use super::error::WorkspaceError;
 use super::snapshot::{Scratch, Snapshot};
@@ -114,12 +114,17 @@ impl Workspace {
         target: RollbackTarget,
         snapshot: Snapshot,
     ) -> Result<RollbackRecord, WorkspaceError> {
+        // Without access to the worktree folder itself git cannot even start there.
+        let root_restored = restore_root_access(self.path())?;
         self.repair_git_link()?;
         // The worktree as it is, hashed into git's objects: what the rollback undoes.
         let Scratch {
             git: scratch,
             mut access_restored,
         } = self.refresh_scratch_index()?;
+        if root_restored {
+            access_restored.push(".".to_owned());
+        }
         // An agent may have left HEAD on a deleted branch; that is what rollback repairs.
         let head_before = self
             .git

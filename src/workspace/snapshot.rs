@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::access::{access_denied, restore_owner_access};
+use super::access::{access_denied, restore_owner_access, restore_root_access};
 use super::error::WorkspaceError;
 use super::git::Git;
 use super::worktree::Workspace;
@@ -158,6 +158,10 @@ impl Workspace {
         if !scratch.exists() {
             self.reseed_scratch_index()?;
         }
+        let mut access_restored = Vec::new();
+        if restore_root_access(self.path())? {
+            access_restored.push(".".to_owned());
+        }
         let git = self.git.with_index(&scratch);
         let add = ["add", "--all", "--ignore-errors"];
         // A repository an agent created with `git init` and no commit cannot be recorded;
@@ -174,9 +178,8 @@ impl Workspace {
                 false
             }
         };
-        let mut access_restored = Vec::new();
         if refused {
-            access_restored = restore_owner_access(self.path())?;
+            access_restored.extend(restore_owner_access(self.path())?);
             let warnings = git.run_tolerating(add, nested_without_commit)?;
             if access_denied(&warnings) {
                 return Err(WorkspaceError::Git {

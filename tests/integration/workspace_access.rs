@@ -164,11 +164,12 @@ fn json(path: &Path) -> serde_json::Value {
 }
 
 /// An agent that writes a forbidden file in a folder it then makes unreadable (git only
-/// warns, and would leave the folder out of the capture) and changes a folder it makes
-/// read-only.
+/// warns, and would leave the folder out of the capture), changes a folder it makes
+/// read-only, and finally takes away its access to the worktree itself.
 const HIDING_AGENT: &str = "\
 mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml && chmod 000 .github/workflows
 echo more >> docs/a.md && echo new > docs/new.md && chmod 555 docs
+chmod 000 .
 ";
 
 const HIDING_WORKFLOW: &str = "\
@@ -254,6 +255,10 @@ fn a_change_hidden_behind_chmod_is_captured_flagged_and_rolled_back() {
     );
     let summary = json(&run_dir.join("artifacts/implement/1/policy_summary.json"));
     assert_eq!(summary["verdict"], "violation", "{summary}");
+    assert_eq!(
+        summary["guard_report"]["worktree_access_restored"], true,
+        "{summary}"
+    );
     assert!(
         summary.to_string().contains(".github/workflows/ci.yml"),
         "{summary}"
@@ -287,7 +292,7 @@ fn rollback_gives_access_back_where_git_needs_it_and_lists_where() {
     // (a tracked file to rewrite in a read-only folder), the clean (an untracked file in a
     // read-only folder) and the scan before (an unreadable file cannot be hashed, an
     // unreadable folder hides a new file).
-    let scenarios: [(&str, &[&str]); 4] = [
+    let scenarios: [(&str, &[&str]); 5] = [
         ("echo more >> docs/a.md && chmod 555 docs", &["docs"]),
         (
             "mkdir -p junk/inner && echo x > junk/inner/f && chmod 555 junk/inner junk",
@@ -301,6 +306,8 @@ fn rollback_gives_access_back_where_git_needs_it_and_lists_where() {
             "mkdir secret && echo x > secret/f && echo edit >> README.md && chmod 000 secret",
             &["secret"],
         ),
+        // Without access to the worktree itself git cannot even start there.
+        ("echo edit >> README.md && chmod 000 .", &["."]),
     ];
     for (script, restored) in scenarios {
         user.sh(&worktree, script);
