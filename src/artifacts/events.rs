@@ -53,6 +53,8 @@ pub enum EventType {
     ScriptOutput,
     /// The worktree differed from the recorded state and the operator accepted it.
     DriftAccepted,
+    /// The worktree folder was gone on resume and was checked out again from the work branch.
+    WorktreeRecreated,
     /// The workflow file differs from the one the run started (or last continued) with; the
     /// file as it is now applies from here on.
     WorkflowChanged,

@@ -38,7 +38,14 @@ pub fn cmd_rollback(
     let start = repo.map_or_else(|| PathBuf::from("."), Path::to_owned);
     let repo_root = find_repo_root(&start)?;
     let run = load_run(&repo_root, &args.run_id)?;
-    let workspace = Workspace::open(&run.record)?;
+    let (workspace, recreated) = Workspace::open_or_recreate(&run.record)?;
+    if recreated {
+        output.note(&format!(
+            "the worktree folder was gone: checked branch {} out again at {}",
+            run.record.branch,
+            run.record.worktree_path.display()
+        ));
+    }
     let record = workspace.rollback(args.target)?;
     save_record(&run.dir, &record)?;
     if args.json {

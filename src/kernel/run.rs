@@ -80,12 +80,14 @@ pub enum RunError {
     #[error(transparent)]
     Gate(#[from] super::gate::GateError),
     /// The worktree changed since the run's last checkpoint.
-    #[error("the worktree changed since the run's last checkpoint (tree {} → {}, HEAD {} → {})", short(&recorded.tree), short(&found.tree), short(&recorded.head), short(&found.head))]
+    #[error("the worktree changed since the run's last checkpoint (tree {} → {}, HEAD {} → {}){}", short(&recorded.tree), short(&found.tree), short(&recorded.head), short(&found.head), if *recreated { "; its folder had been deleted and was checked out again from the work branch" } else { "" })]
     Drift {
         /// What the state recorded.
         recorded: Fingerprint,
         /// What the worktree holds now.
         found: Fingerprint,
+        /// The worktree folder was gone and was checked out again from the work branch.
+        recreated: bool,
     },
 }
 
@@ -427,18 +429,31 @@ pub fn resume_run(
         base_ref: metadata.base_ref.clone(),
         base_sha: metadata.base_sha.clone(),
     };
-    let workspace = Workspace::open(&record)?;
+    // A worktree folder deleted by an agent or a person is checked out again from the work
+    // branch; what it held uncommitted shows as drift.
+    let (workspace, recreated) = Workspace::open_or_recreate(&record)?;
     replay_started_visit(&loaded.workflow, &run_dir, &mut state)?;
     if !accept_drift && let Some((recorded, found)) = drifted(&loaded.workflow, &workspace, &state)?
     {
         // Refused before anything is written: the run stays exactly as it was.
-        return Err(RunError::Drift { recorded, found });
+        return Err(RunError::Drift {
+            recorded,
+            found,
+            recreated,
+        });
     }
     recorder.event(
         EventType::RunResumed,
         None,
         payload([("from_seq", state.events_seq.into())]),
     )?;
+    if recreated {
+        let fields = payload([
+            ("path", workspace.path().display().to_string().into()),
+            ("branch", record.branch.clone().into()),
+        ]);
+        recorder.event(EventType::WorktreeRecreated, None, fields)?;
+    }
     record_workflow_change(&mut recorder, digest(&loaded.source))?;
     record_accepted_drift(
         &loaded.workflow,

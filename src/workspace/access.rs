@@ -32,8 +32,16 @@ pub(crate) fn access_denied(stderr: &str) -> bool {
 /// git cannot even start there, nor can anything inside be inspected); returns whether it had
 /// to. One `stat` when nothing is wrong.
 pub(crate) fn restore_root_access(root: &Path) -> Result<bool, WorkspaceError> {
-    let metadata = std::fs::symlink_metadata(root)
-        .map_err(|source| WorkspaceError::io("inspect", root, source))?;
+    let metadata = std::fs::symlink_metadata(root).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            WorkspaceError::Missing {
+                path: root.to_owned(),
+                reason: "the worktree folder was deleted".to_owned(),
+            }
+        } else {
+            WorkspaceError::io("inspect", root, source)
+        }
+    })?;
     let mode = metadata.permissions().mode();
     if mode & FOLDER_ACCESS == FOLDER_ACCESS {
         return Ok(false);

@@ -163,7 +163,7 @@ impl WorkspaceError {
             }
             WorkspaceError::WorktreeExists(_) => "remove the stale directory or start a new run",
             WorkspaceError::Missing { .. } => {
-                "the worktree may have been removed (`runs clean`); its branch and snapshot refs are kept"
+                "the worktree may have been removed (`runs clean`) or deleted; `resume` and `rollback` check its work branch out there again while the branch exists"
             }
             WorkspaceError::InvalidRefName(_) => {
                 "use ids made of letters, digits, `-`, `_` and `.`"

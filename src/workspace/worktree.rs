@@ -119,7 +119,7 @@ impl Workspace {
             reason: reason.to_owned(),
         };
         if !record.worktree_path.is_dir() {
-            return Err(missing("the directory is not a git worktree any more"));
+            return Err(missing("the worktree folder is gone"));
         }
         let repo_git = Git::new(&record.repo_root);
         let common_dir = record
@@ -139,6 +139,44 @@ impl Workspace {
             worktree_git_dir,
             common_dir,
         })
+    }
+
+    /// [`open`](Self::open), but when the worktree folder is gone (an agent or a person
+    /// deleted it) while its work branch is still there, the branch is checked out again at
+    /// the same path first. Returns whether it had to: the files are then the branch's commit,
+    /// not what the folder held (uncommitted work is lost; the run directory keeps each step's
+    /// patch).
+    pub fn open_or_recreate(record: &WorkspaceRecord) -> Result<(Self, bool), WorkspaceError> {
+        if record.worktree_path.exists() {
+            return Self::open(record).map(|workspace| (workspace, false));
+        }
+        let repo_git = Git::new(&record.repo_root);
+        let branch_ref = format!("refs/heads/{}", record.branch);
+        if !repo_git.succeeds(["show-ref", "--verify", "--quiet", branch_ref.as_str()])? {
+            return Err(WorkspaceError::Missing {
+                path: record.worktree_path.clone(),
+                reason: format!(
+                    "the worktree folder and its branch `{}` are both gone",
+                    record.branch
+                ),
+            });
+        }
+        let common_dir = record
+            .repo_root
+            .join(repo_git.text(["rev-parse", "--git-common-dir"])?);
+        let _turn = lock_worktrees(&common_dir)?;
+        // Git still records the deleted worktree, and refuses to check its branch out again
+        // until the record is dropped.
+        repo_git.run(["worktree", "prune"])?;
+        let path = record.worktree_path.as_os_str().to_owned();
+        repo_git.run([
+            "worktree".as_ref(),
+            "add".as_ref(),
+            "--quiet".as_ref(),
+            path.as_os_str(),
+            record.branch.as_ref(),
+        ])?;
+        Self::open(record).map(|workspace| (workspace, true))
     }
 
     /// Puts the worktree's `.git` file back when an agent rewrote it (to point at another

@@ -399,3 +399,69 @@ fn an_outcome_the_edited_workflow_does_not_route_ends_the_run_with_exit_4() {
         "failed"
     );
 }
+
+/// The worktree of a run waiting at a gate, deleted by hand.
+fn delete_worktree(repo: &RunRepo, run_id: &str) -> std::path::PathBuf {
+    let worktree = repo.path().join(".tnh/worktrees").join(run_id);
+    std::fs::remove_dir_all(&worktree).unwrap();
+    worktree
+}
+
+#[test]
+fn resume_checks_a_deleted_worktree_out_again_and_records_it() {
+    let repo = RunRepo::new();
+    let text = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
+        .unwrap()
+        .replace("WRITE feature.txt: the feature", "SAY nothing to change");
+    let run_id = waiting_run(&repo, Some(text));
+    let worktree = delete_worktree(&repo, &run_id);
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+
+    assert_eq!(resumed.status.code(), Some(3), "{}", stderr_text(&resumed));
+    assert!(worktree.join(".git").is_file());
+    let events = repo.events(&run_id);
+    let recreated = first_event(&events, "worktree_recreated");
+    assert_eq!(recreated["path"], worktree.display().to_string());
+    assert_contiguous(&events);
+}
+
+#[test]
+fn a_deleted_worktree_that_held_uncommitted_work_is_drift_until_accepted() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let worktree = delete_worktree(&repo, &run_id);
+    let events_before = repo.events(&run_id).len();
+
+    let refused = repo.conductor(&["resume", &run_id]);
+
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    assert!(
+        stderr_text(&refused)
+            .contains("its folder had been deleted and was checked out again from the work branch"),
+        "{}",
+        stderr_text(&refused)
+    );
+    assert_eq!(
+        repo.events(&run_id).len(),
+        events_before,
+        "nothing recorded"
+    );
+    assert!(worktree.join(".git").is_file());
+    assert!(
+        !worktree.join("feature.txt").exists(),
+        "uncommitted work is lost"
+    );
+
+    let accepted = repo.conductor(&["resume", &run_id, "--accept-drift"]);
+
+    assert_eq!(
+        accepted.status.code(),
+        Some(3),
+        "{}",
+        stderr_text(&accepted)
+    );
+    let events = repo.events(&run_id);
+    first_event(&events, "drift_accepted");
+    assert_contiguous(&events);
+}

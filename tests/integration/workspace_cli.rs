@@ -196,3 +196,46 @@ fn a_missing_git_is_reported_as_such() {
     );
     assert!(stderr.contains("hint: install git"), "{stderr}");
 }
+
+#[test]
+fn rollback_checks_a_deleted_worktree_out_again_and_rolls_it_back() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "deleted");
+    write_metadata(repo.path(), &workspace, None);
+    put(workspace.path(), "README.md", "agent was here\n");
+    std::fs::remove_dir_all(workspace.path()).unwrap();
+
+    let output = run_in(repo.path(), &["rollback", "deleted", "--target", "pre_run"]);
+
+    assert!(output.status.success(), "{}", stderr_text(&output));
+    assert!(
+        stderr_text(&output).contains("the worktree folder was gone"),
+        "{}",
+        stderr_text(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("README.md")).unwrap(),
+        "# test repository\n"
+    );
+    let head = crate::support::git_in(workspace.path(), &["symbolic-ref", "HEAD"]);
+    assert_eq!(head, workspace.branch_ref());
+}
+
+#[test]
+fn rollback_of_a_deleted_worktree_without_its_branch_says_what_is_gone() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "gone");
+    write_metadata(repo.path(), &workspace, None);
+    std::fs::remove_dir_all(workspace.path()).unwrap();
+    repo.git(&["worktree", "prune"]);
+    repo.git(&["branch", "-D", &workspace.record().branch]);
+
+    let output = run_in(repo.path(), &["rollback", "gone"]);
+
+    assert_eq!(output.status.code(), Some(4), "{}", stderr_text(&output));
+    assert!(
+        stderr_text(&output).contains("its branch `tnh/wf/gone` are both gone"),
+        "{}",
+        stderr_text(&output)
+    );
+}
