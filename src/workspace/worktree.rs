@@ -4,6 +4,7 @@
 //! The operator's checkout is never written: creation only adds `.git/worktrees/<run_id>/`,
 //! the work branch, the `pre_run` ref and one line in `.git/info/exclude`.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -188,12 +189,11 @@ impl Workspace {
         let io = |action, source| WorkspaceError::io(action, &link, source);
         match std::fs::symlink_metadata(&link) {
             Ok(metadata) if metadata.is_file() => {
-                let text = std::fs::read_to_string(&link).unwrap_or_default();
+                let bytes = std::fs::read(&link).unwrap_or_default();
                 // A relative path (`worktree.useRelativePaths`) is relative to the worktree.
-                let named = text
-                    .trim_end()
-                    .strip_prefix("gitdir: ")
-                    .map(|named| self.path().join(named));
+                let named = bytes
+                    .strip_prefix(b"gitdir: ")
+                    .map(|named| self.path().join(path_from_line(named)));
                 let same = |path: &Path| std::fs::canonicalize(path).ok();
                 if named.is_some_and(|named| {
                     same(&named).is_some() && same(&named) == same(&self.worktree_git_dir)
@@ -208,7 +208,9 @@ impl Workspace {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
             Err(source) => return Err(io("inspect", source)),
         }
-        let text = format!("gitdir: {}\n", self.worktree_git_dir.display());
+        let mut text = b"gitdir: ".to_vec();
+        text.extend_from_slice(self.worktree_git_dir.as_os_str().as_bytes());
+        text.push(b'\n');
         std::fs::write(&link, text).map_err(|source| io("write", source))?;
         Ok(true)
     }
@@ -265,6 +267,15 @@ impl Workspace {
     }
 }
 
+/// A path written on one line of a file by git, as bytes (a path need not be UTF-8).
+fn path_from_line(line: &[u8]) -> &Path {
+    let end = line
+        .iter()
+        .rposition(|byte| !byte.is_ascii_whitespace())
+        .map_or(0, |last| last + 1);
+    Path::new(std::ffi::OsStr::from_bytes(&line[..end]))
+}
+
 /// The administrative folder (`<common>/worktrees/<name>`) of the worktree at
 /// `worktree_path`: the one whose `gitdir` file names `<worktree_path>/.git`.
 fn find_worktree_git_dir(
@@ -281,11 +292,11 @@ fn find_worktree_git_dir(
         .map_err(|source| WorkspaceError::io("resolve", worktree_path, source))?;
     for entry in entries {
         let entry = entry.map_err(|source| WorkspaceError::io("list", &worktrees, source))?;
-        let Ok(gitdir) = std::fs::read_to_string(entry.path().join("gitdir")) else {
+        let Ok(gitdir) = std::fs::read(entry.path().join("gitdir")) else {
             continue;
         };
         // A relative path (`worktree.useRelativePaths`) is relative to the entry's folder.
-        let gitdir = entry.path().join(gitdir.trim_end());
+        let gitdir = entry.path().join(path_from_line(&gitdir));
         let names_it = gitdir.file_name() == Some(std::ffi::OsStr::new(".git"))
             && gitdir
                 .parent()

@@ -556,3 +556,36 @@ fn relative_worktree_links_are_understood_not_repaired() {
         format!("gitdir: ../../../.git/worktrees/{name}\n")
     );
 }
+
+#[test]
+fn a_repository_under_a_non_utf8_path_keeps_its_worktree_link_byte_for_byte() {
+    use std::os::unix::ffi::OsStrExt;
+    let scratch = tempfile::tempdir().unwrap();
+    let root = scratch
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"repo-\xff\xfe"));
+    std::fs::create_dir(&root).unwrap();
+    git_in(&root, &["init", "-q", "-b", "main"]);
+    put(&root, "README.md", "# r\n");
+    git_in(&root, &["add", "-A"]);
+    git_in(&root, &["commit", "-q", "-m", "base"]);
+    let workspace = Workspace::create(
+        &root,
+        &tnh_conductor::ids::RunId::new("bytes"),
+        &tnh_conductor::ids::WorkflowId::new("wf"),
+        None,
+    )
+    .unwrap();
+    let link = workspace.path().join(".git");
+    let original = std::fs::read(&link).unwrap();
+    let guard = workspace.guard(&[]).unwrap();
+
+    assert!(guard.verify().unwrap().git_config_changed.is_empty());
+    std::fs::write(&link, "gitdir: /elsewhere\n").unwrap();
+    let guard = Workspace::open(workspace.record())
+        .unwrap()
+        .guard(&[])
+        .unwrap();
+    assert_eq!(guard.verify().unwrap().git_config_changed, vec![GIT_LINK]);
+    assert_eq!(std::fs::read(&link).unwrap(), original);
+}
