@@ -169,6 +169,37 @@ impl Git {
         Ok(self.output(args)?.status.success())
     }
 
+    /// Runs git for its effect with `input` on its stdin (for path lists too long for
+    /// arguments); a non-zero exit is an error.
+    pub(crate) fn run_with_input<I, S>(&self, args: I, input: &[u8]) -> Result<(), WorkspaceError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        let mut child = self
+            .command(args.clone())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| spawn_error(&source, &self.dir))?;
+        let written = child.stdin.take().map(|mut stdin| {
+            use std::io::Write;
+            // Written whole before waiting: git reads it all before it answers.
+            stdin.write_all(input)
+        });
+        let output = child
+            .wait_with_output()
+            .map_err(|source| WorkspaceError::io("wait for git in", &self.dir, source))?;
+        if !output.status.success() {
+            return Err(self.failure(args, &output));
+        }
+        match written {
+            Some(Err(source)) => Err(WorkspaceError::io("write to git in", &self.dir, source)),
+            _ => Ok(()),
+        }
+    }
+
     /// Runs git with its stdout handed to `consume` as it is produced (for output that may be
     /// far larger than memory and is read once). An error of `consume` wins over git's exit
     /// status: a consumer that stops early makes git exit on a broken pipe.

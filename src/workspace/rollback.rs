@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::access::{access_denied, restore_owner_access, restore_root_access};
 use super::capture::DiffStat;
 use super::error::WorkspaceError;
+use super::git::Git;
 use super::snapshot::{Scratch, Snapshot};
 use super::worktree::Workspace;
 use crate::ids::RunId;
@@ -224,8 +225,17 @@ impl Workspace {
             self.git
                 .run(["symbolic-ref", "HEAD", branch_ref.as_str()])?;
         }
-        self.git
-            .run(["reset", "--quiet", "--hard", snapshot.commit.as_str()])?;
+        clear_index_flags(&self.git)?;
+        // With sparse checkout on, the reset would mark files outside its patterns
+        // skip-worktree again and leave them out.
+        self.git.run([
+            "-c",
+            "core.sparseCheckout=false",
+            "reset",
+            "--quiet",
+            "--hard",
+            snapshot.commit.as_str(),
+        ])?;
         let clean_flags = match target {
             RollbackTarget::PreRun => "-ffdxq",
             RollbackTarget::PreStep => "-ffdq",
@@ -244,6 +254,43 @@ impl Workspace {
         }
         Ok(())
     }
+}
+
+/// Clears `assume-unchanged` and `skip-worktree` (set with `git update-index` or by
+/// `git sparse-checkout`) in the index `git` is bound to: git leaves such a file alone, so
+/// `reset --hard` would not restore it, `status` would not report it, and a scratch index
+/// seeded from that index would hide its later changes from the capture. One `ls-files`
+/// when no file is flagged.
+pub(crate) fn clear_index_flags(git: &Git) -> Result<(), WorkspaceError> {
+    let listing = git.bytes(["ls-files", "-v", "-z"])?;
+    let mut assumed = Vec::new();
+    let mut skipped = Vec::new();
+    for entry in listing.split(|byte| *byte == 0) {
+        // `H path`: a tag, a space, the path. `S` is skip-worktree; a lowercase tag is
+        // assume-unchanged (`s`: both).
+        let (Some(&tag), Some(path)) = (entry.first(), entry.get(2..)) else {
+            continue;
+        };
+        for (flagged, list) in [
+            (tag.is_ascii_lowercase(), &mut assumed),
+            (tag.eq_ignore_ascii_case(&b'S'), &mut skipped),
+        ] {
+            if flagged {
+                list.extend_from_slice(path);
+                list.push(0);
+            }
+        }
+    }
+    // `update-index` applies only the first of these options to each path: one run each.
+    for (option, paths) in [
+        ("--no-assume-unchanged", assumed),
+        ("--no-skip-worktree", skipped),
+    ] {
+        if !paths.is_empty() {
+            git.run_with_input(["update-index", option, "-z", "--stdin"], &paths)?;
+        }
+    }
+    Ok(())
 }
 
 /// The JSON Schema of the rollback record (`rollback_completed` payload).

@@ -154,13 +154,16 @@ impl Workspace {
     /// access to a path, the owner's access is given back (`access`) and git runs again; a
     /// path still refused then is an error, never a change left out.
     pub(crate) fn refresh_scratch_index(&self) -> Result<Scratch, WorkspaceError> {
-        let scratch = self.scratch_index();
-        if !scratch.exists() {
-            self.reseed_scratch_index()?;
-        }
         let mut access_restored = Vec::new();
         if restore_root_access(self.path())? {
             access_restored.push(".".to_owned());
+        }
+        let scratch = self.scratch_index();
+        if !scratch.exists() {
+            self.reseed_scratch_index()?;
+            // Flags an agent set on the worktree's index must not hide files from captures
+            // (rollback clears them before it reseeds).
+            super::rollback::clear_index_flags(&self.git.with_index(&scratch))?;
         }
         let git = self.git.with_index(&scratch);
         let add = ["add", "--all", "--ignore-errors"];

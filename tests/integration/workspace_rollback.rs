@@ -221,3 +221,56 @@ fn rollback_recreates_a_deleted_work_branch() {
     );
     assert!(!dir.join("junk.txt").exists());
 }
+
+#[test]
+fn files_the_agent_told_git_to_leave_alone_are_rolled_back_and_captured_afterwards() {
+    let repo = rich_repo();
+    let workspace = create(&repo, "flags");
+    let dir = workspace.path();
+    // `assume-unchanged` and `skip-worktree` make git ignore a file's changes: `reset --hard`
+    // would keep them and `status` would call the result exact.
+    git_in(dir, &["update-index", "--assume-unchanged", "src/lib.rs"]);
+    git_in(dir, &["update-index", "--skip-worktree", "docs/guide.md"]);
+    put(dir, "src/lib.rs", "pub fn a() { hidden() }\n");
+    put(dir, "docs/guide.md", "# rewritten\n");
+
+    let record = workspace.rollback(RollbackTarget::PreRun).unwrap();
+
+    assert_eq!(record.before.files_changed, 2, "{record:?}");
+    assert!(record.after.is_empty(), "{record:?}");
+    assert_eq!(read(dir, "src/lib.rs"), "pub fn a() {}\n");
+    assert_eq!(read(dir, "docs/guide.md"), "# guide\n");
+    assert_eq!(
+        git_in(dir, &["ls-files", "-v", "src/lib.rs", "docs/guide.md"]),
+        "H docs/guide.md\nH src/lib.rs"
+    );
+    // The index the next captures start from does not hide these files either.
+    put(dir, "src/lib.rs", "pub fn a() { later() }\n");
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
+    assert_eq!(status.files.len(), 1, "{status:?}");
+    assert_eq!(status.files[0].path, "src/lib.rs");
+}
+
+#[test]
+fn a_sparse_checkout_the_agent_set_up_is_rolled_back_to_every_file() {
+    let repo = rich_repo();
+    let workspace = create(&repo, "sparse");
+    let dir = workspace.path();
+    git_in(dir, &["sparse-checkout", "set", "src"]);
+    assert!(
+        !dir.join("docs/guide.md").exists(),
+        "outside the sparse patterns"
+    );
+
+    let record = workspace.rollback(RollbackTarget::PreRun).unwrap();
+
+    assert!(record.after.is_empty(), "{record:?}");
+    assert_eq!(read(dir, "doomed.txt"), "delete me\n");
+    assert_eq!(read(dir, "docs/guide.md"), "# guide\n");
+    assert_eq!(
+        git_in(dir, &["ls-files", "-t", "docs/guide.md"]),
+        "H docs/guide.md"
+    );
+}
