@@ -70,6 +70,10 @@ pub struct GuardReport {
     /// (`chmod 000 .`); it was given back so the step could be checked.
     #[serde(default)]
     pub worktree_access_restored: bool,
+    /// Lock files an agent killed inside a git command left in the worktree's git folder or
+    /// on the work branch, removed so that git works in the next step.
+    #[serde(default)]
+    pub stale_locks_removed: Vec<String>,
     /// Remote-tracking refs that moved: evidence of a push or fetch.
     pub remote_refs_changed: Vec<String>,
     /// Git configuration files that changed and were restored: under `.git` (`config`,
@@ -176,6 +180,7 @@ impl RefGuard {
         // Without it git cannot even start in the worktree.
         let mut report = GuardReport {
             worktree_access_restored: restore_root_access(self.workspace.path())?,
+            stale_locks_removed: self.workspace.remove_stale_locks()?,
             ..GuardReport::default()
         };
         let listing = self.list_refs()?;

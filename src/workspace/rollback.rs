@@ -217,6 +217,7 @@ impl Workspace {
         target: RollbackTarget,
         snapshot: &Snapshot,
     ) -> Result<(), WorkspaceError> {
+        self.remove_stale_locks()?;
         self.abandon_operations_in_progress()?;
         // An agent may have checked out another branch or detached HEAD: re-attach it to the
         // work branch first, so the resets below move only the work branch.
@@ -241,6 +242,31 @@ impl Workspace {
             RollbackTarget::PreStep => "-ffdq",
         };
         self.git.run(["clean", clean_flags])
+    }
+
+    /// An agent killed in the middle of a git command (a timeout during `git commit`) leaves
+    /// its lock files behind, and every later git command that writes the index, HEAD or the
+    /// work branch would refuse ("Another git process seems to be running"). Only the run's
+    /// own processes work in this worktree and on its branch, and they are gone after a step
+    /// and when a rollback runs, so these locks are stale. Returns the locks removed.
+    pub(crate) fn remove_stale_locks(&self) -> Result<Vec<String>, WorkspaceError> {
+        let branch_lock = self.common_dir.join(format!("{}.lock", self.branch_ref()));
+        let locks = [
+            self.worktree_git_dir.join("index.lock"),
+            self.worktree_git_dir.join("HEAD.lock"),
+            branch_lock,
+        ];
+        let mut removed = Vec::new();
+        for lock in locks {
+            match std::fs::remove_file(&lock) {
+                Ok(()) => removed.push(lock.display().to_string()),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => {
+                    return Err(WorkspaceError::io("remove the stale lock", &lock, error));
+                }
+            }
+        }
+        Ok(removed)
     }
 
     /// A rebase or `git am` the agent left half-done keeps state that `reset --hard` does not

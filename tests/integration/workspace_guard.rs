@@ -589,3 +589,26 @@ fn a_repository_under_a_non_utf8_path_keeps_its_worktree_link_byte_for_byte() {
     assert_eq!(guard.verify().unwrap().git_config_changed, vec![GIT_LINK]);
     assert_eq!(std::fs::read(&link).unwrap(), original);
 }
+
+#[test]
+fn locks_left_by_an_agent_killed_inside_git_are_removed_after_the_step() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "stale");
+    let guard = workspace.guard(&[]).unwrap();
+    let admin = std::path::PathBuf::from(git_in(
+        workspace.path(),
+        &["rev-parse", "--absolute-git-dir"],
+    ));
+    std::fs::write(admin.join("index.lock"), "").unwrap();
+    put(workspace.path(), "a.txt", "a\n");
+
+    let report = guard.verify().unwrap();
+
+    assert_eq!(
+        report.stale_locks_removed,
+        vec![admin.join("index.lock").display().to_string()]
+    );
+    // The next step's agent can use git again.
+    git_in(workspace.path(), &["add", "a.txt"]);
+    git_in(workspace.path(), &["commit", "-q", "-m", "next step"]);
+}

@@ -274,3 +274,29 @@ fn a_sparse_checkout_the_agent_set_up_is_rolled_back_to_every_file() {
         "H docs/guide.md"
     );
 }
+
+#[test]
+fn locks_left_by_an_agent_killed_inside_git_do_not_stop_a_rollback() {
+    let repo = rich_repo();
+    let workspace = create(&repo, "locked");
+    let dir = workspace.path();
+    put(dir, "src/lib.rs", "pub fn a() { changed() }\n");
+    let admin = std::path::PathBuf::from(git_in(dir, &["rev-parse", "--absolute-git-dir"]));
+    let branch_lock = repo
+        .path()
+        .join(".git")
+        .join(format!("{}.lock", workspace.branch_ref()));
+    for lock in [
+        admin.join("index.lock"),
+        admin.join("HEAD.lock"),
+        branch_lock,
+    ] {
+        std::fs::write(lock, "").unwrap();
+    }
+
+    let record = workspace.rollback(RollbackTarget::PreRun).unwrap();
+
+    assert!(record.after.is_empty(), "{record:?}");
+    assert_eq!(read(dir, "src/lib.rs"), "pub fn a() {}\n");
+    assert!(!admin.join("index.lock").exists());
+}
