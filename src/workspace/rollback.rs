@@ -156,8 +156,14 @@ impl Workspace {
         // file the reset rewrote.
         self.reseed_scratch_index()?;
         if snapshot.base != snapshot.commit {
-            self.git
-                .run(["reset", "--quiet", "--mixed", snapshot.base.as_str()])?;
+            self.git.run([
+                "-c",
+                "core.sparseCheckout=false",
+                "reset",
+                "--quiet",
+                "--mixed",
+                snapshot.base.as_str(),
+            ])?;
         }
         let after = if exact {
             DiffStat::default()
