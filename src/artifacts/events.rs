@@ -58,6 +58,9 @@ pub enum EventType {
     /// The workflow file differs from the one the run started (or last continued) with; the
     /// file as it is now applies from here on.
     WorkflowChanged,
+    /// The configuration file (agents, validators, planners) differs from the one the run
+    /// started (or last continued) with; it applies from here on.
+    ConfigChanged,
     /// An agent appended to the run log.
     AgentRunlog,
     /// The run ended at a STOP.

@@ -90,6 +90,11 @@ pub struct RunMetadata {
     /// a run that continues with a different file records a `workflow_changed` event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflow_sha256: Option<String>,
+    /// SHA-256 of the configuration file the run started with (`none` without one; updated
+    /// when a change is recorded): a run resumed with different agents, validators or
+    /// planners records a `config_changed` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_sha256: Option<String>,
 }
 
 /// `status.json`.

@@ -290,6 +290,7 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         params: params.clone(),
         planner_override: loaded.config.planner_override.clone(),
         workflow_sha256: Some(digest(&loaded.source)),
+        config_sha256: Some(config_digest(&loaded.config)),
     };
     let mut recorder = Recorder::create(run_dir.clone(), metadata)?;
     recorder.observe(request.observer);
@@ -324,11 +325,53 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
 
 /// The SHA-256 of a workflow's text, as `metadata.json` keeps it.
 fn digest(source: &str) -> String {
+    digest_bytes(source.as_bytes())
+}
+
+fn digest_bytes(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
-    Sha256::digest(source.as_bytes())
+    Sha256::digest(bytes)
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect()
+}
+
+/// The SHA-256 of the configuration file `config` was read from, `none` without one.
+fn config_digest(config: &Config) -> String {
+    match &config.path {
+        Some(path) => std::fs::read(path).map_or_else(
+            |error| format!("unreadable: {error}"),
+            |bytes| digest_bytes(&bytes),
+        ),
+        None => "none".to_owned(),
+    }
+}
+
+/// A run continues with the configuration as it is now: when its file differs from the one
+/// the run started (or last continued) with, a `config_changed` event says so, with both
+/// digests, and the metadata keeps the new digest. An agent can edit that file (it runs as
+/// the operator), so the change is on the record. Runs recorded without a digest are left
+/// alone.
+fn record_config_change(recorder: &mut Recorder, config: &Config) -> Result<(), RunError> {
+    let Some(recorded) = recorder.metadata().config_sha256.clone() else {
+        return Ok(());
+    };
+    let found = config_digest(config);
+    if recorded == found {
+        return Ok(());
+    }
+    let path = config
+        .path
+        .as_ref()
+        .map_or_else(String::new, |path| path.display().to_string());
+    let fields = payload([
+        ("path", path.into()),
+        ("recorded_sha256", recorded.into()),
+        ("found_sha256", found.clone().into()),
+    ]);
+    recorder.event(EventType::ConfigChanged, None, fields)?;
+    recorder.update_metadata(|metadata| metadata.config_sha256 = Some(found))?;
+    Ok(())
 }
 
 /// A run continues with its workflow file as it is now (`found`, the digest of the text just
@@ -455,6 +498,7 @@ pub fn resume_run(
         recorder.event(EventType::WorktreeRecreated, None, fields)?;
     }
     record_workflow_change(&mut recorder, digest(&loaded.source))?;
+    record_config_change(&mut recorder, &loaded.config)?;
     record_accepted_drift(
         &loaded.workflow,
         &workspace,

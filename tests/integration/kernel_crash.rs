@@ -383,3 +383,40 @@ fn resume_records_a_workflow_file_that_changed_since_the_run_started() {
         Some(workflow.canonicalize().unwrap().as_path())
     );
 }
+
+#[test]
+fn resume_records_a_configuration_that_changed_since_the_run_started() {
+    let reference = uninterrupted(CRASH);
+    assert!(
+        !event_types(&reference.events).contains(&"config_changed".to_owned()),
+        "an unchanged configuration records no change"
+    );
+    let kill_at = seq_of(&reference.events, "step_completed", 0);
+    let (repo, run_id) = killed_at(CRASH, kill_at);
+    let config = repo.path().join(".tnh/config.yaml");
+    let recorded = repo.json(&run_id, "metadata.json")["config_sha256"].clone();
+    assert!(recorded.is_string(), "{recorded}");
+    // An agent (or a person) edits the validators the rest of the run will use.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}validators:\n  tests: {{ argv: [\"true\"] }}\n"),
+    )
+    .unwrap();
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let changed = first_event(&events, "config_changed");
+    assert_eq!(changed["recorded_sha256"], recorded);
+    assert_eq!(
+        changed["path"].as_str().map(std::path::Path::new),
+        Some(config.as_path())
+    );
+    assert_eq!(
+        repo.json(&run_id, "metadata.json")["config_sha256"],
+        changed["found_sha256"]
+    );
+}
