@@ -112,6 +112,19 @@ fn compare(
     (ours_times[iterations / 2], git_times[iterations / 2])
 }
 
+/// git's side of the status and its line counts, as `status_since` asks for them.
+fn numstat_args(tree: &str) -> [&str; 7] {
+    [
+        "diff-index",
+        "--cached",
+        "-z",
+        "-M",
+        "--raw",
+        "--numstat",
+        tree,
+    ]
+}
+
 fn nothing() {}
 
 struct Row {
@@ -290,16 +303,11 @@ fn bench_status_same_work(root: &Path, files: usize, iterations: usize) -> Row {
     std::fs::copy(git_dir.join("index"), &scratch).expect("copy index");
     let plain = || {
         git_with(workspace.path(), &["add", "-A"], Some(&scratch));
-        let args = [
-            "diff-index",
-            "--cached",
-            "-z",
-            "-M",
-            "--raw",
-            "--numstat",
-            &pre_run.tree,
-        ];
-        git_with(workspace.path(), &args, Some(&scratch));
+        git_with(
+            workspace.path(),
+            &numstat_args(&pre_run.tree),
+            Some(&scratch),
+        );
     };
     let (ours, git_time) = compare(iterations, &nothing, &ours, &plain);
     Row {
@@ -352,16 +360,11 @@ fn bench_diff_same_work(root: &Path, files: usize, iterations: usize) -> Row {
             &pre_run.tree,
         ];
         git_with(workspace.path(), &patch_args, Some(&scratch));
-        let args = [
-            "diff-index",
-            "--cached",
-            "-z",
-            "-M",
-            "--raw",
-            "--numstat",
-            &pre_run.tree,
-        ];
-        git_with(workspace.path(), &args, Some(&scratch));
+        git_with(
+            workspace.path(),
+            &numstat_args(&pre_run.tree),
+            Some(&scratch),
+        );
     };
     let (ours, git_time) = compare(iterations, &nothing, &ours, &plain);
     Row {
@@ -411,16 +414,7 @@ fn bench_rollback_same_work(root: &Path, files: usize, iterations: usize) -> Row
     let plain = || {
         git(dir, &["rev-parse", "--verify", "HEAD^{commit}"]);
         git_with(dir, &["add", "-A"], Some(&scratch));
-        let count = [
-            "diff-index",
-            "--cached",
-            "-z",
-            "-M",
-            "--raw",
-            "--numstat",
-            &pre_run.tree,
-        ];
-        git_with(dir, &count, Some(&scratch));
+        git_with(dir, &numstat_args(&pre_run.tree), Some(&scratch));
         git(dir, &["reset", "-q", "--hard", &pre_run.commit]);
         git(dir, &["clean", "-q", "-ffdx"]);
         let status = git(dir, &["status", "--porcelain", "--untracked-files=all"]);

@@ -62,6 +62,8 @@ pub struct Config {
     pub script_allowlist: Vec<String>,
     /// `run --planner NAME`: the planner profile every EVALUATE uses (not read from the file).
     pub planner_override: Option<String>,
+    /// SHA-256 of the file's bytes as read, when a file existed (the run's metadata keeps it).
+    pub sha256: Option<String>,
 }
 
 impl Config {
@@ -101,6 +103,7 @@ impl Config {
         };
         let mut config = Config {
             path: Some(path.to_path_buf()),
+            sha256: Some(crate::artifacts::sha256_hex(bytes)),
             ..Self::default()
         };
         for (key, value) in entries {

@@ -28,6 +28,15 @@ use std::path::PathBuf;
 /// The schema version of every artifact format this release writes.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// The SHA-256 of `bytes` in lowercase hex, as the run directory records digests.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
 /// The current time as an RFC 3339 UTC timestamp.
 pub fn now() -> String {
     jiff::Timestamp::now().to_string()

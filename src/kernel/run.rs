@@ -325,74 +325,76 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
 
 /// The SHA-256 of a workflow's text, as `metadata.json` keeps it.
 fn digest(source: &str) -> String {
-    digest_bytes(source.as_bytes())
+    crate::artifacts::sha256_hex(source.as_bytes())
 }
 
-fn digest_bytes(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
-}
-
-/// The SHA-256 of the configuration file `config` was read from, `none` without one.
+/// The SHA-256 of the configuration file as it was read, `none` without one.
 fn config_digest(config: &Config) -> String {
-    match &config.path {
-        Some(path) => std::fs::read(path).map_or_else(
-            |error| format!("unreadable: {error}"),
-            |bytes| digest_bytes(&bytes),
-        ),
-        None => "none".to_owned(),
-    }
+    config.sha256.clone().unwrap_or_else(|| "none".to_owned())
 }
 
 /// A run continues with the configuration as it is now: when its file differs from the one
-/// the run started (or last continued) with, a `config_changed` event says so, with both
-/// digests, and the metadata keeps the new digest. An agent can edit that file (it runs as
-/// the operator), so the change is on the record. Runs recorded without a digest are left
-/// alone.
+/// the run started (or last continued) with, a `config_changed` event says so. An agent can
+/// edit that file (it runs as the operator), so the change is on the record.
 fn record_config_change(recorder: &mut Recorder, config: &Config) -> Result<(), RunError> {
-    let Some(recorded) = recorder.metadata().config_sha256.clone() else {
-        return Ok(());
-    };
-    let found = config_digest(config);
-    if recorded == found {
-        return Ok(());
-    }
+    let recorded = recorder.metadata().config_sha256.clone();
     let path = config
         .path
         .as_ref()
         .map_or_else(String::new, |path| path.display().to_string());
+    record_file_change(
+        recorder,
+        EventType::ConfigChanged,
+        path,
+        recorded,
+        config_digest(config),
+        |metadata, found| metadata.config_sha256 = Some(found),
+    )
+}
+
+/// A run continues with its workflow file as it is now (`found`, the digest of the text just
+/// loaded): when that differs from the file it started (or last continued) with, a
+/// `workflow_changed` event says so.
+fn record_workflow_change(recorder: &mut Recorder, found: String) -> Result<(), RunError> {
+    let metadata = recorder.metadata();
+    let (path, recorded) = (
+        metadata.workflow_path.clone(),
+        metadata.workflow_sha256.clone(),
+    );
+    record_file_change(
+        recorder,
+        EventType::WorkflowChanged,
+        path,
+        recorded,
+        found,
+        |metadata, found| metadata.workflow_sha256 = Some(found),
+    )
+}
+
+/// When the digest `found` of a file the run reads differs from the one `recorded` in the
+/// metadata, records `event` with the path and both digests and keeps the new digest with
+/// `keep`. Runs recorded without a digest are left alone.
+fn record_file_change(
+    recorder: &mut Recorder,
+    event: EventType,
+    path: String,
+    recorded: Option<String>,
+    found: String,
+    keep: impl FnOnce(&mut RunMetadata, String),
+) -> Result<(), RunError> {
+    let Some(recorded) = recorded else {
+        return Ok(());
+    };
+    if recorded == found {
+        return Ok(());
+    }
     let fields = payload([
         ("path", path.into()),
         ("recorded_sha256", recorded.into()),
         ("found_sha256", found.clone().into()),
     ]);
-    recorder.event(EventType::ConfigChanged, None, fields)?;
-    recorder.update_metadata(|metadata| metadata.config_sha256 = Some(found))?;
-    Ok(())
-}
-
-/// A run continues with its workflow file as it is now (`found`, the digest of the text just
-/// loaded): when that differs from the file it started (or last continued) with, a
-/// `workflow_changed` event says so, with both digests, and the metadata keeps the new
-/// digest. Runs recorded without a digest are left alone.
-fn record_workflow_change(recorder: &mut Recorder, found: String) -> Result<(), RunError> {
-    let metadata = recorder.metadata();
-    let Some(recorded) = metadata.workflow_sha256.clone() else {
-        return Ok(());
-    };
-    if recorded == found {
-        return Ok(());
-    }
-    let fields = payload([
-        ("path", metadata.workflow_path.clone().into()),
-        ("recorded_sha256", recorded.into()),
-        ("found_sha256", found.clone().into()),
-    ]);
-    recorder.event(EventType::WorkflowChanged, None, fields)?;
-    recorder.update_metadata(|metadata| metadata.workflow_sha256 = Some(found))?;
+    recorder.event(event, None, fields)?;
+    recorder.update_metadata(|metadata| keep(metadata, found))?;
     Ok(())
 }
 

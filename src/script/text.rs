@@ -3,7 +3,6 @@
 //! YAML goes through the workflow parser with its own size, depth and alias caps.
 
 use rhai::{Array, Dynamic, EvalAltResult, INT, ImmutableString, Module};
-use sha2::{Digest, Sha256};
 
 use super::fs::refuse;
 use super::value::{dynamic_to_json, json_to_dynamic};
@@ -67,8 +66,5 @@ fn truncate(text: &ImmutableString, max_chars: INT) -> ImmutableString {
 }
 
 fn sha256(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    crate::artifacts::sha256_hex(text.as_bytes())
 }

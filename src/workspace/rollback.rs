@@ -11,10 +11,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::access::{access_denied, restore_owner_access, restore_root_access};
+use super::access::{access_denied, restore_owner_access};
 use super::capture::DiffStat;
 use super::error::WorkspaceError;
-use super::git::Git;
 use super::snapshot::{Scratch, Snapshot};
 use super::worktree::Workspace;
 use crate::ids::RunId;
@@ -115,17 +114,13 @@ impl Workspace {
         target: RollbackTarget,
         snapshot: Snapshot,
     ) -> Result<RollbackRecord, WorkspaceError> {
-        // Without access to the worktree folder itself git cannot even start there.
-        let root_restored = restore_root_access(self.path())?;
-        self.repair_git_link()?;
-        // The worktree as it is, hashed into git's objects: what the rollback undoes.
+        // The worktree as it is, hashed into git's objects: what the rollback undoes. (Git
+        // is told where the repository is, so a rewritten `.git` file is put back after.)
         let Scratch {
             git: scratch,
             mut access_restored,
         } = self.refresh_scratch_index()?;
-        if root_restored {
-            access_restored.push(".".to_owned());
-        }
+        self.repair_git_link()?;
         // An agent may have left HEAD on a deleted branch; that is what rollback repairs.
         let head_before = self
             .git
@@ -232,7 +227,7 @@ impl Workspace {
             self.git
                 .run(["symbolic-ref", "HEAD", branch_ref.as_str()])?;
         }
-        clear_index_flags(&self.git)?;
+        super::snapshot::clear_index_flags(&self.git)?;
         // With sparse checkout on, the reset would mark files outside its patterns
         // skip-worktree again and leave them out.
         self.git.run([
@@ -286,43 +281,6 @@ impl Workspace {
         }
         Ok(())
     }
-}
-
-/// Clears `assume-unchanged` and `skip-worktree` (set with `git update-index` or by
-/// `git sparse-checkout`) in the index `git` is bound to: git leaves such a file alone, so
-/// `reset --hard` would not restore it, `status` would not report it, and a scratch index
-/// seeded from that index would hide its later changes from the capture. One `ls-files`
-/// when no file is flagged.
-pub(crate) fn clear_index_flags(git: &Git) -> Result<(), WorkspaceError> {
-    let listing = git.bytes(["ls-files", "-v", "-z"])?;
-    let mut assumed = Vec::new();
-    let mut skipped = Vec::new();
-    for entry in listing.split(|byte| *byte == 0) {
-        // `H path`: a tag, a space, the path. `S` is skip-worktree; a lowercase tag is
-        // assume-unchanged (`s`: both).
-        let (Some(&tag), Some(path)) = (entry.first(), entry.get(2..)) else {
-            continue;
-        };
-        for (flagged, list) in [
-            (tag.is_ascii_lowercase(), &mut assumed),
-            (tag.eq_ignore_ascii_case(&b'S'), &mut skipped),
-        ] {
-            if flagged {
-                list.extend_from_slice(path);
-                list.push(0);
-            }
-        }
-    }
-    // `update-index` applies only the first of these options to each path: one run each.
-    for (option, paths) in [
-        ("--no-assume-unchanged", assumed),
-        ("--no-skip-worktree", skipped),
-    ] {
-        if !paths.is_empty() {
-            git.run_with_input(["update-index", option, "-z", "--stdin"], &paths)?;
-        }
-    }
-    Ok(())
 }
 
 /// The JSON Schema of the rollback record (`rollback_completed` payload).

@@ -163,7 +163,7 @@ impl Workspace {
             self.reseed_scratch_index()?;
             // Flags an agent set on the worktree's index must not hide files from captures
             // (rollback clears them before it reseeds).
-            super::rollback::clear_index_flags(&self.git.with_index(&scratch))?;
+            clear_index_flags(&self.git.with_index(&scratch))?;
         }
         let git = self.git.with_index(&scratch);
         let add = ["add", "--all", "--ignore-errors"];
@@ -250,6 +250,43 @@ impl Workspace {
             base: base.to_owned(),
         }))
     }
+}
+
+/// Clears `assume-unchanged` and `skip-worktree` (set with `git update-index` or by
+/// `git sparse-checkout`) in the index `git` is bound to: git leaves such a file alone, so
+/// `reset --hard` would not restore it, `status` would not report it, and a scratch index
+/// seeded from that index would hide its later changes from the capture. One `ls-files`
+/// when no file is flagged.
+pub(crate) fn clear_index_flags(git: &Git) -> Result<(), WorkspaceError> {
+    let listing = git.bytes(["ls-files", "-v", "-z"])?;
+    let mut assumed = Vec::new();
+    let mut skipped = Vec::new();
+    for entry in listing.split(|byte| *byte == 0) {
+        // `H path`: a tag, a space, the path. `S` is skip-worktree; a lowercase tag is
+        // assume-unchanged (`s`: both).
+        let (Some(&tag), Some(path)) = (entry.first(), entry.get(2..)) else {
+            continue;
+        };
+        for (flagged, list) in [
+            (tag.is_ascii_lowercase(), &mut assumed),
+            (tag.eq_ignore_ascii_case(&b'S'), &mut skipped),
+        ] {
+            if flagged {
+                list.extend_from_slice(path);
+                list.push(0);
+            }
+        }
+    }
+    // `update-index` applies only the first of these options to each path: one run each.
+    for (option, paths) in [
+        ("--no-assume-unchanged", assumed),
+        ("--no-skip-worktree", skipped),
+    ] {
+        if !paths.is_empty() {
+            git.run_with_input(["update-index", option, "-z", "--stdin"], &paths)?;
+        }
+    }
+    Ok(())
 }
 
 /// What the worktree holds and where its HEAD is, recorded at each checkpoint so that resume
