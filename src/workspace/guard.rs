@@ -4,8 +4,8 @@
 //! configured names and globs, the operator's current branch), every tag, remote-tracking
 //! refs, the operator's and the worktree's HEAD, the work branch tip, and the files that
 //! change what git does: under `.git` (`config`, `config.worktree`, `info/exclude`,
-//! `info/attributes`, `hooks/*`) and the operator's global git configuration. After the
-//! step, [`RefGuard::verify`] compares: a moved, created or deleted protected branch or tag is
+//! `info/attributes`, `hooks/*`) and the operator's git configuration with the files it names
+//! (see `git_config.rs`). After the step, [`RefGuard::verify`] compares: a moved, created or deleted protected branch or tag is
 //! put back and reported; the worktree's HEAD is re-attached to the work branch; changed git
 //! configuration is restored and reported; a moved operator HEAD, new commits and moved
 //! remote-tracking refs are reported so policy can classify them. Writing a protected ref or
@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::access::restore_root_access;
 use super::error::WorkspaceError;
+use super::git_config;
 use super::worktree::Workspace;
 
 /// How `git_config_changed` names the worktree's `.git` file.
@@ -77,8 +78,8 @@ pub struct GuardReport {
     /// Remote-tracking refs that moved: evidence of a push or fetch.
     pub remote_refs_changed: Vec<String>,
     /// Git configuration files that changed and were restored: under `.git` (`config`,
-    /// `hooks/pre-commit`, …), the worktree's `.git` file, and the operator's global
-    /// configuration (full paths, e.g. `/home/me/.gitconfig`).
+    /// `hooks/pre-commit`, …), the worktree's `.git` file, and the operator's global and
+    /// system configuration with the files it names (full paths, e.g. `/home/me/.gitconfig`).
     pub git_config_changed: Vec<String>,
 }
 
@@ -120,6 +121,8 @@ pub struct RefGuard {
     operator_head: Option<Vec<u8>>,
     worktree_head: String,
     files: BTreeMap<PathBuf, Option<Vec<u8>>>,
+    /// Folders of hooks the configuration names (`core.hooksPath`), besides `.git/hooks`.
+    hook_dirs: BTreeSet<PathBuf>,
 }
 
 impl Workspace {
@@ -149,6 +152,7 @@ impl Workspace {
             operator_head,
             worktree_head: String::new(),
             files: BTreeMap::new(),
+            hook_dirs: BTreeSet::new(),
         };
         let listing = guard.list_refs()?;
         guard.worktree_head = match head_commit(&guard.workspace.read_head(), &listing) {
@@ -156,6 +160,18 @@ impl Workspace {
             None => self.git.text(["rev-parse", "--verify", "HEAD^{commit}"])?,
         };
         guard.refs = guard.guarded(listing);
+        // Files the configuration names are recorded now and only now: a name the agent adds
+        // is undone with the configuration that holds it, and must not make the guard
+        // "restore" (remove) a file it never recorded.
+        let configured = git_config::configured(&self.git, self.path())?;
+        guard.hook_dirs = configured.hook_dirs;
+        for path in configured.files {
+            // A name that is not a readable file (a folder, no permission) is git's problem,
+            // not something to restore.
+            if let Ok(contents) = read_optional(&path) {
+                guard.files.insert(path, contents);
+            }
+        }
         for path in guard.guarded_files()? {
             let contents = read_optional(&path)?;
             guard.files.insert(path, contents);
@@ -401,20 +417,9 @@ impl RefGuard {
             common.join("info").join("attributes"),
             self.workspace.worktree_git_dir.join("config.worktree"),
         ];
-        paths.extend(operator_config_files());
-        let hooks = common.join("hooks");
-        match std::fs::read_dir(&hooks) {
-            Ok(entries) => {
-                for entry in entries {
-                    let entry =
-                        entry.map_err(|source| WorkspaceError::io("list", &hooks, source))?;
-                    if entry.file_type().is_ok_and(|kind| kind.is_file()) {
-                        paths.push(entry.path());
-                    }
-                }
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(WorkspaceError::io("list", &hooks, source)),
+        paths.extend(git_config::standard_files());
+        for hooks in std::iter::once(common.join("hooks")).chain(self.hook_dirs.iter().cloned()) {
+            list_hooks(&hooks, &mut paths)?;
         }
         Ok(paths)
     }
@@ -488,31 +493,21 @@ fn compile_branch_globs(names: &[String]) -> Result<GlobSet, WorkspaceError> {
         })
 }
 
-/// The operator's own git configuration, which every git command of the workspace reads: an
-/// agent runs as the operator and could change what git reports there (`core.excludesFile`
-/// rules hiding new files, a `core.fsmonitor` hook answering that nothing changed). The
-/// global configuration (`GIT_CONFIG_GLOBAL`, or `~/.gitconfig` and
-/// `$XDG_CONFIG_HOME/git/config`) and the default global ignore and attributes files.
-fn operator_config_files() -> Vec<PathBuf> {
-    let home = std::env::var_os("HOME")
-        .filter(|home| !home.is_empty())
-        .map(PathBuf::from);
-    let xdg = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|xdg| !xdg.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| home.as_ref().map(|home| home.join(".config")));
-    let mut paths = Vec::new();
-    match std::env::var_os("GIT_CONFIG_GLOBAL") {
-        Some(global) => paths.push(PathBuf::from(global)),
-        None => {
-            paths.extend(home.map(|home| home.join(".gitconfig")));
-            paths.extend(xdg.as_ref().map(|xdg| xdg.join("git").join("config")));
+/// The files in a folder of hooks (none when it does not exist).
+fn list_hooks(hooks: &Path, paths: &mut Vec<PathBuf>) -> Result<(), WorkspaceError> {
+    match std::fs::read_dir(hooks) {
+        Ok(entries) => {
+            for entry in entries {
+                let entry = entry.map_err(|source| WorkspaceError::io("list", hooks, source))?;
+                if entry.file_type().is_ok_and(|kind| kind.is_file()) {
+                    paths.push(entry.path());
+                }
+            }
+            Ok(())
         }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(WorkspaceError::io("list", hooks, source)),
     }
-    for name in ["ignore", "attributes"] {
-        paths.extend(xdg.as_ref().map(|xdg| xdg.join("git").join(name)));
-    }
-    paths
 }
 
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, WorkspaceError> {

@@ -18,6 +18,7 @@ mod access;
 mod capture;
 mod error;
 mod git;
+mod git_config;
 mod guard;
 mod rollback;
 pub mod runs;

@@ -524,6 +524,89 @@ fn an_agent_hiding_files_through_the_operators_global_git_config_is_undone_and_c
 }
 
 #[test]
+fn files_the_operators_git_config_names_are_guarded_too() {
+    let repo = crate::kernel_support::RunRepo::new();
+    let home = tempfile::tempdir().unwrap();
+    let gitconfig = "[core]\n\texcludesFile = ~/.gitignore_global\n\thooksPath = ~/githooks\n\
+        [include]\n\tpath = conf/extra.inc\n";
+    put(home.path(), ".gitconfig", gitconfig);
+    put(home.path(), ".gitignore_global", "*.swp\n");
+    put(home.path(), "conf/extra.inc", "[user]\n\tname = Operator\n");
+    put(home.path(), "githooks/pre-commit", "#!/bin/sh\n");
+    put(home.path(), "notes.txt", "the operator's notes\n");
+    // A `*` in the operator's own excludes file hides every new file from the capture; an
+    // included file and a hooks folder are as much the operator's configuration. The last
+    // line names an unrelated file in the global configuration, which the guard restores:
+    // the file itself is none of the guard's business and must survive.
+    let script = "printf '*\\n' >> \"$HOME/.gitignore_global\" \
+        && printf '[core]\\n\\tfsmonitor = true\\n' >> \"$HOME/conf/extra.inc\" \
+        && printf '#!/bin/sh\\n' > \"$HOME/githooks/post-checkout\" \
+        && printf '[core]\\n\\tattributesFile = ~/notes.txt\\n' >> \"$HOME/.gitconfig\" \
+        && mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml";
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("agents:\n  hider:\n    kind: command\n    argv: [sh, -c, {script:?}]\n"),
+    );
+    let workflow = repo.workflow_text(
+        "hide.yaml",
+        &std::fs::read_to_string(crate::support::fixture("runs/unsafe.yaml"))
+            .unwrap()
+            .replace("agent: scripted", "agent: hider"),
+    );
+
+    let output = crate::support::conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["--color", "never", "run", "--json"])
+        .arg(&workflow)
+        .env("HOME", home.path())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("GIT_CONFIG_GLOBAL")
+        .output()
+        .unwrap();
+
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{result}\n{}",
+        crate::support::stderr_text(&output)
+    );
+    let run_id = result["run_id"].as_str().unwrap();
+    let summary = repo.json(run_id, "artifacts/implement/1/policy_summary.json");
+    assert!(
+        summary["violations"]
+            .to_string()
+            .contains(".github/workflows/ci.yml"),
+        "{summary}"
+    );
+    let mut changed: Vec<String> =
+        serde_json::from_value(summary["guard_report"]["git_config_changed"].clone()).unwrap();
+    changed.sort();
+    let named = |relative: &str| home.path().join(relative).display().to_string();
+    assert_eq!(
+        changed,
+        [
+            named(".gitconfig"),
+            named(".gitignore_global"),
+            named("conf/extra.inc"),
+            named("githooks/post-checkout"),
+        ],
+        "{summary}"
+    );
+    assert_eq!(read(home.path(), ".gitconfig"), gitconfig);
+    assert_eq!(read(home.path(), ".gitignore_global"), "*.swp\n");
+    assert_eq!(
+        read(home.path(), "conf/extra.inc"),
+        "[user]\n\tname = Operator\n"
+    );
+    assert!(!home.path().join("githooks/post-checkout").exists());
+    assert_eq!(read(home.path(), "githooks/pre-commit"), "#!/bin/sh\n");
+    assert_eq!(read(home.path(), "notes.txt"), "the operator's notes\n");
+}
+
+#[test]
 fn relative_worktree_links_are_understood_not_repaired() {
     let repo = TempRepo::new();
     let workspace = create(&repo, "relative");
