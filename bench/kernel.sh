@@ -83,6 +83,7 @@ shell_loop() {
             printf 'update refs/tnh/shell/pre_step/work/%s %s\nupdate refs/tnh/shell/latest_pre_step %s\n' \
                 "$visit" "$commit" "$commit" | git update-ref --stdin
             git for-each-ref --format='%(objectname) %(refname)' $refs >/dev/null                                  # guard
+            git config --list --show-origin --includes -z >/dev/null                                               # the files it names
             true < /dev/null                                                                                       # the agent
             git for-each-ref --format='%(objectname) %(refname)' $refs >/dev/null                                  # check
             git add --all --ignore-errors                                                                           # capture
