@@ -14,6 +14,7 @@ mod run;
 mod runs;
 mod runs_clean;
 mod schema;
+mod step_lines;
 mod stub;
 mod validate;
 mod wait;

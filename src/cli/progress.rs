@@ -5,6 +5,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
+use super::step_lines::describe_violation;
 use crate::artifacts::{Event, EventType};
 use crate::kernel::recorder::Observer;
 
@@ -93,47 +94,5 @@ impl View {
             );
         }
         let _ = stderr.flush();
-    }
-}
-
-/// `class \`path\`: detail` of a `policy_violation` event's payload.
-fn describe_violation(violation: Option<&serde_json::Value>) -> String {
-    let field = |key: &str| {
-        violation
-            .and_then(|violation| violation.get(key))
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default()
-    };
-    let mut text = field("class").replace('_', " ");
-    if !field("path").is_empty() {
-        text.push_str(&format!(" `{}`", field("path")));
-    }
-    if !field("detail").is_empty() {
-        text.push_str(&format!(": {}", field("detail")));
-    }
-    text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_violation_is_described_by_its_class_path_and_detail() {
-        let violation = serde_json::json!({
-            "class": "path_escape",
-            "path": "src",
-            "rule": "symlink_target",
-            "detail": "symlink points outside the worktree: `/etc`"
-        });
-        assert_eq!(
-            describe_violation(Some(&violation)),
-            "path escape `src`: symlink points outside the worktree: `/etc`"
-        );
-        let pathless = serde_json::json!({"class": "forbidden_operation", "detail": "commit"});
-        assert_eq!(
-            describe_violation(Some(&pathless)),
-            "forbidden operation: commit"
-        );
     }
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use clap::Args;
 
+use super::step_lines::describe_visit;
 use super::{Cli, Output, repo_root};
 use crate::artifacts::{
     EventLog, LifecycleState, RunDir, RunMetadata, RunStatus, StepManifest, read_json,
@@ -251,8 +252,16 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
             .unwrap_or("?");
         let manifest: Option<StepManifest> =
             read_json(&run_dir.visit_manifest(&step, visit), "manifest").ok();
-        let files = manifest.map_or(0, |manifest| manifest.artifacts.len());
+        let files = manifest
+            .as_ref()
+            .map_or(0, |manifest| manifest.artifacts.len());
         let _ = writeln!(text, "  {step} #{visit}: {outcome} ({files} artifacts)");
+        for line in manifest
+            .iter()
+            .flat_map(|manifest| describe_visit(manifest, &run_dir))
+        {
+            let _ = writeln!(text, "      {line}");
+        }
     }
     output.print(&text);
     Ok(ExitStatus::Success)

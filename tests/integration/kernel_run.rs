@@ -341,6 +341,18 @@ fn an_unsafe_change_is_rolled_back_to_the_base_and_stops() {
         std::fs::read_to_string(repo.run_dir(run_id).join("final-state.txt")).unwrap(),
         "failed failure rolled_back\n"
     );
+    // `runs show` says what each visit did and why the run went where it went.
+    let show = crate::support::stdout_text(&repo.conductor(&["runs", "show", run_id]));
+    for line in [
+        "  implement #1: completed",
+        "      exit code 0; 3 file(s) +3 −0; 1 policy violation(s)",
+        "      policy violation — forbidden path `.github/workflows/ci.yml`",
+        "      unsafe by the `rules` planner, next `undo`",
+        "      to pre_run: undid 3 file(s) +3 −0",
+        "      failure: the change broke the policy and was rolled back",
+    ] {
+        assert!(show.contains(line), "`{line}` missing from:\n{show}");
+    }
 }
 
 #[test]

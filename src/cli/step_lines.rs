@@ -1,0 +1,229 @@
+//! One readable line per finished visit, from its manifest's evidence summary: what the agent
+//! did and what the policy found, what the checks returned, what the planner decided, what a
+//! rollback undid. Used by `runs show` (and the violation text by the live progress).
+
+use serde_json::Value;
+
+use crate::artifacts::{ArtifactRole, RunDir, StepManifest, read_json};
+
+/// What a visit did, in a line, followed by one line per policy violation it recorded.
+pub fn describe_visit(manifest: &StepManifest, run_dir: &RunDir) -> Vec<String> {
+    let summary = &manifest.evidence_summary;
+    let mut lines: Vec<String> = describe_summary(&manifest.opcode, summary)
+        .into_iter()
+        .collect();
+    if let Some(entry) = manifest.artifact(ArtifactRole::PolicySummary) {
+        let policy: Option<Value> =
+            read_json(&run_dir.root().join(&entry.path), "policy summary").ok();
+        let violations = policy
+            .as_ref()
+            .and_then(|policy| policy.get("violations"))
+            .and_then(Value::as_array);
+        for violation in violations.into_iter().flatten() {
+            lines.push(format!(
+                "policy violation — {}",
+                describe_violation(Some(violation))
+            ));
+        }
+    }
+    lines
+}
+
+/// `class \`path\`: detail` of a policy violation (as JSON).
+pub fn describe_violation(violation: Option<&Value>) -> String {
+    let field = |key: &str| text(violation, key);
+    let mut line = field("class").replace('_', " ");
+    if !field("path").is_empty() {
+        line.push_str(&format!(" `{}`", field("path")));
+    }
+    if !field("detail").is_empty() {
+        line.push_str(&format!(": {}", field("detail")));
+    }
+    line
+}
+
+/// The summary line of a visit's evidence, by opcode; `None` when there is nothing to say.
+fn describe_summary(opcode: &str, summary: &Value) -> Option<String> {
+    let summary = Some(summary);
+    let line = match opcode {
+        "RUN_AGENT" => {
+            let mut line = format!(
+                "{}; {}",
+                text(summary, "cause"),
+                diffstat(summary.and_then(|summary| summary.get("diffstat")))
+            );
+            if let Some(cost) = number(summary, "cost_usd") {
+                line.push_str(&format!("; ${cost:.2}"));
+            }
+            let violations = number(summary, "policy_violations").unwrap_or(0.0);
+            if violations > 0.0 {
+                line.push_str(&format!("; {violations} policy violation(s)"));
+            }
+            line
+        }
+        "RUN_VALIDATION" => {
+            let codes = summary
+                .and_then(|summary| summary.get("exit_codes"))
+                .and_then(Value::as_object)?;
+            let mut line = codes
+                .iter()
+                .map(|(name, code)| match code.as_i64() {
+                    Some(code) => format!("{name} exit {code}"),
+                    None => format!("{name} no exit code"),
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let timeouts: Vec<&str> = summary
+                .and_then(|summary| summary.get("timeouts"))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            if !timeouts.is_empty() {
+                line.push_str(&format!("; timed out: {}", timeouts.join(", ")));
+            }
+            line
+        }
+        "EVALUATE" => {
+            let decision = summary.and_then(|summary| summary.get("decision"));
+            let mut line = format!(
+                "{} by the `{}` planner",
+                text(summary, "status"),
+                text(decision, "planner")
+            );
+            if !text(decision, "next_step").is_empty() {
+                line.push_str(&format!(", next `{}`", text(decision, "next_step")));
+            }
+            let blockers = decision
+                .and_then(|decision| decision.get("blockers"))
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            if blockers > 0 {
+                line.push_str(&format!("; {blockers} blocker(s)"));
+            }
+            line
+        }
+        "ROLLBACK" => format!(
+            "to {}: undid {}",
+            text(summary, "target"),
+            diffstat(summary.and_then(|summary| summary.get("before")))
+        ),
+        "STOP" => format!("{}: {}", text(summary, "stop"), text(summary, "reason")),
+        "GATE" => {
+            let flag = |key: &str| {
+                summary
+                    .and_then(|summary| summary.get(key))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+            };
+            let mut line = text(summary, "gate").replace('_', " ");
+            if flag("waiting") {
+                line.push_str("; waited for a decision");
+            }
+            if flag("queued_for_review") {
+                line.push_str("; queued for the review journal");
+            }
+            line
+        }
+        _ => return None,
+    };
+    Some(line)
+}
+
+/// `3 file(s) +10 −2` (and binary files when there are).
+fn diffstat(stat: Option<&Value>) -> String {
+    let count = |key: &str| number(stat, key).unwrap_or(0.0);
+    let mut line = format!(
+        "{} file(s) +{} −{}",
+        count("files_changed"),
+        count("insertions"),
+        count("deletions")
+    );
+    if count("binary_files") > 0.0 {
+        line.push_str(&format!(", {} binary", count("binary_files")));
+    }
+    line
+}
+
+fn text<'a>(value: Option<&'a Value>, key: &str) -> &'a str {
+    value
+        .and_then(|value| value.get(key))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+fn number(value: Option<&Value>, key: &str) -> Option<f64> {
+    value
+        .and_then(|value| value.get(key))
+        .and_then(Value::as_f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_violation_is_described_by_its_class_path_and_detail() {
+        let violation = json!({
+            "class": "path_escape",
+            "path": "src",
+            "rule": "symlink_target",
+            "detail": "symlink points outside the worktree: `/etc`"
+        });
+        assert_eq!(
+            describe_violation(Some(&violation)),
+            "path escape `src`: symlink points outside the worktree: `/etc`"
+        );
+        let pathless = json!({"class": "forbidden_operation", "detail": "commit"});
+        assert_eq!(
+            describe_violation(Some(&pathless)),
+            "forbidden operation: commit"
+        );
+    }
+
+    #[test]
+    fn each_opcode_says_what_its_visit_did() {
+        let agent = json!({
+            "cause": "idle timeout after 300s", "cost_usd": 0.25, "policy_violations": 2,
+            "diffstat": {"files_changed": 4, "insertions": 2, "deletions": 3, "binary_files": 1}
+        });
+        assert_eq!(
+            describe_summary("RUN_AGENT", &agent).unwrap(),
+            "idle timeout after 300s; 4 file(s) +2 −3, 1 binary; $0.25; 2 policy violation(s)"
+        );
+        let checks = json!({"exit_codes": {"lint": 0, "tests": null}, "timeouts": ["tests"]});
+        assert_eq!(
+            describe_summary("RUN_VALIDATION", &checks).unwrap(),
+            "lint exit 0, tests no exit code; timed out: tests"
+        );
+        let evaluate = json!({
+            "status": "blocked",
+            "decision": {"planner": "rules", "next_step": "fix", "blockers": ["no tests"]}
+        });
+        assert_eq!(
+            describe_summary("EVALUATE", &evaluate).unwrap(),
+            "blocked by the `rules` planner, next `fix`; 1 blocker(s)"
+        );
+        let rollback = json!({"target": "pre_run",
+            "before": {"files_changed": 1, "insertions": 5, "deletions": 0, "binary_files": 0}});
+        assert_eq!(
+            describe_summary("ROLLBACK", &rollback).unwrap(),
+            "to pre_run: undid 1 file(s) +5 −0"
+        );
+        assert_eq!(
+            describe_summary("STOP", &json!({"stop": "failure", "reason": "rolled back"})).unwrap(),
+            "failure: rolled back"
+        );
+        assert_eq!(
+            describe_summary(
+                "GATE",
+                &json!({"gate": "requires_approval", "waiting": true})
+            )
+            .unwrap(),
+            "requires approval; waited for a decision"
+        );
+        assert_eq!(describe_summary("SOMETHING_ELSE", &json!({})), None);
+    }
+}
