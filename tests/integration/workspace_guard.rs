@@ -467,16 +467,11 @@ fn an_agent_replacing_the_worktrees_git_file_with_a_new_repository_is_undone() {
     assert_eq!(operator_state(&repo), operator);
 }
 
-#[test]
-fn an_agent_hiding_files_through_the_operators_global_git_config_is_undone_and_caught() {
+/// Runs `unsafe.yaml` with an agent running the shell `script` as an operator whose home is
+/// `home` (no system configuration), expects the policy to catch the forbidden file the
+/// script writes (exit 1), and returns the step's `policy_summary.json`.
+fn policy_summary_of_hiding_agent(home: &std::path::Path, script: &str) -> serde_json::Value {
     let repo = crate::kernel_support::RunRepo::new();
-    let home = tempfile::tempdir().unwrap();
-    let gitconfig = "[user]\n\tname = Operator\n";
-    put(home.path(), ".gitconfig", gitconfig);
-    // A global ignore rule would hide every new file from git, and so from the capture.
-    let script = "mkdir -p \"$HOME/.config/git\" && printf '*\\n' > \"$HOME/.config/git/ignore\" \
-        && printf '[alias]\\n\\tst = status\\n' >> \"$HOME/.gitconfig\" \
-        && mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml";
     repo.repo.write(
         ".tnh/config.yaml",
         &format!("agents:\n  hider:\n    kind: command\n    argv: [sh, -c, {script:?}]\n"),
@@ -493,7 +488,8 @@ fn an_agent_hiding_files_through_the_operators_global_git_config_is_undone_and_c
         .arg(repo.path())
         .args(["--color", "never", "run", "--json"])
         .arg(&workflow)
-        .env("HOME", home.path())
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
         .env_remove("XDG_CONFIG_HOME")
         .env_remove("GIT_CONFIG_GLOBAL")
         .output()
@@ -506,10 +502,29 @@ fn an_agent_hiding_files_through_the_operators_global_git_config_is_undone_and_c
         "{result}\n{}",
         crate::support::stderr_text(&output)
     );
-    let run_id = result["run_id"].as_str().unwrap();
-    let summary = repo.json(run_id, "artifacts/implement/1/policy_summary.json");
-    let violations = summary["violations"].to_string();
-    assert!(violations.contains(".github/workflows/ci.yml"), "{summary}");
+    let summary = repo.json(
+        result["run_id"].as_str().unwrap(),
+        "artifacts/implement/1/policy_summary.json",
+    );
+    assert!(
+        summary["violations"]
+            .to_string()
+            .contains(".github/workflows/ci.yml"),
+        "{summary}"
+    );
+    summary
+}
+
+#[test]
+fn an_agent_hiding_files_through_the_operators_global_git_config_is_undone_and_caught() {
+    let home = tempfile::tempdir().unwrap();
+    let gitconfig = "[user]\n\tname = Operator\n";
+    put(home.path(), ".gitconfig", gitconfig);
+    // A global ignore rule would hide every new file from git, and so from the capture.
+    let script = "mkdir -p \"$HOME/.config/git\" && printf '*\\n' > \"$HOME/.config/git/ignore\" \
+        && printf '[alias]\\n\\tst = status\\n' >> \"$HOME/.gitconfig\" \
+        && mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml";
+    let summary = policy_summary_of_hiding_agent(home.path(), script);
     let ignore = home.path().join(".config/git/ignore");
     assert_eq!(
         summary["guard_report"]["git_config_changed"],
@@ -525,7 +540,6 @@ fn an_agent_hiding_files_through_the_operators_global_git_config_is_undone_and_c
 
 #[test]
 fn files_the_operators_git_config_names_are_guarded_too() {
-    let repo = crate::kernel_support::RunRepo::new();
     let home = tempfile::tempdir().unwrap();
     let gitconfig = "[core]\n\texcludesFile = ~/.gitignore_global\n\thooksPath = ~/githooks\n\
         [include]\n\tpath = conf/extra.inc\n";
@@ -543,44 +557,7 @@ fn files_the_operators_git_config_names_are_guarded_too() {
         && printf '#!/bin/sh\\n' > \"$HOME/githooks/post-checkout\" \
         && printf '[core]\\n\\tattributesFile = ~/notes.txt\\n' >> \"$HOME/.gitconfig\" \
         && mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml";
-    repo.repo.write(
-        ".tnh/config.yaml",
-        &format!("agents:\n  hider:\n    kind: command\n    argv: [sh, -c, {script:?}]\n"),
-    );
-    let workflow = repo.workflow_text(
-        "hide.yaml",
-        &std::fs::read_to_string(crate::support::fixture("runs/unsafe.yaml"))
-            .unwrap()
-            .replace("agent: scripted", "agent: hider"),
-    );
-
-    let output = crate::support::conductor()
-        .arg("--repo")
-        .arg(repo.path())
-        .args(["--color", "never", "run", "--json"])
-        .arg(&workflow)
-        .env("HOME", home.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env_remove("XDG_CONFIG_HOME")
-        .env_remove("GIT_CONFIG_GLOBAL")
-        .output()
-        .unwrap();
-
-    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "{result}\n{}",
-        crate::support::stderr_text(&output)
-    );
-    let run_id = result["run_id"].as_str().unwrap();
-    let summary = repo.json(run_id, "artifacts/implement/1/policy_summary.json");
-    assert!(
-        summary["violations"]
-            .to_string()
-            .contains(".github/workflows/ci.yml"),
-        "{summary}"
-    );
+    let summary = policy_summary_of_hiding_agent(home.path(), script);
     let mut changed: Vec<String> =
         serde_json::from_value(summary["guard_report"]["git_config_changed"].clone()).unwrap();
     changed.sort();
