@@ -60,10 +60,25 @@ pub struct Config {
     pub protected_branches: Vec<String>,
     /// `script_allowlist`: folders where script validators may live.
     pub script_allowlist: Vec<String>,
+    /// `operator_checkout`: what a change to the operator's checkout during an agent step is.
+    pub operator_checkout: OperatorCheckout,
     /// `run --planner NAME`: the planner profile every EVALUATE uses (not read from the file).
     pub planner_override: Option<String>,
     /// SHA-256 of the file's bytes as read, when a file existed (the run's metadata keeps it).
     pub sha256: Option<String>,
+}
+
+/// What a change to the operator's checkout while an agent step runs is (the guard always
+/// records it; it cannot tell the agent's edit from the operator's own).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OperatorCheckout {
+    /// A policy violation (`path_escape`, rule `operator_checkout`): the default, for runs
+    /// nobody watches.
+    #[default]
+    Forbid,
+    /// Recorded in the guard report only: for operators who edit the checkout while agents
+    /// work in their worktrees.
+    Report,
 }
 
 impl Config {
@@ -123,6 +138,18 @@ impl Config {
                 Some("protected_branches") => {
                     config.protected_branches = strings(value, "protected_branches")
                         .map_err(|(pos, message)| invalid(pos, message))?
+                }
+                Some("operator_checkout") => {
+                    config.operator_checkout = match value.as_str() {
+                        Some("forbid") => OperatorCheckout::Forbid,
+                        Some("report") => OperatorCheckout::Report,
+                        _ => {
+                            return Err(invalid(
+                                value.pos,
+                                "`operator_checkout` must be `forbid` or `report`".to_owned(),
+                            ));
+                        }
+                    }
                 }
                 Some("script_allowlist") => {
                     config.script_allowlist = strings(value, "script_allowlist")
@@ -218,6 +245,27 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "c.yaml:1:9: `agents` must be a mapping of names to definitions"
+        );
+    }
+
+    #[test]
+    fn operator_checkout_is_forbid_by_default_or_report_when_asked() {
+        let parse = |text: &str| Config::parse(text.as_bytes(), Path::new("c.yaml"));
+        assert_eq!(
+            parse("{}\n").unwrap().operator_checkout,
+            OperatorCheckout::Forbid
+        );
+        assert_eq!(
+            parse("operator_checkout: report\n")
+                .unwrap()
+                .operator_checkout,
+            OperatorCheckout::Report
+        );
+        assert_eq!(
+            parse("agents: {}\noperator_checkout: ignore\n")
+                .unwrap_err()
+                .to_string(),
+            "c.yaml:2:20: `operator_checkout` must be `forbid` or `report`"
         );
     }
 }

@@ -193,6 +193,11 @@ planners:
 # Refs no run may move (main and master are always protected).
 protected_branches: [main, master]
 
+# A file of this checkout changed while an agent step ran (the agent wrote outside its
+# worktree, or you edited the checkout meanwhile): `forbid` makes it a policy violation,
+# `report` only records it.
+operator_checkout: forbid
+
 # Where script validators may live besides the run directory.
 script_allowlist: []
 "#;

@@ -3,6 +3,7 @@
 
 use crate::artifacts::EventType;
 use crate::artifacts::{ArtifactEntry, ArtifactRole, StepTimings, write_json_new};
+use crate::config::OperatorCheckout;
 use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
 use crate::policy::{Policy, PolicySpec as EnforcedPolicy, PolicySummary};
@@ -90,6 +91,12 @@ pub(super) fn execute(
     write_json_new(&visit_dir.join("workspace_status.json"), &status)?;
     let requested = effective_policy(context, agent)?;
     let policy = Policy::compile(&requested)?;
+    // The summary keeps the whole guard report; the policy judges what the configuration
+    // makes a violation.
+    let mut judged = guard_report.clone();
+    if context.run.config.operator_checkout == OperatorCheckout::Report {
+        judged.operator_checkout_changed.clear();
+    }
     let violations = match &requested.check {
         Some(function) => {
             let hook_context = context.script_context()?;
@@ -105,9 +112,9 @@ pub(super) fn execute(
                 Ok(verdict) => verdict,
                 Err(error) => Some(format!("the check function failed: {error}")),
             };
-            policy.check(&status, &guard_report, Some(&hook))
+            policy.check(&status, &judged, Some(&hook))
         }
-        None => policy.check(&status, &guard_report, None),
+        None => policy.check(&status, &judged, None),
     };
     record_script_output(context, &step)?;
     let summary = PolicySummary::new(

@@ -333,6 +333,16 @@ impl Policy {
                 ));
             }
         }
+        for path in &guard.operator_checkout_changed {
+            violations.push(Violation::new(
+                ViolationClass::PathEscape,
+                Some(path),
+                "operator_checkout",
+                "changed in the operator's checkout while the step ran: the agent wrote \
+                 outside its worktree (or someone edited the checkout meanwhile); not restored"
+                    .to_owned(),
+            ));
+        }
         if self.forbids(Operation::ModifyGitConfig) {
             for name in &guard.git_config_changed {
                 violations.push(operation_violation(

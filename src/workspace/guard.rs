@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::access::restore_root_access;
 use super::error::WorkspaceError;
 use super::git_config;
+use super::operator_checkout::{self, CheckoutState};
 use super::worktree::Workspace;
 
 /// How `git_config_changed` names the worktree's `.git` file.
@@ -81,6 +82,11 @@ pub struct GuardReport {
     /// `hooks/pre-commit`, …), the worktree's `.git` file, and the operator's global and
     /// system configuration with the files it names (full paths, e.g. `/home/me/.gitconfig`).
     pub git_config_changed: Vec<String>,
+    /// Files of the operator's checkout (relative to the repository root) that were changed,
+    /// created or deleted while the step ran: the agent wrote outside its worktree, or the
+    /// operator edited the checkout meanwhile. Not put back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operator_checkout_changed: Vec<String>,
 }
 
 impl GuardReport {
@@ -123,6 +129,8 @@ pub struct RefGuard {
     files: BTreeMap<PathBuf, Option<Vec<u8>>>,
     /// Folders of hooks the configuration names (`core.hooksPath`), besides `.git/hooks`.
     hook_dirs: BTreeSet<PathBuf>,
+    /// The operator's checkout before the step.
+    checkout: CheckoutState,
 }
 
 impl Workspace {
@@ -153,6 +161,7 @@ impl Workspace {
             worktree_head: String::new(),
             files: BTreeMap::new(),
             hook_dirs: BTreeSet::new(),
+            checkout: operator_checkout::state(&self.repo_git, &self.record().repo_root)?,
         };
         let listing = guard.list_refs()?;
         guard.worktree_head = match head_commit(&guard.workspace.read_head(), &listing) {
@@ -220,6 +229,9 @@ impl RefGuard {
         report.commits = self.count_new_commits(tips, &after)?;
         self.reattach_worktree_head(attached, branch_now.is_some(), &mut report)?;
         self.restore_files(&mut report)?;
+        let checkout =
+            operator_checkout::state(&self.workspace.repo_git, &self.workspace.record().repo_root)?;
+        report.operator_checkout_changed = operator_checkout::changed(&self.checkout, &checkout);
         Ok(Checked {
             report,
             // Re-attached to the work branch, which was recreated at the old HEAD if it was gone.

@@ -20,6 +20,7 @@ mod error;
 mod git;
 mod git_config;
 mod guard;
+mod operator_checkout;
 mod rollback;
 pub mod runs;
 mod snapshot;

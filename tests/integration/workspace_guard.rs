@@ -467,20 +467,27 @@ fn an_agent_replacing_the_worktrees_git_file_with_a_new_repository_is_undone() {
     assert_eq!(operator_state(&repo), operator);
 }
 
-/// Runs `unsafe.yaml` with an agent running the shell `script` as an operator whose home is
-/// `home` (no system configuration), expects the policy to catch the forbidden file the
-/// script writes (exit 1), and returns the step's `policy_summary.json`.
-fn policy_summary_of_hiding_agent(home: &std::path::Path, script: &str) -> serde_json::Value {
+/// Runs `unsafe.yaml` (no violation unless the agent writes under `.github/`) with `settings`
+/// in `.tnh/config.yaml` and an agent running the shell `script` as an operator whose home
+/// is `home` (no system configuration); returns the exit code and the step's
+/// `policy_summary.json`.
+fn run_unsafe_workflow(
+    home: &std::path::Path,
+    settings: &str,
+    script: &str,
+) -> (Option<i32>, serde_json::Value) {
     let repo = crate::kernel_support::RunRepo::new();
     repo.repo.write(
         ".tnh/config.yaml",
-        &format!("agents:\n  hider:\n    kind: command\n    argv: [sh, -c, {script:?}]\n"),
+        &format!(
+            "{settings}agents:\n  agent:\n    kind: command\n    argv: [sh, -c, {script:?}]\n"
+        ),
     );
     let workflow = repo.workflow_text(
-        "hide.yaml",
+        "unsafe.yaml",
         &std::fs::read_to_string(crate::support::fixture("runs/unsafe.yaml"))
             .unwrap()
-            .replace("agent: scripted", "agent: hider"),
+            .replace("agent: scripted", "agent: agent"),
     );
 
     let output = crate::support::conductor()
@@ -495,17 +502,21 @@ fn policy_summary_of_hiding_agent(home: &std::path::Path, script: &str) -> serde
         .output()
         .unwrap();
 
-    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "{result}\n{}",
-        crate::support::stderr_text(&output)
-    );
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
+        panic!("no result: {}", crate::support::stderr_text(&output));
+    });
     let summary = repo.json(
         result["run_id"].as_str().unwrap(),
         "artifacts/implement/1/policy_summary.json",
     );
+    (output.status.code(), summary)
+}
+
+/// [`run_unsafe_workflow`] with an agent that hides the CI file it writes: the policy must
+/// catch it all the same (exit 1).
+fn policy_summary_of_hiding_agent(home: &std::path::Path, script: &str) -> serde_json::Value {
+    let (code, summary) = run_unsafe_workflow(home, "", script);
+    assert_eq!(code, Some(1), "{summary}");
     assert!(
         summary["violations"]
             .to_string()
@@ -513,6 +524,32 @@ fn policy_summary_of_hiding_agent(home: &std::path::Path, script: &str) -> serde
         "{summary}"
     );
     summary
+}
+
+#[test]
+fn the_configuration_decides_whether_a_change_to_the_operators_checkout_is_a_violation() {
+    let home = tempfile::tempdir().unwrap();
+    let script = "echo stray > ../../../stray.txt && echo ok > feature.txt";
+    for (settings, code, violations) in [
+        ("", Some(1), 1),
+        ("operator_checkout: forbid\n", Some(1), 1),
+        ("operator_checkout: report\n", Some(0), 0),
+    ] {
+        let (exit, summary) = run_unsafe_workflow(home.path(), settings, script);
+
+        assert_eq!(exit, code, "{settings}: {summary}");
+        assert_eq!(
+            summary["violations"].as_array().unwrap().len(),
+            violations,
+            "{settings}: {summary}"
+        );
+        // Recorded either way.
+        assert_eq!(
+            summary["guard_report"]["operator_checkout_changed"],
+            serde_json::json!(["stray.txt"]),
+            "{settings}: {summary}"
+        );
+    }
 }
 
 #[test]
@@ -671,4 +708,86 @@ fn locks_left_by_an_agent_killed_inside_git_are_removed_after_the_step() {
     // The next step's agent can use git again.
     git_in(workspace.path(), &["add", "a.txt"]);
     git_in(workspace.path(), &["commit", "-q", "-m", "next step"]);
+}
+
+#[test]
+fn files_changed_in_the_operators_checkout_during_a_step_are_reported_and_flagged() {
+    let repo = TempRepo::new();
+    repo.write("src/lib.rs", "pub fn a() {}\n");
+    repo.write("src/kept.rs", "pub fn k() {}\n");
+    repo.commit_all("sources");
+    let workspace = create(&repo, "checkout");
+    // The operator's checkout is dirty before the step: an edited tracked file, untracked
+    // notes (one with a space in its name) — and none of that is the step's doing.
+    repo.write("src/lib.rs", "pub fn a() { /* operator */ }\n");
+    repo.write("my notes.txt", "todo\n");
+    repo.write("scratch.txt", "scratch\n");
+    let guard = workspace.guard(&[]).unwrap();
+    // An agent that found the checkout a few folders up: edits the already-dirty file again,
+    // edits a clean one, creates a file, deletes an untracked one. Its worktree changes too.
+    let checkout = workspace.path().join("../../..");
+    put(&checkout, "src/lib.rs", "pub fn a() { /* agent */ }\n");
+    put(&checkout, "src/kept.rs", "pub fn k() { /* agent */ }\n");
+    put(&checkout, "new dir/stray.rs", "\n");
+    std::fs::remove_file(checkout.join("scratch.txt")).unwrap();
+    put(workspace.path(), "README.md", "# changed in the worktree\n");
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    assert_eq!(
+        report.operator_checkout_changed,
+        [
+            "new dir/stray.rs",
+            "scratch.txt",
+            "src/kept.rs",
+            "src/lib.rs"
+        ],
+        "{report:?}"
+    );
+    let flagged: Vec<(ViolationClass, &str, Option<&str>)> = violations
+        .iter()
+        .map(|violation| {
+            (
+                violation.class,
+                violation.rule.as_str(),
+                violation.path.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        flagged,
+        [
+            (
+                ViolationClass::PathEscape,
+                "operator_checkout",
+                Some("new dir/stray.rs")
+            ),
+            (
+                ViolationClass::PathEscape,
+                "operator_checkout",
+                Some("scratch.txt")
+            ),
+            (
+                ViolationClass::PathEscape,
+                "operator_checkout",
+                Some("src/kept.rs")
+            ),
+            (
+                ViolationClass::PathEscape,
+                "operator_checkout",
+                Some("src/lib.rs")
+            ),
+        ]
+    );
+    // Nothing is put back in the operator's checkout: it may be the operator's own work.
+    assert_eq!(
+        read(repo.path(), "src/kept.rs"),
+        "pub fn k() { /* agent */ }\n"
+    );
+
+    // A step that leaves the checkout alone reports nothing, however dirty it is.
+    let guard = workspace.guard(&[]).unwrap();
+    put(workspace.path(), "README.md", "# changed again\n");
+    let (report, _) = finish_step(&workspace, &guard, &strict_policy());
+    assert!(report.operator_checkout_changed.is_empty(), "{report:?}");
 }

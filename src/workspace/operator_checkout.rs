@@ -1,0 +1,85 @@
+//! The operator's checkout, watched around a step. The agent runs in its worktree, but it runs
+//! as the operator and the checkout is a few folders up (`<repo>/.tnh/worktrees/<run_id>`): an
+//! agent that edits `../../../src/lib.rs`, or finds the checkout through `git worktree list`,
+//! changes the operator's files, which no capture of the worktree sees. The guard notes the
+//! checkout's changed and untracked files before the step and compares after it; what differs
+//! is reported (it cannot be put back: the operator may be editing the checkout too).
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use super::error::WorkspaceError;
+use super::git::Git;
+
+/// The checkout's files that differ from its HEAD or are untracked (not ignored), each with
+/// what git says of it and its file's identity (size, modification and change times, inode,
+/// mode): an edit changes the change time, which a process cannot set back.
+pub(super) type CheckoutState = BTreeMap<Vec<u8>, (Vec<u8>, Option<FileIdentity>)>;
+
+/// What identifies one version of a file without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FileIdentity {
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+    inode: u64,
+    mode: u32,
+}
+
+/// Lists the checkout's state with one `git status` that takes no lock and writes nothing
+/// (`--no-optional-locks`), so it never gets in the way of the operator's own git commands.
+pub(super) fn state(repo_git: &Git, root: &Path) -> Result<CheckoutState, WorkspaceError> {
+    let listing = repo_git.bytes([
+        "--no-optional-locks",
+        "status",
+        "--porcelain=v2",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+    ])?;
+    let mut state = CheckoutState::new();
+    for record in listing.split(|byte| *byte == 0) {
+        // `1 <xy> <sub> <mH> <mI> <mW> <hH> <hI> <path>`, `u <xy> … <path>`, `? <path>`.
+        let fields = match record.first() {
+            Some(b'1') => 9,
+            Some(b'u') => 11,
+            Some(b'?') => 2,
+            _ => continue,
+        };
+        let mut parts = record.splitn(fields, |byte| *byte == b' ');
+        let head: Vec<&[u8]> = parts.by_ref().take(fields - 1).collect();
+        let Some(path) = parts.next() else { continue };
+        let identity = std::fs::symlink_metadata(root.join(OsStr::from_bytes(path)))
+            .ok()
+            .map(|metadata| FileIdentity {
+                size: metadata.len(),
+                mtime_ns: i128::from(metadata.mtime()) * 1_000_000_000
+                    + i128::from(metadata.mtime_nsec()),
+                ctime_ns: i128::from(metadata.ctime()) * 1_000_000_000
+                    + i128::from(metadata.ctime_nsec()),
+                inode: metadata.ino(),
+                mode: metadata.mode(),
+            });
+        state.insert(path.to_vec(), (head.join(&b' '), identity));
+    }
+    Ok(state)
+}
+
+/// The paths whose state differs between `before` and `after`, sorted.
+pub(super) fn changed(before: &CheckoutState, after: &CheckoutState) -> Vec<String> {
+    let mut paths: Vec<&Vec<u8>> = before
+        .iter()
+        .filter(|(path, entry)| after.get(*path) != Some(entry))
+        .map(|(path, _)| path)
+        .chain(after.keys().filter(|path| !before.contains_key(*path)))
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+        .into_iter()
+        .map(|path| String::from_utf8_lossy(path).into_owned())
+        .collect()
+}
