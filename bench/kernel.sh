@@ -84,8 +84,10 @@ shell_loop() {
                 "$visit" "$commit" "$commit" | git update-ref --stdin
             git for-each-ref --format='%(objectname) %(refname)' $refs >/dev/null                                  # guard
             git config --list --show-origin --includes -z >/dev/null                                               # the files it names
+            GIT_INDEX_FILE="$repo/.git/index" git -C "$repo" --no-optional-locks status --porcelain=v2 -z --untracked-files=all --no-renames >/dev/null  # the operator's checkout
             true < /dev/null                                                                                       # the agent
             git for-each-ref --format='%(objectname) %(refname)' $refs >/dev/null                                  # check
+            GIT_INDEX_FILE="$repo/.git/index" git -C "$repo" --no-optional-locks status --porcelain=v2 -z --untracked-files=all --no-renames >/dev/null  # the operator's checkout
             git add --all --ignore-errors                                                                           # capture
             git -c core.quotePath=true diff-index --cached -z --raw -p --binary -M --no-color --no-ext-diff --no-textconv "$tree" >/dev/null
             git write-tree >/dev/null                                                                              # the fingerprint's tree
