@@ -122,11 +122,35 @@ pub fn read_json<T: serde::de::DeserializeOwned>(
 /// half-written: the manifest that points at it is written after it). It is fsynced but not
 /// renamed into place, which spares the file system a temporary inode per artifact.
 pub fn write_json_new<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), ArtifactsError> {
+    write_json_with_mode(path, value, 0o666)
+}
+
+/// [`write_json_new`] for a file only its owner may read (0600): one that holds copies of the
+/// operator's own files.
+pub fn write_json_private<T: serde::Serialize>(
+    path: &Path,
+    value: &T,
+) -> Result<(), ArtifactsError> {
+    write_json_with_mode(path, value, 0o600)
+}
+
+fn write_json_with_mode<T: serde::Serialize>(
+    path: &Path,
+    value: &T,
+    mode: u32,
+) -> Result<(), ArtifactsError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let bytes = json_bytes(path, value)?;
     if let Some(folder) = path.parent() {
         std::fs::create_dir_all(folder).map_err(ArtifactsError::io("create", folder))?;
     }
-    let mut file = std::fs::File::create(path).map_err(ArtifactsError::io("create", path))?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(path)
+        .map_err(ArtifactsError::io("create", path))?;
     file.write_all(&bytes)
         .map_err(ArtifactsError::io("write", path))?;
     file.sync_data().map_err(ArtifactsError::io("fsync", path))

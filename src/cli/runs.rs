@@ -5,10 +5,10 @@ use std::path::Path;
 
 use clap::Args;
 
-use super::step_lines::describe_visit;
+use super::step_lines::{describe_violation, describe_visit};
 use super::{Cli, Output, repo_root};
 use crate::artifacts::{
-    EventLog, LifecycleState, RunDir, RunMetadata, RunStatus, StepManifest, read_json,
+    EventLog, EventType, LifecycleState, RunDir, RunMetadata, RunStatus, StepManifest, read_json,
 };
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::run::{DEFAULT_ARTIFACTS_ROOT, find_run_dir};
@@ -239,28 +239,54 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
         );
     }
     text.push_str("steps:\n");
-    for event in EventLog::read_all(&run_dir.events()).map_err(artifacts)? {
-        if event.event_type != crate::artifacts::EventType::StepCompleted {
-            continue;
-        }
-        let step = event.step_id.unwrap_or_default();
+    let events = EventLog::read_all(&run_dir.events()).map_err(artifacts)?;
+    for event in &events {
+        let step = event.step_id.clone().unwrap_or_default();
         let visit = event.visit.unwrap_or(0);
-        let outcome = event
-            .payload
-            .get("outcome")
-            .and_then(|value| value.as_str())
-            .unwrap_or("?");
-        let manifest: Option<StepManifest> =
-            read_json(&run_dir.visit_manifest(&step, visit), "manifest").ok();
-        let files = manifest
-            .as_ref()
-            .map_or(0, |manifest| manifest.artifacts.len());
-        let _ = writeln!(text, "  {step} #{visit}: {outcome} ({files} artifacts)");
-        for line in manifest
-            .iter()
-            .flat_map(|manifest| describe_visit(manifest, &run_dir))
-        {
-            let _ = writeln!(text, "      {line}");
+        let field = |key: &str| {
+            event
+                .payload
+                .get(key)
+                .and_then(|value| value.as_str())
+                .unwrap_or("?")
+                .to_owned()
+        };
+        match event.event_type {
+            EventType::StepCompleted => {
+                let manifest: Option<StepManifest> =
+                    read_json(&run_dir.visit_manifest(&step, visit), "manifest").ok();
+                let files = manifest
+                    .as_ref()
+                    .map_or(0, |manifest| manifest.artifacts.len());
+                let _ = writeln!(
+                    text,
+                    "  {step} #{visit}: {} ({files} artifacts)",
+                    field("outcome")
+                );
+                for line in manifest
+                    .iter()
+                    .flat_map(|manifest| describe_visit(manifest, &run_dir))
+                {
+                    let _ = writeln!(text, "      {line}");
+                }
+            }
+            // A visit whose process died: what the guard found when `resume` checked it.
+            EventType::StepInterrupted => {
+                let _ = writeln!(text, "  {step} #{visit}: interrupted — {}", field("cause"));
+                let violations = events.iter().filter(|other| {
+                    other.event_type == EventType::PolicyViolation
+                        && other.step_id == event.step_id
+                        && other.visit == event.visit
+                });
+                for violation in violations {
+                    let _ = writeln!(
+                        text,
+                        "      policy violation — {}",
+                        describe_violation(violation.payload.get("violation"))
+                    );
+                }
+            }
+            _ => {}
         }
     }
     output.print(&text);

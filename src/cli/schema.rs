@@ -38,6 +38,8 @@ pub enum SchemaName {
     RunMetadata,
     /// `status.json` of a run.
     RunStatus,
+    /// `guard_state.json`: what the guard recorded before an agent step, kept while it runs.
+    GuardState,
 }
 
 /// The schema of `name`, when this release publishes it.
@@ -51,6 +53,7 @@ pub fn schema_of(name: SchemaName) -> Option<serde_json::Value> {
         SchemaName::WorkspaceStatus => Some(crate::workspace::workspace_status_schema()),
         SchemaName::PolicySummary => Some(crate::policy::policy_summary_schema()),
         SchemaName::RollbackRecord => Some(crate::workspace::rollback_record_schema()),
+        SchemaName::GuardState => Some(schema_value::<crate::workspace::GuardState>()),
         SchemaName::HarnessReport => Some(crate::artifacts::harness_report_schema()),
         SchemaName::PlannerInput => Some(crate::planner::input_schema()),
         SchemaName::PlannerDecision => Some(crate::planner::decision_schema()),

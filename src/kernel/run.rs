@@ -20,7 +20,7 @@ use crate::prompt::Catalog;
 use crate::workflow::diagnostic::Diagnostic;
 use crate::workflow::load::check_file;
 use crate::workflow::model::{Opcode, Workflow};
-use crate::workspace::{Fingerprint, RollbackTarget, Workspace, WorkspaceError};
+use crate::workspace::{Fingerprint, GUARD_STATE_FILE, RollbackTarget, Workspace, WorkspaceError};
 
 /// The default parent of run directories.
 pub const DEFAULT_ARTIFACTS_ROOT: &str = ".tnh/run/";
@@ -675,6 +675,7 @@ fn recover_interrupted_visit(
         ("cause", "the driving process ended during the step".into()),
         ("killed_orphans", orphans.into()),
     ]);
+    check_interrupted_agent(workspace, recorder, &step_id, visit, &mut fields)?;
     if own_snapshot_is_latest(workspace, state, &step_id, visit)? {
         let record = workspace.rollback(RollbackTarget::PreStep)?;
         fields.insert(
@@ -689,6 +690,44 @@ fn recover_interrupted_visit(
     };
     let _ = StepId::new(step_id);
     Ok(())
+}
+
+/// An agent step whose driving process died (a crash, a power loss, or an agent that killed
+/// it) before its guard could check it: the guard saved before the agent started checks it
+/// now — protected refs and git configuration are put back, the worktree's HEAD re-attached —
+/// and what it found is recorded in the `step_interrupted` event (`guard_report`) and as
+/// `policy_violation` events of the interrupted visit, by the rules that need no policy
+/// (protected refs, the operator's HEAD and checkout).
+fn check_interrupted_agent(
+    workspace: &Workspace,
+    recorder: &mut Recorder,
+    step_id: &str,
+    visit: u32,
+    fields: &mut Payload,
+) -> Result<(), RunError> {
+    let saved = recorder
+        .run_dir()
+        .visit_dir(step_id, visit)
+        .join(GUARD_STATE_FILE);
+    let Some(guard) = workspace.load_guard(&saved)? else {
+        return Ok(());
+    };
+    let report = guard.verify()?;
+    fields.insert(
+        "guard_report".into(),
+        serde_json::to_value(&report).unwrap_or_default(),
+    );
+    let violations = crate::policy::Policy::compile(&crate::policy::PolicySpec::default())
+        .map(|policy| policy.check_guard_report(&report))
+        .unwrap_or_default();
+    for violation in violations {
+        let fields = payload([(
+            "violation",
+            serde_json::to_value(&violation).unwrap_or_default(),
+        )]);
+        recorder.event(EventType::PolicyViolation, Some((step_id, visit)), fields)?;
+    }
+    Ok(crate::opcode::remove_guard_state(&saved)?)
 }
 
 fn take_recorded_route(

@@ -11,6 +11,7 @@ mod stop;
 pub mod validators;
 
 pub use context::{RunContext, StepContext, StepResult};
+pub(crate) use run_agent::remove_guard_state;
 
 use crate::kernel::recorder::Payload;
 use crate::workflow::model::StepBody;

@@ -2,7 +2,9 @@
 //! under supervision, then capture the diff, check the policy and record everything.
 
 use crate::artifacts::EventType;
-use crate::artifacts::{ArtifactEntry, ArtifactRole, StepTimings, write_json_new};
+use crate::artifacts::{
+    ArtifactEntry, ArtifactRole, ArtifactsError, StepTimings, write_json_new, write_json_private,
+};
 use crate::config::OperatorCheckout;
 use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
@@ -10,7 +12,7 @@ use crate::policy::{Policy, PolicySpec as EnforcedPolicy, PolicySummary};
 use crate::prompt::render;
 use crate::runner::{Limits as RunnerLimits, StepRequest, resolve_profile};
 use crate::workflow::model::{Inputs, Limits, PolicySpec, PromptSpec, RunAgent};
-use crate::workspace::{Capture, Checked, Fingerprint};
+use crate::workspace::{Capture, Checked, Fingerprint, GUARD_STATE_FILE};
 
 use super::{OpcodeError, StepContext, StepResult};
 
@@ -31,6 +33,10 @@ pub(super) fn execute(
             .workspace
             .guard(&context.run.config.protected_branches)
     })?;
+    // Kept while the agent runs: if this process dies (or the agent kills it), `resume`
+    // checks the step against it.
+    let guard_state = visit_dir.join(GUARD_STATE_FILE);
+    write_json_private(&guard_state, &guard.state())?;
     let prompt = render_prompt(context, agent)?;
     let request = StepRequest {
         agent_name: agent.agent.value.clone(),
@@ -83,6 +89,7 @@ pub(super) fn execute(
         report: guard_report,
         head,
     } = workspace_time.time(|| guard.check())?;
+    remove_guard_state(&guard_state)?;
     let Capture { status, tree } = workspace_time.time(|| {
         context
             .workspace
@@ -447,4 +454,15 @@ fn latest_json(context: &StepContext<'_>, role: ArtifactRole) -> Option<serde_js
         .rev()
         .find_map(|manifest| manifest.artifact(role))?;
     crate::artifacts::read_json(&run_dir.root().join(&entry.path), "artifact").ok()
+}
+
+/// Removes a visit's saved guard state once the step is checked (it holds copies of the
+/// operator's git configuration, which the run directory has no need to keep).
+pub(crate) fn remove_guard_state(path: &std::path::Path) -> Result<(), ArtifactsError> {
+    match std::fs::remove_file(path) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            Err(ArtifactsError::io("remove", path)(error))
+        }
+        _ => Ok(()),
+    }
 }

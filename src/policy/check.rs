@@ -220,6 +220,13 @@ impl Policy {
         violations
     }
 
+    /// Checks only what the ref guard saw (for a step whose changes were not captured).
+    pub fn check_guard_report(&self, guard: &GuardReport) -> Vec<Violation> {
+        let mut violations = Vec::new();
+        self.check_guard(guard, &mut violations);
+        violations
+    }
+
     /// Checks one changed file.
     pub fn check_file(
         &self,

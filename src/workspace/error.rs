@@ -95,6 +95,12 @@ pub enum WorkspaceError {
         /// Why it is invalid.
         reason: String,
     },
+    /// A saved guard state in a format this release does not know.
+    #[error("guard_state.json has schema_version {version}, which this release cannot read")]
+    UnknownGuardState {
+        /// The version found.
+        version: u32,
+    },
     /// A run directory or its metadata is missing or malformed.
     #[error("run `{run_id}`: {reason}")]
     Run {
@@ -131,6 +137,7 @@ impl WorkspaceError {
             | WorkspaceError::Git { .. }
             | WorkspaceError::Io { .. }
             | WorkspaceError::Missing { .. }
+            | WorkspaceError::UnknownGuardState { .. }
             | WorkspaceError::Parse { .. } => ExitStatus::Runtime,
         }
     }
@@ -174,6 +181,9 @@ impl WorkspaceError {
                 "fix `protected_branches` in `.tnh/config.yaml`"
             }
             WorkspaceError::Run { .. } => "list runs with `tnh-conductor runs list`",
+            WorkspaceError::UnknownGuardState { .. } => {
+                "resume the run with the release that started it"
+            }
         };
         Some(hint.to_owned())
     }

@@ -13,6 +13,7 @@
 //! branch, and it only ever undoes a change made during the step.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
@@ -21,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::access::restore_root_access;
 use super::error::WorkspaceError;
 use super::git_config;
-use super::operator_checkout::{self, CheckoutState};
+use super::operator_checkout::{self, CheckoutState, FileIdentity};
 use super::worktree::Workspace;
 
 /// How `git_config_changed` names the worktree's `.git` file.
@@ -118,10 +119,87 @@ pub(super) enum Head {
     Unknown,
 }
 
+/// Version of `guard_state.json`.
+pub const GUARD_STATE_SCHEMA_VERSION: u32 = 1;
+
+/// What the guard recorded before an agent step (`guard_state.json` in the visit's folder,
+/// written before the agent starts): what `resume` checks a step against when the process
+/// that drove it died before it could. Paths and file contents are bytes, exactly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GuardState {
+    /// The format's version.
+    pub schema_version: u32,
+    /// Protected branch names and globs.
+    pub protected: Vec<String>,
+    /// Protected branches, tags and remote-tracking refs: name → commit.
+    pub refs: BTreeMap<String, String>,
+    /// The operator's `.git/HEAD` file.
+    pub operator_head: Option<Bytes>,
+    /// The worktree's HEAD commit.
+    pub worktree_head: String,
+    /// The guarded git configuration files and their contents (`null`: did not exist).
+    pub files: Vec<GuardedFile>,
+    /// Folders of hooks the configuration names.
+    pub hook_dirs: Vec<Bytes>,
+    /// The operator's checkout: its changed and untracked files.
+    pub checkout: Vec<CheckoutEntry>,
+}
+
+/// Bytes kept exactly: as a string when they are UTF-8 (paths, configuration files almost
+/// always are), else as an array of numbers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum Bytes {
+    /// UTF-8 text.
+    Text(String),
+    /// Anything else.
+    Raw(Vec<u8>),
+}
+
+impl From<Vec<u8>> for Bytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        match String::from_utf8(bytes) {
+            Ok(text) => Bytes::Text(text),
+            Err(error) => Bytes::Raw(error.into_bytes()),
+        }
+    }
+}
+
+impl From<Bytes> for Vec<u8> {
+    fn from(bytes: Bytes) -> Self {
+        match bytes {
+            Bytes::Text(text) => text.into_bytes(),
+            Bytes::Raw(raw) => raw,
+        }
+    }
+}
+
+/// A guarded file and its contents before the step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GuardedFile {
+    /// Its path.
+    pub path: Bytes,
+    /// Its contents (`null`: it did not exist).
+    pub contents: Option<Bytes>,
+}
+
+/// A changed or untracked file of the operator's checkout before the step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CheckoutEntry {
+    /// Its path relative to the repository root.
+    pub path: Bytes,
+    /// What `git status --porcelain=v2` said of it, without the path.
+    pub status: Bytes,
+    /// Its file's identity (`null`: deleted).
+    pub identity: Option<FileIdentity>,
+}
+
 /// The guarded state recorded before a step.
 #[derive(Debug, Clone)]
 pub struct RefGuard {
     workspace: Workspace,
+    /// The protected branch names and globs `protected` was compiled from.
+    names: Vec<String>,
     protected: GlobSet,
     refs: BTreeMap<String, String>,
     operator_head: Option<Vec<u8>>,
@@ -155,6 +233,7 @@ impl Workspace {
         let protected = compile_branch_globs(&names)?;
         let mut guard = RefGuard {
             workspace: self.clone(),
+            names,
             protected,
             refs: BTreeMap::new(),
             operator_head,
@@ -189,7 +268,92 @@ impl Workspace {
     }
 }
 
+impl Workspace {
+    /// The guard recorded before a step, from the [`GuardState`] it saved: a step whose
+    /// driving process died (a crash, or an agent that killed it) is checked on resume all the
+    /// same.
+    pub fn guard_from_state(&self, state: GuardState) -> Result<RefGuard, WorkspaceError> {
+        if state.schema_version != GUARD_STATE_SCHEMA_VERSION {
+            return Err(WorkspaceError::UnknownGuardState {
+                version: state.schema_version,
+            });
+        }
+        let path = |bytes: Bytes| PathBuf::from(std::ffi::OsString::from_vec(bytes.into()));
+        Ok(RefGuard {
+            workspace: self.clone(),
+            protected: compile_branch_globs(&state.protected)?,
+            names: state.protected,
+            refs: state.refs,
+            operator_head: state.operator_head.map(Vec::from),
+            worktree_head: state.worktree_head,
+            files: state
+                .files
+                .into_iter()
+                .map(|file| (path(file.path), file.contents.map(Vec::from)))
+                .collect(),
+            hook_dirs: state.hook_dirs.into_iter().map(path).collect(),
+            checkout: state
+                .checkout
+                .into_iter()
+                .map(|entry| (entry.path.into(), (entry.status.into(), entry.identity)))
+                .collect(),
+        })
+    }
+}
+
+/// The file a visit's guard state is saved in, in the visit's folder, while its agent runs.
+pub const GUARD_STATE_FILE: &str = "guard_state.json";
+
+impl Workspace {
+    /// The guard whose [`RefGuard::state`] was saved as JSON in `path`; `None` when there is
+    /// no such file.
+    pub fn load_guard(&self, path: &Path) -> Result<Option<RefGuard>, WorkspaceError> {
+        let Some(bytes) = read_optional(path)? else {
+            return Ok(None);
+        };
+        let state: GuardState =
+            serde_json::from_slice(&bytes).map_err(|error| WorkspaceError::Io {
+                action: "parse",
+                path: path.to_owned(),
+                source: std::io::Error::other(error.to_string()),
+            })?;
+        self.guard_from_state(state).map(Some)
+    }
+}
+
 impl RefGuard {
+    /// What the guard recorded, to be saved before the agent runs (readable by its owner
+    /// only: it holds copies of the operator's git configuration), so that the step can be
+    /// checked by [`Workspace::load_guard`] if the process driving it dies.
+    pub fn state(&self) -> GuardState {
+        let bytes = |path: &PathBuf| Bytes::from(path.as_os_str().as_bytes().to_vec());
+        GuardState {
+            schema_version: GUARD_STATE_SCHEMA_VERSION,
+            protected: self.names.clone(),
+            refs: self.refs.clone(),
+            operator_head: self.operator_head.clone().map(Bytes::from),
+            worktree_head: self.worktree_head.clone(),
+            files: self
+                .files
+                .iter()
+                .map(|(path, contents)| GuardedFile {
+                    path: bytes(path),
+                    contents: contents.clone().map(Bytes::from),
+                })
+                .collect(),
+            hook_dirs: self.hook_dirs.iter().map(bytes).collect(),
+            checkout: self
+                .checkout
+                .iter()
+                .map(|(path, (status, identity))| CheckoutEntry {
+                    path: path.clone().into(),
+                    status: status.clone().into(),
+                    identity: *identity,
+                })
+                .collect(),
+        }
+    }
+
     /// Compares with the state recorded before the step, puts protected refs, the worktree's
     /// HEAD and git configuration back, and reports what the step did.
     pub fn verify(&self) -> Result<GuardReport, WorkspaceError> {
@@ -546,5 +710,30 @@ fn write_optional(path: &Path, contents: Option<&[u8]>) -> Result<(), WorkspaceE
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(source) => Err(WorkspaceError::io("remove", path, source)),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_survive_json_exactly_as_text_or_as_numbers() {
+        for raw in [
+            b"[core]\n\tbare = false\n".to_vec(),
+            vec![b'a', 0xff, 0xfe, b'\n'],
+        ] {
+            let json = serde_json::to_string(&Bytes::from(raw.clone())).unwrap();
+            let back: Bytes = serde_json::from_str(&json).unwrap();
+            assert_eq!(Vec::<u8>::from(back), raw, "{json}");
+        }
+        assert_eq!(
+            serde_json::to_string(&Bytes::from(b"ref: refs/heads/main\n".to_vec())).unwrap(),
+            "\"ref: refs/heads/main\\n\""
+        );
+        assert_eq!(
+            serde_json::to_string(&Bytes::from(vec![0xff])).unwrap(),
+            "[255]"
+        );
     }
 }

@@ -20,7 +20,7 @@ mod error;
 mod git;
 mod git_config;
 mod guard;
-mod operator_checkout;
+pub(crate) mod operator_checkout;
 mod rollback;
 pub mod runs;
 mod snapshot;
@@ -33,7 +33,12 @@ pub use capture::{
     diffstat_of, workspace_status_schema,
 };
 pub use error::WorkspaceError;
-pub use guard::{ALWAYS_PROTECTED, Checked, GIT_LINK, GuardReport, RefChange, RefClass, RefGuard};
+pub use guard::{
+    ALWAYS_PROTECTED, Bytes, Checked, CheckoutEntry, GIT_LINK, GUARD_STATE_FILE,
+    GUARD_STATE_SCHEMA_VERSION, GuardReport, GuardState, GuardedFile, RefChange, RefClass,
+    RefGuard,
+};
+pub use operator_checkout::FileIdentity;
 pub use rollback::{
     ROLLBACK_RECORD_SCHEMA_VERSION, RollbackRecord, RollbackTarget, rollback_record_schema,
 };

@@ -20,11 +20,15 @@ use super::git::Git;
 pub(super) type CheckoutState = BTreeMap<Vec<u8>, (Vec<u8>, Option<FileIdentity>)>;
 
 /// What identifies one version of a file without reading it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct FileIdentity {
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct FileIdentity {
     size: u64,
-    mtime_ns: i128,
-    ctime_ns: i128,
+    mtime: i64,
+    mtime_nsec: i64,
+    ctime: i64,
+    ctime_nsec: i64,
     inode: u64,
     mode: u32,
 }
@@ -56,10 +60,10 @@ pub(super) fn state(repo_git: &Git, root: &Path) -> Result<CheckoutState, Worksp
             .ok()
             .map(|metadata| FileIdentity {
                 size: metadata.len(),
-                mtime_ns: i128::from(metadata.mtime()) * 1_000_000_000
-                    + i128::from(metadata.mtime_nsec()),
-                ctime_ns: i128::from(metadata.ctime()) * 1_000_000_000
-                    + i128::from(metadata.ctime_nsec()),
+                mtime: metadata.mtime(),
+                mtime_nsec: metadata.mtime_nsec(),
+                ctime: metadata.ctime(),
+                ctime_nsec: metadata.ctime_nsec(),
                 inode: metadata.ino(),
                 mode: metadata.mode(),
             });

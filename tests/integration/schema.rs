@@ -128,6 +128,7 @@ fn every_published_schema_compiles_and_real_records_match_it() {
         "harness-report",
         "planner-input",
         "planner-decision",
+        "guard-state",
     ] {
         let output = conductor().args(["schema", name]).output().unwrap();
         assert_eq!(output.status.code(), Some(0), "schema {name}");

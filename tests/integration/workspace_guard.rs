@@ -791,3 +791,94 @@ fn files_changed_in_the_operators_checkout_during_a_step_are_reported_and_flagge
     let (report, _) = finish_step(&workspace, &guard, &strict_policy());
     assert!(report.operator_checkout_changed.is_empty(), "{report:?}");
 }
+
+#[test]
+fn an_agent_that_kills_the_conductor_is_still_checked_on_resume() {
+    let repo = crate::kernel_support::RunRepo::new();
+    let main_before = repo.repo.git(&["rev-parse", "main"]);
+    // The first visit moves `main` to its own commit, writes into the operator's checkout and
+    // kills the process that would have checked it; the second visit behaves.
+    let script = "if [ ! -e ../../killed ]; then touch ../../killed; echo x > b.txt \
+        && git add b.txt && git commit -qm evil && git update-ref refs/heads/main HEAD \
+        && echo stray > ../../../stray.txt && kill -9 $PPID; exit 0; fi; echo ok > c.txt";
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("agents:\n  killer:\n    kind: command\n    argv: [sh, -c, {script:?}]\n"),
+    );
+    let workflow = repo.workflow_text(
+        "killer.yaml",
+        "workflow_id: killer\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: killer\n    prompt: go\n    routes:\n      \"*\": done\n  - id: done\n    opcode: STOP\n    outcome: success\n    reason: done\n",
+    );
+
+    let killed = repo.conductor(&["-q", "run", workflow.to_str().unwrap()]);
+    assert_eq!(killed.status.code(), None, "killed by the agent");
+    assert_ne!(repo.repo.git(&["rev-parse", "main"]), main_before);
+    let run_dir = std::fs::read_dir(repo.path().join(".tnh/run"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let run_id = run_dir.file_name().unwrap().to_str().unwrap().to_owned();
+    // What the guard recorded survived the kill, readable by the owner only, in its format.
+    let saved = run_dir.join("artifacts/work/1/guard_state.json");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&saved).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let schema = crate::support::conductor()
+        .args(["schema", "guard-state"])
+        .output()
+        .unwrap();
+    let validator =
+        jsonschema::validator_for(&serde_json::from_slice(&schema.stdout).unwrap()).unwrap();
+    let state: serde_json::Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+    assert!(validator.is_valid(&state), "{state}");
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+
+    assert_eq!(
+        resumed.status.code(),
+        Some(0),
+        "{}",
+        crate::support::stderr_text(&resumed)
+    );
+    assert_eq!(repo.repo.git(&["rev-parse", "main"]), main_before);
+    assert!(!saved.exists(), "the saved state is gone once checked");
+    let events = repo.events(&run_id);
+    let interrupted = events
+        .iter()
+        .find(|event| event["event_type"] == "step_interrupted")
+        .unwrap();
+    let report = &interrupted["guard_report"];
+    assert_eq!(report["ref_changes"][0]["refname"], "refs/heads/main");
+    assert_eq!(report["ref_changes"][0]["restored"], true);
+    assert_eq!(
+        report["operator_checkout_changed"],
+        serde_json::json!(["stray.txt"])
+    );
+    let flagged: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|event| event["event_type"] == "policy_violation")
+        .map(|event| {
+            (
+                event["violation"]["rule"].as_str().unwrap(),
+                event["violation"]["path"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        flagged,
+        [
+            ("protected_branches", "refs/heads/main"),
+            ("operator_checkout", "stray.txt")
+        ]
+    );
+    let show = crate::support::stdout_text(&repo.conductor(&["runs", "show", &run_id]));
+    assert!(
+        show.contains("work #1: interrupted — the driving process ended during the step"),
+        "{show}"
+    );
+    assert!(show.contains("policy violation — protected branch violation `refs/heads/main`"));
+}
