@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use crate::artifacts::{ArtifactRole, RunDir, StepManifest, read_json};
+use crate::policy::Violation;
 
 /// What a visit did, in a line, followed by one line per policy violation it recorded.
 pub fn describe_visit(manifest: &StepManifest, run_dir: &RunDir) -> Vec<String> {
@@ -29,17 +30,14 @@ pub fn describe_visit(manifest: &StepManifest, run_dir: &RunDir) -> Vec<String> 
     lines
 }
 
-/// `class \`path\`: detail` of a policy violation (as JSON).
+/// A policy violation recorded as JSON, as the operator reads it.
 pub fn describe_violation(violation: Option<&Value>) -> String {
-    let field = |key: &str| text(violation, key);
-    let mut line = field("class").replace('_', " ");
-    if !field("path").is_empty() {
-        line.push_str(&format!(" `{}`", field("path")));
-    }
-    if !field("detail").is_empty() {
-        line.push_str(&format!(": {}", field("detail")));
-    }
-    line
+    violation
+        .and_then(|violation| serde_json::from_value::<Violation>(violation.clone()).ok())
+        .map_or_else(
+            || "(a violation this release cannot read)".to_owned(),
+            |violation| violation.to_string(),
+        )
 }
 
 /// The summary line of a visit's evidence, by opcode; `None` when there is nothing to say.
@@ -176,7 +174,8 @@ mod tests {
             describe_violation(Some(&violation)),
             "path escape `src`: symlink points outside the worktree: `/etc`"
         );
-        let pathless = json!({"class": "forbidden_operation", "detail": "commit"});
+        let pathless =
+            json!({"class": "forbidden_operation", "rule": "commit", "detail": "commit"});
         assert_eq!(
             describe_violation(Some(&pathless)),
             "forbidden operation: commit"

@@ -13,6 +13,7 @@ use crate::artifacts::{
     ArtifactRole, EventLog, EventType, LifecycleState, RunDir, RunMetadata, RunStatus,
     StepManifest, is_run_id, read_json,
 };
+use crate::policy::Violation;
 
 /// The journal's data (also what `--format json` prints).
 #[derive(Debug, Clone, Default, Serialize)]
@@ -29,10 +30,24 @@ pub struct Journal {
     pub pending_review: Vec<ReviewEntry>,
     /// Failures and decisions only a human can take.
     pub blockers: Vec<String>,
+    /// Every policy violation the runs recorded (restored refs and configuration included:
+    /// what an agent tried is worth a look even when it was undone).
+    pub policy_violations: Vec<ViolationEntry>,
     /// Every planner decision.
     pub planner_assessments: Vec<Assessment>,
     /// Where each run's evidence is.
     pub provenance: Vec<Provenance>,
+}
+
+/// A policy violation of a run's visit.
+#[derive(Debug, Clone, Serialize)]
+pub struct ViolationEntry {
+    /// The run.
+    pub run_id: String,
+    /// `step #visit`.
+    pub step: String,
+    /// The violation as recorded.
+    pub violation: Violation,
 }
 
 /// One run.
@@ -148,6 +163,7 @@ fn add_run(journal: &mut Journal, run_dir: &RunDir, metadata: &RunMetadata) {
     let status = read_json::<RunStatus>(&run_dir.status(), "run status").ok();
     let state = read_json::<RunState>(&run_dir.state(), "run state").ok();
     let manifests = manifests_in_order(run_dir);
+    add_violations(journal, run_dir, &run_id);
     let diffstat = manifests
         .iter()
         .rev()
@@ -297,6 +313,34 @@ fn provenance(
     }
 }
 
+/// The run's `policy_violation` events, interrupted visits' included.
+fn add_violations(journal: &mut Journal, run_dir: &RunDir, run_id: &str) {
+    let Ok(events) = EventLog::read_all(&run_dir.events()) else {
+        return;
+    };
+    for event in events {
+        if event.event_type != EventType::PolicyViolation {
+            continue;
+        }
+        let Some(violation) = event
+            .payload
+            .get("violation")
+            .and_then(|value| serde_json::from_value::<Violation>(value.clone()).ok())
+        else {
+            continue;
+        };
+        journal.policy_violations.push(ViolationEntry {
+            run_id: run_id.to_owned(),
+            step: format!(
+                "{} #{}",
+                event.step_id.unwrap_or_default(),
+                event.visit.unwrap_or(0)
+            ),
+            violation,
+        });
+    }
+}
+
 /// Every visit's manifest, in the order the visits completed.
 fn manifests_in_order(run_dir: &RunDir) -> Vec<StepManifest> {
     let Ok(events) = EventLog::read_all(&run_dir.events()) else {
@@ -389,6 +433,13 @@ impl Journal {
         list(
             &mut text,
             self.blockers.iter().map(|blocker| format!("- {blocker}")),
+        );
+        text.push_str("\n## Policy Violations\n");
+        list(
+            &mut text,
+            self.policy_violations
+                .iter()
+                .map(|entry| format!("- `{}` / {}: {}", entry.run_id, entry.step, entry.violation)),
         );
         text.push_str("\n## Planner Assessments\n");
         list(

@@ -52,6 +52,25 @@ pub struct Violation {
     pub detail: String,
 }
 
+/// `class \`path\`: detail`, as the operator reads it (`path escape \`src\`: symlink points
+/// outside the worktree: \`/etc\``).
+impl std::fmt::Display for Violation {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let class = serde_json::to_value(self.class)
+            .ok()
+            .and_then(|value| value.as_str().map(|name| name.replace('_', " ")))
+            .unwrap_or_default();
+        formatter.write_str(&class)?;
+        if let Some(path) = &self.path {
+            write!(formatter, " `{path}`")?;
+        }
+        if !self.detail.is_empty() {
+            write!(formatter, ": {}", self.detail)?;
+        }
+        Ok(())
+    }
+}
+
 impl Violation {
     fn new(
         class: ViolationClass,

@@ -33,6 +33,10 @@ fn the_journal_of_a_day_of_runs() {
         2,
         "the waiting gate and the queued review"
     );
+    let violations = data["policy_violations"].as_array().unwrap();
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert_eq!(violations[0]["step"], "implement #1");
+    assert_eq!(violations[0]["violation"]["rule"], ".github/**");
     insta::with_settings!({filters => vec![
         (r"\d{8}T\d{6}Z-[0-9a-f]{6}", "[RUN_ID]"),
         (r"\d{4}-\d{2}-\d{2}", "[DATE]"),
