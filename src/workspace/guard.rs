@@ -2,15 +2,18 @@
 //!
 //! Before a step, [`Workspace::guard`] records protected branches (`main`, `master`, the
 //! configured names and globs, the operator's current branch), every tag, remote-tracking
-//! refs, the operator's and the worktree's HEAD, the work branch tip, and the files that
-//! change what git does: under `.git` (`config`, `config.worktree`, `info/exclude`,
+//! refs, the operator's and the worktree's HEAD, the work branch tip, the files that change
+//! what git does — under `.git` (`config`, `config.worktree`, `info/exclude`,
 //! `info/attributes`, `hooks/*`) and the operator's git configuration with the files it names
-//! (see `git_config.rs`). After the step, [`RefGuard::verify`] compares: a moved, created or deleted protected branch or tag is
-//! put back and reported; the worktree's HEAD is re-attached to the work branch; changed git
-//! configuration is restored and reported; a moved operator HEAD, new commits and moved
-//! remote-tracking refs are reported so policy can classify them. Writing a protected ref or
-//! a git configuration file back is the only write this module makes outside the work
-//! branch, and it only ever undoes a change made during the step.
+//! (`git_config.rs`) — and the operator's checkout (`operator_checkout.rs`). After the step,
+//! [`RefGuard::verify`] compares: a moved, created or deleted protected branch or tag is put
+//! back and reported; the worktree's HEAD is re-attached to the work branch; changed git
+//! configuration is restored and reported; a moved operator HEAD, new commits, moved
+//! remote-tracking refs and changed files of the operator's checkout are reported so policy
+//! can classify them. Writing a protected ref or a git configuration file back is the only
+//! write this module makes outside the work branch, and it only ever undoes a change made
+//! during the step. What the guard recorded ([`GuardState`]) can be saved and loaded, so a
+//! step whose process died is still checked.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
