@@ -29,7 +29,8 @@ pub enum ViolationClass {
     OutsideAllowedPaths,
     /// The change performs a forbidden operation.
     ForbiddenOperation,
-    /// A protected branch, or the operator's HEAD, was moved, created or deleted (restored).
+    /// A protected branch, the operator's HEAD or one of the run's snapshot refs was moved,
+    /// created or deleted (restored, except the operator's HEAD).
     ProtectedBranchViolation,
     /// A tag was created, moved or deleted (restored).
     ProtectedTagViolation,
@@ -325,6 +326,7 @@ impl Policy {
                 RefClass::OperatorHead => {
                     (ViolationClass::ProtectedBranchViolation, "operator_head")
                 }
+                RefClass::Snapshot => (ViolationClass::ProtectedBranchViolation, "snapshot_refs"),
             };
             let show =
                 |value: &Option<String>| value.clone().unwrap_or_else(|| "(none)".to_owned());

@@ -26,6 +26,7 @@ use super::access::restore_root_access;
 use super::error::WorkspaceError;
 use super::git_config;
 use super::operator_checkout::{self, CheckoutState, FileIdentity};
+use super::snapshot::refs_prefix;
 use super::worktree::Workspace;
 
 /// How `git_config_changed` names the worktree's `.git` file.
@@ -45,6 +46,9 @@ pub enum RefClass {
     /// The HEAD of the operator's checkout (`refs/heads/…` it names, or a detached commit);
     /// reported but not put back, since the checkout's files moved with it.
     OperatorHead,
+    /// One of the run's own snapshot refs (`refs/tnh/runs/<run_id>/…`): an agent that moved
+    /// `pre_run` to a commit holding its change would have a rollback keep that change.
+    Snapshot,
 }
 
 /// A protected ref that changed during a step.
@@ -134,7 +138,8 @@ pub struct GuardState {
     pub schema_version: u32,
     /// Protected branch names and globs.
     pub protected: Vec<String>,
-    /// Protected branches, tags and remote-tracking refs: name → commit.
+    /// Protected branches, tags, remote-tracking refs and the run's snapshot refs: name →
+    /// commit.
     pub refs: BTreeMap<String, String>,
     /// The operator's `.git/HEAD` file.
     pub operator_head: Option<Bytes>,
@@ -420,6 +425,8 @@ impl RefGuard {
             }
             let class = if name.starts_with("refs/tags/") {
                 RefClass::Tag
+            } else if name.starts_with("refs/tnh/") {
+                RefClass::Snapshot
             } else if name.starts_with("refs/remotes/") {
                 report.remote_refs_changed.push(name.clone());
                 continue;
@@ -559,7 +566,8 @@ impl RefGuard {
         }
     }
 
-    /// Every branch, tag and remote-tracking ref (name → commit), the work branch included.
+    /// Every branch, tag and remote-tracking ref and the run's snapshot refs (name → commit),
+    /// the work branch included.
     fn list_refs(&self) -> Result<BTreeMap<String, String>, WorkspaceError> {
         let listing = self.workspace.repo_git.text([
             "for-each-ref",
@@ -567,6 +575,7 @@ impl RefGuard {
             "refs/heads/",
             "refs/tags/",
             "refs/remotes/",
+            &format!("{}/", refs_prefix(self.workspace.run_id())),
         ])?;
         Ok(listing
             .lines()

@@ -882,3 +882,57 @@ fn an_agent_that_kills_the_conductor_is_still_checked_on_resume() {
     );
     assert!(show.contains("policy violation — protected branch violation `refs/heads/main`"));
 }
+
+#[test]
+fn an_agent_that_moves_the_runs_snapshot_refs_cannot_make_a_rollback_keep_its_change() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "snapshots");
+    workspace
+        .snapshot_pre_step(&tnh_conductor::ids::StepId::new("implement"), 1)
+        .unwrap();
+    let prefix = tnh_conductor::workspace::refs_prefix(workspace.run_id());
+    let snapshot_refs = || git_in(repo.path(), &["for-each-ref", &format!("{prefix}/")]);
+    let recorded = snapshot_refs();
+    let guard = workspace.guard(&[]).unwrap();
+    // The agent commits its change, then points every snapshot of the run at that commit, so
+    // that "going back" to any of them would keep the change.
+    let dir = workspace.path();
+    put(dir, "evil.txt", "kept by the rollback\n");
+    git_in(dir, &["add", "evil.txt"]);
+    git_in(dir, &["commit", "-q", "-m", "evil"]);
+    let evil = git_in(dir, &["rev-parse", "HEAD"]);
+    for name in git_in(
+        repo.path(),
+        &["for-each-ref", "--format=%(refname)", &format!("{prefix}/")],
+    )
+    .lines()
+    {
+        git_in(repo.path(), &["update-ref", name, &evil]);
+    }
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    assert_eq!(snapshot_refs(), recorded, "the snapshot refs are put back");
+    let moved: Vec<&str> = report
+        .ref_changes
+        .iter()
+        .filter(|change| change.class == RefClass::Snapshot && change.restored)
+        .map(|change| change.refname.as_str())
+        .collect();
+    assert!(moved.contains(&format!("{prefix}/pre_run").as_str()), "{report:?}");
+    assert!(
+        classes(&violations).contains(&(
+            ViolationClass::ProtectedBranchViolation,
+            "snapshot_refs".to_owned()
+        )),
+        "{violations:?}"
+    );
+    let rolled_back = workspace
+        .rollback(tnh_conductor::workspace::RollbackTarget::PreRun)
+        .unwrap();
+    assert!(!dir.join("evil.txt").exists(), "{rolled_back:?}");
+    assert_eq!(
+        git_in(dir, &["rev-parse", "HEAD"]),
+        repo.git(&["rev-parse", "main"])
+    );
+}
