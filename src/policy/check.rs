@@ -29,8 +29,8 @@ pub enum ViolationClass {
     OutsideAllowedPaths,
     /// The change performs a forbidden operation.
     ForbiddenOperation,
-    /// A protected branch, the operator's HEAD or one of the run's snapshot refs was moved,
-    /// created or deleted (restored, except the operator's HEAD).
+    /// A protected branch, the operator's HEAD, one of the run's snapshot refs or a replace ref
+    /// was moved, created or deleted (restored, except the operator's HEAD).
     ProtectedBranchViolation,
     /// A tag was created, moved or deleted (restored).
     ProtectedTagViolation,
@@ -327,6 +327,7 @@ impl Policy {
                     (ViolationClass::ProtectedBranchViolation, "operator_head")
                 }
                 RefClass::Snapshot => (ViolationClass::ProtectedBranchViolation, "snapshot_refs"),
+                RefClass::Replace => (ViolationClass::ProtectedBranchViolation, "replace_refs"),
             };
             let show =
                 |value: &Option<String>| value.clone().unwrap_or_else(|| "(none)".to_owned());

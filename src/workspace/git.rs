@@ -75,6 +75,9 @@ impl Git {
             .env_remove("LC_ALL")
             .env_remove("LANGUAGE")
             .env("LC_MESSAGES", "C")
+            // Objects as they are: a replace ref (`git replace`) would make a snapshot, a
+            // rollback or a capture read another commit or tree than the one named.
+            .env("GIT_NO_REPLACE_OBJECTS", "1")
             .stdin(Stdio::null());
         match &self.git_dir {
             Some(git_dir) => command

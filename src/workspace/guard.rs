@@ -49,6 +49,9 @@ pub enum RefClass {
     /// One of the run's own snapshot refs (`refs/tnh/runs/<run_id>/…`): an agent that moved
     /// `pre_run` to a commit holding its change would have a rollback keep that change.
     Snapshot,
+    /// A replace ref (`refs/replace/…`, made by `git replace`): it makes every git command
+    /// read another object in place of the one named, `main`'s commit included.
+    Replace,
 }
 
 /// A protected ref that changed during a step.
@@ -427,6 +430,8 @@ impl RefGuard {
                 RefClass::Tag
             } else if name.starts_with("refs/tnh/") {
                 RefClass::Snapshot
+            } else if name.starts_with("refs/replace/") {
+                RefClass::Replace
             } else if name.starts_with("refs/remotes/") {
                 report.remote_refs_changed.push(name.clone());
                 continue;
@@ -566,8 +571,8 @@ impl RefGuard {
         }
     }
 
-    /// Every branch, tag and remote-tracking ref and the run's snapshot refs (name → commit),
-    /// the work branch included.
+    /// Every branch, tag, remote-tracking and replace ref and the run's snapshot refs (name →
+    /// commit), the work branch included.
     fn list_refs(&self) -> Result<BTreeMap<String, String>, WorkspaceError> {
         let listing = self.workspace.repo_git.text([
             "for-each-ref",
@@ -575,6 +580,7 @@ impl RefGuard {
             "refs/heads/",
             "refs/tags/",
             "refs/remotes/",
+            "refs/replace/",
             &format!("{}/", refs_prefix(self.workspace.run_id())),
         ])?;
         Ok(listing
@@ -603,6 +609,10 @@ impl RefGuard {
             common.join("config.worktree"),
             common.join("info").join("exclude"),
             common.join("info").join("attributes"),
+            // History as git reads it: grafted or cut parents, borrowed object stores.
+            common.join("info").join("grafts"),
+            common.join("shallow"),
+            common.join("objects").join("info").join("alternates"),
             self.workspace.worktree_git_dir.join("config.worktree"),
         ];
         paths.extend(git_config::standard_files());

@@ -3,7 +3,7 @@
 //! policy, and `main` never moved.
 
 use tnh_conductor::policy::{Policy, PolicySpec, Violation, ViolationClass};
-use tnh_conductor::workspace::{GIT_LINK, GuardReport, RefClass, Workspace};
+use tnh_conductor::workspace::{GIT_LINK, GuardReport, RefChange, RefClass, Workspace};
 
 use crate::support::{TempRepo, git_in};
 use crate::workspace::{create, put, read};
@@ -919,7 +919,10 @@ fn an_agent_that_moves_the_runs_snapshot_refs_cannot_make_a_rollback_keep_its_ch
         .filter(|change| change.class == RefClass::Snapshot && change.restored)
         .map(|change| change.refname.as_str())
         .collect();
-    assert!(moved.contains(&format!("{prefix}/pre_run").as_str()), "{report:?}");
+    assert!(
+        moved.contains(&format!("{prefix}/pre_run").as_str()),
+        "{report:?}"
+    );
     assert!(
         classes(&violations).contains(&(
             ViolationClass::ProtectedBranchViolation,
@@ -934,5 +937,85 @@ fn an_agent_that_moves_the_runs_snapshot_refs_cannot_make_a_rollback_keep_its_ch
     assert_eq!(
         git_in(dir, &["rev-parse", "HEAD"]),
         repo.git(&["rev-parse", "main"])
+    );
+}
+
+#[test]
+fn a_replace_ref_that_would_swap_mains_commit_is_removed_and_reported() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "replace");
+    let guard = workspace.guard(&[]).unwrap();
+    let main = repo.git(&["rev-parse", "main"]);
+    // `git replace` makes every git command read the agent's commit where `main`'s is named:
+    // the operator's next checkout of `main` would bring the agent's files.
+    let dir = workspace.path();
+    put(dir, "evil.txt", "swapped in\n");
+    git_in(dir, &["add", "evil.txt"]);
+    git_in(dir, &["commit", "-q", "-m", "evil"]);
+    let evil = git_in(dir, &["rev-parse", "HEAD"]);
+    git_in(dir, &["replace", &main, &evil]);
+    assert!(
+        repo.git(&["ls-tree", "--name-only", "main"])
+            .contains("evil.txt")
+    );
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    assert_eq!(repo.git(&["for-each-ref", "refs/replace/"]), "");
+    assert!(
+        !repo
+            .git(&["ls-tree", "--name-only", "main"])
+            .contains("evil.txt")
+    );
+    let replaced: Vec<&RefChange> = report
+        .ref_changes
+        .iter()
+        .filter(|change| change.class == RefClass::Replace)
+        .collect();
+    assert_eq!(replaced.len(), 1, "{report:?}");
+    assert_eq!(replaced[0].refname, format!("refs/replace/{main}"));
+    assert!(replaced[0].restored);
+    assert!(
+        classes(&violations).contains(&(
+            ViolationClass::ProtectedBranchViolation,
+            "replace_refs".to_owned()
+        )),
+        "{violations:?}"
+    );
+}
+
+#[test]
+fn files_that_rewrite_history_as_git_reads_it_are_restored_and_reported() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "history");
+    let guard = workspace.guard(&[]).unwrap();
+    let main = repo.git(&["rev-parse", "main"]);
+    let common = repo.path().join(".git");
+    // A graft or a shallow entry cuts `main` off from its parents; an alternate object store
+    // lends objects nobody reviewed.
+    put(&common, "info/grafts", format!("{main}\n"));
+    put(&common, "shallow", format!("{main}\n"));
+    put(
+        &common,
+        "objects/info/alternates",
+        "/tmp/elsewhere/objects\n",
+    );
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    for file in ["info/grafts", "shallow", "objects/info/alternates"] {
+        assert!(!common.join(file).exists(), "{file} is gone again");
+        assert!(
+            report.git_config_changed.contains(&file.to_owned()),
+            "{file}: {report:?}"
+        );
+    }
+    assert_eq!(
+        violations
+            .iter()
+            .filter(|violation| violation.rule == "modify_git_config")
+            .count(),
+        3,
+        "{violations:?}"
     );
 }
