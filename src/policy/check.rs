@@ -29,8 +29,8 @@ pub enum ViolationClass {
     OutsideAllowedPaths,
     /// The change performs a forbidden operation.
     ForbiddenOperation,
-    /// A protected branch, the operator's HEAD, one of the run's snapshot refs or a replace ref
-    /// was moved, created or deleted (restored, except the operator's HEAD).
+    /// A protected branch, the operator's HEAD, one of the run's snapshot refs, a replace ref
+    /// or the stash was moved, created or deleted (restored, except the operator's HEAD).
     ProtectedBranchViolation,
     /// A tag was created, moved or deleted (restored).
     ProtectedTagViolation,
@@ -328,6 +328,7 @@ impl Policy {
                 }
                 RefClass::Snapshot => (ViolationClass::ProtectedBranchViolation, "snapshot_refs"),
                 RefClass::Replace => (ViolationClass::ProtectedBranchViolation, "replace_refs"),
+                RefClass::Stash => (ViolationClass::ProtectedBranchViolation, "stash"),
             };
             let show =
                 |value: &Option<String>| value.clone().unwrap_or_else(|| "(none)".to_owned());

@@ -52,6 +52,9 @@ pub enum RefClass {
     /// A replace ref (`refs/replace/…`, made by `git replace`): it makes every git command
     /// read another object in place of the one named, `main`'s commit included.
     Replace,
+    /// `refs/stash`, which every worktree shares with the operator's checkout: an agent's
+    /// `git stash drop` or `clear` would lose the operator's stashed work.
+    Stash,
 }
 
 /// A protected ref that changed during a step.
@@ -432,6 +435,8 @@ impl RefGuard {
                 RefClass::Snapshot
             } else if name.starts_with("refs/replace/") {
                 RefClass::Replace
+            } else if name == "refs/stash" {
+                RefClass::Stash
             } else if name.starts_with("refs/remotes/") {
                 report.remote_refs_changed.push(name.clone());
                 continue;
@@ -581,6 +586,7 @@ impl RefGuard {
             "refs/tags/",
             "refs/remotes/",
             "refs/replace/",
+            "refs/stash",
             &format!("{}/", refs_prefix(self.workspace.run_id())),
         ])?;
         Ok(listing
@@ -613,6 +619,8 @@ impl RefGuard {
             common.join("info").join("grafts"),
             common.join("shallow"),
             common.join("objects").join("info").join("alternates"),
+            // The operator's stash entries below the top one live only in its reflog.
+            common.join("logs").join("refs").join("stash"),
             self.workspace.worktree_git_dir.join("config.worktree"),
         ];
         paths.extend(git_config::standard_files());

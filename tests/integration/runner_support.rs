@@ -130,11 +130,22 @@ pub fn assert_nothing_survives(run: &AgentRun) {
     for stray in &run.supervised.leaked {
         // Its /proc/PID/stat says what it is and who its parent is now.
         assert!(
-            !is_alive(stray.pid),
+            !still_running(stray),
             "leaked process {stray:?} survived: {:?}",
             std::fs::read_to_string(format!("/proc/{}/stat", stray.pid)),
         );
     }
+}
+
+/// Whether the process `stray` reported is still alive: its pid is live and runs the same
+/// command line. (This machine may have only 32,768 pids, and the suite spawns thousands of
+/// processes in parallel: a dead process's pid can be reused before it is looked at.)
+pub fn still_running(stray: &tnh_conductor::runner::StrayProcess) -> bool {
+    let command = std::fs::read(format!("/proc/{}/cmdline", stray.pid)).unwrap_or_default();
+    let command = String::from_utf8_lossy(&command)
+        .trim_end_matches('\0')
+        .replace('\0', " ");
+    is_alive(stray.pid) && command == stray.command
 }
 
 /// Whether `pid` is a live (non-zombie) process.

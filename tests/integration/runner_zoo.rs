@@ -6,7 +6,7 @@ use std::time::Duration;
 use tnh_conductor::outcome::Outcome;
 use tnh_conductor::runner::{LINE_CAP, Stream};
 
-use crate::runner_support::{Step, is_alive, limits, zoo};
+use crate::runner_support::{Step, limits, still_running, zoo};
 
 fn ms(millis: u64) -> Duration {
     Duration::from_millis(millis)
@@ -140,7 +140,7 @@ async fn setsid_escapee_holding_stdout_is_found_by_its_token_and_killed() {
         .filter(|stray| stray.left_group)
         .collect();
     assert_eq!(escaped.len(), 1, "{:?}", run.supervised.leaked);
-    assert!(!is_alive(escaped[0].pid));
+    assert!(!still_running(escaped[0]));
 }
 
 #[tokio::test]
@@ -165,7 +165,7 @@ async fn setsid_daemon_with_closed_pipes_is_found_by_the_final_sweep() {
         "{:?}",
         run.supervised.leaked
     );
-    assert!(!is_alive(daemon_pid));
+    assert!(!stray.is_some_and(still_running));
 }
 
 #[tokio::test]

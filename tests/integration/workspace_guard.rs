@@ -1019,3 +1019,40 @@ fn files_that_rewrite_history_as_git_reads_it_are_restored_and_reported() {
         "{violations:?}"
     );
 }
+
+#[test]
+fn the_operators_stash_survives_an_agent_that_clears_it() {
+    let repo = TempRepo::new();
+    for edit in ["first", "second"] {
+        repo.write("README.md", &format!("# {edit} unfinished idea\n"));
+        repo.git(&["stash", "push", "-q", "-m", edit]);
+    }
+    let stashed = repo.git(&["stash", "list"]);
+    let workspace = create(&repo, "stash");
+    let guard = workspace.guard(&[]).unwrap();
+    // The stash is shared by every worktree of the repository.
+    git_in(workspace.path(), &["stash", "clear"]);
+    assert_eq!(repo.git(&["stash", "list"]), "");
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    assert_eq!(repo.git(&["stash", "list"]), stashed);
+    assert_eq!(
+        repo.git(&["stash", "show", "-p", "stash@{1}"])
+            .lines()
+            .last(),
+        Some("+# first unfinished idea")
+    );
+    assert!(
+        report
+            .ref_changes
+            .iter()
+            .any(|change| change.class == RefClass::Stash && change.restored),
+        "{report:?}"
+    );
+    assert!(
+        classes(&violations)
+            .contains(&(ViolationClass::ProtectedBranchViolation, "stash".to_owned())),
+        "{violations:?}"
+    );
+}
