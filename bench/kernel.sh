@@ -65,7 +65,7 @@ YAML
 
 now() { date +%s%N; }
 export GIT_INDEX_FILE_SHELL="$work/scratch-index"
-refs="refs/heads/ refs/tags/ refs/remotes/"
+refs="refs/heads/ refs/tags/ refs/remotes/ refs/replace/ refs/stash refs/tnh/shell/"
 
 # The same spawns and git captures as the kernel's workspace module makes per agent step
 # (read off `strace -f -e execve` of a run), with no kernel around them. The kernel writes the
