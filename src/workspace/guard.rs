@@ -153,6 +153,9 @@ pub struct GuardState {
     pub worktree_head: String,
     /// The guarded git configuration files and their contents (`null`: did not exist).
     pub files: Vec<GuardedFile>,
+    /// The guarded paths that were symlinks: path and target.
+    #[serde(default)]
+    pub links: Vec<(Bytes, Bytes)>,
     /// Folders of hooks the configuration names.
     pub hook_dirs: Vec<Bytes>,
     /// The operator's checkout: its changed and untracked files.
@@ -219,6 +222,9 @@ pub struct RefGuard {
     operator_head: Option<Vec<u8>>,
     worktree_head: String,
     files: BTreeMap<PathBuf, Option<Vec<u8>>>,
+    /// The guarded paths that were symlinks, and where they pointed (`~/.gitconfig` kept in
+    /// a dotfiles folder): put back as links, never written through a link the agent made.
+    links: BTreeMap<PathBuf, PathBuf>,
     /// Folders of hooks the configuration names (`core.hooksPath`), besides `.git/hooks`.
     hook_dirs: BTreeSet<PathBuf>,
     /// The operator's checkout before the step.
@@ -253,6 +259,7 @@ impl Workspace {
             operator_head,
             worktree_head: String::new(),
             files: BTreeMap::new(),
+            links: BTreeMap::new(),
             hook_dirs: BTreeSet::new(),
             checkout: operator_checkout::state(&self.repo_git, &self.record().repo_root)?,
         };
@@ -278,6 +285,11 @@ impl Workspace {
             let contents = read_optional(&path)?;
             guard.files.insert(path, contents);
         }
+        guard.links = guard
+            .files
+            .keys()
+            .filter_map(|path| Some((path.clone(), std::fs::read_link(path).ok()?)))
+            .collect();
         Ok(guard)
     }
 }
@@ -304,6 +316,11 @@ impl Workspace {
                 .files
                 .into_iter()
                 .map(|file| (path(file.path), file.contents.map(Vec::from)))
+                .collect(),
+            links: state
+                .links
+                .into_iter()
+                .map(|(link, target)| (path(link), path(target)))
                 .collect(),
             hook_dirs: state.hook_dirs.into_iter().map(path).collect(),
             checkout: state
@@ -354,6 +371,11 @@ impl RefGuard {
                     path: bytes(path),
                     contents: contents.clone().map(Bytes::from),
                 })
+                .collect(),
+            links: self
+                .links
+                .iter()
+                .map(|(link, target)| (bytes(link), bytes(target)))
                 .collect(),
             hook_dirs: self.hook_dirs.iter().map(bytes).collect(),
             checkout: self
@@ -551,10 +573,16 @@ impl RefGuard {
         let mut paths: BTreeSet<PathBuf> = self.files.keys().cloned().collect();
         paths.extend(self.guarded_files()?);
         for path in paths {
+            // The link first (a file the agent replaced by a symlink to another of the
+            // operator's files must not be written through), then the contents.
+            let link_changed = self.restore_link(&path)?;
             let before = self.files.get(&path).cloned().flatten();
             let now = read_optional(&path)?;
-            if now != before {
+            let contents_changed = now != before;
+            if contents_changed {
                 write_optional(&path, before.as_deref())?;
+            }
+            if link_changed || contents_changed {
                 report.git_config_changed.push(self.display_name(&path));
             }
         }
@@ -562,6 +590,32 @@ impl RefGuard {
             report.git_config_changed.push(GIT_LINK.to_owned());
         }
         Ok(())
+    }
+
+    /// Puts back what `path` was as a link: the symlink it was (to the same target), or no
+    /// symlink at all. True when it had changed.
+    fn restore_link(&self, path: &Path) -> Result<bool, WorkspaceError> {
+        let before = self.links.get(path);
+        let now = std::fs::read_link(path).ok();
+        if now.as_ref() == before {
+            return Ok(false);
+        }
+        let is_entry = path
+            .symlink_metadata()
+            .is_ok_and(|metadata| !metadata.is_dir());
+        if is_entry {
+            std::fs::remove_file(path)
+                .map_err(|source| WorkspaceError::io("remove", path, source))?;
+        }
+        if let Some(target) = before {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|source| WorkspaceError::io("restore", parent, source))?;
+            }
+            std::os::unix::fs::symlink(target, path)
+                .map_err(|source| WorkspaceError::io("restore the link", path, source))?;
+        }
+        Ok(true)
     }
 
     fn display_name(&self, path: &Path) -> String {
@@ -699,13 +753,18 @@ fn compile_branch_globs(names: &[String]) -> Result<GlobSet, WorkspaceError> {
         })
 }
 
-/// The files in a folder of hooks (none when it does not exist).
+/// The hooks in a folder of hooks (none when it does not exist).
 fn list_hooks(hooks: &Path, paths: &mut Vec<PathBuf>) -> Result<(), WorkspaceError> {
     match std::fs::read_dir(hooks) {
         Ok(entries) => {
             for entry in entries {
                 let entry = entry.map_err(|source| WorkspaceError::io("list", hooks, source))?;
-                if entry.file_type().is_ok_and(|kind| kind.is_file()) {
+                // git runs a hook through a symlink too; it never runs the `.sample` files.
+                let runnable = entry
+                    .file_type()
+                    .is_ok_and(|kind| kind.is_file() || kind.is_symlink());
+                let sample = entry.file_name().as_bytes().ends_with(b".sample");
+                if runnable && !sample {
                     paths.push(entry.path());
                 }
             }

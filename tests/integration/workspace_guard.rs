@@ -1056,3 +1056,62 @@ fn the_operators_stash_survives_an_agent_that_clears_it() {
         "{violations:?}"
     );
 }
+
+#[test]
+fn guarded_files_are_restored_as_links_or_files_never_through_an_agents_link() {
+    let home = tempfile::tempdir().unwrap();
+    // The operator keeps ~/.gitconfig in a dotfiles folder, as a symlink; ~/.gitignore_global
+    // is a plain file.
+    let gitconfig = "[core]\n\texcludesFile = ~/.gitignore_global\n";
+    put(home.path(), "dotfiles/gitconfig", gitconfig);
+    std::os::unix::fs::symlink("dotfiles/gitconfig", home.path().join(".gitconfig")).unwrap();
+    put(home.path(), ".gitignore_global", "*.swp\n");
+    put(home.path(), ".bashrc", "export PATH\n");
+    // The agent edits the configuration through the operator's link, and replaces the ignore
+    // file by a link to the operator's .bashrc, which a naive restore would overwrite.
+    let script = "printf '[alias]\\n\\tx = status\\n' >> \"$HOME/.gitconfig\" \
+        && rm \"$HOME/.gitignore_global\" && ln -s .bashrc \"$HOME/.gitignore_global\" \
+        && mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml";
+    let summary = policy_summary_of_hiding_agent(home.path(), script);
+
+    let changed = summary["guard_report"]["git_config_changed"].to_string();
+    assert!(changed.contains(".gitconfig") && changed.contains(".gitignore_global"));
+    let link = std::fs::read_link(home.path().join(".gitconfig")).unwrap();
+    assert_eq!(link, std::path::Path::new("dotfiles/gitconfig"));
+    assert_eq!(read(home.path(), "dotfiles/gitconfig"), gitconfig);
+    let ignore = home.path().join(".gitignore_global");
+    assert!(!ignore.symlink_metadata().unwrap().is_symlink());
+    assert_eq!(read(home.path(), ".gitignore_global"), "*.swp\n");
+    assert_eq!(read(home.path(), ".bashrc"), "export PATH\n");
+}
+
+#[test]
+fn hooks_added_as_symlinks_are_removed_and_sample_files_are_left_alone() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "hooks");
+    let hooks = repo.path().join(".git/hooks");
+    put(&hooks, "pre-commit.sample", "#!/bin/sh\n");
+    let guard = workspace.guard(&[]).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let script = put(elsewhere.path(), "evil.sh", "#!/bin/sh\n");
+    std::os::unix::fs::symlink(&script, hooks.join("post-checkout")).unwrap();
+    // A link to a script that does not exist yet still becomes a hook once it does.
+    std::os::unix::fs::symlink("/nonexistent/later.sh", hooks.join("pre-push")).unwrap();
+    put(
+        &hooks,
+        "pre-commit.sample",
+        "#!/bin/sh\n# edited, never run\n",
+    );
+
+    let (report, _) = finish_step(&workspace, &guard, &strict_policy());
+
+    assert!(hooks.join("post-checkout").symlink_metadata().is_err());
+    assert!(hooks.join("pre-push").symlink_metadata().is_err());
+    let mut changed = report.git_config_changed.clone();
+    changed.sort();
+    assert_eq!(
+        changed,
+        ["hooks/post-checkout", "hooks/pre-push"],
+        "{report:?}"
+    );
+}
