@@ -95,6 +95,13 @@ pub struct Event {
     pub payload: BTreeMap<String, serde_json::Value>,
 }
 
+impl Event {
+    /// A text field of the payload.
+    pub fn text(&self, key: &str) -> Option<&str> {
+        self.payload.get(key).and_then(serde_json::Value::as_str)
+    }
+}
+
 /// The append-only event stream of one run.
 #[derive(Debug)]
 pub struct EventLog {

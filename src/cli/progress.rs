@@ -33,14 +33,7 @@ impl View {
     fn show(&mut self, event: &Event) {
         let step = event.step_id.as_deref().unwrap_or("-");
         let visit = event.visit.unwrap_or(0);
-        let field = |key: &str| {
-            event
-                .payload
-                .get(key)
-                .and_then(|value| value.as_str())
-                .unwrap_or("")
-                .to_owned()
-        };
+        let field = |key: &str| event.text(key).unwrap_or_default().to_owned();
         let permanent = match event.event_type {
             EventType::StepStarted => {
                 self.step_started = Instant::now();

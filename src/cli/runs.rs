@@ -243,14 +243,7 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
     for event in &events {
         let step = event.step_id.clone().unwrap_or_default();
         let visit = event.visit.unwrap_or(0);
-        let field = |key: &str| {
-            event
-                .payload
-                .get(key)
-                .and_then(|value| value.as_str())
-                .unwrap_or("?")
-                .to_owned()
-        };
+        let field = |key: &str| event.text(key).unwrap_or("?").to_owned();
         match event.event_type {
             EventType::StepCompleted => {
                 let manifest: Option<StepManifest> =
