@@ -697,7 +697,8 @@ fn recover_interrupted_visit(
 /// now — protected refs and git configuration are put back, the worktree's HEAD re-attached —
 /// and what it found is recorded in the `step_interrupted` event (`guard_report`) and as
 /// `policy_violation` events of the interrupted visit, by the rules that need no policy
-/// (protected refs, the operator's HEAD and checkout).
+/// (protected refs, the operator's HEAD and checkout — the latter as `operator_checkout` in
+/// the configuration says).
 fn check_interrupted_agent(
     workspace: &Workspace,
     recorder: &mut Recorder,
@@ -717,8 +718,15 @@ fn check_interrupted_agent(
         "guard_report".into(),
         serde_json::to_value(&report).unwrap_or_default(),
     );
+    // Judged as the step would have been on the rules that need no policy, with the
+    // configuration's say on the operator's checkout.
+    let mut judged = report.clone();
+    let config = Config::load(Some(&workspace.record().repo_root), None).unwrap_or_default();
+    if config.operator_checkout == crate::config::OperatorCheckout::Report {
+        judged.operator_checkout_changed.clear();
+    }
     let violations = crate::policy::Policy::compile(&crate::policy::PolicySpec::default())
-        .map(|policy| policy.check_guard_report(&report))
+        .map(|policy| policy.check_guard_report(&judged))
         .unwrap_or_default();
     for violation in violations {
         let fields = payload([(

@@ -794,6 +794,27 @@ fn files_changed_in_the_operators_checkout_during_a_step_are_reported_and_flagge
 
 #[test]
 fn an_agent_that_kills_the_conductor_is_still_checked_on_resume() {
+    kill_and_resume(
+        "",
+        &[
+            ("protected_branches", "refs/heads/main"),
+            ("operator_checkout", "stray.txt"),
+        ],
+    );
+}
+
+#[test]
+fn on_resume_the_configuration_still_decides_about_the_operators_checkout() {
+    kill_and_resume(
+        "operator_checkout: report\n",
+        &[("protected_branches", "refs/heads/main")],
+    );
+}
+
+/// A run whose agent moves `main`, writes into the operator's checkout and kills the
+/// conductor, with `settings` in `.tnh/config.yaml`; resumed, it must be checked all the same
+/// and record `flags` (rule, path) as violations of the interrupted visit.
+fn kill_and_resume(settings: &str, flags: &[(&str, &str)]) {
     let repo = crate::kernel_support::RunRepo::new();
     let main_before = repo.repo.git(&["rev-parse", "main"]);
     // The first visit moves `main` to its own commit, writes into the operator's checkout and
@@ -803,7 +824,9 @@ fn an_agent_that_kills_the_conductor_is_still_checked_on_resume() {
         && echo stray > ../../../stray.txt && kill -9 $PPID; exit 0; fi; echo ok > c.txt";
     repo.repo.write(
         ".tnh/config.yaml",
-        &format!("agents:\n  killer:\n    kind: command\n    argv: [sh, -c, {script:?}]\n"),
+        &format!(
+            "{settings}agents:\n  killer:\n    kind: command\n    argv: [sh, -c, {script:?}]\n"
+        ),
     );
     let workflow = repo.workflow_text(
         "killer.yaml",
@@ -868,13 +891,7 @@ fn an_agent_that_kills_the_conductor_is_still_checked_on_resume() {
             )
         })
         .collect();
-    assert_eq!(
-        flagged,
-        [
-            ("protected_branches", "refs/heads/main"),
-            ("operator_checkout", "stray.txt")
-        ]
-    );
+    assert_eq!(flagged, flags);
     let show = crate::support::stdout_text(&repo.conductor(&["runs", "show", &run_id]));
     assert!(
         show.contains("work #1: interrupted — the driving process ended during the step"),
