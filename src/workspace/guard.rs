@@ -158,6 +158,9 @@ pub struct GuardState {
     pub links: Vec<(Bytes, Bytes)>,
     /// Folders of hooks the configuration names.
     pub hook_dirs: Vec<Bytes>,
+    /// The submodules' repositories.
+    #[serde(default)]
+    pub module_dirs: Vec<Bytes>,
     /// The operator's checkout: its changed and untracked files.
     pub checkout: Vec<CheckoutEntry>,
 }
@@ -227,6 +230,10 @@ pub struct RefGuard {
     links: BTreeMap<PathBuf, PathBuf>,
     /// Folders of hooks the configuration names (`core.hooksPath`), besides `.git/hooks`.
     hook_dirs: BTreeSet<PathBuf>,
+    /// The submodules' repositories that existed before the step: their configuration and
+    /// hooks run in the operator's next `git submodule update`. (One the agent adds is its
+    /// own business.)
+    module_dirs: Vec<PathBuf>,
     /// The operator's checkout before the step.
     checkout: CheckoutState,
 }
@@ -261,6 +268,7 @@ impl Workspace {
             files: BTreeMap::new(),
             links: BTreeMap::new(),
             hook_dirs: BTreeSet::new(),
+            module_dirs: module_git_dirs(&self.common_dir),
             checkout: operator_checkout::state(&self.repo_git, &self.record().repo_root)?,
         };
         let listing = guard.list_refs()?;
@@ -323,6 +331,7 @@ impl Workspace {
                 .map(|(link, target)| (path(link), path(target)))
                 .collect(),
             hook_dirs: state.hook_dirs.into_iter().map(path).collect(),
+            module_dirs: state.module_dirs.into_iter().map(path).collect(),
             checkout: state
                 .checkout
                 .into_iter()
@@ -378,6 +387,7 @@ impl RefGuard {
                 .map(|(link, target)| (bytes(link), bytes(target)))
                 .collect(),
             hook_dirs: self.hook_dirs.iter().map(bytes).collect(),
+            module_dirs: self.module_dirs.iter().map(bytes).collect(),
             checkout: self
                 .checkout
                 .iter()
@@ -675,11 +685,19 @@ impl RefGuard {
             common.join("objects").join("info").join("alternates"),
             // The operator's stash entries below the top one live only in its reflog.
             common.join("logs").join("refs").join("stash"),
+            // What the operator's next checkout materialises.
+            common.join("info").join("sparse-checkout"),
             self.workspace.worktree_git_dir.join("config.worktree"),
         ];
         paths.extend(git_config::standard_files());
-        for hooks in std::iter::once(common.join("hooks")).chain(self.hook_dirs.iter().cloned()) {
-            list_hooks(&hooks, &mut paths)?;
+        let mut hook_dirs = vec![common.join("hooks")];
+        hook_dirs.extend(self.hook_dirs.iter().cloned());
+        for module in &self.module_dirs {
+            paths.push(module.join("config"));
+            hook_dirs.push(module.join("hooks"));
+        }
+        for hooks in &hook_dirs {
+            list_hooks(hooks, &mut paths)?;
         }
         Ok(paths)
     }
@@ -751,6 +769,32 @@ fn compile_branch_globs(names: &[String]) -> Result<GlobSet, WorkspaceError> {
             pattern: names.join(", "),
             reason: error.to_string(),
         })
+}
+
+/// The repositories of the submodules under `common` (`.git/modules/<name>`, a name with
+/// slashes as folders, nested submodules in their own `modules`).
+fn module_git_dirs(common: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut folders = vec![common.join("modules")];
+    while let Some(folder) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                continue;
+            }
+            let dir = entry.path();
+            if dir.join("HEAD").is_file() {
+                folders.push(dir.join("modules"));
+                found.push(dir);
+            } else {
+                folders.push(dir);
+            }
+        }
+    }
+    found.sort();
+    found
 }
 
 /// The hooks in a folder of hooks (none when it does not exist).

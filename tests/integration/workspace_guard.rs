@@ -1132,3 +1132,48 @@ fn hooks_added_as_symlinks_are_removed_and_sample_files_are_left_alone() {
         "{report:?}"
     );
 }
+
+#[test]
+fn a_submodules_hooks_and_configuration_and_the_sparse_checkout_are_guarded() {
+    let library = TempRepo::new();
+    let repo = TempRepo::new();
+    repo.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        library.path().to_str().unwrap(),
+        "vendor/library",
+    ]);
+    repo.commit_all("vendor the library");
+    let module = repo.path().join(".git/modules/vendor/library");
+    assert!(module.join("HEAD").is_file());
+    let workspace = create(&repo, "modules");
+    let guard = workspace.guard(&[]).unwrap();
+    let config = std::fs::read(module.join("config")).unwrap();
+    // A hook in the submodule's repository runs in the operator's next `git submodule
+    // update`; a sparse-checkout file decides what the operator's next checkout brings.
+    put(&module, "hooks/post-checkout", "#!/bin/sh\n");
+    let mut edited = config.clone();
+    edited.extend_from_slice(b"[core]\n\tfsmonitor = true\n");
+    std::fs::write(module.join("config"), edited).unwrap();
+    put(repo.path(), ".git/info/sparse-checkout", "/README.md\n");
+
+    let (report, _) = finish_step(&workspace, &guard, &strict_policy());
+
+    assert!(!module.join("hooks/post-checkout").exists());
+    assert_eq!(std::fs::read(module.join("config")).unwrap(), config);
+    assert!(!repo.path().join(".git/info/sparse-checkout").exists());
+    let mut changed = report.git_config_changed.clone();
+    changed.sort();
+    assert_eq!(
+        changed,
+        [
+            "info/sparse-checkout",
+            "modules/vendor/library/config",
+            "modules/vendor/library/hooks/post-checkout"
+        ],
+        "{report:?}"
+    );
+}
