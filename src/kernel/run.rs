@@ -12,10 +12,11 @@ use crate::artifacts::{
     ArtifactsError, EventLog, EventType, RunDir, RunMetadata, SCHEMA_VERSION, is_run_id,
     new_run_id, now, read_json,
 };
-use crate::config::Config;
+use crate::config::{Config, OperatorCheckout};
 use crate::ids::{RunId, StepId, WorkflowId};
 use crate::opcode::RunContext;
 use crate::outcome::Outcome;
+use crate::policy::{Policy, PolicySpec};
 use crate::prompt::Catalog;
 use crate::workflow::diagnostic::Diagnostic;
 use crate::workflow::load::check_file;
@@ -508,7 +509,13 @@ pub fn resume_run(
         &mut state,
         accept_drift,
     )?;
-    recover_interrupted_visit(&loaded.workflow, &workspace, &mut recorder, &mut state)?;
+    recover_interrupted_visit(
+        &loaded.workflow,
+        loaded.config.operator_checkout,
+        &workspace,
+        &mut recorder,
+        &mut state,
+    )?;
     recorder.commit(&mut state, None)?;
     if super::gate::resolve_if_timed_out(&mut recorder, &mut state)? {
         recorder.commit(&mut state, None)?;
@@ -634,6 +641,7 @@ fn record_accepted_drift(
 /// worktree goes back to the visit's pre-step snapshot, and the step runs again as a new visit.
 fn recover_interrupted_visit(
     workflow: &Workflow,
+    operator_checkout: OperatorCheckout,
     workspace: &Workspace,
     recorder: &mut Recorder,
     state: &mut RunState,
@@ -675,7 +683,13 @@ fn recover_interrupted_visit(
         ("cause", "the driving process ended during the step".into()),
         ("killed_orphans", orphans.into()),
     ]);
-    check_interrupted_agent(workspace, recorder, &step_id, visit, &mut fields)?;
+    check_interrupted_agent(
+        workspace,
+        operator_checkout,
+        recorder,
+        (&step_id, visit),
+        &mut fields,
+    )?;
     if own_snapshot_is_latest(workspace, state, &step_id, visit)? {
         let record = workspace.rollback(RollbackTarget::PreStep)?;
         fields.insert(
@@ -701,9 +715,9 @@ fn recover_interrupted_visit(
 /// the configuration says).
 fn check_interrupted_agent(
     workspace: &Workspace,
+    operator_checkout: OperatorCheckout,
     recorder: &mut Recorder,
-    step_id: &str,
-    visit: u32,
+    (step_id, visit): (&str, u32),
     fields: &mut Payload,
 ) -> Result<(), RunError> {
     let saved = recorder
@@ -718,15 +732,12 @@ fn check_interrupted_agent(
         "guard_report".into(),
         serde_json::to_value(&report).unwrap_or_default(),
     );
-    // Judged as the step would have been on the rules that need no policy, with the
-    // configuration's say on the operator's checkout.
-    let mut judged = report.clone();
-    let config = Config::load(Some(&workspace.record().repo_root), None).unwrap_or_default();
-    if config.operator_checkout == crate::config::OperatorCheckout::Report {
-        judged.operator_checkout_changed.clear();
-    }
-    let violations = crate::policy::Policy::compile(&crate::policy::PolicySpec::default())
-        .map(|policy| policy.check_guard_report(&judged))
+    let violations = Policy::compile(&PolicySpec::default())
+        .map(|policy| {
+            policy
+                .with_operator_checkout(operator_checkout)
+                .check_guard_report(&report)
+        })
         .unwrap_or_default();
     for violation in violations {
         let fields = payload([(

@@ -5,7 +5,6 @@ use crate::artifacts::EventType;
 use crate::artifacts::{
     ArtifactEntry, ArtifactRole, ArtifactsError, StepTimings, write_json_new, write_json_private,
 };
-use crate::config::OperatorCheckout;
 use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
 use crate::policy::{Policy, PolicySpec as EnforcedPolicy, PolicySummary};
@@ -33,10 +32,6 @@ pub(super) fn execute(
             .workspace
             .guard(&context.run.config.protected_branches)
     })?;
-    // Kept while the agent runs: if this process dies (or the agent kills it), `resume`
-    // checks the step against it.
-    let guard_state = visit_dir.join(GUARD_STATE_FILE);
-    write_json_private(&guard_state, &guard.state())?;
     let prompt = render_prompt(context, agent)?;
     let request = StepRequest {
         agent_name: agent.agent.value.clone(),
@@ -64,6 +59,10 @@ pub(super) fn execute(
         tnh_variables: context.tnh_variables(),
         host_env: context.run.host_env.clone(),
     };
+    // Kept while the agent runs: if this process dies (or the agent kills it), `resume`
+    // checks the step against it.
+    let guard_state = visit_dir.join(GUARD_STATE_FILE);
+    write_json_private(&guard_state, &guard.state())?;
     context.recorder.event(
         EventType::RunnerStarted,
         Some((&step.0, step.1)),
@@ -97,13 +96,8 @@ pub(super) fn execute(
     })?;
     write_json_new(&visit_dir.join("workspace_status.json"), &status)?;
     let requested = effective_policy(context, agent)?;
-    let policy = Policy::compile(&requested)?;
-    // The summary keeps the whole guard report; the policy judges what the configuration
-    // makes a violation.
-    let mut judged = guard_report.clone();
-    if context.run.config.operator_checkout == OperatorCheckout::Report {
-        judged.operator_checkout_changed.clear();
-    }
+    let policy =
+        Policy::compile(&requested)?.with_operator_checkout(context.run.config.operator_checkout);
     let violations = match &requested.check {
         Some(function) => {
             let hook_context = context.script_context()?;
@@ -119,9 +113,9 @@ pub(super) fn execute(
                 Ok(verdict) => verdict,
                 Err(error) => Some(format!("the check function failed: {error}")),
             };
-            policy.check(&status, &judged, Some(&hook))
+            policy.check(&status, &guard_report, Some(&hook))
         }
-        None => policy.check(&status, &judged, None),
+        None => policy.check(&status, &guard_report, None),
     };
     record_script_output(context, &step)?;
     let summary = PolicySummary::new(

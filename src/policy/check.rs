@@ -8,6 +8,8 @@ use std::collections::BTreeSet;
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
+use crate::config::OperatorCheckout;
+
 use super::error::PolicyError;
 use super::normalize::{normalize_path, symlink_escapes};
 use super::spec::{CI_PATHS, LOCKFILES, Operation, PolicySpec};
@@ -157,6 +159,9 @@ pub struct Policy {
     enforced: BTreeSet<Operation>,
     advisory: Vec<String>,
     ci: GlobSet,
+    /// Whether a change to the operator's checkout during the step is a violation
+    /// (`operator_checkout` in the configuration; it is always reported by the guard).
+    operator_checkout_forbidden: bool,
 }
 
 impl Policy {
@@ -183,7 +188,14 @@ impl Policy {
             enforced,
             advisory,
             ci: Patterns::compile("ci", &ci_patterns)?.set,
+            operator_checkout_forbidden: true,
         })
+    }
+
+    /// The policy with the configuration's say on changes to the operator's checkout.
+    pub fn with_operator_checkout(mut self, setting: OperatorCheckout) -> Self {
+        self.operator_checkout_forbidden = setting == OperatorCheckout::Forbid;
+        self
     }
 
     /// The policy as requested.
@@ -363,7 +375,12 @@ impl Policy {
                 ));
             }
         }
-        for path in &guard.operator_checkout_changed {
+        let checkout_changes = if self.operator_checkout_forbidden {
+            guard.operator_checkout_changed.as_slice()
+        } else {
+            &[]
+        };
+        for path in checkout_changes {
             violations.push(Violation::new(
                 ViolationClass::PathEscape,
                 Some(path),
