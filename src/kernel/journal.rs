@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::run::DEFAULT_ARTIFACTS_ROOT;
 use super::state::{Phase, RunState};
 use crate::artifacts::{
-    ArtifactRole, EventLog, EventType, LifecycleState, RunDir, RunMetadata, RunStatus,
+    ArtifactRole, Event, EventLog, EventType, LifecycleState, RunDir, RunMetadata, RunStatus,
     StepManifest, is_run_id, read_json,
 };
 use crate::policy::Violation;
@@ -162,8 +162,9 @@ fn add_run(journal: &mut Journal, run_dir: &RunDir, metadata: &RunMetadata) {
     };
     let status = read_json::<RunStatus>(&run_dir.status(), "run status").ok();
     let state = read_json::<RunState>(&run_dir.state(), "run state").ok();
-    let manifests = manifests_in_order(run_dir);
-    add_violations(journal, run_dir, &run_id);
+    let events = EventLog::read_all(&run_dir.events()).unwrap_or_default();
+    let manifests = manifests_in_order(run_dir, &events);
+    add_violations(journal, &events, &run_id);
     let diffstat = manifests
         .iter()
         .rev()
@@ -314,10 +315,7 @@ fn provenance(
 }
 
 /// The run's `policy_violation` events, interrupted visits' included.
-fn add_violations(journal: &mut Journal, run_dir: &RunDir, run_id: &str) {
-    let Ok(events) = EventLog::read_all(&run_dir.events()) else {
-        return;
-    };
+fn add_violations(journal: &mut Journal, events: &[Event], run_id: &str) {
     for event in events {
         if event.event_type != EventType::PolicyViolation {
             continue;
@@ -333,7 +331,7 @@ fn add_violations(journal: &mut Journal, run_dir: &RunDir, run_id: &str) {
             run_id: run_id.to_owned(),
             step: format!(
                 "{} #{}",
-                event.step_id.unwrap_or_default(),
+                event.step_id.as_deref().unwrap_or_default(),
                 event.visit.unwrap_or(0)
             ),
             violation,
@@ -342,10 +340,7 @@ fn add_violations(journal: &mut Journal, run_dir: &RunDir, run_id: &str) {
 }
 
 /// Every visit's manifest, in the order the visits completed.
-fn manifests_in_order(run_dir: &RunDir) -> Vec<StepManifest> {
-    let Ok(events) = EventLog::read_all(&run_dir.events()) else {
-        return Vec::new();
-    };
+fn manifests_in_order(run_dir: &RunDir, events: &[Event]) -> Vec<StepManifest> {
     events
         .iter()
         .filter(|event| {
