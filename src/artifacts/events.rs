@@ -39,7 +39,8 @@ pub enum EventType {
     StepFailed,
     /// A step visit was cut short by a crash or Ctrl-C.
     StepInterrupted,
-    /// A rollback reset the worktree.
+    /// A rollback reset the worktree: a ROLLBACK step, or the operator's `tnh-conductor rollback`
+    /// (`"by": "operator"`, no step).
     RollbackCompleted,
     /// A blocking gate is waiting for a human.
     GateRequested,

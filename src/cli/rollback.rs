@@ -9,8 +9,9 @@ use clap::Args;
 
 use super::Output;
 use crate::error::{Error, ExitStatus, Result};
-use crate::workspace::runs::{find_repo_root, load_run};
-use crate::workspace::{RollbackRecord, RollbackTarget, Workspace};
+use crate::kernel::operator_rollback::{AfterRollback, rollback_run};
+use crate::workspace::RollbackTarget;
+use crate::workspace::runs::find_repo_root;
 
 /// `rollback RUN_ID`.
 #[derive(Debug, Args)]
@@ -29,7 +30,7 @@ fn parse_target(text: &str) -> std::result::Result<RollbackTarget, String> {
     text.parse()
 }
 
-/// Rolls a run's worktree back and reports what was undone.
+/// Rolls a run's worktree back, records it in the run directory and reports what was undone.
 pub fn cmd_rollback(
     repo: Option<&Path>,
     args: &RollbackArgs,
@@ -37,47 +38,42 @@ pub fn cmd_rollback(
 ) -> Result<ExitStatus> {
     let start = repo.map_or_else(|| PathBuf::from("."), Path::to_owned);
     let repo_root = find_repo_root(&start)?;
-    let run = load_run(&repo_root, &args.run_id)?;
-    let (workspace, recreated) = Workspace::open_or_recreate(&run.record)?;
-    if recreated {
+    let done = rollback_run(&repo_root, &args.run_id, args.target)
+        .map_err(|error| Error::Run(Box::new(error)))?;
+    let record = &done.record;
+    if done.recreated {
         output.note(&format!(
             "the worktree folder was gone: checked branch {} out again at {}",
-            run.record.branch,
-            run.record.worktree_path.display()
+            done.branch,
+            done.worktree.display()
         ));
     }
-    let record = workspace.rollback(args.target)?;
-    save_record(&run.dir, &record)?;
     if args.json {
-        output.print(&format!("{}\n", serde_json::to_string_pretty(&record)?));
+        output.print(&format!("{}\n", serde_json::to_string_pretty(record)?));
     } else {
         output.print(&format!(
-            "rolled back run {} to {} ({})\n  undone: {}\n  HEAD: {} -> {}\n",
+            "rolled back run {} to {} ({})\n  undone: {}\n  HEAD: {} -> {}\n  record: {}\n",
             record.run_id,
             record.target,
             record.snapshot.reference,
             record.before,
             short(&record.head_before),
             short(&record.head_after),
+            done.record_file,
         ));
     }
+    if let AfterRollback::Continues { violation_cleared } = &done.run {
+        output.note(&format!(
+            "`tnh-conductor resume {}` continues from this worktree",
+            record.run_id
+        ));
+        if let Some(violation) = violation_cleared {
+            output.note(&format!(
+                "the policy violation ({violation}) no longer makes EVALUATE unsafe"
+            ));
+        }
+    }
     Ok(ExitStatus::Success)
-}
-
-fn save_record(run_dir: &Path, record: &RollbackRecord) -> Result<()> {
-    let dir = run_dir.join("rollbacks");
-    let io_error = |action, path: &Path, source| Error::Io {
-        action,
-        path: path.to_owned(),
-        source,
-    };
-    std::fs::create_dir_all(&dir).map_err(|source| io_error("create", &dir, source))?;
-    let count = std::fs::read_dir(&dir)
-        .map_err(|source| io_error("read", &dir, source))?
-        .count();
-    let path = dir.join(format!("{}.json", count + 1));
-    let text = serde_json::to_string_pretty(record)?;
-    std::fs::write(&path, text).map_err(|source| io_error("write", &path, source))
 }
 
 fn short(sha: &str) -> &str {

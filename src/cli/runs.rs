@@ -279,6 +279,17 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
                     );
                 }
             }
+            // A rollback the operator ran with `tnh-conductor rollback` (a ROLLBACK step's
+            // own is described by its step line).
+            EventType::RollbackCompleted if event.step_id.is_none() => {
+                let _ = writeln!(
+                    text,
+                    "  rollback by the operator to {}: {} undone ({})",
+                    field("target"),
+                    field("undone"),
+                    field("record")
+                );
+            }
             _ => {}
         }
     }

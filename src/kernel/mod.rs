@@ -5,6 +5,7 @@ pub mod driver;
 pub mod gate;
 pub mod journal;
 pub mod lock;
+pub mod operator_rollback;
 pub mod orphans;
 pub mod params;
 pub mod recorder;

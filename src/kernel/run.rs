@@ -90,6 +90,16 @@ pub enum RunError {
         /// The worktree folder was gone and was checked out again from the work branch.
         recreated: bool,
     },
+    /// The run stopped in the middle of a step, which only `resume` can settle.
+    #[error("run `{run_id}` stopped in the middle of step `{step_id}` (visit {visit})")]
+    StepInProgress {
+        /// The run.
+        run_id: String,
+        /// The step.
+        step_id: String,
+        /// Its visit.
+        visit: u32,
+    },
 }
 
 fn short(sha: &str) -> &str {
@@ -107,6 +117,7 @@ impl RunError {
             | RunError::Finished { .. }
             | RunError::Prompt(_)
             | RunError::Drift { .. }
+            | RunError::StepInProgress { .. }
             | RunError::Gate(_) => true,
             RunError::Workspace(error) => error.exit_status() == crate::error::ExitStatus::Usage,
             _ => false,
@@ -132,7 +143,8 @@ impl RunError {
             RunError::Finished { run_id, .. } => Some(format!(
                 "see `tnh-conductor runs show {run_id}`; start a new run with `tnh-conductor run`"
             )),
-            RunError::Drift { .. } => Some("inspect the worktree; resume with --accept-drift to continue with the changes (recorded as an event), or `tnh-conductor rollback RUN_ID` to discard them".into()),
+            RunError::Drift { .. } => Some("inspect the worktree; resume with --accept-drift to continue with the changes (recorded as an event), or discard them with `tnh-conductor rollback RUN_ID --target pre_step` (the last agent step's work goes too) or `--target pre_run`, then resume".into()),
+            RunError::StepInProgress { run_id, .. } => Some(format!("`tnh-conductor resume {run_id}` puts that step's snapshot back and runs it again; roll back when the run waits at a gate or has ended")),
             RunError::Gate(super::gate::GateError::NotWaiting { .. }) => Some("list waiting gates with `tnh-conductor gate list`".into()),
             RunError::Gate(super::gate::GateError::NotApprover { .. }) => Some("decide as one of the approvers: `--as NAME`".into()),
             RunError::Drive(error) => error.hint(),
@@ -550,20 +562,35 @@ fn replay_started_visit(
     run_dir: &RunDir,
     state: &mut RunState,
 ) -> Result<(), RunError> {
-    let Phase::Ready { step_id, visit } = &state.phase else {
-        return Ok(());
-    };
-    let events = EventLog::read_all(&run_dir.events())?;
-    let started = events.iter().any(|event| {
-        event.seq > state.events_seq
-            && event.event_type == EventType::StepStarted
-            && event.step_id.as_deref() == Some(step_id.as_str())
-            && event.visit == Some(*visit)
-    });
-    if started && let Ok(running) = super::transition::start_step(workflow, state) {
+    if matches!(state.phase, Phase::Ready { .. })
+        && visit_in_progress(run_dir, state)?.is_some()
+        && let Ok(running) = super::transition::start_step(workflow, state)
+    {
         *state = running;
     }
     Ok(())
+}
+
+/// The visit a run was in the middle of when its driver stopped: the checkpoint's running
+/// visit, or its next visit when a `step_started` event for it follows the checkpoint.
+pub(crate) fn visit_in_progress(
+    run_dir: &RunDir,
+    state: &RunState,
+) -> Result<Option<(String, u32)>, RunError> {
+    match &state.phase {
+        Phase::Running { step_id, visit } => Ok(Some((step_id.clone(), *visit))),
+        Phase::Ready { step_id, visit } => {
+            let events = EventLog::read_all(&run_dir.events())?;
+            let started = events.iter().any(|event| {
+                event.seq > state.events_seq
+                    && event.event_type == EventType::StepStarted
+                    && event.step_id.as_deref() == Some(step_id.as_str())
+                    && event.visit == Some(*visit)
+            });
+            Ok(started.then(|| (step_id.clone(), *visit)))
+        }
+        Phase::Waiting { .. } | Phase::Finished { .. } => Ok(None),
+    }
 }
 
 /// The recorded and current fingerprints, when the worktree changed since the last checkpoint.

@@ -9,6 +9,7 @@ mod kernel_interrupt;
 mod kernel_run;
 mod kernel_support;
 mod mutation;
+mod operator_rollback;
 mod planner;
 mod planner_backends;
 mod policy;

@@ -1,0 +1,132 @@
+//! The operator's rollback of a run (`tnh-conductor rollback RUN_ID`): the ROLLBACK opcode's
+//! semantics, done from outside the driver, as part of the run's record.
+//!
+//! It holds the run lock, so it never races a process driving the run (nor a `resume` or a
+//! gate decision). The rollback record is kept as `rollbacks/<n>.json` and announced by a
+//! `rollback_completed` event (`"by": "operator"`, no step). A run that will continue (waiting
+//! at a gate, or stopped between two steps) is checkpointed with the rolled-back worktree as
+//! its fingerprint, so `resume` continues from it instead of refusing it as drift, and a
+//! policy violation stops making EVALUATE `unsafe`, as after a ROLLBACK step. A run stopped in
+//! the middle of a step is refused: `resume` puts that step's snapshot back itself.
+
+use std::path::{Path, PathBuf};
+
+use crate::artifacts::{EventLog, EventType, RunDir, read_json, write_json_atomic, write_json_new};
+use crate::workspace::runs::load_run;
+use crate::workspace::{RollbackRecord, RollbackTarget, Workspace};
+
+use super::lock::RunLock;
+use super::recorder::payload;
+use super::run::{RunError, visit_in_progress};
+use super::state::{Phase, RunState};
+
+/// What the operator's rollback did.
+#[derive(Debug)]
+pub struct OperatorRollback {
+    /// The rollback record.
+    pub record: RollbackRecord,
+    /// Where it was saved, relative to the run directory (`rollbacks/<n>.json`).
+    pub record_file: String,
+    /// The worktree folder was gone and was checked out again from the work branch first.
+    pub recreated: bool,
+    /// The worktree.
+    pub worktree: PathBuf,
+    /// The work branch.
+    pub branch: String,
+    /// What becomes of the run.
+    pub run: AfterRollback,
+}
+
+/// What becomes of the run after the operator's rollback.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AfterRollback {
+    /// The run had ended: only the record and the event were added.
+    Ended,
+    /// `resume` continues from the rolled-back worktree.
+    Continues {
+        /// The policy violation that no longer makes EVALUATE `unsafe`, if one did.
+        violation_cleared: Option<String>,
+    },
+    /// The run never reached its first checkpoint: `resume` starts it over.
+    NotStarted,
+}
+
+/// Rolls back the worktree of run `run_id` in the repository at `repo_root` to `target`, and
+/// records it in the run directory.
+pub fn rollback_run(
+    repo_root: &Path,
+    run_id: &str,
+    target: RollbackTarget,
+) -> Result<OperatorRollback, RunError> {
+    let entry = load_run(repo_root, run_id)?;
+    let run_dir = RunDir::at(entry.dir.clone());
+    let _lock = RunLock::acquire(&run_dir.lock())?;
+    let mut state: Option<RunState> = if run_dir.state().is_file() {
+        Some(read_json(&run_dir.state(), "run state")?)
+    } else {
+        None
+    };
+    if let Some(state) = &state
+        && let Some((step_id, visit)) = visit_in_progress(&run_dir, state)?
+    {
+        return Err(RunError::StepInProgress {
+            run_id: run_id.to_owned(),
+            step_id,
+            visit,
+        });
+    }
+    let (workspace, recreated) = Workspace::open_or_recreate(&entry.record)?;
+    let record = workspace.rollback(target)?;
+    let record_file = save_record(&run_dir, &record)?;
+
+    let after = match &mut state {
+        Some(state) if matches!(state.phase, Phase::Finished { .. }) => AfterRollback::Ended,
+        Some(state) => {
+            state.fingerprint = Some(workspace.fingerprint()?);
+            AfterRollback::Continues {
+                violation_cleared: state.safety.policy_violation.take(),
+            }
+        }
+        None => AfterRollback::NotStarted,
+    };
+    // The event is durable before the checkpoint that accounts for it.
+    let mut events = EventLog::open(&run_dir.events(), run_id)?;
+    let cleared = match &after {
+        AfterRollback::Continues { violation_cleared } => violation_cleared.clone(),
+        _ => None,
+    };
+    let fields = payload([
+        ("target", target.as_str().into()),
+        ("by", "operator".into()),
+        ("record", record_file.clone().into()),
+        ("undone", record.before.to_string().into()),
+        ("policy_violation_cleared", cleared.into()),
+    ]);
+    events.append(EventType::RollbackCompleted, None, fields)?;
+    events.sync()?;
+    if let (Some(state), AfterRollback::Continues { .. }) = (&mut state, &after) {
+        state.events_seq = events.last_seq();
+        write_json_atomic(&run_dir.state(), state)?;
+    }
+    Ok(OperatorRollback {
+        record,
+        record_file,
+        recreated,
+        worktree: entry.record.worktree_path.clone(),
+        branch: entry.record.branch.clone(),
+        run: after,
+    })
+}
+
+/// Saves the record as the next `rollbacks/<n>.json` and returns that path, relative to the
+/// run directory.
+fn save_record(run_dir: &RunDir, record: &RollbackRecord) -> Result<String, RunError> {
+    let dir = run_dir.root().join("rollbacks");
+    std::fs::create_dir_all(&dir).map_err(crate::artifacts::ArtifactsError::io("create", &dir))?;
+    let count = std::fs::read_dir(&dir)
+        .map_err(crate::artifacts::ArtifactsError::io("read", &dir))?
+        .count();
+    let name = format!("rollbacks/{}.json", count + 1);
+    write_json_new(&run_dir.root().join(&name), record)?;
+    Ok(name)
+}

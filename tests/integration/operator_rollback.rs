@@ -1,0 +1,265 @@
+//! `tnh-conductor rollback RUN_ID` on real runs: it holds the run lock, is recorded in the run's
+//! events, lets `resume` continue from the rolled-back worktree (instead of refusing it as
+//! drift), clears a policy violation as a ROLLBACK step does, and refuses a run stopped in the
+//! middle of a step.
+
+use std::path::PathBuf;
+
+use tnh_conductor::kernel::lock::RunLock;
+
+use crate::kernel_support::{RunRepo, assert_contiguous, event_types, first_event};
+use crate::support::{conductor, stderr_text, stdout_text};
+
+/// A run of `workflow` (a fixture of `tests/fixtures/runs/`) that waits at its blocking gate.
+fn waiting_run(repo: &RunRepo, workflow: &str) -> (String, PathBuf) {
+    let (code, result, output) = repo.run(&repo.workflow(workflow), &[]);
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap().to_owned();
+    let worktree = PathBuf::from(result["worktree"].as_str().unwrap());
+    (run_id, worktree)
+}
+
+fn operator_rollbacks(events: &[serde_json::Value]) -> Vec<&serde_json::Value> {
+    events
+        .iter()
+        .filter(|event| event["event_type"] == "rollback_completed" && event["by"] == "operator")
+        .collect()
+}
+
+#[test]
+fn a_rollback_at_a_gate_is_recorded_and_resume_continues_from_it_instead_of_refusing_drift() {
+    let repo = RunRepo::new();
+    let (run_id, worktree) = waiting_run(&repo, "gate.yaml");
+    assert!(worktree.join("feature.txt").is_file());
+    std::fs::write(worktree.join("by-hand.txt"), "edited by hand\n").unwrap();
+    let refused = repo.conductor(&["resume", &run_id]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    assert!(
+        stderr_text(&refused).contains("tnh-conductor rollback RUN_ID --target pre_step"),
+        "the drift hint names the way out: {}",
+        stderr_text(&refused)
+    );
+
+    let rolled = repo.conductor(&["rollback", &run_id, "--target", "pre_step"]);
+
+    assert_eq!(rolled.status.code(), Some(0), "{}", stderr_text(&rolled));
+    let stdout = stdout_text(&rolled);
+    assert!(stdout.contains("record: rollbacks/1.json"), "{stdout}");
+    assert!(stdout.contains("2 files changed"), "{stdout}");
+    assert!(
+        stderr_text(&rolled).contains(&format!("`tnh-conductor resume {run_id}` continues")),
+        "{}",
+        stderr_text(&rolled)
+    );
+    assert!(!worktree.join("feature.txt").exists());
+    assert!(!worktree.join("by-hand.txt").exists());
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let [event] = operator_rollbacks(&events)[..] else {
+        panic!("one operator rollback: {:?}", event_types(&events));
+    };
+    assert_eq!(
+        (&event["target"], &event["record"], &event["step_id"]),
+        (
+            &serde_json::json!("pre_step"),
+            &serde_json::json!("rollbacks/1.json"),
+            &serde_json::Value::Null
+        )
+    );
+    let record = repo.json(&run_id, "rollbacks/1.json");
+    assert_eq!(record["before"]["files_changed"], 2);
+    let state = repo.json(&run_id, "state.json");
+    assert_eq!(state["events_seq"], event["seq"], "checkpointed after it");
+    let show = stdout_text(&repo.conductor(&["runs", "show", &run_id]));
+    assert!(
+        show.contains("rollback by the operator to pre_step: 2 files changed, +2 -0 undone"),
+        "{show}"
+    );
+
+    // No drift: the run goes on from the rolled-back worktree.
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(3), "{}", stderr_text(&resumed));
+    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead", "--resume"]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    assert!(!event_types(&events).contains(&"drift_accepted".to_owned()));
+    assert!(!worktree.join("feature.txt").exists());
+}
+
+#[test]
+fn a_rollback_is_refused_while_another_process_holds_the_run() {
+    let repo = RunRepo::new();
+    let (run_id, worktree) = waiting_run(&repo, "gate.yaml");
+    let events_before = repo.events(&run_id).len();
+    // The lock a driving `run`, `resume` or gate decision holds.
+    let held = RunLock::acquire(&repo.run_dir(&run_id).join("lock")).unwrap();
+
+    let refused = repo.conductor(&["rollback", &run_id]);
+
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    let stderr = stderr_text(&refused);
+    assert!(
+        stderr.contains(&format!(
+            "run is being driven by process {}",
+            std::process::id()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: wait for that process"), "{stderr}");
+    assert!(
+        worktree.join("feature.txt").is_file(),
+        "nothing rolled back"
+    );
+    assert!(!repo.run_dir(&run_id).join("rollbacks").exists());
+    assert_eq!(repo.events(&run_id).len(), events_before);
+
+    drop(held);
+    let rolled = repo.conductor(&["rollback", &run_id]);
+    assert_eq!(rolled.status.code(), Some(0), "{}", stderr_text(&rolled));
+    assert!(!worktree.join("feature.txt").exists());
+}
+
+#[test]
+fn a_rollback_clears_the_runs_policy_violation_as_a_rollback_step_does() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text(
+        "violating_gate.yaml",
+        r#"workflow_id: violating_gate
+version: 1
+description: an agent breaks the policy, then a gate waits
+entry_step: implement
+defaults:
+  policy:
+    forbidden_paths: [".github/**"]
+steps:
+  - id: implement
+    opcode: RUN_AGENT
+    agent: scripted
+    prompt: |
+      WRITE .github/workflows/ci.yml: on: push
+    routes:
+      "*": review
+  - id: review
+    opcode: GATE
+    gate: requires_approval
+    routes:
+      gate_approved: STOP
+      "*": failed
+  - id: failed
+    opcode: STOP
+    outcome: failure
+"#,
+    );
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap().to_owned();
+    let violation = repo.json(&run_id, "state.json")["safety"]["policy_violation"].clone();
+    assert!(
+        violation
+            .as_str()
+            .is_some_and(|text| text.contains(".github/workflows/ci.yml")),
+        "{violation}"
+    );
+
+    let rolled = repo.conductor(&["rollback", &run_id, "--target", "pre_step"]);
+
+    assert_eq!(rolled.status.code(), Some(0), "{}", stderr_text(&rolled));
+    assert!(
+        stderr_text(&rolled).contains("no longer makes EVALUATE unsafe"),
+        "{}",
+        stderr_text(&rolled)
+    );
+    assert_eq!(
+        repo.json(&run_id, "state.json")["safety"]["policy_violation"],
+        serde_json::Value::Null
+    );
+    let events = repo.events(&run_id);
+    let event = operator_rollbacks(&events)[0];
+    assert_eq!(event["policy_violation_cleared"], violation);
+}
+
+#[test]
+fn a_run_stopped_in_the_middle_of_a_step_is_refused_and_left_for_resume() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow("crash.yaml");
+    // Where the second step starts, in a run nobody kills.
+    let (code, result, _) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(0), "{result}");
+    let reference = repo.events(result["run_id"].as_str().unwrap());
+    let second_start = reference
+        .iter()
+        .filter(|event| event["event_type"] == "step_started")
+        .nth(1)
+        .unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let killed = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["run", "--json"])
+        .arg(&workflow)
+        .env("TNH_TEST_KILL_AT_EVENT", second_start.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .find(|id| *id != result["run_id"].as_str().unwrap())
+        .unwrap();
+    let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
+    let events_before = repo.events(&run_id).len();
+
+    let refused = repo.conductor(&["rollback", &run_id, "--target", "pre_run"]);
+
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    let stderr = stderr_text(&refused);
+    assert!(
+        stderr.contains("stopped in the middle of step `extend` (visit 1)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("`tnh-conductor resume {run_id}`")),
+        "{stderr}"
+    );
+    assert!(worktree.join("hello.txt").is_file(), "nothing rolled back");
+    assert_eq!(repo.events(&run_id).len(), events_before);
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    first_event(&repo.events(&run_id), "run_resumed");
+}
+
+#[test]
+fn a_rollback_of_an_ended_run_is_recorded_after_its_end_and_leaves_its_state() {
+    let repo = RunRepo::new();
+    let (code, result, _) = repo.run(&repo.workflow("crash.yaml"), &[]);
+    assert_eq!(code, Some(0), "{result}");
+    let run_id = result["run_id"].as_str().unwrap().to_owned();
+    let state_before = repo.json(&run_id, "state.json");
+
+    let rolled = repo.conductor(&["rollback", &run_id]);
+
+    assert_eq!(rolled.status.code(), Some(0), "{}", stderr_text(&rolled));
+    assert!(
+        !stderr_text(&rolled).contains("continues"),
+        "{}",
+        stderr_text(&rolled)
+    );
+    assert_eq!(repo.json(&run_id, "state.json"), state_before);
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let types = event_types(&events);
+    assert_eq!(
+        types[types.len() - 2..],
+        ["run_completed".to_owned(), "rollback_completed".to_owned()]
+    );
+    let worktree = PathBuf::from(result["worktree"].as_str().unwrap());
+    assert!(!worktree.join("hello.txt").exists());
+}
