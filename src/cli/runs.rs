@@ -1,7 +1,6 @@
 //! `tnh-conductor status RUN_ID`, `runs list`, `runs show RUN_ID`, `runs events RUN_ID`.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use clap::Args;
 
@@ -43,7 +42,7 @@ fn run_dir(cli: &Cli, run_id: &str) -> Result<RunDir> {
 fn status_of(run_dir: &RunDir) -> Result<RunStatus> {
     let status_file = run_dir.status();
     let unreadable = match read_json::<RunStatus>(&status_file, "run status") {
-        Ok(status) => return Ok(alive_or_blocked(status)),
+        Ok(status) => return Ok(crate::kernel::lock::checked_status(run_dir, status)),
         // The driver died before its first checkpoint.
         Err(_) if !status_file.is_file() => {
             "the run stopped before its first checkpoint; `tnh-conductor resume` starts it"
@@ -92,20 +91,6 @@ fn status_of(run_dir: &RunDir) -> Result<RunStatus> {
         pid: None,
         transitions,
     })
-}
-
-fn alive_or_blocked(mut status: RunStatus) -> RunStatus {
-    // A run marked running whose process is gone was killed: it is blocked until resumed.
-    if status.lifecycle_state == crate::artifacts::LifecycleState::Running
-        && status
-            .pid
-            .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
-    {
-        status.lifecycle_state = crate::artifacts::LifecycleState::Blocked;
-        status.reason =
-            Some("the driving process is gone; `tnh-conductor resume` continues the run".into());
-    }
-    status
 }
 
 fn artifacts(error: crate::artifacts::ArtifactsError) -> Error {

@@ -213,7 +213,7 @@ impl Driver<'_> {
             self.state =
                 wait_at_gate(&self.state).unwrap_or_else(|error| fail(&self.state, &error));
             self.recorder
-                .commit(&mut self.state, Some("waiting for a human decision"))?;
+                .commit(&mut self.state, Some(super::recorder::WAITING_REASON))?;
             return Ok(Some(RunEnd::Waiting { step_id }));
         }
         self.route(&step_id, visit, &result.report)?;

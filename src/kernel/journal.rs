@@ -160,17 +160,14 @@ fn add_run(journal: &mut Journal, run_dir: &RunDir, metadata: &RunMetadata) {
             .display()
             .to_string()
     };
-    let status = read_json::<RunStatus>(&run_dir.status(), "run status").ok();
+    let status = read_json::<RunStatus>(&run_dir.status(), "run status")
+        .ok()
+        .map(|status| super::lock::checked_status(run_dir, status));
     let state = read_json::<RunState>(&run_dir.state(), "run state").ok();
     let events = EventLog::read_all(&run_dir.events()).unwrap_or_default();
     let manifests = manifests_in_order(run_dir, &events);
     add_violations(journal, &events, &run_id);
-    let diffstat = manifests
-        .iter()
-        .rev()
-        .find_map(|manifest| manifest.evidence_summary.get("diffstat"))
-        .map(describe_diffstat)
-        .unwrap_or_else(|| "no changes".into());
+    let diffstat = changes_of(&manifests, &events);
     let lifecycle = status
         .as_ref()
         .map_or(LifecycleState::Blocked, |status| status.lifecycle_state);
@@ -179,6 +176,7 @@ fn add_run(journal: &mut Journal, run_dir: &RunDir, metadata: &RunMetadata) {
         .as_ref()
         .map(|termination| termination.reason.clone())
         .or_else(|| status.as_ref().and_then(|status| status.reason.clone()))
+        .or_else(|| where_it_is(status.as_ref()?))
         .unwrap_or_default();
     let entry = RunEntry {
         run_id: run_id.clone(),
@@ -340,6 +338,51 @@ fn add_violations(journal: &mut Journal, events: &[Event], run_id: &str) {
 }
 
 /// Every visit's manifest, in the order the visits completed.
+/// Where a run that has not ended stands, when its status gives no reason.
+fn where_it_is(status: &RunStatus) -> Option<String> {
+    let step = status.current_step_id.as_deref()?;
+    match status.lifecycle_state {
+        LifecycleState::Waiting => Some(format!("gate `{step}` waits for a decision")),
+        LifecycleState::Running | LifecycleState::Blocked => Some(format!("at step `{step}`")),
+        LifecycleState::Completed | LifecycleState::Failed => None,
+    }
+}
+
+/// The run's changes as the journal shows them: the last diffstat a step captured, unless a
+/// rollback (a ROLLBACK step's or the operator's) came after it.
+fn changes_of(manifests: &[StepManifest], events: &[Event]) -> String {
+    let mut changes = "no changes".to_owned();
+    for event in events {
+        match event.event_type {
+            EventType::StepCompleted => {
+                let captured = manifests
+                    .iter()
+                    .find(|manifest| {
+                        Some(manifest.step_id.as_str()) == event.step_id.as_deref()
+                            && Some(manifest.visit) == event.visit
+                    })
+                    .and_then(|manifest| manifest.evidence_summary.get("diffstat"));
+                if let Some(diffstat) = captured {
+                    changes = describe_diffstat(diffstat);
+                }
+            }
+            EventType::RollbackCompleted => {
+                let by = if event.step_id.is_none() {
+                    " by the operator"
+                } else {
+                    ""
+                };
+                changes = format!(
+                    "rolled back{by} to {}",
+                    event.text("target").unwrap_or("a snapshot")
+                );
+            }
+            _ => {}
+        }
+    }
+    changes
+}
+
 fn manifests_in_order(run_dir: &RunDir, events: &[Event]) -> Vec<StepManifest> {
     events
         .iter()

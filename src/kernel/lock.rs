@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
 
+use crate::artifacts::{LifecycleState, RunDir, RunStatus};
+
 /// The lock could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
@@ -72,6 +74,48 @@ impl RunLock {
     }
 }
 
+/// Whether a process holds the lock now, read from the kernel's table of locks
+/// (`/proc/locks`) without touching the lock: taking it even briefly could make a `resume`
+/// starting at that instant find it held. A missing lock file is not held; where the table
+/// cannot be read, the pid the holder wrote in the lock file is looked up instead.
+pub fn is_held(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(metadata) = std::fs::metadata(path) else {
+        return false;
+    };
+    let Ok(table) = std::fs::read_to_string("/proc/locks") else {
+        let pid = std::fs::read_to_string(path).unwrap_or_default();
+        let pid = pid.trim();
+        return !pid.is_empty() && Path::new("/proc").join(pid).exists();
+    };
+    // `1: FLOCK  ADVISORY  WRITE 21206 fe:00:10010786 0 EOF`: the device's major and minor
+    // numbers in hexadecimal, then the inode.
+    let device = metadata.dev();
+    let wanted = format!(
+        "{:02x}:{:02x}:{}",
+        nix::sys::stat::major(device),
+        nix::sys::stat::minor(device),
+        metadata.ino()
+    );
+    table.lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.get(1) == Some(&"FLOCK") && fields.get(5) == Some(&wanted.as_str())
+    })
+}
+
+/// A status as it stands: one that says `running` while no process holds the run's lock was
+/// left by a driver that was killed, and is `blocked` until resumed. (The lock, not the pid,
+/// decides: a pid may have been reused by an unrelated process.)
+pub fn checked_status(run_dir: &RunDir, mut status: RunStatus) -> RunStatus {
+    if status.lifecycle_state == LifecycleState::Running && !is_held(&run_dir.lock()) {
+        status.lifecycle_state = LifecycleState::Blocked;
+        status.pid = None;
+        status.reason =
+            Some("the driving process is gone; `tnh-conductor resume` continues the run".into());
+    }
+    status
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +134,17 @@ mod tests {
         );
         drop(held);
         assert!(RunLock::acquire(&path).is_ok());
+    }
+
+    #[test]
+    fn is_held_tells_a_held_lock_from_a_free_or_missing_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        assert!(!is_held(&path), "missing");
+        let held = RunLock::acquire(&path).unwrap();
+        assert!(is_held(&path));
+        drop(held);
+        assert!(!is_held(&path), "released");
+        assert!(RunLock::acquire(&path).is_ok(), "looking does not keep it");
     }
 }

@@ -170,7 +170,7 @@ impl Recorder {
             current_step_id: Some(step),
             visit,
             updated_at: now(),
-            reason: reason.map(str::to_owned).or_else(|| finished_reason(state)),
+            reason: reason.map(str::to_owned).or_else(|| standing_reason(state)),
             pid,
             transitions: state.transitions,
         };
@@ -302,9 +302,15 @@ pub(crate) fn describe(state: &RunState) -> (LifecycleState, String, Option<u32>
     }
 }
 
-fn finished_reason(state: &RunState) -> Option<String> {
+/// Why a run stands where it does, when the caller gives no reason: how it ended, or that a
+/// gate waits (a `resume` that finds the gate still undecided says so again).
+fn standing_reason(state: &RunState) -> Option<String> {
     match &state.phase {
         Phase::Finished { reason, .. } => Some(reason.clone()),
-        _ => None,
+        Phase::Waiting { .. } => Some(WAITING_REASON.to_owned()),
+        Phase::Ready { .. } | Phase::Running { .. } => None,
     }
 }
+
+/// The status reason of a run waiting at a blocking gate.
+pub(crate) const WAITING_REASON: &str = "waiting for a human decision";

@@ -23,11 +23,9 @@ pub(super) fn execute(
         Ok(record) => {
             write_json_new(&visit_dir.join("rollback.json"), &record)?;
             let fields = payload([
-                (
-                    "target",
-                    format!("{:?}", rollback.target.value).to_lowercase().into(),
-                ),
+                ("target", target.as_str().into()),
                 ("record", "rollback.json".into()),
+                ("undone", record.before.to_string().into()),
             ]);
             context.recorder.event(
                 EventType::RollbackCompleted,

@@ -48,3 +48,49 @@ fn the_journal_of_a_day_of_runs() {
     assert!(empty.contains("## Completed Tasks\n- none"), "{empty}");
     let _ = fixture;
 }
+
+/// A run whose driver was killed is not shown as running: the morning's reader learns that
+/// it stopped and how to continue it, whatever process now has its old pid.
+#[test]
+fn the_journal_shows_a_killed_run_as_blocked_and_says_how_to_continue() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow("crash.yaml");
+    let killed = crate::support::conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["run", "--json"])
+        .arg(&workflow)
+        .env("TNH_TEST_KILL_AT_EVENT", "8")
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    let run_dir = std::fs::read_dir(repo.path().join(".tnh/run"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut status: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("status.json")).unwrap()).unwrap();
+    assert_eq!(
+        status["lifecycle_state"], "running",
+        "as the driver left it"
+    );
+    // The dead driver's pid now names a live process (pids are reused): only the lock tells.
+    status["pid"] = std::process::id().into();
+    std::fs::write(run_dir.join("status.json"), status.to_string()).unwrap();
+
+    let journal = stdout_text(&repo.conductor(&["journal"]));
+
+    assert!(
+        journal.contains(
+            "`: blocked — the driving process is gone; `tnh-conductor resume` continues the run"
+        ),
+        "{journal}"
+    );
+    let run_id = run_dir.file_name().unwrap().to_str().unwrap().to_owned();
+    let status = stdout_text(&repo.conductor(&["status", &run_id, "--json"]));
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["lifecycle_state"], "blocked", "{status}");
+    assert_eq!(status["pid"], serde_json::Value::Null);
+}

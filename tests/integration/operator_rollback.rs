@@ -79,6 +79,11 @@ fn a_rollback_at_a_gate_is_recorded_and_resume_continues_from_it_instead_of_refu
     // No drift: the run goes on from the rolled-back worktree.
     let resumed = repo.conductor(&["resume", &run_id]);
     assert_eq!(resumed.status.code(), Some(3), "{}", stderr_text(&resumed));
+    assert_eq!(
+        repo.json(&run_id, "status.json")["reason"],
+        "waiting for a human decision",
+        "a resume that finds the gate undecided still says why the run waits"
+    );
     let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead", "--resume"]);
     assert_eq!(
         approved.status.code(),
@@ -182,6 +187,14 @@ steps:
     let events = repo.events(&run_id);
     let event = operator_rollbacks(&events)[0];
     assert_eq!(event["policy_violation_cleared"], violation);
+    // The journal says where the run stands and that its changes were undone.
+    let journal = stdout_text(&repo.conductor(&["journal"]));
+    assert!(
+        journal.contains(&format!(
+            "`{run_id}`: waiting — waiting for a human decision (rolled back by the operator to pre_step)"
+        )),
+        "{journal}"
+    );
 }
 
 #[test]
