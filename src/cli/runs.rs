@@ -1,6 +1,7 @@
 //! `tnh-conductor status RUN_ID`, `runs list`, `runs show RUN_ID`, `runs events RUN_ID`.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
 use clap::Args;
 
@@ -108,7 +109,7 @@ pub fn cmd_status(cli: &Cli, args: &StatusArgs, output: &mut Output) -> Result<E
         let status = status_of(&run_dir)?;
         if status.updated_at != shown {
             shown = status.updated_at.clone();
-            print_status(&status, args.json, output)?;
+            print_status(&run_dir, &status, args.json, output)?;
         }
         if !args.watch || status.lifecycle_state != crate::artifacts::LifecycleState::Running {
             return Ok(ExitStatus::Success);
@@ -117,7 +118,12 @@ pub fn cmd_status(cli: &Cli, args: &StatusArgs, output: &mut Output) -> Result<E
     }
 }
 
-fn print_status(status: &RunStatus, json: bool, output: &mut Output) -> Result<()> {
+fn print_status(
+    run_dir: &RunDir,
+    status: &RunStatus,
+    json: bool,
+    output: &mut Output,
+) -> Result<()> {
     if json {
         output.print(&format!("{}\n", serde_json::to_string_pretty(status)?));
         return Ok(());
@@ -134,6 +140,11 @@ fn print_status(status: &RunStatus, json: bool, output: &mut Output) -> Result<(
             .map(|visit| format!(" (visit {visit})"))
             .unwrap_or_default();
         let _ = writeln!(text, "  step:  {step}{visit}");
+        if status.lifecycle_state == crate::artifacts::LifecycleState::Running
+            && let Some(visit) = status.visit
+        {
+            let _ = writeln!(text, "  {}", activity(run_dir, step, visit));
+        }
     }
     if let Some(reason) = &status.reason {
         let _ = writeln!(text, "  why:   {reason}");
@@ -145,6 +156,76 @@ fn print_status(status: &RunStatus, json: bool, output: &mut Output) -> Result<(
     );
     output.print(&text);
     Ok(())
+}
+
+/// For a visit being driven: how long it has run and when its output last grew, so a
+/// hanging agent shows as one (`running for 25m; last output 24m ago (stdout.txt)`).
+fn activity(run_dir: &RunDir, step: &str, visit: u32) -> String {
+    let now = std::time::SystemTime::now();
+    let ago = |then: std::time::SystemTime| {
+        compact_duration(now.duration_since(then).unwrap_or_default().as_secs())
+    };
+    let events = EventLog::read_all(&run_dir.events()).unwrap_or_default();
+    let started = events
+        .iter()
+        .rev()
+        .find(|event| {
+            event.event_type == EventType::StepStarted
+                && event.step_id.as_deref() == Some(step)
+                && event.visit == Some(visit)
+        })
+        .and_then(|event| event.timestamp.parse::<jiff::Timestamp>().ok())
+        .map(std::time::SystemTime::from);
+    let running = started.map_or_else(
+        || "running".to_owned(),
+        |started| format!("running for {}", ago(started)),
+    );
+    match last_output(&run_dir.visit_dir(step, visit)) {
+        Some((name, written)) => format!("{running}; last output {} ago ({name})", ago(written)),
+        None => format!("{running}; no output yet"),
+    }
+}
+
+/// The newest non-empty file a visit's processes wrote (its prompt and the guard's state
+/// left out), with when it was last written.
+fn last_output(visit_dir: &Path) -> Option<(String, std::time::SystemTime)> {
+    let mut newest: Option<(String, std::time::SystemTime)> = None;
+    let mut folders = vec![(visit_dir.to_path_buf(), 0)];
+    while let Some((folder, depth)) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).ok()?.flatten() {
+            let Ok(metadata) = entry.metadata() else {
+                continue;
+            };
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if metadata.is_dir() && depth < 2 {
+                folders.push((entry.path(), depth + 1));
+            }
+            let written = metadata.modified().ok();
+            if !metadata.is_file()
+                || metadata.len() == 0
+                || matches!(name.as_str(), "prompt.md" | "guard_state.json")
+            {
+                continue;
+            }
+            if let Some(written) = written
+                && newest.as_ref().is_none_or(|(_, newest)| written > *newest)
+            {
+                let relative = entry.path();
+                let relative = relative.strip_prefix(visit_dir).unwrap_or(&relative);
+                newest = Some((relative.display().to_string(), written));
+            }
+        }
+    }
+    newest
+}
+
+/// `45s`, `3m05s`, `2h14m`.
+fn compact_duration(seconds: u64) -> String {
+    match seconds {
+        0..60 => format!("{seconds}s"),
+        60..3600 => format!("{}m{:02}s", seconds / 60, seconds % 60),
+        _ => format!("{}h{:02}m", seconds / 3600, seconds % 3600 / 60),
+    }
 }
 
 /// `runs list`: every run, newest first.
@@ -311,3 +392,56 @@ pub fn cmd_runs_events(
 
 /// How often `--follow` and `--watch` look for news.
 const POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    fn written(path: &Path, text: &str, at: SystemTime) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(at)
+            .unwrap();
+    }
+
+    #[test]
+    fn last_output_is_the_newest_non_empty_file_a_process_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let visit = dir.path();
+        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let later = |seconds| start + Duration::from_secs(seconds);
+        written(&visit.join("prompt.md"), "the task", later(50));
+        written(&visit.join("guard_state.json"), "{}", later(50));
+        written(&visit.join("stdout.txt"), "", later(40));
+        assert_eq!(last_output(visit), None, "nothing printed yet");
+        written(&visit.join("stderr.txt"), "warning\n", later(10));
+        assert_eq!(
+            last_output(visit),
+            Some(("stderr.txt".to_owned(), later(10)))
+        );
+        written(&visit.join("tests/stdout.txt"), "ok\n", later(20));
+        assert_eq!(
+            last_output(visit),
+            Some(("tests/stdout.txt".to_owned(), later(20)))
+        );
+    }
+
+    #[test]
+    fn durations_read_at_a_glance() {
+        for (seconds, text) in [
+            (0, "0s"),
+            (59, "59s"),
+            (60, "1m00s"),
+            (185, "3m05s"),
+            (3600, "1h00m"),
+            (8040, "2h14m"),
+        ] {
+            assert_eq!(compact_duration(seconds), text);
+        }
+    }
+}

@@ -107,7 +107,10 @@ fn describe_summary(opcode: &str, summary: &Value) -> Option<String> {
             text(summary, "target"),
             diffstat(summary.and_then(|summary| summary.get("before")))
         ),
-        "STOP" => format!("{}: {}", text(summary, "stop"), text(summary, "reason")),
+        "STOP" => match text(summary, "reason") {
+            "" => text(summary, "stop").to_owned(),
+            reason => format!("{}: {reason}", text(summary, "stop")),
+        },
         "GATE" => {
             let flag = |key: &str| {
                 summary
@@ -129,9 +132,12 @@ fn describe_summary(opcode: &str, summary: &Value) -> Option<String> {
     Some(line)
 }
 
-/// `3 file(s) +10 −2` (and binary files when there are).
+/// `3 file(s) +10 −2` (and binary files when there are), or `no changes`.
 fn diffstat(stat: Option<&Value>) -> String {
     let count = |key: &str| number(stat, key).unwrap_or(0.0);
+    if count("files_changed") == 0.0 {
+        return "no changes".to_owned();
+    }
     let mut line = format!(
         "{} file(s) +{} −{}",
         count("files_changed"),
@@ -224,5 +230,30 @@ mod tests {
             "requires approval; waited for a decision"
         );
         assert_eq!(describe_summary("SOMETHING_ELSE", &json!({})), None);
+    }
+
+    #[test]
+    fn a_stop_without_a_reason_and_an_empty_change_read_plainly() {
+        let line = |opcode: &str, summary: Value| describe_summary(opcode, &summary).unwrap();
+        assert_eq!(line("STOP", json!({"stop": "failure"})), "failure");
+        assert_eq!(
+            line("STOP", json!({"stop": "success", "reason": "done"})),
+            "success: done"
+        );
+        let cause = "idle_timeout: no progress for 6s";
+        assert_eq!(
+            line(
+                "RUN_AGENT",
+                json!({"cause": cause, "diffstat": {"files_changed": 0}})
+            ),
+            format!("{cause}; no changes")
+        );
+        assert_eq!(
+            line(
+                "RUN_AGENT",
+                json!({"cause": "exit code 0", "diffstat": {"files_changed": 2, "insertions": 5, "deletions": 1}})
+            ),
+            "exit code 0; 2 file(s) +5 −1"
+        );
     }
 }

@@ -58,6 +58,14 @@ fn ctrl_c_ends_the_step_exits_130_and_the_run_resumes() {
         .to_string_lossy()
         .into_owned();
 
+    // `status` shows the step running and that its agent has printed nothing.
+    let status = crate::support::stdout_text(&repo.conductor(&["status", &run_id]));
+    assert!(
+        status.contains("  step:  work (visit 1)\n  running for ")
+            && status.contains("; no output yet\n"),
+        "{status}"
+    );
+
     let second = repo.conductor(&["resume", &run_id]);
     assert_eq!(second.status.code(), Some(2));
     assert!(
