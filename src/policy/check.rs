@@ -341,6 +341,9 @@ impl Policy {
                 RefClass::Snapshot => (ViolationClass::ProtectedBranchViolation, "snapshot_refs"),
                 RefClass::Replace => (ViolationClass::ProtectedBranchViolation, "replace_refs"),
                 RefClass::Stash => (ViolationClass::ProtectedBranchViolation, "stash"),
+                RefClass::SymbolicRef => {
+                    (ViolationClass::ProtectedBranchViolation, "symbolic_refs")
+                }
             };
             let show =
                 |value: &Option<String>| value.clone().unwrap_or_else(|| "(none)".to_owned());

@@ -24,6 +24,9 @@ pub(crate) struct Git {
     /// The repository, named explicitly (`GIT_DIR`, with `dir` as `GIT_WORK_TREE`) instead of
     /// found through `dir/.git`, which an agent can rewrite.
     git_dir: Option<PathBuf>,
+    /// The repository's common folder (`GIT_COMMON_DIR`) for a linked worktree, instead of
+    /// found through the worktree's `commondir` file, which an agent can rewrite too.
+    common_dir: Option<PathBuf>,
 }
 
 impl Git {
@@ -33,16 +36,22 @@ impl Git {
             dir: dir.into(),
             index_file: None,
             git_dir: None,
+            common_dir: None,
         }
     }
 
-    /// git running in the worktree `dir` of the repository administered in `git_dir`, whatever
-    /// `dir/.git` says.
-    pub(crate) fn in_worktree(dir: impl Into<PathBuf>, git_dir: impl Into<PathBuf>) -> Self {
+    /// git running in the worktree `dir` administered in `git_dir`, of the repository whose
+    /// common folder is `common_dir`, whatever `dir/.git` and `git_dir/commondir` say.
+    pub(crate) fn in_worktree(
+        dir: impl Into<PathBuf>,
+        git_dir: impl Into<PathBuf>,
+        common_dir: impl Into<PathBuf>,
+    ) -> Self {
         Self {
             dir: dir.into(),
             index_file: None,
             git_dir: Some(git_dir.into()),
+            common_dir: Some(common_dir.into()),
         }
     }
 
@@ -52,6 +61,7 @@ impl Git {
             dir: self.dir.clone(),
             index_file: Some(index_file.to_owned()),
             git_dir: self.git_dir.clone(),
+            common_dir: self.common_dir.clone(),
         }
     }
 
@@ -84,6 +94,10 @@ impl Git {
                 .env("GIT_DIR", git_dir)
                 .env("GIT_WORK_TREE", &self.dir),
             None => command.env_remove("GIT_DIR").env_remove("GIT_WORK_TREE"),
+        };
+        match &self.common_dir {
+            Some(common_dir) => command.env("GIT_COMMON_DIR", common_dir),
+            None => command.env_remove("GIT_COMMON_DIR"),
         };
         match &self.index_file {
             Some(index) => command.env("GIT_INDEX_FILE", index),

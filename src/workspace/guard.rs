@@ -55,6 +55,10 @@ pub enum RefClass {
     /// `refs/stash`, which every worktree shares with the operator's checkout: an agent's
     /// `git stash drop` or `clear` would lose the operator's stashed work.
     Stash,
+    /// A ref made a symbolic ref (or pointed elsewhere as one), such as the work branch made
+    /// to name `refs/heads/main`: git writes through it, so the next update of that ref (a
+    /// commit, a rollback's reset) would move the ref it names. Put back as a plain ref.
+    SymbolicRef,
 }
 
 /// A protected ref that changed during a step.
@@ -86,6 +90,11 @@ pub struct GuardReport {
     /// (`chmod 000 .`); it was given back so the step could be checked.
     #[serde(default)]
     pub worktree_access_restored: bool,
+    /// The worktree folder was gone after the step (`rm -rf` of it): the work branch was
+    /// checked out there again, so the step could be checked; what it held uncommitted is
+    /// lost.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub worktree_recreated: bool,
     /// Lock files an agent killed inside a git command left in the worktree's git folder or
     /// on the work branch, removed so that git works in the next step.
     #[serde(default)]
@@ -145,8 +154,12 @@ pub struct GuardState {
     /// Protected branch names and globs.
     pub protected: Vec<String>,
     /// Protected branches, tags, remote-tracking refs and the run's snapshot refs: name →
-    /// commit.
+    /// commit (`ref: NAME` for a symbolic ref).
     pub refs: BTreeMap<String, String>,
+    /// The other branches (the work branch among them), the same way: a symbolic ref made
+    /// of one is put back.
+    #[serde(default)]
+    pub other_refs: BTreeMap<String, String>,
     /// The operator's `.git/HEAD` file.
     pub operator_head: Option<Bytes>,
     /// The worktree's HEAD commit.
@@ -222,6 +235,8 @@ pub struct RefGuard {
     names: Vec<String>,
     protected: GlobSet,
     refs: BTreeMap<String, String>,
+    /// The refs listed that are not guarded (other branches, the work branch among them).
+    others: BTreeMap<String, String>,
     operator_head: Option<Vec<u8>>,
     worktree_head: String,
     files: BTreeMap<PathBuf, Option<Vec<u8>>>,
@@ -263,6 +278,7 @@ impl Workspace {
             names,
             protected,
             refs: BTreeMap::new(),
+            others: BTreeMap::new(),
             operator_head,
             worktree_head: String::new(),
             files: BTreeMap::new(),
@@ -272,11 +288,11 @@ impl Workspace {
             checkout: operator_checkout::state(&self.repo_git, &self.record().repo_root)?,
         };
         let listing = guard.list_refs()?;
-        guard.worktree_head = match head_commit(&guard.workspace.read_head(), &listing) {
+        guard.worktree_head = match head_commit(&guard.workspace.read_head(), &listing.resolved) {
             Some(commit) => commit,
             None => self.git.text(["rev-parse", "--verify", "HEAD^{commit}"])?,
         };
-        guard.refs = guard.guarded(listing);
+        (guard.refs, guard.others) = guard.split(listing.values);
         // Files the configuration names are recorded now and only now: a name the agent adds
         // is undone with the configuration that holds it, and must not make the guard
         // "restore" (remove) a file it never recorded.
@@ -318,6 +334,7 @@ impl Workspace {
             protected: compile_branch_globs(&state.protected)?,
             names: state.protected,
             refs: state.refs,
+            others: state.other_refs,
             operator_head: state.operator_head.map(Vec::from),
             worktree_head: state.worktree_head,
             files: state
@@ -371,6 +388,7 @@ impl RefGuard {
             schema_version: GUARD_STATE_SCHEMA_VERSION,
             protected: self.names.clone(),
             refs: self.refs.clone(),
+            other_refs: self.others.clone(),
             operator_head: self.operator_head.clone().map(Bytes::from),
             worktree_head: self.worktree_head.clone(),
             files: self
@@ -412,41 +430,76 @@ impl RefGuard {
     /// `HEAD` file, so a clean step costs one git process; git is asked directly only where
     /// the file says something else than a branch or a commit.
     pub fn check(&self) -> Result<Checked, WorkspaceError> {
-        // Without it git cannot even start in the worktree.
+        // Locks a killed git command left would make the ref updates below fail.
         let mut report = GuardReport {
-            worktree_access_restored: restore_root_access(self.workspace.path())?,
             stale_locks_removed: self.workspace.remove_stale_locks()?,
             ..GuardReport::default()
         };
+        // What lives in the repository first, with git run there: that does not depend on
+        // the state the agent left its worktree in (deleted, its HEAD garbled).
         let listing = self.list_refs()?;
+        let (guarded, others) = self.split(listing.values.clone());
+        self.compare_refs(&guarded, &mut report)?;
+        self.compare_other_refs(&others, &mut report)?;
+        self.check_operator_head(&mut report)?;
+        self.restore_files(&mut report)?;
+        let checkout =
+            operator_checkout::state(&self.workspace.repo_git, &self.workspace.record().repo_root)?;
+        report.operator_checkout_changed = operator_checkout::changed(&self.checkout, &checkout);
+        // Then the worktree.
+        if !self.workspace.path().exists() {
+            Workspace::open_or_recreate(self.workspace.record())?;
+            report.worktree_recreated = true;
+        }
+        report.worktree_access_restored = restore_root_access(self.workspace.path())?;
+        if self.workspace.repair_git_link()? {
+            report.git_config_changed.push(GIT_LINK.to_owned());
+        }
         let head = self.workspace.read_head();
         let branch_ref = self.workspace.branch_ref();
-        let branch_now = listing.get(&branch_ref).cloned();
-        let head_now = head_commit(&head, &listing).or_else(|| {
+        // A work branch made a symbolic ref was put back where it was.
+        let branch_now = match others.get(&branch_ref) {
+            Some(value) if value.starts_with(SYMREF) => self.others.get(&branch_ref).cloned(),
+            _ => listing.resolved.get(&branch_ref).cloned(),
+        };
+        let head_now = head_commit(&head, &listing.resolved).or_else(|| {
             self.workspace
                 .git
                 .text(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
                 .ok()
         });
         let attached = self.workspace.head_on_work_branch(&head);
-        let after = self.guarded(listing);
-        self.compare_refs(&after, &mut report)?;
-        self.check_operator_head(&mut report)?;
-        let tips = [
-            head_now.unwrap_or_default(),
-            branch_now.clone().unwrap_or_default(),
-        ];
-        report.commits = self.count_new_commits(tips, &after)?;
+        report.commits = self.count_new_commits(head_now, &listing)?;
         self.reattach_worktree_head(attached, branch_now.is_some(), &mut report)?;
-        self.restore_files(&mut report)?;
-        let checkout =
-            operator_checkout::state(&self.workspace.repo_git, &self.workspace.record().repo_root)?;
-        report.operator_checkout_changed = operator_checkout::changed(&self.checkout, &checkout);
         Ok(Checked {
             report,
             // Re-attached to the work branch, which was recreated at the old HEAD if it was gone.
             head: branch_now.unwrap_or_else(|| self.worktree_head.clone()),
         })
+    }
+
+    /// Refs outside the guarded ones that became symbolic refs (or name another ref now) are
+    /// put back as they were: a plain ref, or none.
+    fn compare_other_refs(
+        &self,
+        after: &BTreeMap<String, String>,
+        report: &mut GuardReport,
+    ) -> Result<(), WorkspaceError> {
+        for (name, now) in after {
+            let before = self.others.get(name);
+            if !now.starts_with(SYMREF) || before == Some(now) {
+                continue;
+            }
+            self.restore_ref(name, before)?;
+            report.ref_changes.push(RefChange {
+                refname: name.clone(),
+                class: RefClass::SymbolicRef,
+                before: before.cloned(),
+                after: Some(now.clone()),
+                restored: true,
+            });
+        }
+        Ok(())
     }
 
     fn compare_refs(
@@ -461,7 +514,9 @@ impl RefGuard {
             if before == now {
                 continue;
             }
-            let class = if name.starts_with("refs/tags/") {
+            let class = if now.is_some_and(|value| value.starts_with(SYMREF)) {
+                RefClass::SymbolicRef
+            } else if name.starts_with("refs/tags/") {
                 RefClass::Tag
             } else if name.starts_with("refs/tnh/") {
                 RefClass::Snapshot
@@ -487,11 +542,17 @@ impl RefGuard {
         Ok(())
     }
 
+    /// Puts a ref back as it was, never writing through it (it may be a symbolic ref the
+    /// agent made to name another ref, `main`).
     fn restore_ref(&self, name: &str, value: Option<&String>) -> Result<(), WorkspaceError> {
         let git = &self.workspace.repo_git;
+        let message = "tnh: restore protected ref";
         match value {
-            Some(sha) => git.run(["update-ref", "-m", "tnh: restore protected ref", name, sha]),
-            None => git.run(["update-ref", "-d", name]),
+            Some(value) => match value.strip_prefix(SYMREF) {
+                Some(target) => git.run(["symbolic-ref", "-m", message, name, target]),
+                None => git.run(["update-ref", "--no-deref", "-m", message, name, value]),
+            },
+            None => git.run(["update-ref", "--no-deref", "-d", name]),
         }
     }
 
@@ -518,36 +579,37 @@ impl RefGuard {
         Ok(())
     }
 
-    /// Commits reachable from `tips` (the worktree's HEAD and the work branch now; empty when
-    /// absent) or a protected branch that were not there before the step.
+    /// Commits reachable from the worktree's HEAD or any branch now that were not reachable
+    /// from a listed ref before the step: commits on the work branch, on a protected branch
+    /// (although it was put back) or on any other branch, new or not.
     fn count_new_commits(
         &self,
-        tips: [String; 2],
-        after: &BTreeMap<String, String>,
+        head_now: Option<String>,
+        listing: &Listing,
     ) -> Result<u64, WorkspaceError> {
-        let git = &self.workspace.git;
-        let mut tips: BTreeSet<String> = tips.into_iter().collect();
-        // Commits made on a protected branch count as well, although the branch was put back.
+        let mut tips: BTreeSet<String> = head_now.into_iter().collect();
         tips.extend(
-            after
+            listing
+                .resolved
                 .iter()
                 .filter(|(name, _)| name.starts_with("refs/heads/"))
                 .map(|(_, sha)| sha.clone()),
         );
-        tips.retain(|tip| !tip.is_empty() && *tip != self.worktree_head);
+        let known: BTreeSet<&String> = self
+            .refs
+            .values()
+            .chain(self.others.values())
+            .filter(|value| !value.starts_with(SYMREF))
+            .chain(std::iter::once(&self.worktree_head))
+            .collect();
+        tips.retain(|tip| !tip.is_empty() && !known.contains(tip));
         if tips.is_empty() {
             return Ok(0);
         }
         let mut args = vec!["rev-list".to_owned(), "--count".to_owned()];
         args.extend(tips);
-        args.push(format!("^{}", self.worktree_head));
-        args.extend(
-            self.refs
-                .values()
-                .filter(|sha| **sha != self.worktree_head)
-                .map(|sha| format!("^{sha}")),
-        );
-        let count = git.text(&args)?;
+        args.extend(known.iter().map(|sha| format!("^{sha}")));
+        let count = self.workspace.repo_git.text(&args)?;
         count.parse().map_err(|_| WorkspaceError::Parse {
             command: "rev-list --count",
             detail: count.clone(),
@@ -560,20 +622,20 @@ impl RefGuard {
         branch_exists: bool,
         report: &mut GuardReport,
     ) -> Result<(), WorkspaceError> {
-        let git = &self.workspace.git;
         let branch_ref = self.workspace.branch_ref();
         if !branch_exists {
             // Without its branch the run could be neither resumed nor rolled back: recreate it
             // where HEAD was before the step.
-            git.run([
+            self.workspace.repo_git.run([
                 "update-ref",
+                "--no-deref",
                 branch_ref.as_str(),
                 self.worktree_head.as_str(),
             ])?;
             report.worktree_head_restored = true;
         }
         if !attached {
-            git.run(["symbolic-ref", "HEAD", branch_ref.as_str()])?;
+            self.workspace.attach_head()?;
             report.worktree_head_restored = true;
         }
         Ok(())
@@ -595,9 +657,6 @@ impl RefGuard {
             if link_changed || contents_changed {
                 report.git_config_changed.push(self.display_name(&path));
             }
-        }
-        if self.workspace.repair_git_link()? {
-            report.git_config_changed.push(GIT_LINK.to_owned());
         }
         Ok(())
     }
@@ -640,12 +699,12 @@ impl RefGuard {
         }
     }
 
-    /// Every branch, tag, remote-tracking and replace ref and the run's snapshot refs (name →
-    /// commit), the work branch included.
-    fn list_refs(&self) -> Result<BTreeMap<String, String>, WorkspaceError> {
+    /// Every branch, tag, remote-tracking and replace ref and the run's snapshot refs, the
+    /// work branch included.
+    fn list_refs(&self) -> Result<Listing, WorkspaceError> {
         let listing = self.workspace.repo_git.text([
             "for-each-ref",
-            "--format=%(objectname) %(refname)",
+            "--format=%(objectname) %(refname) %(symref)",
             "refs/heads/",
             "refs/tags/",
             "refs/remotes/",
@@ -653,23 +712,42 @@ impl RefGuard {
             "refs/stash",
             &format!("{}/", refs_prefix(self.workspace.run_id())),
         ])?;
-        Ok(listing
-            .lines()
-            .filter_map(|line| line.split_once(' '))
-            .map(|(sha, name)| (name.to_owned(), sha.to_owned()))
-            .collect())
+        let mut result = Listing::default();
+        for line in listing.lines() {
+            let mut fields = line.splitn(3, ' ');
+            let (Some(sha), Some(name)) = (fields.next(), fields.next()) else {
+                continue;
+            };
+            let target = fields.next().unwrap_or_default();
+            let value = if target.is_empty() {
+                sha.to_owned()
+            } else {
+                format!("{SYMREF}{target}")
+            };
+            result.values.insert(name.to_owned(), value);
+            if !sha.is_empty() {
+                result.resolved.insert(name.to_owned(), sha.to_owned());
+            }
+        }
+        Ok(result)
     }
 
-    /// The guarded part of a listing: protected branches, tags and remote-tracking refs.
-    fn guarded(&self, mut listing: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    /// A listing split into the guarded refs (protected branches, tags, remote-tracking,
+    /// replace and snapshot refs, the stash) and the others.
+    fn split(
+        &self,
+        mut listing: BTreeMap<String, String>,
+    ) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
         let work_branch = self.workspace.branch_ref();
-        listing.retain(|name, _| {
-            *name != work_branch
-                && name
-                    .strip_prefix("refs/heads/")
-                    .is_none_or(|branch| self.protected.is_match(branch))
-        });
-        listing
+        let others = listing
+            .extract_if(.., |name, _| {
+                *name == work_branch
+                    || name
+                        .strip_prefix("refs/heads/")
+                        .is_some_and(|branch| !self.protected.is_match(branch))
+            })
+            .collect();
+        (listing, others)
     }
 
     fn guarded_files(&self) -> Result<Vec<PathBuf>, WorkspaceError> {
@@ -688,6 +766,11 @@ impl RefGuard {
             // What the operator's next checkout materialises.
             common.join("info").join("sparse-checkout"),
             self.workspace.worktree_git_dir.join("config.worktree"),
+            // Where git finds the repository of the worktree and the worktree itself:
+            // rewritten, they would make the conductor's own git commands read another
+            // repository (with its configuration and hooks) or lose the worktree.
+            self.workspace.worktree_git_dir.join("commondir"),
+            self.workspace.worktree_git_dir.join("gitdir"),
         ];
         paths.extend(git_config::standard_files());
         let mut hook_dirs = vec![common.join("hooks")];
@@ -704,6 +787,36 @@ impl RefGuard {
 }
 
 impl Workspace {
+    /// Attaches the worktree's HEAD to the work branch. Written directly where git keeps it as
+    /// a file: a HEAD the agent garbled makes git refuse to run in the worktree at all.
+    pub(super) fn attach_head(&self) -> Result<(), WorkspaceError> {
+        let branch_ref = self.branch_ref();
+        if self.common_dir.join("reftable").exists() {
+            return self.git.run(["symbolic-ref", "HEAD", branch_ref.as_str()]);
+        }
+        let head = self.worktree_git_dir.join("HEAD");
+        write_optional(&head, Some(format!("ref: {branch_ref}\n").as_bytes()))
+    }
+
+    /// Makes the work branch a plain ref again if the agent made it a symbolic ref (naming
+    /// `main`, say), pointing at `commit`: a reset on the work branch would otherwise move
+    /// the ref it names. True when it had to.
+    pub(super) fn unlink_work_branch(&self, commit: &str) -> Result<bool, WorkspaceError> {
+        let branch_ref = self.branch_ref();
+        let symbolic = if self.common_dir.join("reftable").exists() {
+            self.repo_git
+                .succeeds(["symbolic-ref", "--quiet", branch_ref.as_str()])?
+        } else {
+            read_optional(&self.common_dir.join(&branch_ref))?
+                .is_some_and(|bytes| bytes.starts_with(SYMREF.as_bytes()))
+        };
+        if symbolic {
+            self.repo_git
+                .run(["update-ref", "--no-deref", branch_ref.as_str(), commit])?;
+        }
+        Ok(symbolic)
+    }
+
     /// The worktree's `HEAD` file, as git writes it for the files ref backend. A repository
     /// with another backend (reftable) keeps a placeholder there, so its HEAD is `Unknown`.
     pub(super) fn read_head(&self) -> Head {
@@ -742,6 +855,18 @@ impl Workspace {
 
 /// The commit `head` points at, from a listing of refs; `None` when only git can say (or the
 /// branch it names does not exist).
+/// How a symbolic ref's value is written in a listing: `ref: refs/heads/main`.
+const SYMREF: &str = "ref: ";
+
+/// Refs as `git for-each-ref` lists them.
+#[derive(Debug, Default)]
+struct Listing {
+    /// Name → commit, or `ref: NAME` for a symbolic ref.
+    values: BTreeMap<String, String>,
+    /// Name → the commit it resolves to (symbolic refs followed).
+    resolved: BTreeMap<String, String>,
+}
+
 fn head_commit(head: &Head, listing: &BTreeMap<String, String>) -> Option<String> {
     match head {
         // A branch's listed object is its commit; anything else may need peeling.

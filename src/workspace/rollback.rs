@@ -223,10 +223,10 @@ impl Workspace {
         // An agent may have checked out another branch or detached HEAD: re-attach it to the
         // work branch first, so the resets below move only the work branch.
         if !self.head_on_work_branch(&self.read_head()) {
-            let branch_ref = self.branch_ref();
-            self.git
-                .run(["symbolic-ref", "HEAD", branch_ref.as_str()])?;
+            self.attach_head()?;
         }
+        // The reset below moves the work branch: never through a symbolic ref.
+        self.unlink_work_branch(&snapshot.commit)?;
         super::snapshot::clear_index_flags(&self.git)?;
         // With sparse checkout on, the reset would mark files outside its patterns
         // skip-worktree again and leave them out.

@@ -188,7 +188,9 @@ fn remove_run_refs(record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
         branch.as_str(),
     ])?;
     for name in listing.lines() {
-        git.run(["update-ref", "-d", name])?;
+        // Never through a symbolic ref: the work branch made one naming `main` must not
+        // take `main` with it.
+        git.run(["update-ref", "--no-deref", "-d", name])?;
     }
     Ok(())
 }

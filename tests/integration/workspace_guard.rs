@@ -1177,3 +1177,257 @@ fn a_submodules_hooks_and_configuration_and_the_sparse_checkout_are_guarded() {
         "{report:?}"
     );
 }
+
+/// Whether `name` is a symbolic ref in the repository at `dir`.
+fn is_symbolic(dir: &std::path::Path, name: &str) -> bool {
+    std::process::Command::new("git")
+        .current_dir(dir)
+        .args(["symbolic-ref", "-q", name])
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+/// Symbolic refs an agent makes: git writes through them, so the guard's own restore, a
+/// rollback's reset or `runs clean` would move or delete the ref they name. Each is reported
+/// and put back as a plain ref, and `main` never moves.
+#[test]
+fn symbolic_refs_an_agent_makes_are_put_back_without_writing_through_them() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "symref");
+    let dir = workspace.path();
+    repo.git(&["tag", "v0.1"]);
+    let base = repo.git(&["rev-parse", "main"]);
+    put(repo.path(), "operator.txt", "the operator's own work\n");
+    repo.git(&["add", "operator.txt"]);
+    repo.git(&["commit", "-q", "-m", "operator's latest work"]);
+    let main = repo.git(&["rev-parse", "main"]);
+    let guard = workspace.guard(&[]).unwrap();
+    let work_branch = workspace.branch_ref();
+    let replace = format!("refs/replace/{}", "1".repeat(40));
+    for (name, target) in [
+        // A replace ref and a tag naming `main`: a restore by `update-ref -d` or to the tag's
+        // old commit would delete or rewind `main`.
+        (replace.as_str(), "refs/heads/main"),
+        ("refs/tags/v0.1", "refs/heads/main"),
+        // The work branch naming `main`: a rollback's reset would rewind `main`.
+        (work_branch.as_str(), "refs/heads/main"),
+    ] {
+        git_in(dir, &["symbolic-ref", name, target]);
+    }
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    assert_eq!(repo.git(&["rev-parse", "main"]), main, "main never moves");
+    let symbolic: Vec<&str> = report
+        .ref_changes
+        .iter()
+        .filter(|change| change.class == RefClass::SymbolicRef && change.restored)
+        .map(|change| change.refname.as_str())
+        .collect();
+    assert_eq!(
+        symbolic,
+        [replace.as_str(), "refs/tags/v0.1", work_branch.as_str()],
+        "{report:?}"
+    );
+    assert!(
+        classes(&violations).contains(&(
+            ViolationClass::ProtectedBranchViolation,
+            "symbolic_refs".to_owned()
+        )),
+        "{violations:?}"
+    );
+    for name in [work_branch.as_str(), "refs/tags/v0.1"] {
+        assert!(
+            !is_symbolic(repo.path(), name),
+            "{name} is a plain ref again"
+        );
+    }
+    assert_eq!(repo.git(&["rev-parse", "refs/tags/v0.1"]), base);
+    assert_eq!(repo.git(&["for-each-ref", "refs/replace/"]), "");
+    assert_eq!(
+        repo.git(&["rev-parse", &work_branch]),
+        workspace.record().base_sha
+    );
+    // A rollback afterwards moves the work branch alone.
+    workspace
+        .rollback(tnh_conductor::workspace::RollbackTarget::PreRun)
+        .unwrap();
+    assert_eq!(repo.git(&["rev-parse", "main"]), main);
+}
+
+/// `main` made a symbolic ref naming the work branch: the operator's next commits would land
+/// on the run's branch, and `runs clean --all` would leave `main` dangling.
+#[test]
+fn main_made_a_symbolic_ref_is_a_protected_branch_violation_and_put_back() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "main-symref");
+    let main = repo.git(&["rev-parse", "main"]);
+    let guard = workspace.guard(&[]).unwrap();
+    git_in(
+        workspace.path(),
+        &["symbolic-ref", "refs/heads/main", &workspace.branch_ref()],
+    );
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    let change = &report.ref_changes[0];
+    assert_eq!(
+        (change.refname.as_str(), change.class, change.restored),
+        ("refs/heads/main", RefClass::SymbolicRef, true)
+    );
+    assert_eq!(
+        change.after.as_deref(),
+        Some(format!("ref: {}", workspace.branch_ref()).as_str())
+    );
+    assert!(!violations.is_empty());
+    assert!(!is_symbolic(repo.path(), "refs/heads/main"));
+    assert_eq!(repo.git(&["rev-parse", "main"]), main);
+}
+
+/// An agent that deletes its worktree folder, or garbles its `HEAD` so that git refuses to
+/// run there, after moving `main` and planting a hook and an alias: the guard puts the
+/// repository back first, whatever state the worktree is in, then repairs the worktree.
+#[test]
+fn a_deleted_worktree_or_a_garbled_head_does_not_stop_the_guard() {
+    for damage in ["delete the worktree", "garble HEAD"] {
+        let repo = TempRepo::new();
+        let workspace = create(&repo, "wrecked");
+        let main = repo.git(&["rev-parse", "main"]);
+        let guard = workspace.guard(&[]).unwrap();
+        let dir = workspace.path();
+        put(dir, "evil.txt", "evil\n");
+        git_in(dir, &["add", "evil.txt"]);
+        git_in(dir, &["commit", "-q", "-m", "evil"]);
+        let evil = git_in(dir, &["rev-parse", "HEAD"]);
+        git_in(dir, &["update-ref", "refs/heads/main", &evil]);
+        git_in(dir, &["config", "alias.st", "!touch /tmp/pwned"]);
+        let hook = repo.path().join(".git/hooks/post-checkout");
+        std::fs::write(&hook, "#!/bin/sh\ntouch /tmp/pwned\n").unwrap();
+        let worktree_git_dir =
+            std::path::PathBuf::from(git_in(dir, &["rev-parse", "--absolute-git-dir"]));
+        match damage {
+            "delete the worktree" => std::fs::remove_dir_all(dir).unwrap(),
+            _ => std::fs::write(worktree_git_dir.join("HEAD"), "garbage\n").unwrap(),
+        }
+
+        let checked = guard.check().unwrap();
+
+        let report = checked.report;
+        assert_eq!(repo.git(&["rev-parse", "main"]), main, "{damage}");
+        assert!(!hook.exists(), "{damage}");
+        assert!(
+            !repo.git(&["config", "--list"]).contains("alias.st"),
+            "{damage}"
+        );
+        assert!(
+            report
+                .ref_changes
+                .iter()
+                .any(|change| change.refname == "refs/heads/main" && change.restored),
+            "{damage}: {report:?}"
+        );
+        assert_eq!(
+            report.worktree_recreated,
+            damage == "delete the worktree",
+            "{damage}"
+        );
+        assert_eq!(
+            git_in(dir, &["symbolic-ref", "HEAD"]),
+            workspace.branch_ref(),
+            "{damage}"
+        );
+        // The run goes on: its worktree can be captured and rolled back.
+        workspace
+            .status_since(&workspace.pre_run().unwrap())
+            .unwrap();
+        workspace
+            .rollback(tnh_conductor::workspace::RollbackTarget::PreRun)
+            .unwrap();
+        assert!(!dir.join("evil.txt").exists(), "{damage}");
+    }
+}
+
+/// The worktree's `commondir` rewritten to name a copy of the repository whose configuration
+/// runs a program (`core.fsmonitor`) on every status: the conductor's own git commands would
+/// run it after the step. It is put back before any of them runs, and git is told the common
+/// folder anyway.
+#[test]
+fn a_rewritten_commondir_or_gitdir_is_put_back_before_the_conductors_git_reads_it() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "commondir");
+    let guard = workspace.guard(&[]).unwrap();
+    let dir = workspace.path();
+    let worktree_git_dir =
+        std::path::PathBuf::from(git_in(dir, &["rev-parse", "--absolute-git-dir"]));
+    let fake = repo.path().join("fake-common");
+    repo.git(&["clone", "-q", "--bare", ".", fake.to_str().unwrap()]);
+    let ran = repo.path().join("payload-ran");
+    let payload = repo.path().join("payload.sh");
+    std::fs::write(
+        &payload,
+        format!("#!/bin/sh\necho ran >> '{}'\n", ran.display()),
+    )
+    .unwrap();
+    let executable = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(&payload, executable).unwrap();
+    git_in(
+        &fake,
+        &["config", "core.fsmonitor", payload.to_str().unwrap()],
+    );
+    let commondir = worktree_git_dir.join("commondir");
+    let gitdir = worktree_git_dir.join("gitdir");
+    let read = |path: &std::path::Path| std::fs::read(path).unwrap();
+    let (commondir_before, gitdir_before) = (read(&commondir), read(&gitdir));
+    std::fs::write(&commondir, format!("{}\n", fake.display())).unwrap();
+    std::fs::write(&gitdir, "/nowhere/.git\n").unwrap();
+
+    let report = guard.check().unwrap().report;
+    workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
+    workspace
+        .snapshot_pre_step(&tnh_conductor::ids::StepId::new("next"), 1)
+        .unwrap();
+
+    assert_eq!(read(&commondir), commondir_before);
+    assert_eq!(read(&gitdir), gitdir_before);
+    for name in ["worktree/commondir", "worktree/gitdir"] {
+        assert!(
+            report.git_config_changed.contains(&name.to_owned()),
+            "{report:?}"
+        );
+    }
+    assert!(!ran.exists(), "the fake repository's fsmonitor program ran");
+    // The operator's tools and the next reopen find the worktree.
+    Workspace::open(workspace.record()).unwrap();
+}
+
+/// A commit the agent makes on another branch than its own (an existing unprotected branch,
+/// or a new one) is a commit all the same.
+#[test]
+fn commits_on_any_branch_count() {
+    let repo = TempRepo::new();
+    repo.git(&["branch", "develop"]);
+    let workspace = create(&repo, "elsewhere");
+    let guard = workspace.guard(&[]).unwrap();
+    let dir = workspace.path();
+    let tree = git_in(dir, &["rev-parse", "HEAD^{tree}"]);
+    let parent = git_in(dir, &["rev-parse", "develop"]);
+    let sneaky = git_in(dir, &["commit-tree", &tree, "-p", &parent, "-m", "sneaky"]);
+    git_in(dir, &["update-ref", "refs/heads/develop", &sneaky]);
+    let other = git_in(
+        dir,
+        &["commit-tree", &tree, "-p", &parent, "-m", "new branch"],
+    );
+    git_in(dir, &["update-ref", "refs/heads/brand-new", &other]);
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    assert_eq!(report.commits, 2, "{report:?}");
+    assert!(
+        classes(&violations).contains(&(ViolationClass::ForbiddenOperation, "commit".to_owned())),
+        "{violations:?}"
+    );
+}
