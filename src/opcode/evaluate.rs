@@ -417,12 +417,16 @@ fn transcript_summary(context: &StepContext<'_>, last_agent: Option<&StepManifes
     }
 }
 
-/// The validation summary: the worst termination since the last EVALUATE and the exit codes
-/// and timeouts of its RUN_VALIDATION steps.
+/// The validation summary: the worst mechanical termination since the last EVALUATE (of the
+/// steps that run processes or reset the worktree: a gate's decision is not one) and the exit
+/// codes and timeouts of its RUN_VALIDATION steps.
 fn validation(manifests: &[StepManifest]) -> serde_json::Value {
-    let mut failed = manifests
-        .iter()
-        .filter(|manifest| manifest.termination != "completed");
+    let mut failed = manifests.iter().filter(|manifest| {
+        matches!(
+            manifest.opcode.as_str(),
+            "RUN_AGENT" | "RUN_VALIDATION" | "ROLLBACK"
+        ) && manifest.termination != "completed"
+    });
     let killed = failed
         .clone()
         .find(|manifest| manifest.termination.starts_with("killed_"));

@@ -145,6 +145,30 @@ impl Facts {
 
 /// Applies every guard rule to a decision.
 pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
+    // OA06 §4: `success` only when every required check is satisfied. A step killed by its
+    // timeout (or idle timeout, or an interactive prompt) is never a success, whatever a
+    // backend answers; nor is a failed step, validator or harness report.
+    if decision.status == Status::Success {
+        let outcome = facts.mechanical_outcome.as_str();
+        if outcome.starts_with("killed_") {
+            decision.raise(
+                Status::Blocked,
+                outcome,
+                format!("the last step ended {outcome}: not a success whatever the planner says"),
+            );
+        } else if !matches!(outcome, "completed" | "")
+            || facts.validator_failed
+            || facts.report_passed == Some(false)
+        {
+            decision.raise(
+                Status::Partial,
+                "checks_failed",
+                format!(
+                    "a step or check failed (outcome {outcome}): not a success whatever the planner says"
+                ),
+            );
+        }
+    }
     if facts.claims_done
         && facts.empty_diff
         && facts.expects_changes
@@ -240,9 +264,71 @@ mod tests {
         assert_eq!(kept.status, Status::Unsafe, "goldens do not lower unsafe");
         let calm = guard(Decision::status(Status::Blocked), &Facts::default());
         assert_eq!(
+            guard(Decision::status(Status::Success), &Facts::default()),
+            Decision::status(Status::Success)
+        );
+        assert_eq!(
             calm,
             Decision::status(Status::Blocked),
             "no facts, no change"
+        );
+    }
+
+    #[test]
+    fn a_killed_or_failed_step_is_never_a_success_whatever_the_backend_says() {
+        for (outcome, validator_failed, report_passed, status, flag) in [
+            (
+                "killed_timeout",
+                false,
+                None,
+                Status::Blocked,
+                "killed_timeout",
+            ),
+            (
+                "killed_idle",
+                false,
+                Some(true),
+                Status::Blocked,
+                "killed_idle",
+            ),
+            (
+                "killed_policy",
+                false,
+                None,
+                Status::Blocked,
+                "killed_policy",
+            ),
+            ("error", false, None, Status::Partial, "checks_failed"),
+            ("completed", true, None, Status::Partial, "checks_failed"),
+            (
+                "completed",
+                false,
+                Some(false),
+                Status::Partial,
+                "checks_failed",
+            ),
+        ] {
+            let facts = Facts {
+                mechanical_outcome: outcome.to_owned(),
+                validator_failed,
+                report_passed,
+                ..Facts::default()
+            };
+            let raised = guard(Decision::status(Status::Success), &facts);
+            assert_eq!(raised.status, status, "{outcome}");
+            assert!(raised.risk_flags.contains(&flag.to_owned()), "{outcome}");
+            // A bounded answer short of success stands.
+            let partial = guard(Decision::status(Status::Partial), &facts);
+            assert_eq!(partial.status, Status::Partial, "{outcome}");
+        }
+        let clean = Facts {
+            mechanical_outcome: "completed".to_owned(),
+            report_passed: Some(true),
+            ..Facts::default()
+        };
+        assert_eq!(
+            guard(Decision::status(Status::Success), &clean).status,
+            Status::Success
         );
     }
 }

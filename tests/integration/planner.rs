@@ -378,3 +378,62 @@ fn an_envelope_with_only_the_oa06_fields_is_valid_input() {
     let output = check(None, &folder, None);
     assert_eq!(output.status.code(), Some(0), "{}", stdout_text(&output));
 }
+
+#[test]
+fn a_lying_planner_cannot_turn_a_timeout_into_success_in_a_real_run() {
+    let repo = RunRepo::new();
+    with_judge(
+        &repo,
+        r#"{"status": "success", "next_step": null, "blockers": [], "risk_flags": []}"#,
+    );
+    let config = repo.path().join(".tnh/config.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text.replacen(
+        "agents:\n",
+        "agents:\n  hangs:\n    kind: command\n    argv: [sleep, \"600\"]\n",
+        1,
+    );
+    std::fs::write(&config, text).unwrap();
+    let workflow = repo.workflow_text(
+        "timeout.yaml",
+        r#"workflow_id: timeout
+version: 1
+description: an agent killed by its timeout, then a planner that says success
+entry_step: work
+steps:
+  - id: work
+    opcode: RUN_AGENT
+    agent: hangs
+    prompt: do the work
+    limits: { timeout: 1s }
+    routes: { "*": judge }
+  - id: judge
+    opcode: EVALUATE
+    prompt: planner.evaluate_step.v1
+    allowed_next_steps: [failed]
+    routes: { success: STOP, partial: failed, blocked: failed, unsafe: failed, needs_human: failed }
+  - id: failed
+    opcode: STOP
+    outcome: failure
+"#,
+    );
+
+    let (code, result, output) = repo.run(&workflow, &["--planner", "judge"]);
+
+    assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    assert_eq!(
+        repo.json(run_id, "artifacts/work/1/manifest.json")["termination"],
+        "killed_timeout"
+    );
+    let decision = repo.json(run_id, "artifacts/judge/1/planner_decision.json");
+    assert_eq!(decision["status"], "blocked", "{decision}");
+    assert_eq!(decision["decided_by"], "judge");
+    assert!(
+        decision["risk_flags"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("killed_timeout")),
+        "{decision}"
+    );
+}
