@@ -171,18 +171,25 @@ impl Driver<'_> {
         };
         let result = opcode::execute(&mut context);
         if self.run.cancellation.is_cancelled() {
+            let signal = self
+                .run
+                .cancellation
+                .cause()
+                .unwrap_or_else(|| "Ctrl-C".to_owned());
             // The visit stays marked running: `resume` records it as interrupted, restores its
             // pre-step snapshot and runs the step again, exactly as after a crash.
             self.recorder.event(
                 EventType::RunInterrupted,
                 Some((&step_id, visit)),
-                payload([("cause", "operator interrupt (Ctrl-C)".into())]),
+                payload([("cause", format!("operator interrupt ({signal})").into())]),
             )?;
-            self.recorder
-                .commit(&mut self.state, Some("interrupted by the operator"))?;
-            self.recorder.write_blocked(
-                "interrupted by the operator; `tnh-conductor resume` continues it",
+            self.recorder.commit(
+                &mut self.state,
+                Some(&format!("interrupted by the operator ({signal})")),
             )?;
+            self.recorder.write_blocked(&format!(
+                "interrupted by the operator ({signal}); `tnh-conductor resume` continues it"
+            ))?;
             return Ok(Some(RunEnd::Interrupted { step_id }));
         }
         let result = match result {

@@ -22,6 +22,7 @@ use crate::workflow::diagnostic::Diagnostic;
 use crate::workflow::load::check_file;
 use crate::workflow::model::{Opcode, Workflow};
 use crate::workspace::{Fingerprint, GUARD_STATE_FILE, RollbackTarget, Workspace, WorkspaceError};
+use tokio::signal::unix::{SignalKind, signal};
 
 /// The default parent of run directories.
 pub const DEFAULT_ARTIFACTS_ROOT: &str = ".tnh/run/";
@@ -227,12 +228,26 @@ fn run_context(
         .build()
         .map_err(RunError::Runtime)?;
     let (cancel_handle, cancellation) = crate::runner::CancelHandle::new();
-    runtime.spawn(async move {
-        // Each Ctrl-C raises the cancellation level: the first ends the step gracefully.
-        while tokio::signal::ctrl_c().await.is_ok() {
-            cancel_handle.cancel();
-        }
-    });
+    // Each Ctrl-C raises the cancellation level: the first ends the step gracefully. SIGTERM
+    // (`systemctl stop`, `timeout 8h tnh-conductor …`, a cancelled CI job) and SIGHUP (a
+    // closed terminal or ssh session) do the same: left to their default action they would
+    // kill the conductor alone and leave the agent running unsupervised.
+    for (kind, name) in [
+        (SignalKind::interrupt(), "Ctrl-C"),
+        (SignalKind::terminate(), "SIGTERM"),
+        (SignalKind::hangup(), "SIGHUP"),
+    ] {
+        let handle = cancel_handle.clone();
+        let mut stream = {
+            let _entered = runtime.enter();
+            signal(kind).map_err(RunError::Runtime)?
+        };
+        runtime.spawn(async move {
+            while stream.recv().await.is_some() {
+                handle.cancel_because(name);
+            }
+        });
+    }
     let options = crate::script::HostOptions {
         file: loaded.path.display().to_string(),
         source: loaded.source,

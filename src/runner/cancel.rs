@@ -1,4 +1,5 @@
-//! Cancellation of a running step by the operator (Ctrl-C, wired by the kernel).
+//! Cancellation of a running step by the operator (Ctrl-C, SIGTERM or SIGHUP, wired by the
+//! kernel).
 //!
 //! Like cargo-nextest: the first request ends the step gracefully (SIGTERM, grace, SIGKILL);
 //! a second request kills the group at once. A `watch` channel carries the number of
@@ -11,12 +12,17 @@ use tokio::sync::watch;
 #[derive(Debug, Clone)]
 pub struct CancelHandle {
     requests: std::sync::Arc<watch::Sender<u32>>,
+    cause: Cause,
 }
+
+/// What asked for the first cancellation (`Ctrl-C`, `SIGTERM`, …), shared by both sides.
+type Cause = std::sync::Arc<std::sync::Mutex<Option<String>>>;
 
 /// The supervisor's side: tells how many times cancellation was requested.
 #[derive(Debug, Clone)]
 pub struct Cancellation {
     requests: Option<watch::Receiver<u32>>,
+    cause: Cause,
 }
 
 /// How hard a step should be stopped.
@@ -32,19 +38,30 @@ impl CancelHandle {
     /// A new handle and the cancellation its steps listen to.
     pub fn new() -> (CancelHandle, Cancellation) {
         let (sender, receiver) = watch::channel(0);
+        let cause = Cause::default();
         let handle = CancelHandle {
             requests: std::sync::Arc::new(sender),
+            cause: cause.clone(),
         };
         (
             handle,
             Cancellation {
                 requests: Some(receiver),
+                cause,
             },
         )
     }
 
-    /// Requests cancellation; the second request asks for an immediate kill.
+    /// Requests cancellation (as Ctrl-C does); the second request asks for an immediate kill.
     pub fn cancel(&self) {
+        self.cancel_because("Ctrl-C");
+    }
+
+    /// Requests cancellation, saying what asked for it (`SIGTERM`); the first cause is kept.
+    pub fn cancel_because(&self, cause: &str) {
+        if let Ok(mut kept) = self.cause.lock() {
+            kept.get_or_insert_with(|| cause.to_owned());
+        }
         self.requests
             .send_modify(|count| *count = count.saturating_add(1));
     }
@@ -53,7 +70,15 @@ impl CancelHandle {
 impl Cancellation {
     /// A cancellation that never fires (tests, tools run outside a kernel).
     pub fn never() -> Cancellation {
-        Cancellation { requests: None }
+        Cancellation {
+            requests: None,
+            cause: Cause::default(),
+        }
+    }
+
+    /// What asked for the first cancellation (`Ctrl-C`, `SIGTERM`, `SIGHUP`), once one did.
+    pub fn cause(&self) -> Option<String> {
+        self.cause.lock().ok().and_then(|cause| cause.clone())
     }
 
     /// Waits until a new request arrives; `None` once no request can ever arrive.

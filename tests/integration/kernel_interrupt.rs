@@ -14,8 +14,9 @@ fn processes_of_run(run_id: &str) -> Vec<i32> {
     tnh_conductor::runner::processes_with_variable("TNH_RUN_ID", run_id)
 }
 
-#[test]
-fn ctrl_c_ends_the_step_exits_130_and_the_run_resumes() {
+/// A run whose agent (on its first visit) has started and works "forever": the repository,
+/// the conductor driving it, and the run id.
+fn run_with_a_working_agent() -> (RunRepo, std::process::Child, String) {
     let repo = RunRepo::new();
     let agent = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/agents/wait_for_interrupt.sh");
@@ -57,6 +58,12 @@ fn ctrl_c_ends_the_step_exits_130_and_the_run_resumes() {
         .file_name()
         .to_string_lossy()
         .into_owned();
+    (repo, child, run_id)
+}
+
+#[test]
+fn ctrl_c_ends_the_step_exits_130_and_the_run_resumes() {
+    let (repo, child, run_id) = run_with_a_working_agent();
 
     // `status` shows the step running and that its agent has printed nothing.
     let status = crate::support::stdout_text(&repo.conductor(&["status", &run_id]));
@@ -122,4 +129,45 @@ fn ctrl_c_ends_the_step_exits_130_and_the_run_resumes() {
         .map(|event| event["visit"].as_u64().unwrap())
         .collect();
     assert_eq!(completed, [2]);
+}
+
+/// SIGTERM (`systemctl stop`, `timeout`, a cancelled CI job) and SIGHUP (a closed terminal)
+/// end the step as Ctrl-C does: by default they would kill the conductor alone and leave the
+/// agent running with nobody supervising it.
+#[test]
+fn sigterm_and_sighup_end_the_step_like_ctrl_c_and_leave_no_process_behind() {
+    for (signal, name) in [(Signal::SIGTERM, "SIGTERM"), (Signal::SIGHUP, "SIGHUP")] {
+        let (repo, child, run_id) = run_with_a_working_agent();
+
+        kill(Pid::from_raw(child.id() as i32), signal).unwrap();
+
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(130),
+            "{name}: {}",
+            stderr_text(&output)
+        );
+        assert!(
+            processes_of_run(&run_id).is_empty(),
+            "{name}: a process of the run survived"
+        );
+        let interrupted = first_event(&repo.events(&run_id), "run_interrupted").clone();
+        assert_eq!(
+            interrupted["cause"],
+            format!("operator interrupt ({name})"),
+            "{interrupted}"
+        );
+        assert_eq!(
+            repo.json(&run_id, "status.json")["lifecycle_state"],
+            "blocked"
+        );
+        let resumed = repo.conductor(&["resume", &run_id]);
+        assert_eq!(
+            resumed.status.code(),
+            Some(0),
+            "{name}: {}",
+            stderr_text(&resumed)
+        );
+    }
 }
