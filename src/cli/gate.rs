@@ -86,7 +86,7 @@ fn decide_gate(
         &reviewer,
         args.comment.as_deref(),
     )
-    .map_err(run_error)?;
+    .map_err(|error| super::run::run_failure(error, output))?;
     let verb = match decision {
         Decision::Approve => "approved",
         Decision::Reject => "rejected",

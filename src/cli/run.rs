@@ -97,6 +97,24 @@ pub fn cmd_resume(cli: &Cli, args: &ResumeArgs, output: &mut Output) -> Result<E
     report(result, args.json, output)
 }
 
+/// The CLI error of a failed run, resume or gate decision; an invalid workflow's diagnostics
+/// are printed first, so "fix the problems above" has problems above it.
+pub(super) fn run_failure(error: RunError, output: &mut Output) -> Error {
+    match error {
+        RunError::InvalidWorkflow { file, diagnostics } => {
+            for diagnostic in &diagnostics {
+                output.diagnostic(&diagnostic.render(output.color()));
+            }
+            crate::workflow::WorkflowError::Invalid {
+                file,
+                errors: diagnostics.len(),
+            }
+            .into()
+        }
+        error => Error::Run(Box::new(error)),
+    }
+}
+
 fn report(
     result: std::result::Result<RunSummary, RunError>,
     json: bool,
@@ -104,17 +122,7 @@ fn report(
 ) -> Result<ExitStatus> {
     let summary = match result {
         Ok(summary) => summary,
-        Err(RunError::InvalidWorkflow { file, diagnostics }) => {
-            for diagnostic in &diagnostics {
-                output.diagnostic(&diagnostic.render(output.color()));
-            }
-            return Err(crate::workflow::WorkflowError::Invalid {
-                file,
-                errors: diagnostics.len(),
-            }
-            .into());
-        }
-        Err(error) => return Err(Error::Run(Box::new(error))),
+        Err(error) => return Err(run_failure(error, output)),
     };
     let (status, state, detail) = match &summary.end {
         RunEnd::Finished {

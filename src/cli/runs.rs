@@ -107,8 +107,11 @@ pub fn cmd_status(cli: &Cli, args: &StatusArgs, output: &mut Output) -> Result<E
     let mut shown = String::new();
     loop {
         let status = status_of(&run_dir)?;
-        if status.updated_at != shown {
-            shown = status.updated_at.clone();
+        // The state too: a driver killed meanwhile leaves the same `updated_at`, and the
+        // watch must end by showing it blocked, not with `running` on the screen.
+        let seen = format!("{} {}", status.updated_at, status.lifecycle_state.name());
+        if seen != shown {
+            shown = seen;
             print_status(&run_dir, &status, args.json, output)?;
         }
         if !args.watch || status.lifecycle_state != crate::artifacts::LifecycleState::Running {

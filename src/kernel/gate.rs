@@ -9,7 +9,9 @@ use super::recorder::{Recorder, payload};
 use super::run::{RunError, find_run_dir};
 use super::state::{Phase, RunState};
 use super::transition::StepReport;
-use crate::artifacts::{ArtifactRole, EventType, StepManifest, read_json, write_json_new};
+use crate::artifacts::{
+    ArtifactRole, EventLog, EventType, StepManifest, read_json, write_json_new,
+};
 use crate::outcome::Outcome;
 
 /// A human's decision.
@@ -31,6 +33,30 @@ pub enum GateError {
         run_id: String,
         /// What it is instead.
         state: String,
+    },
+    /// The gate's deadline passed before the decision: it was resolved as timed out.
+    #[error(
+        "gate `{step_id}` of run `{run_id}` timed out at {deadline}, before this decision; it was resolved as gate_timed_out"
+    )]
+    TimedOut {
+        /// The run.
+        run_id: String,
+        /// The gate.
+        step_id: String,
+        /// Its deadline.
+        deadline: String,
+    },
+    /// An earlier decision was recorded, by a process that stopped before taking its route.
+    #[error(
+        "gate `{step_id}` of run `{run_id}` was already decided ({decision}) by a process that stopped before taking its route; that decision stands"
+    )]
+    AlreadyDecided {
+        /// The run.
+        run_id: String,
+        /// The gate.
+        step_id: String,
+        /// The earlier decision.
+        decision: String,
     },
     /// The reviewer is not an approver of this gate.
     #[error("`{reviewer}` is not an approver of gate `{step_id}` (approvers: {approvers})")]
@@ -88,7 +114,24 @@ pub fn decide(
     let mut recorder = Recorder::open(run_dir.clone())?;
     let mut state: RunState = read_json(&run_dir.state(), "run state")?;
     let (step_id, visit) = waiting(&state).map_err(RunError::Gate)?;
+    // A decision recorded by a process that died before taking its route stands.
+    if let Some(earlier) = finish_interrupted_decision(&mut recorder, &mut state)? {
+        return Err(RunError::Gate(GateError::AlreadyDecided {
+            run_id: state.run_id.clone(),
+            step_id,
+            decision: earlier.as_str().to_owned(),
+        }));
+    }
     let request = read_request(&recorder, &step_id, visit)?;
+    // A decision after the deadline is too late: the gate times out now, as `gate list` or
+    // `status` would have noticed.
+    if resolve_if_timed_out(&mut recorder, &mut state)? {
+        return Err(RunError::Gate(GateError::TimedOut {
+            run_id: state.run_id.clone(),
+            step_id,
+            deadline: request["deadline"].as_str().unwrap_or("?").to_owned(),
+        }));
+    }
     let approvers: Vec<&str> = request["approvers"]
         .as_array()
         .map(|names| names.iter().filter_map(|name| name.as_str()).collect())
@@ -167,6 +210,9 @@ fn resolve(
     reviewer: Option<&str>,
     comment: Option<&str>,
 ) -> Result<(), RunError> {
+    // The workflow first: a workflow file that became invalid refuses the decision before
+    // anything of it is recorded.
+    let workflow = super::run::workflow_of(recorder)?;
     let visit_dir = recorder.run_dir().visit_dir(step_id, visit);
     let decided_at = crate::artifacts::now();
     let gate_outcome = serde_json::json!({
@@ -199,28 +245,61 @@ fn resolve(
         ]);
         recorder.event(EventType::HumanFeedback, step, fields)?;
     }
-    let manifest_path = recorder.run_dir().visit_manifest(step_id, visit);
-    let mut manifest: StepManifest = read_json(&manifest_path, "manifest")?;
-    manifest.termination = outcome.as_str().to_owned();
-    manifest.ended_at = decided_at;
-    let path = format!("artifacts/{step_id}/{visit}/gate_outcome.json");
-    manifest.artifacts.push(crate::artifacts::ArtifactEntry {
-        role: ArtifactRole::GateOutcome,
-        path,
-        media_type: "application/json".into(),
-        required: true,
-        important: true,
-    });
-    recorder.write_manifest(&manifest)?;
-    let workflow = super::run::workflow_of(recorder)?;
-    let report = StepReport::outcome(outcome);
-    super::routing::record_route(
+    route_decision(
         &workflow,
         recorder,
         state,
         (step_id, visit),
+        outcome,
+        &decided_at,
+    )
+}
+
+/// Takes the route of a recorded decision: the visit's manifest says how the gate ended, then
+/// the kernel routes and checkpoints. Done again from the start when a process died on the
+/// way, so it writes nothing twice.
+fn route_decision(
+    workflow: &crate::workflow::model::Workflow,
+    recorder: &mut Recorder,
+    state: &mut RunState,
+    (step_id, visit): (&str, u32),
+    outcome: Outcome,
+    decided_at: &str,
+) -> Result<(), RunError> {
+    let manifest_path = recorder.run_dir().visit_manifest(step_id, visit);
+    let mut manifest: StepManifest = read_json(&manifest_path, "manifest")?;
+    if manifest.termination != outcome.as_str() {
+        manifest.termination = outcome.as_str().to_owned();
+        manifest.ended_at = decided_at.to_owned();
+        manifest.artifacts.push(crate::artifacts::ArtifactEntry {
+            role: ArtifactRole::GateOutcome,
+            path: format!("artifacts/{step_id}/{visit}/gate_outcome.json"),
+            media_type: "application/json".into(),
+            required: true,
+            important: true,
+        });
+        recorder.write_manifest(&manifest)?;
+    }
+    let events = EventLog::read_all(&recorder.run_dir().events())?;
+    let completed = events.iter().any(|event| {
+        event.seq > state.events_seq
+            && event.event_type == EventType::StepCompleted
+            && event.step_id.as_deref() == Some(step_id)
+            && event.visit == Some(visit)
+    });
+    let completion = if completed {
+        super::routing::Completion::Recovered
+    } else {
+        super::routing::Completion::Record
+    };
+    let report = StepReport::outcome(outcome);
+    super::routing::record_route(
+        workflow,
+        recorder,
+        state,
+        (step_id, visit),
         &report,
-        super::routing::Completion::Record,
+        completion,
     )?;
     if !matches!(state.phase, Phase::Finished { .. }) {
         recorder.write_blocked(&format!(
@@ -229,4 +308,42 @@ fn resolve(
         ))?;
     }
     Ok(())
+}
+
+/// A decision a process recorded (`gate_resolved`) after the run's last checkpoint but died
+/// before routing: it stands, and its route is taken now. Returns the decision when there was
+/// one.
+pub fn finish_interrupted_decision(
+    recorder: &mut Recorder,
+    state: &mut RunState,
+) -> Result<Option<Outcome>, RunError> {
+    let Ok((step_id, visit)) = waiting(state) else {
+        return Ok(None);
+    };
+    let events = EventLog::read_all(&recorder.run_dir().events())?;
+    let Some(recorded) = events.iter().rev().find(|event| {
+        event.seq > state.events_seq
+            && event.event_type == EventType::GateResolved
+            && event.step_id.as_deref() == Some(step_id.as_str())
+            && event.visit == Some(visit)
+    }) else {
+        return Ok(None);
+    };
+    let Some(outcome) = recorded
+        .text("decision")
+        .and_then(|decision| decision.parse::<Outcome>().ok())
+    else {
+        return Ok(None);
+    };
+    let decided_at = recorded.timestamp.clone();
+    let workflow = super::run::workflow_of(recorder)?;
+    route_decision(
+        &workflow,
+        recorder,
+        state,
+        (&step_id, visit),
+        outcome,
+        &decided_at,
+    )?;
+    Ok(Some(outcome))
 }

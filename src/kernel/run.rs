@@ -148,6 +148,8 @@ impl RunError {
             RunError::StepInProgress { run_id, .. } => Some(format!("`tnh-conductor resume {run_id}` puts that step's snapshot back and runs it again; roll back when the run waits at a gate or has ended")),
             RunError::Gate(super::gate::GateError::NotWaiting { .. }) => Some("list waiting gates with `tnh-conductor gate list`".into()),
             RunError::Gate(super::gate::GateError::NotApprover { .. }) => Some("decide as one of the approvers: `--as NAME`".into()),
+            RunError::Gate(super::gate::GateError::AlreadyDecided { run_id, .. }) => Some(format!("its route is taken now: `tnh-conductor resume {run_id}` continues the run")),
+            RunError::Gate(super::gate::GateError::TimedOut { run_id, .. }) => Some(format!("the run follows its `gate_timed_out` route: `tnh-conductor resume {run_id}` continues it; a longer `timeout:` on the gate gives reviewers more time")),
             RunError::Drive(error) => error.hint(),
             RunError::Runtime(_) => None,
         }
@@ -515,6 +517,9 @@ pub fn resume_run(
             recreated,
         });
     }
+    // A gate decision recorded by a process that died before taking its route stands (its
+    // events follow the checkpoint, so this comes before anything else is recorded).
+    super::gate::finish_interrupted_decision(&mut recorder, &mut state)?;
     recorder.event(
         EventType::RunResumed,
         None,

@@ -465,3 +465,149 @@ fn a_deleted_worktree_that_held_uncommitted_work_is_drift_until_accepted() {
     first_event(&events, "drift_accepted");
     assert_contiguous(&events);
 }
+
+#[test]
+fn an_approval_after_the_deadline_is_refused_and_the_gate_times_out() {
+    let repo = RunRepo::new();
+    let text = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
+        .unwrap()
+        .replace("timeout: 24h", "timeout: 1ms");
+    let run_id = waiting_run(&repo, Some(text));
+
+    let late = repo.conductor(&["gate", "approve", &run_id, "--as", "lead", "--resume"]);
+
+    assert_eq!(late.status.code(), Some(2), "{}", stderr_text(&late));
+    let stderr = stderr_text(&late);
+    assert!(
+        stderr.contains("gate `review`") && stderr.contains("timed out at"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("gate_timed_out` route"), "{stderr}");
+    assert_eq!(
+        repo.json(&run_id, "artifacts/review/1/gate_outcome.json")["decision"],
+        "gate_timed_out"
+    );
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(1), "{}", stderr_text(&resumed));
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        "failed failure timed_out\n"
+    );
+}
+
+/// A decision refused because the workflow file became invalid records nothing: the gate
+/// still waits, and the next decision is the only one in the log.
+#[test]
+fn a_decision_refused_for_an_invalid_workflow_records_nothing() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let workflow = repo.path().join("wf/gate.yaml");
+    let valid = std::fs::read_to_string(&workflow).unwrap();
+    std::fs::write(&workflow, valid.replace("routes:", "rotes:")).unwrap();
+    let events_before = repo.events(&run_id).len();
+
+    let refused = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
+
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    assert!(
+        stderr_text(&refused).contains("unknown key `rotes`"),
+        "the problems are shown: {}",
+        stderr_text(&refused)
+    );
+    assert_eq!(
+        repo.events(&run_id).len(),
+        events_before,
+        "nothing recorded"
+    );
+    assert!(
+        !repo
+            .run_dir(&run_id)
+            .join("artifacts/review/1/gate_outcome.json")
+            .exists()
+    );
+    assert_eq!(
+        repo.json(&run_id, "artifacts/review/1/manifest.json")["termination"],
+        "waiting"
+    );
+    std::fs::write(&workflow, valid).unwrap();
+    let rejected = repo.conductor(&["gate", "reject", &run_id, "--as", "lead", "--resume"]);
+    assert_eq!(
+        rejected.status.code(),
+        Some(1),
+        "{}",
+        stderr_text(&rejected)
+    );
+    let decisions: Vec<serde_json::Value> = repo
+        .events(&run_id)
+        .into_iter()
+        .filter(|event| event["event_type"] == "gate_resolved" && event["step_id"] == "review")
+        .map(|event| event["decision"].clone())
+        .collect();
+    assert_eq!(decisions, ["gate_rejected"]);
+}
+
+/// A rejection whose process died right after recording it stands: a later approval is
+/// refused, and the run takes the rejection's route (by that decision or by `resume`).
+#[test]
+fn a_decision_interrupted_after_it_was_recorded_stands() {
+    for then in ["approve", "resume"] {
+        let repo = RunRepo::new();
+        let run_id = waiting_run(&repo, None);
+        let next_seq = repo.events(&run_id).len() + 1;
+        let killed = conductor()
+            .arg("--repo")
+            .arg(repo.path())
+            .args(["gate", "reject", &run_id, "--as", "alice"])
+            .env("TNH_TEST_KILL_AT_EVENT", next_seq.to_string())
+            .output()
+            .unwrap();
+        assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+        assert_eq!(
+            repo.events(&run_id).last().unwrap()["event_type"],
+            "gate_resolved"
+        );
+
+        let later = match then {
+            "approve" => repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]),
+            _ => repo.conductor(&["resume", &run_id]),
+        };
+
+        if then == "approve" {
+            assert_eq!(later.status.code(), Some(2), "{}", stderr_text(&later));
+            assert!(
+                stderr_text(&later).contains("already decided (gate_rejected)"),
+                "{}",
+                stderr_text(&later)
+            );
+        } else {
+            assert_eq!(later.status.code(), Some(1), "{}", stderr_text(&later));
+        }
+        let events = repo.events(&run_id);
+        crate::kernel_support::assert_contiguous(&events);
+        let decisions: Vec<&serde_json::Value> = events
+            .iter()
+            .filter(|event| event["event_type"] == "gate_resolved" && event["step_id"] == "review")
+            .map(|event| &event["decision"])
+            .collect();
+        assert_eq!(decisions, ["gate_rejected"], "{then}");
+        assert_eq!(
+            repo.json(&run_id, "artifacts/review/1/manifest.json")["termination"],
+            "gate_rejected",
+            "{then}"
+        );
+        let completed = events
+            .iter()
+            .filter(|event| event["event_type"] == "step_completed" && event["step_id"] == "review")
+            .count();
+        assert_eq!(completed, 1, "{then}");
+        if then == "approve" {
+            let resumed = repo.conductor(&["resume", &run_id]);
+            assert_eq!(resumed.status.code(), Some(1), "{}", stderr_text(&resumed));
+        }
+        assert_eq!(
+            std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+            "failed failure failed\n",
+            "{then}"
+        );
+    }
+}

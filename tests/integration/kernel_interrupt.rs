@@ -171,3 +171,45 @@ fn sigterm_and_sighup_end_the_step_like_ctrl_c_and_leave_no_process_behind() {
         );
     }
 }
+
+/// `status --watch` on a run whose driver is killed ends by showing it blocked (with how to
+/// continue), not with `running` left on the screen.
+#[test]
+fn status_watch_ends_showing_a_killed_run_blocked() {
+    let (repo, mut child, run_id) = run_with_a_working_agent();
+    let mut watch = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["--color", "never", "status", "--watch", &run_id])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(watch.stdout.take().unwrap()));
+    // Reading blocks until the watch has shown the run running.
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let running = line == "  state: running";
+        seen.push(line);
+        if running {
+            break;
+        }
+    }
+
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
+    child.wait().unwrap();
+
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert!(watch.wait().unwrap().success());
+    assert!(
+        rest.contains(&"  state: blocked".to_owned())
+            && rest
+                .iter()
+                .any(|line| line.contains("the driving process is gone")),
+        "{seen:?} then {rest:?}"
+    );
+    // The agent outlived the SIGKILLed conductor: resume ends it.
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    assert!(processes_of_run(&run_id).is_empty());
+}
