@@ -32,6 +32,9 @@ use super::worktree::Workspace;
 /// How `git_config_changed` names the worktree's `.git` file.
 pub const GIT_LINK: &str = ".git (the worktree's link to its repository)";
 
+/// How the conductor's scratch index is named in a guard report when the step touched it.
+pub const SCRATCH_INDEX: &str = "worktree/tnh-scratch-index (the conductor's, rebuilt)";
+
 /// Branch names protected whatever the configuration says.
 pub const ALWAYS_PROTECTED: [&str; 2] = ["main", "master"];
 
@@ -176,6 +179,9 @@ pub struct GuardState {
     pub module_dirs: Vec<Bytes>,
     /// The operator's checkout: its changed and untracked files.
     pub checkout: Vec<CheckoutEntry>,
+    /// The identity of the conductor's scratch index before the step.
+    #[serde(default)]
+    pub scratch_index: Option<FileIdentity>,
 }
 
 /// Bytes kept exactly: as a string when they are UTF-8 (paths, configuration files almost
@@ -251,6 +257,8 @@ pub struct RefGuard {
     module_dirs: Vec<PathBuf>,
     /// The operator's checkout before the step.
     checkout: CheckoutState,
+    /// The scratch index as the conductor left it before the step.
+    scratch: Option<FileIdentity>,
 }
 
 impl Workspace {
@@ -286,6 +294,7 @@ impl Workspace {
             hook_dirs: BTreeSet::new(),
             module_dirs: module_git_dirs(&self.common_dir),
             checkout: operator_checkout::state(&self.repo_git, &self.record().repo_root)?,
+            scratch: FileIdentity::of(&self.scratch_index()),
         };
         let listing = guard.list_refs()?;
         guard.worktree_head = match head_commit(&guard.workspace.read_head(), &listing.resolved) {
@@ -354,6 +363,7 @@ impl Workspace {
                 .into_iter()
                 .map(|entry| (entry.path.into(), (entry.status.into(), entry.identity)))
                 .collect(),
+            scratch: state.scratch_index,
         })
     }
 }
@@ -415,6 +425,7 @@ impl RefGuard {
                     identity: *identity,
                 })
                 .collect(),
+            scratch_index: self.scratch,
         }
     }
 
@@ -454,6 +465,12 @@ impl RefGuard {
         report.worktree_access_restored = restore_root_access(self.workspace.path())?;
         if self.workspace.repair_git_link()? {
             report.git_config_changed.push(GIT_LINK.to_owned());
+        }
+        // The scratch index is the conductor's: touched during the step, its stat data (or
+        // its flags) may hide a change, so it is rebuilt from the files themselves.
+        if FileIdentity::of(&self.workspace.scratch_index()) != self.scratch {
+            self.workspace.empty_scratch_index()?;
+            report.git_config_changed.push(SCRATCH_INDEX.to_owned());
         }
         let head = self.workspace.read_head();
         let branch_ref = self.workspace.branch_ref();
@@ -794,8 +811,14 @@ impl Workspace {
         if self.common_dir.join("reftable").exists() {
             return self.git.run(["symbolic-ref", "HEAD", branch_ref.as_str()]);
         }
+        // Replaced in one rename, as git does: a git command reading HEAD meanwhile (the line
+        // count a rollback runs beside its reset) must never find it empty.
         let head = self.worktree_git_dir.join("HEAD");
-        write_optional(&head, Some(format!("ref: {branch_ref}\n").as_bytes()))
+        let temporary = self.worktree_git_dir.join("HEAD.tnh-new");
+        std::fs::write(&temporary, format!("ref: {branch_ref}\n"))
+            .map_err(|source| WorkspaceError::io("write", &temporary, source))?;
+        std::fs::rename(&temporary, &head)
+            .map_err(|source| WorkspaceError::io("replace", &head, source))
     }
 
     /// Makes the work branch a plain ref again if the agent made it a symbolic ref (naming

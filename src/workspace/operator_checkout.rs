@@ -33,6 +33,23 @@ pub struct FileIdentity {
     mode: u32,
 }
 
+impl FileIdentity {
+    /// The identity of the file (or link) at `path`; `None` when there is none.
+    pub(super) fn of(path: &Path) -> Option<FileIdentity> {
+        std::fs::symlink_metadata(path)
+            .ok()
+            .map(|metadata| FileIdentity {
+                size: metadata.len(),
+                mtime: metadata.mtime(),
+                mtime_nsec: metadata.mtime_nsec(),
+                ctime: metadata.ctime(),
+                ctime_nsec: metadata.ctime_nsec(),
+                inode: metadata.ino(),
+                mode: metadata.mode(),
+            })
+    }
+}
+
 /// Lists the checkout's state with one `git status` that takes no lock and writes nothing
 /// (`--no-optional-locks`), so it never gets in the way of the operator's own git commands.
 pub(super) fn state(repo_git: &Git, root: &Path) -> Result<CheckoutState, WorkspaceError> {
@@ -56,17 +73,7 @@ pub(super) fn state(repo_git: &Git, root: &Path) -> Result<CheckoutState, Worksp
         let mut parts = record.splitn(fields, |byte| *byte == b' ');
         let head: Vec<&[u8]> = parts.by_ref().take(fields - 1).collect();
         let Some(path) = parts.next() else { continue };
-        let identity = std::fs::symlink_metadata(root.join(OsStr::from_bytes(path)))
-            .ok()
-            .map(|metadata| FileIdentity {
-                size: metadata.len(),
-                mtime: metadata.mtime(),
-                mtime_nsec: metadata.mtime_nsec(),
-                ctime: metadata.ctime(),
-                ctime_nsec: metadata.ctime_nsec(),
-                inode: metadata.ino(),
-                mode: metadata.mode(),
-            });
+        let identity = FileIdentity::of(&root.join(OsStr::from_bytes(path)));
         state.insert(path.to_vec(), (head.join(&b' '), identity));
     }
     Ok(state)

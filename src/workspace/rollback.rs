@@ -227,6 +227,9 @@ impl Workspace {
         }
         // The reset below moves the work branch: never through a symbolic ref.
         self.unlink_work_branch(&snapshot.commit)?;
+        // The reset reads the index's stat data to tell which files to rewrite: it reads
+        // the conductor's, not one the agent could have forged to keep a file as it left it.
+        self.index_from_scratch()?;
         super::snapshot::clear_index_flags(&self.git)?;
         // With sparse checkout on, the reset would mark files outside its patterns
         // skip-worktree again and leave them out.

@@ -210,8 +210,32 @@ impl Workspace {
         Ok(())
     }
 
-    fn scratch_index(&self) -> PathBuf {
+    pub(crate) fn scratch_index(&self) -> PathBuf {
         self.worktree_git_dir.join(SCRATCH_INDEX)
+    }
+
+    /// Empties the scratch index, so the next refresh hashes every file of the worktree
+    /// instead of trusting stat data someone else wrote (an agent can forge an index entry
+    /// with fresh stat data and the old blob, or flag a path skip-worktree, to hide a change).
+    pub(crate) fn empty_scratch_index(&self) -> Result<(), WorkspaceError> {
+        let scratch = self.scratch_index();
+        match std::fs::remove_file(&scratch) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(WorkspaceError::io("remove", &scratch, source)),
+        }
+        self.git.with_index(&scratch).run(["read-tree", "--empty"])
+    }
+
+    /// Makes the worktree's own index a copy of the scratch index (just brought up to date
+    /// with the worktree by this process), so a reset reads stat data the conductor wrote,
+    /// not an index the agent could forge.
+    pub(crate) fn index_from_scratch(&self) -> Result<(), WorkspaceError> {
+        let scratch = self.scratch_index();
+        let index = self.worktree_git_dir.join("index");
+        std::fs::copy(&scratch, &index)
+            .map(|_| ())
+            .map_err(|source| WorkspaceError::io("copy", &scratch, source))
     }
 
     fn load_snapshot(

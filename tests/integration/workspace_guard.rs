@@ -411,14 +411,14 @@ fn an_agent_pointing_the_worktrees_git_file_at_the_operators_repository_misleads
     put(workspace.path(), "feature.txt", "new\n");
     std::fs::write(&link, &to_operator).unwrap();
 
-    // The step's capture sees the change against the run's own repository.
+    // The guard puts the link back and reports it as a git configuration change; the step's
+    // capture sees the change against the run's own repository.
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
     let status = workspace
         .status_since(&workspace.pre_run().unwrap())
         .unwrap();
     assert_eq!(status.files.len(), 1, "{status:?}");
     assert_eq!(status.files[0].path, "feature.txt");
-    // The guard puts the link back and reports it as a git configuration change.
-    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
     assert_eq!(report.git_config_changed, vec![GIT_LINK]);
     assert_eq!(
         classes(&violations),
@@ -456,11 +456,11 @@ fn an_agent_replacing_the_worktrees_git_file_with_a_new_repository_is_undone() {
     git_in(workspace.path(), &["add", "feature.txt"]);
     git_in(workspace.path(), &["commit", "-q", "-m", "a new history"]);
 
+    let (report, _) = finish_step(&workspace, &guard, &strict_policy());
     let status = workspace
         .status_since(&workspace.pre_run().unwrap())
         .unwrap();
     assert_eq!(status.files.len(), 1, "{status:?}");
-    let (report, _) = finish_step(&workspace, &guard, &strict_policy());
     assert_eq!(report.git_config_changed, vec![GIT_LINK]);
     assert_eq!(read(workspace.path(), ".git"), original_link);
     assert!(workspace.path().join(".git").is_file());
@@ -1430,4 +1430,79 @@ fn commits_on_any_branch_count() {
         classes(&violations).contains(&(ViolationClass::ForbiddenOperation, "commit".to_owned())),
         "{violations:?}"
     );
+}
+
+/// Forges `path`'s entry in the index at `index`: stat data of the file as it is now, the
+/// blob `blob`, so git believes the file unchanged.
+fn forge_index(worktree: &std::path::Path, index: &std::path::Path, path: &str, blob: &str) {
+    let run = |args: &[&str]| {
+        let output = std::process::Command::new(args[0])
+            .args(&args[1..])
+            .current_dir(worktree)
+            .env("GIT_INDEX_FILE", index)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{args:?}: {output:?}");
+    };
+    // An mtime in the past: git re-reads a file as recent as its index ("racily clean").
+    run(&["touch", "-d", "2020-01-01", path]);
+    run(&["git", "add", path]);
+    let script = crate::support::fixture("hostile/forge_index.py");
+    run(&[
+        "python3",
+        script.to_str().unwrap(),
+        index.to_str().unwrap(),
+        path,
+        blob,
+    ]);
+}
+
+/// An agent that forges the conductor's scratch index (or flags a path skip-worktree in it)
+/// and the worktree's own index, so that git believes its edit of a file is the old content:
+/// the capture still sees the edit, and a rollback still undoes it.
+#[test]
+fn a_forged_index_hides_nothing_from_the_capture_or_the_rollback() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "forged");
+    let dir = workspace.path();
+    workspace
+        .snapshot_pre_step(&tnh_conductor::ids::StepId::new("step"), 1)
+        .unwrap();
+    let guard = workspace.guard(&[]).unwrap();
+    let original = read(dir, "README.md");
+    let old_blob = git_in(dir, &["rev-parse", "HEAD:README.md"]);
+    let admin = std::path::PathBuf::from(git_in(dir, &["rev-parse", "--absolute-git-dir"]));
+    put(dir, "README.md", "evil\n");
+    forge_index(
+        dir,
+        &admin.join("tnh-scratch-index"),
+        "README.md",
+        &old_blob,
+    );
+    forge_index(dir, &admin.join("index"), "README.md", &old_blob);
+    assert_eq!(
+        git_in(dir, &["status", "--porcelain"]),
+        "",
+        "the forgery fools git"
+    );
+
+    let report = guard.check().unwrap().report;
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
+
+    assert!(
+        report
+            .git_config_changed
+            .contains(&tnh_conductor::workspace::SCRATCH_INDEX.to_owned()),
+        "{report:?}"
+    );
+    let changed: Vec<&str> = status.files.iter().map(|file| file.path.as_str()).collect();
+    assert_eq!(changed, ["README.md"]);
+    let record = workspace
+        .rollback(tnh_conductor::workspace::RollbackTarget::PreRun)
+        .unwrap();
+    assert_eq!(read(dir, "README.md"), original);
+    assert_eq!(record.before.files_changed, 1);
+    assert!(record.after.is_empty(), "{record:?}");
 }
