@@ -277,6 +277,15 @@ fn finish(
             reported_by: reported_by.clone(),
         });
     }
+    // DESIGN §4 rule 1 to its end: a change that broke the policy and was never rolled back
+    // cannot end in success, even on a route that asked no planner.
+    let (end, reason) = match (&state.safety.policy_violation, end) {
+        (Some(violation), End::Success) => (
+            End::Failure,
+            format!("{reason}; but the policy violation of {violation} was never rolled back"),
+        ),
+        _ => (end, reason),
+    };
     state.phase = Phase::Finished {
         end,
         step_id: step_id.to_owned(),

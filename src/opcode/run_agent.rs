@@ -27,11 +27,6 @@ pub(super) fn execute(
             .workspace
             .snapshot_pre_step(&context.step.id.value, context.visit)
     })?;
-    let guard = workspace_time.time(|| {
-        context
-            .workspace
-            .guard(&context.run.config.protected_branches)
-    })?;
     let prompt = render_prompt(context, agent)?;
     let request = StepRequest {
         agent_name: agent.agent.value.clone(),
@@ -59,6 +54,13 @@ pub(super) fn execute(
         tnh_variables: context.tnh_variables(),
         host_env: context.run.host_env.clone(),
     };
+    // Recorded last before the agent starts: rendering the prompt may capture the worktree
+    // (a `diff` input), which rewrites the conductor's scratch index the guard watches.
+    let guard = workspace_time.time(|| {
+        context
+            .workspace
+            .guard(&context.run.config.protected_branches)
+    })?;
     // Kept while the agent runs: if this process dies (or the agent kills it), `resume`
     // checks the step against it.
     let guard_state = visit_dir.join(GUARD_STATE_FILE);

@@ -507,3 +507,44 @@ fn a_runaway_script_stops_the_run_with_its_yaml_position_recorded() {
             .contains("could not run")
     );
 }
+
+/// A route that asks no planner cannot turn a change outside the policy into a success: the
+/// success STOP ends the run as a failure that names the violation (DESIGN §4 rule 1).
+#[test]
+fn a_policy_violation_never_rolled_back_cannot_end_in_success() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text(
+        "straight.yaml",
+        r#"workflow_id: straight
+version: 1
+description: an agent breaks the policy and the route goes straight to STOP
+entry_step: work
+steps:
+  - id: work
+    opcode: RUN_AGENT
+    agent: scripted
+    prompt: |
+      WRITE src/ok.txt: fine
+      WRITE .github/workflows/ci.yml: on: push
+    policy:
+      allowed_paths: ["src/**"]
+    routes:
+      "*": STOP
+"#,
+    );
+
+    let (code, result, output) = repo.run(&workflow, &[]);
+
+    assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
+    let detail = result["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("policy violation of work:")
+            && detail.contains(".github/workflows/ci.yml")
+            && detail.contains("never rolled back"),
+        "{detail}"
+    );
+    let run_id = result["run_id"].as_str().unwrap();
+    let final_state =
+        std::fs::read_to_string(repo.run_dir(run_id).join("final-state.txt")).unwrap();
+    assert!(final_state.starts_with("failed failure"), "{final_state}");
+}
