@@ -98,8 +98,9 @@ pub(super) fn execute(
     })?;
     write_json_new(&visit_dir.join("workspace_status.json"), &status)?;
     let requested = effective_policy(context, agent)?;
-    let policy =
-        Policy::compile(&requested)?.with_operator_checkout(context.run.config.operator_checkout);
+    let policy = Policy::compile(&requested)?
+        .with_operator_checkout(context.run.config.operator_checkout)
+        .with_worktree(context.workspace.path());
     let violations = match &requested.check {
         Some(function) => {
             let hook_context = context.script_context()?;

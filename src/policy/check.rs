@@ -3,7 +3,8 @@
 //! checked, and what the ref guard saw (protected refs, commits, pushes, git configuration) is
 //! classified. Protected-ref changes and path escapes are violations whatever the policy says.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
@@ -11,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::OperatorCheckout;
 
 use super::error::PolicyError;
-use super::normalize::{normalize_path, symlink_escapes};
+use super::folder::FolderPattern;
+use super::normalize::{LinkLookup, lookup_on_disk, normalize_path, resolve_symlink};
 use super::spec::{CI_PATHS, LOCKFILES, Operation, PolicySpec};
 use crate::workspace::{ChangeKind, ChangedFile, GuardReport, RefClass, WorkspaceStatus};
 
@@ -95,6 +97,8 @@ impl Violation {
 struct Patterns {
     patterns: Vec<String>,
     set: GlobSet,
+    /// The same patterns split for matching a folder (a nested repository).
+    folders: Vec<FolderPattern>,
 }
 
 impl Patterns {
@@ -112,6 +116,10 @@ impl Patterns {
             reason: error.to_string(),
         })?;
         Ok(Self {
+            folders: normalised
+                .iter()
+                .map(|pattern| FolderPattern::new(pattern))
+                .collect(),
             patterns: normalised,
             set,
         })
@@ -120,6 +128,19 @@ impl Patterns {
     fn first_match(&self, path: &str) -> Option<&str> {
         let matches = self.set.matches(path);
         matches.first().map(|index| self.patterns[*index].as_str())
+    }
+
+    /// The first pattern that matches the folder `path` or could match something in it.
+    fn first_match_within(&self, path: &str) -> Option<&str> {
+        self.folders
+            .iter()
+            .position(|folder| folder.may_match_within(path))
+            .map(|index| self.patterns[index].as_str())
+    }
+
+    /// True when some pattern matches everything in the folder `path`.
+    fn covers(&self, path: &str) -> bool {
+        self.folders.iter().any(|folder| folder.covers(path))
     }
 }
 
@@ -158,7 +179,10 @@ pub struct Policy {
     forbidden: Patterns,
     enforced: BTreeSet<Operation>,
     advisory: Vec<String>,
-    ci: GlobSet,
+    ci: Patterns,
+    /// The worktree the changes are in, when known: symlinks are then resolved through the
+    /// links on disk, not only through the ones the change lists.
+    worktree: Option<PathBuf>,
     /// Whether a change to the operator's checkout during the step is a violation
     /// (`operator_checkout` in the configuration; it is always reported by the guard).
     operator_checkout_forbidden: bool,
@@ -187,7 +211,8 @@ impl Policy {
             forbidden: Patterns::compile("forbidden_paths", &spec.forbidden_paths)?,
             enforced,
             advisory,
-            ci: Patterns::compile("ci", &ci_patterns)?.set,
+            ci: Patterns::compile("ci", &ci_patterns)?,
+            worktree: None,
             operator_checkout_forbidden: true,
         })
     }
@@ -195,6 +220,14 @@ impl Policy {
     /// The policy with the configuration's say on changes to the operator's checkout.
     pub fn with_operator_checkout(mut self, setting: OperatorCheckout) -> Self {
         self.operator_checkout_forbidden = setting == OperatorCheckout::Forbid;
+        self
+    }
+
+    /// The policy checking changes made in the worktree at `root`, which is on disk as captured:
+    /// a symlink's target is then resolved through every symlink of the worktree, those the
+    /// step did not change included. Without it only the links the change lists are followed.
+    pub fn with_worktree(mut self, root: &Path) -> Self {
+        self.worktree = Some(root.to_path_buf());
         self
     }
 
@@ -236,8 +269,9 @@ impl Policy {
         hook: Option<&CheckHook<'_>>,
     ) -> Vec<Violation> {
         let mut violations = Vec::new();
+        let links = changed_links(status);
         for file in &status.files {
-            self.check_file(file, hook, &mut violations);
+            self.check_file_with(file, hook, &links, &mut violations);
         }
         if self.forbids(Operation::CreateTopLevelDirs) {
             for dir in &status.new_top_level_dirs {
@@ -259,17 +293,31 @@ impl Policy {
         violations
     }
 
-    /// Checks one changed file.
+    /// Checks one changed file (its symlink target resolved through the worktree on disk when
+    /// the policy knows it, else on its own).
     pub fn check_file(
         &self,
         file: &ChangedFile,
         hook: Option<&CheckHook<'_>>,
         violations: &mut Vec<Violation>,
     ) {
+        self.check_file_with(file, hook, &HashMap::new(), violations);
+    }
+
+    /// Checks one changed file; `links` are the symlinks of the change, by normalised path.
+    fn check_file_with(
+        &self,
+        file: &ChangedFile,
+        hook: Option<&CheckHook<'_>>,
+        links: &HashMap<String, String>,
+        violations: &mut Vec<Violation>,
+    ) {
+        let folder = is_gitlink(file);
         let mut paths = vec![file.path.as_str()];
         paths.extend(file.old_path.as_deref());
         for raw in paths {
             match normalize_path(raw) {
+                Ok(path) if folder => self.check_folder(&path, violations),
                 Ok(path) => self.check_path(&path, violations),
                 Err(escape) => violations.push(Violation::new(
                     ViolationClass::PathEscape,
@@ -279,15 +327,25 @@ impl Policy {
                 )),
             }
         }
-        if let Some(target) = file.symlink_target.as_deref()
-            && symlink_escapes(&file.path, target)
-        {
-            violations.push(Violation::new(
-                ViolationClass::PathEscape,
-                Some(&file.path),
-                "symlink_target",
-                format!("symlink points outside the worktree: `{target}`"),
-            ));
+        if let Some(target) = file.symlink_target.as_deref() {
+            let mut lookup = |path: &str| match links.get(path) {
+                Some(target) => LinkLookup::Link(target.clone()),
+                None => match &self.worktree {
+                    Some(root) => lookup_on_disk(root, path),
+                    None => LinkLookup::NotALink,
+                },
+            };
+            if let Err(escape) = resolve_symlink(&file.path, target, &mut lookup) {
+                violations.push(Violation::new(
+                    ViolationClass::PathEscape,
+                    Some(&file.path),
+                    "symlink_target",
+                    format!(
+                        "symlink points outside the worktree: `{target}` ({})",
+                        escape.describe()
+                    ),
+                ));
+            }
         }
         for operation in operations_of(file, &self.ci) {
             if self.forbids(operation) {
@@ -323,6 +381,34 @@ impl Policy {
                 Some(path),
                 "allowed_paths",
                 format!("`{path}` matches none of allowed_paths"),
+            ));
+        }
+    }
+
+    /// Checks a nested repository (a gitlink): a folder whose files the capture does not list,
+    /// so it breaks a forbidden glob that could match anything in it, and needs an allowed glob
+    /// that matches everything in it.
+    fn check_folder(&self, path: &str, violations: &mut Vec<Violation>) {
+        if let Some(pattern) = self.forbidden.first_match_within(path) {
+            violations.push(Violation::new(
+                ViolationClass::ForbiddenPath,
+                Some(path),
+                pattern,
+                format!(
+                    "`{path}` is a nested repository: files in it can match forbidden path \
+                     `{pattern}`"
+                ),
+            ));
+        }
+        if !self.allowed.patterns.is_empty() && !self.allowed.covers(path) {
+            violations.push(Violation::new(
+                ViolationClass::OutsideAllowedPaths,
+                Some(path),
+                "allowed_paths",
+                format!(
+                    "`{path}` is a nested repository: no pattern of allowed_paths covers \
+                     everything in it"
+                ),
             ));
         }
     }
@@ -427,8 +513,29 @@ fn describe(operation: Operation) -> &'static str {
     }
 }
 
+/// The git mode of a gitlink: a nested repository with a commit, one entry for a folder.
+const MODE_GITLINK: &str = "160000";
+
+/// True when either side of the change is a nested repository (a gitlink).
+fn is_gitlink(file: &ChangedFile) -> bool {
+    file.old_mode.as_deref() == Some(MODE_GITLINK) || file.new_mode.as_deref() == Some(MODE_GITLINK)
+}
+
+/// The symlinks on the new side of a change, by normalised path, with their targets.
+fn changed_links(status: &WorkspaceStatus) -> HashMap<String, String> {
+    status
+        .files
+        .iter()
+        .filter_map(|file| {
+            let target = file.symlink_target.as_ref()?;
+            let path = normalize_path(&file.path).ok()?;
+            Some((path, target.clone()))
+        })
+        .collect()
+}
+
 /// The operations a single file change performs (`ci` holds the `modify_ci` globs).
-fn operations_of(file: &ChangedFile, ci: &GlobSet) -> Vec<Operation> {
+fn operations_of(file: &ChangedFile, ci: &Patterns) -> Vec<Operation> {
     let mut operations = Vec::new();
     const SYMLINK: &str = "120000";
     let old_symlink = file.old_mode.as_deref() == Some(SYMLINK);
@@ -459,7 +566,11 @@ fn operations_of(file: &ChangedFile, ci: &GlobSet) -> Vec<Operation> {
     {
         operations.push(Operation::ModifyLockfiles);
     }
-    if names.iter().any(|path| ci.is_match(path)) {
+    let gitlink = is_gitlink(file);
+    if names
+        .iter()
+        .any(|path| ci.set.is_match(path) || (gitlink && ci.first_match_within(path).is_some()))
+    {
         operations.push(Operation::ModifyCi);
     }
     operations

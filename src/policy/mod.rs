@@ -13,13 +13,17 @@
 
 mod check;
 mod error;
+mod folder;
 mod normalize;
 mod spec;
 mod summary;
 
 pub use check::{CheckHook, Policy, Violation, ViolationClass};
 pub use error::PolicyError;
-pub use normalize::{PathEscape, normalize_path, symlink_escapes};
+pub use normalize::{
+    LinkLookup, MAX_SYMLINK_HOPS, PathEscape, SymlinkEscape, lookup_on_disk, normalize_path,
+    resolve_symlink, symlink_escapes,
+};
 pub use spec::{CI_PATHS, LOCKFILES, Operation, PolicySpec};
 pub use summary::{
     EffectivePolicy, IMPLICIT_RULES, POLICY_SUMMARY_SCHEMA_VERSION, PolicySummary, Verdict,

@@ -227,6 +227,315 @@ fn symlinks_pointing_outside_the_worktree_are_path_escapes() {
     }
 }
 
+/// A symlink change at `path` pointing at `target`.
+fn link(path: &str, target: &str) -> ChangedFile {
+    let mut link = file(path, ChangeKind::Symlink);
+    link.symlink_target = Some(target.to_owned());
+    link
+}
+
+/// The (class, path, rule) triples of checking `files` against `policy`.
+fn findings(policy: &Policy, files: Vec<ChangedFile>) -> Vec<(ViolationClass, String, String)> {
+    policy
+        .check(&status(files), &GuardReport::default(), None)
+        .into_iter()
+        .map(|violation| {
+            (
+                violation.class,
+                violation.path.unwrap_or_default(),
+                violation.rule,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn chained_symlinks_are_resolved_through_each_other() {
+    let everything = policy(&["**"], &[], &[]);
+    let escape = |path: &str| {
+        (
+            ViolationClass::PathEscape,
+            path.to_owned(),
+            "symlink_target".to_owned(),
+        )
+    };
+    // Each link of the security review's chain is inside on its own; followed through the
+    // others, `w`, `t` and `op` climb above the worktree root.
+    let chain = vec![
+        link("d/b", ".."),
+        link("op", "t/worktrees/run/t/.."),
+        link("t", "w/run/w/.."),
+        link("w", "d/b/.."),
+    ];
+    assert_eq!(
+        findings(&everything, chain),
+        vec![escape("op"), escape("t"), escape("w")]
+    );
+    type Case = (Vec<ChangedFile>, Vec<&'static str>);
+    let cases: Vec<Case> = vec![
+        // Inside, through another link.
+        (vec![link("d/b", ".."), link("x", "d/b/src/lib.rs")], vec![]),
+        (
+            vec![link("s", "src"), link("docs/l", "../s/../README.md")],
+            vec![],
+        ),
+        // A link that lands on the root, then `..`.
+        (vec![link("here", "."), link("l", "here/..")], vec!["l"]),
+        // An absolute link on the way.
+        (
+            vec![link("etc", "/etc"), link("l", "etc/passwd")],
+            vec!["etc", "l"],
+        ),
+        // Loops.
+        (vec![link("a", "b"), link("b", "a")], vec!["a", "b"]),
+        (vec![link("self", "self/..")], vec!["self"]),
+    ];
+    for (files, escaping) in cases {
+        let shown = format!("{files:?}");
+        let expected: Vec<_> = escaping.into_iter().map(escape).collect();
+        assert_eq!(findings(&everything, files), expected, "{shown}");
+    }
+}
+
+/// A nested repository with a commit, as a capture lists it: one gitlink entry.
+fn gitlink(path: &str) -> ChangedFile {
+    let mut entry = file(path, ChangeKind::Add);
+    entry.new_mode = Some("160000".to_owned());
+    entry
+}
+
+#[test]
+fn a_nested_repository_is_checked_as_the_folder_it_is() {
+    let forbidden = |rule: &str| (ViolationClass::ForbiddenPath, rule.to_owned());
+    let outside = || {
+        (
+            ViolationClass::OutsideAllowedPaths,
+            "allowed_paths".to_owned(),
+        )
+    };
+    let cases: Vec<GlobCase> = vec![
+        // A forbidden glob that could match a file in the folder matches the folder.
+        (&[], &["secret/**"], "secret", vec![forbidden("secret/**")]),
+        (&[], &["secret/"], "secret", vec![forbidden("secret/**")]),
+        (
+            &[],
+            &["secret/*.txt"],
+            "secret",
+            vec![forbidden("secret/*.txt")],
+        ),
+        (
+            &[],
+            &["**/*.pem"],
+            "vendor/lib",
+            vec![forbidden("**/*.pem")],
+        ),
+        (
+            &[],
+            &[".github/**"],
+            ".github/actions",
+            vec![forbidden(".github/**")],
+        ),
+        (
+            &[],
+            &["{docs,secret}/**"],
+            "secret",
+            vec![forbidden("{docs,secret}/**")],
+        ),
+        (&[], &["secret"], "secret", vec![forbidden("secret")]),
+        (&[], &["other/**", "*.pem"], "secret", vec![]),
+        (&[], &["secret/**"], "secretive", vec![]),
+        // Allowed globs must cover everything in the folder.
+        (&["**"], &[], "secret", vec![]),
+        (&["src/**"], &[], "src/vendor/lib", vec![]),
+        (&["src/"], &[], "src/vendor", vec![]),
+        (&["src/**"], &[], "secret", vec![outside()]),
+        (&["secret"], &[], "secret", vec![outside()]),
+        (&["secret/*.rs"], &[], "secret", vec![outside()]),
+        (
+            &["src/**"],
+            &["secret/**"],
+            "secret",
+            vec![forbidden("secret/**"), outside()],
+        ),
+    ];
+    for (allowed, forbidden_globs, path, expected) in cases {
+        let compiled = policy(allowed, forbidden_globs, &[]);
+        assert_eq!(
+            verdicts(&compiled, vec![gitlink(path)]),
+            expected,
+            "allowed {allowed:?} forbidden {forbidden_globs:?} gitlink {path}"
+        );
+        // A removed nested repository is a folder as well.
+        let removed = {
+            let mut entry = gitlink(path);
+            entry.old_mode = Some("160000".to_owned());
+            entry.new_mode = None;
+            entry.kind = ChangeKind::Delete;
+            entry
+        };
+        assert_eq!(
+            verdicts(&compiled, vec![removed]),
+            expected,
+            "removed gitlink {path}"
+        );
+    }
+    // `modify_ci` sees a nested repository under a CI folder.
+    assert_eq!(
+        verdicts(
+            &policy(&[], &[], &["modify_ci"]),
+            vec![gitlink(".github/actions")]
+        ),
+        one(ViolationClass::ForbiddenOperation, "modify_ci")
+    );
+    // A file (not a gitlink) named like the folder is matched as a file.
+    assert_eq!(
+        verdicts(
+            &policy(&[], &["secret/**"], &[]),
+            vec![file("secret", ChangeKind::Add)]
+        ),
+        vec![]
+    );
+}
+
+/// Runs `unsafe.yaml` with the step policy `policy` (YAML flow map) and an agent running the
+/// shell `script` in the worktree, in a repository prepared by `prepare`; returns the exit
+/// code and the step's `policy_summary.json` findings as (class, path, rule).
+fn run_with_agent(
+    prepare: impl FnOnce(&crate::support::TempRepo),
+    policy: &str,
+    script: &str,
+) -> (
+    Option<i32>,
+    Vec<(String, String, String)>,
+    serde_json::Value,
+) {
+    let repo = crate::kernel_support::RunRepo::new();
+    prepare(&repo.repo);
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("agents:\n  agent:\n    kind: command\n    argv: [sh, -c, {script:?}]\n"),
+    );
+    let text = std::fs::read_to_string(crate::support::fixture("runs/unsafe.yaml"))
+        .unwrap()
+        .replace("agent: scripted", "agent: agent")
+        .replace(
+            "  policy:\n    forbidden_paths: [\".github/**\"]",
+            &format!("  policy: {policy}"),
+        );
+    assert!(text.contains(policy), "{text}");
+    let workflow = repo.workflow_text("policy.yaml", &text);
+    let home = tempfile::tempdir().unwrap();
+    let output = crate::support::conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["--color", "never", "run", "--json"])
+        .arg(&workflow)
+        .env("HOME", home.path())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("GIT_CONFIG_GLOBAL")
+        .output()
+        .unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
+        panic!("no result: {}", crate::support::stderr_text(&output));
+    });
+    let summary = repo.json(
+        result["run_id"].as_str().unwrap(),
+        "artifacts/implement/1/policy_summary.json",
+    );
+    let text = |value: &serde_json::Value| value.as_str().unwrap_or_default().to_owned();
+    let found = summary["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|violation| {
+            (
+                text(&violation["class"]),
+                text(&violation["path"]),
+                text(&violation["rule"]),
+            )
+        })
+        .collect();
+    (output.status.code(), found, summary)
+}
+
+fn finding(class: &str, path: &str, rule: &str) -> (String, String, String) {
+    (class.to_owned(), path.to_owned(), rule.to_owned())
+}
+
+#[test]
+fn an_agent_chaining_relative_symlinks_out_of_the_worktree_is_a_path_escape() {
+    // The security review's chain: each link is inside on its own, `op` lands in the
+    // operator's checkout.
+    let script = "cat >/dev/null; RUN=$(basename \"$PWD\"); mkdir d && ln -s .. d/b \
+                  && ln -s d/b/.. w && ln -s \"w/$RUN/w/..\" t \
+                  && ln -s \"t/worktrees/$RUN/t/..\" op && test -f op/.tnh/config.yaml";
+    let (code, found, summary) = run_with_agent(|_| {}, r#"{allowed_paths: ["**"]}"#, script);
+    assert_ne!(code, Some(0), "{summary}");
+    assert_eq!(summary["verdict"], "violation", "{summary}");
+    assert_eq!(
+        found,
+        vec![
+            finding("path_escape", "op", "symlink_target"),
+            finding("path_escape", "t", "symlink_target"),
+            finding("path_escape", "w", "symlink_target"),
+        ],
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_new_symlink_through_an_existing_one_is_resolved_on_disk() {
+    // `d/b -> ..` is in the base commit, so the step's change does not list it: only the
+    // worktree on disk tells that `w -> d/b/..` climbs out, while `ok -> d/b/src` stays in.
+    let prepare = |repo: &crate::support::TempRepo| {
+        std::fs::create_dir_all(repo.path().join("d")).unwrap();
+        std::os::unix::fs::symlink("..", repo.path().join("d/b")).unwrap();
+        repo.write("src/lib.rs", "pub fn a() {}\n");
+        repo.git(&["add", "d", "src"]);
+        repo.git(&["commit", "-q", "-m", "a link to the root"]);
+    };
+    let script = "cat >/dev/null; ln -s d/b/.. w && ln -s d/b/src ok";
+    let (code, found, summary) = run_with_agent(prepare, r#"{allowed_paths: ["**"]}"#, script);
+    assert_ne!(code, Some(0), "{summary}");
+    assert_eq!(
+        found,
+        vec![finding("path_escape", "w", "symlink_target")],
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_nested_repository_in_a_forbidden_or_unallowed_folder_is_a_violation() {
+    let commit = |dir: &str| {
+        format!(
+            "git init -q {dir} && echo token > {dir}/data.txt && git -C {dir} add -A \
+             && git -C {dir} -c user.name=a -c user.email=a@b commit -qm x"
+        )
+    };
+    let script = format!(
+        "cat >/dev/null; {} && {} && {}",
+        commit("secret"),
+        commit("src/vendored"),
+        commit("other")
+    );
+    let (code, found, summary) = run_with_agent(
+        |_| {},
+        r#"{forbidden_paths: ["secret/**"], allowed_paths: ["src/**", "secret/*.md"]}"#,
+        &script,
+    );
+    assert_ne!(code, Some(0), "{summary}");
+    assert_eq!(
+        found,
+        vec![
+            finding("outside_allowed_paths", "other", "allowed_paths"),
+            finding("forbidden_path", "secret", "secret/**"),
+            finding("outside_allowed_paths", "secret", "allowed_paths"),
+        ],
+        "{summary}"
+    );
+}
+
 #[test]
 fn every_operation_id_is_enforced() {
     use ViolationClass::ForbiddenOperation;
