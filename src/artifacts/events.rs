@@ -185,17 +185,37 @@ impl EventLog {
             .map_err(ArtifactsError::io("fsync", &self.path))
     }
 
+    /// Every readable event of a log, and what is wrong with the other lines (each an
+    /// [`ArtifactsError::Events`] naming its line): a damaged line (an edit, a disk error, an agent
+    /// that wrote into the run directory) hides nothing that comes after it.
+    pub fn read_readable(path: &Path) -> Result<(Vec<Event>, Vec<ArtifactsError>), ArtifactsError> {
+        scan_events(path).map(|(events, _, damage)| (events, damage))
+    }
+
     /// Reads every complete event of a log (a torn last line is ignored).
     pub fn read_all(path: &Path) -> Result<Vec<Event>, ArtifactsError> {
         read_events(path).map(|(events, _)| events)
     }
 }
 
-/// The complete events and the byte length they occupy.
+/// The complete events and the byte length they occupy; the first damaged line is an error.
 fn read_events(path: &Path) -> Result<(Vec<Event>, u64), ArtifactsError> {
+    let (events, valid_bytes, mut damage) = scan_events(path)?;
+    match damage.drain(..).next() {
+        Some(first) => Err(first),
+        None => Ok((events, valid_bytes)),
+    }
+}
+
+/// Reads the log line by line: the events, the bytes up to the last event that follows an
+/// unbroken sequence, and the damaged lines (a torn last line is not damage: a crash leaves
+/// one, and it is dropped).
+fn scan_events(path: &Path) -> Result<(Vec<Event>, u64, Vec<ArtifactsError>), ArtifactsError> {
     let file = match File::open(path) {
         Ok(file) => file,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((Vec::new(), 0, Vec::new()));
+        }
         Err(error) => {
             return Err(ArtifactsError::Io {
                 action: "open",
@@ -206,9 +226,15 @@ fn read_events(path: &Path) -> Result<(Vec<Event>, u64), ArtifactsError> {
     };
     let mut reader = BufReader::new(file);
     let mut events: Vec<Event> = Vec::new();
+    let mut damage = Vec::new();
     let mut valid_bytes = 0u64;
     let mut line = Vec::new();
     let mut number = 0;
+    let problem = |line: usize, message: String| ArtifactsError::Events {
+        path: path.to_path_buf(),
+        line,
+        message,
+    };
     loop {
         line.clear();
         let read = reader
@@ -222,33 +248,28 @@ fn read_events(path: &Path) -> Result<(Vec<Event>, u64), ArtifactsError> {
         match serde_json::from_slice::<Event>(&line) {
             Ok(event) if complete => {
                 let expected = events.last().map_or(1, |previous| previous.seq + 1);
-                if event.seq != expected {
+                // Right after a damaged line the gap is that line's: said once.
+                let after_damage = damage.last().is_some_and(|last| {
+                    matches!(last, ArtifactsError::Events { line, .. } if *line + 1 == number)
+                });
+                if event.seq != expected && !after_damage {
                     let message = format!(
                         "sequence number {} where {expected} was expected",
                         event.seq
                     );
-                    return Err(ArtifactsError::Events {
-                        path: path.to_path_buf(),
-                        line: number,
-                        message,
-                    });
+                    damage.push(problem(number, message));
                 }
-                valid_bytes += read as u64;
+                if damage.is_empty() {
+                    valid_bytes += read as u64;
+                }
                 events.push(event);
             }
             // Only the last line can be torn by a crash; anything else is damage.
             _ if !complete || reader.fill_buf().map_or(true, |rest| rest.is_empty()) => break,
-            Ok(_) | Err(_) => {
-                let message = "not a valid event line".to_owned();
-                return Err(ArtifactsError::Events {
-                    path: path.to_path_buf(),
-                    line: number,
-                    message,
-                });
-            }
+            Ok(_) | Err(_) => damage.push(problem(number, "not a valid event line".to_owned())),
         }
     }
-    Ok((events, valid_bytes))
+    Ok((events, valid_bytes, damage))
 }
 
 #[cfg(test)]

@@ -308,7 +308,7 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
         );
     }
     text.push_str("steps:\n");
-    let events = EventLog::read_all(&run_dir.events()).map_err(artifacts)?;
+    let (events, damage) = EventLog::read_readable(&run_dir.events()).map_err(artifacts)?;
     for event in &events {
         let step = event.step_id.clone().unwrap_or_default();
         let visit = event.visit.unwrap_or(0);
@@ -363,7 +363,26 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
         }
     }
     output.print(&text);
-    Ok(ExitStatus::Success)
+    damaged(damage)
+}
+
+/// After printing what could be read of a damaged event log: the first damaged line, as the
+/// command's error (exit 4), with how many more there are.
+fn damaged(damage: Vec<crate::artifacts::ArtifactsError>) -> Result<ExitStatus> {
+    let count = damage.len();
+    match damage.into_iter().next() {
+        None => Ok(ExitStatus::Success),
+        Some(crate::artifacts::ArtifactsError::Events {
+            path,
+            line,
+            message,
+        }) if count > 1 => Err(artifacts(crate::artifacts::ArtifactsError::Events {
+            path,
+            line,
+            message: format!("{message} (and {} more damaged lines)", count - 1),
+        })),
+        Some(first) => Err(artifacts(first)),
+    }
 }
 
 /// `runs events RUN_ID`: the event stream, one JSON object a line.
@@ -376,13 +395,16 @@ pub fn cmd_runs_events(
     let run_dir = run_dir(cli, run_id)?;
     let mut printed = 0;
     loop {
-        let events = EventLog::read_all(&run_dir.events()).map_err(artifacts)?;
+        let (events, damage) = EventLog::read_readable(&run_dir.events()).map_err(artifacts)?;
         let mut text = String::new();
         for event in events.iter().skip(printed) {
             let _ = writeln!(text, "{}", serde_json::to_string(event)?);
         }
         printed = events.len();
         output.print(&text);
+        if !damage.is_empty() {
+            return damaged(damage);
+        }
         // Follow while a process drives the run; stop once it ends, waits or was killed.
         if !follow
             || status_of(&run_dir)?.lifecycle_state != crate::artifacts::LifecycleState::Running

@@ -164,7 +164,20 @@ fn add_run(journal: &mut Journal, run_dir: &RunDir, metadata: &RunMetadata) {
         .ok()
         .map(|status| super::lock::checked_status(run_dir, status));
     let state = read_json::<RunState>(&run_dir.state(), "run state").ok();
-    let events = EventLog::read_all(&run_dir.events()).unwrap_or_default();
+    let (events, damage) = match EventLog::read_readable(&run_dir.events()) {
+        Ok(read) => read,
+        Err(error) => (Vec::new(), vec![error]),
+    };
+    if let Some(first) = damage.first() {
+        // Said, not hidden: a damaged log would otherwise read as a run that did nothing.
+        let more = match damage.len() {
+            1 => String::new(),
+            count => format!(" (and {} more damaged lines)", count - 1),
+        };
+        journal.blockers.push(format!(
+            "{run_id} ({workflow}): its event log is damaged: {first}{more}; what follows shows what could be read"
+        ));
+    }
     let manifests = manifests_in_order(run_dir, &events);
     add_violations(journal, &events, &run_id);
     let diffstat = changes_of(&manifests, &events);

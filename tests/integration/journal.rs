@@ -94,3 +94,46 @@ fn the_journal_shows_a_killed_run_as_blocked_and_says_how_to_continue() {
     assert_eq!(status["lifecycle_state"], "blocked", "{status}");
     assert_eq!(status["pid"], serde_json::Value::Null);
 }
+
+/// One damaged line of a run's event log hides nothing after it: the journal says the log is
+/// damaged and still lists the run's policy violation; `runs show` and `runs events` print
+/// what they can read, then fail naming the line.
+#[test]
+fn a_damaged_event_line_is_reported_and_hides_nothing_after_it() {
+    let repo = RunRepo::new();
+    let (code, result, _) = repo.run(&repo.workflow("unsafe.yaml"), &[]);
+    assert_eq!(code, Some(1), "{result}");
+    let run_id = result["run_id"].as_str().unwrap().to_owned();
+    let events_path = repo.run_dir(&run_id).join("events.ndjson");
+    let text = std::fs::read_to_string(&events_path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut damaged = lines.clone();
+    damaged[1] = "{ this is not an event";
+    std::fs::write(&events_path, format!("{}\n", damaged.join("\n"))).unwrap();
+
+    let journal = repo.conductor(&["journal", "--format", "json"]);
+    let data: serde_json::Value = serde_json::from_slice(&journal.stdout).unwrap();
+    let blockers = data["blockers"].to_string();
+    assert!(
+        blockers.contains("its event log is damaged") && blockers.contains("line 2"),
+        "{blockers}"
+    );
+    assert_eq!(data["policy_violations"].as_array().unwrap().len(), 1);
+
+    let show = repo.conductor(&["runs", "show", &run_id]);
+    assert_eq!(show.status.code(), Some(4));
+    assert!(
+        stdout_text(&show).contains("policy violation — forbidden path"),
+        "{}",
+        stdout_text(&show)
+    );
+    assert!(stderr_text(&show).contains("line 2: not a valid event line"));
+    assert!(
+        !stderr_text(&show).contains("more damaged"),
+        "the gap the bad line leaves is not a second problem: {}",
+        stderr_text(&show)
+    );
+    let events = repo.conductor(&["runs", "events", &run_id]);
+    assert_eq!(events.status.code(), Some(4));
+    assert_eq!(stdout_text(&events).lines().count(), lines.len() - 1);
+}
