@@ -159,6 +159,20 @@ impl Config {
                 _ => {}
             }
         }
+        // Agent profiles are checked now, where they are written: a mistake in one (even one
+        // no step uses yet) would otherwise end a run that had already started.
+        for (name, node) in &config.agents {
+            let profile: crate::runner::AgentProfile = serde_json::from_value(node.to_json())
+                .map_err(|error| {
+                    invalid(
+                        node.pos,
+                        format!("agent profile `{name}` is invalid: {error}"),
+                    )
+                })?;
+            profile
+                .check(name)
+                .map_err(|error| invalid(node.pos, error.to_string()))?;
+        }
         Ok(config)
     }
 
@@ -245,6 +259,29 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "c.yaml:1:9: `agents` must be a mapping of names to definitions"
+        );
+    }
+
+    #[test]
+    fn a_broken_agent_profile_is_reported_where_it_is_written_even_unused() {
+        let parse = |text: &str| {
+            Config::parse(text.as_bytes(), Path::new("c.yaml"))
+                .unwrap_err()
+                .to_string()
+        };
+        let typo = parse(
+            "agents:\n  ok: {kind: command, argv: [echo]}\n  spare:\n    kind: codex\n    timout: 5m\n",
+        );
+        assert!(
+            typo.starts_with(
+                "c.yaml:4:5: agent profile `spare` is invalid: unknown field `timout`"
+            ),
+            "{typo}"
+        );
+        let empty = parse("agents:\n  bare: {kind: command}\n");
+        assert!(
+            empty.starts_with("c.yaml:2:9: ") && empty.contains("non-empty `argv`"),
+            "{empty}"
         );
     }
 

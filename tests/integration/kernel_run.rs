@@ -548,3 +548,29 @@ steps:
         std::fs::read_to_string(repo.run_dir(run_id).join("final-state.txt")).unwrap();
     assert!(final_state.starts_with("failed failure"), "{final_state}");
 }
+
+/// A typo in an agent profile no step uses stops `run` before anything is created, with the
+/// profile's position, instead of failing the run's first agent step.
+#[test]
+fn a_broken_agent_profile_stops_run_before_anything_starts() {
+    let repo = RunRepo::new();
+    let config = repo.path().join(".tnh/config.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}  spare:\n    kind: codex\n    timout: 5m\n"),
+    )
+    .unwrap();
+
+    let (code, _, output) = repo.run(&repo.workflow("linear.yaml"), &[]);
+
+    assert_eq!(code, Some(2), "{}", stderr_text(&output));
+    let stderr = stderr_text(&output);
+    assert!(
+        stderr.contains(".tnh/config.yaml:")
+            && stderr.contains("agent profile `spare` is invalid: unknown field `timout`"),
+        "{stderr}"
+    );
+    assert!(!repo.path().join(".tnh/run").exists());
+    assert!(!repo.path().join(".tnh/worktrees").exists());
+}
