@@ -81,6 +81,10 @@ fn describe_summary(opcode: &str, summary: &Value) -> Option<String> {
             if !timeouts.is_empty() {
                 line.push_str(&format!("; timed out: {}", timeouts.join(", ")));
             }
+            let violations = number(summary, "policy_violations").unwrap_or(0.0);
+            if violations > 0.0 {
+                line.push_str(&format!("; {violations} policy violation(s)"));
+            }
             line
         }
         "EVALUATE" => {

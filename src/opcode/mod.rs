@@ -7,6 +7,7 @@ pub mod gate;
 mod rollback;
 mod run_agent;
 mod run_validation;
+mod step_policy;
 mod stop;
 pub mod validators;
 

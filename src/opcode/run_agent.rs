@@ -7,12 +7,12 @@ use crate::artifacts::{
 };
 use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
-use crate::policy::{Policy, PolicySpec as EnforcedPolicy, PolicySummary};
 use crate::prompt::render;
 use crate::runner::{Limits as RunnerLimits, StepRequest, resolve_profile};
-use crate::workflow::model::{Inputs, Limits, PolicySpec, PromptSpec, RunAgent};
+use crate::workflow::model::{Inputs, Limits, PromptSpec, RunAgent};
 use crate::workspace::{Capture, Checked, Fingerprint, GUARD_STATE_FILE};
 
+use super::step_policy::{self, PolicyCheck};
 use super::{OpcodeError, StepContext, StepResult};
 
 pub(super) fn execute(
@@ -97,47 +97,12 @@ pub(super) fn execute(
             .capture_since(&snapshot, &visit_dir.join("workspace.diff"))
     })?;
     write_json_new(&visit_dir.join("workspace_status.json"), &status)?;
-    let requested = effective_policy(context, agent)?;
-    let policy = Policy::compile(&requested)?
-        .with_operator_checkout(context.run.config.operator_checkout)
-        .with_worktree(context.workspace.path());
-    let violations = match &requested.check {
-        Some(function) => {
-            let hook_context = context.script_context()?;
-            // The hook is the workflow's `check` function; a script error is a violation, so a
-            // broken check fails closed.
-            let function =
-                crate::workflow::model::At::new(function.clone(), check_position(context, agent));
-            let hook = |file: &crate::workspace::ChangedFile| match context.run.script.check_change(
-                &function,
-                &file.into(),
-                &hook_context,
-            ) {
-                Ok(verdict) => verdict,
-                Err(error) => Some(format!("the check function failed: {error}")),
-            };
-            policy.check(&status, &guard_report, Some(&hook))
-        }
-        None => policy.check(&status, &guard_report, None),
-    };
-    record_script_output(context, &step)?;
-    let summary = PolicySummary::new(
-        &policy,
-        status.files.len(),
-        requested.check.is_some(),
-        violations.clone(),
-    )
-    .with_guard_report(guard_report);
+    let PolicyCheck {
+        summary,
+        violations,
+    } = step_policy::check(context, agent.policy.as_ref(), &status, guard_report)?;
     write_json_new(&visit_dir.join("policy_summary.json"), &summary)?;
-    for violation in &violations {
-        let fields = payload([(
-            "violation",
-            serde_json::to_value(violation).unwrap_or_default(),
-        )]);
-        context
-            .recorder
-            .event(EventType::PolicyViolation, Some((&step.0, step.1)), fields)?;
-    }
+    step_policy::record_violations(context, &violations)?;
     let mut artifacts: Vec<ArtifactEntry> = run
         .artifacts
         .iter()
@@ -172,14 +137,7 @@ pub(super) fn execute(
         "diffstat": status.diffstat,
         "policy_violations": violations.len(),
     });
-    let violation = violations.first().map(|first| {
-        let more = if violations.len() > 1 {
-            format!(" (and {} more)", violations.len() - 1)
-        } else {
-            String::new()
-        };
-        format!("{}{more}", first.detail)
-    });
+    let violation = step_policy::violation_text(&violations);
     let mut manifest = context.manifest(run.outcome.as_str(), summary_json, artifacts);
     let agent_time = run
         .supervised
@@ -260,81 +218,6 @@ fn configured_profiles(
                 })
         })
         .collect()
-}
-
-/// The step's policy, else the workflow default, else an empty one (protected refs and path
-/// escapes are checked whatever the policy).
-/// Where the policy's `check` was written, for errors.
-fn check_position(context: &StepContext<'_>, agent: &RunAgent) -> crate::workflow::yaml::Pos {
-    let spec = agent
-        .policy
-        .as_ref()
-        .or(context.run.workflow.defaults.policy.as_ref());
-    match spec.map(|spec| &spec.value) {
-        Some(PolicySpec::Inline(inline)) => inline
-            .check
-            .as_ref()
-            .map_or(context.step.pos, |check| check.pos),
-        Some(PolicySpec::Reference(_)) | None => spec.map_or(context.step.pos, |spec| spec.pos),
-    }
-}
-
-/// `print`/`debug` output of scripts, recorded as events (never printed).
-fn record_script_output(
-    context: &mut StepContext<'_>,
-    step: &(String, u32),
-) -> Result<(), OpcodeError> {
-    for message in context.run.script.take_output() {
-        context.recorder.event(
-            EventType::ScriptOutput,
-            Some((&step.0, step.1)),
-            message.event_payload(),
-        )?;
-    }
-    Ok(())
-}
-
-fn effective_policy(
-    context: &StepContext<'_>,
-    agent: &RunAgent,
-) -> Result<EnforcedPolicy, OpcodeError> {
-    let Some(spec) = agent
-        .policy
-        .as_ref()
-        .or(context.run.workflow.defaults.policy.as_ref())
-    else {
-        return Ok(EnforcedPolicy::default());
-    };
-    Ok(match &spec.value {
-        PolicySpec::Inline(inline) => EnforcedPolicy {
-            allowed_paths: inline
-                .allowed_paths
-                .iter()
-                .map(|path| path.value.clone())
-                .collect(),
-            forbidden_paths: inline
-                .forbidden_paths
-                .iter()
-                .map(|path| path.value.clone())
-                .collect(),
-            forbidden_operations: inline
-                .forbidden_operations
-                .iter()
-                .map(|operation| operation.value.clone())
-                .collect(),
-            check: inline.check.as_ref().map(|check| check.value.clone()),
-        },
-        PolicySpec::Reference(reference) => {
-            let prompt = context.run.catalog.resolve(reference.as_str())?;
-            let fields = prompt.policy.clone().unwrap_or_default();
-            EnforcedPolicy {
-                allowed_paths: fields.allowed_paths,
-                forbidden_paths: fields.forbidden_paths,
-                forbidden_operations: fields.forbidden_operations,
-                check: fields.check,
-            }
-        }
-    })
 }
 
 /// The prompt text: a library prompt rendered strictly with the step's inputs, or literal text

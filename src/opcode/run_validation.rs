@@ -2,10 +2,14 @@
 //! groups, bounded capture), in the worktree, with a sanitised environment and, for script
 //! validators, no network where the platform allows; capture declared artifacts and harness
 //! reports. `completed` only if every validator exited 0 and every declared artifact exists.
+//! Like an agent step, the step is guarded (protected refs and git configuration put back)
+//! and its changes to the worktree are captured and checked against the policy.
 
 use std::path::{Path, PathBuf};
 
-use crate::artifacts::{ArtifactEntry, ArtifactRole, EventType, write_json_new};
+use crate::artifacts::{
+    ArtifactEntry, ArtifactRole, EventType, write_json_new, write_json_private,
+};
 use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
 use crate::outcome::Outcome;
@@ -16,7 +20,13 @@ use crate::workflow::model::{
     Limits, NetworkAccess, RunValidation, ValidatorEntry, ValidatorKind, ValidatorSpec,
 };
 use crate::workflow::yaml::Node;
+use crate::workspace::{
+    Capture, Checked, DiffStat, Fingerprint, GUARD_STATE_FILE, Snapshot,
+    WORKSPACE_STATUS_SCHEMA_VERSION, Workspace, WorkspaceStatus,
+};
 
+use super::remove_guard_state;
+use super::step_policy::{self, PolicyCheck};
 use super::validators::{self, Command};
 use super::{OpcodeError, StepContext, StepResult};
 
@@ -36,11 +46,52 @@ pub(super) fn execute(
     context: &mut StepContext<'_>,
     validation: &RunValidation,
 ) -> Result<StepResult, OpcodeError> {
-    context.visit_dir()?;
+    let visit_dir = context.visit_dir()?;
+    // A validator (or a harness an agent wrote) may change the worktree and the repository
+    // like an agent: its changes are captured against the worktree as it was when the step
+    // started and checked against the policy, and the guard runs around it. No snapshot is
+    // taken: `pre_step` stays the snapshot before the most recent RUN_AGENT.
+    let baseline = baseline(context)?;
+    let guard = context
+        .workspace
+        .guard(&context.run.config.protected_branches)?;
+    // Kept while the validators run: if this process dies, `resume` checks the step against it.
+    let guard_state = visit_dir.join(GUARD_STATE_FILE);
+    write_json_private(&guard_state, &guard.state())?;
     let mut ran = Vec::new();
+    let mut failure = None;
     for entry in &validation.run {
-        ran.push(run_one(context, entry, &validation.limits)?);
+        match run_one(context, entry, &validation.limits) {
+            Ok(result) => ran.push(result),
+            Err(error) => {
+                failure = Some(error);
+                break;
+            }
+        }
     }
+    // Checked even when a validator could not be run or recorded: what it did to protected
+    // refs and git configuration is put back before the error ends the run.
+    let checked = guard.check();
+    if checked.is_ok() {
+        remove_guard_state(&guard_state)?;
+    }
+    if let Some(error) = failure {
+        return Err(error);
+    }
+    let Checked {
+        report: guard_report,
+        head,
+    } = checked?;
+    let Capture { status, tree } = capture(
+        context.workspace,
+        &baseline,
+        &visit_dir.join("workspace.diff"),
+    )?;
+    write_json_new(&visit_dir.join("workspace_status.json"), &status)?;
+    let PolicyCheck {
+        summary: policy_summary,
+        violations,
+    } = step_policy::check(context, validation.policy.as_ref(), &status, guard_report)?;
     let outcome = overall(&ran);
     let proposed_goldens = ran.iter().any(|result| result.proposed_goldens);
     let report = serde_json::json!({
@@ -48,15 +99,27 @@ pub(super) fn execute(
         "outcome": outcome.as_str(),
         "validators": ran.iter().map(|result| (result.id.clone(), result.record.clone())).collect::<serde_json::Map<_, _>>(),
     });
-    let visit_dir = context.visit_dir()?;
     write_json_new(&visit_dir.join("validation_report.json"), &report)?;
-    let isolation = serde_json::json!({
-        "schema_version": crate::artifacts::SCHEMA_VERSION,
-        "environment": "allowlist (PATH, HOME, LANG, TERM, USER, SHELL, TMPDIR, TZ) + TNH_* + the validator's env, without names containing KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL",
-        "network": ran.iter().map(|result| (result.id.clone(), result.record["network"].clone())).collect::<serde_json::Map<_, _>>(),
-        "entrypoints": "script validators must lie under the run directory or script_allowlist",
-    });
-    write_json_new(&visit_dir.join("policy_summary.json"), &isolation)?;
+    // The policy summary, with the validators' isolation beside it (top-level keys
+    // `environment`, `network`, `entrypoints`).
+    let mut policy_json = serde_json::to_value(&policy_summary)
+        .map_err(|error| OpcodeError::Other(format!("the policy summary: {error}")))?;
+    if let serde_json::Value::Object(fields) = &mut policy_json {
+        fields.insert("environment".into(), "allowlist (PATH, HOME, LANG, TERM, USER, SHELL, TMPDIR, TZ) + TNH_* + the validator's env, without names containing KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL".into());
+        fields.insert(
+            "network".into(),
+            ran.iter()
+                .map(|result| (result.id.clone(), result.record["network"].clone()))
+                .collect::<serde_json::Map<_, _>>()
+                .into(),
+        );
+        fields.insert(
+            "entrypoints".into(),
+            "script validators must lie under the run directory or script_allowlist".into(),
+        );
+    }
+    write_json_new(&visit_dir.join("policy_summary.json"), &policy_json)?;
+    step_policy::record_violations(context, &violations)?;
     let mut artifacts = vec![
         context.artifact(
             ArtifactRole::ValidationReport,
@@ -71,6 +134,25 @@ pub(super) fn execute(
             true,
         ),
     ];
+    // The change is listed (and its diffstat summarised) only when the validators changed
+    // something: the gate's review context and the journal show the latest listed change as
+    // the run's, which must stay the agent's when the validators changed nothing. The files
+    // are written either way.
+    let changed = !status.diffstat.is_empty();
+    if changed {
+        artifacts.push(context.artifact(
+            ArtifactRole::WorkspaceDiff,
+            "workspace.diff",
+            "text/x-diff",
+            true,
+        ));
+        artifacts.push(context.artifact(
+            ArtifactRole::WorkspaceStatus,
+            "workspace_status.json",
+            "application/json",
+            true,
+        ));
+    }
     artifacts.extend(
         ran.iter()
             .flat_map(|result| result.artifacts.iter().cloned()),
@@ -84,7 +166,16 @@ pub(super) fn execute(
         .filter(|result| result.outcome == Outcome::KilledTimeout)
         .map(|result| result.id.as_str())
         .collect();
-    let summary = serde_json::json!({ "mechanical_outcome": outcome.as_str(), "exit_codes": exit_codes, "timeouts": timeouts, "proposed_goldens": proposed_goldens });
+    let mut summary = serde_json::json!({
+        "mechanical_outcome": outcome.as_str(),
+        "exit_codes": exit_codes,
+        "timeouts": timeouts,
+        "proposed_goldens": proposed_goldens,
+        "policy_violations": violations.len(),
+    });
+    if changed {
+        summary["diffstat"] = serde_json::to_value(status.diffstat).unwrap_or_default();
+    }
     let step = (context.step_id().to_owned(), context.visit);
     let fields = payload([
         ("outcome", outcome.as_str().into()),
@@ -97,13 +188,73 @@ pub(super) fn execute(
     Ok(StepResult {
         report: StepReport {
             outcome,
-            policy_violation: None,
+            policy_violation: step_policy::violation_text(&violations),
             proposed_goldens,
         },
         manifest,
         cost_usd: 0.0,
         waiting: false,
-        fingerprint: None,
+        fingerprint: Some(Fingerprint { tree, head }),
+    })
+}
+
+/// What the step's changes are compared with: the worktree as the last checkpoint recorded it
+/// (the kernel checkpoints after every step that may change the worktree, and `resume` refuses
+/// a worktree that drifted from it), read afresh only before a run's first checkpoint. No git
+/// process for it then; and a visit run again after its process died is compared with the
+/// worktree from before the interrupted visit, so what that visit changed is checked too.
+/// The snapshot is not kept by any ref: it is never a rollback target.
+fn baseline(context: &StepContext<'_>) -> Result<Snapshot, OpcodeError> {
+    let tree = match &context.state.fingerprint {
+        Some(fingerprint) => fingerprint.tree.clone(),
+        None => context.workspace.worktree_tree()?,
+    };
+    Ok(Snapshot {
+        reference: format!(
+            "the worktree before step {} visit {}",
+            context.step_id(),
+            context.visit
+        ),
+        commit: String::new(),
+        tree,
+        base: String::new(),
+    })
+}
+
+/// The change since `baseline`, as [`Workspace::capture_since`] records it. When the worktree's
+/// tree is still the baseline's (the common case: validators that leave only ignored files)
+/// the empty patch and status are written without diffing: two git processes (`add`,
+/// `write-tree`) instead of three.
+fn capture(
+    workspace: &Workspace,
+    baseline: &Snapshot,
+    patch_file: &Path,
+) -> Result<Capture, OpcodeError> {
+    let scratch = workspace.refresh_scratch_index()?;
+    let tree = scratch.git.text(["write-tree"])?;
+    if tree != baseline.tree {
+        let mut capture = workspace.capture_since(baseline, patch_file)?;
+        if !scratch.access_restored.is_empty() {
+            let restored = &mut capture.status.access_restored;
+            restored.extend(scratch.access_restored);
+            restored.sort();
+            restored.dedup();
+        }
+        return Ok(capture);
+    }
+    std::fs::write(patch_file, b"")
+        .map_err(crate::artifacts::ArtifactsError::io("write", patch_file))?;
+    Ok(Capture {
+        status: WorkspaceStatus {
+            schema_version: WORKSPACE_STATUS_SCHEMA_VERSION,
+            since: baseline.reference.clone(),
+            since_tree: baseline.tree.clone(),
+            files: Vec::new(),
+            new_top_level_dirs: Vec::new(),
+            diffstat: DiffStat::default(),
+            access_restored: scratch.access_restored,
+        },
+        tree,
     })
 }
 

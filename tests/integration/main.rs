@@ -28,6 +28,7 @@ mod support;
 mod tnh_commands;
 mod validate;
 mod validation;
+mod validation_policy;
 mod workspace;
 mod workspace_access;
 mod workspace_cli;
