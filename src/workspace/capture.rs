@@ -163,7 +163,8 @@ impl Workspace {
     /// What changed in the worktree since `since`.
     pub fn status_since(&self, since: &Snapshot) -> Result<WorkspaceStatus, WorkspaceError> {
         let scratch = self.refresh_scratch_index()?;
-        let files = changes_against(&scratch.git, since)?;
+        let mut files = changes_against(&scratch.git, since)?;
+        files.extend(scratch.unrecorded.iter().map(|path| unrecorded(path)));
         self.status_of(since, files, scratch.access_restored)
     }
 
@@ -179,13 +180,15 @@ impl Workspace {
         let Scratch {
             git: scratch,
             access_restored,
+            unrecorded: folders,
         } = self.refresh_scratch_index()?;
-        let files = match write_patch(&scratch, since, patch_file)? {
+        let mut files = match write_patch(&scratch, since, patch_file)? {
             Some(files) => files,
             // The patch's sections did not line up with git's records, which this reader does
             // not expect: git counts the lines itself.
             None => changes_against(&scratch, since)?,
         };
+        files.extend(folders.iter().map(|path| unrecorded(path)));
         Ok(Capture {
             status: self.status_of(since, files, access_restored)?,
             // Written once here, the trees of the changed folders are found by the next
@@ -245,6 +248,22 @@ impl Workspace {
             .filter(|top| !existing.contains(top.as_bytes()))
             .map(str::to_owned)
             .collect())
+    }
+}
+
+/// A folder git cannot record (a repository created with no commit) as a change: a new
+/// nested repository (mode `160000`), which the policy checks as the folder it is.
+fn unrecorded(path: &str) -> ChangedFile {
+    ChangedFile {
+        path: path.to_owned(),
+        old_path: None,
+        kind: ChangeKind::Add,
+        old_mode: None,
+        new_mode: Some("160000".to_owned()),
+        binary: false,
+        symlink_target: None,
+        lines_added: 0,
+        lines_removed: 0,
     }
 }
 

@@ -119,6 +119,7 @@ impl Workspace {
         let Scratch {
             git: scratch,
             mut access_restored,
+            unrecorded,
         } = self.refresh_scratch_index()?;
         self.repair_git_link()?;
         // An agent may have left HEAD on a deleted branch; that is what rollback repairs.
@@ -142,7 +143,9 @@ impl Workspace {
         access_restored.extend(reset?);
         access_restored.sort();
         access_restored.dedup();
-        let before = before?;
+        let mut before = before?;
+        // Repositories with no commit are not in the tree, but the clean removes them.
+        before.files_changed += unrecorded.len() as u64;
         // HEAD and the index are at the snapshot's commit now: a clean status proves the files
         // equal it, untracked ones included, in one stat pass.
         let exact = self.matches_head_exactly()?;

@@ -32,6 +32,9 @@ pub(crate) struct Scratch {
     /// Paths whose owner had lost access and was given it back first, relative to the
     /// worktree, sorted; empty normally.
     pub(crate) access_restored: Vec<String>,
+    /// Folders git cannot record: repositories created inside the worktree with no commit
+    /// (`git init`), relative to the worktree, without a trailing `/`.
+    pub(crate) unrecorded: Vec<String>,
 }
 
 fn unix_now() -> i64 {
@@ -173,28 +176,39 @@ impl Workspace {
             line.starts_with("error: '") && line.ends_with("' does not have a commit checked out")
         };
         // An unreadable folder is only a warning to git, and its files would be left out.
-        let refused = match git.run_tolerating(add, nested_without_commit) {
-            Ok(warnings) if access_denied(&warnings) => true,
-            Err(error) if error.is_access_denied() => true,
-            other => {
-                other?;
-                false
-            }
+        let mut warnings = match git.run_tolerating(add, nested_without_commit) {
+            Ok(warnings) if access_denied(&warnings) => None,
+            Err(error) if error.is_access_denied() => None,
+            other => Some(other?),
         };
-        if refused {
+        if warnings.is_none() {
             access_restored.extend(restore_owner_access(self.path())?);
-            let warnings = git.run_tolerating(add, nested_without_commit)?;
-            if access_denied(&warnings) {
+            let again = git.run_tolerating(add, nested_without_commit)?;
+            if access_denied(&again) {
                 return Err(WorkspaceError::Git {
                     command: add.join(" "),
                     dir: self.path().to_owned(),
-                    stderr: warnings.trim().to_owned(),
+                    stderr: again.trim().to_owned(),
                 });
             }
+            warnings = Some(again);
         }
+        // Left out of the tree, such a folder must still show in the capture: what the agent
+        // put there escapes the patch but not the policy.
+        let unrecorded = warnings
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| nested_without_commit(line))
+            .filter_map(|line| {
+                let path = line.strip_prefix("error: '")?;
+                let path = path.strip_suffix("' does not have a commit checked out")?;
+                Some(path.trim_end_matches('/').to_owned())
+            })
+            .collect();
         Ok(Scratch {
             git,
             access_restored,
+            unrecorded,
         })
     }
 

@@ -1506,3 +1506,44 @@ fn a_forged_index_hides_nothing_from_the_capture_or_the_rollback() {
     assert_eq!(record.before.files_changed, 1);
     assert!(record.after.is_empty(), "{record:?}");
 }
+
+/// A repository the agent creates with no commit (`git init secret`) cannot be recorded in a
+/// snapshot; its folder still shows in the capture, as a new nested repository, so what the
+/// agent put there does not escape the policy.
+#[test]
+fn a_repository_without_a_commit_shows_in_the_capture_and_the_policy() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "uncommitted-repo");
+    let dir = workspace.path();
+    git_in(dir, &["init", "-q", "secret"]);
+    put(dir, "secret/data.txt", "exfiltrated\n");
+
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
+
+    let secret = status
+        .files
+        .iter()
+        .find(|file| file.path == "secret")
+        .unwrap_or_else(|| panic!("{status:?}"));
+    assert_eq!(secret.new_mode.as_deref(), Some("160000"));
+    let policy = Policy::compile(&PolicySpec {
+        forbidden_paths: vec!["secret/**".to_owned()],
+        ..PolicySpec::default()
+    })
+    .unwrap();
+    let violations = policy.check(&status, &GuardReport::default(), None);
+    assert!(
+        violations
+            .iter()
+            .any(|violation| violation.class == ViolationClass::ForbiddenPath
+                && violation.path.as_deref() == Some("secret")),
+        "{violations:?}"
+    );
+    let record = workspace
+        .rollback(tnh_conductor::workspace::RollbackTarget::PreRun)
+        .unwrap();
+    assert_eq!(record.before.files_changed, 1);
+    assert!(!dir.join("secret").exists());
+}
