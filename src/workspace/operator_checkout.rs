@@ -76,7 +76,35 @@ pub(super) fn state(repo_git: &Git, root: &Path) -> Result<CheckoutState, Worksp
         let identity = FileIdentity::of(&root.join(OsStr::from_bytes(path)));
         state.insert(path.to_vec(), (head.join(&b' '), identity));
     }
+    // `git status` believes an index entry flagged assume-unchanged or skip-worktree: an agent
+    // that flags one of the operator's files and then edits it would be invisible to it. The
+    // flagged files are watched by their identity instead.
+    for path in flagged(&root.join(".git").join("index")) {
+        let identity = FileIdentity::of(&root.join(OsStr::from_bytes(&path)));
+        state
+            .entry(path)
+            .or_insert_with(|| (FLAGGED.to_vec(), identity));
+    }
     Ok(state)
+}
+
+/// How a flagged entry of the operator's index is recorded in the checkout's state.
+const FLAGGED: &[u8] = b"flagged in the index";
+
+/// The paths of the index at `index` flagged assume-unchanged or skip-worktree, read
+/// in-process; none when there is no readable index (a repository whose `.git` is elsewhere
+/// keeps it there, and `git status` then reads it anyway).
+fn flagged(index: &Path) -> Vec<Vec<u8>> {
+    let Ok(index) = git2::Index::open(index) else {
+        return Vec::new();
+    };
+    let valid = git2::IndexEntryFlag::VALID.bits();
+    let skip = git2::IndexEntryExtendedFlag::SKIP_WORKTREE.bits();
+    index
+        .iter()
+        .filter(|entry| entry.flags & valid != 0 || entry.flags_extended & skip != 0)
+        .map(|entry| entry.path)
+        .collect()
 }
 
 /// The paths whose state differs between `before` and `after`, sorted.

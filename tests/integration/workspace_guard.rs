@@ -1547,3 +1547,26 @@ fn a_repository_without_a_commit_shows_in_the_capture_and_the_policy() {
     assert_eq!(record.before.files_changed, 1);
     assert!(!dir.join("secret").exists());
 }
+
+/// An agent that flags one of the operator's files assume-unchanged or skip-worktree in the
+/// operator's index, then edits it, hides the edit from `git status` (the operator's too); the
+/// guard watches flagged files by their identity and reports the edit.
+#[test]
+fn an_edit_hidden_behind_an_index_flag_in_the_operators_checkout_is_reported() {
+    for flag in ["--assume-unchanged", "--skip-worktree"] {
+        let repo = TempRepo::new();
+        let workspace = create(&repo, "flagged");
+        let guard = workspace.guard(&[]).unwrap();
+        repo.git(&["update-index", flag, "README.md"]);
+        put(repo.path(), "README.md", "edited behind a flag\n");
+        assert_eq!(repo.git(&["status", "--porcelain"]), "", "{flag} hides it");
+
+        let report = guard.check().unwrap().report;
+
+        assert_eq!(
+            report.operator_checkout_changed,
+            ["README.md"],
+            "{flag}: {report:?}"
+        );
+    }
+}
