@@ -27,6 +27,10 @@ pub(crate) struct Git {
     /// The repository's common folder (`GIT_COMMON_DIR`) for a linked worktree, instead of
     /// found through the worktree's `commondir` file, which an agent can rewrite too.
     common_dir: Option<PathBuf>,
+    /// The commit whose `.gitattributes` apply (`GIT_ATTR_SOURCE`), when git supports it:
+    /// the run's base, so attributes an agent writes in the worktree (an `ident` that makes
+    /// the patch show `$Id$` where the file holds a payload) cannot change what is recorded.
+    attr_source: Option<String>,
 }
 
 impl Git {
@@ -37,6 +41,7 @@ impl Git {
             index_file: None,
             git_dir: None,
             common_dir: None,
+            attr_source: None,
         }
     }
 
@@ -46,12 +51,14 @@ impl Git {
         dir: impl Into<PathBuf>,
         git_dir: impl Into<PathBuf>,
         common_dir: impl Into<PathBuf>,
+        attr_source: &str,
     ) -> Self {
         Self {
             dir: dir.into(),
             index_file: None,
             git_dir: Some(git_dir.into()),
             common_dir: Some(common_dir.into()),
+            attr_source: supports_attr_source().then(|| attr_source.to_owned()),
         }
     }
 
@@ -62,6 +69,7 @@ impl Git {
             index_file: Some(index_file.to_owned()),
             git_dir: self.git_dir.clone(),
             common_dir: self.common_dir.clone(),
+            attr_source: self.attr_source.clone(),
         }
     }
 
@@ -98,6 +106,10 @@ impl Git {
         match &self.common_dir {
             Some(common_dir) => command.env("GIT_COMMON_DIR", common_dir),
             None => command.env_remove("GIT_COMMON_DIR"),
+        };
+        match &self.attr_source {
+            Some(commit) => command.env("GIT_ATTR_SOURCE", commit),
+            None => command.env_remove("GIT_ATTR_SOURCE"),
         };
         match &self.index_file {
             Some(index) => command.env("GIT_INDEX_FILE", index),
@@ -307,4 +319,24 @@ fn spawn_error(source: &std::io::Error, dir: &Path) -> WorkspaceError {
             source: std::io::Error::new(source.kind(), source.to_string()),
         }
     }
+}
+
+/// Whether the installed git reads attributes from a tree (`GIT_ATTR_SOURCE`, git 2.40 and
+/// later); asked once.
+fn supports_attr_source() -> bool {
+    static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SUPPORTED.get_or_init(|| {
+        let Ok(output) = Command::new("git").arg("version").output() else {
+            return false;
+        };
+        let text = String::from_utf8_lossy(&output.stdout);
+        let mut numbers = text
+            .split_whitespace()
+            .nth(2)
+            .unwrap_or_default()
+            .split('.')
+            .map(|part| part.parse::<u32>().unwrap_or(0));
+        let (major, minor) = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+        (major, minor) >= (2, 40)
+    })
 }

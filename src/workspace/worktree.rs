@@ -135,7 +135,12 @@ impl Workspace {
         // A missing work branch is not checked here: `rollback` and the ref guard recreate it.
         Ok(Self {
             record: record.clone(),
-            git: Git::in_worktree(&record.worktree_path, &worktree_git_dir, &common_dir),
+            git: Git::in_worktree(
+                &record.worktree_path,
+                &worktree_git_dir,
+                &common_dir,
+                &record.base_sha,
+            ),
             repo_git,
             worktree_git_dir,
             common_dir,

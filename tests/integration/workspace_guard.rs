@@ -1570,3 +1570,38 @@ fn an_edit_hidden_behind_an_index_flag_in_the_operators_checkout_is_reported() {
         );
     }
 }
+
+/// Attributes an agent writes in the worktree do not change what is recorded: with an
+/// `ident` attribute git would store (and the patch show) `$Id$` where the file holds a
+/// payload. The run's base decides the attributes (git 2.40 and later).
+#[test]
+fn attributes_an_agent_writes_do_not_change_what_the_capture_records() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "ident");
+    let dir = workspace.path();
+    put(dir, "src/.gitattributes", "*.sh ident\n");
+    put(
+        dir,
+        "src/build.sh",
+        "echo building\n$Id: `touch /tmp/pwned` $\n",
+    );
+    let patch = repo.path().join(".tnh/ident.patch");
+
+    workspace
+        .capture_since(&workspace.pre_run().unwrap(), &patch)
+        .unwrap();
+
+    let text = std::fs::read_to_string(&patch).unwrap();
+    let version = git_in(dir, &["version"]);
+    let (major, minor) = version
+        .split_whitespace()
+        .nth(2)
+        .and_then(|number| {
+            let mut parts = number.split('.').map(|part| part.parse::<u32>().ok());
+            Some((parts.next()??, parts.next()??))
+        })
+        .unwrap();
+    if (major, minor) >= (2, 40) {
+        assert!(text.contains("+$Id: `touch /tmp/pwned` $"), "{text}");
+    }
+}
