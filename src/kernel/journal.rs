@@ -198,15 +198,15 @@ fn add_run(journal: &mut Journal, run_dir: &RunDir, metadata: &RunMetadata) {
         detail: detail.clone(),
         diffstat,
     };
-    if lifecycle == LifecycleState::Completed {
-        journal.completed.push(entry);
-    } else {
-        if lifecycle == LifecycleState::Failed {
-            journal
-                .blockers
-                .push(format!("{run_id} ({workflow}) failed: {detail}"));
-        }
-        journal.in_progress.push(entry);
+    // OA01.1: finished runs are completed tasks or blockers; "In Progress" is what still
+    // goes on (running, waiting, stopped to be resumed).
+    match lifecycle {
+        LifecycleState::Completed => journal.completed.push(entry),
+        LifecycleState::Failed => journal.blockers.push(format!(
+            "{run_id} ({workflow}) failed: {detail} ({})",
+            entry.diffstat
+        )),
+        _ => journal.in_progress.push(entry),
     }
     let mut last_flags = Vec::new();
     for manifest in &manifests {

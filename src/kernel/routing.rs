@@ -36,6 +36,9 @@ pub fn record_route(
         if let Some(violation) = &report.policy_violation {
             fields.insert("policy_violation".into(), violation.clone().into());
         }
+        if let Some(why) = &report.stop_reason {
+            fields.insert("stop_reason".into(), why.clone().into());
+        }
         recorder.event(EventType::StepCompleted, step, fields)?;
     }
     let reason = match complete_step(workflow, state, report) {

@@ -722,6 +722,7 @@ fn recover_interrupted_visit(
                     .get("proposed_goldens")
                     .and_then(serde_json::Value::as_bool)
                     .unwrap_or(false),
+                stop_reason: event.text("stop_reason").map(str::to_owned),
             };
             return take_recorded_route(workflow, recorder, state, &step_id, visit, &report);
         }

@@ -213,6 +213,7 @@ fn a_policy_violation_sticks_until_a_rollback_completes() {
         outcome: Outcome::Error,
         policy_violation: Some("forbidden_path .github/x".into()),
         proposed_goldens: false,
+        stop_reason: None,
     };
     let violated = step(&workflow, &state, report).unwrap();
     assert_eq!(
@@ -243,6 +244,7 @@ fn proposed_goldens_block_success_until_a_blocking_gate_approves() {
         outcome: Outcome::Completed,
         policy_violation: None,
         proposed_goldens: true,
+        stop_reason: None,
     };
     let at_gate = step(&workflow, &state, report).unwrap();
     assert_eq!(

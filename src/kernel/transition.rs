@@ -68,6 +68,9 @@ pub struct StepReport {
     pub policy_violation: Option<String>,
     /// The step's harness report proposed goldens.
     pub proposed_goldens: bool,
+    /// For a STOP step: why the run ends (its `reason`, or what led to it), for the run's
+    /// end record.
+    pub stop_reason: Option<String>,
 }
 
 impl StepReport {
@@ -77,6 +80,7 @@ impl StepReport {
             outcome,
             policy_violation: None,
             proposed_goldens: false,
+            stop_reason: None,
         }
     }
 }
@@ -186,7 +190,10 @@ pub fn complete_step(
             next,
             &step_id,
             end,
-            format!("reached STOP step `{step_id}`"),
+            match &report.stop_reason {
+                Some(why) => format!("reached STOP step `{step_id}`: {why}"),
+                None => format!("reached STOP step `{step_id}`"),
+            },
             report.outcome,
         );
     }

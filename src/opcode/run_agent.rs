@@ -153,6 +153,7 @@ pub(super) fn execute(
             outcome: run.outcome,
             policy_violation: violation,
             proposed_goldens: false,
+            stop_reason: None,
         },
         manifest,
         cost_usd: run.cost_usd.unwrap_or(0.0),

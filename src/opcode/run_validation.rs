@@ -190,6 +190,7 @@ pub(super) fn execute(
             outcome,
             policy_violation: step_policy::violation_text(&violations),
             proposed_goldens,
+            stop_reason: None,
         },
         manifest,
         cost_usd: 0.0,

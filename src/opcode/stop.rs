@@ -1,5 +1,6 @@
 //! STOP: the terminal step; its reason is evaluated and recorded.
 
+use crate::artifacts::{EventLog, EventType};
 use crate::kernel::StepReport;
 use crate::outcome::Outcome;
 use crate::workflow::model::{Stop, StopOutcome};
@@ -26,11 +27,39 @@ pub(super) fn execute(
         serde_json::json!({ "stop": outcome, "reason": reason }),
         Vec::new(),
     );
+    let why = match &reason {
+        Some(serde_json::Value::String(text)) => Some(text.clone()),
+        Some(serde_json::Value::Null) | None => what_led_here(context),
+        Some(other) => Some(other.to_string()),
+    };
     Ok(StepResult {
-        report: StepReport::outcome(Outcome::Completed),
+        report: StepReport {
+            stop_reason: why,
+            ..StepReport::outcome(Outcome::Completed)
+        },
         manifest,
         cost_usd: 0.0,
         waiting: false,
         fingerprint: None,
     })
+}
+
+/// For a STOP without a reason: the step and outcome that routed here, when that outcome was
+/// not a success (`after `work` ended killed_timeout`), so a failed run's summary, status and
+/// journal say why without opening the run.
+fn what_led_here(context: &StepContext<'_>) -> Option<String> {
+    let events = EventLog::read_all(&context.recorder.run_dir().events()).ok()?;
+    let route = events.iter().rev().find(|event| {
+        event.event_type == EventType::RouteSelected
+            && event.text("next_step") == Some(context.step_id())
+    })?;
+    let outcome = route.text("outcome")?;
+    let ordinary = ["completed", "success", "gate_approved", "gate_queued"];
+    if ordinary.contains(&outcome) {
+        return None;
+    }
+    Some(format!(
+        "after `{}` ended {outcome}",
+        route.step_id.as_deref().unwrap_or("?")
+    ))
 }

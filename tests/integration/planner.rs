@@ -421,6 +421,11 @@ steps:
     let (code, result, output) = repo.run(&workflow, &["--planner", "judge"]);
 
     assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
+    assert_eq!(
+        result["detail"],
+        "reached STOP step `failed`: after `judge` ended blocked",
+        "a STOP without a reason says what led to it"
+    );
     let run_id = result["run_id"].as_str().unwrap();
     assert_eq!(
         repo.json(run_id, "artifacts/work/1/manifest.json")["termination"],
