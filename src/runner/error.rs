@@ -93,6 +93,8 @@ impl RunnerError {
     /// A spawn failure, with the reason worded for the operator.
     pub(crate) fn spawn(agent: &str, program: &str, source: std::io::Error) -> Self {
         let reason = match source.kind() {
+            // A program named by a path is looked for there, not on PATH.
+            std::io::ErrorKind::NotFound if program.contains('/') => "does not exist".to_owned(),
             std::io::ErrorKind::NotFound => "not found on PATH".to_owned(),
             std::io::ErrorKind::PermissionDenied => "is not executable".to_owned(),
             _ => format!("could not be started: {source}"),

@@ -62,6 +62,15 @@ async fn a_missing_program_is_a_spawn_error_that_says_so() {
         "failed to spawn agent `zoo`: `tnh-no-such-agent-program` not found on PATH"
     );
     assert!(error.hint().unwrap().contains("TNH_CLAUDE_BIN"));
+    // A program named by a path is not looked for on PATH.
+    let step = Step::command(&["/nonexistent/agent.sh"]);
+    let error = run_agent(&step.request, Cancellation::never())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "failed to spawn agent `zoo`: `/nonexistent/agent.sh` does not exist"
+    );
 }
 
 #[tokio::test]
