@@ -173,6 +173,12 @@ impl Config {
                 .check(name)
                 .map_err(|error| invalid(node.pos, error.to_string()))?;
         }
+        // Planner definitions likewise: a mistake in one (even `default`, which an EVALUATE
+        // naming no planner asks) would otherwise show only when an EVALUATE asks it.
+        for (name, node) in &config.planners {
+            crate::planner::backend::check_definition(name, node, &config)
+                .map_err(|(pos, message)| invalid(pos, message))?;
+        }
         Ok(config)
     }
 
@@ -241,7 +247,7 @@ mod tests {
 
     #[test]
     fn configured_profiles_extend_the_built_in_names() {
-        let text = b"agents:\n  scripted: {kind: command, argv: [python3, a.py]}\nvalidators:\n  docs: {argv: [make, docs]}\nplanners:\n  judge: {kind: command}\nprotected_branches: [main, release/*]\nother_tool: {x: 1}\n";
+        let text = b"agents:\n  scripted: {kind: command, argv: [python3, a.py]}\nvalidators:\n  docs: {argv: [make, docs]}\nplanners:\n  judge: {kind: command, argv: [./judge.sh]}\nprotected_branches: [main, release/*]\nother_tool: {x: 1}\n";
         let config = Config::parse(text, Path::new("c.yaml")).unwrap();
         let known = config.known_names();
         assert!(

@@ -14,7 +14,9 @@ pub fn cmd_planner(cli: &Cli, command: &PlannerCommand, output: &mut Output) -> 
         planner,
     } = command;
     let config = load_config(cli)?;
-    let name = planner.as_deref().unwrap_or("rules");
+    let name = planner
+        .as_deref()
+        .unwrap_or_else(|| crate::planner::backend::default_planner_name(&config));
     let backend = Backend::from_config(name, &config).map_err(|message| {
         Error::usage(
             message,

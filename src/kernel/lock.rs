@@ -14,10 +14,11 @@ use crate::artifacts::{LifecycleState, RunDir, RunStatus};
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     /// Another process drives the run.
-    #[error("run is being driven by process {pid} (lock `{path}`)")]
+    #[error("run is being driven by {} (lock `{path}`)", holder(pid.as_deref()))]
     Held {
-        /// The holder's pid as it recorded it.
-        pid: String,
+        /// The holder's pid as it recorded it; `None` when it has not written it yet (it
+        /// writes it right after taking the lock).
+        pid: Option<String>,
         /// The lock file.
         path: PathBuf,
     },
@@ -29,6 +30,15 @@ pub enum LockError {
         /// The cause.
         source: std::io::Error,
     },
+}
+
+/// Who holds a lock: `process PID`, or `another process` when the holder took it an instant
+/// ago and has not written its pid yet.
+fn holder(pid: Option<&str>) -> String {
+    pid.map_or_else(
+        || "another process".to_owned(),
+        |pid| format!("process {pid}"),
+    )
 }
 
 /// The held lock; dropping it releases the run.
@@ -56,11 +66,7 @@ impl RunLock {
             Err((mut file, _)) => {
                 let mut pid = String::new();
                 let _ = file.read_to_string(&mut pid);
-                let pid = if pid.trim().is_empty() {
-                    "unknown".to_owned()
-                } else {
-                    pid.trim().to_owned()
-                };
+                let pid = Some(pid.trim().to_owned()).filter(|pid| !pid.is_empty());
                 return Err(LockError::Held {
                     pid,
                     path: path.to_path_buf(),
@@ -134,6 +140,19 @@ mod tests {
         );
         drop(held);
         assert!(RunLock::acquire(&path).is_ok());
+    }
+
+    #[test]
+    fn a_holder_that_has_not_written_its_pid_yet_is_another_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let held = RunLock::acquire(&path).unwrap();
+        // The instant between the holder's `flock` and its writing its pid.
+        std::fs::write(&path, "").unwrap();
+        let refused = RunLock::acquire(&path).unwrap_err().to_string();
+        assert!(refused.contains("driven by another process"), "{refused}");
+        assert!(!refused.contains("unknown"), "{refused}");
+        drop(held);
     }
 
     #[test]

@@ -91,6 +91,17 @@ pub enum RunError {
         /// The worktree folder was gone and was checked out again from the work branch.
         recreated: bool,
     },
+    /// `state.json` is gone from a run that went past its first checkpoint: starting over
+    /// would run its visits again under the same numbers, over their artifacts.
+    #[error("run `{run_id}` has no `{}`, but it went past its first checkpoint ({evidence}): resuming would run its steps again over the artifacts of the visits it recorded", path.display())]
+    StateMissing {
+        /// The run.
+        run_id: String,
+        /// Where `state.json` should be.
+        path: PathBuf,
+        /// What shows the run had checkpointed.
+        evidence: String,
+    },
     /// The run stopped in the middle of a step, which only `resume` can settle.
     #[error("run `{run_id}` stopped in the middle of step `{step_id}` (visit {visit})")]
     StepInProgress {
@@ -119,6 +130,7 @@ impl RunError {
             | RunError::Prompt(_)
             | RunError::Drift { .. }
             | RunError::StepInProgress { .. }
+            | RunError::StateMissing { .. }
             | RunError::Gate(_) => true,
             RunError::Workspace(error) => error.exit_status() == crate::error::ExitStatus::Usage,
             _ => false,
@@ -145,6 +157,7 @@ impl RunError {
                 "see `tnh-conductor runs show {run_id}`; start a new run with `tnh-conductor run`"
             )),
             RunError::Drift { .. } => Some("inspect the worktree; resume with --accept-drift to continue with the changes (recorded as an event), or discard them with `tnh-conductor rollback RUN_ID --target pre_step` (the last agent step's work goes too) or `--target pre_run`, then resume".into()),
+            RunError::StateMissing { run_id, path, .. } => Some(format!("nothing was changed; put `{}` back (from a backup or a copy of the run directory) and resume again, or start a new run with `tnh-conductor run WORKFLOW`; the evidence of `{run_id}` stays in its directory (`tnh-conductor runs show {run_id}`)", path.display())),
             RunError::StepInProgress { run_id, .. } => Some(format!("`tnh-conductor resume {run_id}` puts that step's snapshot back and runs it again; roll back when the run waits at a gate or has ended")),
             RunError::Gate(super::gate::GateError::NotWaiting { .. }) => Some("list waiting gates with `tnh-conductor gate list`".into()),
             RunError::Gate(super::gate::GateError::NotApprover { .. }) => Some("decide as one of the approvers: `--as NAME`".into()),
@@ -270,7 +283,13 @@ fn run_context(
     })
 }
 
-/// Starts a run: validates, checks parameters, creates the worktree and run directory, drives.
+/// Starts a run: validates, checks parameters, creates the run directory and then the
+/// worktree, drives.
+///
+/// The run directory (with `metadata.json` naming the worktree and branch to come, and the
+/// run's lock held) exists before the worktree is created: a process killed while `git
+/// worktree add` runs leaves a run that `runs list` shows and `resume` starts over (its
+/// worktree made again from scratch), never a worktree and branch no command knows about.
 pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
     let catalog = Catalog::load(Some(&request.repo))?;
     let loaded = load_workflow(&request.workflow_path, request.config, catalog)?;
@@ -278,7 +297,7 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
     let params = resolve_params(workflow, &request.params)?;
     let run_id = new_run_id();
     let workflow_id = WorkflowId::new(workflow.workflow_id.value.as_str());
-    let workspace = Workspace::create(&request.repo, &run_id, &workflow_id, Some(&request.base))?;
+    let planned = planned_record(&request.repo, &run_id, &workflow_id, &request.base)?;
     let artifacts_root = workflow
         .defaults
         .artifacts_dir
@@ -286,7 +305,6 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         .map_or(DEFAULT_ARTIFACTS_ROOT, |dir| dir.value.as_str())
         .to_owned();
     let run_dir = RunDir::new(&request.repo, &artifacts_root, &run_id);
-    let record = workspace.record().clone();
     let started_at = now();
     let metadata = RunMetadata {
         schema_version: SCHEMA_VERSION,
@@ -312,11 +330,12 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         .into_iter()
         .map(|(name, version)| (name.to_owned(), version))
         .collect(),
-        repo_root: record.repo_root.display().to_string(),
-        worktree_path: record.worktree_path.display().to_string(),
-        branch: record.branch.clone(),
-        base_ref: record.base_ref.clone(),
-        base_sha: record.base_sha.clone(),
+        repo_root: planned.repo_root.display().to_string(),
+        worktree_path: planned.worktree_path.display().to_string(),
+        branch: planned.branch.clone(),
+        base_ref: planned.base_ref.clone(),
+        // Known once the worktree is created from it.
+        base_sha: String::new(),
         params: params.clone(),
         planner_override: loaded.config.planner_override.clone(),
         workflow_sha256: Some(digest(&loaded.source)),
@@ -330,12 +349,25 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         workflow_id.as_str(),
         workflow.entry_step.value.as_str(),
     );
-    let fields = payload([
-        ("workflow_id", workflow_id.to_string().into()),
-        ("base_sha", record.base_sha.clone().into()),
-        ("params", serde_json::Value::Object(params.clone())),
-    ]);
-    recorder.event(EventType::RunStarted, None, fields)?;
+    // `runs list` and `status` show the run as running (blocked once this process is gone)
+    // while its worktree is being created.
+    recorder.write_status(&state, None, Some(std::process::id()))?;
+    let workspace =
+        match Workspace::create(&request.repo, &run_id, &workflow_id, Some(&request.base)) {
+            Ok(workspace) => workspace,
+            Err(error) => {
+                // Refused before git created anything (a base that does not resolve, a branch
+                // that exists): nothing was started, so no run is left either. A worktree git
+                // began to create keeps its run directory, which `resume` starts over from.
+                if !planned.worktree_path.exists() {
+                    let _ = std::fs::remove_dir_all(run_dir.root());
+                }
+                return Err(error.into());
+            }
+        };
+    let record = workspace.record().clone();
+    recorder.update_metadata(|metadata| keep_record(metadata, &record))?;
+    record_run_started(&mut recorder)?;
     recorder.commit(&mut state, None)?;
     let context = run_context(loaded, params, workspace.path(), started_at)?;
     let end = Driver {
@@ -351,6 +383,49 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         worktree: workspace.path().to_path_buf(),
         end,
     })
+}
+
+/// The workspace record `Workspace::create` will make for a run, known before it runs (but
+/// the base commit, which is resolved as the worktree is created).
+fn planned_record(
+    repo: &Path,
+    run_id: &RunId,
+    workflow_id: &WorkflowId,
+    base: &str,
+) -> Result<crate::workspace::WorkspaceRecord, RunError> {
+    let root = crate::workspace::runs::find_repo_root(repo)?;
+    let root = root
+        .canonicalize()
+        .map_err(ArtifactsError::io("resolve", &root))?;
+    Ok(crate::workspace::WorkspaceRecord {
+        run_id: run_id.clone(),
+        worktree_path: root.join(".tnh").join("worktrees").join(run_id.as_str()),
+        repo_root: root,
+        branch: crate::workspace::work_branch_name(workflow_id, run_id),
+        base_ref: base.to_owned(),
+        base_sha: String::new(),
+    })
+}
+
+/// Keeps the created workspace's record in the metadata (the base ref as the operator gave
+/// it stays).
+fn keep_record(metadata: &mut RunMetadata, record: &crate::workspace::WorkspaceRecord) {
+    metadata.repo_root = record.repo_root.display().to_string();
+    metadata.worktree_path = record.worktree_path.display().to_string();
+    metadata.branch = record.branch.clone();
+    metadata.base_sha = record.base_sha.clone();
+}
+
+/// The `run_started` event, once the run's worktree exists.
+fn record_run_started(recorder: &mut Recorder) -> Result<(), RunError> {
+    let metadata = recorder.metadata();
+    let fields = payload([
+        ("workflow_id", metadata.workflow_id.clone().into()),
+        ("base_sha", metadata.base_sha.clone().into()),
+        ("params", serde_json::Value::Object(metadata.params.clone())),
+    ]);
+    recorder.event(EventType::RunStarted, None, fields)?;
+    Ok(())
 }
 
 /// The SHA-256 of a workflow's text, as `metadata.json` keeps it.
@@ -470,11 +545,21 @@ pub fn resume_run(
     let _lock = RunLock::acquire(&run_dir.lock())?;
     let mut recorder = Recorder::open(run_dir.clone())?;
     recorder.observe(observer);
+    let events = EventLog::read_all(&run_dir.events())?;
     // A driver killed before its first checkpoint leaves no state.json: the run starts over
-    // from its entry step (its events are kept).
+    // from its entry step (its events are kept). A run that went past that checkpoint and
+    // lost its state.json is refused: starting over would run its visits again under the same
+    // numbers, over their artifacts.
     let mut state: RunState = if run_dir.state().is_file() {
         read_json(&run_dir.state(), "run state")?
     } else {
+        if let Some(evidence) = checkpointed_evidence(&run_dir, &events) {
+            return Err(RunError::StateMissing {
+                run_id: run_id.to_owned(),
+                path: run_dir.state(),
+                evidence,
+            });
+        }
         let metadata = recorder.metadata();
         RunState::new(
             &metadata.run_id,
@@ -482,6 +567,11 @@ pub fn resume_run(
             &metadata.entry_step,
         )
     };
+    // A driver killed while it created the worktree (before `run_started`) left it missing or
+    // half made: it is made again from scratch.
+    let never_started = !events
+        .iter()
+        .any(|event| event.event_type == EventType::RunStarted);
     if let Phase::Finished { end, reason, .. } = &state.phase {
         return Err(RunError::Finished {
             run_id: run_id.to_owned(),
@@ -504,9 +594,17 @@ pub fn resume_run(
         base_ref: metadata.base_ref.clone(),
         base_sha: metadata.base_sha.clone(),
     };
-    // A worktree folder deleted by an agent or a person is checked out again from the work
-    // branch; what it held uncommitted shows as drift.
-    let (workspace, recreated) = Workspace::open_or_recreate(&record)?;
+    let (workspace, recreated) = if never_started {
+        let workspace = create_again(&record, &metadata)?;
+        let created = workspace.record().clone();
+        recorder.update_metadata(|metadata| keep_record(metadata, &created))?;
+        record_run_started(&mut recorder)?;
+        (workspace, false)
+    } else {
+        // A worktree folder deleted by an agent or a person is checked out again from the work
+        // branch; what it held uncommitted shows as drift.
+        Workspace::open_or_recreate(&record)?
+    };
     replay_started_visit(&loaded.workflow, &run_dir, &mut state)?;
     if !accept_drift && let Some((recorded, found)) = drifted(&loaded.workflow, &workspace, &state)?
     {
@@ -571,6 +669,96 @@ pub fn resume_run(
         worktree: workspace.path().to_path_buf(),
         end,
     })
+}
+
+/// What shows that a run without `state.json` went past its first checkpoint: an event only a
+/// driver writes after it (a step, a route, a gate, an end…), or a visit's folder. `None` for a
+/// run killed before it, which starts over.
+fn checkpointed_evidence(run_dir: &RunDir, events: &[crate::artifacts::Event]) -> Option<String> {
+    // What `run` and a `resume` that starts over record before their first checkpoint.
+    let before_checkpoint = [
+        EventType::RunStarted,
+        EventType::RunResumed,
+        EventType::WorktreeRecreated,
+        EventType::WorkflowChanged,
+        EventType::ConfigChanged,
+    ];
+    if let Some(event) = events
+        .iter()
+        .find(|event| !before_checkpoint.contains(&event.event_type))
+    {
+        let step = match (&event.step_id, event.visit) {
+            (Some(step), Some(visit)) => format!(" of `{step}` #{visit}"),
+            (Some(step), None) => format!(" of `{step}`"),
+            _ => String::new(),
+        };
+        let kind = serde_json::to_value(event.event_type)
+            .ok()
+            .and_then(|value| value.as_str().map(str::to_owned))
+            .unwrap_or_else(|| format!("{:?}", event.event_type));
+        return Some(format!("event {} is `{kind}`{step}", event.seq));
+    }
+    let artifacts = run_dir.root().join("artifacts");
+    let visited = std::fs::read_dir(&artifacts)
+        .map(|mut entries| entries.next().is_some())
+        .unwrap_or(false);
+    visited.then(|| format!("`{}` holds step folders", artifacts.display()))
+}
+
+/// The worktree of a run killed while it was being created, made again from scratch: what git
+/// had made of it (a folder checked out halfway, the work branch) is removed first, unless the
+/// branch is there, which is checked out again (nothing ran on it yet: it is the base commit).
+fn create_again(
+    record: &crate::workspace::WorkspaceRecord,
+    metadata: &RunMetadata,
+) -> Result<Workspace, RunError> {
+    if Workspace::remove_worktree(record).is_err() {
+        // `git worktree remove` refuses a folder whose checkout git never finished; no step
+        // ran in it, so nothing in it is anyone's work.
+        if record.worktree_path.exists() {
+            std::fs::remove_dir_all(&record.worktree_path)
+                .map_err(ArtifactsError::io("remove", &record.worktree_path))?;
+        }
+        Workspace::remove_worktree(record)?;
+    }
+    let workspace = match Workspace::open_or_recreate(record) {
+        Ok((workspace, _)) => workspace,
+        // Killed before git made the branch: made as `run` would have, from the base commit
+        // when it was known.
+        Err(WorkspaceError::Missing { .. }) => {
+            let base = if metadata.base_sha.is_empty() {
+                metadata.base_ref.as_str()
+            } else {
+                metadata.base_sha.as_str()
+            };
+            let workspace = Workspace::create(
+                &record.repo_root,
+                &record.run_id,
+                &WorkflowId::new(metadata.workflow_id.as_str()),
+                Some(base),
+            )?;
+            let created = crate::workspace::WorkspaceRecord {
+                base_ref: metadata.base_ref.clone(),
+                ..workspace.record().clone()
+            };
+            return Ok(Workspace::open(&created)?);
+        }
+        Err(error) => return Err(error.into()),
+    };
+    // `git worktree add -b` made the branch at the base commit, and nothing ran on it since.
+    let branch = format!("refs/heads/{}", record.branch);
+    let base_sha = workspace
+        .repo_git
+        .text(["rev-parse", "--verify", branch.as_str()])?;
+    let pre_run = format!("{}/pre_run", crate::workspace::refs_prefix(&record.run_id));
+    workspace
+        .repo_git
+        .run(["update-ref", pre_run.as_str(), base_sha.as_str()])?;
+    let created = crate::workspace::WorkspaceRecord {
+        base_sha,
+        ..record.clone()
+    };
+    Ok(Workspace::open(&created)?)
 }
 
 /// The driver does not checkpoint when a visit starts; its `step_started` event, made durable

@@ -466,7 +466,7 @@ struct Decided {
 }
 
 /// The planner profile this step asks: `--planner`, the step's `planner:`,
-/// `defaults.planner`, else `rules`.
+/// `defaults.planner`, else the configured `default` profile, else `rules`.
 fn planner_name(context: &StepContext<'_>, evaluate: &Evaluate) -> String {
     context
         .run
@@ -483,7 +483,9 @@ fn planner_name(context: &StepContext<'_>, evaluate: &Evaluate) -> String {
                 .as_ref()
                 .map(|name| name.value.clone())
         })
-        .unwrap_or_else(|| "rules".to_owned())
+        .unwrap_or_else(|| {
+            crate::planner::backend::default_planner_name(&context.run.config).to_owned()
+        })
 }
 
 /// The step's prompt rendered with the envelope, for model backends: a `planner.*` reference

@@ -134,6 +134,71 @@ pub enum Verdict {
     },
 }
 
+/// The keys a planner definition may have (docs/planner.md).
+const DEFINITION_KEYS: &[&str] = &[
+    "kind",
+    "argv",
+    "binary",
+    "model",
+    "config",
+    "url",
+    "api_key_env",
+    "timeout",
+    "attempts",
+    "pass_env",
+];
+
+/// The planner an EVALUATE asks when neither `run --planner`, the step's `planner:` nor
+/// `defaults.planner` names one: the profile configured as `default`, else the built-in
+/// `rules`.
+pub fn default_planner_name(config: &Config) -> &'static str {
+    if config.planners.contains_key("default") {
+        "default"
+    } else {
+        "rules"
+    }
+}
+
+/// Checks the planner definition `name` of `config` (its node is `node`) where the
+/// configuration is read: a mapping of known keys, of a known kind, with what that kind needs.
+/// The error says where and what.
+pub fn check_definition(
+    name: &str,
+    node: &Node,
+    config: &Config,
+) -> Result<(), (crate::workflow::yaml::Pos, String)> {
+    let Some(entries) = node.as_map() else {
+        return Err((
+            node.pos,
+            format!(
+                "planner `{name}` must be a mapping such as `{{kind: rules}}` or `{{kind: command, argv: [...]}}`"
+            ),
+        ));
+    };
+    for (key, _) in entries {
+        let Some(text) = key.as_str() else {
+            return Err((key.pos, format!("keys of planner `{name}` must be strings")));
+        };
+        if !DEFINITION_KEYS.contains(&text) {
+            let hint =
+                match crate::workflow::diagnostic::nearest(text, DEFINITION_KEYS.iter().copied()) {
+                    Some(near) => format!("did you mean `{near}`?"),
+                    None => format!("the keys are {}", DEFINITION_KEYS.join(", ")),
+                };
+            return Err((
+                key.pos,
+                format!("planner `{name}` has an unknown key `{text}`; {hint}"),
+            ));
+        }
+    }
+    Backend::from_config(name, config)
+        .map(drop)
+        .map_err(|message| {
+            let at = node.get("kind").filter(|_| message.contains("has kind"));
+            (at.map_or(node.pos, |kind| kind.pos), message)
+        })
+}
+
 impl Backend {
     /// The backend a planner profile names (`rules`/`default` exist without configuration).
     pub fn from_config(name: &str, config: &Config) -> Result<Self, String> {

@@ -39,7 +39,7 @@ pub fn check_prompts(workflow: &Workflow, catalog: &Catalog, diagnostics: &mut D
     for step in &workflow.steps {
         match &step.body {
             StepBody::RunAgent(agent) => {
-                check_prompt(
+                if let Some(found) = check_prompt(
                     step,
                     &agent.prompt,
                     &agent.inputs,
@@ -47,7 +47,9 @@ pub fn check_prompts(workflow: &Workflow, catalog: &Catalog, diagnostics: &mut D
                     AGENT_CONTEXT_INPUTS,
                     catalog,
                     diagnostics,
-                );
+                ) {
+                    check_undeclared_inputs(step, found, &agent.inputs, diagnostics);
+                }
                 if let Some(policy) = &agent.policy {
                     check_policy(policy, catalog, diagnostics);
                 }
@@ -125,22 +127,22 @@ fn check_role(
     false
 }
 
+/// Checks a step's prompt reference and the required inputs it needs; returns the prompt
+/// when it resolves and fits the opcode.
 #[allow(clippy::too_many_arguments)]
-fn check_prompt(
+fn check_prompt<'c>(
     step: &Step,
     prompt: &At<PromptSpec>,
     inputs: &Inputs,
     roles: &[PromptRole],
     implicit: &[&str],
-    catalog: &Catalog,
+    catalog: &'c Catalog,
     diagnostics: &mut Diagnostics,
-) {
+) -> Option<&'c Prompt> {
     let PromptSpec::Reference(reference) = &prompt.value else {
-        return;
+        return None;
     };
-    let Some(found) = resolve(reference.as_str(), prompt.pos, catalog, diagnostics) else {
-        return;
-    };
+    let found = resolve(reference.as_str(), prompt.pos, catalog, diagnostics)?;
     if !check_role(
         found,
         prompt.pos,
@@ -149,11 +151,11 @@ fn check_prompt(
         diagnostics,
     ) {
         // Inputs of a prompt written for another opcode say nothing useful about this step.
-        return;
+        return None;
     }
     let supplied: Vec<&str> = match inputs {
         // A computed input mapping cannot be checked before the run.
-        Inputs::Expression(_) => return,
+        Inputs::Expression(_) => return Some(found),
         Inputs::Names(names) => names.iter().map(|name| name.value.as_str()).collect(),
         Inputs::Values(values) => values.iter().map(|(name, _)| name.value.as_str()).collect(),
         Inputs::None => Vec::new(),
@@ -176,6 +178,63 @@ fn check_prompt(
                     input.description
                 ));
         }
+    }
+    Some(found)
+}
+
+/// A RUN_AGENT step's input its prompt does not declare would be dropped when the prompt is
+/// rendered (a misspelt `fix_instuctions` would leave the agent without the planner's
+/// instructions): an error, with the nearest declared name. The kernel's context values
+/// (`AGENT_CONTEXT_INPUTS`) stay allowed: the kernel gives them to any prompt that declares
+/// them, so naming one is harmless.
+fn check_undeclared_inputs(
+    step: &Step,
+    prompt: &Prompt,
+    inputs: &Inputs,
+    diagnostics: &mut Diagnostics,
+) {
+    let names: Vec<&At<String>> = match inputs {
+        Inputs::Names(names) => names.iter().collect(),
+        Inputs::Values(values) => values.iter().map(|(name, _)| name).collect(),
+        Inputs::Expression(_) | Inputs::None => return,
+    };
+    let declared: Vec<&str> = prompt
+        .inputs
+        .iter()
+        .map(|input| input.name.as_str())
+        .collect();
+    for name in names {
+        let typed = name.value.as_str();
+        if declared.contains(&typed) || AGENT_CONTEXT_INPUTS.contains(&typed) {
+            continue;
+        }
+        let fallback = if declared.is_empty() {
+            format!(
+                "prompt `{}` declares no inputs; remove `{typed}` from the step's inputs",
+                prompt.reference()
+            )
+        } else {
+            format!(
+                "prompt `{}` declares {}; remove `{typed}` or declare it in the prompt's front matter",
+                prompt.reference(),
+                declared
+                    .iter()
+                    .map(|name| format!("`{name}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        diagnostics
+            .error(
+                name.pos,
+                "undeclared-input",
+                format!(
+                    "step `{}` gives input `{typed}`, which prompt `{}` does not declare (it would be dropped)",
+                    step.id.value,
+                    prompt.reference()
+                ),
+            )
+            .suggest(typed, declared.iter().copied(), fallback);
     }
 }
 

@@ -420,3 +420,226 @@ fn resume_records_a_configuration_that_changed_since_the_run_started() {
         changed["found_sha256"]
     );
 }
+
+/// The git on `PATH`.
+fn real_git() -> std::path::PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|dir| dir.join("git"))
+        .find(|path| path.is_file())
+        .expect("git on PATH")
+}
+
+/// When the conductor is killed during `git worktree add`: before git made anything, or once
+/// git made the branch and began the checkout (one tracked file not written yet).
+#[derive(Clone, Copy, Debug)]
+enum WorktreeKill {
+    BeforeGit,
+    HalfCheckedOut,
+}
+
+/// Runs `crash.yaml` in a repository holding a committed `kept.txt` that no step touches, with
+/// a `git` on `PATH` that SIGKILLs the conductor (its parent) at `kill` during `git worktree
+/// add`. Returns the repository and the run id of the run directory left behind (`None` when
+/// none was).
+fn killed_in_worktree_add(kill: WorktreeKill) -> (RunRepo, Option<String>) {
+    let repo = RunRepo::new();
+    repo.repo.write("kept.txt", "committed before the run\n");
+    repo.repo.commit_all("a file no step touches");
+    // Inside `.git`, where the operator's checkout does not see it.
+    let bin = repo.path().join(".git/fake-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let real = real_git();
+    let during = match kill {
+        WorktreeKill::BeforeGit => "kill -9 $PPID; exit 1".to_owned(),
+        WorktreeKill::HalfCheckedOut => format!(
+            "\"{}\" \"$@\" || exit $?\n  eval \"path=\\${{$(($# - 1))}}\"\n  rm \"$path/kept.txt\"\n  kill -9 $PPID; exit 1",
+            real.display()
+        ),
+    };
+    let script = format!(
+        "#!/bin/sh\nif [ \"$1\" = worktree ] && [ \"$2\" = add ]; then\n  {during}\nfi\nexec \"{}\" \"$@\"\n",
+        real.display()
+    );
+    let git = bin.join("git");
+    std::fs::write(&git, script).unwrap();
+    std::fs::set_permissions(&git, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let output = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["run", "--json"])
+        .arg(repo.workflow("crash.yaml"))
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        None,
+        "{kill:?}: the conductor was not killed: {}",
+        stderr_text(&output)
+    );
+    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
+        .ok()
+        .and_then(|mut entries| entries.next())
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned());
+    (repo, run_id)
+}
+
+/// A conductor killed while it creates the run's worktree leaves a run that `runs list` shows
+/// and `resume` starts over — its worktree made again from scratch, its branch and `pre_run`
+/// at the base commit — and that `runs clean --all` removes once it has ended: never a
+/// worktree and `tnh/…` branch no command knows about.
+#[test]
+fn a_run_killed_while_its_worktree_is_created_is_listed_resumed_and_cleaned() {
+    let reference = {
+        let repo = RunRepo::new();
+        repo.repo.write("kept.txt", "committed before the run\n");
+        repo.repo.commit_all("a file no step touches");
+        let (code, result, output) = repo.run(&repo.workflow("crash.yaml"), &[]);
+        assert_eq!(code, Some(0), "{result}{}", stderr_text(&output));
+        let run_id = result["run_id"].as_str().unwrap().to_owned();
+        finish(
+            &repo,
+            &run_id,
+            &repo.path().join(".tnh/worktrees").join(&run_id),
+        )
+    };
+    for kill in [WorktreeKill::BeforeGit, WorktreeKill::HalfCheckedOut] {
+        let (repo, run_id) = killed_in_worktree_add(kill);
+        let run_id = run_id.unwrap_or_else(|| panic!("{kill:?}: no run directory was left"));
+        let metadata = repo.json(&run_id, "metadata.json");
+        let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
+        assert_eq!(
+            metadata["worktree_path"].as_str().map(Path::new),
+            Some(
+                worktree
+                    .canonicalize()
+                    .unwrap_or(worktree.clone())
+                    .as_path()
+            ),
+            "{kill:?}: {metadata}"
+        );
+        assert_eq!(
+            metadata["branch"],
+            format!("tnh/crash/{run_id}"),
+            "{kill:?}"
+        );
+        if let WorktreeKill::HalfCheckedOut = kill {
+            assert!(
+                !worktree.join("kept.txt").exists(),
+                "the checkout was cut short"
+            );
+        }
+        let listed = repo.conductor(&["runs", "list", "--json"]);
+        assert!(
+            String::from_utf8_lossy(&listed.stdout).contains(&run_id),
+            "{kill:?}: `runs list` does not show the run: {}",
+            String::from_utf8_lossy(&listed.stdout)
+        );
+        let status = repo.conductor(&["status", "--json", &run_id]);
+        let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+        assert_eq!(status["lifecycle_state"], "blocked", "{kill:?}: {status}");
+
+        let resumed = repo.conductor(&["resume", "--json", &run_id]);
+        assert_eq!(
+            resumed.status.code(),
+            Some(0),
+            "{kill:?}: {}",
+            stderr_text(&resumed)
+        );
+        let resumed = finish(&repo, &run_id, &worktree);
+        assert_eq!(resumed.final_state, reference.final_state, "{kill:?}");
+        assert_eq!(
+            resumed.tree, reference.tree,
+            "{kill:?}: the worktree differs"
+        );
+        assert_contiguous(&resumed.events);
+        let types = event_types(&resumed.events);
+        assert_eq!(types[0], "run_started", "{kill:?}: {types:?}");
+        assert_eq!(
+            types.iter().filter(|kind| *kind == "run_started").count(),
+            1,
+            "{kill:?}: {types:?}"
+        );
+        let base = repo.repo.git(&["rev-parse", "main"]);
+        assert_eq!(resumed.events[0]["base_sha"], base.as_str(), "{kill:?}");
+        assert_eq!(
+            repo.json(&run_id, "metadata.json")["base_sha"],
+            base.as_str()
+        );
+        assert_eq!(
+            repo.repo
+                .git(&["rev-parse", &format!("refs/tnh/runs/{run_id}/pre_run")]),
+            base,
+            "{kill:?}"
+        );
+
+        let cleaned = repo.conductor(&["runs", "clean", "--all"]);
+        assert_eq!(cleaned.status.code(), Some(0), "{}", stderr_text(&cleaned));
+        assert!(!worktree.exists(), "{kill:?}: the worktree is left");
+        assert_eq!(
+            repo.repo.git(&["branch", "--list", "tnh/*"]),
+            "",
+            "{kill:?}"
+        );
+        assert!(!repo.run_dir(&run_id).exists(), "{kill:?}");
+    }
+}
+
+/// A run whose `state.json` is gone after its first checkpoint is refused (exit 2, nothing
+/// written): starting over from the entry step would run visits already recorded again under
+/// the same numbers, over their artifacts.
+#[test]
+fn resume_refuses_a_run_whose_state_file_is_gone_after_its_first_checkpoint() {
+    let reference = uninterrupted(CRASH);
+    let kill_at = seq_of(&reference.events, "step_started", 1);
+    let (repo, run_id) = killed_at(CRASH, kill_at);
+    let run_dir = repo.run_dir(&run_id);
+    std::fs::remove_file(run_dir.join("state.json")).unwrap();
+    let events_before = std::fs::read(run_dir.join("events.ndjson")).unwrap();
+    let manifest = run_dir.join("artifacts/write/1/manifest.json");
+    let manifest_before = std::fs::read(&manifest).unwrap();
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+
+    assert_eq!(resumed.status.code(), Some(2), "{}", stderr_text(&resumed));
+    let stderr = stderr_text(&resumed);
+    assert!(
+        stderr.contains("state.json")
+            && stderr.contains("went past its first checkpoint")
+            && stderr.contains("`step_started` of `write` #1"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("put `"),
+        "the hint says what to do: {stderr}"
+    );
+    assert_eq!(
+        std::fs::read(run_dir.join("events.ndjson")).unwrap(),
+        events_before,
+        "nothing is recorded"
+    );
+    assert_eq!(std::fs::read(&manifest).unwrap(), manifest_before);
+    assert!(!run_dir.join("state.json").exists());
+}
+
+/// A run killed before its first checkpoint (right after `run_started`) has no `state.json`
+/// either: it starts over from its entry step.
+#[test]
+fn a_run_killed_before_its_first_checkpoint_starts_over() {
+    let (repo, run_id) = killed_at(CRASH, 1);
+    assert!(!repo.run_dir(&run_id).join("state.json").exists());
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let types = event_types(&events);
+    assert_eq!(
+        &types[..3],
+        ["run_started", "run_resumed", "step_started"],
+        "{types:?}"
+    );
+}

@@ -574,3 +574,25 @@ fn a_broken_agent_profile_stops_run_before_anything_starts() {
     assert!(!repo.path().join(".tnh/run").exists());
     assert!(!repo.path().join(".tnh/worktrees").exists());
 }
+
+/// The run directory is written before the worktree, so a start that git refuses (a base that
+/// does not resolve) removes it again: exit 2, no run left behind.
+#[test]
+fn a_base_that_does_not_resolve_exits_2_and_leaves_no_run() {
+    let repo = RunRepo::new();
+    let (code, _, output) = repo.run(&repo.workflow("linear.yaml"), &["--base", "no-such-ref"]);
+    assert_eq!(code, Some(2), "{}", stderr_text(&output));
+    assert!(
+        stderr_text(&output).contains("no-such-ref"),
+        "{}",
+        stderr_text(&output)
+    );
+    let runs: Vec<_> = std::fs::read_dir(repo.path().join(".tnh/run"))
+        .map(|entries| entries.flatten().map(|entry| entry.file_name()).collect())
+        .unwrap_or_default();
+    assert!(runs.is_empty(), "{runs:?}");
+    assert!(!repo.path().join(".tnh/worktrees").exists());
+    assert_eq!(repo.repo.git(&["branch", "--list", "tnh/*"]), "");
+    let listed = repo.conductor(&["runs", "list"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr_text(&listed));
+}

@@ -442,3 +442,84 @@ steps:
         "{decision}"
     );
 }
+
+/// A planner configured as `default` (as `init`, the README and DESIGN §6 write it) judges
+/// every EVALUATE that names none: no `--planner`, no step `planner:`, no `defaults.planner`.
+#[test]
+fn a_planner_configured_as_default_judges_an_evaluate_that_names_none() {
+    let repo = RunRepo::new();
+    let config = repo.path().join(".tnh/config.yaml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    let blocked = r#"{"status": "blocked", "next_step": null, "blockers": [{"code": "judge_says_no", "summary": "no"}], "risk_flags": []}"#;
+    text.push_str(
+        &judge(repo.path().join(".tnh").as_path(), blocked).replace("  judge:", "  default:"),
+    );
+    std::fs::write(&config, text).unwrap();
+
+    let (code, result, output) = repo.run(&repo.workflow("fix_loop.yaml"), &[]);
+
+    assert_eq!(
+        code,
+        Some(1),
+        "the default planner's `blocked` routes to the failure STOP (rules would have said partial): {result}\n{}",
+        stderr_text(&output)
+    );
+    let run_id = result["run_id"].as_str().unwrap();
+    let decision = repo.json(run_id, "artifacts/evaluate/1/planner_decision.json");
+    assert_eq!(decision["planner"], "default", "{decision}");
+    assert_eq!(decision["decided_by"], "default", "{decision}");
+    assert_eq!(
+        decision["blockers"][0]["code"], "judge_says_no",
+        "{decision}"
+    );
+    assert_eq!(calls(&repo.path().join(".tnh")), 1);
+}
+
+/// A planner definition that cannot work — an unknown kind, a misspelt key — stops `run`,
+/// `validate` and `planner check` when the configuration is read, with its position, even when
+/// no step names it (`default` is asked by every EVALUATE that names none).
+#[test]
+fn a_broken_planner_definition_is_reported_where_the_configuration_is_read() {
+    for (definition, expected) in [
+        (
+            "  default: {kind: nonsense}\n",
+            ":6:19: planner `default` has kind `nonsense`; the kinds are rules, command, claude, codex, http",
+        ),
+        (
+            "  spare: {kind: command, agrv: [./judge.sh]}\n",
+            ":6:26: planner `spare` has an unknown key `agrv`; did you mean `argv`?",
+        ),
+        (
+            "  spare: {kind: http, model: m}\n",
+            ":6:10: planner `spare` has no `url`",
+        ),
+        (
+            "  spare: command\n",
+            ":6:10: planner `spare` must be a mapping",
+        ),
+    ] {
+        let repo = RunRepo::new();
+        let config = repo.path().join(".tnh/config.yaml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, format!("{text}planners:\n{definition}")).unwrap();
+        let workflow = repo.workflow("fix_loop.yaml");
+
+        let (code, _, output) = repo.run(&workflow, &[]);
+        let stderr = stderr_text(&output);
+        assert_eq!(code, Some(2), "{definition}: {stderr}");
+        assert!(
+            stderr.contains(&format!(".tnh/config.yaml{expected}")),
+            "{definition}: {stderr}"
+        );
+        assert!(!repo.path().join(".tnh/run").exists(), "{definition}");
+        assert!(!repo.path().join(".tnh/worktrees").exists(), "{definition}");
+
+        let validated = repo.conductor(&["validate", workflow.to_str().unwrap()]);
+        assert_eq!(validated.status.code(), Some(2), "{definition}");
+        assert!(
+            stderr_text(&validated).contains(expected),
+            "{definition}: {}",
+            stderr_text(&validated)
+        );
+    }
+}
