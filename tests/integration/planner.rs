@@ -422,8 +422,7 @@ steps:
 
     assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
     assert_eq!(
-        result["detail"],
-        "reached STOP step `failed`: after `judge` ended blocked",
+        result["detail"], "reached STOP step `failed`: after `judge` ended blocked",
         "a STOP without a reason says what led to it"
     );
     let run_id = result["run_id"].as_str().unwrap();
