@@ -62,7 +62,11 @@ pub fn cmd_rollback(
             done.record_file,
         ));
     }
-    if let AfterRollback::Continues { violation_cleared } = &done.run {
+    if let AfterRollback::Continues {
+        violation_cleared,
+        violation_kept,
+    } = &done.run
+    {
         output.note(&format!(
             "`tnh-conductor resume {}` continues from this worktree",
             record.run_id
@@ -70,6 +74,11 @@ pub fn cmd_rollback(
         if let Some(violation) = violation_cleared {
             output.note(&format!(
                 "the policy violation ({violation}) no longer makes EVALUATE unsafe"
+            ));
+        }
+        if let Some(violation) = violation_kept {
+            output.note(&format!(
+                "the policy violation ({violation}) still stands: an agent step ran after it, so the pre_step snapshot does not undo it; `--target pre_run` does"
             ));
         }
     }

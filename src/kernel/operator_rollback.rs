@@ -46,6 +46,9 @@ pub enum AfterRollback {
     Continues {
         /// The policy violation that no longer makes EVALUATE `unsafe`, if one did.
         violation_cleared: Option<String>,
+        /// The policy violation that still does: the `pre_step` snapshot is newer than the
+        /// visit that made it.
+        violation_kept: Option<String>,
     },
     /// The run never reached its first checkpoint: `resume` starts it over.
     NotStarted,
@@ -83,8 +86,22 @@ pub fn rollback_run(
         Some(state) if matches!(state.phase, Phase::Finished { .. }) => AfterRollback::Ended,
         Some(state) => {
             state.fingerprint = Some(workspace.fingerprint()?);
-            AfterRollback::Continues {
-                violation_cleared: state.safety.policy_violation.take(),
+            // As after a ROLLBACK step: `pre_step` undoes the violation only when its
+            // snapshot is not newer than the violating visit.
+            let undone = match target {
+                RollbackTarget::PreRun => true,
+                RollbackTarget::PreStep => state.safety.pre_step_undoes_violation,
+            };
+            if undone {
+                AfterRollback::Continues {
+                    violation_cleared: state.safety.policy_violation.take(),
+                    violation_kept: None,
+                }
+            } else {
+                AfterRollback::Continues {
+                    violation_cleared: None,
+                    violation_kept: state.safety.policy_violation.clone(),
+                }
             }
         }
         None => AfterRollback::NotStarted,
@@ -92,7 +109,9 @@ pub fn rollback_run(
     // The event is durable before the checkpoint that accounts for it.
     let mut events = EventLog::open(&run_dir.events(), run_id)?;
     let cleared = match &after {
-        AfterRollback::Continues { violation_cleared } => violation_cleared.clone(),
+        AfterRollback::Continues {
+            violation_cleared, ..
+        } => violation_cleared.clone(),
         _ => None,
     };
     let fields = payload([

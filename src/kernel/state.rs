@@ -71,9 +71,19 @@ pub struct Safety {
     /// A step's diff broke the policy and no ROLLBACK has removed it since: every EVALUATE
     /// returns `unsafe` (rule 1).
     pub policy_violation: Option<String>,
+    /// Whether a `pre_step` rollback would undo the pending violation: its snapshot (taken
+    /// before the most recent RUN_AGENT) is not newer than the violating visit. An agent step
+    /// that ran after the violation moves the `pre_step` snapshot past it; then only a
+    /// `pre_run` rollback clears it.
+    #[serde(default = "yes")]
+    pub pre_step_undoes_violation: bool,
     /// A harness report proposed goldens and no blocking GATE was approved since: the run
     /// cannot reach a success STOP (rule 2). Holds the step that reported them.
     pub goldens_pending: Option<String>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// `state.json`.

@@ -308,15 +308,32 @@ fn finish(
 /// DESIGN §4 rules 1 and 2: violations stick until a ROLLBACK completes; proposed goldens
 /// stick until a blocking gate is approved.
 fn apply_safety(state: &mut RunState, body: &StepBody, step_id: &str, report: &StepReport) {
+    let pending = state.safety.policy_violation.is_some();
+    // An agent step takes a new pre-step snapshot before it runs: a violation pending from
+    // before it is no longer undone by a `pre_step` rollback.
+    if pending && matches!(body, StepBody::RunAgent(_)) {
+        state.safety.pre_step_undoes_violation = false;
+    }
     if let Some(violation) = &report.policy_violation {
         state.safety.policy_violation = Some(format!("{step_id}: {violation}"));
+        if !pending {
+            state.safety.pre_step_undoes_violation = true;
+        }
     }
     if report.proposed_goldens {
         state.safety.goldens_pending = Some(step_id.to_owned());
     }
     match body {
-        StepBody::Rollback(_) if report.outcome == Outcome::Completed => {
-            state.safety.policy_violation = None
+        StepBody::Rollback(rollback) if report.outcome == Outcome::Completed => {
+            let undone = match rollback.target.value {
+                crate::workflow::model::RollbackTarget::PreRun => true,
+                crate::workflow::model::RollbackTarget::PreStep => {
+                    state.safety.pre_step_undoes_violation
+                }
+            };
+            if undone {
+                state.safety.policy_violation = None;
+            }
         }
         StepBody::Gate(gate)
             if gate.gate.value.is_blocking() && report.outcome == Outcome::GateApproved =>

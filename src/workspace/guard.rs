@@ -458,18 +458,33 @@ impl RefGuard {
             operator_checkout::state(&self.workspace.repo_git, &self.workspace.record().repo_root)?;
         report.operator_checkout_changed = operator_checkout::changed(&self.checkout, &checkout);
         // Then the worktree.
-        if !self.workspace.path().exists() {
+        if self.workspace.worktree_displaced_or_gone()? {
             Workspace::open_or_recreate(self.workspace.record())?;
             report.worktree_recreated = true;
         }
         report.worktree_access_restored = restore_root_access(self.workspace.path())?;
+        // The worktree's folder in the repository (`.git/worktrees/<run_id>`) deleted: its
+        // `commondir` and `gitdir` are back (restored above); HEAD and an index make it a
+        // worktree git works in again.
+        let admin = &self.workspace.worktree_git_dir;
+        if !admin.join("HEAD").exists() {
+            std::fs::create_dir_all(admin)
+                .map_err(|source| WorkspaceError::io("restore", admin, source))?;
+            self.workspace.attach_head()?;
+            if !admin.join("index").exists() {
+                self.workspace
+                    .git
+                    .run(["read-tree", self.worktree_head.as_str()])?;
+            }
+            report.worktree_recreated = true;
+        }
         if self.workspace.repair_git_link()? {
             report.git_config_changed.push(GIT_LINK.to_owned());
         }
         // The scratch index is the conductor's: touched during the step, its stat data (or
         // its flags) may hide a change, so it is rebuilt from the files themselves.
         if FileIdentity::of(&self.workspace.scratch_index()) != self.scratch {
-            self.workspace.empty_scratch_index()?;
+            self.workspace.rebuild_scratch_index(&self.worktree_head)?;
             report.git_config_changed.push(SCRATCH_INDEX.to_owned());
         }
         let head = self.workspace.read_head();
@@ -605,11 +620,16 @@ impl RefGuard {
         listing: &Listing,
     ) -> Result<u64, WorkspaceError> {
         let mut tips: BTreeSet<String> = head_now.into_iter().collect();
+        // Other runs' work branches are theirs: a run working beside this one commits there.
+        let work_branch = self.workspace.branch_ref();
         tips.extend(
             listing
                 .resolved
                 .iter()
-                .filter(|(name, _)| name.starts_with("refs/heads/"))
+                .filter(|(name, _)| {
+                    name.starts_with("refs/heads/")
+                        && (!name.starts_with("refs/heads/tnh/") || **name == work_branch)
+                })
                 .map(|(_, sha)| sha.clone()),
         );
         let known: BTreeSet<&String> = self

@@ -228,17 +228,19 @@ impl Workspace {
         self.worktree_git_dir.join(SCRATCH_INDEX)
     }
 
-    /// Empties the scratch index, so the next refresh hashes every file of the worktree
-    /// instead of trusting stat data someone else wrote (an agent can forge an index entry
-    /// with fresh stat data and the old blob, or flag a path skip-worktree, to hide a change).
-    pub(crate) fn empty_scratch_index(&self) -> Result<(), WorkspaceError> {
+    /// Rebuilds the scratch index from the commit `seed` without stat data, so the next
+    /// refresh hashes every file of the worktree instead of trusting stat data someone else
+    /// wrote (an agent can forge an index entry with fresh stat data and the old blob, or flag
+    /// a path skip-worktree, to hide a change). Seeded from a commit, not empty: a tracked file
+    /// under an ignored folder stays recorded.
+    pub(crate) fn rebuild_scratch_index(&self, seed: &str) -> Result<(), WorkspaceError> {
         let scratch = self.scratch_index();
         match std::fs::remove_file(&scratch) {
             Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
             Err(source) => return Err(WorkspaceError::io("remove", &scratch, source)),
         }
-        self.git.with_index(&scratch).run(["read-tree", "--empty"])
+        self.git.with_index(&scratch).run(["read-tree", seed])
     }
 
     /// Makes the worktree's own index a copy of the scratch index (just brought up to date

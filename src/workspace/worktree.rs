@@ -119,6 +119,11 @@ impl Workspace {
             path: record.worktree_path.clone(),
             reason: reason.to_owned(),
         };
+        if displaced(&record.worktree_path)? {
+            return Err(missing(
+                "something other than a folder stands at the worktree's path (a symlink?)",
+            ));
+        }
         if !record.worktree_path.is_dir() {
             return Err(missing("the worktree folder is gone"));
         }
@@ -153,6 +158,13 @@ impl Workspace {
     /// not what the folder held (uncommitted work is lost; the run directory keeps each step's
     /// patch).
     pub fn open_or_recreate(record: &WorkspaceRecord) -> Result<(Self, bool), WorkspaceError> {
+        if displaced(&record.worktree_path)? {
+            // A symlink (or a file) where the folder was — an agent that replaced its worktree
+            // by a link to the operator's checkout: removed, never followed, and the folder is
+            // checked out again below.
+            std::fs::remove_file(&record.worktree_path)
+                .map_err(|source| WorkspaceError::io("remove", &record.worktree_path, source))?;
+        }
         if record.worktree_path.exists() {
             return Self::open(record).map(|workspace| (workspace, false));
         }
@@ -183,6 +195,12 @@ impl Workspace {
             record.branch.as_ref(),
         ])?;
         Self::open(record).map(|workspace| (workspace, true))
+    }
+
+    /// Whether the worktree folder is gone or stands displaced by something else (a symlink,
+    /// a file): the guard then checks it out again before it touches anything there.
+    pub(crate) fn worktree_displaced_or_gone(&self) -> Result<bool, WorkspaceError> {
+        Ok(!self.path().exists() || displaced(self.path())?)
     }
 
     /// Puts the worktree's `.git` file back when an agent rewrote it (to point at another
@@ -412,4 +430,14 @@ fn ensure_excluded(common_dir: &Path) -> Result<(), WorkspaceError> {
     }
     text.push_str("# tnh-conductor: run directories and managed worktrees\n.tnh/\n");
     std::fs::write(&exclude, text).map_err(|source| WorkspaceError::io("write", &exclude, source))
+}
+
+/// Whether something other than a folder (a symlink, even to a folder, or a file) stands at
+/// `path`.
+fn displaced(path: &Path) -> Result<bool, WorkspaceError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(metadata) => Ok(!metadata.is_dir()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(source) => Err(WorkspaceError::io("inspect", path, source)),
+    }
 }

@@ -596,3 +596,68 @@ fn a_base_that_does_not_resolve_exits_2_and_leaves_no_run() {
     let listed = repo.conductor(&["runs", "list"]);
     assert_eq!(listed.status.code(), Some(0), "{}", stderr_text(&listed));
 }
+
+/// A `pre_step` rollback undoes only the most recent agent step: when a clean step ran after
+/// the one that broke the policy, the violation stands (and the run cannot succeed); a
+/// `pre_run` rollback undoes it.
+#[test]
+fn a_pre_step_rollback_that_does_not_reach_the_violation_does_not_clear_it() {
+    for (target, expected) in [("pre_step", Some(1)), ("pre_run", Some(0))] {
+        let repo = RunRepo::new();
+        let workflow = repo.workflow_text(
+            "two_steps.yaml",
+            &format!(
+                r#"workflow_id: two_steps
+version: 1
+description: a violation, a clean step after it, then a rollback
+entry_step: implement
+defaults:
+  policy:
+    forbidden_paths: [".github/**"]
+steps:
+  - id: implement
+    opcode: RUN_AGENT
+    agent: scripted
+    prompt: |
+      WRITE .github/workflows/ci.yml: on: push
+    routes:
+      "*": polish
+  - id: polish
+    opcode: RUN_AGENT
+    agent: scripted
+    prompt: |
+      WRITE src/polish.txt: polished
+    routes:
+      "*": undo
+  - id: undo
+    opcode: ROLLBACK
+    target: {target}
+    routes:
+      completed: STOP
+      error: STOP
+"#
+            ),
+        );
+
+        let (code, result, output) = repo.run(&workflow, &[]);
+
+        assert_eq!(
+            code,
+            expected,
+            "{target}: {result}\n{}",
+            stderr_text(&output)
+        );
+        let worktree = std::path::PathBuf::from(result["worktree"].as_str().unwrap());
+        let forbidden = worktree.join(".github/workflows/ci.yml").exists();
+        assert_eq!(forbidden, target == "pre_step", "{target}");
+        if target == "pre_step" {
+            assert!(
+                result["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("never rolled back"),
+                "{result}"
+            );
+        }
+    }
+}

@@ -1605,3 +1605,118 @@ fn attributes_an_agent_writes_do_not_change_what_the_capture_records() {
         assert!(text.contains("+$Id: `touch /tmp/pwned` $"), "{text}");
     }
 }
+
+/// An agent that replaces its worktree folder by a symlink to the operator's checkout: the
+/// guard removes the link (never following it: through it, repairing the worktree's `.git`
+/// file deleted the operator's `.git` folder) and checks the worktree out again.
+#[test]
+fn a_worktree_replaced_by_a_symlink_is_never_followed() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "linked");
+    let main = repo.git(&["rev-parse", "main"]);
+    let guard = workspace.guard(&[]).unwrap();
+    let dir = workspace.path();
+    std::fs::remove_dir_all(dir).unwrap();
+    std::os::unix::fs::symlink(repo.path(), dir).unwrap();
+
+    let report = guard.check().unwrap().report;
+
+    assert!(repo.path().join(".git").is_dir(), "the operator's .git");
+    assert_eq!(repo.git(&["rev-parse", "main"]), main);
+    assert!(report.worktree_recreated, "{report:?}");
+    assert!(!std::fs::symlink_metadata(dir).unwrap().is_symlink());
+    assert_eq!(
+        git_in(dir, &["symbolic-ref", "HEAD"]),
+        workspace.branch_ref()
+    );
+}
+
+/// An agent that deletes its worktree's folder in the repository (`.git/worktrees/<run_id>`)
+/// after a forbidden edit: the guard makes it a worktree again, so the edit is captured and
+/// can be rolled back.
+#[test]
+fn a_deleted_worktree_admin_folder_is_rebuilt_and_the_step_still_checked() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "adminless");
+    workspace
+        .snapshot_pre_step(&tnh_conductor::ids::StepId::new("step"), 1)
+        .unwrap();
+    let guard = workspace.guard(&[]).unwrap();
+    let dir = workspace.path();
+    let admin = std::path::PathBuf::from(git_in(dir, &["rev-parse", "--absolute-git-dir"]));
+    put(dir, "README.md", "evil\n");
+    std::fs::remove_dir_all(&admin).unwrap();
+
+    let report = guard.check().unwrap().report;
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
+
+    assert!(report.worktree_recreated, "{report:?}");
+    let changed: Vec<&str> = status.files.iter().map(|file| file.path.as_str()).collect();
+    assert_eq!(changed, ["README.md"]);
+    workspace
+        .rollback(tnh_conductor::workspace::RollbackTarget::PreRun)
+        .unwrap();
+    assert_eq!(read(dir, "README.md"), "# test repository\n");
+}
+
+/// Two runs side by side: run B's agent commits on B's work branch while run A's step runs;
+/// A's guard does not charge A with B's commit.
+#[test]
+fn another_runs_commits_are_not_this_runs() {
+    let repo = TempRepo::new();
+    let first = create(&repo, "run-a");
+    let second = create(&repo, "run-b");
+    let guard = first.guard(&[]).unwrap();
+    put(second.path(), "b.txt", "b\n");
+    git_in(second.path(), &["add", "b.txt"]);
+    git_in(second.path(), &["commit", "-q", "-m", "run B's work"]);
+
+    let report = guard.check().unwrap().report;
+
+    assert_eq!(report.commits, 0, "{report:?}");
+}
+
+/// A scratch index rebuilt after the step touched it keeps a tracked file under an ignored
+/// folder (it is seeded from the commit, not empty): nothing is reported deleted.
+#[test]
+fn a_rebuilt_scratch_index_keeps_tracked_files_under_ignored_folders() {
+    let repo = TempRepo::new();
+    repo.write(".gitignore", "vendor/\n");
+    repo.write("vendor/lib.txt", "keep\n");
+    repo.git(&["add", "-f", ".gitignore", "vendor/lib.txt"]);
+    repo.git(&["commit", "-q", "-m", "vendored"]);
+    let workspace = create(&repo, "vendored");
+    workspace
+        .snapshot_pre_step(&tnh_conductor::ids::StepId::new("step"), 1)
+        .unwrap();
+    let guard = workspace.guard(&[]).unwrap();
+    let dir = workspace.path();
+    let admin = std::path::PathBuf::from(git_in(dir, &["rev-parse", "--absolute-git-dir"]));
+    let scratch = admin.join("tnh-scratch-index");
+    let bytes = std::fs::read(&scratch).unwrap();
+    std::fs::write(&scratch, bytes).unwrap();
+    put(dir, "README.md", "changed\n");
+
+    let report = guard.check().unwrap().report;
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
+
+    assert!(
+        report
+            .git_config_changed
+            .contains(&tnh_conductor::workspace::SCRATCH_INDEX.to_owned()),
+        "{report:?}"
+    );
+    let changed: Vec<(&str, tnh_conductor::workspace::ChangeKind)> = status
+        .files
+        .iter()
+        .map(|file| (file.path.as_str(), file.kind))
+        .collect();
+    assert_eq!(
+        changed,
+        [("README.md", tnh_conductor::workspace::ChangeKind::Modify)]
+    );
+}
