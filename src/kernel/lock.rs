@@ -6,6 +6,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use std::os::unix::ffi::OsStrExt;
+
 use nix::fcntl::{Flock, FlockArg};
 
 use crate::artifacts::{LifecycleState, RunDir, RunStatus};
@@ -82,8 +84,10 @@ impl RunLock {
 
 /// Whether a process holds the lock now, read from the kernel's table of locks
 /// (`/proc/locks`) without touching the lock: taking it even briefly could make a `resume`
-/// starting at that instant find it held. A missing lock file is not held; where the table
-/// cannot be read, the pid the holder wrote in the lock file is looked up instead.
+/// starting at that instant find it held. Locks are matched by inode (some file systems,
+/// overlays among them, report another device there than `stat` does). A missing lock file
+/// is not held; where the table cannot be read, the pid the holder wrote in the lock file is
+/// looked up instead.
 pub fn is_held(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     let Ok(metadata) = std::fs::metadata(path) else {
@@ -91,29 +95,40 @@ pub fn is_held(path: &Path) -> bool {
     };
     let Ok(table) = std::fs::read_to_string("/proc/locks") else {
         let pid = std::fs::read_to_string(path).unwrap_or_default();
-        let pid = pid.trim();
-        return !pid.is_empty() && Path::new("/proc").join(pid).exists();
+        return pid.trim().parse().is_ok_and(is_conductor);
     };
-    // `1: FLOCK  ADVISORY  WRITE 21206 fe:00:10010786 0 EOF`: the device's major and minor
-    // numbers in hexadecimal, then the inode.
-    let device = metadata.dev();
-    let wanted = format!(
-        "{:02x}:{:02x}:{}",
-        nix::sys::stat::major(device),
-        nix::sys::stat::minor(device),
-        metadata.ino()
-    );
+    // `1: FLOCK  ADVISORY  WRITE 21206 fe:00:10010786 0 EOF`: device and inode last.
+    let inode = metadata.ino().to_string();
     table.lines().any(|line| {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        fields.get(1) == Some(&"FLOCK") && fields.get(5) == Some(&wanted.as_str())
+        fields.get(1) == Some(&"FLOCK")
+            && fields
+                .get(5)
+                .and_then(|place| place.rsplit(':').next())
+                .is_some_and(|found| found == inode)
     })
 }
 
-/// A status as it stands: one that says `running` while no process holds the run's lock was
-/// left by a driver that was killed, and is `blocked` until resumed. (The lock, not the pid,
-/// decides: a pid may have been reused by an unrelated process.)
+/// Whether process `pid` is alive and runs `tnh-conductor` (a pid the kernel gave to another
+/// program since is not the driver).
+fn is_conductor(pid: u32) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let program = cmdline.split(|byte| *byte == 0).next().unwrap_or_default();
+    Path::new(std::ffi::OsStr::from_bytes(program))
+        .file_name()
+        .is_some_and(|name| name.as_bytes().starts_with(b"tnh-conductor"))
+}
+
+/// A status as it stands: one that says `running` while no process holds the run's lock (nor
+/// is its recorded driver a live `tnh-conductor`) was left by a driver that was killed, and is
+/// `blocked` until resumed. (A pid alone does not decide: it may have been reused.)
 pub fn checked_status(run_dir: &RunDir, mut status: RunStatus) -> RunStatus {
-    if status.lifecycle_state == LifecycleState::Running && !is_held(&run_dir.lock()) {
+    if status.lifecycle_state == LifecycleState::Running
+        && !is_held(&run_dir.lock())
+        && !status.pid.is_some_and(is_conductor)
+    {
         status.lifecycle_state = LifecycleState::Blocked;
         status.pid = None;
         status.reason =
