@@ -68,7 +68,9 @@ impl ParamError {
             ParamError::Unknown { declared, .. } => {
                 format!("declared parameters: {}", declared.join(", "))
             }
-            ParamError::BadValue { .. } => "quote text values: -p name='a: b'".to_owned(),
+            ParamError::BadValue { .. } => {
+                "quote YAML values inside the shell's quotes: -p \"name=[1, 2]\"".to_owned()
+            }
             ParamError::WrongType { name, expected, .. } => {
                 format!("give `-p {name}=<{expected}>` (values are parsed as YAML)")
             }
@@ -106,16 +108,24 @@ pub fn resolve_params(
                 declared,
             });
         };
-        let node = parse_value(name, text)?;
-        if !value_has_type(&node, param.param_type.value) {
-            let expected = param.param_type.value.name();
-            return Err(ParamError::WrongType {
-                name: name.to_owned(),
-                expected,
-                found: node.value.kind_name(),
-            });
-        }
-        if values.insert(name.to_owned(), node.to_json()).is_some() {
+        // A text parameter takes the text as given when YAML reads it as something else (a
+        // bug report `panic: index out of bounds`, `123`, `[flaky] test`, `# note`); a quoted
+        // YAML string still loses its quotes.
+        let value = match parse_value(name, text) {
+            Ok(node) if value_has_type(&node, param.param_type.value) => node.to_json(),
+            _ if param.param_type.value == crate::workflow::model::ParamType::String => {
+                serde_json::Value::String(text.to_owned())
+            }
+            Ok(node) => {
+                return Err(ParamError::WrongType {
+                    name: name.to_owned(),
+                    expected: param.param_type.value.name(),
+                    found: node.value.kind_name(),
+                });
+            }
+            Err(error) => return Err(error),
+        };
+        if values.insert(name.to_owned(), value).is_some() {
             return Err(ParamError::Duplicate(name.to_owned()));
         }
     }
@@ -203,8 +213,22 @@ mod tests {
             Err(ParamError::Duplicate(_))
         ));
         assert!(matches!(
-            resolve(&["adr=[unclosed"]),
+            resolve(&["adr=x", "paths=[unclosed"]),
             Err(ParamError::BadValue { .. })
         ));
+    }
+
+    #[test]
+    fn a_text_parameter_takes_the_text_as_given() {
+        for (given, text) in [
+            ("adr=panic: index out of bounds", "panic: index out of bounds"),
+            ("adr=123", "123"),
+            ("adr=[flaky] test", "[flaky] test"),
+            ("adr=# note", "# note"),
+            ("adr=true", "true"),
+            ("adr='quoted: yes'", "quoted: yes"),
+        ] {
+            assert_eq!(resolve(&[given]).unwrap()["adr"], text, "{given}");
+        }
     }
 }
