@@ -221,7 +221,10 @@ mod tests {
     #[test]
     fn a_text_parameter_takes_the_text_as_given() {
         for (given, text) in [
-            ("adr=panic: index out of bounds", "panic: index out of bounds"),
+            (
+                "adr=panic: index out of bounds",
+                "panic: index out of bounds",
+            ),
             ("adr=123", "123"),
             ("adr=[flaky] test", "[flaky] test"),
             ("adr=# note", "# note"),

@@ -105,7 +105,7 @@ pub(super) fn execute(
     let mut policy_json = serde_json::to_value(&policy_summary)
         .map_err(|error| OpcodeError::Other(format!("the policy summary: {error}")))?;
     if let serde_json::Value::Object(fields) = &mut policy_json {
-        fields.insert("environment".into(), "allowlist (PATH, HOME, LANG, TERM, USER, SHELL, TMPDIR, TZ) + TNH_* + the validator's env, without names containing KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL".into());
+        fields.insert("environment".into(), "allowlist (PATH, HOME, LANG, TERM, USER, SHELL, TMPDIR, TZ) + where the build tools live (RUSTUP_HOME, CARGO_HOME, JAVA_HOME, GOPATH, VIRTUAL_ENV, …) + TNH_* + the validator's env, without names containing KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL".into());
         fields.insert(
             "network".into(),
             ran.iter()

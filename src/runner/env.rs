@@ -13,6 +13,33 @@ pub const ALLOWLIST: [&str; 8] = [
     "PATH", "HOME", "LANG", "TERM", "USER", "SHELL", "TMPDIR", "TZ",
 ];
 
+/// Where the host's build tools live, passed like the allowlist: without `RUSTUP_HOME` and
+/// `CARGO_HOME` (set in the official Rust images), `cargo test` fails in a validator or an
+/// agent's shell although it works in the operator's; the same for Java, Go, Python, Node,
+/// Ruby and .NET. None of these hold a secret.
+pub const TOOLCHAIN: [&str; 20] = [
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "CARGO_HOME",
+    "JAVA_HOME",
+    "GOPATH",
+    "GOROOT",
+    "GOCACHE",
+    "GOMODCACHE",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "NODE_PATH",
+    "NVM_DIR",
+    "PNPM_HOME",
+    "GEM_HOME",
+    "GEM_PATH",
+    "DOTNET_ROOT",
+    "PKG_CONFIG_PATH",
+    "LD_LIBRARY_PATH",
+    "XDG_CACHE_HOME",
+];
+
 /// A snapshot of the conductor's own environment (names and values).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostEnv {
@@ -64,6 +91,7 @@ pub fn agent_environment(
     let mut environment = BTreeMap::new();
     for name in ALLOWLIST
         .iter()
+        .chain(TOOLCHAIN.iter())
         .copied()
         .chain(pass_env.iter().map(String::as_str))
     {
@@ -131,6 +159,23 @@ mod tests {
         let environment = agent_environment(&host, &["ANTHROPIC_API_KEY".to_owned()], &step);
         let names: Vec<&str> = environment.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(names, ["ANTHROPIC_API_KEY", "HOME", "PATH", "TNH_STEP_ID"]);
+    }
+
+    #[test]
+    fn where_the_build_tools_live_reaches_agents_and_validators() {
+        let host = HostEnv::from_pairs([
+            ("PATH", "/usr/local/cargo/bin:/usr/bin"),
+            ("RUSTUP_HOME", "/usr/local/rustup"),
+            ("CARGO_HOME", "/usr/local/cargo"),
+            ("JAVA_HOME", "/opt/java"),
+            ("DATABASE_URL", "postgres://me:pw@db"),
+        ]);
+        let step = BTreeMap::new();
+        let (environment, _) = validator_environment(&host, &[], &step);
+        let names: Vec<&str> = environment.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["CARGO_HOME", "JAVA_HOME", "PATH", "RUSTUP_HOME"]);
+        let agent = agent_environment(&host, &[], &step);
+        assert_eq!(agent.len(), 4, "{agent:?}");
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub use artifacts::{ArtifactRecord, RunnerMetadata, runner_metadata_schema};
 pub use cancel::{CancelHandle, Cancellation};
 pub use capture::{LINE_CAP, TAIL_LINES, TailLine};
 pub use clock::rfc3339;
-pub use env::{HostEnv, is_secret_name, validator_environment};
+pub use env::{HostEnv, TOOLCHAIN, is_secret_name, validator_environment};
 pub use error::RunnerError;
 pub use process::{StrayProcess, processes_with_variable};
 pub use profile::{AgentKind, AgentProfile, builtin_profiles, resolve_profile};
