@@ -173,6 +173,11 @@ impl Config {
                 .check(name)
                 .map_err(|error| invalid(node.pos, error.to_string()))?;
         }
+        // Validators too: a configured validator is its `argv`, nothing else (a key it would
+        // ignore, such as `env` or `timeout`, or a misspelt `agrv`, is refused where written).
+        for (name, node) in &config.validators {
+            check_validator(name, node).map_err(|(pos, message)| invalid(pos, message))?;
+        }
         // Planner definitions likewise: a mistake in one (even `default`, which an EVALUATE
         // naming no planner asks) would otherwise show only when an EVALUATE asks it.
         for (name, node) in &config.planners {
@@ -233,6 +238,35 @@ fn strings(node: &Node, what: &str) -> Result<Vec<String>, (Pos, String)> {
         .collect()
 }
 
+/// A configured validator: a mapping with `argv`, a non-empty list of strings, and nothing
+/// else.
+fn check_validator(name: &str, node: &Node) -> Result<(), (Pos, String)> {
+    let Some(entries) = node.as_map() else {
+        return Err((
+            node.pos,
+            format!("validator `{name}` must be a mapping with `argv`"),
+        ));
+    };
+    for (key, _) in entries {
+        if key.as_str() != Some("argv") {
+            return Err((
+                key.pos,
+                format!(
+                    "unknown key `{}` in validator `{name}`: a configured validator takes only `argv` (give `env`, `timeout` and the like on a RUN_VALIDATION step's validator)",
+                    key.as_str().unwrap_or("?")
+                ),
+            ));
+        }
+    }
+    match node.get("argv").and_then(Node::string_items) {
+        Some(argv) if !argv.is_empty() => Ok(()),
+        _ => Err((
+            node.pos,
+            format!("validator `{name}` needs `argv`, a non-empty list of strings"),
+        )),
+    }
+}
+
 /// The repository root containing `start` (the nearest ancestor with `.git`), if any.
 pub fn find_repo_root(start: &Path) -> Option<PathBuf> {
     start
@@ -289,6 +323,27 @@ mod tests {
             empty.starts_with("c.yaml:2:9: ") && empty.contains("non-empty `argv`"),
             "{empty}"
         );
+    }
+
+    #[test]
+    fn a_configured_validator_is_its_argv_and_nothing_else() {
+        let parse = |text: &str| Config::parse(text.as_bytes(), Path::new("c.yaml"));
+        assert!(parse("validators:\n  tests: {argv: [cargo, test]}\n").is_ok());
+        let extra = parse("validators:\n  tests: {argv: [make], timeout: 1s}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            extra.starts_with("c.yaml:2:25: unknown key `timeout` in validator `tests`"),
+            "{extra}"
+        );
+        let typo = parse("validators:\n  tests: {agrv: [make]}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(typo.contains("unknown key `agrv`"), "{typo}");
+        let empty = parse("validators:\n  tests: {argv: []}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(empty.contains("needs `argv`"), "{empty}");
     }
 
     #[test]
