@@ -166,10 +166,16 @@ fn report(
             summary.worktree.display()
         ));
         match &summary.end {
-            RunEnd::Waiting { .. } => output.note(&format!(
-                "approve with `tnh-conductor gate approve {} --resume`",
-                summary.run_id
-            )),
+            RunEnd::Waiting { step_id } => {
+                // A gate with approvers refuses anyone else: the hint names one.
+                let approver = first_approver(&summary.run_dir, step_id)
+                    .map(|name| format!(" --as {name}"))
+                    .unwrap_or_default();
+                output.note(&format!(
+                    "approve with `tnh-conductor gate approve {}{approver} --resume`",
+                    summary.run_id
+                ));
+            }
             RunEnd::Interrupted { .. } => output.note(&format!(
                 "continue with `tnh-conductor resume {}`",
                 summary.run_id
@@ -178,4 +184,23 @@ fn report(
         }
     }
     Ok(status)
+}
+
+/// The first approver the waiting gate `step_id` names, from its latest visit's request.
+fn first_approver(run_dir: &std::path::Path, step_id: &str) -> Option<String> {
+    let run_dir = crate::artifacts::RunDir::at(run_dir);
+    let manifest: crate::artifacts::StepManifest =
+        crate::artifacts::read_json(&run_dir.step_manifest(step_id), "manifest").ok()?;
+    let request: serde_json::Value = crate::artifacts::read_json(
+        &run_dir
+            .visit_dir(step_id, manifest.visit)
+            .join("gate_request.json"),
+        "gate request",
+    )
+    .ok()?;
+    request["approvers"]
+        .as_array()?
+        .first()?
+        .as_str()
+        .map(str::to_owned)
 }

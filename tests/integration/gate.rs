@@ -611,3 +611,29 @@ fn a_decision_interrupted_after_it_was_recorded_stands() {
         );
     }
 }
+
+/// The hint a waiting run prints names an approver when the gate has approvers: the command
+/// it shows is accepted as is.
+#[test]
+fn the_approve_hint_names_an_approver_and_works_as_printed() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow("gate.yaml");
+    let waiting = repo.conductor(&["run", workflow.to_str().unwrap()]);
+    assert_eq!(waiting.status.code(), Some(3), "{}", stderr_text(&waiting));
+    let stderr = stderr_text(&waiting);
+    let hint = stderr
+        .lines()
+        .find_map(|line| line.split("approve with `").nth(1))
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(hint.contains(" --as lead --resume"), "{hint}");
+
+    let args: Vec<&str> = hint.split_whitespace().skip(1).collect();
+    let approved = repo.conductor(&args);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+}
