@@ -188,7 +188,12 @@ mod tests {
             json!({"class": "forbidden_operation", "rule": "commit", "detail": "commit"});
         assert_eq!(
             describe_violation(Some(&pathless)),
-            "forbidden operation: commit"
+            "forbidden operation `commit`"
+        );
+        let lockfile = json!({"class": "forbidden_operation", "path": "Cargo.lock", "rule": "modify_lockfiles", "detail": "lockfile changed"});
+        assert_eq!(
+            describe_violation(Some(&lockfile)),
+            "forbidden operation `modify_lockfiles` on `Cargo.lock`: lockfile changed"
         );
     }
 

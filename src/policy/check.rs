@@ -66,10 +66,17 @@ impl std::fmt::Display for Violation {
             .and_then(|value| value.as_str().map(|name| name.replace('_', " ")))
             .unwrap_or_default();
         formatter.write_str(&class)?;
-        if let Some(path) = &self.path {
-            write!(formatter, " `{path}`")?;
+        // An operation names its rule: that is what a policy forbids, and what to relax.
+        let operation = self.class == ViolationClass::ForbiddenOperation;
+        if operation {
+            write!(formatter, " `{}`", self.rule)?;
         }
-        if !self.detail.is_empty() {
+        match (&self.path, operation) {
+            (Some(path), true) => write!(formatter, " on `{path}`")?,
+            (Some(path), false) => write!(formatter, " `{path}`")?,
+            (None, _) => {}
+        }
+        if !self.detail.is_empty() && !(operation && self.detail == self.rule) {
             write!(formatter, ": {}", self.detail)?;
         }
         Ok(())
