@@ -100,7 +100,7 @@ pub(super) fn execute(
     let PolicyCheck {
         summary,
         violations,
-    } = step_policy::check(context, agent.policy.as_ref(), &status, guard_report)?;
+    } = step_policy::check(context, agent.policy.as_ref(), &status, guard_report, &[])?;
     write_json_new(&visit_dir.join("policy_summary.json"), &summary)?;
     step_policy::record_violations(context, &violations)?;
     let mut artifacts: Vec<ArtifactEntry> = run

@@ -91,7 +91,15 @@ pub(super) fn execute(
     let PolicyCheck {
         summary: policy_summary,
         violations,
-    } = step_policy::check(context, validation.policy.as_ref(), &status, guard_report)?;
+    } = step_policy::check(
+        context,
+        validation.policy.as_ref(),
+        &status,
+        guard_report,
+        // `cargo test`, `npm install` and the like bring a lockfile in line with the
+        // manifest the agent changed: the agent's step is where `modify_lockfiles` applies.
+        &[crate::policy::Operation::ModifyLockfiles],
+    )?;
     let outcome = overall(&ran);
     let proposed_goldens = ran.iter().any(|result| result.proposed_goldens);
     let report = serde_json::json!({

@@ -5,7 +5,7 @@
 
 use crate::artifacts::EventType;
 use crate::kernel::recorder::payload;
-use crate::policy::{Policy, PolicySpec as EnforcedPolicy, PolicySummary, Violation};
+use crate::policy::{Operation, Policy, PolicySpec as EnforcedPolicy, PolicySummary, Violation};
 use crate::workflow::model::{At, PolicySpec};
 use crate::workspace::{ChangedFile, GuardReport, WorkspaceStatus};
 
@@ -28,11 +28,15 @@ pub(super) fn check(
     step_policy: Option<&At<PolicySpec>>,
     status: &WorkspaceStatus,
     guard_report: GuardReport,
+    exempt: &[Operation],
 ) -> Result<PolicyCheck, OpcodeError> {
     let requested = effective_policy(context, step_policy)?;
-    let policy = Policy::compile(&requested)?
+    let mut policy = Policy::compile(&requested)?
         .with_operator_checkout(context.run.config.operator_checkout)
         .with_worktree(context.workspace.path());
+    for operation in exempt {
+        policy = policy.without_operation(*operation);
+    }
     let violations = match &requested.check {
         Some(function) => {
             let hook_context = context.script_context()?;

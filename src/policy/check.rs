@@ -224,6 +224,13 @@ impl Policy {
         })
     }
 
+    /// The policy without enforcing `operation` (a validation step's build tool that syncs a
+    /// lockfile is not an agent changing dependencies).
+    pub fn without_operation(mut self, operation: Operation) -> Self {
+        self.enforced.remove(&operation);
+        self
+    }
+
     /// The policy with the configuration's say on changes to the operator's checkout.
     pub fn with_operator_checkout(mut self, setting: OperatorCheckout) -> Self {
         self.operator_checkout_forbidden = setting == OperatorCheckout::Forbid;

@@ -463,3 +463,44 @@ steps:
         "{request}"
     );
 }
+
+/// A build tool that brings a lockfile in line (`cargo test` writing `Cargo.lock`) in a
+/// validation step is not an agent changing dependencies: `modify_lockfiles` applies to agent
+/// steps, where the same write is a violation.
+#[test]
+fn a_validator_syncing_a_lockfile_is_not_a_lockfile_violation_an_agent_writing_one_is() {
+    let repo = repo_with_validator("echo '# synced' >> Cargo.lock");
+    let workflow = repo.workflow_text(
+        "lockfile.yaml",
+        r#"workflow_id: lockfile
+version: 1
+description: a validator that syncs a lockfile, then an agent that writes one
+entry_step: check
+defaults:
+  policy: {forbidden_operations: [modify_lockfiles]}
+steps:
+  - id: check
+    opcode: RUN_VALIDATION
+    run: [tests]
+    routes: {"*": work}
+  - id: work
+    opcode: RUN_AGENT
+    agent: scripted
+    prompt: "APPEND Cargo.lock: by hand"
+    routes: {"*": failed}
+  - id: failed
+    opcode: STOP
+    outcome: failure
+"#,
+    );
+
+    let (code, result, output) = repo.run(&workflow, &[]);
+
+    assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let events = repo.events(run_id);
+    assert!(violations_of(&events, "check", 1).is_empty());
+    let agent = violations_of(&events, "work", 1);
+    assert_eq!(agent.len(), 1, "{agent:?}");
+    assert_eq!(agent[0]["rule"], "modify_lockfiles");
+}
