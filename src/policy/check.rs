@@ -76,7 +76,9 @@ impl std::fmt::Display for Violation {
             (Some(path), false) => write!(formatter, " `{path}`")?,
             (None, _) => {}
         }
-        if !self.detail.is_empty() && !(operation && self.detail == self.rule) {
+        // The detail, unless it only repeats the operation's name.
+        let repeats_rule = operation && self.detail == self.rule;
+        if !(self.detail.is_empty() || repeats_rule) {
             write!(formatter, ": {}", self.detail)?;
         }
         Ok(())
