@@ -320,9 +320,10 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
                 let files = manifest
                     .as_ref()
                     .map_or(0, |manifest| manifest.artifacts.len());
+                let plural = if files == 1 { "" } else { "s" };
                 let _ = writeln!(
                     text,
-                    "  {step} #{visit}: {} ({files} artifacts)",
+                    "  {step} #{visit}: {} ({files} artifact{plural})",
                     field("outcome")
                 );
                 for line in manifest

@@ -13,6 +13,25 @@ pub fn describe_visit(manifest: &StepManifest, run_dir: &RunDir) -> Vec<String> 
     let mut lines: Vec<String> = describe_summary(&manifest.opcode, summary)
         .into_iter()
         .collect();
+    // Who decided a gate, and what they said.
+    if let Some(entry) = manifest.artifact(ArtifactRole::GateOutcome) {
+        let outcome: Option<Value> =
+            read_json(&run_dir.root().join(&entry.path), "gate outcome").ok();
+        if let Some(outcome) = outcome {
+            let by = match outcome["reviewer"].as_str() {
+                Some(reviewer) => format!(" by {reviewer}"),
+                None => " by its deadline".to_owned(),
+            };
+            let comment = outcome["comment"]
+                .as_str()
+                .map(|comment| format!(": \"{comment}\""))
+                .unwrap_or_default();
+            lines.push(format!(
+                "decision: {}{by}{comment}",
+                text(Some(&outcome), "decision")
+            ));
+        }
+    }
     if let Some(entry) = manifest.artifact(ArtifactRole::PolicySummary) {
         let policy: Option<Value> =
             read_json(&run_dir.root().join(&entry.path), "policy summary").ok();

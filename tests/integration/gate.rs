@@ -73,6 +73,11 @@ fn a_blocking_gate_waits_then_an_approval_with_resume_reaches_success() {
         "{}",
         stderr_text(&approved)
     );
+    let show = stdout_text(&repo.conductor(&["runs", "show", &run_id]));
+    assert!(
+        show.contains("decision: gate_approved by alice: \"looks right\""),
+        "{show}"
+    );
     let outcome = repo.json(&run_id, "artifacts/review/1/gate_outcome.json");
     assert_eq!(
         (

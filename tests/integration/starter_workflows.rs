@@ -65,6 +65,34 @@ fn implement_adr_runs_the_builder_loop_to_its_final_gate_and_completes_on_approv
 }
 
 #[test]
+fn implement_adr_rejected_at_the_final_review_rolls_back_and_says_so() {
+    let repo = starter_repo();
+    let (code, result, output) = repo.run(&shipped("implement_adr.yaml"), &["-p", "adr_id=ADR-7"]);
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let worktree = PathBuf::from(result["worktree"].as_str().unwrap());
+
+    let rejected = repo.conductor(&["gate", "reject", run_id, "--as", "lead", "--resume"]);
+
+    assert_eq!(
+        rejected.status.code(),
+        Some(1),
+        "{}",
+        stderr_text(&rejected)
+    );
+    assert_eq!(final_state(&repo, run_id), "failed failure rejected\n");
+    let metadata = repo.json(run_id, "metadata.json");
+    assert!(
+        metadata["termination"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("Rejected at the final review; the change was rolled back."),
+        "{metadata}"
+    );
+    assert!(!worktree.join("src/adr.txt").exists());
+}
+
+#[test]
 fn generative_eval_synthesizes_runs_and_evaluates_a_harness() {
     let repo = starter_repo();
     let (code, result, output) = repo.run(&shipped("generative_eval.yaml"), &[]);
