@@ -661,3 +661,44 @@ steps:
         }
     }
 }
+
+/// Inputs computed by one expression are checked at run time as written ones are by
+/// `validate`: a name the prompt does not declare stops the step, naming it and where it was
+/// computed, instead of vanishing.
+#[test]
+fn a_computed_input_the_prompt_does_not_declare_is_an_error_not_dropped() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text(
+        "computed.yaml",
+        r#"workflow_id: computed
+version: 1
+description: inputs computed by an expression, one of them misspelt
+entry_step: plan
+steps:
+  - id: plan
+    opcode: RUN_AGENT
+    agent: scripted
+    prompt: task.plan_adr.v1
+    inputs: "${{ #{adr_id: \"ADR-1\", adr_idd: \"typo\"} }}"
+    routes:
+      "*": STOP
+"#,
+    );
+    let validated = repo.conductor(&["validate", workflow.to_str().unwrap()]);
+    assert_eq!(
+        validated.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&validated)
+    );
+
+    let (code, result, output) = repo.run(&workflow, &[]);
+
+    assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
+    let detail = result["detail"].as_str().unwrap_or_default().to_owned();
+    let stderr = stderr_text(&output);
+    assert!(
+        format!("{detail}{stderr}").contains("the computed inputs name `adr_idd` that prompt `task.plan_adr.v1` does not declare (it declares: adr_id)"),
+        "{result}\n{stderr}"
+    );
+}
