@@ -111,6 +111,13 @@ pub fn decide(
 ) -> Result<Phase, RunError> {
     let run_dir = find_run_dir(repo, run_id)?;
     let _lock = RunLock::acquire(&run_dir.lock())?;
+    if !run_dir.state().is_file() {
+        return Err(RunError::StateMissing {
+            run_id: run_id.to_owned(),
+            path: run_dir.state(),
+            evidence: "a gate can only wait after a checkpoint".to_owned(),
+        });
+    }
     let mut recorder = Recorder::open(run_dir.clone())?;
     let mut state: RunState = read_json(&run_dir.state(), "run state")?;
     let (step_id, visit) = waiting(&state).map_err(RunError::Gate)?;

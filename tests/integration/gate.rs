@@ -642,3 +642,22 @@ fn the_approve_hint_names_an_approver_and_works_as_printed() {
         stderr_text(&approved)
     );
 }
+
+/// A decision on a run whose `state.json` is gone changes nothing and says what is missing.
+#[test]
+fn a_decision_on_a_run_without_its_state_file_says_so_and_changes_nothing() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    std::fs::remove_file(repo.run_dir(&run_id).join("state.json")).unwrap();
+    let events_before = repo.events(&run_id).len();
+
+    let refused = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
+
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    let stderr = stderr_text(&refused);
+    assert!(
+        stderr.contains("state.json") && stderr.contains("put `"),
+        "{stderr}"
+    );
+    assert_eq!(repo.events(&run_id).len(), events_before);
+}
