@@ -259,12 +259,14 @@ fn resolve(
         (step_id, visit),
         outcome,
         &decided_at,
+        super::routing::Completion::Record,
     )
 }
 
 /// Takes the route of a recorded decision: the visit's manifest says how the gate ended, then
-/// the kernel routes and checkpoints. Done again from the start when a process died on the
-/// way, so it writes nothing twice.
+/// the kernel routes and checkpoints (`completion`: whether the visit's end is still to be
+/// recorded). Done again from the start when a process died on the way, so it writes nothing
+/// twice.
 fn route_decision(
     workflow: &crate::workflow::model::Workflow,
     recorder: &mut Recorder,
@@ -272,6 +274,7 @@ fn route_decision(
     (step_id, visit): (&str, u32),
     outcome: Outcome,
     decided_at: &str,
+    completion: super::routing::Completion,
 ) -> Result<(), RunError> {
     let manifest_path = recorder.run_dir().visit_manifest(step_id, visit);
     let mut manifest: StepManifest = read_json(&manifest_path, "manifest")?;
@@ -287,18 +290,6 @@ fn route_decision(
         });
         recorder.write_manifest(&manifest)?;
     }
-    let events = EventLog::read_all(&recorder.run_dir().events())?;
-    let completed = events.iter().any(|event| {
-        event.seq > state.events_seq
-            && event.event_type == EventType::StepCompleted
-            && event.step_id.as_deref() == Some(step_id)
-            && event.visit == Some(visit)
-    });
-    let completion = if completed {
-        super::routing::Completion::Recovered
-    } else {
-        super::routing::Completion::Record
-    };
     let report = StepReport::outcome(outcome);
     super::routing::record_route(
         workflow,
@@ -343,6 +334,18 @@ pub fn finish_interrupted_decision(
         return Ok(None);
     };
     let decided_at = recorded.timestamp.clone();
+    // The process may have died after recording the visit's end too.
+    let completed = events.iter().any(|event| {
+        event.seq > state.events_seq
+            && event.event_type == EventType::StepCompleted
+            && event.step_id.as_deref() == Some(step_id.as_str())
+            && event.visit == Some(visit)
+    });
+    let completion = if completed {
+        super::routing::Completion::Recovered
+    } else {
+        super::routing::Completion::Record
+    };
     let workflow = super::run::workflow_of(recorder)?;
     route_decision(
         &workflow,
@@ -351,6 +354,7 @@ pub fn finish_interrupted_decision(
         (&step_id, visit),
         outcome,
         &decided_at,
+        completion,
     )?;
     Ok(Some(outcome))
 }

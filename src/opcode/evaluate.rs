@@ -171,15 +171,7 @@ fn summarize(
         &script_context,
     )?;
     envelope["evidence"]["summary"] = summary;
-    let step = (context.step_id().to_owned(), context.visit);
-    for message in context.run.script.take_output() {
-        context.recorder.event(
-            EventType::ScriptOutput,
-            Some((&step.0, step.1)),
-            message.event_payload(),
-        )?;
-    }
-    Ok(())
+    super::step_policy::record_script_output(context)
 }
 
 /// Manifests of the visits completed so far in this run, in the order they ended.

@@ -112,24 +112,8 @@ pub(super) fn execute(
             Some(context.artifact(role, &record.path, &record.media_type, record.required))
         })
         .collect();
-    artifacts.push(context.artifact(
-        ArtifactRole::WorkspaceDiff,
-        "workspace.diff",
-        "text/x-diff",
-        true,
-    ));
-    artifacts.push(context.artifact(
-        ArtifactRole::WorkspaceStatus,
-        "workspace_status.json",
-        "application/json",
-        true,
-    ));
-    artifacts.push(context.artifact(
-        ArtifactRole::PolicySummary,
-        "policy_summary.json",
-        "application/json",
-        true,
-    ));
+    artifacts.extend(step_policy::capture_artifacts(context));
+    artifacts.push(step_policy::policy_artifact(context));
     let summary_json = serde_json::json!({
         "outcome": run.outcome.as_str(),
         "cause": run.cause,

@@ -135,12 +135,7 @@ pub(super) fn execute(
             "application/json",
             true,
         ),
-        context.artifact(
-            ArtifactRole::PolicySummary,
-            "policy_summary.json",
-            "application/json",
-            true,
-        ),
+        step_policy::policy_artifact(context),
     ];
     // The change is listed (and its diffstat summarised) only when the validators changed
     // something: the gate's review context and the journal show the latest listed change as
@@ -148,18 +143,7 @@ pub(super) fn execute(
     // are written either way.
     let changed = !status.diffstat.is_empty();
     if changed {
-        artifacts.push(context.artifact(
-            ArtifactRole::WorkspaceDiff,
-            "workspace.diff",
-            "text/x-diff",
-            true,
-        ));
-        artifacts.push(context.artifact(
-            ArtifactRole::WorkspaceStatus,
-            "workspace_status.json",
-            "application/json",
-            true,
-        ));
+        artifacts.extend(step_policy::capture_artifacts(context));
     }
     artifacts.extend(
         ran.iter()

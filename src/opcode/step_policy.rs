@@ -3,7 +3,7 @@
 //! step's `policy`, else the workflow default, else an empty one), and each violation is
 //! recorded as a `policy_violation` event of the visit.
 
-use crate::artifacts::EventType;
+use crate::artifacts::{ArtifactEntry, ArtifactRole, EventType};
 use crate::kernel::recorder::payload;
 use crate::policy::{Operation, Policy, PolicySpec as EnforcedPolicy, PolicySummary, Violation};
 use crate::workflow::model::{At, PolicySpec};
@@ -111,6 +111,34 @@ fn check_position(
             .map_or(context.step.pos, |check| check.pos),
         Some(PolicySpec::Reference(_)) | None => spec.map_or(context.step.pos, |spec| spec.pos),
     }
+}
+
+/// The manifest entries of a step's capture: `workspace.diff` and `workspace_status.json`.
+pub(super) fn capture_artifacts(context: &StepContext<'_>) -> [ArtifactEntry; 2] {
+    [
+        context.artifact(
+            ArtifactRole::WorkspaceDiff,
+            "workspace.diff",
+            "text/x-diff",
+            true,
+        ),
+        context.artifact(
+            ArtifactRole::WorkspaceStatus,
+            "workspace_status.json",
+            "application/json",
+            true,
+        ),
+    ]
+}
+
+/// The manifest entry of a step's `policy_summary.json`.
+pub(super) fn policy_artifact(context: &StepContext<'_>) -> ArtifactEntry {
+    context.artifact(
+        ArtifactRole::PolicySummary,
+        "policy_summary.json",
+        "application/json",
+        true,
+    )
 }
 
 /// `print`/`debug` output of scripts, recorded as events (never printed).
