@@ -3,7 +3,7 @@
 //! timeout while asking.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 use super::{Cli, Output, load_config};
@@ -27,21 +27,31 @@ fn operator_lines() -> Receiver<String> {
     receiver
 }
 
-/// Asks until the operator answers; `None` at the deadline or end of input.
-fn ask(
-    lines: &Receiver<String>,
-    question: &str,
-    deadline: Option<jiff::Timestamp>,
-) -> Option<String> {
+/// What asking the operator gave.
+enum Reply {
+    Line(String),
+    /// The gate's deadline passed first.
+    TimedOut,
+    /// The terminal closed its input (Ctrl-D): nobody is there to answer.
+    InputEnded,
+}
+
+/// Asks until the operator answers, the deadline passes, or input ends.
+fn ask(lines: &Receiver<String>, question: &str, deadline: Option<jiff::Timestamp>) -> Reply {
     let mut stderr = std::io::stderr();
     let _ = write!(stderr, "{question}");
     let _ = stderr.flush();
-    match deadline {
+    let received = match deadline {
         Some(deadline) => {
             let left = (deadline.as_millisecond() - jiff::Timestamp::now().as_millisecond()).max(0);
-            lines.recv_timeout(Duration::from_millis(left as u64)).ok()
+            lines.recv_timeout(Duration::from_millis(left.unsigned_abs()))
         }
-        None => lines.recv().ok(),
+        None => lines.recv().map_err(|_| RecvTimeoutError::Disconnected),
+    };
+    match received {
+        Ok(line) => Reply::Line(line),
+        Err(RecvTimeoutError::Timeout) => Reply::TimedOut,
+        Err(RecvTimeoutError::Disconnected) => Reply::InputEnded,
     }
 }
 
@@ -82,12 +92,18 @@ pub fn wait_at_gates(
             request["reason"].as_str().unwrap_or_default()
         ));
         let decision = loop {
-            let Some(answer) = ask(
+            let answer = match ask(
                 &lines,
                 "approve / reject / show diff / leave waiting [a/r/s/l]: ",
                 deadline,
-            ) else {
-                break None;
+            ) {
+                Reply::Line(answer) => answer,
+                Reply::TimedOut => break None,
+                // Nobody can answer any more: the run stays waiting, as with `l`.
+                Reply::InputEnded => {
+                    output.note("\ninput ended: the run is left waiting at the gate");
+                    return result;
+                }
             };
             match answer.trim() {
                 "a" | "approve" => break Some(Decision::Approve),
@@ -106,8 +122,10 @@ pub fn wait_at_gates(
             }
         };
         if let Some(decision) = decision {
-            let comment = ask(&lines, "comment (optional): ", deadline)
-                .filter(|text| !text.trim().is_empty());
+            let comment = match ask(&lines, "comment (optional): ", deadline) {
+                Reply::Line(text) if !text.trim().is_empty() => Some(text),
+                _ => None,
+            };
             match decide(repo, &run_id, decision, &reviewer, comment.as_deref()) {
                 // The decision routed straight to a STOP: the run is over.
                 Ok(crate::kernel::Phase::Finished { end, reason, .. }) => {

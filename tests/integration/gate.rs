@@ -327,6 +327,49 @@ fn run_wait_leaves_the_gate_waiting_when_asked() {
     );
 }
 
+/// End of input (Ctrl-D) at the prompt leaves the run waiting, as `l` does: nobody is there
+/// to answer, and the run must not be resumed over and over.
+#[test]
+fn run_wait_leaves_the_gate_waiting_when_input_ends() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow("gate.yaml");
+    let output = std::process::Command::new("python3")
+        .arg(crate::support::fixture("pty/answer.py"))
+        .args([
+            "[a/r/s/l]: =^D",
+            "--",
+            env!("CARGO_BIN_EXE_tnh-conductor"),
+            "--repo",
+        ])
+        .arg(repo.path())
+        .args(["run", "--wait"])
+        .arg(&workflow)
+        .output()
+        .unwrap();
+    let transcript = stdout_text(&output);
+    assert!(transcript.trim_end().ends_with("exit=3"), "{transcript}");
+    assert!(transcript.contains("input ended"), "{transcript}");
+    assert!(!transcript.contains("time ran out"), "{transcript}");
+    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    let types: Vec<String> = repo
+        .events(&run_id)
+        .iter()
+        .map(|event| event["event_type"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(!types.iter().any(|kind| kind == "run_resumed"), "{types:?}");
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "waiting"
+    );
+}
+
 #[test]
 fn run_wait_honours_the_gate_timeout_while_asking() {
     let repo = RunRepo::new();
