@@ -76,6 +76,7 @@ pub fn cmd_demo(cli: &Cli, args: &DemoArgs, output: &mut Output) -> Result<ExitS
             Decision::Approve,
             APPROVER,
             Some("approved by the demo"),
+            false,
         )
         .map_err(run_error)?;
         summary = resume_run(

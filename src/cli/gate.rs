@@ -26,6 +26,10 @@ pub struct GateDecisionArgs {
     /// Resume the run after deciding.
     #[arg(long)]
     pub resume: bool,
+    /// Decide even though the worktree changed since the gate's checkpoint (what the reviewer
+    /// was shown); the change is recorded as a `drift_accepted` event.
+    #[arg(long)]
+    pub accept_drift: bool,
 }
 
 /// `gate …`.
@@ -85,6 +89,7 @@ fn decide_gate(
         decision,
         &reviewer,
         args.comment.as_deref(),
+        args.accept_drift,
     )
     .map_err(|error| super::run::run_failure(error, output))?;
     let verb = match decision {

@@ -126,7 +126,14 @@ pub fn wait_at_gates(
                 Reply::Line(text) if !text.trim().is_empty() => Some(text),
                 _ => None,
             };
-            match decide(repo, &run_id, decision, &reviewer, comment.as_deref()) {
+            match decide(
+                repo,
+                &run_id,
+                decision,
+                &reviewer,
+                comment.as_deref(),
+                false,
+            ) {
                 // The decision routed straight to a STOP: the run is over.
                 Ok(crate::kernel::Phase::Finished { end, reason, .. }) => {
                     return Ok(RunSummary {

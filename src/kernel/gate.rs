@@ -108,6 +108,7 @@ pub fn decide(
     decision: Decision,
     reviewer: &str,
     comment: Option<&str>,
+    accept_drift: bool,
 ) -> Result<Phase, RunError> {
     let run_dir = find_run_dir(repo, run_id)?;
     let _lock = RunLock::acquire(&run_dir.lock())?;
@@ -150,6 +151,10 @@ pub fn decide(
             approvers: approvers.join(", "),
         }));
     }
+    // The reviewer decided on what the gate showed: a worktree changed since is refused
+    // whichever way the decision routes (a STOP included), unless accepted.
+    let workflow = super::run::workflow_of(&mut recorder)?;
+    super::run::check_drift_before_decision(&workflow, &mut recorder, &mut state, accept_drift)?;
     let outcome = match decision {
         Decision::Approve => Outcome::GateApproved,
         Decision::Reject => Outcome::GateRejected,

@@ -156,7 +156,7 @@ impl RunError {
             RunError::Finished { run_id, .. } => Some(format!(
                 "see `tnh-conductor runs show {run_id}`; start a new run with `tnh-conductor run`"
             )),
-            RunError::Drift { .. } => Some("inspect the worktree; resume with --accept-drift to continue with the changes (recorded as an event), or discard them with `tnh-conductor rollback RUN_ID --target pre_step` (the last agent step's work goes too) or `--target pre_run`, then resume".into()),
+            RunError::Drift { .. } => Some("inspect the worktree (`git -C WORKTREE status`); `--accept-drift` on `resume` or on the gate decision continues with the changes (recorded as an event), or discard them with `tnh-conductor rollback RUN_ID --target pre_step` (the last agent step's work goes too) or `--target pre_run`, then resume or decide again".into()),
             RunError::StateMissing { run_id, path, .. } => Some(format!("nothing was changed; put `{}` back (from a backup or a copy of the run directory) and resume again, or start a new run with `tnh-conductor run WORKFLOW`; the evidence of `{run_id}` stays in its directory (`tnh-conductor runs show {run_id}`)", path.display())),
             RunError::StepInProgress { run_id, .. } => Some(format!("`tnh-conductor resume {run_id}` puts that step's snapshot back and runs it again; roll back when the run waits at a gate or has ended")),
             RunError::Gate(super::gate::GateError::NotWaiting { .. }) => Some("list waiting gates with `tnh-conductor gate list`".into()),
@@ -586,14 +586,7 @@ pub fn resume_run(
     }
     let workflow_path = PathBuf::from(&metadata.workflow_path);
     let loaded = load_workflow(&workflow_path, config, catalog)?;
-    let record = crate::workspace::WorkspaceRecord {
-        run_id: RunId::new(metadata.run_id.clone()),
-        repo_root: PathBuf::from(&metadata.repo_root),
-        worktree_path: PathBuf::from(&metadata.worktree_path),
-        branch: metadata.branch.clone(),
-        base_ref: metadata.base_ref.clone(),
-        base_sha: metadata.base_sha.clone(),
-    };
+    let record = workspace_record(&metadata);
     let (workspace, recreated) = if never_started {
         let workspace = create_again(&record, &metadata)?;
         let created = workspace.record().clone();
@@ -798,6 +791,42 @@ pub(crate) fn visit_in_progress(
             Ok(started.then(|| (step_id.clone(), *visit)))
         }
         Phase::Waiting { .. } | Phase::Finished { .. } => Ok(None),
+    }
+}
+
+/// The workspace a run's metadata records.
+fn workspace_record(metadata: &RunMetadata) -> crate::workspace::WorkspaceRecord {
+    crate::workspace::WorkspaceRecord {
+        run_id: RunId::new(metadata.run_id.clone()),
+        repo_root: PathBuf::from(&metadata.repo_root),
+        worktree_path: PathBuf::from(&metadata.worktree_path),
+        branch: metadata.branch.clone(),
+        base_ref: metadata.base_ref.clone(),
+        base_sha: metadata.base_sha.clone(),
+    }
+}
+
+/// Before a gate decision: the worktree must still be the one the gate's checkpoint recorded,
+/// since that is what the reviewer was shown. A change is refused (nothing recorded), or with
+/// `accept_drift` recorded as a `drift_accepted` event and taken as the new checkpoint.
+pub(super) fn check_drift_before_decision(
+    workflow: &Workflow,
+    recorder: &mut Recorder,
+    state: &mut RunState,
+    accept_drift: bool,
+) -> Result<(), RunError> {
+    let record = workspace_record(recorder.metadata());
+    let (workspace, recreated) = Workspace::open_or_recreate(&record)?;
+    if accept_drift {
+        return record_accepted_drift(workflow, &workspace, recorder, state, true);
+    }
+    match drifted(workflow, &workspace, state)? {
+        Some((recorded, found)) => Err(RunError::Drift {
+            recorded,
+            found,
+            recreated,
+        }),
+        None => Ok(()),
     }
 }
 

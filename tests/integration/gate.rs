@@ -704,3 +704,63 @@ fn a_decision_on_a_run_without_its_state_file_says_so_and_changes_nothing() {
     );
     assert_eq!(repo.events(&run_id).len(), events_before);
 }
+
+/// The reviewer decides on what the gate showed. A worktree changed while the run waits is
+/// refused (exit 2, nothing recorded) even when the decision routes straight to STOP, and
+/// accepted only when told, with a `drift_accepted` event.
+#[test]
+fn a_worktree_changed_while_the_gate_waits_is_refused_until_accepted() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let worktree = repo.json(&run_id, "metadata.json")["worktree_path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::write(
+        std::path::Path::new(&worktree).join("unreviewed.txt"),
+        "not shown to the reviewer\n",
+    )
+    .unwrap();
+    let events_before = repo.events(&run_id).len();
+    for verb in ["approve", "reject"] {
+        let refused = repo.conductor(&["gate", verb, &run_id, "--as", "alice"]);
+        assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+        let message = stderr_text(&refused);
+        assert!(
+            message.contains("changed since the run's last checkpoint")
+                && message.contains("--accept-drift"),
+            "{message}"
+        );
+    }
+    assert_eq!(
+        repo.events(&run_id).len(),
+        events_before,
+        "nothing recorded"
+    );
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "waiting"
+    );
+
+    let accepted = repo.conductor(&[
+        "gate",
+        "approve",
+        &run_id,
+        "--as",
+        "alice",
+        "--accept-drift",
+    ]);
+    assert_eq!(
+        accepted.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&accepted)
+    );
+    let events = repo.events(&run_id);
+    let drift = first_event(&events, "drift_accepted");
+    assert_ne!(drift["recorded"]["tree"], drift["found"]["tree"]);
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        "completed success review\n"
+    );
+}
