@@ -61,7 +61,7 @@ pub struct RunEntry {
     pub state: String,
     /// How it ended or why it stopped.
     pub detail: String,
-    /// Its changes (the last captured diffstat).
+    /// Its changes (the whole change since it started, as last recorded).
     pub diffstat: String,
 }
 
@@ -361,8 +361,9 @@ fn where_it_is(status: &RunStatus) -> Option<String> {
     }
 }
 
-/// The run's changes as the journal shows them: the last diffstat a step captured, unless a
-/// rollback (a ROLLBACK step's or the operator's) came after it.
+/// The run's changes as the journal shows them: the whole change since the run started as the
+/// last step that recorded it saw it (an agent step, a gate), else the last change a step
+/// captured, unless a rollback (a ROLLBACK step's or the operator's) came after it.
 fn changes_of(manifests: &[StepManifest], events: &[Event]) -> String {
     let mut changes = "no changes".to_owned();
     for event in events {
@@ -374,7 +375,13 @@ fn changes_of(manifests: &[StepManifest], events: &[Event]) -> String {
                         Some(manifest.step_id.as_str()) == event.step_id.as_deref()
                             && Some(manifest.visit) == event.visit
                     })
-                    .and_then(|manifest| manifest.evidence_summary.get("diffstat"));
+                    .and_then(|manifest| {
+                        let summary = &manifest.evidence_summary;
+                        summary
+                            .get("run_diffstat")
+                            .filter(|value| value.is_object())
+                            .or_else(|| summary.get("diffstat"))
+                    });
                 if let Some(diffstat) = captured {
                     changes = describe_diffstat(diffstat);
                 }

@@ -47,7 +47,7 @@ pub(super) fn execute(
         "approvers": gate.approvers.iter().map(|name| name.value.as_str()).collect::<Vec<_>>(),
         "requested_at": requested_at.to_string(),
         "deadline": deadline.map(|deadline| deadline.to_string()),
-        "context": review_context(context),
+        "context": review_context(context, &visit_dir)?,
     });
     write_json_new(&visit_dir.join("gate_request.json"), &request)?;
     let step = (context.step_id().to_owned(), context.visit);
@@ -59,16 +59,20 @@ pub(super) fn execute(
     context
         .recorder
         .event(EventType::GateRequested, Some((&step.0, step.1)), fields)?;
-    let artifacts = vec![context.artifact(
-        ArtifactRole::GateRequest,
-        "gate_request.json",
-        "application/json",
-        true,
-    )];
+    let artifacts = vec![
+        context.artifact(
+            ArtifactRole::GateRequest,
+            "gate_request.json",
+            "application/json",
+            true,
+        ),
+        context.artifact(ArtifactRole::WorkspaceDiff, RUN_DIFF, "text/x-diff", true),
+    ];
+    let run_diffstat = request["context"]["diffstat"].clone();
     if gate.gate.value.is_blocking() {
         let manifest = context.manifest(
             "waiting",
-            serde_json::json!({ "gate": kind, "waiting": true }),
+            serde_json::json!({ "gate": kind, "waiting": true, "run_diffstat": run_diffstat }),
             artifacts,
         );
         // The outcome is decided later by a human; the report is a placeholder the kernel
@@ -87,7 +91,7 @@ pub(super) fn execute(
         .event(EventType::GateResolved, Some((&step.0, step.1)), fields)?;
     let manifest = context.manifest(
         Outcome::GateQueued.as_str(),
-        serde_json::json!({ "gate": kind, "queued_for_review": true }),
+        serde_json::json!({ "gate": kind, "queued_for_review": true, "run_diffstat": run_diffstat }),
         artifacts,
     );
     Ok(StepResult {
@@ -109,13 +113,29 @@ pub fn gate_name(kind: GateKind) -> &'static str {
     }
 }
 
-/// What a reviewer needs: the diffstat so far, the last planner decision, links to the last
-/// agent's transcript and diff.
-fn review_context(context: &StepContext<'_>) -> serde_json::Value {
+/// The whole change of the run a gate shows, in the gate's visit folder.
+const RUN_DIFF: &str = "run.diff";
+
+/// What a reviewer needs: the whole change being approved (the worktree against the run's
+/// start, as a patch and a diffstat), the last planner decision, the last change a step made
+/// and the last agent's transcript.
+fn review_context(
+    context: &StepContext<'_>,
+    visit_dir: &std::path::Path,
+) -> Result<serde_json::Value, OpcodeError> {
     let run_dir = context.recorder.run_dir();
-    let mut diffstat = serde_json::Value::Null;
+    let pre_run = context.workspace.pre_run()?;
+    let whole = context
+        .workspace
+        .capture_since(&pre_run, &visit_dir.join(RUN_DIFF))?;
+    let diff = run_dir
+        .visit_dir(context.step_id(), context.visit)
+        .join(RUN_DIFF)
+        .strip_prefix(run_dir.root())
+        .map(|path| path.display().to_string())
+        .unwrap_or_else(|_| RUN_DIFF.to_owned());
     let mut transcript = serde_json::Value::Null;
-    let mut diff = serde_json::Value::Null;
+    let mut last_step = serde_json::Value::Null;
     let mut planner = serde_json::Value::Null;
     // The latest evidence wins: manifests in the order their visits ended.
     let manifests = context.latest_manifests();
@@ -125,13 +145,14 @@ fn review_context(context: &StepContext<'_>) -> serde_json::Value {
                 .map(|decision| serde_json::json!({ "path": entry.path, "status": decision["status"], "risk_flags": decision["risk_flags"], "blockers": decision["blockers"] }))
                 .unwrap_or(serde_json::Value::Null);
         }
-        if let Some(entry) = manifest.artifact(ArtifactRole::WorkspaceDiff) {
-            diff = entry.path.clone().into();
-            diffstat = manifest
-                .evidence_summary
-                .get("diffstat")
-                .cloned()
-                .unwrap_or_default();
+        let changes_files = matches!(manifest.opcode.as_str(), "RUN_AGENT" | "RUN_VALIDATION");
+        if changes_files && let Some(entry) = manifest.artifact(ArtifactRole::WorkspaceDiff) {
+            last_step = serde_json::json!({
+                "step_id": manifest.step_id,
+                "visit": manifest.visit,
+                "diff": entry.path,
+                "diffstat": manifest.evidence_summary.get("diffstat").cloned().unwrap_or_default(),
+            });
         }
         if let Some(entry) = manifest
             .artifact(ArtifactRole::RunnerTranscriptMarkdown)
@@ -140,5 +161,12 @@ fn review_context(context: &StepContext<'_>) -> serde_json::Value {
             transcript = entry.path.clone().into();
         }
     }
-    serde_json::json!({ "diffstat": diffstat, "planner": planner, "transcript": transcript, "diff": diff, "worktree": context.workspace.path().display().to_string() })
+    Ok(serde_json::json!({
+        "diffstat": whole.status.diffstat,
+        "diff": diff,
+        "last_step": last_step,
+        "planner": planner,
+        "transcript": transcript,
+        "worktree": context.workspace.path().display().to_string(),
+    }))
 }

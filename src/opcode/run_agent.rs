@@ -91,11 +91,17 @@ pub(super) fn execute(
         head,
     } = workspace_time.time(|| guard.check())?;
     remove_guard_state(&guard_state)?;
-    let Capture { status, tree } = workspace_time.time(|| {
-        context
+    let (capture, run_diffstat) = workspace_time.time(|| {
+        let capture = context
             .workspace
-            .capture_since(&snapshot, &visit_dir.join("workspace.diff"))
+            .capture_since(&snapshot, &visit_dir.join("workspace.diff"))?;
+        let pre_run = context.workspace.pre_run()?;
+        let run_diffstat = context
+            .workspace
+            .diffstat_since_base(&capture, &snapshot, &pre_run)?;
+        Ok::<_, crate::workspace::WorkspaceError>((capture, run_diffstat))
     })?;
+    let Capture { status, tree } = capture;
     write_json_new(&visit_dir.join("workspace_status.json"), &status)?;
     let PolicyCheck {
         summary,
@@ -119,6 +125,7 @@ pub(super) fn execute(
         "cause": run.cause,
         "cost_usd": run.cost_usd,
         "diffstat": status.diffstat,
+        "run_diffstat": run_diffstat,
         "policy_violations": violations.len(),
     });
     let violation = step_policy::violation_text(&violations);

@@ -197,6 +197,24 @@ impl Workspace {
         })
     }
 
+    /// The whole change from `base` (the run's `pre_run`, say) to the worktree, right after
+    /// `capture` was made since `since`: known without git when `since` is `base` or the worktree
+    /// is back at `base`, else counted from the scratch index the capture just refreshed.
+    pub fn diffstat_since_base(
+        &self,
+        capture: &Capture,
+        since: &Snapshot,
+        base: &Snapshot,
+    ) -> Result<DiffStat, WorkspaceError> {
+        if since.tree == base.tree {
+            return Ok(capture.status.diffstat);
+        }
+        if capture.tree == base.tree {
+            return Ok(DiffStat::default());
+        }
+        diffstat_against(&self.git.with_index(&self.scratch_index()), base)
+    }
+
     /// The `workspace_status` of the changed files `files`.
     fn status_of(
         &self,

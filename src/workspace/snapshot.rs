@@ -66,12 +66,17 @@ pub struct Snapshot {
 impl Workspace {
     /// The `pre_run` snapshot: the base commit.
     pub fn pre_run(&self) -> Result<Snapshot, WorkspaceError> {
+        if let Some(snapshot) = self.pre_run.get() {
+            return Ok(snapshot.clone());
+        }
         let reference = format!("{}/pre_run", refs_prefix(self.run_id()));
-        self.load_snapshot(&reference, false)?
-            .ok_or_else(|| WorkspaceError::NoSnapshot {
-                run_id: self.run_id().to_string(),
-                target: "pre_run".to_owned(),
-            })
+        let snapshot =
+            self.load_snapshot(&reference, false)?
+                .ok_or_else(|| WorkspaceError::NoSnapshot {
+                    run_id: self.run_id().to_string(),
+                    target: "pre_run".to_owned(),
+                })?;
+        Ok(self.pre_run.get_or_init(|| snapshot).clone())
     }
 
     /// The most recent pre-step snapshot, if any step took one.

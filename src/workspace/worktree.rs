@@ -44,6 +44,8 @@ pub struct Workspace {
     pub(crate) worktree_git_dir: PathBuf,
     /// The repository's shared git dir (`.git`).
     pub(crate) common_dir: PathBuf,
+    /// The `pre_run` snapshot once read (it never changes during a run).
+    pub(crate) pre_run: std::sync::OnceLock<super::Snapshot>,
 }
 
 /// The branch a run works on.
@@ -149,6 +151,7 @@ impl Workspace {
             repo_git,
             worktree_git_dir,
             common_dir,
+            pre_run: std::sync::OnceLock::new(),
         })
     }
 

@@ -32,8 +32,10 @@ fn a_blocking_gate_waits_then_an_approval_with_resume_reaches_success() {
         request["reason"],
         format!("Approve the feature of {run_id}")
     );
+    // The whole change being approved, and the last step's own.
+    assert_eq!(request["context"]["diff"], "artifacts/review/1/run.diff");
     assert_eq!(
-        request["context"]["diff"],
+        request["context"]["last_step"]["diff"],
         "artifacts/implement/1/workspace.diff"
     );
     assert!(request["deadline"].is_string());
@@ -763,4 +765,34 @@ fn a_worktree_changed_while_the_gate_waits_is_refused_until_accepted() {
         std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
         "completed success review\n"
     );
+}
+
+/// The reviewer sees the whole change being approved, not only the last step's: after a step
+/// that changed nothing (a read-only review), the gate's diff and diffstat still hold what the
+/// earlier step wrote, and the journal counts it too.
+#[test]
+fn a_gate_shows_the_whole_change_of_the_run_after_a_step_that_changed_nothing() {
+    let repo = RunRepo::new();
+    let text = "workflow_id: whole\nversion: 1\ndescription: d\nentry_step: write\nsteps:\n  - id: write\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: |\n      WRITE feature.txt: the feature\n      WRITE creds.txt: a secret\n    routes: {completed: review, \"*\": failed}\n  - id: review\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: |\n      SAY looks fine\n    routes: {completed: approve, \"*\": failed}\n  - id: approve\n    opcode: GATE\n    gate: requires_approval\n    routes: {gate_approved: STOP, gate_rejected: failed}\n  - id: failed\n    opcode: STOP\n    outcome: failure\n";
+    let run_id = waiting_run(&repo, Some(text.to_owned()));
+    let request = repo.json(&run_id, "artifacts/approve/1/gate_request.json");
+    let context = &request["context"];
+    assert_eq!(context["diffstat"]["files_changed"], 2, "{context}");
+    assert_eq!(context["last_step"]["step_id"], "review", "{context}");
+    assert_eq!(context["last_step"]["diffstat"]["files_changed"], 0);
+    let show = repo.conductor(&["gate", "show", &run_id]);
+    let shown = stdout_text(&show);
+    assert!(
+        shown.contains("+a secret") && shown.contains("+the feature"),
+        "{shown}"
+    );
+    let approved = repo.conductor(&["gate", "approve", &run_id]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+    let journal = stdout_text(&repo.conductor(&["journal"]));
+    assert!(journal.contains("(2 files changed, +2 -0)"), "{journal}");
 }

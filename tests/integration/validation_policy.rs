@@ -459,7 +459,11 @@ steps:
         "{request}"
     );
     assert_eq!(
-        request["context"]["diff"], "artifacts/work/1/workspace.diff",
+        request["context"]["last_step"]["diff"], "artifacts/work/1/workspace.diff",
+        "{request}"
+    );
+    assert_eq!(
+        request["context"]["last_step"]["diffstat"]["files_changed"], 1,
         "{request}"
     );
 }
