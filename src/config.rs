@@ -106,6 +106,18 @@ impl Config {
             pos,
             message,
         };
+        // A file of comments only (the `init` template with every line commented out) is
+        // the default configuration.
+        let blank = String::from_utf8_lossy(bytes)
+            .lines()
+            .all(|line| line.trim().is_empty() || line.trim_start().starts_with('#'));
+        if blank {
+            return Ok(Config {
+                path: Some(path.to_path_buf()),
+                sha256: Some(crate::artifacts::sha256_hex(bytes)),
+                ..Self::default()
+            });
+        }
         let root = yaml::parse(bytes).map_err(|error| invalid(error.pos, error.message))?;
         let Some(entries) = root.as_map() else {
             return Err(invalid(
@@ -155,8 +167,18 @@ impl Config {
                     config.script_allowlist = strings(value, "script_allowlist")
                         .map_err(|(pos, message)| invalid(pos, message))?
                 }
-                // DESIGN §6: more keys are allowed; the modules that own them read them.
-                _ => {}
+                // More keys are allowed (the modules that own them read them), but one that is
+                // a misspelling of a known key would silently drop what it configures (a
+                // `protected_branche:` would protect nothing).
+                Some(other) => {
+                    if let Some(known) = near_miss(other) {
+                        return Err(invalid(
+                            key.pos,
+                            format!("unknown key `{other}`: did you mean `{known}`?"),
+                        ));
+                    }
+                }
+                None => {}
             }
         }
         // Agent profiles are checked now, where they are written: a mistake in one (even one
@@ -236,6 +258,27 @@ fn strings(node: &Node, what: &str) -> Result<Vec<String>, (Pos, String)> {
                 .ok_or_else(|| (item.pos, format!("entries of `{what}` must be strings")))
         })
         .collect()
+}
+
+/// The keys this module reads.
+const KNOWN_KEYS: [&str; 6] = [
+    "agents",
+    "validators",
+    "planners",
+    "protected_branches",
+    "script_allowlist",
+    "operator_checkout",
+];
+
+/// The known key `key` is a likely misspelling of (a small edit away, or the same but for
+/// case, `-` for `_`, or a plural), if any.
+fn near_miss(key: &str) -> Option<&'static str> {
+    let normal = key.to_ascii_lowercase().replace('-', "_");
+    KNOWN_KEYS.into_iter().find(|known| {
+        normal == *known
+            || normal.trim_end_matches('s') == known.trim_end_matches('s')
+            || strsim::damerau_levenshtein(&normal, known) <= 2.max(known.len() / 8)
+    })
 }
 
 /// A configured validator: a mapping with `argv`, a non-empty list of strings, and nothing
@@ -365,5 +408,33 @@ mod tests {
                 .to_string(),
             "c.yaml:2:20: `operator_checkout` must be `forbid` or `report`"
         );
+    }
+
+    #[test]
+    fn a_misspelt_known_key_is_refused_other_keys_are_left_to_their_owners() {
+        let parse = |text: &str| Config::parse(text.as_bytes(), Path::new("c.yaml"));
+        for (text, known) in [
+            ("protected_branche: [release/*]\n", "protected_branches"),
+            ("protected-branches: [release/*]\n", "protected_branches"),
+            ("Agents: {}\n", "agents"),
+            ("validator:\n  tests: {argv: [make]}\n", "validators"),
+            ("planer: {}\n", "planners"),
+            ("operator_chekout: report\n", "operator_checkout"),
+        ] {
+            let error = parse(text).unwrap_err().to_string();
+            assert!(
+                error.starts_with("c.yaml:1:1: unknown key")
+                    && error.contains(&format!("did you mean `{known}`?")),
+                "{text}: {error}"
+            );
+        }
+        assert!(parse("other_tool: {x: 1}\nnotes: text\n").is_ok());
+    }
+
+    #[test]
+    fn a_file_of_comments_only_is_the_default_configuration() {
+        let config = Config::parse(b"# nothing yet\n\n  # really\n", Path::new("c.yaml")).unwrap();
+        assert!(config.agents.is_empty() && config.protected_branches.is_empty());
+        assert!(config.sha256.is_some());
     }
 }

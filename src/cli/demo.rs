@@ -160,30 +160,31 @@ pub fn cmd_demo_agent(output: &mut Output) -> Result<ExitStatus> {
 }
 
 /// The commented configuration `init` writes.
-const INIT_CONFIG: &str = r#"# tnh-conductor configuration (DESIGN §6). Every key is optional.
+const INIT_CONFIG: &str = r#"# tnh-conductor configuration (README, "Configuring agents and planners"). Every key is
+# optional; uncomment a section's key and the entries you want.
 #
 # Agent profiles: `claude-code`/`claude` and `codex` exist without configuration.
-agents: {}
-  # claude-code:
-  #   kind: claude
-  #   model: claude-sonnet-4-5
-  #   permission_mode: acceptEdits
-  #   allowed_tools: [Read, Edit, Write, Bash]
-  #   pass_env: [ANTHROPIC_API_KEY]
-  # codex:
-  #   kind: codex
-  #   model: gpt-5
-  #   sandbox: workspace-write
-  #   pass_env: [CODEX_API_KEY]
-  # scripted:
-  #   kind: command            # the prompt arrives on stdin
-  #   argv: ["./my-agent.sh"]
+# agents:
+#   claude-code:
+#     kind: claude
+#     model: claude-sonnet-4-5
+#     permission_mode: acceptEdits
+#     allowed_tools: [Read, Edit, Write, Bash]
+#     pass_env: [ANTHROPIC_API_KEY]
+#   codex:
+#     kind: codex
+#     model: gpt-5
+#     sandbox: workspace-write
+#     pass_env: [CODEX_API_KEY]
+#   scripted:
+#     kind: command            # the prompt arrives on stdin
+#     argv: ["./my-agent.sh"]
 
 # Validators, by name, for RUN_VALIDATION and `tnh test|lint|typecheck`; without them the
 # validators are detected (Cargo, npm, Python).
-validators: {}
-  # tests: { argv: ["cargo", "test"] }
-  # lint: { argv: ["cargo", "clippy", "--", "-D", "warnings"] }
+# validators:
+#   tests: { argv: ["cargo", "test"] }
+#   lint: { argv: ["cargo", "clippy", "--", "-D", "warnings"] }
 
 # Planner profiles for EVALUATE: rules | command | claude | codex | http.
 planners:
@@ -228,4 +229,40 @@ pub fn cmd_init(cli: &Cli, force: bool, output: &mut Output) -> Result<ExitStatu
     std::fs::write(&path, INIT_CONFIG).map_err(io)?;
     output.note(&format!("wrote {}", path.display()));
     Ok(ExitStatus::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::INIT_CONFIG;
+
+    /// The template's commented sections become valid configuration once uncommented, as its
+    /// header says they do.
+    #[test]
+    fn the_init_template_parses_as_written_and_uncommented() {
+        let path = std::path::Path::new("config.yaml");
+        crate::config::Config::parse(INIT_CONFIG.as_bytes(), path).unwrap();
+        let uncommented: String = INIT_CONFIG
+            .lines()
+            .map(|line| match line.strip_prefix("# ") {
+                Some(rest)
+                    if rest.starts_with("agents:")
+                        || rest.starts_with("validators:")
+                        || rest.starts_with("  ") =>
+                {
+                    format!("{rest}\n")
+                }
+                _ => format!("{line}\n"),
+            })
+            .collect();
+        let config = crate::config::Config::parse(uncommented.as_bytes(), path)
+            .unwrap_or_else(|error| panic!("{error}\n{uncommented}"));
+        assert_eq!(
+            config.agents.keys().collect::<Vec<_>>(),
+            ["claude-code", "codex", "scripted"]
+        );
+        assert_eq!(
+            config.validators.keys().collect::<Vec<_>>(),
+            ["lint", "tests"]
+        );
+    }
 }
