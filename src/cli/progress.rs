@@ -58,10 +58,15 @@ impl View {
                     field("reason")
                 ))
             }
-            EventType::StepFailed => Some(format!(
-                "  {step} #{visit}: could not run — {}",
-                field("error")
-            )),
+            EventType::StepFailed => Some(
+                match event.payload.get("hint").and_then(|hint| hint.as_str()) {
+                    Some(hint) => format!(
+                        "  {step} #{visit}: could not run — {}\n    hint: {hint}",
+                        field("error")
+                    ),
+                    None => format!("  {step} #{visit}: could not run — {}", field("error")),
+                },
+            ),
             EventType::RunInterrupted => Some(format!("  {step} #{visit}: interrupted")),
             _ => None,
         };

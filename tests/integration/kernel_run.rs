@@ -702,3 +702,27 @@ steps:
         "{result}\n{stderr}"
     );
 }
+
+/// An agent whose program is missing cannot run: the run ends with exit 4, and what to do
+/// about it is printed with the step that could not run, not only recorded.
+#[test]
+fn an_agent_that_cannot_start_says_what_to_do() {
+    let repo = RunRepo::new();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        "agents:\n  broken:\n    kind: command\n    argv: [/nonexistent/agent.sh]\n",
+    );
+    let workflow = repo.workflow_text(
+        "broken.yaml",
+        "workflow_id: broken\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: broken\n    prompt: do it\n    routes:\n      \"*\": STOP\n",
+    );
+    let output = repo.conductor(&["run", workflow.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(4), "{}", stderr_text(&output));
+    let stderr = stderr_text(&output);
+    assert!(
+        stderr.contains(
+            "could not run — failed to spawn agent `broken`: `/nonexistent/agent.sh` does not exist"
+        ) && stderr.contains("hint: install `/nonexistent/agent.sh` or point the profile"),
+        "{stderr}"
+    );
+}
