@@ -643,3 +643,61 @@ fn resume_kills_the_planner_a_killed_conductor_left_running() {
         assert_eq!(decision["decided_by"], format!("waits_{kind}"), "{kind}");
     }
 }
+
+/// `run --planner` naming no defined planner is a bad invocation: exit 2 before anything
+/// starts (no agent, no run directory, no worktree), naming the planner, the defined ones and
+/// the nearest — not an agent step run in full and then `planner_error`.
+#[test]
+fn an_unknown_planner_given_to_run_is_refused_before_anything_starts() {
+    let repo = RunRepo::new();
+    with_judge(
+        &repo,
+        r#"{"status": "success", "blockers": [], "risk_flags": []}"#,
+    );
+
+    let (code, _, output) = repo.run(&repo.workflow("fix_loop.yaml"), &["--planner", "judeg"]);
+
+    let stderr = stderr_text(&output);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "planner `judeg` is not defined (given with --planner); the defined planners are default, rules, judge"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("did you mean `judge`?"), "{stderr}");
+    assert!(!repo.path().join(".tnh/run").exists(), "{stderr}");
+    assert!(!repo.path().join(".tnh/worktrees").exists(), "{stderr}");
+    assert_eq!(calls(&repo.path().join(".tnh")), 0);
+}
+
+/// `resume` keeps the run's `--planner`; if the configuration no longer defines it, the resume
+/// is refused with nothing changed, rather than every EVALUATE ending `planner_error`.
+#[test]
+fn resume_refuses_a_run_whose_planner_is_no_longer_defined() {
+    let repo = RunRepo::new();
+    let config = repo.path().join(".tnh/config.yaml");
+    let original = std::fs::read_to_string(&config).unwrap();
+    with_judge(
+        &repo,
+        r#"{"status": "success", "blockers": [], "risk_flags": []}"#,
+    );
+    let (code, result, output) = repo.run(&repo.workflow("gate.yaml"), &["--planner", "judge"]);
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let events_before = repo.events(run_id).len();
+    std::fs::write(&config, original).unwrap();
+
+    let resumed = repo.conductor(&["resume", run_id]);
+
+    let stderr = stderr_text(&resumed);
+    assert_eq!(resumed.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "planner `judge` is not defined (the run was started with `--planner` naming it)"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nothing was changed"), "{stderr}");
+    assert_eq!(repo.events(run_id).len(), events_before);
+}
