@@ -82,11 +82,16 @@ fn describe_summary(opcode: &str, summary: &Value) -> Option<String> {
             let codes = summary
                 .and_then(|summary| summary.get("exit_codes"))
                 .and_then(Value::as_object)?;
+            let causes = summary.and_then(|summary| summary.get("causes"));
             let mut line = codes
                 .iter()
                 .map(|(name, code)| match code.as_i64() {
                     Some(code) => format!("{name} exit {code}"),
-                    None => format!("{name} no exit code"),
+                    // Why there is none (a timeout, a refused entrypoint), when recorded.
+                    None => match causes.and_then(|causes| causes[name].as_str()) {
+                        Some(cause) => format!("{name}: {cause}"),
+                        None => format!("{name} no exit code"),
+                    },
                 })
                 .collect::<Vec<_>>()
                 .join(", ");
@@ -230,6 +235,15 @@ mod tests {
         assert_eq!(
             describe_summary("RUN_VALIDATION", &checks).unwrap(),
             "lint exit 0, tests no exit code; timed out: tests"
+        );
+        let explained = json!({
+            "exit_codes": {"lint": 0, "tests": null},
+            "causes": {"tests": "timeout: wall-clock limit of 1s reached"},
+            "timeouts": ["tests"]
+        });
+        assert_eq!(
+            describe_summary("RUN_VALIDATION", &explained).unwrap(),
+            "lint exit 0, tests: timeout: wall-clock limit of 1s reached; timed out: tests"
         );
         let evaluate = json!({
             "status": "blocked",

@@ -98,8 +98,8 @@ const PROMPTS: &[(&str, &str)] = &[
         "---\nprompt_id: task.implement_adr\nversion: 1\nrole: task\nsummary: demo — a first implementation with a bug\ninputs:\n  - {name: adr_id, type: string, required: true}\n  - {name: plan, type: any, required: false}\n---\nWRITE calc.sh: #!/bin/sh\\n# calc.sh OP A B\\ncase \"$1\" in\\n  add) echo $(($2 + $3)) ;;\\n  mul) echo $(($2 + $3)) ;;\\n  *) echo \"unknown operation: $1\" >&2; exit 2 ;;\\nesac\nSAY Implemented {{ adr_id }}: calc.sh has a mul command.\n",
     ),
     (
-        "fix_from_logs.v1.md",
-        "---\nprompt_id: task.fix_from_logs\nversion: 1\nrole: task\nsummary: demo — the fix\ninputs:\n  - {name: fix_instructions, type: map, required: false}\n  - {name: validation_report, type: map, required: false}\n---\nWRITE calc.sh: #!/bin/sh\\n# calc.sh OP A B\\ncase \"$1\" in\\n  add) echo $(($2 + $3)) ;;\\n  mul) echo $(($2 * $3)) ;;\\n  *) echo \"unknown operation: $1\" >&2; exit 2 ;;\\nesac\nSAY Fixed mul (it added instead of multiplying). Objective: {{ fix_instructions.objective if fix_instructions else 'make validation pass' }}.\n",
+        "fix_from_logs.v2.md",
+        "---\nprompt_id: task.fix_from_logs\nversion: 2\nrole: task\nsummary: demo — the fix\ninputs:\n  - {name: fix_instructions, type: map, required: false}\n  - {name: validation_report, type: map, required: false}\n---\nWRITE calc.sh: #!/bin/sh\\n# calc.sh OP A B\\ncase \"$1\" in\\n  add) echo $(($2 + $3)) ;;\\n  mul) echo $(($2 * $3)) ;;\\n  *) echo \"unknown operation: $1\" >&2; exit 2 ;;\\nesac\nSAY Fixed mul (it added instead of multiplying). Objective: {{ fix_instructions.objective if fix_instructions else 'make validation pass' }}.\n",
     ),
 ];
 

@@ -1,6 +1,7 @@
-//! Processes left behind by a driver that was killed: every agent and validator of a run has
-//! `TNH_RUN_ID=<run_id>` in its environment, so on resume they can be found in `/proc` and
-//! killed before the interrupted step runs again (two agents must never edit one worktree).
+//! Processes left behind by a driver that was killed: every agent, validator and planner of a
+//! run has `TNH_RUN_ID=<run_id>` in its environment, so on resume they can be found in `/proc`
+//! and killed before the interrupted step runs again (two agents must never edit one worktree,
+//! nor two planners judge one step).
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;

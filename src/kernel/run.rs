@@ -102,6 +102,18 @@ pub enum RunError {
         /// What shows the run had checkpointed.
         evidence: String,
     },
+    /// `run --planner NAME` (kept in the metadata for `resume`) names a planner that is not
+    /// defined: checked before anything starts, instead of every EVALUATE ending
+    /// `planner_error`.
+    #[error("planner `{name}` is not defined ({}); the defined planners are {}", if *recorded { "the run was started with `--planner` naming it" } else { "given with --planner" }, known.join(", "))]
+    UnknownPlanner {
+        /// The name given.
+        name: String,
+        /// The defined planners (`default`, `rules` and the configured ones).
+        known: Vec<String>,
+        /// Whether it comes from the run's metadata (`resume`) rather than this command line.
+        recorded: bool,
+    },
     /// The run stopped in the middle of a step, which only `resume` can settle.
     #[error("run `{run_id}` stopped in the middle of step `{step_id}` (visit {visit})")]
     StepInProgress {
@@ -131,6 +143,7 @@ impl RunError {
             | RunError::Drift { .. }
             | RunError::StepInProgress { .. }
             | RunError::StateMissing { .. }
+            | RunError::UnknownPlanner { .. }
             | RunError::Gate(_) => true,
             RunError::Workspace(error) => error.exit_status() == crate::error::ExitStatus::Usage,
             _ => false,
@@ -158,6 +171,16 @@ impl RunError {
             )),
             RunError::Drift { .. } => Some("inspect the worktree (`git -C WORKTREE status`); `--accept-drift` on `resume` or on the gate decision continues with the changes (recorded as an event), or discard them with `tnh-conductor rollback RUN_ID --target pre_step` (the last agent step's work goes too) or `--target pre_run`, then resume or decide again".into()),
             RunError::StateMissing { run_id, path, .. } => Some(format!("nothing was changed; put `{}` back (from a backup or a copy of the run directory) and resume again, or start a new run with `tnh-conductor run WORKFLOW`; the evidence of `{run_id}` stays in its directory (`tnh-conductor runs show {run_id}`)", path.display())),
+            RunError::UnknownPlanner { name, known, recorded } => {
+                let near = crate::workflow::diagnostic::nearest(name, known.iter().map(String::as_str))
+                    .map(|near| format!("did you mean `{near}`? "))
+                    .unwrap_or_default();
+                Some(if *recorded {
+                    format!("{near}nothing was changed; define `{name}` again under `planners:` in .tnh/config.yaml, then resume")
+                } else {
+                    format!("{near}nothing was started; pass one of the defined planners, or define `{name}` under `planners:` in .tnh/config.yaml")
+                })
+            }
             RunError::StepInProgress { run_id, .. } => Some(format!("`tnh-conductor resume {run_id}` puts that step's snapshot back and runs it again; roll back when the run waits at a gate or has ended")),
             RunError::Gate(super::gate::GateError::NotWaiting { .. }) => Some("list waiting gates with `tnh-conductor gate list`".into()),
             RunError::Gate(super::gate::GateError::NotApprover { .. }) => Some("decide as one of the approvers: `--as NAME`".into()),
@@ -293,6 +316,7 @@ fn run_context(
 pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
     let catalog = Catalog::load(Some(&request.repo))?;
     let loaded = load_workflow(&request.workflow_path, request.config, catalog)?;
+    check_planner_override(&loaded.config, false)?;
     let workflow = &loaded.workflow;
     let params = resolve_params(workflow, &request.params)?;
     let run_id = new_run_id();
@@ -382,6 +406,23 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         run_dir: run_dir.root().to_path_buf(),
         worktree: workspace.path().to_path_buf(),
         end,
+    })
+}
+
+/// Refuses a `--planner` override that names no defined planner (`default`, `rules` or one
+/// under `planners:`), before anything is started or written.
+fn check_planner_override(config: &Config, recorded: bool) -> Result<(), RunError> {
+    let Some(name) = &config.planner_override else {
+        return Ok(());
+    };
+    let known = config.known_names().planners;
+    if known.contains(name) {
+        return Ok(());
+    }
+    Err(RunError::UnknownPlanner {
+        name: name.clone(),
+        known,
+        recorded,
     })
 }
 
@@ -581,11 +622,13 @@ pub fn resume_run(
     let metadata: RunMetadata = recorder.metadata().clone();
     let catalog = Catalog::load(Some(repo))?;
     let mut config = config;
-    if config.planner_override.is_none() {
+    let recorded = config.planner_override.is_none();
+    if recorded {
         config.planner_override = metadata.planner_override.clone();
     }
     let workflow_path = PathBuf::from(&metadata.workflow_path);
     let loaded = load_workflow(&workflow_path, config, catalog)?;
+    check_planner_override(&loaded.config, recorded)?;
     let record = workspace_record(&metadata);
     let (workspace, recreated) = if never_started {
         let workspace = create_again(&record, &metadata)?;

@@ -531,10 +531,12 @@ fn decide(
             } else {
                 String::new()
             };
+            let variables = context.tnh_variables();
             let request = Request {
                 envelope,
                 prompt: &prompt,
                 cwd: Some(context.workspace.path()),
+                run_variables: Some(&variables),
             };
             crate::planner::backend::decide(&backend, &request)
         }

@@ -52,9 +52,25 @@ pub enum OpcodeError {
         /// The saved decision, relative to the run directory.
         path: String,
     },
+    /// Validators the step names are neither configured nor detectable in the worktree: a
+    /// misconfiguration, told apart from a failing check (no validator of the step ran).
+    #[error("{} not configured and cannot be detected in the worktree (no Cargo.toml, package.json script or Python project provides {}): set {} in .tnh/config.yaml", validator_names(names), if names.len() == 1 { "it" } else { "them" }, names.iter().map(|name| format!("validators.{name}")).collect::<Vec<_>>().join(", "))]
+    ValidatorsNotConfigured {
+        /// The validators, as the step names them.
+        names: Vec<String>,
+    },
     /// Something else, described.
     #[error("{0}")]
     Other(String),
+}
+
+/// "validator `a` is" or "validators `a`, `b` are".
+fn validator_names(names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|name| format!("`{name}`")).collect();
+    match quoted.as_slice() {
+        [one] => format!("validator {one} is"),
+        many => format!("validators {} are", many.join(", ")),
+    }
 }
 
 impl OpcodeError {
@@ -75,6 +91,10 @@ impl OpcodeError {
                 "the planner may only name a step of `allowed_next_steps`; fix the planner or its prompt, then start a new run (check it with `tnh-conductor planner check`)"
                     .into(),
             ),
+            OpcodeError::ValidatorsNotConfigured { names } => Some(format!(
+                "a misconfiguration, not a failing check: give each its command under `validators:` in .tnh/config.yaml (e.g. `{}: {{argv: [make, {}]}}`) or drop it from the step's `run:`, then start a new run; the work so far stays on the run's branch",
+                names[0], names[0]
+            )),
             OpcodeError::Other(_) => None,
         }
     }

@@ -47,6 +47,13 @@ pub(super) fn execute(
     validation: &RunValidation,
 ) -> Result<StepResult, OpcodeError> {
     let visit_dir = context.visit_dir()?;
+    // A validator that is neither configured nor detectable is a misconfiguration, not a
+    // failing check: no validator runs, and the run ends naming it (a fix agent could not
+    // make it pass).
+    let unconfigured = unconfigured(context, validation);
+    if !unconfigured.is_empty() {
+        return Err(refuse_unconfigured(&visit_dir, validation, unconfigured)?);
+    }
     // A validator (or a harness an agent wrote) may change the worktree and the repository
     // like an agent: its changes are captured against the worktree as it was when the step
     // started and checked against the policy, and the guard runs around it. No snapshot is
@@ -153,6 +160,12 @@ pub(super) fn execute(
         .iter()
         .map(|result| (result.id.clone(), result.record["exit_code"].clone()))
         .collect();
+    // Why a validator has no exit code (a timeout, a refused entrypoint), for `runs show`.
+    let causes: serde_json::Map<String, serde_json::Value> = ran
+        .iter()
+        .filter(|result| result.record["exit_code"].is_null())
+        .map(|result| (result.id.clone(), result.record["cause"].clone()))
+        .collect();
     let timeouts: Vec<&str> = ran
         .iter()
         .filter(|result| result.outcome == Outcome::KilledTimeout)
@@ -161,6 +174,7 @@ pub(super) fn execute(
     let mut summary = serde_json::json!({
         "mechanical_outcome": outcome.as_str(),
         "exit_codes": exit_codes,
+        "causes": causes,
         "timeouts": timeouts,
         "proposed_goldens": proposed_goldens,
         "policy_violations": violations.len(),
@@ -188,6 +202,69 @@ pub(super) fn execute(
         cost_usd: 0.0,
         waiting: false,
         fingerprint: Some(Fingerprint { tree, head }),
+    })
+}
+
+/// The registered validators of the step (named, or inline `builtin`) that are neither
+/// configured nor detectable in the worktree, with why.
+fn unconfigured(context: &StepContext<'_>, validation: &RunValidation) -> Vec<(String, String)> {
+    let worktree = context.workspace.path();
+    validation
+        .run
+        .iter()
+        .filter_map(|entry| {
+            let id = match entry {
+                ValidatorEntry::Named(name) => &name.value,
+                ValidatorEntry::Spec(spec) if spec.kind.value == ValidatorKind::Builtin => {
+                    &spec.id.value
+                }
+                ValidatorEntry::Spec(_) => return None,
+            };
+            validators::registered(id, &context.run.config, worktree)
+                .err()
+                .map(|reason| (id.clone(), reason))
+        })
+        .collect()
+}
+
+/// Records the visit's `validation_report.json` — status `not_configured` for each validator
+/// that cannot be resolved, `not_run` for the others — and the error that ends the run.
+fn refuse_unconfigured(
+    visit_dir: &Path,
+    validation: &RunValidation,
+    unconfigured: Vec<(String, String)>,
+) -> Result<OpcodeError, OpcodeError> {
+    let validators: serde_json::Map<String, serde_json::Value> = validation
+        .run
+        .iter()
+        .map(|entry| {
+            let id = match entry {
+                ValidatorEntry::Named(name) => name.value.clone(),
+                ValidatorEntry::Spec(spec) => spec.id.value.clone(),
+            };
+            let record = match unconfigured.iter().find(|(name, _)| *name == id) {
+                Some((_, reason)) => serde_json::json!({
+                    "status": "not_configured",
+                    "cause": format!("{reason}: set validators.{id} in .tnh/config.yaml"),
+                    "exit_code": null,
+                }),
+                None => serde_json::json!({
+                    "status": "not_run",
+                    "cause": "not run: another validator of the step is not configured",
+                    "exit_code": null,
+                }),
+            };
+            (id, record)
+        })
+        .collect();
+    let report = serde_json::json!({
+        "schema_version": crate::artifacts::SCHEMA_VERSION,
+        "status": "not_configured",
+        "validators": validators,
+    });
+    write_json_new(&visit_dir.join("validation_report.json"), &report)?;
+    Ok(OpcodeError::ValidatorsNotConfigured {
+        names: unconfigured.into_iter().map(|(name, _)| name).collect(),
     })
 }
 

@@ -99,6 +99,10 @@ pub struct Request<'a> {
     pub prompt: &'a str,
     /// Where planner processes run (the run's worktree), else the current directory.
     pub cwd: Option<&'a std::path::Path>,
+    /// The run's `TNH_*` variables (`TNH_RUN_ID`, `TNH_STEP_DIR`, …), given to planner
+    /// processes like to agents, so that `resume` finds and kills a planner a killed conductor
+    /// left running; `None` outside a run (`planner check`).
+    pub run_variables: Option<&'a std::collections::BTreeMap<String, String>>,
 }
 
 /// One try of an external backend, for the record.
@@ -677,11 +681,19 @@ fn cli_binary(variable: &str, binary: &Option<String>, default: &str) -> String 
         .unwrap_or_else(|| default.to_owned())
 }
 
-/// The host's `TNH_*` variables (test scenarios, binary overrides) for planner processes.
-fn tnh_variables() -> std::collections::BTreeMap<String, String> {
-    std::env::vars()
+/// The `TNH_*` variables of a planner process: the host's (test scenarios, binary overrides),
+/// then the run's, which win.
+fn tnh_variables(request: &Request<'_>) -> std::collections::BTreeMap<String, String> {
+    let mut variables: std::collections::BTreeMap<String, String> = std::env::vars()
         .filter(|(name, _)| name.starts_with("TNH_"))
-        .collect()
+        .collect();
+    if let Some(run) = request.run_variables {
+        variables.extend(
+            run.iter()
+                .map(|(name, value)| (name.clone(), value.clone())),
+        );
+    }
+    variables
 }
 
 /// What a planner process left.
@@ -726,7 +738,11 @@ fn run_process(
         program: program.to_owned(),
         args: args.to_vec(),
         cwd,
-        env: crate::runner::env::agent_environment(&host, &external.pass_env, &tnh_variables()),
+        env: crate::runner::env::agent_environment(
+            &host,
+            &external.pass_env,
+            &tnh_variables(request),
+        ),
         stdin: input,
         stdout_path: folder.path().join("stdout"),
         stderr_path: folder.path().join("stderr"),

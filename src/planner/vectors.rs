@@ -49,6 +49,7 @@ pub fn run_vectors(folder: &Path, backend: &Backend) -> Result<Vec<VectorResult>
                 envelope: &vector["envelope"],
                 prompt: super::backend::DEFAULT_PROMPT,
                 cwd: None,
+                run_variables: None,
             };
             let (decision, actual) = match decide(backend, &request).0 {
                 Verdict::Decided { decision, .. } => {

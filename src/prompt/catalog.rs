@@ -35,6 +35,10 @@ pub const BUILTIN_FILES: &[(&str, &str)] = &[
         include_str!("../../prompts/task/fix_from_logs.v1.md"),
     ),
     (
+        "prompts/task/fix_from_logs.v2.md",
+        include_str!("../../prompts/task/fix_from_logs.v2.md"),
+    ),
+    (
         "prompts/policy/workspace_safety.v1.md",
         include_str!("../../prompts/policy/workspace_safety.v1.md"),
     ),

@@ -522,3 +522,182 @@ fn a_broken_planner_definition_is_reported_where_the_configuration_is_read() {
         );
     }
 }
+
+/// A planner process that, on its first call, records its pid, SIGKILLs the conductor (its
+/// parent) and waits; on later calls it answers `success` as a `kind` planner answers.
+fn killer_planner(dir: &Path, kind: &str) -> (String, std::path::PathBuf) {
+    let pid_file = dir.join(format!("{kind}.pid"));
+    let answer = r#"{"status": "success", "next_step": null, "blockers": [], "risk_flags": []}"#;
+    let reply = match kind {
+        "command" => format!("echo '{answer}'"),
+        "claude" => format!(
+            "echo '{{\"type\": \"result\", \"subtype\": \"success\", \"is_error\": false, \"result\": \"\", \"structured_output\": {answer}}}'"
+        ),
+        // codex writes its final message to the file after `-o`.
+        _ => format!(
+            "while [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then out=$2; fi; shift; done\necho '{answer}' > \"$out\""
+        ),
+    };
+    let script = dir.join(format!("{kind}-planner.sh"));
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\nif [ ! -e \"{pid}\" ]; then\n  echo $$ > \"{pid}.tmp\" && mv \"{pid}.tmp\" \"{pid}\"\n  kill -9 $PPID\n  exec sleep 600\nfi\n{reply}\n",
+            pid = pid_file.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let definition = match kind {
+        "command" => format!("{{kind: command, argv: [\"{}\"]}}", script.display()),
+        other => format!("{{kind: {other}, binary: \"{}\"}}", script.display()),
+    };
+    (format!("  waits_{kind}: {definition}\n"), pid_file)
+}
+
+/// Kills a process a failed test left behind.
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// A conductor killed (SIGKILL) during EVALUATE leaves its planner process running; `resume`
+/// finds it by the run's `TNH_RUN_ID`, as it finds agents, kills it and records it in
+/// `step_interrupted`, so two planners never judge one step — for `command` planners and the
+/// `claude` and `codex` CLIs alike.
+#[test]
+fn resume_kills_the_planner_a_killed_conductor_left_running() {
+    for kind in ["command", "claude", "codex"] {
+        let repo = RunRepo::new();
+        let (definition, pid_file) = killer_planner(&repo.path().join(".tnh"), kind);
+        let config = repo.path().join(".tnh/config.yaml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, format!("{text}planners:\n{definition}")).unwrap();
+        let workflow = repo.workflow_text(
+            "judged.yaml",
+            &format!(
+                "workflow_id: judged\nversion: 1\ndescription: d\nentry_step: judge\nsteps:\n  - id: judge\n    opcode: EVALUATE\n    planner: waits_{kind}\n    prompt: planner.evaluate_step.v1\n    allowed_next_steps: [failed]\n    routes: {{success: STOP, partial: failed, blocked: failed, unsafe: failed, needs_human: failed}}\n  - id: failed\n    opcode: STOP\n    outcome: failure\n"
+            ),
+        );
+        let command = |args: &[&str]| {
+            conductor()
+                .arg("--repo")
+                .arg(repo.path())
+                .args(args)
+                .env_remove("TNH_CLAUDE_BIN")
+                .env_remove("TNH_CODEX_BIN")
+                .output()
+                .unwrap()
+        };
+
+        let killed = command(&["-q", "run", workflow.to_str().unwrap()]);
+        assert_eq!(killed.status.code(), None, "{kind}: killed by its planner");
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let _cleanup = KillOnDrop(pid);
+        assert!(
+            crate::runner_support::is_alive(pid),
+            "{kind}: the planner outlived its conductor"
+        );
+        let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+
+        let resumed = command(&["resume", &run_id]);
+
+        assert_eq!(
+            resumed.status.code(),
+            Some(0),
+            "{kind}: {}",
+            stderr_text(&resumed)
+        );
+        assert!(
+            !crate::runner_support::is_alive(pid),
+            "{kind}: the old planner {pid} still runs beside the new one"
+        );
+        let events = repo.events(&run_id);
+        let interrupted = first_event(&events, "step_interrupted");
+        assert!(
+            interrupted["killed_orphans"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!(pid)),
+            "{kind}: {interrupted}"
+        );
+        let decision = repo.json(&run_id, "artifacts/judge/2/planner_decision.json");
+        assert_eq!(decision["decided_by"], format!("waits_{kind}"), "{kind}");
+    }
+}
+
+/// `run --planner` naming no defined planner is a bad invocation: exit 2 before anything
+/// starts (no agent, no run directory, no worktree), naming the planner, the defined ones and
+/// the nearest — not an agent step run in full and then `planner_error`.
+#[test]
+fn an_unknown_planner_given_to_run_is_refused_before_anything_starts() {
+    let repo = RunRepo::new();
+    with_judge(
+        &repo,
+        r#"{"status": "success", "blockers": [], "risk_flags": []}"#,
+    );
+
+    let (code, _, output) = repo.run(&repo.workflow("fix_loop.yaml"), &["--planner", "judeg"]);
+
+    let stderr = stderr_text(&output);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "planner `judeg` is not defined (given with --planner); the defined planners are default, rules, judge"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("did you mean `judge`?"), "{stderr}");
+    assert!(!repo.path().join(".tnh/run").exists(), "{stderr}");
+    assert!(!repo.path().join(".tnh/worktrees").exists(), "{stderr}");
+    assert_eq!(calls(&repo.path().join(".tnh")), 0);
+}
+
+/// `resume` keeps the run's `--planner`; if the configuration no longer defines it, the resume
+/// is refused with nothing changed, rather than every EVALUATE ending `planner_error`.
+#[test]
+fn resume_refuses_a_run_whose_planner_is_no_longer_defined() {
+    let repo = RunRepo::new();
+    let config = repo.path().join(".tnh/config.yaml");
+    let original = std::fs::read_to_string(&config).unwrap();
+    with_judge(
+        &repo,
+        r#"{"status": "success", "blockers": [], "risk_flags": []}"#,
+    );
+    let (code, result, output) = repo.run(&repo.workflow("gate.yaml"), &["--planner", "judge"]);
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let events_before = repo.events(run_id).len();
+    std::fs::write(&config, original).unwrap();
+
+    let resumed = repo.conductor(&["resume", run_id]);
+
+    let stderr = stderr_text(&resumed);
+    assert_eq!(resumed.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "planner `judge` is not defined (the run was started with `--planner` naming it)"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nothing was changed"), "{stderr}");
+    assert_eq!(repo.events(run_id).len(), events_before);
+}

@@ -135,6 +135,7 @@ fn ask(backend: &Backend, envelope: &serde_json::Value) -> (Verdict, Vec<Attempt
         envelope,
         prompt: "Judge the implementation.",
         cwd: None,
+        run_variables: None,
     };
     decide(backend, &request)
 }

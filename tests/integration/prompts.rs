@@ -325,3 +325,22 @@ fn validate_resolves_prompts_from_the_repository_library() {
         .unwrap();
     assert_eq!(after.status.code(), Some(0), "{}", stdout_text(&after));
 }
+
+/// The fix prompt says why a validator has no exit code (a timeout) instead of presenting
+/// `exited none` as a failing check.
+#[test]
+fn the_fix_prompt_never_says_a_validator_exited_none() {
+    let catalog = builtin_catalog().unwrap();
+    let prompt = catalog.resolve("task.fix_from_logs.v2").unwrap();
+    let inputs = serde_json::json!({"validation_report": {"validators": {
+        "lint": {"exit_code": 1},
+        "tests": {"exit_code": null, "outcome": "killed_timeout", "cause": "timeout: wall-clock limit of 20m reached"},
+    }}});
+    let text = render(prompt, inputs.as_object().unwrap()).unwrap();
+    assert!(text.contains("- `lint` exited 1"), "{text}");
+    assert!(
+        text.contains("- `tests` did not finish: timeout: wall-clock limit of 20m reached"),
+        "{text}"
+    );
+    assert!(!text.to_lowercase().contains("exited none"), "{text}");
+}

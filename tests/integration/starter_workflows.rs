@@ -179,8 +179,8 @@ fn implement_adr_fixes_a_failing_validation_through_the_planner_loop() {
             ),
     );
     repo.repo.write(
-        ".tnh/prompts/task/fix_from_logs.v1.md",
-        "---\nprompt_id: task.fix_from_logs\nversion: 1\nrole: task\nsummary: test override\ninputs:\n  - {name: fix_instructions, type: map, required: false}\n  - {name: validation_report, type: map, required: false}\n---\nAPPEND src/adr.txt: fixed\nSAY fixed: {{ fix_instructions.objective }}\n",
+        ".tnh/prompts/task/fix_from_logs.v2.md",
+        "---\nprompt_id: task.fix_from_logs\nversion: 2\nrole: task\nsummary: test override\ninputs:\n  - {name: fix_instructions, type: map, required: false}\n  - {name: validation_report, type: map, required: false}\n---\nAPPEND src/adr.txt: fixed\nSAY fixed: {{ fix_instructions.objective }}\n",
     );
     let (code, result, output) = repo.run(&shipped("implement_adr.yaml"), &["-p", "adr_id=ADR-9"]);
     assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));

@@ -297,3 +297,92 @@ fn refused_oversized_and_ill_typed_artifacts_are_recorded() {
         "{record}"
     );
 }
+
+/// A validator that is neither configured nor detectable (no Cargo.toml, package.json or
+/// Python project) is a misconfiguration, not a failing check: no validator of the step runs,
+/// the report says `not_configured`, and the run ends (exit 4) naming the validator and how to
+/// configure it — the fix loop that follows the step is never entered.
+#[test]
+fn a_validator_neither_configured_nor_detectable_stops_the_run_instead_of_failing_a_check() {
+    let repo = RunRepo::new();
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("{config}validators:\n  ok: {{argv: [sh, -c, \"exit 0\"]}}\n"),
+    );
+    let workflow = repo.workflow_text(
+        "unconfigured.yaml",
+        "workflow_id: unconfigured\nversion: 1\ndescription: d\nentry_step: check\nsteps:\n  - id: check\n    opcode: RUN_VALIDATION\n    run: [ok, lint]\n    routes:\n      completed: STOP\n      \"*\": fix\n  - id: fix\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: \"SAY fixed\"\n    routes:\n      \"*\": check\n",
+    );
+
+    let (code, result, output) = repo.run(&workflow, &[]);
+
+    assert_eq!(code, Some(4), "{result}{}", stderr_text(&output));
+    let detail = result["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("validator `lint` is not configured and cannot be detected")
+            && detail.contains("set validators.lint in .tnh/config.yaml"),
+        "{detail}"
+    );
+    let run_id = result["run_id"].as_str().unwrap();
+    let report = repo.json(run_id, "artifacts/check/1/validation_report.json");
+    assert_eq!(report["status"], "not_configured", "{report}");
+    assert_eq!(report["validators"]["lint"]["status"], "not_configured");
+    assert_eq!(report["validators"]["ok"]["status"], "not_run");
+    assert!(
+        !repo.run_dir(run_id).join("artifacts/fix").exists(),
+        "no fix agent is spent on a misconfiguration"
+    );
+    let events = repo.events(run_id);
+    let failed = crate::kernel_support::first_event(&events, "step_failed");
+    assert!(
+        failed["hint"]
+            .as_str()
+            .unwrap()
+            .contains("a misconfiguration, not a failing check"),
+        "{failed}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|event| event["event_type"] == "runner_started"),
+        "no validator ran"
+    );
+    let shown = repo.conductor(&["runs", "show", run_id]);
+    let shown = crate::support::stdout_text(&shown);
+    assert!(
+        shown.contains("set validators.lint in .tnh/config.yaml"),
+        "{shown}"
+    );
+    assert!(!shown.contains("no exit code"), "{shown}");
+}
+
+/// `runs show` says why a validator has no exit code (a timeout, a refused entrypoint) instead
+/// of "no exit code".
+#[test]
+fn runs_show_says_why_a_validator_has_no_exit_code() {
+    let repo = RunRepo::new();
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("{config}validators:\n  slow: {{argv: [sh, -c, \"exec sleep 30\"]}}\n"),
+    );
+    let workflow = repo.workflow_text(
+        "why.yaml",
+        "workflow_id: why\nversion: 1\ndescription: d\nentry_step: check\nsteps:\n  - id: check\n    opcode: RUN_VALIDATION\n    run:\n      - slow\n      - id: escape\n        kind: script\n        entrypoint: /bin/true\n    limits: {timeout: 300ms}\n    routes:\n      \"*\": gate\n  - id: gate\n    opcode: GATE\n    gate: queue_for_review\n    routes:\n      gate_queued: STOP\n",
+    );
+    let (_, result, output) = repo.run(&workflow, &[]);
+    let run_id = result["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", stderr_text(&output)));
+
+    let shown = repo.conductor(&["runs", "show", run_id]);
+
+    let shown = crate::support::stdout_text(&shown);
+    assert!(shown.contains("slow: timeout: "), "{shown}");
+    assert!(
+        shown.contains("escape: refused: entrypoint `/bin/true` is outside the run directory"),
+        "{shown}"
+    );
+    assert!(!shown.contains("no exit code"), "{shown}");
+}
