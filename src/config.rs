@@ -267,14 +267,6 @@ fn check_validator(name: &str, node: &Node) -> Result<(), (Pos, String)> {
     }
 }
 
-/// The repository root containing `start` (the nearest ancestor with `.git`), if any.
-pub fn find_repo_root(start: &Path) -> Option<PathBuf> {
-    start
-        .ancestors()
-        .find(|dir| dir.join(".git").exists())
-        .map(Path::to_path_buf)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,15 +44,6 @@ pub enum GateCommand {
     Reject(GateDecisionArgs),
 }
 
-fn repo(cli: &Cli) -> Result<std::path::PathBuf> {
-    repo_root(cli).ok_or_else(|| {
-        Error::usage(
-            "not inside a git repository",
-            "run from a repository, or pass --repo DIR",
-        )
-    })
-}
-
 fn run_error(error: RunError) -> Error {
     Error::Run(Box::new(error))
 }
@@ -73,7 +64,7 @@ fn decide_gate(
     decision: Decision,
     output: &mut Output,
 ) -> Result<ExitStatus> {
-    let repo = repo(cli)?;
+    let repo = repo_root(cli)?;
     let reviewer = args
         .reviewer
         .clone()
@@ -184,7 +175,7 @@ fn age(since: &str) -> String {
 }
 
 fn list(cli: &Cli, output: &mut Output) -> Result<ExitStatus> {
-    let gates = waiting_gates(&repo(cli)?);
+    let gates = waiting_gates(&repo_root(cli)?);
     if gates.is_empty() {
         output.note("no gate is waiting");
         return Ok(ExitStatus::Success);
@@ -209,7 +200,7 @@ fn list(cli: &Cli, output: &mut Output) -> Result<ExitStatus> {
 }
 
 fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
-    let run_dir = find_run_dir(&repo(cli)?, run_id).map_err(run_error)?;
+    let run_dir = find_run_dir(&repo_root(cli)?, run_id).map_err(run_error)?;
     let state: RunState =
         read_json(&run_dir.state(), "run state").map_err(|error| run_error(error.into()))?;
     let Phase::Waiting { step_id, visit } = &state.phase else {

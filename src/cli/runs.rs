@@ -27,17 +27,8 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-fn repo(cli: &Cli) -> Result<std::path::PathBuf> {
-    repo_root(cli).ok_or_else(|| {
-        Error::usage(
-            "not inside a git repository",
-            "run from a repository, or pass --repo DIR",
-        )
-    })
-}
-
 fn run_dir(cli: &Cli, run_id: &str) -> Result<RunDir> {
-    find_run_dir(&repo(cli)?, run_id).map_err(|error| Error::Run(Box::new(error)))
+    find_run_dir(&repo_root(cli)?, run_id).map_err(|error| Error::Run(Box::new(error)))
 }
 
 fn status_of(run_dir: &RunDir) -> Result<RunStatus> {
@@ -233,7 +224,7 @@ fn compact_duration(seconds: u64) -> String {
 
 /// `runs list`: every run, newest first.
 pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitStatus> {
-    let root = repo(cli)?.join(DEFAULT_ARTIFACTS_ROOT);
+    let root = repo_root(cli)?.join(DEFAULT_ARTIFACTS_ROOT);
     let mut ids: Vec<String> = match std::fs::read_dir(&root) {
         Ok(entries) => entries
             .filter_map(|entry| entry.ok())
