@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use clap::{Args, Subcommand};
 
 use super::{Cli, Output, repo_root};
-use crate::artifacts::{RunDir, is_run_id, read_json};
+use crate::artifacts::{RunDir, RunMetadata, is_run_id, read_json};
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::gate::{Decision, decide, notice_timeout, read_request};
 use crate::kernel::recorder::Recorder;
@@ -114,6 +114,8 @@ struct Waiting {
     requested_at: String,
     reason: String,
     deadline: Option<String>,
+    /// What is wrong with the run's files, when something is.
+    damage: Option<String>,
 }
 
 fn waiting_gates(repo: &std::path::Path) -> Vec<Waiting> {
@@ -141,12 +143,16 @@ fn waiting_gates(repo: &std::path::Path) -> Vec<Waiting> {
         let Phase::Waiting { step_id, visit } = &state.phase else {
             continue;
         };
-        let Ok(recorder) = Recorder::open(run_dir.clone()) else {
-            continue;
+        // A waiting gate is listed even when its run is damaged, with what is wrong: hidden,
+        // it would wait for ever.
+        let request_path = run_dir.visit_dir(step_id, *visit).join("gate_request.json");
+        let request = read_json::<serde_json::Value>(&request_path, "gate request");
+        let metadata = read_json::<RunMetadata>(&run_dir.metadata(), "run metadata");
+        let damage = match (&metadata, &request) {
+            (Err(error), _) | (Ok(_), Err(error)) => Some(error.to_string()),
+            (Ok(_), Ok(_)) => None,
         };
-        let Ok(request) = read_request(&recorder, step_id, *visit) else {
-            continue;
-        };
+        let request = request.unwrap_or_default();
         let text = |key: &str| request[key].as_str().unwrap_or_default().to_owned();
         gates.push(Waiting {
             run_id: name,
@@ -154,6 +160,7 @@ fn waiting_gates(repo: &std::path::Path) -> Vec<Waiting> {
             requested_at: text("requested_at"),
             reason: text("reason"),
             deadline: request["deadline"].as_str().map(str::to_owned),
+            damage,
         });
     }
     gates.sort_by(|left, right| left.requested_at.cmp(&right.requested_at));
@@ -194,6 +201,12 @@ fn list(cli: &Cli, output: &mut Output) -> Result<ExitStatus> {
             gate.step_id,
             gate.reason
         );
+        if let Some(damage) = &gate.damage {
+            let _ = writeln!(
+                text,
+                "    damaged: {damage}; restore the file (from a backup) to decide this gate"
+            );
+        }
     }
     output.print(&text);
     Ok(ExitStatus::Success)

@@ -235,19 +235,38 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
     };
     ids.sort_unstable_by(|left, right| right.cmp(left));
     let mut rows = Vec::new();
+    let mut damaged_runs = Vec::new();
     for id in ids {
         let run_dir = RunDir::at(root.join(&id));
-        let Ok(metadata) = read_json::<RunMetadata>(&run_dir.metadata(), "run metadata") else {
-            continue;
-        };
         let status = status_of(&run_dir).ok();
-        rows.push(serde_json::json!({
+        let mut row = serde_json::json!({
             "run_id": id,
-            "workflow_id": metadata.workflow_id,
-            "started_at": metadata.started_at,
             "state": status.as_ref().map(|status| status.lifecycle_state.name()),
             "step": status.as_ref().and_then(|status| status.current_step_id.clone()),
-        }));
+        });
+        // A run whose metadata cannot be read is listed, not hidden: with what `status.json`
+        // says of it, and what is wrong.
+        match read_json::<RunMetadata>(&run_dir.metadata(), "run metadata") {
+            Ok(metadata) => {
+                row["workflow_id"] = metadata.workflow_id.into();
+                row["started_at"] = metadata.started_at.into();
+            }
+            Err(error) => {
+                row["workflow_id"] = status
+                    .as_ref()
+                    .map(|status| status.workflow_id.clone())
+                    .into();
+                row["started_at"] = serde_json::Value::Null;
+                row["damaged"] = error.to_string().into();
+                damaged_runs.push((id.clone(), error.to_string()));
+            }
+        }
+        rows.push(row);
+    }
+    for (id, damage) in &damaged_runs {
+        output.note(&format!(
+            "warning: run {id} is damaged: {damage}; restore the file (from a backup) to resume or decide the run"
+        ));
     }
     if json {
         output.print(&format!("{}\n", serde_json::to_string_pretty(&rows)?));
@@ -257,13 +276,17 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
         let mut text = String::new();
         for row in rows {
             let field = |key: &str| row[key].as_str().unwrap_or("-").to_owned();
+            let step = if row.get("damaged").is_some() {
+                format!("{} (damaged)", field("step"))
+            } else {
+                field("step")
+            };
             let _ = writeln!(
                 text,
-                "{}  {:10} {:20} {}",
+                "{}  {:10} {:20} {step}",
                 field("run_id"),
                 field("state"),
                 field("workflow_id"),
-                field("step")
             );
         }
         output.print(&text);
@@ -300,11 +323,32 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
     }
     text.push_str("steps:\n");
     let (events, damage) = EventLog::read_readable(&run_dir.events()).map_err(artifacts)?;
+    let open = open_visit(&events);
     for event in &events {
         let step = event.step_id.clone().unwrap_or_default();
         let visit = event.visit.unwrap_or(0);
         let field = |key: &str| event.text(key).unwrap_or("?").to_owned();
         match event.event_type {
+            // The visit the run is at (waiting at a gate, running, or cut short), which no
+            // `step_completed` describes yet.
+            EventType::StepStarted
+                if open.as_ref().is_some_and(|(open_step, open_visit)| {
+                    *open_step == step && *open_visit == visit
+                }) =>
+            {
+                let _ = writeln!(
+                    text,
+                    "  {step} #{visit}: {}",
+                    visit_in_progress(&events, &step, visit, &status)
+                );
+            }
+            EventType::StepFailed => {
+                let _ = writeln!(
+                    text,
+                    "  {step} #{visit}: could not run — {}",
+                    field("error")
+                );
+            }
             EventType::StepCompleted => {
                 let manifest: Option<StepManifest> =
                     read_json(&run_dir.visit_manifest(&step, visit), "manifest").ok();
@@ -356,6 +400,60 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
     }
     output.print(&text);
     damaged(damage)
+}
+
+/// The visit started last, when no event ended it yet.
+fn open_visit(events: &[crate::artifacts::Event]) -> Option<(String, u32)> {
+    let started = events
+        .iter()
+        .rposition(|event| event.event_type == EventType::StepStarted)?;
+    let event = &events[started];
+    let key = (event.step_id.clone()?, event.visit?);
+    let ended = events[started..].iter().any(|later| {
+        matches!(
+            later.event_type,
+            EventType::StepCompleted | EventType::StepFailed | EventType::StepInterrupted
+        ) && later.step_id.as_deref() == Some(key.0.as_str())
+            && later.visit == Some(key.1)
+    });
+    (!ended).then_some(key)
+}
+
+/// What the visit the run is at is doing: `waiting — REASON (since …)`, `running since …`, or
+/// stopped before it finished.
+fn visit_in_progress(
+    events: &[crate::artifacts::Event],
+    step: &str,
+    visit: u32,
+    status: &RunStatus,
+) -> String {
+    let of_visit = |event_type: EventType| {
+        events.iter().rev().find(|event| {
+            event.event_type == event_type
+                && event.step_id.as_deref() == Some(step)
+                && event.visit == Some(visit)
+        })
+    };
+    let since = of_visit(EventType::StepStarted)
+        .map(|event| event.timestamp.clone())
+        .unwrap_or_default();
+    match status.lifecycle_state {
+        LifecycleState::Waiting => {
+            let reason = of_visit(EventType::GateRequested)
+                .and_then(|event| event.text("reason").map(str::to_owned))
+                .or_else(|| status.reason.clone())
+                .unwrap_or_default();
+            format!("waiting — {reason} (since {since})")
+        }
+        LifecycleState::Running => format!("running since {since}"),
+        LifecycleState::Blocked => format!(
+            "stopped before it finished (started {since}); `tnh-conductor resume {}` continues it",
+            status.run_id
+        ),
+        LifecycleState::Failed | LifecycleState::Completed => {
+            format!("did not finish (started {since})")
+        }
+    }
 }
 
 /// After printing what could be read of a damaged event log: the first damaged line, as the

@@ -127,13 +127,21 @@ pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
         })
         .unwrap_or_default();
     let last = until.unwrap_or(date);
-    let mut runs: Vec<(RunDir, RunMetadata)> = ids
+    let mut runs: Vec<(RunDir, RunMetadata, Option<String>)> = ids
         .into_iter()
         .filter_map(|id| {
             let run_dir = RunDir::at(root.join(&id));
-            let metadata = read_json::<RunMetadata>(&run_dir.metadata(), "run metadata").ok()?;
+            // A run whose metadata cannot be read is kept, dated by its id, and reported.
+            let (metadata, damage) =
+                match read_json::<RunMetadata>(&run_dir.metadata(), "run metadata") {
+                    Ok(metadata) => (metadata, None),
+                    Err(error) => (
+                        stand_in_metadata(&run_dir, &id, repo),
+                        Some(error.to_string()),
+                    ),
+                };
             let day = metadata.started_at.get(..10).unwrap_or_default().to_owned();
-            (day.as_str() >= date && day.as_str() <= last).then_some((run_dir, metadata))
+            (day.as_str() >= date && day.as_str() <= last).then_some((run_dir, metadata, damage))
         })
         .collect();
     // Oldest first; start times have sub-second precision, so the order is the order of runs.
@@ -145,15 +153,73 @@ pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
         until: until.map(str::to_owned),
         ..Journal::default()
     };
-    for (run_dir, metadata) in &runs {
-        add_run(&mut journal, run_dir, metadata);
+    for (run_dir, metadata, damage) in &runs {
+        add_run(&mut journal, run_dir, metadata, damage.as_deref());
     }
     journal
 }
 
-fn add_run(journal: &mut Journal, run_dir: &RunDir, metadata: &RunMetadata) {
+/// What can be known of a run whose `metadata.json` is unreadable: its id, its start (to the
+/// second, from the id), its workflow (from `state.json` or `status.json`) and the repository.
+fn stand_in_metadata(run_dir: &RunDir, run_id: &str, repo: &Path) -> RunMetadata {
+    let workflow_id = read_json::<RunState>(&run_dir.state(), "run state")
+        .map(|state| state.workflow_id)
+        .or_else(|_| {
+            read_json::<RunStatus>(&run_dir.status(), "run status").map(|status| status.workflow_id)
+        })
+        .unwrap_or_else(|_| "?".to_owned());
+    // `YYYYMMDDTHHMMSSZ-…` → `YYYY-MM-DDTHH:MM:SSZ`.
+    let stamp = |range: std::ops::Range<usize>| run_id.get(range).unwrap_or_default();
+    let started_at = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        stamp(0..4),
+        stamp(4..6),
+        stamp(6..8),
+        stamp(9..11),
+        stamp(11..13),
+        stamp(13..15)
+    );
+    RunMetadata {
+        schema_version: crate::artifacts::SCHEMA_VERSION,
+        run_id: run_id.to_owned(),
+        workflow_id,
+        workflow_version: 0,
+        workflow_path: String::new(),
+        started_at,
+        artifacts_root: DEFAULT_ARTIFACTS_ROOT.to_owned(),
+        entry_step: String::new(),
+        ended_at: None,
+        last_step_id: None,
+        termination: None,
+        schema_versions: std::collections::BTreeMap::new(),
+        repo_root: repo.display().to_string(),
+        worktree_path: String::new(),
+        branch: String::new(),
+        base_ref: String::new(),
+        base_sha: String::new(),
+        params: serde_json::Map::new(),
+        planner_override: None,
+        workflow_sha256: None,
+        config_sha256: None,
+    }
+}
+
+fn add_run(
+    journal: &mut Journal,
+    run_dir: &RunDir,
+    metadata: &RunMetadata,
+    metadata_damage: Option<&str>,
+) {
     let run_id = metadata.run_id.clone();
-    let workflow = format!("{}.v{}", metadata.workflow_id, metadata.workflow_version);
+    let workflow = match metadata_damage {
+        Some(_) => format!("{}.v?", metadata.workflow_id),
+        None => format!("{}.v{}", metadata.workflow_id, metadata.workflow_version),
+    };
+    if let Some(damage) = metadata_damage {
+        journal.blockers.push(format!(
+            "{run_id} ({workflow}): its metadata is damaged: {damage}; restore the file (from a backup) to resume or decide the run; what follows shows what could be read"
+        ));
+    }
     let relative = |path: &Path| {
         path.strip_prefix(&metadata.repo_root)
             .unwrap_or(path)

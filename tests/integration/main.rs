@@ -17,6 +17,7 @@ mod prompts;
 mod properties;
 mod reliability;
 mod repo_resolution;
+mod run_listing;
 mod runner_api;
 mod runner_fakes;
 mod runner_real_cli;

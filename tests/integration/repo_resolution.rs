@@ -79,7 +79,12 @@ fn a_run_started_in_a_linked_worktree_lives_in_the_main_working_tree() {
     // Every checkout sees it, and every command finds it.
     for dir in [&primary, &linked, &worktree, &primary.join(".tnh")] {
         let listed = conductor_in(dir, &["runs", "list", "--json"]);
-        assert_eq!(run_ids(&listed), [run_id.as_str()], "from {}", dir.display());
+        assert_eq!(
+            run_ids(&listed),
+            [run_id.as_str()],
+            "from {}",
+            dir.display()
+        );
     }
     let gates = conductor_in(&linked, &["gate", "list"]);
     assert!(
