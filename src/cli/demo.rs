@@ -159,7 +159,7 @@ pub fn cmd_demo_agent(output: &mut Output) -> Result<ExitStatus> {
 }
 
 /// The commented configuration `init` writes.
-const INIT_CONFIG: &str = r#"# tnh-conductor configuration (DESIGN §6). Every key is optional.
+const INIT_CONFIG: &str = r#"# tnh-conductor configuration (tnh-conductor's README: "Configuring agents and planners"). Every key is optional.
 #
 # Agent profiles: `claude-code`/`claude` and `codex` exist without configuration.
 agents: {}
