@@ -212,15 +212,59 @@ fn list(cli: &Cli, output: &mut Output) -> Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
+/// The latest planner decision a gate's reviewer sees: its status and risk flags, then one line
+/// per blocker.
+fn planner_lines(planner: &serde_json::Value, run_dir: &RunDir, text: &mut String) {
+    let Some(status) = planner["status"].as_str() else {
+        let _ = writeln!(text, "  planner:   no decision before this gate");
+        return;
+    };
+    let strings = |key: &str| -> Vec<String> {
+        planner[key]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|item| item["summary"].as_str().or(item.as_str()))
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let flags = strings("risk_flags");
+    let flags = if flags.is_empty() {
+        "no risk flags".to_owned()
+    } else {
+        format!("risk flags: {}", flags.join(", "))
+    };
+    let _ = writeln!(text, "  planner:   {status}, {flags}");
+    for blocker in strings("blockers") {
+        let _ = writeln!(text, "    blocker: {blocker}");
+    }
+    if let Some(path) = planner["path"].as_str() {
+        let _ = writeln!(
+            text,
+            "    decision: {}",
+            run_dir.root().join(path).display()
+        );
+    }
+}
+
 fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
     let run_dir = find_run_dir(&repo_root(cli)?, run_id).map_err(run_error)?;
     let state: RunState =
         read_json(&run_dir.state(), "run state").map_err(|error| run_error(error.into()))?;
+    let elsewhere = match &state.phase {
+        Phase::Waiting { .. } => None,
+        Phase::Ready { step_id, .. } => Some(format!("stopped before step `{step_id}`")),
+        Phase::Running { step_id, .. } => Some(format!("at step `{step_id}`")),
+        Phase::Finished { end, .. } => Some(format!("finished ({})", end.name())),
+    };
     let Phase::Waiting { step_id, visit } = &state.phase else {
         return Err(run_error(RunError::Gate(
             crate::kernel::gate::GateError::NotWaiting {
                 run_id: run_id.to_owned(),
-                state: "not at a gate".into(),
+                state: elsewhere.unwrap_or_default(),
             },
         )));
     };
@@ -244,8 +288,12 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
                     .join(", ")
             ),
     );
-    let _ = writeln!(text, "  diffstat:  {}", context["diffstat"]);
-    let _ = writeln!(text, "  planner:   {}", context["planner"]);
+    let _ = writeln!(
+        text,
+        "  diffstat:  {}",
+        super::step_lines::diffstat(Some(&context["diffstat"]))
+    );
+    planner_lines(&context["planner"], &run_dir, &mut text);
     for key in ["diff", "transcript"] {
         if let Some(path) = context[key].as_str() {
             let _ = writeln!(text, "  {key}: {}", run_dir.root().join(path).display());
