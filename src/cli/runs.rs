@@ -12,7 +12,6 @@ use crate::artifacts::{
 };
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::run::{DEFAULT_ARTIFACTS_ROOT, find_run_dir};
-use crate::kernel::state::{Phase, RunState};
 
 /// `status RUN_ID`.
 #[derive(Debug, Args)]
@@ -32,57 +31,7 @@ fn run_dir(cli: &Cli, run_id: &str) -> Result<RunDir> {
 }
 
 fn status_of(run_dir: &RunDir) -> Result<RunStatus> {
-    let status_file = run_dir.status();
-    let unreadable = match read_json::<RunStatus>(&status_file, "run status") {
-        Ok(status) => return Ok(crate::kernel::lock::checked_status(run_dir, status)),
-        // The driver died before its first checkpoint.
-        Err(_) if !status_file.is_file() => {
-            "the run stopped before its first checkpoint; `tnh-conductor resume` starts it"
-                .to_owned()
-        }
-        // `status.json` is derived from `state.json` and not fsynced: after a power loss it
-        // may be empty until `resume` rewrites it.
-        Err(error) => format!("{error}; `tnh-conductor resume` continues the run and rewrites it"),
-    };
-    let metadata: RunMetadata =
-        read_json(&run_dir.metadata(), "run metadata").map_err(artifacts)?;
-    // The last checkpoint, when there is one, says where the run is (`status.json` is only
-    // its human-facing copy); a run that was running has no process left.
-    let state = read_json::<RunState>(&run_dir.state(), "run state").ok();
-    let (lifecycle_state, step, visit, transitions, reason) = match &state {
-        Some(state) => {
-            let (lifecycle, step, visit, _) = crate::kernel::recorder::describe(state);
-            let reason = match &state.phase {
-                Phase::Finished { reason, .. } => reason.clone(),
-                _ => unreadable,
-            };
-            let lifecycle = if lifecycle == LifecycleState::Running {
-                LifecycleState::Blocked
-            } else {
-                lifecycle
-            };
-            (lifecycle, step, visit, state.transitions, reason)
-        }
-        None => (
-            LifecycleState::Blocked,
-            metadata.entry_step,
-            None,
-            0,
-            unreadable,
-        ),
-    };
-    Ok(RunStatus {
-        schema_version: crate::artifacts::SCHEMA_VERSION,
-        run_id: metadata.run_id,
-        workflow_id: metadata.workflow_id,
-        lifecycle_state,
-        current_step_id: Some(step),
-        visit,
-        updated_at: metadata.started_at,
-        reason: Some(reason),
-        pid: None,
-        transitions,
-    })
+    crate::kernel::run_status::read_status(run_dir).map_err(artifacts)
 }
 
 fn artifacts(error: crate::artifacts::ArtifactsError) -> Error {
@@ -160,20 +109,30 @@ fn activity(run_dir: &RunDir, step: &str, visit: u32) -> String {
         compact_duration(now.duration_since(then).unwrap_or_default().as_secs())
     };
     let events = EventLog::read_all(&run_dir.events()).unwrap_or_default();
-    let started = events
-        .iter()
-        .rev()
-        .find(|event| {
-            event.event_type == EventType::StepStarted
-                && event.step_id.as_deref() == Some(step)
-                && event.visit == Some(visit)
-        })
+    let started_event = events.iter().rev().find(|event| {
+        event.event_type == EventType::StepStarted
+            && event.step_id.as_deref() == Some(step)
+            && event.visit == Some(visit)
+    });
+    let started = started_event
         .and_then(|event| event.timestamp.parse::<jiff::Timestamp>().ok())
         .map(std::time::SystemTime::from);
     let running = started.map_or_else(
         || "running".to_owned(),
         |started| format!("running for {}", ago(started)),
     );
+    // An EVALUATE's files are the conductor's, not a process's output: what it waits for is
+    // the planner's answer.
+    if started_event.and_then(|event| event.text("opcode")) == Some("EVALUATE") {
+        let input = run_dir.visit_dir(step, visit).join("planner_input.json");
+        return match std::fs::metadata(input).and_then(|file| file.modified()) {
+            Ok(written) => format!(
+                "{running}; waiting for the planner's decision (asked {} ago)",
+                ago(written)
+            ),
+            Err(_) => format!("{running}; preparing the planner's input"),
+        };
+    }
     match last_output(&run_dir.visit_dir(step, visit)) {
         Some((name, written)) => format!("{running}; last output {} ago ({name})", ago(written)),
         None => format!("{running}; no output yet"),

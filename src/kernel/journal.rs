@@ -24,11 +24,12 @@ pub struct Journal {
     pub until: Option<String>,
     /// Runs that reached a success STOP.
     pub completed: Vec<RunEntry>,
-    /// Runs still running, interrupted, or ended without success.
+    /// Runs still running or waiting at a gate.
     pub in_progress: Vec<RunEntry>,
     /// Waiting gates and queued reviews.
     pub pending_review: Vec<ReviewEntry>,
-    /// Failures and decisions only a human can take.
+    /// Failures, runs stopped until someone resumes them, damaged runs, and decisions only a
+    /// human can take.
     pub blockers: Vec<String>,
     /// Every policy violation the runs recorded (restored refs and configuration included:
     /// what an agent tried is worth a look even when it was undone).
@@ -226,9 +227,10 @@ fn add_run(
             .display()
             .to_string()
     };
-    let status = read_json::<RunStatus>(&run_dir.status(), "run status")
-        .ok()
-        .map(|status| super::lock::checked_status(run_dir, status));
+    let status = super::run_status::read_status(run_dir);
+    // Both `status.json` and `metadata.json` unreadable: say so rather than nothing.
+    let status_damage = status.as_ref().err().map(ToString::to_string);
+    let status = status.ok();
     let state = read_json::<RunState>(&run_dir.state(), "run state").ok();
     let (events, damage) = match EventLog::read_readable(&run_dir.events()) {
         Ok(read) => read,
@@ -256,6 +258,7 @@ fn add_run(
         .map(|termination| termination.reason.clone())
         .or_else(|| status.as_ref().and_then(|status| status.reason.clone()))
         .or_else(|| where_it_is(status.as_ref()?))
+        .or(status_damage)
         .unwrap_or_default();
     let entry = RunEntry {
         run_id: run_id.clone(),
@@ -264,15 +267,27 @@ fn add_run(
         detail: detail.clone(),
         diffstat,
     };
-    // OA01.1: finished runs are completed tasks or blockers; "In Progress" is what still
-    // goes on (running, waiting, stopped to be resumed).
+    // OA01.1: finished runs are completed tasks or blockers, and so is a run that stopped
+    // (killed, interrupted, unreadable) and needs someone to resume it; "In Progress" is what
+    // still goes on (running, waiting at a gate, which Pending Review lists).
     match lifecycle {
         LifecycleState::Completed => journal.completed.push(entry),
         LifecycleState::Failed => journal.blockers.push(format!(
             "{run_id} ({workflow}) failed: {detail} ({})",
             entry.diffstat
         )),
-        _ => journal.in_progress.push(entry),
+        LifecycleState::Blocked => {
+            let hint = if detail.contains("tnh-conductor resume") {
+                String::new()
+            } else {
+                format!("; `tnh-conductor resume {run_id}` continues it")
+            };
+            journal.blockers.push(format!(
+                "{run_id} ({workflow}) stopped: {detail}{hint} ({})",
+                entry.diffstat
+            ));
+        }
+        LifecycleState::Running | LifecycleState::Waiting => journal.in_progress.push(entry),
     }
     let mut last_flags = Vec::new();
     for manifest in &manifests {
