@@ -39,7 +39,10 @@ impl ConfigError {
                 "check the --config path, or run `tnh-conductor init`".to_owned()
             }
             ConfigError::Invalid { .. } => {
-                "fix the configuration at this position (see DESIGN §6 for its shape)".to_owned()
+                "fix the configuration at this position; its keys are described in tnh-conductor's README \
+                 (\"Configuring agents and planners\") and in the commented file \
+                 `tnh-conductor init` writes"
+                    .to_owned()
             }
         })
     }
@@ -310,14 +313,6 @@ fn check_validator(name: &str, node: &Node) -> Result<(), (Pos, String)> {
     }
 }
 
-/// The repository root containing `start` (the nearest ancestor with `.git`), if any.
-pub fn find_repo_root(start: &Path) -> Option<PathBuf> {
-    start
-        .ancestors()
-        .find(|dir| dir.join(".git").exists())
-        .map(Path::to_path_buf)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,6 +329,17 @@ mod tests {
         assert!(known.validators.contains(&"docs".to_owned()));
         assert!(known.planners.contains(&"judge".to_owned()));
         assert_eq!(config.protected_branches, ["main", "release/*"]);
+    }
+
+    #[test]
+    fn a_configuration_error_points_to_documentation_that_ships() {
+        let error = Config::parse(b"agents: [a, b]\n", Path::new("c.yaml")).unwrap_err();
+        let hint = error.hint().unwrap();
+        assert!(
+            !hint.contains("DESIGN") && hint.contains("\"Configuring agents and planners\""),
+            "{hint}"
+        );
+        assert!(include_str!("../README.md").contains("\n## Configuring agents and planners\n"));
     }
 
     #[test]

@@ -135,10 +135,9 @@ impl Error {
     pub fn hint(&self) -> Option<String> {
         match self {
             Error::Usage { hint, .. } => hint.clone(),
-            Error::NotImplemented { .. } => Some(
-                "this command is part of the design (see DESIGN §6) and lands in a later release"
-                    .to_owned(),
-            ),
+            Error::NotImplemented { .. } => {
+                Some("this command is part of the design and lands in a later release".to_owned())
+            }
             Error::Workflow(error) => error.hint(),
             Error::Config(error) => error.hint(),
             Error::Prompt(error) => error.hint(),

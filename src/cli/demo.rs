@@ -206,12 +206,7 @@ script_allowlist: []
 
 /// `init`: writes `.tnh/config.yaml` (refuses to overwrite without `--force`).
 pub fn cmd_init(cli: &Cli, force: bool, output: &mut Output) -> Result<ExitStatus> {
-    let repo = super::repo_root(cli).ok_or_else(|| {
-        Error::usage(
-            "not inside a git repository",
-            "run from a repository, or pass --repo DIR",
-        )
-    })?;
+    let repo = super::repo_root(cli)?;
     let path = repo.join(".tnh/config.yaml");
     if path.exists() && !force {
         return Err(Error::usage(

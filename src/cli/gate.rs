@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use clap::{Args, Subcommand};
 
 use super::{Cli, Output, repo_root};
-use crate::artifacts::{RunDir, is_run_id, read_json};
+use crate::artifacts::{RunDir, RunMetadata, is_run_id, read_json};
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::gate::{Decision, decide, notice_timeout, read_request};
 use crate::kernel::recorder::Recorder;
@@ -48,15 +48,6 @@ pub enum GateCommand {
     Reject(GateDecisionArgs),
 }
 
-fn repo(cli: &Cli) -> Result<std::path::PathBuf> {
-    repo_root(cli).ok_or_else(|| {
-        Error::usage(
-            "not inside a git repository",
-            "run from a repository, or pass --repo DIR",
-        )
-    })
-}
-
 fn run_error(error: RunError) -> Error {
     Error::Run(Box::new(error))
 }
@@ -77,7 +68,7 @@ fn decide_gate(
     decision: Decision,
     output: &mut Output,
 ) -> Result<ExitStatus> {
-    let repo = repo(cli)?;
+    let repo = repo_root(cli)?;
     let reviewer = args
         .reviewer
         .clone()
@@ -128,6 +119,8 @@ struct Waiting {
     requested_at: String,
     reason: String,
     deadline: Option<String>,
+    /// What is wrong with the run's files, when something is.
+    damage: Option<String>,
 }
 
 fn waiting_gates(repo: &std::path::Path) -> Vec<Waiting> {
@@ -155,12 +148,16 @@ fn waiting_gates(repo: &std::path::Path) -> Vec<Waiting> {
         let Phase::Waiting { step_id, visit } = &state.phase else {
             continue;
         };
-        let Ok(recorder) = Recorder::open(run_dir.clone()) else {
-            continue;
+        // A waiting gate is listed even when its run is damaged, with what is wrong: hidden,
+        // it would wait for ever.
+        let request_path = run_dir.visit_dir(step_id, *visit).join("gate_request.json");
+        let request = read_json::<serde_json::Value>(&request_path, "gate request");
+        let metadata = read_json::<RunMetadata>(&run_dir.metadata(), "run metadata");
+        let damage = match (&metadata, &request) {
+            (Err(error), _) | (Ok(_), Err(error)) => Some(error.to_string()),
+            (Ok(_), Ok(_)) => None,
         };
-        let Ok(request) = read_request(&recorder, step_id, *visit) else {
-            continue;
-        };
+        let request = request.unwrap_or_default();
         let text = |key: &str| request[key].as_str().unwrap_or_default().to_owned();
         gates.push(Waiting {
             run_id: name,
@@ -168,6 +165,7 @@ fn waiting_gates(repo: &std::path::Path) -> Vec<Waiting> {
             requested_at: text("requested_at"),
             reason: text("reason"),
             deadline: request["deadline"].as_str().map(str::to_owned),
+            damage,
         });
     }
     gates.sort_by(|left, right| left.requested_at.cmp(&right.requested_at));
@@ -189,7 +187,7 @@ fn age(since: &str) -> String {
 }
 
 fn list(cli: &Cli, output: &mut Output) -> Result<ExitStatus> {
-    let gates = waiting_gates(&repo(cli)?);
+    let gates = waiting_gates(&repo_root(cli)?);
     if gates.is_empty() {
         output.note("no gate is waiting");
         return Ok(ExitStatus::Success);
@@ -208,20 +206,70 @@ fn list(cli: &Cli, output: &mut Output) -> Result<ExitStatus> {
             gate.step_id,
             gate.reason
         );
+        if let Some(damage) = &gate.damage {
+            let _ = writeln!(
+                text,
+                "    damaged: {damage}; restore the file (from a backup) to decide this gate"
+            );
+        }
     }
     output.print(&text);
     Ok(ExitStatus::Success)
 }
 
+/// The latest planner decision a gate's reviewer sees: its status and risk flags, then one line
+/// per blocker.
+fn planner_lines(planner: &serde_json::Value, run_dir: &RunDir, text: &mut String) {
+    let Some(status) = planner["status"].as_str() else {
+        let _ = writeln!(text, "  planner:   no decision before this gate");
+        return;
+    };
+    let strings = |key: &str| -> Vec<String> {
+        planner[key]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|item| item["summary"].as_str().or(item.as_str()))
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let flags = strings("risk_flags");
+    let flags = if flags.is_empty() {
+        "no risk flags".to_owned()
+    } else {
+        format!("risk flags: {}", flags.join(", "))
+    };
+    let _ = writeln!(text, "  planner:   {status}, {flags}");
+    for blocker in strings("blockers") {
+        let _ = writeln!(text, "    blocker: {blocker}");
+    }
+    if let Some(path) = planner["path"].as_str() {
+        let _ = writeln!(
+            text,
+            "    decision: {}",
+            run_dir.root().join(path).display()
+        );
+    }
+}
+
 fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
-    let run_dir = find_run_dir(&repo(cli)?, run_id).map_err(run_error)?;
+    let run_dir = find_run_dir(&repo_root(cli)?, run_id).map_err(run_error)?;
     let state: RunState =
         read_json(&run_dir.state(), "run state").map_err(|error| run_error(error.into()))?;
+    let elsewhere = match &state.phase {
+        Phase::Waiting { .. } => None,
+        Phase::Ready { step_id, .. } => Some(format!("stopped before step `{step_id}`")),
+        Phase::Running { step_id, .. } => Some(format!("at step `{step_id}`")),
+        Phase::Finished { end, .. } => Some(format!("finished ({})", end.name())),
+    };
     let Phase::Waiting { step_id, visit } = &state.phase else {
         return Err(run_error(RunError::Gate(
             crate::kernel::gate::GateError::NotWaiting {
                 run_id: run_id.to_owned(),
-                state: "not at a gate".into(),
+                state: elsewhere.unwrap_or_default(),
             },
         )));
     };
@@ -245,8 +293,12 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
                     .join(", ")
             ),
     );
-    let _ = writeln!(text, "  diffstat:  {}", context["diffstat"]);
-    let _ = writeln!(text, "  planner:   {}", context["planner"]);
+    let _ = writeln!(
+        text,
+        "  diffstat:  {}",
+        super::step_lines::diffstat(Some(&context["diffstat"]))
+    );
+    planner_lines(&context["planner"], &run_dir, &mut text);
     for key in ["diff", "transcript"] {
         if let Some(path) = context[key].as_str() {
             let _ = writeln!(text, "  {key}: {}", run_dir.root().join(path).display());

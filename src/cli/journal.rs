@@ -42,12 +42,7 @@ fn day(text: &str) -> Result<String> {
 
 /// Prints the journal.
 pub fn cmd_journal(cli: &Cli, args: &JournalArgs, output: &mut Output) -> Result<ExitStatus> {
-    let repo = repo_root(cli).ok_or_else(|| {
-        Error::usage(
-            "not inside a git repository",
-            "run from a repository, or pass --repo DIR",
-        )
-    })?;
+    let repo = repo_root(cli)?;
     let today = jiff::Timestamp::now().strftime("%Y-%m-%d").to_string();
     let (date, until) = match (&args.date, &args.since) {
         (Some(date), _) => (day(date)?, None),

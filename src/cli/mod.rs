@@ -23,7 +23,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::error::{ExitStatus, Result};
+use crate::error::{Error, ExitStatus, Result};
+use crate::workspace::WorkspaceError;
 pub use output::Output;
 
 /// Run AI coding-agent workflows safely in isolated git worktrees.
@@ -104,6 +105,7 @@ pub enum Command {
 
 /// Runs a parsed command line and returns how the process should exit.
 pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
+    note_ignored_checkout_config(&cli, output);
     match &cli.command {
         Command::Validate(args) => validate::cmd_validate(&cli, args, output),
         Command::Schema(args) => schema::cmd_schema(args, output),
@@ -117,7 +119,7 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
         Command::Status(args) => runs::cmd_status(&cli, args, output),
         Command::Gate(command) => gate::cmd_gate(&cli, command, output),
         Command::Runs(stub::RunsCommand::Clean { older_than, all }) => {
-            runs_clean::cmd_runs_clean(cli.repo.as_deref(), older_than.as_deref(), *all, output)
+            runs_clean::cmd_runs_clean(&repo_root(&cli)?, older_than.as_deref(), *all, output)
         }
         Command::Runs(stub::RunsCommand::List { json }) => runs::cmd_runs_list(&cli, *json, output),
         Command::Runs(stub::RunsCommand::Show { run_id }) => {
@@ -126,28 +128,102 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
         Command::Runs(stub::RunsCommand::Events { run_id, follow }) => {
             runs::cmd_runs_events(&cli, run_id, *follow, output)
         }
-        Command::Rollback(args) => rollback::cmd_rollback(cli.repo.as_deref(), args, output),
+        Command::Rollback(args) => rollback::cmd_rollback(&repo_root(&cli)?, args, output),
         Command::Journal(args) => journal::cmd_journal(&cli, args, output),
         Command::Prompts(command) => prompts::cmd_prompts(&cli, command, output),
         Command::Planner(command) => planner::cmd_planner(&cli, command, output),
     }
 }
 
-/// The repository the command works in: `--repo`, else the one containing the current
-/// directory, if any.
-pub(crate) fn repo_root(cli: &Cli) -> Option<std::path::PathBuf> {
-    match &cli.repo {
-        Some(repo) => Some(repo.clone()),
-        None => std::env::current_dir()
-            .ok()
-            .and_then(|dir| crate::config::find_repo_root(&dir)),
+/// The repository the command works in: the one containing `--repo`, else the current
+/// directory's. Either may be any folder of any checkout of the repository (a linked worktree,
+/// a run's worktree, `.tnh/`): every command resolves it to the main working tree, where
+/// `.tnh/` (configuration, run directories, run worktrees) lives.
+pub(crate) fn repo_root(cli: &Cli) -> Result<PathBuf> {
+    let (root, start) = resolve_repo(cli)?;
+    root.ok_or_else(|| {
+        Error::usage(
+            format!("`{}` is not inside a git repository", start.display()),
+            "run from a folder of a git repository (any checkout of it), or pass --repo DIR",
+        )
+    })
+}
+
+/// Like `repo_root`, for commands that also work outside a repository (`validate`, `graph`,
+/// `prompts`, `planner check`): `None` when the current directory is in none. A `--repo` that
+/// names no repository is still an error.
+pub(crate) fn optional_repo_root(cli: &Cli) -> Result<Option<PathBuf>> {
+    Ok(resolve_repo(cli)?.0)
+}
+
+/// The repository root, if the start folder is in one, and the start folder.
+fn resolve_repo(cli: &Cli) -> Result<(Option<PathBuf>, PathBuf)> {
+    let start = match &cli.repo {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().map_err(|source| Error::Io {
+            action: "read the current directory",
+            path: PathBuf::from("."),
+            source,
+        })?,
+    };
+    if cli.repo.is_some() && !start.is_dir() {
+        let what = if start.exists() {
+            "is not a directory"
+        } else {
+            "does not exist"
+        };
+        return Err(Error::usage(
+            format!("--repo `{}` {what}", start.display()),
+            "pass the folder of a git repository (or any folder inside it)",
+        ));
     }
+    match crate::workspace::runs::find_repo_root(&start) {
+        Ok(root) => Ok((Some(root), start)),
+        Err(WorkspaceError::NotARepository(_)) if cli.repo.is_some() => Err(Error::usage(
+            format!(
+                "--repo `{}` is not inside a git repository",
+                start.display()
+            ),
+            "pass the folder of a git repository (or any folder inside it)",
+        )),
+        Err(WorkspaceError::NotARepository(_)) => Ok((None, start)),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Says so when the command runs in a linked worktree whose own `.tnh/config.yaml` differs
+/// from the main working tree's: only the main working tree's is read, so that every checkout
+/// runs with the same configuration as the runs it lists and resumes.
+fn note_ignored_checkout_config(cli: &Cli, output: &mut Output) {
+    if cli.config.is_some() {
+        return;
+    }
+    let start = cli.repo.clone().or_else(|| std::env::current_dir().ok());
+    let Some(start) = start else { return };
+    let checkout = crate::workspace::runs::checkout_root(&start);
+    let root = crate::workspace::runs::find_repo_root(&start).ok();
+    let (Some(checkout), Some(root)) = (checkout, root) else {
+        return;
+    };
+    let ignored = checkout.join(".tnh/config.yaml");
+    let used = root.join(".tnh/config.yaml");
+    if checkout == root || !ignored.is_file() {
+        return;
+    }
+    if std::fs::read(&ignored).ok() == std::fs::read(&used).ok() {
+        return;
+    }
+    output.note(&format!(
+        "warning: ignoring `{}`: every checkout of this repository uses `{}` (pass --config FILE to use another)",
+        ignored.display(),
+        used.display()
+    ));
 }
 
 /// The configuration for this invocation (`--config`, else the repository's, else defaults).
 fn load_config(cli: &Cli) -> Result<crate::config::Config> {
     Ok(crate::config::Config::load(
-        repo_root(cli).as_deref(),
+        optional_repo_root(cli)?.as_deref(),
         cli.config.as_deref(),
     )?)
 }
@@ -156,7 +232,7 @@ fn load_config(cli: &Cli) -> Result<crate::config::Config> {
 /// including the repository's `.tnh/prompts/`.
 fn known_names(cli: &Cli) -> Result<crate::workflow::validate::KnownNames> {
     let mut known = load_config(cli)?.known_names();
-    known.prompts = crate::prompt::Catalog::load(repo_root(cli).as_deref())?;
+    known.prompts = crate::prompt::Catalog::load(optional_repo_root(cli)?.as_deref())?;
     Ok(known)
 }
 

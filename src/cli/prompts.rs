@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use clap::Subcommand;
 
-use super::{Cli, Output, repo_root};
+use super::{Cli, Output, optional_repo_root};
 use crate::error::{Error, ExitStatus, Result};
 use crate::prompt::{Catalog, Prompt, render};
 use crate::workflow::yaml;
@@ -31,7 +31,7 @@ pub enum PromptsCommand {
 
 /// Runs a `prompts` subcommand.
 pub fn cmd_prompts(cli: &Cli, command: &PromptsCommand, output: &mut Output) -> Result<ExitStatus> {
-    let catalog = Catalog::load(repo_root(cli).as_deref())?;
+    let catalog = Catalog::load(optional_repo_root(cli)?.as_deref())?;
     match command {
         PromptsCommand::List => {
             let width = catalog.references().map(str::len).max().unwrap_or(0);

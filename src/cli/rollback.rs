@@ -3,7 +3,7 @@
 //! and kept in the run directory as `rollbacks/<n>.json`, so the rollback is part of the run's
 //! evidence.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use clap::Args;
 
@@ -11,7 +11,6 @@ use super::Output;
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::operator_rollback::{AfterRollback, rollback_run};
 use crate::workspace::RollbackTarget;
-use crate::workspace::runs::find_repo_root;
 
 /// `rollback RUN_ID`.
 #[derive(Debug, Args)]
@@ -32,13 +31,11 @@ fn parse_target(text: &str) -> std::result::Result<RollbackTarget, String> {
 
 /// Rolls a run's worktree back, records it in the run directory and reports what was undone.
 pub fn cmd_rollback(
-    repo: Option<&Path>,
+    repo_root: &Path,
     args: &RollbackArgs,
     output: &mut Output,
 ) -> Result<ExitStatus> {
-    let start = repo.map_or_else(|| PathBuf::from("."), Path::to_owned);
-    let repo_root = find_repo_root(&start)?;
-    let done = rollback_run(&repo_root, &args.run_id, args.target)
+    let done = rollback_run(repo_root, &args.run_id, args.target)
         .map_err(|error| Error::Run(Box::new(error)))?;
     let record = &done.record;
     if done.recreated {

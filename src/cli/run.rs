@@ -48,22 +48,13 @@ pub struct ResumeArgs {
     pub json: bool,
 }
 
-fn repo(cli: &Cli) -> Result<PathBuf> {
-    repo_root(cli).ok_or_else(|| {
-        Error::usage(
-            "not inside a git repository",
-            "run from a repository, or pass --repo DIR",
-        )
-    })
-}
-
 /// Starts a run; exits 0/1 at a success/failure STOP, 3 at a gate, 4 on a runtime error, 130
 /// when interrupted, 2 when nothing could start.
 pub fn cmd_run(cli: &Cli, args: &RunArgs, output: &mut Output) -> Result<ExitStatus> {
     let mut config = load_config(cli)?;
     config.planner_override = args.planner.clone();
     let request = RunRequest {
-        repo: repo(cli)?,
+        repo: repo_root(cli)?,
         workflow_path: args.workflow.clone(),
         params: args.params.clone(),
         base: args.base.clone(),
@@ -83,7 +74,7 @@ pub fn cmd_run(cli: &Cli, args: &RunArgs, output: &mut Output) -> Result<ExitSta
 
 /// Resumes a run.
 pub fn cmd_resume(cli: &Cli, args: &ResumeArgs, output: &mut Output) -> Result<ExitStatus> {
-    let repo = repo(cli)?;
+    let repo = repo_root(cli)?;
     let mut result = resume_run(
         &repo,
         &args.run_id,

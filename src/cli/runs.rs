@@ -12,7 +12,6 @@ use crate::artifacts::{
 };
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::run::{DEFAULT_ARTIFACTS_ROOT, find_run_dir};
-use crate::kernel::state::{Phase, RunState};
 
 /// `status RUN_ID`.
 #[derive(Debug, Args)]
@@ -27,71 +26,12 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-fn repo(cli: &Cli) -> Result<std::path::PathBuf> {
-    repo_root(cli).ok_or_else(|| {
-        Error::usage(
-            "not inside a git repository",
-            "run from a repository, or pass --repo DIR",
-        )
-    })
-}
-
 fn run_dir(cli: &Cli, run_id: &str) -> Result<RunDir> {
-    find_run_dir(&repo(cli)?, run_id).map_err(|error| Error::Run(Box::new(error)))
+    find_run_dir(&repo_root(cli)?, run_id).map_err(|error| Error::Run(Box::new(error)))
 }
 
 fn status_of(run_dir: &RunDir) -> Result<RunStatus> {
-    let status_file = run_dir.status();
-    let unreadable = match read_json::<RunStatus>(&status_file, "run status") {
-        Ok(status) => return Ok(crate::kernel::lock::checked_status(run_dir, status)),
-        // The driver died before its first checkpoint.
-        Err(_) if !status_file.is_file() => {
-            "the run stopped before its first checkpoint; `tnh-conductor resume` starts it"
-                .to_owned()
-        }
-        // `status.json` is derived from `state.json` and not fsynced: after a power loss it
-        // may be empty until `resume` rewrites it.
-        Err(error) => format!("{error}; `tnh-conductor resume` continues the run and rewrites it"),
-    };
-    let metadata: RunMetadata =
-        read_json(&run_dir.metadata(), "run metadata").map_err(artifacts)?;
-    // The last checkpoint, when there is one, says where the run is (`status.json` is only
-    // its human-facing copy); a run that was running has no process left.
-    let state = read_json::<RunState>(&run_dir.state(), "run state").ok();
-    let (lifecycle_state, step, visit, transitions, reason) = match &state {
-        Some(state) => {
-            let (lifecycle, step, visit, _) = crate::kernel::recorder::describe(state);
-            let reason = match &state.phase {
-                Phase::Finished { reason, .. } => reason.clone(),
-                _ => unreadable,
-            };
-            let lifecycle = if lifecycle == LifecycleState::Running {
-                LifecycleState::Blocked
-            } else {
-                lifecycle
-            };
-            (lifecycle, step, visit, state.transitions, reason)
-        }
-        None => (
-            LifecycleState::Blocked,
-            metadata.entry_step,
-            None,
-            0,
-            unreadable,
-        ),
-    };
-    Ok(RunStatus {
-        schema_version: crate::artifacts::SCHEMA_VERSION,
-        run_id: metadata.run_id,
-        workflow_id: metadata.workflow_id,
-        lifecycle_state,
-        current_step_id: Some(step),
-        visit,
-        updated_at: metadata.started_at,
-        reason: Some(reason),
-        pid: None,
-        transitions,
-    })
+    crate::kernel::run_status::read_status(run_dir).map_err(artifacts)
 }
 
 fn artifacts(error: crate::artifacts::ArtifactsError) -> Error {
@@ -169,20 +109,30 @@ fn activity(run_dir: &RunDir, step: &str, visit: u32) -> String {
         compact_duration(now.duration_since(then).unwrap_or_default().as_secs())
     };
     let events = EventLog::read_all(&run_dir.events()).unwrap_or_default();
-    let started = events
-        .iter()
-        .rev()
-        .find(|event| {
-            event.event_type == EventType::StepStarted
-                && event.step_id.as_deref() == Some(step)
-                && event.visit == Some(visit)
-        })
+    let started_event = events.iter().rev().find(|event| {
+        event.event_type == EventType::StepStarted
+            && event.step_id.as_deref() == Some(step)
+            && event.visit == Some(visit)
+    });
+    let started = started_event
         .and_then(|event| event.timestamp.parse::<jiff::Timestamp>().ok())
         .map(std::time::SystemTime::from);
     let running = started.map_or_else(
         || "running".to_owned(),
         |started| format!("running for {}", ago(started)),
     );
+    // An EVALUATE's files are the conductor's, not a process's output: what it waits for is
+    // the planner's answer.
+    if started_event.and_then(|event| event.text("opcode")) == Some("EVALUATE") {
+        let input = run_dir.visit_dir(step, visit).join("planner_input.json");
+        return match std::fs::metadata(input).and_then(|file| file.modified()) {
+            Ok(written) => format!(
+                "{running}; waiting for the planner's decision (asked {} ago)",
+                ago(written)
+            ),
+            Err(_) => format!("{running}; preparing the planner's input"),
+        };
+    }
     match last_output(&run_dir.visit_dir(step, visit)) {
         Some((name, written)) => format!("{running}; last output {} ago ({name})", ago(written)),
         None => format!("{running}; no output yet"),
@@ -233,7 +183,7 @@ fn compact_duration(seconds: u64) -> String {
 
 /// `runs list`: every run, newest first.
 pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitStatus> {
-    let root = repo(cli)?.join(DEFAULT_ARTIFACTS_ROOT);
+    let root = repo_root(cli)?.join(DEFAULT_ARTIFACTS_ROOT);
     let mut ids: Vec<String> = match std::fs::read_dir(&root) {
         Ok(entries) => entries
             .filter_map(|entry| entry.ok())
@@ -244,19 +194,38 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
     };
     ids.sort_unstable_by(|left, right| right.cmp(left));
     let mut rows = Vec::new();
+    let mut damaged_runs = Vec::new();
     for id in ids {
         let run_dir = RunDir::at(root.join(&id));
-        let Ok(metadata) = read_json::<RunMetadata>(&run_dir.metadata(), "run metadata") else {
-            continue;
-        };
         let status = status_of(&run_dir).ok();
-        rows.push(serde_json::json!({
+        let mut row = serde_json::json!({
             "run_id": id,
-            "workflow_id": metadata.workflow_id,
-            "started_at": metadata.started_at,
             "state": status.as_ref().map(|status| status.lifecycle_state.name()),
             "step": status.as_ref().and_then(|status| status.current_step_id.clone()),
-        }));
+        });
+        // A run whose metadata cannot be read is listed, not hidden: with what `status.json`
+        // says of it, and what is wrong.
+        match read_json::<RunMetadata>(&run_dir.metadata(), "run metadata") {
+            Ok(metadata) => {
+                row["workflow_id"] = metadata.workflow_id.into();
+                row["started_at"] = metadata.started_at.into();
+            }
+            Err(error) => {
+                row["workflow_id"] = status
+                    .as_ref()
+                    .map(|status| status.workflow_id.clone())
+                    .into();
+                row["started_at"] = serde_json::Value::Null;
+                row["damaged"] = error.to_string().into();
+                damaged_runs.push((id.clone(), error.to_string()));
+            }
+        }
+        rows.push(row);
+    }
+    for (id, damage) in &damaged_runs {
+        output.note(&format!(
+            "warning: run {id} is damaged: {damage}; restore the file (from a backup) to resume or decide the run"
+        ));
     }
     if json {
         output.print(&format!("{}\n", serde_json::to_string_pretty(&rows)?));
@@ -266,13 +235,17 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
         let mut text = String::new();
         for row in rows {
             let field = |key: &str| row[key].as_str().unwrap_or("-").to_owned();
+            let step = if row.get("damaged").is_some() {
+                format!("{} (damaged)", field("step"))
+            } else {
+                field("step")
+            };
             let _ = writeln!(
                 text,
-                "{}  {:10} {:20} {}",
+                "{}  {:10} {:20} {step}",
                 field("run_id"),
                 field("state"),
                 field("workflow_id"),
-                field("step")
             );
         }
         output.print(&text);
@@ -309,11 +282,32 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
     }
     text.push_str("steps:\n");
     let (events, damage) = EventLog::read_readable(&run_dir.events()).map_err(artifacts)?;
+    let open = open_visit(&events);
     for event in &events {
         let step = event.step_id.clone().unwrap_or_default();
         let visit = event.visit.unwrap_or(0);
         let field = |key: &str| event.text(key).unwrap_or("?").to_owned();
         match event.event_type {
+            // The visit the run is at (waiting at a gate, running, or cut short), which no
+            // `step_completed` describes yet.
+            EventType::StepStarted
+                if open.as_ref().is_some_and(|(open_step, open_visit)| {
+                    *open_step == step && *open_visit == visit
+                }) =>
+            {
+                let _ = writeln!(
+                    text,
+                    "  {step} #{visit}: {}",
+                    visit_in_progress(&events, &step, visit, &status)
+                );
+            }
+            EventType::StepFailed => {
+                let _ = writeln!(
+                    text,
+                    "  {step} #{visit}: could not run — {}",
+                    field("error")
+                );
+            }
             EventType::StepCompleted => {
                 let manifest: Option<StepManifest> =
                     read_json(&run_dir.visit_manifest(&step, visit), "manifest").ok();
@@ -365,6 +359,60 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
     }
     output.print(&text);
     damaged(damage)
+}
+
+/// The visit started last, when no event ended it yet.
+fn open_visit(events: &[crate::artifacts::Event]) -> Option<(String, u32)> {
+    let started = events
+        .iter()
+        .rposition(|event| event.event_type == EventType::StepStarted)?;
+    let event = &events[started];
+    let key = (event.step_id.clone()?, event.visit?);
+    let ended = events[started..].iter().any(|later| {
+        matches!(
+            later.event_type,
+            EventType::StepCompleted | EventType::StepFailed | EventType::StepInterrupted
+        ) && later.step_id.as_deref() == Some(key.0.as_str())
+            && later.visit == Some(key.1)
+    });
+    (!ended).then_some(key)
+}
+
+/// What the visit the run is at is doing: `waiting — REASON (since …)`, `running since …`, or
+/// stopped before it finished.
+fn visit_in_progress(
+    events: &[crate::artifacts::Event],
+    step: &str,
+    visit: u32,
+    status: &RunStatus,
+) -> String {
+    let of_visit = |event_type: EventType| {
+        events.iter().rev().find(|event| {
+            event.event_type == event_type
+                && event.step_id.as_deref() == Some(step)
+                && event.visit == Some(visit)
+        })
+    };
+    let since = of_visit(EventType::StepStarted)
+        .map(|event| event.timestamp.clone())
+        .unwrap_or_default();
+    match status.lifecycle_state {
+        LifecycleState::Waiting => {
+            let reason = of_visit(EventType::GateRequested)
+                .and_then(|event| event.text("reason").map(str::to_owned))
+                .or_else(|| status.reason.clone())
+                .unwrap_or_default();
+            format!("waiting — {reason} (since {since})")
+        }
+        LifecycleState::Running => format!("running since {since}"),
+        LifecycleState::Blocked => format!(
+            "stopped before it finished (started {since}); `tnh-conductor resume {}` continues it",
+            status.run_id
+        ),
+        LifecycleState::Failed | LifecycleState::Completed => {
+            format!("did not finish (started {since})")
+        }
+    }
 }
 
 /// After printing what could be read of a damaged event log: the first damaged line, as the

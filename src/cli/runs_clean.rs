@@ -2,16 +2,16 @@
 //! Run directories, snapshot refs and work branches are kept (they are the evidence and the
 //! work) unless `--all`. Runs that have not ended are never touched.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::SystemTime;
 
 use super::Output;
 use crate::error::{Error, ExitStatus, Result};
-use crate::workspace::runs::{CleanOptions, clean_runs, find_repo_root, parse_duration};
+use crate::workspace::runs::{CleanOptions, clean_runs, parse_duration};
 
 /// Removes finished runs' worktrees and reports which runs were cleaned and which kept.
 pub fn cmd_runs_clean(
-    repo: Option<&Path>,
+    repo_root: &Path,
     older_than: Option<&str>,
     all: bool,
     output: &mut Output,
@@ -25,14 +25,12 @@ pub fn cmd_runs_clean(
             )
         })?),
     };
-    let start = repo.map_or_else(|| PathBuf::from("."), Path::to_owned);
-    let repo_root = find_repo_root(&start)?;
     let options = CleanOptions {
         older_than,
         all,
         now: SystemTime::now(),
     };
-    let report = clean_runs(&repo_root, options)?;
+    let report = clean_runs(repo_root, options)?;
     let what = if all {
         "removed"
     } else {

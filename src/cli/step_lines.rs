@@ -161,7 +161,7 @@ fn describe_summary(opcode: &str, summary: &Value) -> Option<String> {
 }
 
 /// `3 file(s) +10 −2` (and binary files when there are), or `no changes`.
-fn diffstat(stat: Option<&Value>) -> String {
+pub(super) fn diffstat(stat: Option<&Value>) -> String {
     let count = |key: &str| number(stat, key).unwrap_or(0.0);
     if count("files_changed") == 0.0 {
         return "no changes".to_owned();

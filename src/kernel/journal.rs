@@ -24,11 +24,12 @@ pub struct Journal {
     pub until: Option<String>,
     /// Runs that reached a success STOP.
     pub completed: Vec<RunEntry>,
-    /// Runs still running, interrupted, or ended without success.
+    /// Runs still running or waiting at a gate.
     pub in_progress: Vec<RunEntry>,
     /// Waiting gates and queued reviews.
     pub pending_review: Vec<ReviewEntry>,
-    /// Failures and decisions only a human can take.
+    /// Failures, runs stopped until someone resumes them, damaged runs, and decisions only a
+    /// human can take.
     pub blockers: Vec<String>,
     /// Every policy violation the runs recorded (restored refs and configuration included:
     /// what an agent tried is worth a look even when it was undone).
@@ -127,13 +128,21 @@ pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
         })
         .unwrap_or_default();
     let last = until.unwrap_or(date);
-    let mut runs: Vec<(RunDir, RunMetadata)> = ids
+    let mut runs: Vec<(RunDir, RunMetadata, Option<String>)> = ids
         .into_iter()
         .filter_map(|id| {
             let run_dir = RunDir::at(root.join(&id));
-            let metadata = read_json::<RunMetadata>(&run_dir.metadata(), "run metadata").ok()?;
+            // A run whose metadata cannot be read is kept, dated by its id, and reported.
+            let (metadata, damage) =
+                match read_json::<RunMetadata>(&run_dir.metadata(), "run metadata") {
+                    Ok(metadata) => (metadata, None),
+                    Err(error) => (
+                        stand_in_metadata(&run_dir, &id, repo),
+                        Some(error.to_string()),
+                    ),
+                };
             let day = metadata.started_at.get(..10).unwrap_or_default().to_owned();
-            (day.as_str() >= date && day.as_str() <= last).then_some((run_dir, metadata))
+            (day.as_str() >= date && day.as_str() <= last).then_some((run_dir, metadata, damage))
         })
         .collect();
     // Oldest first; start times have sub-second precision, so the order is the order of runs.
@@ -145,24 +154,83 @@ pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
         until: until.map(str::to_owned),
         ..Journal::default()
     };
-    for (run_dir, metadata) in &runs {
-        add_run(&mut journal, run_dir, metadata);
+    for (run_dir, metadata, damage) in &runs {
+        add_run(&mut journal, run_dir, metadata, damage.as_deref());
     }
     journal
 }
 
-fn add_run(journal: &mut Journal, run_dir: &RunDir, metadata: &RunMetadata) {
+/// What can be known of a run whose `metadata.json` is unreadable: its id, its start (to the
+/// second, from the id), its workflow (from `state.json` or `status.json`) and the repository.
+fn stand_in_metadata(run_dir: &RunDir, run_id: &str, repo: &Path) -> RunMetadata {
+    let workflow_id = read_json::<RunState>(&run_dir.state(), "run state")
+        .map(|state| state.workflow_id)
+        .or_else(|_| {
+            read_json::<RunStatus>(&run_dir.status(), "run status").map(|status| status.workflow_id)
+        })
+        .unwrap_or_else(|_| "?".to_owned());
+    // `YYYYMMDDTHHMMSSZ-…` → `YYYY-MM-DDTHH:MM:SSZ`.
+    let stamp = |range: std::ops::Range<usize>| run_id.get(range).unwrap_or_default();
+    let started_at = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        stamp(0..4),
+        stamp(4..6),
+        stamp(6..8),
+        stamp(9..11),
+        stamp(11..13),
+        stamp(13..15)
+    );
+    RunMetadata {
+        schema_version: crate::artifacts::SCHEMA_VERSION,
+        run_id: run_id.to_owned(),
+        workflow_id,
+        workflow_version: 0,
+        workflow_path: String::new(),
+        started_at,
+        artifacts_root: DEFAULT_ARTIFACTS_ROOT.to_owned(),
+        entry_step: String::new(),
+        ended_at: None,
+        last_step_id: None,
+        termination: None,
+        schema_versions: std::collections::BTreeMap::new(),
+        repo_root: repo.display().to_string(),
+        worktree_path: String::new(),
+        branch: String::new(),
+        base_ref: String::new(),
+        base_sha: String::new(),
+        params: serde_json::Map::new(),
+        planner_override: None,
+        workflow_sha256: None,
+        config_sha256: None,
+    }
+}
+
+fn add_run(
+    journal: &mut Journal,
+    run_dir: &RunDir,
+    metadata: &RunMetadata,
+    metadata_damage: Option<&str>,
+) {
     let run_id = metadata.run_id.clone();
-    let workflow = format!("{}.v{}", metadata.workflow_id, metadata.workflow_version);
+    let workflow = match metadata_damage {
+        Some(_) => format!("{}.v?", metadata.workflow_id),
+        None => format!("{}.v{}", metadata.workflow_id, metadata.workflow_version),
+    };
+    if let Some(damage) = metadata_damage {
+        journal.blockers.push(format!(
+            "{run_id} ({workflow}): its metadata is damaged: {damage}; restore the file (from a backup) to resume or decide the run; what follows shows what could be read"
+        ));
+    }
     let relative = |path: &Path| {
         path.strip_prefix(&metadata.repo_root)
             .unwrap_or(path)
             .display()
             .to_string()
     };
-    let status = read_json::<RunStatus>(&run_dir.status(), "run status")
-        .ok()
-        .map(|status| super::lock::checked_status(run_dir, status));
+    let status = super::run_status::read_status(run_dir);
+    // Both `status.json` and `metadata.json` unreadable: say so rather than nothing.
+    let status_damage = status.as_ref().err().map(ToString::to_string);
+    let status = status.ok();
     let state = read_json::<RunState>(&run_dir.state(), "run state").ok();
     let (events, damage) = match EventLog::read_readable(&run_dir.events()) {
         Ok(read) => read,
@@ -190,6 +258,7 @@ fn add_run(journal: &mut Journal, run_dir: &RunDir, metadata: &RunMetadata) {
         .map(|termination| termination.reason.clone())
         .or_else(|| status.as_ref().and_then(|status| status.reason.clone()))
         .or_else(|| where_it_is(status.as_ref()?))
+        .or(status_damage)
         .unwrap_or_default();
     let entry = RunEntry {
         run_id: run_id.clone(),
@@ -198,15 +267,27 @@ fn add_run(journal: &mut Journal, run_dir: &RunDir, metadata: &RunMetadata) {
         detail: detail.clone(),
         diffstat,
     };
-    // OA01.1: finished runs are completed tasks or blockers; "In Progress" is what still
-    // goes on (running, waiting, stopped to be resumed).
+    // OA01.1: finished runs are completed tasks or blockers, and so is a run that stopped
+    // (killed, interrupted, unreadable) and needs someone to resume it; "In Progress" is what
+    // still goes on (running, waiting at a gate, which Pending Review lists).
     match lifecycle {
         LifecycleState::Completed => journal.completed.push(entry),
         LifecycleState::Failed => journal.blockers.push(format!(
             "{run_id} ({workflow}) failed: {detail} ({})",
             entry.diffstat
         )),
-        _ => journal.in_progress.push(entry),
+        LifecycleState::Blocked => {
+            let hint = if detail.contains("tnh-conductor resume") {
+                String::new()
+            } else {
+                format!("; `tnh-conductor resume {run_id}` continues it")
+            };
+            journal.blockers.push(format!(
+                "{run_id} ({workflow}) stopped: {detail}{hint} ({})",
+                entry.diffstat
+            ));
+        }
+        LifecycleState::Running | LifecycleState::Waiting => journal.in_progress.push(entry),
     }
     let mut last_flags = Vec::new();
     for manifest in &manifests {

@@ -11,6 +11,7 @@ pub mod params;
 pub mod recorder;
 pub mod routing;
 pub mod run;
+pub mod run_status;
 pub mod state;
 pub mod transition;
 

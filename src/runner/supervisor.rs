@@ -403,4 +403,17 @@ mod tests {
         let spec = spec_in(dir.path(), "no-such-agent", "/nonexistent");
         assert_eq!(program_path(&spec), PathBuf::from("no-such-agent"));
     }
+
+    #[test]
+    fn the_default_limits_are_the_documented_ones() {
+        let limits = Limits::default();
+        assert_eq!(limits.timeout, Duration::from_secs(60 * 60));
+        assert_eq!(limits.idle_timeout, Some(Duration::from_secs(10 * 60)));
+        let documented = include_str!("../../docs/workflows.md");
+        assert!(
+            documented.contains("after **1 hour** of wall-clock time")
+                && documented.contains("after **10 minutes** without progress"),
+            "docs/workflows.md states the default limits"
+        );
+    }
 }

@@ -42,14 +42,35 @@ pub fn runs_dir(repo_root: &Path) -> PathBuf {
     repo_root.join(".tnh").join("run")
 }
 
-/// The main working directory of the repository containing `start`.
+/// The root every command works in for the repository containing `start`: its main working
+/// tree (canonical), whichever checkout `start` is in — the main one, a linked worktree made
+/// with `git worktree add`, a run's worktree, or a folder inside any of them. Branches and
+/// refs are shared by all checkouts, so run directories, run worktrees and `.tnh/config.yaml`
+/// live in one place: `<main working tree>/.tnh/`.
 pub fn find_repo_root(start: &Path) -> Result<PathBuf, WorkspaceError> {
     let repository = super::error::discover(start)?;
-    let common = repository.commondir();
-    match common.parent() {
-        Some(root) if !repository.is_bare() => Ok(root.to_owned()),
-        _ => Err(WorkspaceError::BareRepository(common.to_owned())),
+    main_working_tree(&repository)
+}
+
+/// The main working tree of `repository`: the folder holding its common `.git` directory.
+pub(crate) fn main_working_tree(repository: &git2::Repository) -> Result<PathBuf, WorkspaceError> {
+    let common_dir = repository.commondir();
+    if repository.is_bare() {
+        return Err(WorkspaceError::BareRepository(common_dir.to_owned()));
     }
+    let root = match common_dir.parent() {
+        Some(parent) if common_dir.file_name().is_some_and(|name| name == ".git") => parent,
+        _ => return Err(WorkspaceError::BareRepository(common_dir.to_owned())),
+    };
+    root.canonicalize()
+        .map_err(|source| WorkspaceError::io("resolve", root, source))
+}
+
+/// The working tree of the checkout containing `start` (a linked worktree's own folder, not
+/// the main working tree), if `start` is in a non-bare repository.
+pub fn checkout_root(start: &Path) -> Option<PathBuf> {
+    let repository = super::error::discover(start).ok()?;
+    repository.workdir()?.canonicalize().ok()
 }
 
 /// Loads the run `run_id` of the repository at `repo_root`.

@@ -343,21 +343,8 @@ struct LocatedRepository {
 
 fn locate_repository(path: &Path) -> Result<LocatedRepository, WorkspaceError> {
     let repository = super::error::discover(path)?;
-    if repository.is_bare() {
-        return Err(WorkspaceError::BareRepository(repository.path().to_owned()));
-    }
-    let common_dir = repository.commondir().to_owned();
-    // The main working directory is the parent of the common `.git` directory, also when
-    // `path` is inside a linked worktree.
-    let root = match common_dir.parent() {
-        Some(parent) if common_dir.file_name().is_some_and(|name| name == ".git") => {
-            parent.to_owned()
-        }
-        _ => return Err(WorkspaceError::BareRepository(common_dir)),
-    };
-    let root = root
-        .canonicalize()
-        .map_err(|source| WorkspaceError::io("resolve", &root, source))?;
+    // The main working directory, also when `path` is inside a linked worktree.
+    let root = super::runs::main_working_tree(&repository)?;
     let has_refs = repository
         .references()
         .is_ok_and(|mut references| references.next().is_some());

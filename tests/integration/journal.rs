@@ -52,7 +52,7 @@ fn the_journal_of_a_day_of_runs() {
 /// A run whose driver was killed is not shown as running: the morning's reader learns that
 /// it stopped and how to continue it, whatever process now has its old pid.
 #[test]
-fn the_journal_shows_a_killed_run_as_blocked_and_says_how_to_continue() {
+fn the_journal_lists_a_killed_run_under_blockers_and_says_how_to_continue() {
     let repo = RunRepo::new();
     let workflow = repo.workflow("crash.yaml");
     let killed = crate::support::conductor()
@@ -82,13 +82,22 @@ fn the_journal_shows_a_killed_run_as_blocked_and_says_how_to_continue() {
 
     let journal = stdout_text(&repo.conductor(&["journal"]));
 
+    let run_id = run_dir.file_name().unwrap().to_str().unwrap().to_owned();
+    // A run that needs `resume` is a blocker, not work in progress.
+    let blockers = journal
+        .split("## Blockers & Decisions Needed")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .unwrap();
     assert!(
-        journal.contains(
-            "`: blocked — the driving process is gone; `tnh-conductor resume` continues the run"
-        ),
+        blockers.contains(&format!(
+            "- {run_id} (crash.v1) stopped: the driving process is gone; `tnh-conductor resume` continues the run"
+        )),
         "{journal}"
     );
-    let run_id = run_dir.file_name().unwrap().to_str().unwrap().to_owned();
+    let in_progress = journal.split("## In Progress").nth(1).unwrap();
+    let in_progress = in_progress.split("\n## ").next().unwrap();
+    assert!(!in_progress.contains(&run_id), "{journal}");
     let status = stdout_text(&repo.conductor(&["status", &run_id, "--json"]));
     let status: serde_json::Value = serde_json::from_str(&status).unwrap();
     assert_eq!(status["lifecycle_state"], "blocked", "{status}");

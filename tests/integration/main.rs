@@ -16,6 +16,8 @@ mod policy;
 mod prompts;
 mod properties;
 mod reliability;
+mod repo_resolution;
+mod run_listing;
 mod runner_api;
 mod runner_fakes;
 mod runner_real_cli;

@@ -1,0 +1,274 @@
+//! What `runs list`, `runs show`, `gate list` and `journal` show of runs that are not plain
+//! finished runs: a run waiting at a gate, a run whose driver was killed mid-visit, a run whose
+//! `metadata.json` is damaged (listed as damaged, never hidden).
+
+use crate::kernel_support::RunRepo;
+use crate::support::{conductor, stderr_text, stdout_text};
+
+fn waiting_run(repo: &RunRepo) -> String {
+    let (code, result, output) = repo.run(&repo.workflow("gate.yaml"), &[]);
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    result["run_id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn runs_show_lists_the_gate_a_run_waits_at() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo);
+    let shown = repo.conductor(&["runs", "show", &run_id]);
+    assert_eq!(shown.status.code(), Some(0), "{}", stderr_text(&shown));
+    let text = stdout_text(&shown);
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.starts_with(&format!(
+            "  review #1: waiting — Approve the feature of {run_id} (since "
+        )),
+        "{text}"
+    );
+    // Once decided, the visit is described by its outcome, not as waiting.
+    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+    let text = stdout_text(&repo.conductor(&["runs", "show", &run_id]));
+    assert!(!text.contains("waiting —"), "{text}");
+    assert!(text.contains("  review #1: gate_approved"), "{text}");
+}
+
+#[test]
+fn runs_show_says_a_killed_runs_last_visit_did_not_finish() {
+    let repo = RunRepo::new();
+    let killed = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["run", "--json"])
+        .arg(repo.workflow("crash.yaml"))
+        .env("TNH_TEST_KILL_AT_EVENT", "3")
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .into_string()
+        .unwrap();
+    let text = stdout_text(&repo.conductor(&["runs", "show", &run_id]));
+    assert!(
+        text.contains("  write #1: stopped before it finished (started ")
+            && text.contains(&format!("`tnh-conductor resume {run_id}` continues it")),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_run_with_damaged_metadata_is_listed_as_damaged_not_hidden() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo);
+    let metadata = repo.run_dir(&run_id).join("metadata.json");
+    std::fs::write(&metadata, "{\"trunc").unwrap();
+    let names_the_damage = |text: &str| {
+        text.contains(&format!(
+            "`{}` is not a valid run metadata",
+            metadata.display()
+        ))
+    };
+
+    let listed = repo.conductor(&["runs", "list"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr_text(&listed));
+    assert!(
+        stdout_text(&listed).contains(&format!("{run_id}  waiting    gated")),
+        "{}",
+        stdout_text(&listed)
+    );
+    assert!(
+        stderr_text(&listed).contains(&format!("run {run_id} is damaged"))
+            && names_the_damage(&stderr_text(&listed)),
+        "{}",
+        stderr_text(&listed)
+    );
+
+    let listed = repo.conductor(&["runs", "list", "--json"]);
+    let rows: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(rows[0]["run_id"], run_id.as_str(), "{rows}");
+    assert_eq!(rows[0]["state"], "waiting", "{rows}");
+    assert!(
+        names_the_damage(rows[0]["damaged"].as_str().unwrap()),
+        "{rows}"
+    );
+
+    let gates = repo.conductor(&["gate", "list"]);
+    let text = stdout_text(&gates);
+    assert!(text.contains(&run_id) && text.contains("review"), "{text}");
+    assert!(names_the_damage(&text), "{text}");
+
+    let journal = repo.conductor(&["journal", "--format", "json"]);
+    let data: serde_json::Value = serde_json::from_slice(&journal.stdout).unwrap();
+    let blockers = data["blockers"].to_string();
+    assert!(
+        blockers.contains(&format!("{run_id} (gated.v?): its metadata is damaged"))
+            && blockers.contains("is not a valid run metadata"),
+        "{blockers}"
+    );
+    let waiting = data["pending_review"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|review| review["kind"] == "waiting")
+        .unwrap_or_else(|| panic!("no waiting gate in {data}"));
+    assert_eq!(waiting["run_id"], run_id.as_str(), "{data}");
+}
+
+#[test]
+fn status_of_a_run_without_readable_status_or_state_does_not_promise_a_resume() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo);
+    for file in ["status.json", "state.json"] {
+        std::fs::write(repo.run_dir(&run_id).join(file), "{x").unwrap();
+    }
+    let status = stdout_text(&repo.conductor(&["status", &run_id]));
+    assert!(
+        status.contains(
+            "`tnh-conductor resume` cannot continue the run until `state.json` is put back"
+        ) && !status.contains("continues the run and rewrites it"),
+        "{status}"
+    );
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(4), "{}", stderr_text(&resumed));
+
+    let journal = repo.conductor(&["journal", "--format", "json"]);
+    let data: serde_json::Value = serde_json::from_slice(&journal.stdout).unwrap();
+    let blocker = data["blockers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|line| line.as_str())
+        .find(|line| line.starts_with(&format!("{run_id} (gated.v1) stopped: ")))
+        .unwrap_or_else(|| panic!("{data}"));
+    assert!(
+        blocker.contains("is not a valid run status") && blocker.contains("cannot continue"),
+        "{blocker}"
+    );
+}
+
+#[test]
+fn gate_show_prints_the_diffstat_and_the_planner_decision_readably() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text(
+        "judged.yaml",
+        "workflow_id: judged\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - {id: work, opcode: RUN_AGENT, agent: scripted, prompt: \"WRITE f.txt: one\\\\ntwo\", routes: {\"*\": judge}}\n  - id: judge\n    opcode: EVALUATE\n    prompt: planner.evaluate_step.v1\n    allowed_next_steps: [gate, fail]\n    routes: {success: gate, partial: fail, blocked: fail, unsafe: fail, needs_human: gate}\n  - {id: gate, opcode: GATE, gate: requires_approval, routes: {gate_approved: STOP, gate_rejected: fail}}\n  - {id: fail, opcode: STOP, outcome: failure}\n",
+    );
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let shown = stdout_text(&repo.conductor(&["gate", "show", run_id]));
+    assert!(
+        shown.contains("\n  diffstat:  1 file(s) +2 −0\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("\n  planner:   success, no risk flags\n    decision: "),
+        "{shown}"
+    );
+    assert!(!shown.contains('{'), "no raw JSON: {shown}");
+
+    let approved = repo.conductor(&["gate", "approve", run_id, "--resume"]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+    let refused = repo.conductor(&["gate", "show", run_id]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr_text(&refused).contains(&format!(
+            "run `{run_id}` is not waiting at a gate (it is finished (success))"
+        )),
+        "{}",
+        stderr_text(&refused)
+    );
+}
+
+/// `status` during an EVALUATE says the run waits for the planner, not that a file the
+/// conductor wrote is the step's "last output".
+#[test]
+fn status_during_an_evaluate_says_it_waits_for_the_planner() {
+    let repo = RunRepo::new();
+    let fifos = tempfile::tempdir().unwrap();
+    let asked = fifos.path().join("asked");
+    let answer = fifos.path().join("answer");
+    for fifo in [&asked, &answer] {
+        let made = std::process::Command::new("mkfifo")
+            .arg(fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+    }
+    let judge = repo.repo.write(
+        "judge.sh",
+        &format!(
+            "#!/bin/sh\ncat >/dev/null\necho asked > '{}'\nread line < '{}'\necho '{{\"status\":\"success\",\"risk_flags\":[],\"blockers\":[]}}'\n",
+            asked.display(),
+            answer.display()
+        ),
+    );
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!(
+            "{config}planners:\n  judge: {{kind: command, argv: [sh, \"{}\"]}}\n",
+            judge.display()
+        ),
+    );
+    let workflow = repo.workflow_text(
+        "judged.yaml",
+        "workflow_id: judged\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - {id: work, opcode: RUN_AGENT, agent: scripted, prompt: \"WRITE f.txt: x\", routes: {\"*\": judge}}\n  - id: judge\n    opcode: EVALUATE\n    planner: judge\n    prompt: planner.evaluate_step.v1\n    allowed_next_steps: [fail]\n    routes: {success: STOP, partial: fail, blocked: fail, unsafe: fail, needs_human: fail}\n  - {id: fail, opcode: STOP, outcome: failure}\n",
+    );
+    let running = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["run", "--json"])
+        .arg(&workflow)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let asked_path = asked.clone();
+    let watcher = std::thread::spawn(move || {
+        let mut running = running;
+        let code = running.wait().unwrap().code();
+        // A run that ended without asking would leave the read below blocked for ever: open
+        // and close the writing end (refused when nobody reads any more).
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&asked_path);
+        code
+    });
+    // Blocks until the planner has its envelope.
+    let said = std::fs::read_to_string(&asked).unwrap();
+    assert_eq!(said, "asked\n", "the run ended before asking the planner");
+    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .into_string()
+        .unwrap();
+    let status = stdout_text(&repo.conductor(&["status", &run_id]));
+    std::fs::write(&answer, "go\n").unwrap();
+    assert_eq!(watcher.join().unwrap(), Some(0));
+    assert!(
+        status.contains("; waiting for the planner's decision (asked ")
+            && !status.contains("last output"),
+        "{status}"
+    );
+}
