@@ -295,9 +295,18 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
     );
     let _ = writeln!(
         text,
-        "  diffstat:  {}",
+        "  diffstat:  {} (the whole run)",
         super::step_lines::diffstat(Some(&context["diffstat"]))
     );
+    let last = &context["last_step"];
+    if let Some(step) = last["step_id"].as_str() {
+        let _ = writeln!(
+            text,
+            "  last step: `{step}` #{}: {}",
+            last["visit"],
+            super::step_lines::diffstat(Some(&last["diffstat"]))
+        );
+    }
     planner_lines(&context["planner"], &run_dir, &mut text);
     for key in ["diff", "transcript"] {
         if let Some(path) = context[key].as_str() {

@@ -786,6 +786,8 @@ fn a_gate_shows_the_whole_change_of_the_run_after_a_step_that_changed_nothing() 
         shown.contains("+a secret") && shown.contains("+the feature"),
         "{shown}"
     );
+    assert!(shown.contains("(the whole run)"), "{shown}");
+    assert!(shown.contains("last step: `review` #1"), "{shown}");
     let approved = repo.conductor(&["gate", "approve", &run_id]);
     assert_eq!(
         approved.status.code(),

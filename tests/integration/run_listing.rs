@@ -168,7 +168,7 @@ fn gate_show_prints_the_diffstat_and_the_planner_decision_readably() {
     let run_id = result["run_id"].as_str().unwrap();
     let shown = stdout_text(&repo.conductor(&["gate", "show", run_id]));
     assert!(
-        shown.contains("\n  diffstat:  1 file(s) +2 −0\n"),
+        shown.contains("\n  diffstat:  1 file(s) +2 −0 (the whole run)\n  last step: `work` #1: 1 file(s) +2 −0\n"),
         "{shown}"
     );
     assert!(
