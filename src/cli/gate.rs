@@ -123,12 +123,15 @@ struct Waiting {
     damage: Option<String>,
 }
 
-fn waiting_gates(repo: &std::path::Path) -> Vec<Waiting> {
+/// The waiting gates, and the runs whose gate was just found past its deadline (resolved as
+/// timed out now, their route waiting for `resume`): run and step.
+fn waiting_gates(repo: &std::path::Path) -> (Vec<Waiting>, Vec<(String, String)>) {
     let root = repo.join(DEFAULT_ARTIFACTS_ROOT);
     let Ok(entries) = std::fs::read_dir(&root) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let mut gates = Vec::new();
+    let mut timed_out = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if !is_run_id(&name) {
@@ -141,13 +144,14 @@ fn waiting_gates(repo: &std::path::Path) -> Vec<Waiting> {
         if !matches!(state.phase, Phase::Waiting { .. }) {
             continue;
         }
-        // A gate past its deadline is resolved as soon as it is noticed (if no one drives the run).
-        if notice_timeout(&run_dir) {
-            continue;
-        }
         let Phase::Waiting { step_id, visit } = &state.phase else {
             continue;
         };
+        // A gate past its deadline is resolved as soon as it is noticed (if no one drives the run).
+        if notice_timeout(&run_dir) {
+            timed_out.push((name, step_id.clone()));
+            continue;
+        }
         // A waiting gate is listed even when its run is damaged, with what is wrong: hidden,
         // it would wait for ever.
         let request_path = run_dir.visit_dir(step_id, *visit).join("gate_request.json");
@@ -169,7 +173,8 @@ fn waiting_gates(repo: &std::path::Path) -> Vec<Waiting> {
         });
     }
     gates.sort_by(|left, right| left.requested_at.cmp(&right.requested_at));
-    gates
+    timed_out.sort();
+    (gates, timed_out)
 }
 
 fn age(since: &str) -> String {
@@ -187,7 +192,12 @@ fn age(since: &str) -> String {
 }
 
 fn list(cli: &Cli, output: &mut Output) -> Result<ExitStatus> {
-    let gates = waiting_gates(&repo_root(cli)?);
+    let (gates, timed_out) = waiting_gates(&repo_root(cli)?);
+    for (run_id, step_id) in &timed_out {
+        output.note(&format!(
+            "gate `{step_id}` of run {run_id} timed out (its deadline passed) and was resolved as gate_timed_out; `tnh-conductor resume {run_id}` takes that route"
+        ));
+    }
     if gates.is_empty() {
         output.note("no gate is waiting");
         return Ok(ExitStatus::Success);

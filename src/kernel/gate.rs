@@ -93,9 +93,13 @@ fn waiting(state: &RunState) -> Result<(String, u32), GateError> {
             run_id: state.run_id.clone(),
             state: format!("finished ({})", end.name()),
         }),
-        Phase::Ready { .. } | Phase::Running { .. } => Err(GateError::NotWaiting {
+        Phase::Ready { step_id, .. } => Err(GateError::NotWaiting {
             run_id: state.run_id.clone(),
-            state: "not at a gate".into(),
+            state: format!("between steps, before `{step_id}`"),
+        }),
+        Phase::Running { step_id, .. } => Err(GateError::NotWaiting {
+            run_id: state.run_id.clone(),
+            state: format!("at step `{step_id}`"),
         }),
     }
 }

@@ -260,6 +260,34 @@ fn status_and_gate_list_notice_a_timed_out_gate() {
     );
 }
 
+/// `gate list` that resolves a gate past its deadline says so, and how the route is taken,
+/// instead of only "no gate is waiting".
+#[test]
+fn gate_list_says_which_gate_it_found_timed_out() {
+    let repo = RunRepo::new();
+    let text = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
+        .unwrap()
+        .replace("timeout: 24h", "timeout: 1ms");
+    let run_id = waiting_run(&repo, Some(text));
+    let list = repo.conductor(&["gate", "list"]);
+    assert_eq!(list.status.code(), Some(0));
+    assert!(
+        !stdout_text(&list).contains(&run_id),
+        "{}",
+        stdout_text(&list)
+    );
+    let note = stderr_text(&list);
+    assert!(
+        note.contains(&format!("gate `review` of run {run_id} timed out"))
+            && note.contains(&format!("`tnh-conductor resume {run_id}` takes that route")),
+        "{note}"
+    );
+    assert_eq!(
+        repo.json(&run_id, "artifacts/review/1/gate_outcome.json")["decision"],
+        "gate_timed_out"
+    );
+}
+
 #[test]
 fn run_wait_asks_at_the_gate_on_a_terminal() {
     let repo = RunRepo::new();
