@@ -98,7 +98,7 @@ pub fn cmd_demo(cli: &Cli, args: &DemoArgs, output: &mut Output) -> Result<ExitS
             end: crate::kernel::End::Failure,
             ..
         } => ExitStatus::Failure,
-        RunEnd::Finished { .. } => ExitStatus::Runtime,
+        RunEnd::Finished { .. } | RunEnd::Stopped { .. } => ExitStatus::Runtime,
         RunEnd::Waiting { .. } => ExitStatus::Waiting,
         RunEnd::Interrupted { .. } => ExitStatus::Interrupted,
     })
@@ -109,6 +109,7 @@ fn report(root: &std::path::Path, summary: &RunSummary, output: &mut Output) {
         RunEnd::Finished { end, reason } => format!("{} — {reason}", end.name()),
         RunEnd::Waiting { step_id } => format!("waiting at gate `{step_id}`"),
         RunEnd::Interrupted { step_id } => format!("interrupted at `{step_id}`"),
+        RunEnd::Stopped { reason, .. } => format!("stopped — {reason}"),
     };
     let repo = root.display();
     let run_id = &summary.run_id;

@@ -138,6 +138,8 @@ fn report(
             "interrupted",
             format!("step `{step_id}` was interrupted"),
         ),
+        // The run is kept, resumable once the cause is fixed: a runtime error's exit code.
+        RunEnd::Stopped { reason, .. } => (ExitStatus::Runtime, "stopped", reason.clone()),
     };
     if json {
         let value = serde_json::json!({

@@ -28,6 +28,14 @@ pub enum RunEnd {
         /// The step that was running.
         step_id: String,
     },
+    /// A step could not start for a reason the operator can fix (a missing program, an
+    /// unconfigured validator): nothing of it ran, and `resume` runs it again once fixed.
+    Stopped {
+        /// The step that could not start.
+        step_id: String,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
 }
 
 /// A failure of the driver itself (the run directory cannot be written).
@@ -196,6 +204,9 @@ impl Driver<'_> {
             Ok(result) => result,
             Err(error) => match run_dir_failure(error, self.recorder.run_dir().root()) {
                 Ok(failure) => return Err(failure.into()),
+                Err(error) if error.is_configuration() => {
+                    return self.stopped(&step_id, visit, &error).map(Some);
+                }
                 Err(error) => return self.step_failed(&step_id, visit, &error).map(Some),
             },
         };
@@ -292,6 +303,36 @@ impl Driver<'_> {
             .event(EventType::StepFailed, Some((step_id, visit)), fields)?;
         let reason = format!("step `{step_id}` could not run: {error}");
         self.finish_error(reason)
+    }
+
+    /// A step could not start for a reason the operator can fix: the visit stays marked
+    /// running (as after Ctrl-C), the run is blocked, and `resume` runs the step again after
+    /// re-reading the configuration.
+    fn stopped(
+        &mut self,
+        step_id: &str,
+        visit: u32,
+        error: &OpcodeError,
+    ) -> Result<RunEnd, DriveError> {
+        let mut fields = payload([
+            ("error", error.to_string().into()),
+            ("resumable", true.into()),
+        ]);
+        if let Some(hint) = error.hint() {
+            fields.insert("hint".into(), hint.into());
+        }
+        self.recorder
+            .event(EventType::StepFailed, Some((step_id, visit)), fields)?;
+        let reason = format!(
+            "step `{step_id}` could not run: {error}; once that is fixed, `tnh-conductor resume {}` runs it again",
+            self.state.run_id
+        );
+        self.recorder.commit(&mut self.state, Some(&reason))?;
+        self.recorder.write_stopped(&reason, "stopped")?;
+        Ok(RunEnd::Stopped {
+            step_id: step_id.to_owned(),
+            reason,
+        })
     }
 
     fn end_with_error(&mut self, error: &KernelError) -> Result<RunEnd, DriveError> {

@@ -200,6 +200,12 @@ impl Recorder {
 
     /// Marks the status `blocked` (interrupted; `resume` continues it).
     pub fn write_blocked(&mut self, reason: &str) -> Result<(), ArtifactsError> {
+        self.write_stopped(reason, "interrupted")
+    }
+
+    /// Marks the run blocked with `reason`, `how` (`interrupted`, `stopped`) in
+    /// `final-state.txt`: the visit stays marked running and `resume` runs it again.
+    pub fn write_stopped(&mut self, reason: &str, how: &str) -> Result<(), ArtifactsError> {
         self.last_status = None;
         let mut status: RunStatus = read_json(&self.run_dir.status(), "run status")?;
         status.lifecycle_state = LifecycleState::Blocked;
@@ -210,7 +216,7 @@ impl Recorder {
         let step = status.current_step_id.clone().unwrap_or_else(|| "-".into());
         write_atomic(
             &self.run_dir.final_state(),
-            format!("blocked interrupted {step}\n").as_bytes(),
+            format!("blocked {how} {step}\n").as_bytes(),
         )
     }
 

@@ -92,11 +92,30 @@ impl OpcodeError {
                     .into(),
             ),
             OpcodeError::ValidatorsNotConfigured { names } => Some(format!(
-                "a misconfiguration, not a failing check: give each its command under `validators:` in .tnh/config.yaml (e.g. `{}: {{argv: [make, {}]}}`) or drop it from the step's `run:`, then start a new run; the work so far stays on the run's branch",
+                "a misconfiguration, not a failing check: give each its command under `validators:` in .tnh/config.yaml (e.g. `{}: {{argv: [make, {}]}}`) or drop it from the step's `run:`, then `tnh-conductor resume RUN_ID` runs the step again",
                 names[0], names[0]
             )),
             OpcodeError::Other(_) => None,
         }
+    }
+}
+
+impl OpcodeError {
+    /// True for a step that could not start for a reason the operator fixes in the
+    /// configuration or on the machine (a missing program, an unknown or invalid agent profile,
+    /// a validator neither configured nor detectable): nothing of the step ran, so the run
+    /// stops resumable instead of ending.
+    pub fn is_configuration(&self) -> bool {
+        use crate::runner::RunnerError;
+        matches!(
+            self,
+            OpcodeError::ValidatorsNotConfigured { .. }
+                | OpcodeError::Runner(
+                    RunnerError::Spawn { .. }
+                        | RunnerError::UnknownAgent { .. }
+                        | RunnerError::Profile { .. }
+                )
+        )
     }
 }
 

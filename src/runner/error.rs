@@ -58,7 +58,7 @@ impl RunnerError {
     pub fn hint(&self) -> Option<String> {
         match self {
             RunnerError::Spawn { program, .. } => Some(format!(
-                "install `{program}` or point the profile (or TNH_CLAUDE_BIN / TNH_CODEX_BIN) at it"
+                "install `{program}` or point the profile (or TNH_CLAUDE_BIN / TNH_CODEX_BIN) at it; in a run, `tnh-conductor resume RUN_ID` then runs the step again"
             )),
             RunnerError::Io { action, .. } if action.starts_with("enter") => {
                 Some("check that the worktree exists (was it removed or not created?)".to_owned())

@@ -725,4 +725,37 @@ fn an_agent_that_cannot_start_says_what_to_do() {
         ) && stderr.contains("hint: install `/nonexistent/agent.sh` or point the profile"),
         "{stderr}"
     );
+    // Nothing of the step ran: the run stops resumable, and once the profile is fixed resume
+    // runs the step again.
+    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "blocked"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        "blocked stopped work\n"
+    );
+    let agent =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents/scripted.py");
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!(
+            "agents:\n  broken:\n    kind: command\n    argv: [python3, \"{}\"]\n",
+            agent.display()
+        ),
+    );
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        "completed success work\n"
+    );
 }

@@ -355,6 +355,33 @@ fn a_validator_neither_configured_nor_detectable_stops_the_run_instead_of_failin
         "{shown}"
     );
     assert!(!shown.contains("no exit code"), "{shown}");
+
+    // The run is kept resumable: once the validator is configured, resume runs the step again.
+    assert_eq!(
+        repo.json(run_id, "status.json")["lifecycle_state"],
+        "blocked"
+    );
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!(
+            "{config}validators:\n  ok: {{argv: [sh, -c, \"exit 0\"]}}\n  lint: {{argv: [sh, -c, \"exit 0\"]}}\n"
+        ),
+    );
+    let resumed = repo.conductor(&["resume", run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    let events = repo.events(run_id);
+    let interrupted = crate::kernel_support::first_event(&events, "step_interrupted");
+    assert!(
+        interrupted["cause"]
+            .as_str()
+            .unwrap()
+            .starts_with("the step could not run: validator `lint` is not configured"),
+        "{interrupted}"
+    );
+    assert_eq!(
+        repo.json(run_id, "artifacts/check/2/validation_report.json")["validators"]["lint"]["exit_code"],
+        0
+    );
 }
 
 /// `runs show` says why a validator has no exit code (a timeout, a refused entrypoint) instead
