@@ -340,27 +340,37 @@ impl Driver<'_> {
     }
 
     fn finish_error(&mut self, reason: String) -> Result<RunEnd, DriveError> {
-        let step_id = match &self.state.phase {
-            Phase::Ready { step_id, .. }
-            | Phase::Running { step_id, .. }
-            | Phase::Waiting { step_id, .. }
-            | Phase::Finished { step_id, .. } => step_id.clone(),
-        };
-        self.state.phase = Phase::Finished {
-            end: End::Error,
-            step_id,
-            reason: reason.clone(),
-        };
-        self.recorder.event(
-            EventType::RunFailed,
-            None,
-            payload([("end", "error".into()), ("reason", reason.clone().into())]),
-        )?;
-        self.recorder.commit(&mut self.state, Some(&reason))?;
-        self.recorder.finish(&self.state)?;
-        Ok(RunEnd::Finished {
-            end: End::Error,
-            reason,
-        })
+        Ok(finish_with_error(self.recorder, &mut self.state, reason)?)
     }
+}
+
+/// Ends the run with a runtime error: the state says why, a `run_failed` event and
+/// `metadata.json` record it.
+pub(super) fn finish_with_error(
+    recorder: &mut Recorder,
+    state: &mut RunState,
+    reason: String,
+) -> Result<RunEnd, ArtifactsError> {
+    let step_id = match &state.phase {
+        Phase::Ready { step_id, .. }
+        | Phase::Running { step_id, .. }
+        | Phase::Waiting { step_id, .. }
+        | Phase::Finished { step_id, .. } => step_id.clone(),
+    };
+    state.phase = Phase::Finished {
+        end: End::Error,
+        step_id,
+        reason: reason.clone(),
+    };
+    recorder.event(
+        EventType::RunFailed,
+        None,
+        payload([("end", "error".into()), ("reason", reason.clone().into())]),
+    )?;
+    recorder.commit(state, Some(&reason))?;
+    recorder.finish(state)?;
+    Ok(RunEnd::Finished {
+        end: End::Error,
+        reason,
+    })
 }

@@ -393,20 +393,38 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
     recorder.update_metadata(|metadata| keep_record(metadata, &record))?;
     record_run_started(&mut recorder)?;
     recorder.commit(&mut state, None)?;
-    let context = run_context(loaded, params, workspace.path(), started_at)?;
-    let end = Driver {
-        run: &context,
-        workspace: &workspace,
-        recorder: &mut recorder,
-        state,
-    }
-    .drive()?;
+    let end = match run_context(loaded, params, workspace.path(), started_at) {
+        Ok(context) => Driver {
+            run: &context,
+            workspace: &workspace,
+            recorder: &mut recorder,
+            state,
+        }
+        .drive()?,
+        Err(error) => unloadable(&mut recorder, &mut state, &error)?,
+    };
     Ok(RunSummary {
         run_id,
         run_dir: run_dir.root().to_path_buf(),
         worktree: workspace.path().to_path_buf(),
         end,
     })
+}
+
+/// A run whose workflow script cannot be loaded — it throws or loops at its top level, or a
+/// module it imports is missing or does not compile (modules resolve in the run's worktree, so
+/// this is only known once it exists) — ends with that reason recorded, instead of staying
+/// marked running with nothing said.
+fn unloadable(
+    recorder: &mut Recorder,
+    state: &mut RunState,
+    error: &RunError,
+) -> Result<RunEnd, RunError> {
+    let reason = match error.hint() {
+        Some(hint) => format!("the workflow could not be loaded: {error} (hint: {hint})"),
+        None => format!("the workflow could not be loaded: {error}"),
+    };
+    Ok(super::driver::finish_with_error(recorder, state, reason)?)
 }
 
 /// Refuses a `--planner` override that names no defined planner (`default`, `rules` or one
@@ -691,14 +709,17 @@ pub fn resume_run(
         metadata.params.clone(),
         workspace.path(),
         metadata.started_at.clone(),
-    )?;
-    let end = Driver {
-        run: &context,
-        workspace: &workspace,
-        recorder: &mut recorder,
-        state,
-    }
-    .drive()?;
+    );
+    let end = match context {
+        Ok(context) => Driver {
+            run: &context,
+            workspace: &workspace,
+            recorder: &mut recorder,
+            state,
+        }
+        .drive()?,
+        Err(error) => unloadable(&mut recorder, &mut state, &error)?,
+    };
     Ok(RunSummary {
         run_id: RunId::new(run_id),
         run_dir: run_dir.root().to_path_buf(),

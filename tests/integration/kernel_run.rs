@@ -759,3 +759,44 @@ fn an_agent_that_cannot_start_says_what_to_do() {
         "completed success work\n"
     );
 }
+
+/// A workflow script that fails as it loads (a top-level `throw`, or a repository module that
+/// is missing) ends the run with that reason recorded and the run named, instead of leaving it
+/// marked running with nothing said; resume then says the run is over.
+#[test]
+fn a_script_that_fails_to_load_ends_the_run_with_its_reason() {
+    for (name, script) in [
+        ("throws", "  throw \"at load\";\n"),
+        ("missing", "  import \".tnh/scripts/missing\" as m;\n"),
+    ] {
+        let repo = RunRepo::new();
+        let workflow = repo.workflow_text(
+            "load.yaml",
+            &format!("workflow_id: load\nversion: 1\ndescription: d\nentry_step: g\nscript: |\n{script}steps:\n  - id: g\n    opcode: GATE\n    gate: queue_for_review\n    routes: {{gate_queued: STOP}}\n"),
+        );
+        let (code, result, output) = repo.run(&workflow, &[]);
+        assert_eq!(code, Some(4), "{name}: {result}\n{}", stderr_text(&output));
+        let run_id = result["run_id"].as_str().unwrap();
+        let detail = result["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with("the workflow could not be loaded"),
+            "{name}: {detail}"
+        );
+        let events = repo.events(run_id);
+        let failed = first_event(&events, "run_failed");
+        assert!(
+            failed["reason"]
+                .as_str()
+                .unwrap()
+                .contains("could not be loaded"),
+            "{name}: {failed}"
+        );
+        assert_eq!(
+            repo.json(run_id, "status.json")["lifecycle_state"],
+            "failed",
+            "{name}"
+        );
+        let resumed = repo.conductor(&["resume", run_id]);
+        assert_eq!(resumed.status.code(), Some(2), "{name}: {}", stderr_text(&resumed));
+    }
+}
