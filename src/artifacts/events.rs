@@ -103,6 +103,17 @@ impl Event {
     }
 }
 
+/// The keys of an event line that are not payload.
+const RESERVED_KEYS: [&str; 7] = [
+    "schema_version",
+    "seq",
+    "timestamp",
+    "run_id",
+    "step_id",
+    "visit",
+    "event_type",
+];
+
 /// The append-only event stream of one run.
 #[derive(Debug)]
 pub struct EventLog {
@@ -152,8 +163,15 @@ impl EventLog {
         &mut self,
         event_type: EventType,
         step: Option<(&str, u32)>,
-        payload: BTreeMap<String, serde_json::Value>,
+        mut payload: BTreeMap<String, serde_json::Value>,
     ) -> Result<Event, ArtifactsError> {
+        // A payload field named like one of the event's own would write the key twice and
+        // make the line unreadable: it is kept under another name.
+        for reserved in RESERVED_KEYS {
+            if let Some(value) = payload.remove(reserved) {
+                payload.insert(format!("payload_{reserved}"), value);
+            }
+        }
         let event = Event {
             schema_version: SCHEMA_VERSION,
             seq: self.last_seq + 1,
@@ -278,6 +296,24 @@ mod tests {
 
     fn payload(key: &str, value: &str) -> BTreeMap<String, serde_json::Value> {
         BTreeMap::from([(key.to_owned(), serde_json::Value::from(value))])
+    }
+
+    /// A payload field named like one of the event's own keys is kept under another name:
+    /// written as is, the key would appear twice and the line could not be read back.
+    #[test]
+    fn a_payload_field_named_like_an_event_key_keeps_the_line_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.ndjson");
+        let mut log = EventLog::open(&path, "run").unwrap();
+        let mut fields = payload("timestamp", "forged");
+        fields.insert("seq".into(), 99.into());
+        log.append(EventType::AgentRunlog, Some(("s", 1)), fields)
+            .unwrap();
+        let events = EventLog::read_all(&path).unwrap();
+        assert_eq!(events[0].seq, 1);
+        assert_ne!(events[0].timestamp, "forged");
+        assert_eq!(events[0].text("payload_timestamp"), Some("forged"));
+        assert_eq!(events[0].payload["payload_seq"], 99);
     }
 
     #[test]

@@ -248,19 +248,49 @@ impl Driver<'_> {
     ) -> Result<(), DriveError> {
         let file = crate::tnh::runlog::RUNLOG_FILE;
         let path = self.recorder.run_dir().visit_dir(step_id, visit).join(file);
-        let Ok(text) = std::fs::read_to_string(&path) else {
+        // The agent wrote this file: any bytes, any JSON. Each line that is a JSON object
+        // becomes an event of its own fields, as text of bounded length, named so they never
+        // collide with the event's own (`timestamp` is the kernel's; the agent's is
+        // `agent_timestamp`). A line that is not one is skipped, and the skips are counted.
+        let Ok(bytes) = std::fs::read(&path) else {
             return Ok(());
         };
-        for line in text.lines() {
-            let Ok(serde_json::Value::Object(entry)) =
-                serde_json::from_str::<serde_json::Value>(line)
-            else {
+        let mut skipped = 0_usize;
+        for line in bytes.split(|byte| *byte == b'\n') {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let Ok(serde_json::Value::Object(entry)) = serde_json::from_slice(line) else {
+                skipped += 1;
                 continue;
             };
-            let fields = ["kind", "message", "ref", "timestamp"]
-                .into_iter()
-                .filter_map(|key| entry.get(key).map(|value| (key.to_owned(), value.clone())))
-                .collect();
+            let fields = [
+                ("kind", "kind", 64),
+                ("message", "message", 4096),
+                ("ref", "ref", 1024),
+                ("timestamp", "agent_timestamp", 64),
+            ]
+            .into_iter()
+            .filter_map(|(key, name, limit)| {
+                let text = match entry.get(key)? {
+                    serde_json::Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                Some((name.to_owned(), bounded_text(&text, limit).into()))
+            })
+            .collect();
+            self.recorder
+                .event(EventType::AgentRunlog, Some((step_id, visit)), fields)?;
+        }
+        if skipped > 0 {
+            let fields = payload([
+                ("kind", "unreadable".into()),
+                (
+                    "message",
+                    format!("{skipped} line(s) of {file} were not JSON objects and were skipped")
+                        .into(),
+                ),
+            ]);
             self.recorder
                 .event(EventType::AgentRunlog, Some((step_id, visit)), fields)?;
         }
@@ -373,4 +403,12 @@ pub(super) fn finish_with_error(
         end: End::Error,
         reason,
     })
+}
+
+/// `text` cut to at most `limit` characters (an ellipsis marks the cut).
+fn bounded_text(text: &str, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
 }

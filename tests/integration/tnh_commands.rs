@@ -191,13 +191,23 @@ fn runlog_entries_become_events_of_the_run() {
     assert!(stderr_text(&outside).contains("not inside a tnh-conductor run"));
     let repo = RunRepo::new();
     let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
-    let script = format!(
-        "{} runlog append --kind decision --message 'kept the old API' --ref src/api.rs",
-        env!("CARGO_BIN_EXE_tnh")
-    );
+    // A documented entry, then what an agent could write by hand: a line that is not UTF-8
+    // and one without the tool.
+    let agent = repo.path().join(".tnh/runlog-agent.sh");
+    std::fs::write(
+        &agent,
+        format!(
+            "{} runlog append --kind decision --message 'kept the old API' --ref src/api.rs\nprintf '\\377 not json\\n{{\"kind\":\"note\",\"timestamp\":7}}\\n' >> \"$TNH_STEP_DIR/runlog.ndjson\"\n",
+            env!("CARGO_BIN_EXE_tnh")
+        ),
+    )
+    .unwrap();
     repo.repo.write(
         ".tnh/config.yaml",
-        &format!("{config}  logger:\n    kind: command\n    argv: [sh, -c, \"{script}\"]\n"),
+        &format!(
+            "{config}  logger:\n    kind: command\n    argv: [sh, \"{}\"]\n",
+            agent.display()
+        ),
     );
     let workflow = repo.workflow_text("log.yaml", "workflow_id: log\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: logger\n    prompt: Record a decision.\n    routes:\n      \"*\": STOP\n");
     let (code, result, output) = repo.run(&workflow, &[]);
@@ -217,6 +227,25 @@ fn runlog_entries_become_events_of_the_run() {
         )
     );
     crate::kernel_support::assert_contiguous(&repo.events(run_id));
+    // The event log stays readable by the conductor itself (no field written twice), the
+    // agent's own timestamp is kept apart from the event's, and the bad line is counted.
+    let events = repo.conductor(&["runs", "events", run_id]);
+    assert_eq!(events.status.code(), Some(0), "{}", stderr_text(&events));
+    assert!(entry["agent_timestamp"].is_string(), "{entry}");
+    let runlog: Vec<serde_json::Value> = repo
+        .events(run_id)
+        .into_iter()
+        .filter(|event| event["event_type"] == "agent_runlog")
+        .collect();
+    assert_eq!(runlog.len(), 3, "{runlog:?}");
+    assert_eq!(
+        (
+            runlog[1]["kind"].as_str(),
+            runlog[1]["agent_timestamp"].as_str()
+        ),
+        (Some("note"), Some("7"))
+    );
+    assert_eq!(runlog[2]["kind"], "unreadable", "{runlog:?}");
     // In the run's worktree (a linked worktree: `.git` is a file), context finds the work branch.
     let worktree = std::path::PathBuf::from(result["worktree"].as_str().unwrap());
     let context = stdout_text(&run_tnh(&worktree, &["context"]));
