@@ -39,7 +39,7 @@ pub fn cmd_graph(cli: &super::Cli, args: &GraphArgs, output: &mut Output) -> Res
         Some(workflow) if checked.is_valid() => workflow,
         _ => {
             for diagnostic in &checked.diagnostics {
-                output.diagnostic(&diagnostic.render(output.color()));
+                output.diagnostic_styled(&diagnostic.render(output.color()));
             }
             return Err(WorkflowError::Invalid {
                 file: shown,

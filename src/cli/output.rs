@@ -36,8 +36,15 @@ impl Output {
         self.color
     }
 
-    /// Writes text to stdout as is; a broken pipe silences later writes.
+    /// Writes text to stdout, control characters shown escaped (text an agent wrote must not
+    /// drive the operator's terminal); a broken pipe silences later writes.
     pub fn print(&mut self, text: &str) {
+        self.print_styled(&terminal_safe(text));
+    }
+
+    /// Writes text to stdout as is: for text this program styled itself (colours), whose
+    /// parts were made safe with [`terminal_safe`].
+    pub fn print_styled(&mut self, text: &str) {
         if self.stdout_closed {
             return;
         }
@@ -51,15 +58,21 @@ impl Output {
         }
     }
 
-    /// Writes a line to stderr unless quiet.
+    /// Writes a line to stderr unless quiet (control characters escaped).
     pub fn note(&mut self, text: &str) {
         if !self.quiet {
-            let _ = writeln!(io::stderr(), "{text}");
+            let _ = writeln!(io::stderr(), "{}", terminal_safe(text));
         }
     }
 
-    /// Writes text to stderr as is (diagnostics are shown even when quiet).
+    /// Writes text to stderr, control characters escaped (diagnostics are shown even when
+    /// quiet).
     pub fn diagnostic(&mut self, text: &str) {
+        self.diagnostic_styled(&terminal_safe(text));
+    }
+
+    /// Writes text this program styled itself to stderr as is.
+    pub fn diagnostic_styled(&mut self, text: &str) {
         let _ = io::stderr().write_all(text.as_bytes());
     }
 
@@ -70,10 +83,47 @@ impl Output {
         } else {
             ("", "", "")
         };
-        let mut text = format!("{red}error{reset}: {error}\n");
+        let mut text = format!("{red}error{reset}: {}\n", terminal_safe(&error.to_string()));
         if let Some(hint) = error.hint() {
-            text.push_str(&format!("  {cyan}hint{reset}: {hint}\n"));
+            text.push_str(&format!("  {cyan}hint{reset}: {}\n", terminal_safe(&hint)));
         }
-        self.diagnostic(&text);
+        self.diagnostic_styled(&text);
+    }
+}
+
+/// `text` with every control character but newline and tab shown as an escape (`\x1b`,
+/// `\u{9b}`): what agents write (a cause taken from their stderr, a run-log message) is
+/// printed, and an escape sequence in it must not erase, recolour or retitle the operator's
+/// terminal.
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut safe = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            c if !unsafe_char(c) => safe.push(c),
+            c if u32::from(c) < 0x80 => safe.push_str(&format!("\\x{:02x}", u32::from(c))),
+            c => safe.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+        }
+    }
+    std::borrow::Cow::Owned(safe)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::terminal_safe;
+
+    #[test]
+    fn control_characters_are_shown_escaped_newlines_and_tabs_kept() {
+        assert_eq!(
+            terminal_safe("exit 1: \u{1b}]0;PWNED\u{7}\u{1b}[2K\rok\u{9b}\n\tnext"),
+            "exit 1: \\x1b]0;PWNED\\x07\\x1b[2K\\x0dok\\u{9b}\n\tnext"
+        );
+        assert!(matches!(
+            terminal_safe("plain ünïcode\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

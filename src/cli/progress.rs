@@ -75,7 +75,7 @@ impl View {
             let _ = write!(stderr, "\r\x1b[K");
         }
         if let Some(line) = permanent {
-            let _ = writeln!(stderr, "{line}");
+            let _ = writeln!(stderr, "{}", super::output::terminal_safe(&line));
         } else if !self.live && event.event_type == EventType::StepStarted {
             let _ = writeln!(stderr, "▶ {}", self.current);
         }

@@ -94,7 +94,7 @@ pub(super) fn run_failure(error: RunError, output: &mut Output) -> Error {
     match error {
         RunError::InvalidWorkflow { file, diagnostics } => {
             for diagnostic in &diagnostics {
-                output.diagnostic(&diagnostic.render(output.color()));
+                output.diagnostic_styled(&diagnostic.render(output.color()));
             }
             crate::workflow::WorkflowError::Invalid {
                 file,

@@ -80,7 +80,7 @@ pub fn cmd_validate(cli: &Cli, args: &ValidateArgs, output: &mut Output) -> Resu
         Format::Text => {
             for (file, result) in &checked {
                 for diagnostic in &result.diagnostics {
-                    output.print(&diagnostic.render(output.color()));
+                    output.print_styled(&diagnostic.render(output.color()));
                 }
                 if result.is_valid() {
                     output.print(&format!("{file}: valid\n"));

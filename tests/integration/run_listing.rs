@@ -272,3 +272,38 @@ fn status_during_an_evaluate_says_it_waits_for_the_planner() {
         "{status}"
     );
 }
+
+/// What an agent writes reaches the operator's terminal through `runs show` (its last stderr
+/// line becomes the step's cause): escape sequences in it are shown, never obeyed.
+#[test]
+fn runs_show_escapes_the_terminal_controls_an_agent_wrote() {
+    let repo = RunRepo::new();
+    let agent = repo.path().join(".tnh/ansi-agent.sh");
+    std::fs::write(
+        &agent,
+        "cat >/dev/null\nprintf 'real failure\\n\\033]0;PWNED\\007\\033[2K\\r\\033[32mall tests passed\\033[0m\\n' >&2\nexit 1\n",
+    )
+    .unwrap();
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!(
+            "{config}  ansi:\n    kind: command\n    argv: [sh, \"{}\"]\n",
+            agent.display()
+        ),
+    );
+    let workflow = repo.workflow_text(
+        "ansi.yaml",
+        "workflow_id: ansi\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - {id: work, opcode: RUN_AGENT, agent: ansi, prompt: go, routes: {\"*\": STOP}}\n",
+    );
+    let (_, result, output) = repo.run(&workflow, &[]);
+    let run_id = result["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", stderr_text(&output)));
+    let shown = stdout_text(&repo.conductor(&["runs", "show", run_id]));
+    assert!(
+        !shown.contains('\u{1b}') && !shown.contains('\u{7}'),
+        "{shown:?}"
+    );
+    assert!(shown.contains("\\x1b]0;PWNED\\x07"), "{shown}");
+}
