@@ -1008,17 +1008,24 @@ fn recover_interrupted_visit(
             return take_recorded_route(workflow, recorder, state, &step_id, visit, &report);
         }
     }
-    // A step stopped because it could not start (a missing program, an unconfigured
-    // validator) says so; otherwise the driving process died during it.
-    let could_not_run = events.iter().rev().find_map(|event| {
-        let this_visit = event.event_type == EventType::StepFailed
-            && event.step_id.as_deref() == Some(step_id.as_str())
-            && event.visit == Some(visit);
-        this_visit.then(|| event.text("error")).flatten()
-    });
-    let cause = match could_not_run {
-        Some(error) => format!("the step could not run: {error}"),
-        None => "the driving process ended during the step".to_owned(),
+    // Why the visit did not finish: it could not start (a missing program, an unconfigured
+    // validator), the operator interrupted it (Ctrl-C, SIGTERM, SIGHUP), or else the driving
+    // process died during it.
+    let of_this_visit = |kind: EventType, field: &str| {
+        events.iter().rev().find_map(|event| {
+            let this_visit = event.event_type == kind
+                && event.step_id.as_deref() == Some(step_id.as_str())
+                && event.visit == Some(visit);
+            this_visit.then(|| event.text(field)).flatten()
+        })
+    };
+    let cause = match (
+        of_this_visit(EventType::StepFailed, "error"),
+        of_this_visit(EventType::RunInterrupted, "cause"),
+    ) {
+        (Some(error), _) => format!("the step could not run: {error}"),
+        (None, Some(interrupt)) => interrupt.to_owned(),
+        (None, None) => "the driving process ended during the step".to_owned(),
     };
     let mut fields: Payload =
         payload([("cause", cause.into()), ("killed_orphans", orphans.into())]);

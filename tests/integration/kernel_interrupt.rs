@@ -169,6 +169,13 @@ fn sigterm_and_sighup_end_the_step_like_ctrl_c_and_leave_no_process_behind() {
             "{name}: {}",
             stderr_text(&resumed)
         );
+        // The interrupted visit says what ended it.
+        let step = first_event(&repo.events(&run_id), "step_interrupted").clone();
+        assert_eq!(
+            step["cause"],
+            format!("operator interrupt ({name})"),
+            "{step}"
+        );
     }
 }
 
