@@ -1043,13 +1043,89 @@ fn recover_interrupted_visit(
             serde_json::to_value(&record).unwrap_or_default(),
         );
     }
+    let cause = fields.get("cause").cloned().unwrap_or_default();
     recorder.event(EventType::StepInterrupted, Some((&step_id, visit)), fields)?;
+    record_interrupted_manifest(workflow, recorder, &events, (&step_id, visit), cause)?;
     state.phase = Phase::Ready {
         step_id: step_id.clone(),
         visit: visit + 1,
     };
     let _ = StepId::new(step_id);
     Ok(())
+}
+
+/// The manifest of a visit that did not finish (termination `interrupted`), listing the files
+/// its agent left in the visit's folder (prompt, raw output, stderr, run log), so the
+/// evidence of an interrupted visit is in the run's record like any other's. A visit that
+/// already has its manifest keeps it.
+fn record_interrupted_manifest(
+    workflow: &Workflow,
+    recorder: &mut Recorder,
+    events: &[crate::artifacts::Event],
+    (step_id, visit): (&str, u32),
+    cause: serde_json::Value,
+) -> Result<(), RunError> {
+    use crate::artifacts::{ArtifactEntry, ArtifactRole, StepManifest};
+    use crate::runner::artifacts::names;
+    let run_dir = recorder.run_dir().clone();
+    if run_dir.visit_manifest(step_id, visit).exists() {
+        return Ok(());
+    }
+    let visit_dir = run_dir.visit_dir(step_id, visit);
+    let artifacts = [
+        (names::PROMPT, ArtifactRole::RunnerPrompt, "text/markdown"),
+        (
+            names::STDOUT_JSONL,
+            ArtifactRole::RunnerTranscript,
+            "application/x-ndjson",
+        ),
+        (
+            names::STDOUT_TEXT,
+            ArtifactRole::RunnerTranscript,
+            "text/plain",
+        ),
+        (names::STDERR, ArtifactRole::RunnerStderr, "text/plain"),
+        (
+            crate::tnh::runlog::RUNLOG_FILE,
+            ArtifactRole::AgentRunlog,
+            "application/x-ndjson",
+        ),
+    ]
+    .into_iter()
+    .filter(|(name, _, _)| visit_dir.join(name).is_file())
+    .map(|(name, role, media_type)| ArtifactEntry {
+        role,
+        path: run_dir.relative(&visit_dir.join(name)),
+        media_type: media_type.to_owned(),
+        required: false,
+        important: true,
+    })
+    .collect();
+    let started_at = events
+        .iter()
+        .find(|event| {
+            event.event_type == EventType::StepStarted
+                && event.step_id.as_deref() == Some(step_id)
+                && event.visit == Some(visit)
+        })
+        .map(|event| event.timestamp.clone())
+        .unwrap_or_default();
+    let manifest = StepManifest {
+        schema_version: SCHEMA_VERSION,
+        step_id: step_id.to_owned(),
+        opcode: workflow
+            .step(step_id)
+            .map(|step| step.body.opcode().name().to_owned())
+            .unwrap_or_default(),
+        visit,
+        started_at,
+        ended_at: now(),
+        termination: "interrupted".to_owned(),
+        evidence_summary: serde_json::json!({ "interrupted": true, "cause": cause }),
+        artifacts,
+        timings_ms: None,
+    };
+    Ok(recorder.write_manifest(&manifest)?)
 }
 
 /// An agent step whose driving process died (a crash, a power loss, or an agent that killed

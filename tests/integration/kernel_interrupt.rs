@@ -176,6 +176,19 @@ fn sigterm_and_sighup_end_the_step_like_ctrl_c_and_leave_no_process_behind() {
             format!("operator interrupt ({name})"),
             "{step}"
         );
+        // Its evidence is listed in a manifest of its own.
+        let manifest = repo.json(&run_id, "artifacts/work/1/manifest.json");
+        assert_eq!(manifest["termination"], "interrupted", "{manifest}");
+        let roles: Vec<&str> = manifest["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|entry| entry["role"].as_str())
+            .collect();
+        assert!(
+            roles.contains(&"runner_prompt") && roles.contains(&"runner_transcript"),
+            "{manifest}"
+        );
     }
 }
 
