@@ -393,22 +393,34 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
     recorder.update_metadata(|metadata| keep_record(metadata, &record))?;
     record_run_started(&mut recorder)?;
     recorder.commit(&mut state, None)?;
-    let end = match run_context(loaded, params, workspace.path(), started_at) {
-        Ok(context) => Driver {
-            run: &context,
-            workspace: &workspace,
-            recorder: &mut recorder,
-            state,
-        }
-        .drive()?,
-        Err(error) => unloadable(&mut recorder, &mut state, &error)?,
-    };
+    let context = run_context(loaded, params, workspace.path(), started_at);
+    let end = drive(context, &workspace, &mut recorder, state)?;
     Ok(RunSummary {
         run_id,
         run_dir: run_dir.root().to_path_buf(),
         worktree: workspace.path().to_path_buf(),
         end,
     })
+}
+
+/// Drives the run from `state`, or, when its context could not be made (the workflow's
+/// script does not load), ends it with that reason.
+fn drive(
+    context: Result<RunContext, RunError>,
+    workspace: &Workspace,
+    recorder: &mut Recorder,
+    mut state: RunState,
+) -> Result<RunEnd, RunError> {
+    match context {
+        Ok(context) => Ok(Driver {
+            run: &context,
+            workspace,
+            recorder,
+            state,
+        }
+        .drive()?),
+        Err(error) => unloadable(recorder, &mut state, &error),
+    }
 }
 
 /// A run whose workflow script cannot be loaded — it throws or loops at its top level, or a
@@ -710,16 +722,7 @@ pub fn resume_run(
         workspace.path(),
         metadata.started_at.clone(),
     );
-    let end = match context {
-        Ok(context) => Driver {
-            run: &context,
-            workspace: &workspace,
-            recorder: &mut recorder,
-            state,
-        }
-        .drive()?,
-        Err(error) => unloadable(&mut recorder, &mut state, &error)?,
-    };
+    let end = drive(context, &workspace, &mut recorder, state)?;
     Ok(RunSummary {
         run_id: RunId::new(run_id),
         run_dir: run_dir.root().to_path_buf(),

@@ -288,26 +288,38 @@ fn gate_list_says_which_gate_it_found_timed_out() {
     );
 }
 
+/// `run --wait WORKFLOW` on a pseudo-terminal, typing `answers` (`PROMPT=ANSWER`) as the
+/// prompts appear (tests/fixtures/pty/answer.py); its output ends with `exit=N`.
+fn run_wait_answering(
+    repo: &RunRepo,
+    workflow: &std::path::Path,
+    answers: &[&str],
+) -> std::process::Output {
+    std::process::Command::new("python3")
+        .arg(crate::support::fixture("pty/answer.py"))
+        .args(answers)
+        .args(["--", env!("CARGO_BIN_EXE_tnh-conductor"), "--repo"])
+        .arg(repo.path())
+        .args(["run", "--wait"])
+        .arg(workflow)
+        .env("USER", "alice")
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn run_wait_asks_at_the_gate_on_a_terminal() {
     let repo = RunRepo::new();
     let workflow = repo.workflow("gate.yaml");
-    let output = std::process::Command::new("python3")
-        .arg(crate::support::fixture("pty/answer.py"))
-        .args([
+    let output = run_wait_answering(
+        &repo,
+        &workflow,
+        &[
             "[a/r/s/l]: =s",
             "[a/r/s/l]: =a",
             "comment (optional): =ship it",
-            "--",
-            env!("CARGO_BIN_EXE_tnh-conductor"),
-            "--repo",
-        ])
-        .arg(repo.path())
-        .args(["run", "--wait"])
-        .arg(&workflow)
-        .env("USER", "alice")
-        .output()
-        .unwrap();
+        ],
+    );
     let transcript = stdout_text(&output);
     assert!(
         transcript.contains("gate `review`: Approve the feature"),
@@ -318,14 +330,7 @@ fn run_wait_asks_at_the_gate_on_a_terminal() {
         "`s` shows the diff: {transcript}"
     );
     assert!(transcript.trim_end().ends_with("exit=0"), "{transcript}");
-    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .file_name()
-        .to_string_lossy()
-        .into_owned();
+    let run_id = repo.only_run_id();
     let outcome = repo.json(&run_id, "artifacts/review/1/gate_outcome.json");
     assert_eq!(
         (outcome["reviewer"].as_str(), outcome["comment"].as_str()),
@@ -337,19 +342,7 @@ fn run_wait_asks_at_the_gate_on_a_terminal() {
 fn run_wait_leaves_the_gate_waiting_when_asked() {
     let repo = RunRepo::new();
     let workflow = repo.workflow("gate.yaml");
-    let output = std::process::Command::new("python3")
-        .arg(crate::support::fixture("pty/answer.py"))
-        .args([
-            "[a/r/s/l]: =l",
-            "--",
-            env!("CARGO_BIN_EXE_tnh-conductor"),
-            "--repo",
-        ])
-        .arg(repo.path())
-        .args(["run", "--wait"])
-        .arg(&workflow)
-        .output()
-        .unwrap();
+    let output = run_wait_answering(&repo, &workflow, &["[a/r/s/l]: =l"]);
     assert!(
         stdout_text(&output).trim_end().ends_with("exit=3"),
         "{}",
@@ -363,31 +356,12 @@ fn run_wait_leaves_the_gate_waiting_when_asked() {
 fn run_wait_leaves_the_gate_waiting_when_input_ends() {
     let repo = RunRepo::new();
     let workflow = repo.workflow("gate.yaml");
-    let output = std::process::Command::new("python3")
-        .arg(crate::support::fixture("pty/answer.py"))
-        .args([
-            "[a/r/s/l]: =^D",
-            "--",
-            env!("CARGO_BIN_EXE_tnh-conductor"),
-            "--repo",
-        ])
-        .arg(repo.path())
-        .args(["run", "--wait"])
-        .arg(&workflow)
-        .output()
-        .unwrap();
+    let output = run_wait_answering(&repo, &workflow, &["[a/r/s/l]: =^D"]);
     let transcript = stdout_text(&output);
     assert!(transcript.trim_end().ends_with("exit=3"), "{transcript}");
     assert!(transcript.contains("input ended"), "{transcript}");
     assert!(!transcript.contains("time ran out"), "{transcript}");
-    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .file_name()
-        .to_string_lossy()
-        .into_owned();
+    let run_id = repo.only_run_id();
     let types: Vec<String> = repo
         .events(&run_id)
         .iter()
@@ -407,14 +381,7 @@ fn run_wait_honours_the_gate_timeout_while_asking() {
         .unwrap()
         .replace("timeout: 24h", "timeout: 1ms");
     let workflow = repo.workflow_text("gate.yaml", &text);
-    let output = std::process::Command::new("python3")
-        .arg(crate::support::fixture("pty/answer.py"))
-        .args(["--", env!("CARGO_BIN_EXE_tnh-conductor"), "--repo"])
-        .arg(repo.path())
-        .args(["run", "--wait"])
-        .arg(&workflow)
-        .output()
-        .unwrap();
+    let output = run_wait_answering(&repo, &workflow, &[]);
     let transcript = stdout_text(&output);
     assert!(
         transcript.contains("the gate's time ran out"),

@@ -104,14 +104,7 @@ fn killed_at(scenario: Scenario, seq: u64) -> (RunRepo, String) {
         "kill point {seq}: the kernel was not killed: {}",
         stderr_text(&output)
     );
-    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .file_name()
-        .to_string_lossy()
-        .into_owned();
+    let run_id = repo.only_run_id();
     (repo, run_id)
 }
 

@@ -50,14 +50,7 @@ fn run_with_a_working_agent() -> (RunRepo, std::process::Child, String) {
         .read_to_string(&mut started)
         .unwrap();
     assert_eq!(started.trim(), "started");
-    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .file_name()
-        .to_string_lossy()
-        .into_owned();
+    let run_id = repo.only_run_id();
     (repo, child, run_id)
 }
 

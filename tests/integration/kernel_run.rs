@@ -727,14 +727,7 @@ fn an_agent_that_cannot_start_says_what_to_do() {
     );
     // Nothing of the step ran: the run stops resumable, and once the profile is fixed resume
     // runs the step again.
-    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .file_name()
-        .to_string_lossy()
-        .into_owned();
+    let run_id = repo.only_run_id();
     assert_eq!(
         repo.json(&run_id, "status.json")["lifecycle_state"],
         "blocked"

@@ -65,6 +65,18 @@ impl RunRepo {
         (output.status.code(), json, output)
     }
 
+    /// The id of the repository's one run (for tests that start it without `--json`).
+    pub fn only_run_id(&self) -> String {
+        std::fs::read_dir(self.path().join(".tnh/run"))
+            .unwrap()
+            .next()
+            .expect("a run directory")
+            .unwrap()
+            .file_name()
+            .into_string()
+            .unwrap()
+    }
+
     /// The run directory of a run id.
     pub fn run_dir(&self, run_id: &str) -> PathBuf {
         self.path().join(".tnh/run").join(run_id)

@@ -609,14 +609,7 @@ fn resume_kills_the_planner_a_killed_conductor_left_running() {
             crate::runner_support::is_alive(pid),
             "{kind}: the planner outlived its conductor"
         );
-        let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .file_name()
-            .to_string_lossy()
-            .into_owned();
+        let run_id = repo.only_run_id();
 
         let resumed = command(&["resume", &run_id]);
 

@@ -50,14 +50,7 @@ fn runs_show_says_a_killed_runs_last_visit_did_not_finish() {
         .output()
         .unwrap();
     assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
-    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .file_name()
-        .into_string()
-        .unwrap();
+    let run_id = repo.only_run_id();
     let text = stdout_text(&repo.conductor(&["runs", "show", &run_id]));
     assert!(
         text.contains("  write #1: stopped before it finished (started ")
@@ -255,14 +248,7 @@ fn status_during_an_evaluate_says_it_waits_for_the_planner() {
     // Blocks until the planner has its envelope.
     let said = std::fs::read_to_string(&asked).unwrap();
     assert_eq!(said, "asked\n", "the run ended before asking the planner");
-    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .file_name()
-        .into_string()
-        .unwrap();
+    let run_id = repo.only_run_id();
     let status = stdout_text(&repo.conductor(&["status", &run_id]));
     std::fs::write(&answer, "go\n").unwrap();
     assert_eq!(watcher.join().unwrap(), Some(0));

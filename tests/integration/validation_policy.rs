@@ -383,14 +383,7 @@ fn a_validation_whose_driving_process_died_is_checked_on_resume() {
     let workflow = repo.workflow_text("wf.yaml", AGENT_THEN_VALIDATION);
     let (code, _, output) = repo.run(&workflow, &[]);
     assert_eq!(code, None, "killed: {}", stderr_text(&output));
-    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .file_name()
-        .to_string_lossy()
-        .into_owned();
+    let run_id = repo.only_run_id();
     assert!(
         repo.run_dir(&run_id)
             .join("artifacts/check/1/guard_state.json")
