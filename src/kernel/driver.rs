@@ -257,10 +257,21 @@ impl Driver<'_> {
             else {
                 continue;
             };
-            let fields = ["kind", "message", "ref", "timestamp"]
-                .into_iter()
-                .filter_map(|key| entry.get(key).map(|value| (key.to_owned(), value.clone())))
-                .collect();
+            // The entry's own time becomes `logged_at`: every event line has its `timestamp`
+            // already, and a second one makes the line unreadable as an event.
+            let fields = [
+                ("kind", "kind"),
+                ("message", "message"),
+                ("ref", "ref"),
+                ("timestamp", "logged_at"),
+            ]
+            .into_iter()
+            .filter_map(|(key, field)| {
+                entry
+                    .get(key)
+                    .map(|value| (field.to_owned(), value.clone()))
+            })
+            .collect();
             self.recorder
                 .event(EventType::AgentRunlog, Some((step_id, visit)), fields)?;
         }

@@ -1,5 +1,6 @@
 //! The one integration-test binary: one module per feature.
 
+mod artifact_schemas;
 mod cli;
 mod first_use;
 mod gate;
