@@ -423,7 +423,18 @@ fn plan(
         }
     };
     let cwd = match &spec.cwd {
-        Some(node) => worktree.join(evaluate_text(context, node)?),
+        Some(node) => {
+            let given = evaluate_text(context, node)?;
+            validators::working_directory(&worktree, &given).map_err(|reason| {
+                OpcodeError::ValidatorCwd {
+                    step: context.step_id().to_owned(),
+                    validator: id.to_owned(),
+                    at: format!("{}:{}", context.recorder.metadata().workflow_path, node.pos),
+                    cwd: given,
+                    reason,
+                }
+            })?
+        }
         None => worktree,
     };
     let mut env = Vec::new();

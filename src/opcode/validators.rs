@@ -131,6 +131,32 @@ pub fn script(
     })
 }
 
+/// The folder a validator runs in: `cwd` relative to the worktree root (DESIGN §3), refused
+/// when it is absolute, climbs out with `..`, does not exist, or resolves (through a symbolic
+/// link) to a folder outside the worktree — a validator never runs elsewhere.
+pub fn working_directory(worktree: &Path, cwd: &str) -> Result<PathBuf, String> {
+    if let Some(reason) = crate::workflow::validate::cwd_leaves_worktree(cwd) {
+        return Err(reason.to_owned());
+    }
+    let path = worktree.join(cwd);
+    let real_worktree = worktree
+        .canonicalize()
+        .map_err(|error| format!("cannot be checked: the worktree cannot be resolved ({error})"))?;
+    let real = path
+        .canonicalize()
+        .map_err(|error| format!("is not a folder of the worktree ({error})"))?;
+    if !real.starts_with(&real_worktree) {
+        return Err(format!(
+            "resolves to `{}`, outside the worktree (a symbolic link)",
+            real.display()
+        ));
+    }
+    if !real.is_dir() {
+        return Err("is not a folder".to_owned());
+    }
+    Ok(path)
+}
+
 /// Whether `unshare -rn` can give a process its own empty network namespace here.
 pub fn network_isolation_available() -> bool {
     static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

@@ -1,0 +1,124 @@
+//! A validator runs inside the run's worktree: a `cwd` that is absolute, climbs out with `..`
+//! or resolves through a link to outside is refused — a literal one by `validate`, a computed one
+//! when the step runs, before the validator starts.
+
+use crate::kernel_support::{RunRepo, first_event};
+use crate::support::{conductor, stderr_text, stdout_text};
+
+/// A repository whose `scripts/where.sh` records the folder it ran in under the run directory.
+fn repo() -> RunRepo {
+    let repo = RunRepo::new();
+    repo.repo.write(
+        "scripts/where.sh",
+        "#!/bin/sh\npwd -P > \"$TNH_RUN_DIR/ran-in\"\n",
+    );
+    repo.repo.commit_all("where");
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("{config}script_allowlist: [\"scripts/\"]\n"),
+    );
+    repo
+}
+
+fn workflow(cwd: &str) -> String {
+    format!(
+        "workflow_id: where\nversion: 1\ndescription: d\nentry_step: check\nscript: |\n  fn up() {{ \"../../../..\" }}\nsteps:\n  - id: check\n    opcode: RUN_VALIDATION\n    run:\n      - {{id: probe, kind: script, entrypoint: scripts/where.sh, cwd: {cwd}}}\n    routes:\n      \"*\": review\n  - id: review\n    opcode: GATE\n    gate: requires_approval\n    routes: {{gate_approved: STOP, gate_rejected: STOP}}\n"
+    )
+}
+
+#[test]
+fn a_literal_cwd_outside_the_worktree_is_a_validation_error_with_its_position() {
+    let repo = repo();
+    for (cwd, reason) in [
+        ("\"../..\"", "climbs out of the worktree"),
+        ("\"sub/../../x\"", "climbs out of the worktree"),
+        ("/tmp", "is an absolute path"),
+    ] {
+        let file = repo.workflow_text("where.yaml", &workflow(cwd));
+        let output = conductor()
+            .arg("--repo")
+            .arg(repo.path())
+            .args(["--color", "never", "validate"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let text = stdout_text(&output);
+        assert_eq!(output.status.code(), Some(1), "{cwd}: {text}");
+        assert!(
+            text.contains("where.yaml:11:70: error: `cwd`")
+                && text.contains("of validator `probe` in step `check`")
+                && text.contains(reason)
+                && text.contains("[cwd-outside-worktree]")
+                && text.contains("hint: validators run inside the run's worktree"),
+            "{cwd}: {text}"
+        );
+    }
+    let inside = repo.workflow_text("where.yaml", &workflow("\"scripts/../scripts\""));
+    let output = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["validate"])
+        .arg(&inside)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_text(&output));
+}
+
+/// Runs `workflow(cwd)`; returns the result and the run's `step_failed` error and hint.
+fn refused_at_run_time(repo: &RunRepo, cwd: &str) -> (String, String) {
+    let file = repo.workflow_text("where.yaml", &workflow(cwd));
+    let (code, result, output) = repo.run(&file, &[]);
+    assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    assert!(
+        !repo.run_dir(run_id).join("ran-in").exists(),
+        "the validator did not run"
+    );
+    let failed = first_event(&repo.events(run_id), "step_failed").clone();
+    (
+        failed["error"].as_str().unwrap().to_owned(),
+        failed["hint"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+#[test]
+fn a_computed_cwd_outside_the_worktree_is_refused_before_the_validator_runs() {
+    let repo = repo();
+    let (error, hint) = refused_at_run_time(&repo, "\"${{ up() }}\"");
+    assert!(
+        error.contains("validator `probe` of step `check`: `cwd` `../../../..`")
+            && error.contains("where.yaml:11:70")
+            && error.contains("climbs out of the worktree"),
+        "{error}"
+    );
+    assert!(hint.contains("relative to its root"), "{hint}");
+}
+
+#[test]
+fn a_cwd_through_a_link_out_of_the_worktree_is_refused() {
+    let repo = repo();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), repo.path().join("elsewhere")).unwrap();
+    repo.repo.commit_all("a link out");
+    let (error, _) = refused_at_run_time(&repo, "elsewhere");
+    assert!(
+        error.contains("`cwd` `elsewhere`") && error.contains("outside the worktree"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_cwd_inside_the_worktree_runs_there() {
+    let repo = repo();
+    let file = repo.workflow_text("where.yaml", &workflow("\"${{ \\\"scripts\\\" }}\""));
+    let (code, result, output) = repo.run(&file, &[]);
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let ran_in = std::fs::read_to_string(repo.run_dir(run_id).join("ran-in")).unwrap();
+    let worktree = std::path::Path::new(result["worktree"].as_str().unwrap());
+    assert_eq!(
+        std::path::Path::new(ran_in.trim()),
+        worktree.join("scripts").canonicalize().unwrap()
+    );
+}
