@@ -157,16 +157,31 @@ pub fn working_directory(worktree: &Path, cwd: &str) -> Result<PathBuf, String> 
     Ok(path)
 }
 
-/// Whether `unshare -rn` can give a process its own empty network namespace here.
-pub fn network_isolation_available() -> bool {
-    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        std::process::Command::new("unshare")
-            .args(["-rn", "true"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success())
-    })
+/// The conductor's own `unshare`, by absolute path, when `unshare -rn` can give a process its
+/// own empty network namespace here. Looked up once on the conductor's `PATH`: a validator's
+/// `env` (its own `PATH` included) applies to the validator, never to the helper that
+/// isolates it.
+pub fn isolation_helper() -> Option<&'static Path> {
+    static HELPER: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    HELPER
+        .get_or_init(|| {
+            use std::os::unix::fs::PermissionsExt;
+            let search = std::env::var_os("PATH")?;
+            let helper = std::env::split_paths(&search)
+                .filter(|directory| directory.is_absolute())
+                .map(|directory| directory.join("unshare"))
+                .find(|candidate| {
+                    std::fs::metadata(candidate)
+                        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+                })?;
+            std::process::Command::new(&helper)
+                .args(["-rn", "true"])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|status| status.success())
+                .then_some(helper)
+        })
+        .as_deref()
 }

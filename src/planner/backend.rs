@@ -743,6 +743,7 @@ fn run_process(
     };
     let host = crate::runner::HostEnv::from_process();
     let spec = crate::runner::ProcessSpec {
+        kind: crate::runner::ProcessKind::Planner,
         agent: "planner".into(),
         program: program.to_owned(),
         args: args.to_vec(),

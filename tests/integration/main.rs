@@ -32,7 +32,7 @@ mod tnh_commands;
 mod validate;
 mod validation;
 mod validation_policy;
-mod validator_cwd;
+mod validator_process;
 mod workspace;
 mod workspace_access;
 mod workspace_cli;

@@ -1,6 +1,8 @@
-//! A validator runs inside the run's worktree: a `cwd` that is absolute, climbs out with `..`
-//! or resolves through a link to outside is refused — a literal one by `validate`, a computed one
-//! when the step runs, before the validator starts.
+//! Where and how a validator's process starts. It runs inside the run's worktree: a `cwd` that
+//! is absolute, climbs out with `..` or resolves through a link to outside is refused — a literal
+//! one by `validate`, a computed one when the step runs, before the validator starts. Its own
+//! `env` (PATH included) applies to it, never to the conductor's isolation helper, and a
+//! program it cannot start is named as the validator's.
 
 use crate::kernel_support::{RunRepo, first_event};
 use crate::support::{conductor, stderr_text, stdout_text};
@@ -120,5 +122,87 @@ fn a_cwd_inside_the_worktree_runs_there() {
     assert_eq!(
         std::path::Path::new(ran_in.trim()),
         worktree.join("scripts").canonicalize().unwrap()
+    );
+}
+
+/// `workflow` with the validator's `cwd` replaced by an `env`.
+fn workflow_with_env(env: &str) -> String {
+    workflow("scripts").replace("cwd: scripts", &format!("env: {env}"))
+}
+
+#[test]
+fn a_validator_path_without_unshare_still_gets_its_own_network_namespace() {
+    let helper_works = std::process::Command::new("unshare")
+        .args(["-rn", "true"])
+        .status()
+        .is_ok_and(|status| status.success());
+    let repo = repo();
+    // The validator's PATH holds its shell and nothing else: no `unshare`.
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/bin/sh", bin.path().join("sh")).unwrap();
+    let file = repo.workflow_text(
+        "where.yaml",
+        &workflow_with_env(&format!("{{PATH: \"{}\"}}", bin.path().display())),
+    );
+    let (code, result, output) = repo.run(&file, &[]);
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    assert!(
+        repo.run_dir(run_id).join("ran-in").exists(),
+        "the validator ran"
+    );
+    let report = repo.json(run_id, "artifacts/check/1/validation_report.json");
+    let network = report["validators"]["probe"]["network"].as_str().unwrap();
+    if helper_works {
+        assert_eq!(network, "denied (own network namespace)", "{report:#}");
+    }
+}
+
+#[test]
+fn a_validator_program_missing_from_its_path_is_named_as_the_validator() {
+    let repo = repo();
+    let file = repo.workflow_text("where.yaml", &workflow_with_env("{PATH: /nowhere}"));
+    let (code, result, output) = repo.run(&file, &[]);
+    assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let failed = first_event(&repo.events(run_id), "step_failed").clone();
+    let error = failed["error"].as_str().unwrap();
+    assert_eq!(
+        error, "failed to spawn validator `probe`: `sh` not found on PATH",
+        "the validator's program, not the isolation helper: {failed}"
+    );
+    let hint = failed["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("the validator's PATH") && !hint.contains("TNH_CLAUDE_BIN"),
+        "{hint}"
+    );
+}
+
+#[test]
+fn a_configured_validator_that_cannot_start_is_named_as_a_validator() {
+    let repo = repo();
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("{config}validators:\n  lint: {{argv: [tnh-no-such-linter]}}\n"),
+    );
+    let file = repo.workflow_text(
+        "lint.yaml",
+        "workflow_id: lint\nversion: 1\ndescription: d\nentry_step: check\nsteps:\n  - id: check\n    opcode: RUN_VALIDATION\n    run: [lint]\n    routes:\n      \"*\": STOP\n",
+    );
+    let (code, result, output) = repo.run(&file, &[]);
+    assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let failed = first_event(&repo.events(run_id), "step_failed").clone();
+    assert_eq!(
+        failed["error"],
+        "failed to spawn validator `lint`: `tnh-no-such-linter` not found on PATH"
+    );
+    assert!(
+        failed["hint"]
+            .as_str()
+            .unwrap()
+            .contains("argv of `validators.lint`"),
+        "{failed}"
     );
 }
