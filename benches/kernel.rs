@@ -168,6 +168,7 @@ fn plain_round(repo: &Path, round: usize, steps: usize, scratch: &Path) -> Durat
         let snapshot = workspace.snapshot_pre_step(&step, visit).expect("snapshot");
         let guard = workspace.guard(&protected).expect("guard");
         let spec = ProcessSpec {
+            kind: tnh_conductor::runner::ProcessKind::Agent,
             agent: "noop".to_owned(),
             program: "true".to_owned(),
             args: Vec::new(),

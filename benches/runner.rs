@@ -62,6 +62,7 @@ fn spec(argv: &[&str], env: Vec<(String, String)>, dir: &Path, limits: Limits) -
     let mut env = env;
     env.push(("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()));
     ProcessSpec {
+        kind: tnh_conductor::runner::ProcessKind::Agent,
         agent: "bench".to_owned(),
         program: argv[0].to_owned(),
         args: argv[1..].iter().map(|arg| (*arg).to_owned()).collect(),

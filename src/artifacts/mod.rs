@@ -9,6 +9,7 @@ mod atomic;
 mod events;
 mod harness;
 mod manifest;
+mod record_schemas;
 mod run_dir;
 mod run_id;
 mod status;
@@ -20,6 +21,9 @@ pub use atomic::{
 pub use events::{Event, EventLog, EventType};
 pub use harness::{harness_report_problems, harness_report_schema};
 pub use manifest::{ArtifactEntry, ArtifactRole, StepManifest, StepTimings};
+pub use record_schemas::{
+    gate_outcome_schema, gate_request_schema, runlog_entry_schema, validation_report_schema,
+};
 pub use run_dir::RunDir;
 pub use run_id::{is_run_id, new_run_id};
 pub use status::{LifecycleState, RunMetadata, RunStatus, Termination};

@@ -40,6 +40,22 @@ pub enum SchemaName {
     RunStatus,
     /// `guard_state.json`: what the guard recorded before an agent step, kept while it runs.
     GuardState,
+    /// `runner_metadata.json`: how an agent step's process ran.
+    RunnerMetadata,
+    /// `validation_report.json`: each validator of a RUN_VALIDATION visit.
+    ValidationReport,
+    /// `gate_request.json`: what a GATE asks, with the review context.
+    GateRequest,
+    /// `gate_outcome.json`: how a blocking gate was decided.
+    GateOutcome,
+    /// `planner_attempts.json`: each try of an external planner backend.
+    PlannerAttempts,
+    /// `state.json`: the kernel's resumable state.
+    State,
+    /// Lines of an agent step's `runlog.ndjson` (`tnh runlog append`).
+    RunlogEntry,
+    /// The output of `validate --format json`.
+    ValidateOutput,
 }
 
 /// The schema of `name`, when this release publishes it.
@@ -57,6 +73,16 @@ pub fn schema_of(name: SchemaName) -> Option<serde_json::Value> {
         SchemaName::HarnessReport => Some(crate::artifacts::harness_report_schema()),
         SchemaName::PlannerInput => Some(crate::planner::input_schema()),
         SchemaName::PlannerDecision => Some(crate::planner::decision_schema()),
+        SchemaName::RunnerMetadata => Some(crate::runner::runner_metadata_schema()),
+        SchemaName::ValidationReport => Some(crate::artifacts::validation_report_schema()),
+        SchemaName::GateRequest => Some(crate::artifacts::gate_request_schema()),
+        SchemaName::GateOutcome => Some(crate::artifacts::gate_outcome_schema()),
+        SchemaName::PlannerAttempts => {
+            Some(schema_value::<crate::planner::backend::PlannerAttempts>())
+        }
+        SchemaName::State => Some(schema_value::<crate::kernel::RunState>()),
+        SchemaName::RunlogEntry => Some(crate::artifacts::runlog_entry_schema()),
+        SchemaName::ValidateOutput => Some(super::validate::validate_output_schema()),
     }
 }
 

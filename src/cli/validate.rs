@@ -32,18 +32,30 @@ pub enum Format {
 }
 
 /// The JSON report of `validate --format json`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 struct Report<'a> {
+    /// The version of this format.
     schema_version: u32,
+    /// Whether every file is valid.
     valid: bool,
+    /// Each file checked, in the order given.
     files: Vec<FileReport<'a>>,
 }
 
-#[derive(Debug, Serialize)]
+/// One file's result.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 struct FileReport<'a> {
+    /// The file, as given on the command line.
     file: String,
+    /// Whether it has no error (warnings allowed).
     valid: bool,
+    /// Every problem found, errors and warnings.
     diagnostics: &'a [Diagnostic],
+}
+
+/// The JSON Schema of the `validate --format json` output.
+pub fn validate_output_schema() -> serde_json::Value {
+    schemars::schema_for!(Report<'static>).to_value()
 }
 
 /// Checks workflow files: exit 0 all valid, 1 any invalid, 2 when a file could not be read.
@@ -64,7 +76,7 @@ pub fn cmd_validate(cli: &Cli, args: &ValidateArgs, output: &mut Output) -> Resu
     match args.format {
         Format::Json => {
             let report = Report {
-                schema_version: 1,
+                schema_version: crate::artifacts::SCHEMA_VERSION,
                 valid: all_valid,
                 files: checked
                     .iter()

@@ -251,7 +251,7 @@ impl Driver<'_> {
         // The agent wrote this file: any bytes, any JSON. Each line that is a JSON object
         // becomes an event of its own fields, as text of bounded length, named so they never
         // collide with the event's own (`timestamp` is the kernel's; the agent's is
-        // `agent_timestamp`). A line that is not one is skipped, and the skips are counted.
+        // `logged_at`). A line that is not one is skipped, and the skips are counted.
         let Ok(bytes) = std::fs::read(&path) else {
             return Ok(());
         };
@@ -268,7 +268,7 @@ impl Driver<'_> {
                 ("kind", "kind", 64),
                 ("message", "message", 4096),
                 ("ref", "ref", 1024),
-                ("timestamp", "agent_timestamp", 64),
+                ("timestamp", "logged_at", 64),
             ]
             .into_iter()
             .filter_map(|(key, name, limit)| {

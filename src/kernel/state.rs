@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Where the run is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "phase", rename_all = "snake_case")]
 pub enum Phase {
     /// The next thing to do is to start this visit of this step.
@@ -43,7 +43,7 @@ pub enum Phase {
 }
 
 /// How a finished run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum End {
     /// A success STOP: exit 0.
@@ -66,7 +66,7 @@ impl End {
 }
 
 /// Safety facts the kernel carries between steps (DESIGN §4).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Safety {
     /// A step's diff broke the policy and no ROLLBACK has removed it since: every EVALUATE
     /// returns `unsafe` (rule 1).
@@ -87,7 +87,7 @@ fn yes() -> bool {
 }
 
 /// `state.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunState {
     /// The format's version.
     pub schema_version: u32,

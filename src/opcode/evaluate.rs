@@ -552,7 +552,11 @@ fn decide(
         }
     };
     if !attempts.is_empty() {
-        write_json_new(&visit_dir.join("planner_attempts.json"), &attempts)?;
+        let record = crate::planner::backend::PlannerAttempts {
+            schema_version: crate::artifacts::SCHEMA_VERSION,
+            attempts,
+        };
+        write_json_new(&visit_dir.join("planner_attempts.json"), &record)?;
         attempts_saved = true;
     }
     let (mut decision, decided_by, illegal) = match verdict {

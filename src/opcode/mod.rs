@@ -59,6 +59,20 @@ pub enum OpcodeError {
         /// The validators, as the step names them.
         names: Vec<String>,
     },
+    /// A validator's `cwd` is absolute or leaves the worktree.
+    #[error("validator `{validator}` of step `{step}`: `cwd` `{cwd}` ({at}) {reason}")]
+    ValidatorCwd {
+        /// The step.
+        step: String,
+        /// The validator id.
+        validator: String,
+        /// The `cwd` as evaluated.
+        cwd: String,
+        /// Where it is written: `FILE:LINE:COLUMN`.
+        at: String,
+        /// Why it is refused.
+        reason: String,
+    },
     /// Something else, described.
     #[error("{0}")]
     Other(String),
@@ -95,6 +109,10 @@ impl OpcodeError {
                 "a misconfiguration, not a failing check: give each its command under `validators:` in .tnh/config.yaml (e.g. `{}: {{argv: [make, {}]}}`) or drop it from the step's `run:`, then `tnh-conductor resume RUN_ID` runs the step again",
                 names[0], names[0]
             )),
+            OpcodeError::ValidatorCwd { .. } => Some(
+                "validators run inside the run's worktree: make `cwd` a folder relative to its root, without `..` above it or a link out of it (e.g. `crates/core`)"
+                    .into(),
+            ),
             OpcodeError::Other(_) => None,
         }
     }

@@ -14,7 +14,8 @@ use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
 use crate::outcome::Outcome;
 use crate::runner::{
-    CaptureFormat, Limits as RunnerLimits, ProcessSpec, supervise, validator_environment,
+    CaptureFormat, Limits as RunnerLimits, ProcessKind, ProcessSpec, supervise,
+    validator_environment,
 };
 use crate::workflow::model::{
     Limits, NetworkAccess, RunValidation, ValidatorEntry, ValidatorKind, ValidatorSpec,
@@ -423,7 +424,18 @@ fn plan(
         }
     };
     let cwd = match &spec.cwd {
-        Some(node) => worktree.join(evaluate_text(context, node)?),
+        Some(node) => {
+            let given = evaluate_text(context, node)?;
+            validators::working_directory(&worktree, &given).map_err(|reason| {
+                OpcodeError::ValidatorCwd {
+                    step: context.step_id().to_owned(),
+                    validator: id.to_owned(),
+                    at: format!("{}:{}", context.recorder.metadata().workflow_path, node.pos),
+                    cwd: given,
+                    reason,
+                }
+            })?
+        }
         None => worktree,
     };
     let mut env = Vec::new();
@@ -478,12 +490,22 @@ fn run_one(
     let folder = visit_dir.join("validators").join(&id);
     std::fs::create_dir_all(&folder)
         .map_err(crate::artifacts::ArtifactsError::io("create", &folder))?;
+    let (environment, dropped) =
+        validator_environment(&context.run.host_env, &plan.env, &context.tnh_variables());
     let (mut argv, network) = match plan.network {
-        NetworkAccess::Deny if validators::network_isolation_available() => (
-            ["unshare", "-rn", "--"]
-                .iter()
-                .map(|part| (*part).to_owned())
-                .chain(command.argv.clone())
+        NetworkAccess::Deny if let Some(helper) = validators::isolation_helper() => (
+            // The helper is the conductor's; the validator's program is found on the
+            // validator's own PATH, as it would be without isolation, and a program found
+            // nowhere is the validator's spawn failure, not a failing check.
+            std::iter::once(helper.display().to_string())
+                .chain(["-rn", "--"].iter().map(|part| (*part).to_owned()))
+                .chain(std::iter::once(isolated_program(
+                    &id,
+                    &command,
+                    &environment,
+                    &plan,
+                )?))
+                .chain(command.argv.iter().skip(1).cloned())
                 .collect::<Vec<_>>(),
             "denied (own network namespace)",
         ),
@@ -493,8 +515,6 @@ fn run_one(
         ),
         NetworkAccess::Allow => (command.argv.clone(), "allowed"),
     };
-    let (environment, dropped) =
-        validator_environment(&context.run.host_env, &plan.env, &context.tnh_variables());
     let mut runner_limits = RunnerLimits::default();
     let timeout = effective_timeout(&plan, limits, context);
     if let Some(timeout) = timeout {
@@ -507,6 +527,7 @@ fn run_one(
         .map(|at| at.value);
     let program = argv.remove(0);
     let spec = ProcessSpec {
+        kind: ProcessKind::Validator,
         agent: id.clone(),
         program,
         args: argv,
@@ -616,6 +637,22 @@ fn run_one(
         artifacts,
         proposed_goldens,
     })
+}
+
+/// The validator's program by path, looked up on its own `PATH` in its working directory.
+fn isolated_program(
+    id: &str,
+    command: &Command,
+    environment: &[(String, String)],
+    plan: &Plan,
+) -> Result<String, OpcodeError> {
+    let program = command.argv.first().map_or("", String::as_str);
+    crate::runner::supervisor::find_program(program, environment, &plan.cwd)
+        .map(|path| path.display().to_string())
+        .ok_or_else(|| {
+            let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+            crate::runner::RunnerError::spawn(ProcessKind::Validator, id, program, missing).into()
+        })
 }
 
 /// The validator's own `timeout`, else the step's, else the workflow default.

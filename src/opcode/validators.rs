@@ -131,16 +131,57 @@ pub fn script(
     })
 }
 
-/// Whether `unshare -rn` can give a process its own empty network namespace here.
-pub fn network_isolation_available() -> bool {
-    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        std::process::Command::new("unshare")
-            .args(["-rn", "true"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success())
-    })
+/// The folder a validator runs in: `cwd` relative to the worktree root (DESIGN §3), refused
+/// when it is absolute, climbs out with `..`, does not exist, or resolves (through a symbolic
+/// link) to a folder outside the worktree — a validator never runs elsewhere.
+pub fn working_directory(worktree: &Path, cwd: &str) -> Result<PathBuf, String> {
+    if let Some(reason) = crate::workflow::validate::cwd_leaves_worktree(cwd) {
+        return Err(reason.to_owned());
+    }
+    let path = worktree.join(cwd);
+    let real_worktree = worktree
+        .canonicalize()
+        .map_err(|error| format!("cannot be checked: the worktree cannot be resolved ({error})"))?;
+    let real = path
+        .canonicalize()
+        .map_err(|error| format!("is not a folder of the worktree ({error})"))?;
+    if !real.starts_with(&real_worktree) {
+        return Err(format!(
+            "resolves to `{}`, outside the worktree (a symbolic link)",
+            real.display()
+        ));
+    }
+    if !real.is_dir() {
+        return Err("is not a folder".to_owned());
+    }
+    Ok(path)
+}
+
+/// The conductor's own `unshare`, by absolute path, when `unshare -rn` can give a process its
+/// own empty network namespace here. Looked up once on the conductor's `PATH`: a validator's
+/// `env` (its own `PATH` included) applies to the validator, never to the helper that
+/// isolates it.
+pub fn isolation_helper() -> Option<&'static Path> {
+    static HELPER: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    HELPER
+        .get_or_init(|| {
+            use std::os::unix::fs::PermissionsExt;
+            let search = std::env::var_os("PATH")?;
+            let helper = std::env::split_paths(&search)
+                .filter(|directory| directory.is_absolute())
+                .map(|directory| directory.join("unshare"))
+                .find(|candidate| {
+                    std::fs::metadata(candidate)
+                        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+                })?;
+            std::process::Command::new(&helper)
+                .args(["-rn", "true"])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|status| status.success())
+                .then_some(helper)
+        })
+        .as_deref()
 }

@@ -106,7 +106,7 @@ pub struct Request<'a> {
 }
 
 /// One try of an external backend, for the record.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct Attempt {
     /// 1-based.
     pub attempt: usize,
@@ -117,6 +117,15 @@ pub struct Attempt {
     pub error: Option<String>,
     /// The raw answer, bounded.
     pub raw: String,
+}
+
+/// `planner_attempts.json`: every try of an external backend in one EVALUATE visit.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
+pub struct PlannerAttempts {
+    /// The version of this format.
+    pub schema_version: u32,
+    /// The tries, in order.
+    pub attempts: Vec<Attempt>,
 }
 
 /// What the backend's answer comes to.
@@ -734,6 +743,7 @@ fn run_process(
     };
     let host = crate::runner::HostEnv::from_process();
     let spec = crate::runner::ProcessSpec {
+        kind: crate::runner::ProcessKind::Planner,
         agent: "planner".into(),
         program: program.to_owned(),
         args: args.to_vec(),

@@ -5,14 +5,18 @@
 
 use std::path::PathBuf;
 
+use super::supervisor::ProcessKind;
+
 /// Running or recording a step failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerError {
-    /// The agent's program could not be started.
-    #[error("failed to spawn agent `{agent}`: `{program}` {reason}")]
+    /// The program of an agent, validator or planner could not be started.
+    #[error("failed to spawn {} `{name}`: `{program}` {reason}", kind.name())]
     Spawn {
-        /// The profile name (`claude-code`, `scripted`).
-        agent: String,
+        /// What the process is.
+        kind: super::supervisor::ProcessKind,
+        /// The profile name (`claude-code`, `scripted`), validator id or planner name.
+        name: String,
         /// The program that was looked up.
         program: String,
         /// Why, as a lowercase fragment (`not found on PATH`).
@@ -57,8 +61,28 @@ impl RunnerError {
     /// A line telling the operator what to do.
     pub fn hint(&self) -> Option<String> {
         match self {
-            RunnerError::Spawn { program, .. } => Some(format!(
+            RunnerError::Spawn {
+                kind: ProcessKind::Agent,
+                program,
+                ..
+            } => Some(format!(
                 "install `{program}` or point the profile (or TNH_CLAUDE_BIN / TNH_CODEX_BIN) at it; in a run, `tnh-conductor resume RUN_ID` then runs the step again"
+            )),
+            RunnerError::Spawn {
+                kind: ProcessKind::Validator,
+                name,
+                program,
+                ..
+            } => Some(format!(
+                "install `{program}` where the validator's PATH finds it (its own `env: {{PATH: …}}` if it sets one, else the conductor's), or name it by its full path in the argv of `validators.{name}` or the entrypoint; in a run, `tnh-conductor resume RUN_ID` then runs the step again"
+            )),
+            RunnerError::Spawn {
+                kind: ProcessKind::Planner,
+                name,
+                program,
+                ..
+            } => Some(format!(
+                "install `{program}` or fix the argv of `planners.{name}` in .tnh/config.yaml (TNH_CLAUDE_BIN / TNH_CODEX_BIN for claude and codex planners)"
             )),
             RunnerError::Io { action, .. } if action.starts_with("enter") => {
                 Some("check that the worktree exists (was it removed or not created?)".to_owned())
@@ -91,7 +115,12 @@ impl RunnerError {
     }
 
     /// A spawn failure, with the reason worded for the operator.
-    pub(crate) fn spawn(agent: &str, program: &str, source: std::io::Error) -> Self {
+    pub(crate) fn spawn(
+        kind: ProcessKind,
+        name: &str,
+        program: &str,
+        source: std::io::Error,
+    ) -> Self {
         let reason = match source.kind() {
             // A program named by a path is looked for there, not on PATH.
             std::io::ErrorKind::NotFound if program.contains('/') => "does not exist".to_owned(),
@@ -100,7 +129,8 @@ impl RunnerError {
             _ => format!("could not be started: {source}"),
         };
         RunnerError::Spawn {
-            agent: agent.to_owned(),
+            kind,
+            name: name.to_owned(),
             program: program.to_owned(),
             reason,
             source,

@@ -32,4 +32,4 @@ pub use process::{StrayProcess, processes_with_variable};
 pub use profile::{AgentKind, AgentProfile, builtin_profiles, resolve_profile};
 pub use progress::{CaptureFormat, Stream};
 pub use state::{StopReason, Termination};
-pub use supervisor::{Limits, ProcessSpec, Supervised, supervise};
+pub use supervisor::{Limits, ProcessKind, ProcessSpec, Supervised, supervise};

@@ -11,7 +11,7 @@
 //! survives it.
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -62,10 +62,35 @@ impl Default for Limits {
     }
 }
 
+/// What a supervised process is to the run: errors name it so (`failed to spawn validator
+/// `tests``) and say what to fix for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessKind {
+    /// An agent profile's CLI.
+    Agent,
+    /// A RUN_VALIDATION validator.
+    Validator,
+    /// An external planner backend.
+    Planner,
+}
+
+impl ProcessKind {
+    /// The word used in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProcessKind::Agent => "agent",
+            ProcessKind::Validator => "validator",
+            ProcessKind::Planner => "planner",
+        }
+    }
+}
+
 /// Everything needed to run one process.
 #[derive(Debug, Clone)]
 pub struct ProcessSpec {
-    /// The agent or validator name, for error messages.
+    /// What the process is, for error messages.
+    pub kind: ProcessKind,
+    /// The agent profile, validator id or planner name, for error messages.
     pub agent: String,
     /// The program (a path, or a name looked up on the given `PATH`).
     pub program: String,
@@ -227,7 +252,7 @@ fn spawn(spec: &ProcessSpec, token: &str) -> Result<tokio::process::Child, Runne
         .process_group(0);
     command
         .spawn()
-        .map_err(|error| RunnerError::spawn(&spec.agent, &spec.program, error))
+        .map_err(|error| RunnerError::spawn(spec.kind, &spec.agent, &spec.program, error))
 }
 
 /// The program to start, looked up on the child's own `PATH` (the directories `execvp` would
@@ -238,12 +263,19 @@ fn spawn(spec: &ProcessSpec, token: &str) -> Result<tokio::process::Child, Runne
 /// after which every page this process writes takes a copy-on-write fault. A name found
 /// nowhere is returned as it is, so the spawn fails with the usual "not found".
 fn program_path(spec: &ProcessSpec) -> PathBuf {
+    find_program(&spec.program, &spec.env, &spec.cwd)
+        .unwrap_or_else(|| PathBuf::from(&spec.program))
+}
+
+/// Where `execvp` would find `program` for a child with environment `env` in `cwd`: a path is
+/// taken as it is, a bare name is looked up on the child's own `PATH`. `None` when a bare name
+/// is found nowhere.
+pub(crate) fn find_program(program: &str, env: &[(String, String)], cwd: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    if spec.program.contains('/') {
-        return PathBuf::from(&spec.program);
+    if program.contains('/') {
+        return Some(PathBuf::from(program));
     }
-    let search = spec
-        .env
+    let search = env
         .iter()
         .find(|(name, _)| name == "PATH")
         .map_or("/bin:/usr/bin", |(_, value)| value.as_str());
@@ -251,12 +283,11 @@ fn program_path(spec: &ProcessSpec) -> PathBuf {
         .split(':')
         // Relative entries (an empty one is `.`) are taken from the child's working
         // directory, where `execvp` would look them up.
-        .map(|directory| spec.cwd.join(directory).join(&spec.program))
+        .map(|directory| cwd.join(directory).join(program))
         .find(|candidate| {
             std::fs::metadata(candidate)
                 .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
         })
-        .unwrap_or_else(|| PathBuf::from(&spec.program))
 }
 
 /// Writes the prompt and closes stdin, without ever blocking the dispatcher loop: a child
@@ -357,6 +388,7 @@ mod tests {
 
     fn spec_in(cwd: &std::path::Path, program: &str, path: &str) -> ProcessSpec {
         ProcessSpec {
+            kind: ProcessKind::Agent,
             agent: "agent".into(),
             program: program.into(),
             args: Vec::new(),

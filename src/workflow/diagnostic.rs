@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::yaml::Pos;
 
 /// How serious a diagnostic is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// The workflow cannot run.
@@ -17,7 +17,7 @@ pub enum Severity {
 }
 
 /// One problem found in a workflow file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Diagnostic {
     /// The file, as given on the command line.
     pub file: String,

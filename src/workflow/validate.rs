@@ -339,6 +339,9 @@ fn check_names(step: &Step, known: &KnownNames, diagnostics: &mut Diagnostics) {
                     ValidatorEntry::Named(_) => true,
                     ValidatorEntry::Spec(spec) => spec.kind.value == ValidatorKind::Builtin,
                 };
+                if let ValidatorEntry::Spec(spec) = entry {
+                    check_validator_cwd(step, &id.value, spec.cwd.as_ref(), diagnostics);
+                }
                 if registered && !known.validators.contains(&id.value) {
                     unknown_name(
                         diagnostics,
@@ -353,6 +356,54 @@ fn check_names(step: &Step, known: &KnownNames, diagnostics: &mut Diagnostics) {
             }
         }
         _ => {}
+    }
+}
+
+/// Why a validator `cwd` leaves the worktree, judged on the text alone: an absolute path, or
+/// more `..` than folders before them. `None` when it stays inside (symbolic links are
+/// resolved when the step runs).
+pub fn cwd_leaves_worktree(cwd: &str) -> Option<&'static str> {
+    let path = std::path::Path::new(cwd);
+    if path.has_root() {
+        return Some("is an absolute path");
+    }
+    let mut depth: usize = 0;
+    for component in path.components() {
+        match component {
+            std::path::Component::ParentDir => match depth.checked_sub(1) {
+                Some(up) => depth = up,
+                None => return Some("climbs out of the worktree with `..`"),
+            },
+            std::path::Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A literal `cwd` (no expression) that leaves the worktree is refused before the run; a
+/// computed one is checked when the step runs.
+fn check_validator_cwd(
+    step: &Step,
+    validator: &str,
+    cwd: Option<&super::yaml::Node>,
+    diagnostics: &mut Diagnostics,
+) {
+    let Some(node) = cwd else { return };
+    let Some(text) = node.as_str().filter(|text| !text.contains("${")) else {
+        return;
+    };
+    if let Some(reason) = cwd_leaves_worktree(text) {
+        diagnostics
+            .error(
+                node.pos,
+                "cwd-outside-worktree",
+                format!(
+                    "`cwd` `{text}` of validator `{validator}` in step `{}` {reason}",
+                    step.id.value
+                ),
+            )
+            .hint("validators run inside the run's worktree: give a folder relative to its root, without `..` above it (e.g. `cwd: crates/core`)");
     }
 }
 

@@ -336,7 +336,7 @@ pub(crate) fn clear_index_flags(git: &Git) -> Result<(), WorkspaceError> {
 
 /// What the worktree holds and where its HEAD is, recorded at each checkpoint so that resume
 /// can tell whether someone changed the worktree by hand in between.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Fingerprint {
     /// The tree of the worktree's files (untracked included, ignored excluded).
     pub tree: String,

@@ -1,5 +1,6 @@
 //! The one integration-test binary: one module per feature.
 
+mod artifact_schemas;
 mod cli;
 mod first_use;
 mod gate;
@@ -31,6 +32,7 @@ mod tnh_commands;
 mod validate;
 mod validation;
 mod validation_policy;
+mod validator_process;
 mod workspace;
 mod workspace_access;
 mod workspace_cli;

@@ -364,14 +364,14 @@ fn a_claude_result_without_structured_output_is_a_planner_error_after_a_retry() 
     assert_eq!(decision["blockers"][0]["code"], "planner_error");
     let attempts = repo.json(&run_id, "artifacts/evaluate/1/planner_attempts.json");
     assert!(
-        attempts[0]["error"]
+        attempts["attempts"][0]["error"]
             .as_str()
             .unwrap()
             .contains("no structured_output"),
         "{attempts}"
     );
     assert!(
-        attempts[0]["raw"]
+        attempts["attempts"][0]["raw"]
             .as_str()
             .unwrap()
             .contains("Hello from mock."),
@@ -386,7 +386,7 @@ fn a_claude_that_is_not_logged_in_is_a_planner_error_naming_it() {
     let decision = repo.json(&run_id, "artifacts/evaluate/1/planner_decision.json");
     assert_eq!(decision["blockers"][0]["code"], "planner_error");
     let attempts = repo.json(&run_id, "artifacts/evaluate/1/planner_attempts.json");
-    let error = attempts[0]["error"].as_str().unwrap();
+    let error = attempts["attempts"][0]["error"].as_str().unwrap();
     assert!(
         error.contains("claude reported an error") && error.contains("Not logged in"),
         "the reason is kept: {error}"

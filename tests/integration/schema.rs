@@ -129,6 +129,14 @@ fn every_published_schema_compiles_and_real_records_match_it() {
         "planner-input",
         "planner-decision",
         "guard-state",
+        "runner-metadata",
+        "validation-report",
+        "gate-request",
+        "gate-outcome",
+        "planner-attempts",
+        "state",
+        "runlog-entry",
+        "validate-output",
     ] {
         let output = conductor().args(["schema", name]).output().unwrap();
         assert_eq!(output.status.code(), Some(0), "schema {name}");

@@ -231,7 +231,7 @@ fn runlog_entries_become_events_of_the_run() {
     // agent's own timestamp is kept apart from the event's, and the bad line is counted.
     let events = repo.conductor(&["runs", "events", run_id]);
     assert_eq!(events.status.code(), Some(0), "{}", stderr_text(&events));
-    assert!(entry["agent_timestamp"].is_string(), "{entry}");
+    assert!(entry["logged_at"].is_string(), "{entry}");
     let runlog: Vec<serde_json::Value> = repo
         .events(run_id)
         .into_iter()
@@ -239,10 +239,7 @@ fn runlog_entries_become_events_of_the_run() {
         .collect();
     assert_eq!(runlog.len(), 3, "{runlog:?}");
     assert_eq!(
-        (
-            runlog[1]["kind"].as_str(),
-            runlog[1]["agent_timestamp"].as_str()
-        ),
+        (runlog[1]["kind"].as_str(), runlog[1]["logged_at"].as_str()),
         (Some("note"), Some("7"))
     );
     assert_eq!(runlog[2]["kind"], "unreadable", "{runlog:?}");

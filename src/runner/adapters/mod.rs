@@ -115,6 +115,7 @@ pub async fn run_agent(
         &request.tnh_variables,
     );
     let spec = ProcessSpec {
+        kind: crate::runner::ProcessKind::Agent,
         agent: request.agent_name.clone(),
         program: invocation.program.clone(),
         args: invocation.args.clone(),

@@ -1,0 +1,340 @@
+//! Every JSON artifact of a real run directory names a `schema_version` and matches the schema
+//! `tnh-conductor schema NAME` prints for it; so does `validate --format json`. A new artifact
+//! without a published schema, or a writer that drifts from its schema, fails here.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use crate::kernel_support::RunRepo;
+use crate::support::{conductor, stderr_text, stdout_text};
+
+/// An agent step (with a run-log entry), a validation step (a harness that reports, a refused
+/// entrypoint), a command planner, a queued and a blocking gate, then a ROLLBACK.
+const EVIDENCE: &str = r#"workflow_id: evidence
+version: 1
+description: every kind of step, for the artifact schema check
+entry_step: implement
+steps:
+  - id: implement
+    opcode: RUN_AGENT
+    agent: worker
+    prompt: implement the feature
+    routes:
+      "*": check
+  - id: check
+    opcode: RUN_VALIDATION
+    run:
+      - id: harness
+        kind: script
+        entrypoint: scripts/harness.sh
+        artifacts: ["out/harness_report.json"]
+      - id: outside
+        kind: script
+        entrypoint: /bin/true
+    routes:
+      "*": evaluate
+  - id: evaluate
+    opcode: EVALUATE
+    prompt: planner.evaluate_results.v1
+    planner: judge
+    allowed_next_steps: [queue, failed]
+    routes:
+      needs_human: queue
+      success: failed
+      partial: failed
+      blocked: failed
+      unsafe: failed
+  - id: queue
+    opcode: GATE
+    gate: queue_for_review
+    routes:
+      gate_queued: review
+  - id: review
+    opcode: GATE
+    gate: requires_approval
+    approvers: [lead]
+    timeout: 24h
+    routes:
+      gate_approved: undo
+      gate_rejected: failed
+      gate_timed_out: failed
+  - id: undo
+    opcode: ROLLBACK
+    target: pre_step
+    routes:
+      completed: STOP
+      error: failed
+  - id: failed
+    opcode: STOP
+    outcome: failure
+"#;
+
+/// A validation step whose `lint` is neither configured nor detectable (so `harness` is not run).
+const UNCONFIGURED: &str = r"workflow_id: unconfigured
+version: 1
+description: a validator that is not configured
+entry_step: check
+steps:
+  - id: check
+    opcode: RUN_VALIDATION
+    run: [harness_check, lint]
+    routes:
+      '*': STOP
+";
+
+const HARNESS: &str = r#"#!/bin/sh
+mkdir -p out
+printf '%s' '{"suite_id": "smoke", "cases": [], "summary": {"passed": 0, "failed": 0}}' > out/harness_report.json
+"#;
+
+const JUDGE: &str = r#"#!/bin/sh
+cat > /dev/null
+echo '{"status": "needs_human", "next_step": "queue", "blockers": [{"code": "review", "summary": "a human looks"}], "risk_flags": ["manual_review"]}'
+"#;
+
+fn evidence_repo() -> RunRepo {
+    let repo = RunRepo::new();
+    repo.repo.write("scripts/harness.sh", HARNESS);
+    repo.repo.commit_all("harness");
+    let agent = repo.repo.write(
+        ".tnh/agent.sh",
+        &format!(
+            "#!/bin/sh\ncat > /dev/null\necho feature > feature.txt\n\"{}\" runlog append --kind decision --message 'kept it small' --ref feature.txt\necho done\n",
+            env!("CARGO_BIN_EXE_tnh")
+        ),
+    );
+    let judge = repo.repo.write(".tnh/judge.sh", JUDGE);
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!(
+            "agents:\n  worker: {{kind: command, argv: [sh, \"{}\"]}}\nplanners:\n  judge: {{kind: command, argv: [sh, \"{}\"]}}\nscript_allowlist: [\"scripts/\"]\nvalidators:\n  harness_check: {{argv: [sh, scripts/harness.sh]}}\n",
+            agent.display(),
+            judge.display()
+        ),
+    );
+    repo
+}
+
+/// The published schema of each name, compiled.
+fn validators(names: &BTreeSet<&str>) -> BTreeMap<String, jsonschema::Validator> {
+    names
+        .iter()
+        .map(|name| {
+            let output = conductor().args(["schema", name]).output().unwrap();
+            assert_eq!(
+                output.status.code(),
+                Some(0),
+                "schema {name}: {}",
+                stderr_text(&output)
+            );
+            let schema: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+            let validator = jsonschema::validator_for(&schema)
+                .unwrap_or_else(|error| panic!("schema {name} does not compile: {error}"));
+            ((*name).to_owned(), validator)
+        })
+        .collect()
+}
+
+/// The schema a run-directory file follows, by where it is and what it is called; `None` for
+/// files that are not JSON records.
+fn schema_name(relative: &Path) -> Option<&'static str> {
+    let name = relative.file_name()?.to_str()?;
+    let parts: Vec<&str> = relative.iter().filter_map(|part| part.to_str()).collect();
+    if parts.first() == Some(&"rollbacks") {
+        return Some("rollback-record");
+    }
+    Some(match name {
+        "metadata.json" => "run-metadata",
+        "status.json" => "run-status",
+        "state.json" => "state",
+        "events.ndjson" => "event",
+        "manifest.json" => "manifest",
+        "runner_metadata.json" => "runner-metadata",
+        "runlog.ndjson" => "runlog-entry",
+        "workspace_status.json" => "workspace-status",
+        "policy_summary.json" => "policy-summary",
+        "guard_state.json" => "guard-state",
+        "validation_report.json" => "validation-report",
+        "harness_report.json" => "harness-report",
+        "planner_input.json" => "planner-input",
+        "planner_decision.json" => "planner-decision",
+        "planner_attempts.json" => "planner-attempts",
+        "gate_request.json" => "gate-request",
+        "gate_outcome.json" => "gate-outcome",
+        "rollback.json" => "rollback-record",
+        _ if name.ends_with(".json") || name.ends_with(".ndjson") => "UNKNOWN",
+        _ => return None,
+    })
+}
+
+fn files_under(root: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(directory) = pending.pop() {
+        for entry in std::fs::read_dir(&directory).unwrap().flatten() {
+            let path = entry.path();
+            if entry.file_type().unwrap().is_dir() {
+                pending.push(path);
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Checks every JSON record under `run_dir`; returns how many of each schema were checked.
+fn check_run_dir(run_dir: &Path) -> BTreeMap<&'static str, usize> {
+    let files = files_under(run_dir);
+    let mut records = Vec::new();
+    for path in &files {
+        let relative = path.strip_prefix(run_dir).unwrap();
+        // What a validator collected is the validator's own file, not a conductor format;
+        // only its harness report has a published schema (and no `schema_version` of ours).
+        let collected = relative.iter().any(|part| part == "validators")
+            && relative.iter().any(|part| part == "artifacts");
+        let Some(name) = schema_name(relative) else {
+            continue;
+        };
+        if collected && name != "harness-report" {
+            continue;
+        }
+        assert_ne!(
+            name,
+            "UNKNOWN",
+            "{} has no published schema",
+            relative.display()
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let documents: Vec<serde_json::Value> = if name == "event" || name == "runlog-entry" {
+            text.lines()
+                .map(|line| serde_json::from_str(line).unwrap())
+                .collect()
+        } else {
+            vec![serde_json::from_str(&text).unwrap()]
+        };
+        for document in documents {
+            if name != "harness-report" {
+                assert_eq!(
+                    document["schema_version"],
+                    1,
+                    "{} has no schema_version: {document}",
+                    relative.display()
+                );
+            }
+            records.push((relative.display().to_string(), name, document));
+        }
+    }
+    let names = records.iter().map(|(_, name, _)| *name).collect();
+    let validators = validators(&names);
+    let mut counts = BTreeMap::new();
+    for (file, name, document) in &records {
+        let errors: Vec<String> = validators[*name]
+            .iter_errors(document)
+            .map(|error| format!("{error} at {}", error.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{file} does not match `schema {name}`: {errors:#?}\n{document:#}"
+        );
+        *counts.entry(*name).or_insert(0) += 1;
+    }
+    counts
+}
+
+#[test]
+fn every_artifact_of_a_run_matches_its_published_schema() {
+    let repo = evidence_repo();
+    let workflow = repo.workflow_text("evidence.yaml", EVIDENCE);
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap().to_owned();
+    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead", "--resume"]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+    let rolled = repo.conductor(&["rollback", &run_id, "--target", "pre_run"]);
+    assert_eq!(rolled.status.code(), Some(0), "{}", stderr_text(&rolled));
+
+    let (code, result, output) =
+        repo.run(&repo.workflow_text("unconfigured.yaml", UNCONFIGURED), &[]);
+    assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
+    let blocked_run = result["run_id"].as_str().unwrap().to_owned();
+
+    let mut seen = check_run_dir(&repo.run_dir(&run_id));
+    for (name, count) in check_run_dir(&repo.run_dir(&blocked_run)) {
+        *seen.entry(name).or_insert(0) += count;
+    }
+    // The run exercised every format this test is meant to keep honest.
+    for name in [
+        "run-metadata",
+        "run-status",
+        "state",
+        "event",
+        "manifest",
+        "runner-metadata",
+        "runlog-entry",
+        "workspace-status",
+        "policy-summary",
+        "validation-report",
+        "harness-report",
+        "planner-input",
+        "planner-decision",
+        "planner-attempts",
+        "gate-request",
+        "gate-outcome",
+        "rollback-record",
+    ] {
+        assert!(
+            seen.contains_key(name),
+            "no {name} record was checked: {seen:?}"
+        );
+    }
+    let request = repo.json(&run_id, "artifacts/review/1/gate_request.json");
+    assert_eq!(
+        request["context"]["last_step"]["step_id"], "check",
+        "{request:#}"
+    );
+    assert_eq!(
+        request["context"]["planner"]["status"], "needs_human",
+        "{request:#}"
+    );
+    let report = repo.json(&blocked_run, "artifacts/check/1/validation_report.json");
+    assert_eq!(report["status"], "not_configured", "{report:#}");
+}
+
+#[test]
+fn validate_json_output_matches_its_published_schema() {
+    let repo = evidence_repo();
+    let valid = repo.workflow_text("evidence.yaml", EVIDENCE);
+    let broken = repo.workflow_text(
+        "broken.yaml",
+        &EVIDENCE.replace("opcode: ROLLBACK", "opcode: ROLLBACK\n    colour: red"),
+    );
+    let output = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["validate", "--format", "json"])
+        .arg(&valid)
+        .arg(&broken)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr_text(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("{}", stdout_text(&output)));
+    assert_eq!(report["schema_version"], 1);
+    assert!(
+        report["files"][1]["diagnostics"][0]["hint"].is_string(),
+        "a diagnostic with a hint is checked: {report:#}"
+    );
+    let validators = validators(&BTreeSet::from(["validate-output"]));
+    let errors: Vec<String> = validators["validate-output"]
+        .iter_errors(&report)
+        .map(|error| format!("{error} at {}", error.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}\n{report:#}");
+}
