@@ -30,7 +30,7 @@ pub fn run(args: &ContextArgs) -> TnhResult {
             std::fs::read_to_string(std::path::Path::new(&dir).join("inputs.json")).ok()
         })
         .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
-    let adrs = super::adr::find(&place.root)
+    let adrs = super::adr::find(&place.root, &super::config::config_file(&place.root)?)
         .into_iter()
         .map(|adr| format!("{} {} ({})", adr.id, adr.title, adr.status))
         .collect::<Vec<_>>();

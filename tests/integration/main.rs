@@ -28,6 +28,7 @@ mod script;
 mod starter_workflows;
 mod support;
 mod tnh_commands;
+mod tnh_in_run;
 mod validate;
 mod validation;
 mod validation_policy;
