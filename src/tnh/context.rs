@@ -11,7 +11,7 @@ use crate::error::ExitStatus;
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  tnh context\n  tnh context --json | jq .changed\n\nPrints the repository root, branch, base commit, files changed since the base, the run and step \
-(inside a tnh-conductor run), the step's inputs (from TNH_STEP_DIR/inputs.json when present), ADRs, and the tnh commands available."
+(inside a tnh-conductor run), the step's inputs (from TNH_STEP_DIR/inputs.json when present), ADRs, and the tnh commands available. Paths are printed as they are, never quoted."
 )]
 pub struct ContextArgs {
     /// Print JSON instead of text.
@@ -23,7 +23,7 @@ pub struct ContextArgs {
 pub fn run(args: &ContextArgs) -> TnhResult {
     let place = git::place()?;
     let branch = git::branch(&place.root).unwrap_or_default();
-    let changed = git::changes(&place)?;
+    let changed = git::changes(&place, &[])?;
     let variable = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
     let inputs = variable("TNH_STEP_DIR")
         .and_then(|dir| {

@@ -10,10 +10,13 @@ use crate::error::ExitStatus;
 /// `tnh diff [--stat|--name-only|--patch] [--max-lines N] [PATH…]`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  tnh diff --stat\n  tnh diff --patch --max-lines 200 src/\n  tnh diff --name-only | head\n\n\
+    after_help = "Examples:\n  tnh diff --stat\n  tnh diff --patch --max-lines 200 src/\n  tnh diff --name-only 'src/*.rs' | head\n\n\
 The base is TNH_BASE_SHA inside a run, else the merge-base with origin/HEAD, main or master. \
-Untracked files are listed as new. --patch shows source files first, then tests, then docs and others; \
-output longer than --max-lines ends with a line saying how much was left out."
+Untracked files are listed as new. PATHs are git pathspecs relative to the repository root, matched the same way \
+for tracked and untracked files in every mode: `src` is the folder src (not srcgen/), `src/*.rs` a glob. \
+--patch shows source files first, then tests, then docs and others; \
+output longer than --max-lines ends with a line saying how much was left out; with nothing changed every mode \
+prints `no changes`."
 )]
 pub struct DiffArgs {
     /// A diffstat (the default).
@@ -28,70 +31,49 @@ pub struct DiffArgs {
     /// Show at most this many lines.
     #[arg(long, value_name = "N", default_value_t = 400)]
     pub max_lines: usize,
-    /// Limit to these paths.
+    /// Limit to these paths (git pathspecs: folders, files or globs).
     pub paths: Vec<String>,
 }
 
 /// Prints the diff.
 pub fn run(args: &DiffArgs) -> TnhResult {
     let place = git::place()?;
-    let mut arguments: Vec<String> = vec!["diff".into(), "-M".into(), "--no-color".into()];
-    let untracked = || -> Result<Vec<String>, super::TnhError> {
-        Ok(git::git(
-            &place.root,
-            &["ls-files", "--others", "--exclude-standard", "--"],
-        )?
-        .lines()
-        .filter(|path| in_scope(path, &args.paths))
-        .map(str::to_owned)
-        .collect())
-    };
-    let text = if args.name_only {
-        let changes = git::changes(&place)?;
-        changes
+    let mut text = if args.name_only {
+        git::changes(&place, &args.paths)?
             .iter()
-            .filter(|(_, path)| in_scope(path, &args.paths))
             .map(|(status, path)| format!("{status}\t{path}\n"))
             .collect()
-    } else if args.patch {
-        arguments.push(place.base.clone());
-        arguments.push("--".into());
-        arguments.extend(args.paths.iter().cloned());
-        let patch = git::git(
-            &place.root,
-            &arguments.iter().map(String::as_str).collect::<Vec<_>>(),
-        )?;
-        let mut text = key_hunks_first(&patch);
-        for path in untracked()? {
-            let _ = writeln!(text, "new untracked file: {path}");
-        }
-        text
     } else {
-        arguments.extend(["--stat".into(), place.base.clone(), "--".into()]);
-        arguments.extend(args.paths.iter().cloned());
-        let listed: Vec<&str> = arguments.iter().map(String::as_str).collect();
-        let (mut text, untracked) = git::git_pair(
+        let shape = if args.patch { "--patch" } else { "--stat" };
+        let tracked = git::with_paths(
+            &["diff", "-M", "--no-color", shape, &place.base],
+            &args.paths,
+        );
+        let (tracked, untracked) = git::git_pair(
             &place.root,
-            &listed,
-            &["ls-files", "--others", "--exclude-standard", "--"],
+            &git::as_strs(&tracked),
+            &git::as_strs(&git::untracked_args(&args.paths)),
         )?;
-        for path in untracked.lines().filter(|path| in_scope(path, &args.paths)) {
-            let _ = writeln!(text, " {path} (new, untracked)");
+        let untracked = git::split_nul(&untracked);
+        if args.patch {
+            let mut text = key_hunks_first(&tracked);
+            for path in untracked {
+                let _ = writeln!(text, "new untracked file: {path}");
+            }
+            text
+        } else {
+            let mut text = tracked;
+            for path in untracked {
+                let _ = writeln!(text, " {path} (new, untracked)");
+            }
+            text
         }
-        if text.is_empty() {
-            text = "no changes\n".into();
-        }
-        text
     };
+    if text.is_empty() {
+        text = "no changes\n".into();
+    }
     print(&truncate(&text, args.max_lines));
     Ok(ExitStatus::Success)
-}
-
-fn in_scope(path: &str, scopes: &[String]) -> bool {
-    scopes.is_empty()
-        || scopes
-            .iter()
-            .any(|scope| path.starts_with(scope.trim_end_matches('/')))
 }
 
 /// Files of the patch reordered: source first, then tests, then docs and others.
