@@ -1,5 +1,5 @@
 //! `tnh` inside a real run: the agent's commands read the configuration the run uses (the main
-//! working tree's, not the worktree's absent `.tnh/`).
+//! working tree's, not the worktree's absent `.tnh/`), and `tnh context` shows the step's inputs.
 
 use crate::kernel_support::RunRepo;
 use crate::support::{stderr_text, stdout_text, tnh};
@@ -165,4 +165,44 @@ fn tnh_test_says_when_the_configuration_is_not_the_one_the_run_recorded() {
         "{}",
         stderr_text(&output)
     );
+}
+
+/// Regression: nothing wrote `$TNH_STEP_DIR/inputs.json`, so `tnh context` inside a run always
+/// showed `"inputs": null`.
+#[test]
+fn tnh_context_in_a_run_shows_the_inputs_the_prompt_was_given() {
+    let repo = RunRepo::new();
+    let result = run_agent_script(
+        &repo,
+        "",
+        "    prompt: task.implement_adr.v1\n    inputs:\n      adr_id: ADR-0007\n      target_paths: [src/]\n",
+        "$TNH context --json > \"$TNH_STEP_DIR/context.json\"; $TNH context > \"$TNH_STEP_DIR/context.txt\"",
+    );
+    let context: serde_json::Value =
+        serde_json::from_str(&step_file(&repo, &result, "context.json")).unwrap();
+    assert_eq!(
+        context["inputs"],
+        serde_json::json!({"adr_id": "ADR-0007", "target_paths": ["src/"]}),
+        "{context}"
+    );
+    let text = step_file(&repo, &result, "context.txt");
+    assert!(
+        text.contains("  adr_id: ADR-0007\n") && text.contains("  target_paths: [\"src/\"]\n"),
+        "{text}"
+    );
+    let inputs: serde_json::Value =
+        serde_json::from_str(&step_file(&repo, &result, "inputs.json")).unwrap();
+    assert_eq!(
+        (inputs["schema_version"].as_u64(), inputs["prompt"].as_str()),
+        (Some(1), Some("task.implement_adr.v1"))
+    );
+    let run_id = result["run_id"].as_str().unwrap();
+    let manifest = repo.json(run_id, "artifacts/work/1/manifest.json");
+    let listed = manifest["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["role"] == "prompt_inputs")
+        .unwrap_or_else(|| panic!("inputs.json is not in the manifest: {manifest}"));
+    assert_eq!(listed["path"], "artifacts/work/1/inputs.json");
 }
