@@ -16,7 +16,7 @@ pub enum AdrCommand {
     /// Every ADR: id, status and title, one a line.
     #[command(
         after_help = "Examples:\n  tnh adr list\n  tnh adr list --status accepted\n\nADRs are Markdown files of this checkout matching `adr_paths` in .tnh/config.yaml of the repository's \
-main working tree (default docs/**/adr/*.md)."
+main working tree (default docs/**/adr/*.md).\n\nExit codes: 0 listed (also when none are found); 2 outside a repository."
     )]
     List {
         /// Only ADRs with this status (case-insensitive).
@@ -25,7 +25,7 @@ main working tree (default docs/**/adr/*.md)."
     },
     /// Print one ADR in full.
     #[command(
-        after_help = "Examples:\n  tnh adr open OA04\n  tnh adr open ADR-OA04.1\n\nThe id is case-insensitive and the `ADR-` prefix is optional. Exit 2 for an unknown id."
+        after_help = "Examples:\n  tnh adr open OA04\n  tnh adr open ADR-OA04.1\n\nThe id is case-insensitive and the `ADR-` prefix is optional.\n\nExit codes: 0 printed; 2 for an unknown id or outside a repository."
     )]
     Open {
         /// The ADR id.

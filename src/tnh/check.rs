@@ -17,7 +17,8 @@ use crate::error::ExitStatus;
 The command comes from `validators:` in .tnh/config.yaml of the repository's main working tree \
 (the file the run uses, never a run worktree's own .tnh/), else is detected (Cargo: cargo test / clippy / check; \
 npm scripts; Python: pytest / ruff / mypy). Prints the exit code, duration, failing tests or first errors, and \
-the tail; exits with the tool's exit code (2 when no command is known)."
+the tail.\n\nExit codes: 0 the tool passed; else the tool's exit code (codes above 4 become 1); 2 also when no command is configured or detected, \
+the tool cannot be started, or outside a repository."
 )]
 pub struct CheckArgs {
     /// Print the structured result as JSON.

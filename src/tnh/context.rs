@@ -13,7 +13,8 @@ use crate::error::ExitStatus;
 #[command(
     after_help = "Examples:\n  tnh context\n  tnh context --json | jq .changed\n\nPrints the repository root, branch, base commit, files changed since the base, the run and step \
 (inside a tnh-conductor run), the step's inputs (the values its prompt was given, from TNH_STEP_DIR/inputs.json when present), \
-ADRs, and the tnh commands available. Paths are printed as they are, never quoted."
+ADRs, and the tnh commands available. Paths are printed as they are, never quoted.\n\n\
+Exit codes: 0 printed; 2 outside a repository, or a git query failed."
 )]
 pub struct ContextArgs {
     /// Print JSON instead of text.

@@ -14,9 +14,10 @@ use crate::error::ExitStatus;
 The base is TNH_BASE_SHA inside a run, else the merge-base with origin/HEAD, main or master. \
 Untracked files are listed as new. PATHs are git pathspecs relative to the repository root, matched the same way \
 for tracked and untracked files in every mode: `src` is the folder src (not srcgen/), `src/*.rs` a glob. \
---patch shows source files first, then tests, then docs and others; \
-output longer than --max-lines ends with a line saying how much was left out; with nothing changed every mode \
-prints `no changes`."
+--patch shows source files first, then tests (a test/ or tests/ folder, or a file named test_*, *_test.*, *.test.*, \
+test.* or tests.*), then docs (*.md, or under docs/ or doc/) and others; output longer than --max-lines ends with a line \
+saying how much was left out; with nothing changed every mode prints `no changes`.\n\n\
+Exit codes: 0 printed (also when nothing changed); 2 bad usage, a PATH git refuses, or outside a repository."
 )]
 pub struct DiffArgs {
     /// A diffstat (the default).
@@ -91,18 +92,70 @@ fn key_hunks_first(patch: &str) -> String {
     if let Some(from) = start {
         files.push(&patch[from..]);
     }
-    let rank = |file: &str| {
-        let header = file.lines().next().unwrap_or_default();
-        if header.contains("test") {
-            1
-        } else if header.contains(".md") || header.contains("docs/") {
-            2
-        } else {
-            0
-        }
-    };
-    files.sort_by_key(|file| rank(file));
+    files.sort_by_key(|file| rank(patch_path(file)));
     files.concat()
+}
+
+/// Where a changed file goes in `--patch`: source 0, tests 1, docs 2.
+fn rank(path: &str) -> u8 {
+    if is_test_path(path) {
+        1
+    } else if is_doc_path(path) {
+        2
+    } else {
+        0
+    }
+}
+
+/// The path one file's patch is about: its new name, else its old one (a deletion), else the
+/// header's (a mode change or a binary file).
+fn patch_path(file: &str) -> &str {
+    let mut lines = file.lines();
+    let header = lines.next().unwrap_or_default();
+    let mut old = None;
+    for line in lines.take_while(|line| !line.starts_with("@@")) {
+        if let Some(path) = line
+            .strip_prefix("+++ b/")
+            .or_else(|| line.strip_prefix("rename to "))
+            .or_else(|| line.strip_prefix("copy to "))
+        {
+            return path.trim_end_matches('\t');
+        }
+        if let Some(path) = line.strip_prefix("--- a/") {
+            old = Some(path.trim_end_matches('\t'));
+        }
+    }
+    old.or_else(|| header.rsplit_once(" b/").map(|(_, path)| path))
+        .unwrap_or(header)
+}
+
+/// A test file: under a `test`, `tests` or `__tests__` folder, or named `test_*`, `*_test.*`,
+/// `*.test.*`, `test.*` or `tests.*` — not any path that merely contains "test"
+/// (`src/attestation.rs`, `src/contest.rs`).
+pub(crate) fn is_test_path(path: &str) -> bool {
+    let mut components: Vec<&str> = path.split('/').collect();
+    let name = components.pop().unwrap_or_default();
+    if components
+        .iter()
+        .any(|folder| matches!(*folder, "test" | "tests" | "__tests__"))
+    {
+        return true;
+    }
+    let stem = name.split('.').next().unwrap_or(name);
+    matches!(stem, "test" | "tests")
+        || name.starts_with("test_")
+        || name.contains("_test.")
+        || name.contains(".test.")
+}
+
+/// A documentation file: Markdown, or anything under a `docs` or `doc` folder.
+fn is_doc_path(path: &str) -> bool {
+    let mut components: Vec<&str> = path.split('/').collect();
+    let name = components.pop().unwrap_or_default();
+    name.ends_with(".md")
+        || components
+            .iter()
+            .any(|folder| matches!(*folder, "docs" | "doc"))
 }
 
 /// At most `max` lines, then a marker saying what was left out.
@@ -122,4 +175,43 @@ pub fn truncate(text: &str, max: usize) -> String {
         total - max
     );
     kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_test_path, rank};
+
+    #[test]
+    fn test_paths_are_matched_by_folder_or_file_name_pattern() {
+        for path in [
+            "tests/lib.rs",
+            "crates/core/tests/it.rs",
+            "src/test/java/AppTest.java",
+            "web/__tests__/app.js",
+            "pkg/server_test.go",
+            "web/app.test.ts",
+            "python/test_api.py",
+            "src/foo/tests.rs",
+        ] {
+            assert!(is_test_path(path), "{path} is a test");
+        }
+        for path in [
+            "src/attestation.rs",
+            "src/contest.rs",
+            "src/testing_helpers.rs",
+            "latest/notes.rs",
+            "src/protest/main.rs",
+        ] {
+            assert!(!is_test_path(path), "{path} is not a test");
+        }
+    }
+
+    #[test]
+    fn docs_rank_after_tests_and_sources_first() {
+        assert_eq!(rank("src/attestation.rs"), 0);
+        assert_eq!(rank("tests/a.rs"), 1);
+        assert_eq!(rank("docs/guide.txt"), 2);
+        assert_eq!(rank("README.md"), 2);
+        assert_eq!(rank("mydocs/tool.rs"), 0);
+    }
 }

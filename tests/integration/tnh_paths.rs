@@ -157,3 +157,22 @@ fn every_mode_says_when_nothing_changed() {
         assert_eq!(run_tnh(&clean, &["diff", mode]), "no changes\n", "{mode}");
     }
 }
+
+/// Regression: `--patch` ranked any file whose header contained "test" as a test, so a source
+/// file such as `src/attestation.rs` went after the tests.
+#[test]
+fn patch_puts_sources_first_even_when_their_name_contains_test() {
+    let repo = TempRepo::new();
+    repo.write("app/tests/check.rs", "a\n");
+    repo.write("src/attestation.rs", "a\n");
+    repo.write("docs/guide.md", "a\n");
+    repo.commit_all("base");
+    for path in ["app/tests/check.rs", "src/attestation.rs", "docs/guide.md"] {
+        repo.write(path, "a\nb\n");
+    }
+    let patch = run_tnh(&repo, &["diff", "--patch"]);
+    let source = patch.find("diff --git a/src/attestation.rs").unwrap();
+    let tests = patch.find("diff --git a/app/tests/check.rs").unwrap();
+    let docs = patch.find("diff --git a/docs/guide.md").unwrap();
+    assert!(source < tests && tests < docs, "{patch}");
+}
