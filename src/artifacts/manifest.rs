@@ -51,6 +51,8 @@ pub enum ArtifactRole {
     RollbackRecord,
     /// Entries the agent appended with `tnh runlog append`.
     AgentRunlog,
+    /// The inputs an agent step's prompt was rendered with (`inputs.json`).
+    PromptInputs,
 }
 
 /// One artifact of a step visit.

@@ -139,8 +139,8 @@ fn activity(run_dir: &RunDir, step: &str, visit: u32) -> String {
     }
 }
 
-/// The newest non-empty file a visit's processes wrote (its prompt and the guard's state
-/// left out), with when it was last written.
+/// The newest non-empty file a visit's processes wrote (its prompt, its inputs and the guard's
+/// state, which the conductor writes, left out), with when it was last written.
 fn last_output(visit_dir: &Path) -> Option<(String, std::time::SystemTime)> {
     let mut newest: Option<(String, std::time::SystemTime)> = None;
     let mut folders = vec![(visit_dir.to_path_buf(), 0)];
@@ -156,7 +156,10 @@ fn last_output(visit_dir: &Path) -> Option<(String, std::time::SystemTime)> {
             let written = metadata.modified().ok();
             if !metadata.is_file()
                 || metadata.len() == 0
-                || matches!(name.as_str(), "prompt.md" | "guard_state.json")
+                || matches!(
+                    name.as_str(),
+                    "prompt.md" | "inputs.json" | "guard_state.json"
+                )
             {
                 continue;
             }

@@ -27,7 +27,17 @@ pub(super) fn execute(
             .workspace
             .snapshot_pre_step(&context.step.id.value, context.visit)
     })?;
-    let prompt = render_prompt(context, agent)?;
+    let (prompt, inputs) = render_prompt(context, agent)?;
+    // `tnh context` shows the agent what its prompt was given.
+    write_json_new(
+        &visit_dir.join(INPUTS_FILE),
+        &serde_json::json!({
+            "schema_version": crate::artifacts::SCHEMA_VERSION,
+            "step_id": step.0,
+            "prompt": prompt_reference(agent),
+            "inputs": inputs,
+        }),
+    )?;
     let request = StepRequest {
         agent_name: agent.agent.value.clone(),
         profile: resolve_profile(&agent.agent.value, &configured_profiles(context)?)?,
@@ -118,6 +128,12 @@ pub(super) fn execute(
             Some(context.artifact(role, &record.path, &record.media_type, record.required))
         })
         .collect();
+    artifacts.push(context.artifact(
+        ArtifactRole::PromptInputs,
+        INPUTS_FILE,
+        "application/json",
+        false,
+    ));
     artifacts.extend(step_policy::capture_artifacts(context));
     artifacts.push(step_policy::policy_artifact(context));
     let summary_json = serde_json::json!({
@@ -212,17 +228,32 @@ fn configured_profiles(
         .collect()
 }
 
+/// The file of a step visit holding the inputs its prompt was rendered with.
+const INPUTS_FILE: &str = "inputs.json";
+
+/// The prompt reference (`family.name.vN`) of a library prompt, `None` for literal text.
+fn prompt_reference(agent: &RunAgent) -> Option<String> {
+    match &agent.prompt.value {
+        PromptSpec::Reference(reference) => Some(reference.as_str().to_owned()),
+        PromptSpec::Literal(_) => None,
+    }
+}
+
 /// The prompt text: a library prompt rendered strictly with the step's inputs, or literal text
-/// with `${name}` substituted.
-fn render_prompt(context: &StepContext<'_>, agent: &RunAgent) -> Result<String, OpcodeError> {
+/// with `${name}` substituted; and the inputs it was given (none for literal text).
+fn render_prompt(
+    context: &StepContext<'_>,
+    agent: &RunAgent,
+) -> Result<(String, serde_json::Map<String, serde_json::Value>), OpcodeError> {
     let script_context = context.script_context()?;
     match &agent.prompt.value {
-        PromptSpec::Literal(text) => {
-            Ok(context
+        PromptSpec::Literal(text) => Ok((
+            context
                 .run
                 .script
-                .substitute_names(text, agent.prompt.pos, &script_context)?)
-        }
+                .substitute_names(text, agent.prompt.pos, &script_context)?,
+            serde_json::Map::new(),
+        )),
         PromptSpec::Reference(reference) => {
             let prompt = context.run.catalog.resolve(reference.as_str())?;
             let mut inputs = serde_json::Map::new();
@@ -287,7 +318,8 @@ fn render_prompt(context: &StepContext<'_>, agent: &RunAgent) -> Result<String, 
                 }
             }
             inputs.retain(|name, _| prompt.inputs.iter().any(|declared| &declared.name == name));
-            Ok(render(prompt, &inputs)?)
+            let rendered = render(prompt, &inputs)?;
+            Ok((rendered, inputs))
         }
     }
 }

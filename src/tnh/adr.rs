@@ -15,7 +15,8 @@ use crate::error::ExitStatus;
 pub enum AdrCommand {
     /// Every ADR: id, status and title, one a line.
     #[command(
-        after_help = "Examples:\n  tnh adr list\n  tnh adr list --status accepted\n\nADRs are Markdown files matching `adr_paths` in .tnh/config.yaml (default docs/**/adr/*.md)."
+        after_help = "Examples:\n  tnh adr list\n  tnh adr list --status accepted\n\nADRs are Markdown files of this checkout matching `adr_paths` in .tnh/config.yaml of the repository's \
+main working tree (default docs/**/adr/*.md).\n\nExit codes: 0 listed (also when none are found); 2 outside a repository."
     )]
     List {
         /// Only ADRs with this status (case-insensitive).
@@ -24,7 +25,7 @@ pub enum AdrCommand {
     },
     /// Print one ADR in full.
     #[command(
-        after_help = "Examples:\n  tnh adr open OA04\n  tnh adr open ADR-OA04.1\n\nThe id is case-insensitive and the `ADR-` prefix is optional. Exit 2 for an unknown id."
+        after_help = "Examples:\n  tnh adr open OA04\n  tnh adr open ADR-OA04.1\n\nThe id is case-insensitive and the `ADR-` prefix is optional.\n\nExit codes: 0 printed; 2 for an unknown id or outside a repository."
     )]
     Open {
         /// The ADR id.
@@ -44,9 +45,10 @@ pub struct Adr {
     pub path: PathBuf,
 }
 
-/// The ADRs of a repository, sorted by id.
-pub fn find(root: &Path) -> Vec<Adr> {
-    let configured = read_adr_paths(root);
+/// The ADRs of the checkout at `root`, sorted by id; `adr_paths` comes from the configuration
+/// file `config_file` (the main working tree's, see `tnh::config`).
+pub fn find(root: &Path, config_file: &Path) -> Vec<Adr> {
+    let configured = super::config::adr_paths(config_file);
     let globs = if configured.is_empty() {
         vec!["docs/**/adr/*.md".to_owned()]
     } else {
@@ -95,19 +97,6 @@ pub fn find(root: &Path) -> Vec<Adr> {
     });
     adrs.dedup_by(|left, right| left.path == right.path);
     adrs
-}
-
-/// `adr_paths:` from .tnh/config.yaml (a list of globs), when set.
-fn read_adr_paths(root: &Path) -> Vec<String> {
-    let Ok(bytes) = std::fs::read(root.join(".tnh/config.yaml")) else {
-        return Vec::new();
-    };
-    let Ok(node) = crate::workflow::yaml::parse(&bytes) else {
-        return Vec::new();
-    };
-    node.get("adr_paths")
-        .and_then(crate::workflow::yaml::Node::string_items)
-        .unwrap_or_default()
 }
 
 fn markdown_files(root: &Path, start: &Path) -> Vec<PathBuf> {
@@ -194,7 +183,7 @@ fn parse(root: &Path, relative: &Path) -> Option<Adr> {
 /// Runs `tnh adr …`.
 pub fn run(command: &AdrCommand) -> TnhResult {
     let root = git::root()?;
-    let adrs = find(&root);
+    let adrs = find(&root, &super::config::config_file(&root)?);
     match command {
         AdrCommand::List { status } => {
             let mut text = String::new();

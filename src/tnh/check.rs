@@ -14,9 +14,11 @@ use crate::error::ExitStatus;
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  tnh test\n  tnh test -- --nocapture my_test\n  tnh lint --json\n\n\
-The command comes from `validators:` in .tnh/config.yaml, else is detected (Cargo: cargo test / clippy / check; \
+The command comes from `validators:` in .tnh/config.yaml of the repository's main working tree \
+(the file the run uses, never a run worktree's own .tnh/), else is detected (Cargo: cargo test / clippy / check; \
 npm scripts; Python: pytest / ruff / mypy). Prints the exit code, duration, failing tests or first errors, and \
-the tail; exits with the tool's exit code (2 when no command is known)."
+the tail.\n\nExit codes: 0 the tool passed; else the tool's exit code (codes above 4 become 1); 2 also when no command is configured or detected, \
+the tool cannot be started, or outside a repository."
 )]
 pub struct CheckArgs {
     /// Print the structured result as JSON.
@@ -30,13 +32,18 @@ pub struct CheckArgs {
 /// Runs the validator `name`.
 pub fn run(name: &str, args: &CheckArgs) -> TnhResult {
     let root = git::root()?;
-    let config = crate::config::Config::load(Some(&root), None)
-        .map_err(|error| TnhError::new(error.to_string(), "fix .tnh/config.yaml"))?;
+    let loaded = super::config::load(&root)?;
+    if let Some(note) = &loaded.note {
+        super::note(note);
+    }
     let command =
-        crate::opcode::validators::registered(name, &config, &root).map_err(|reason| {
+        crate::opcode::validators::registered(name, &loaded.config, &root).map_err(|reason| {
             TnhError::new(
                 reason,
-                format!("add `validators: {{{name}: {{argv: [...]}}}}` to .tnh/config.yaml"),
+                format!(
+                    "add `validators: {{{name}: {{argv: [...]}}}}` to {}",
+                    loaded.path.display()
+                ),
             )
         })?;
     let mut argv = command.argv.clone();

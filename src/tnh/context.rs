@@ -1,6 +1,7 @@
 //! `tnh context`: everything an agent needs to orient itself, in a few lines.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
 use clap::Args;
 
@@ -11,7 +12,9 @@ use crate::error::ExitStatus;
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  tnh context\n  tnh context --json | jq .changed\n\nPrints the repository root, branch, base commit, files changed since the base, the run and step \
-(inside a tnh-conductor run), the step's inputs (from TNH_STEP_DIR/inputs.json when present), ADRs, and the tnh commands available."
+(inside a tnh-conductor run), the step's inputs (the values its prompt was given, from TNH_STEP_DIR/inputs.json when present), \
+ADRs, and the tnh commands available. Paths are printed as they are, never quoted.\n\n\
+Exit codes: 0 printed; 2 outside a repository, or a git query failed."
 )]
 pub struct ContextArgs {
     /// Print JSON instead of text.
@@ -23,14 +26,10 @@ pub struct ContextArgs {
 pub fn run(args: &ContextArgs) -> TnhResult {
     let place = git::place()?;
     let branch = git::branch(&place.root).unwrap_or_default();
-    let changed = git::changes(&place)?;
+    let changed = git::changes(&place, &[])?;
     let variable = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
-    let inputs = variable("TNH_STEP_DIR")
-        .and_then(|dir| {
-            std::fs::read_to_string(std::path::Path::new(&dir).join("inputs.json")).ok()
-        })
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
-    let adrs = super::adr::find(&place.root)
+    let inputs = variable("TNH_STEP_DIR").and_then(|dir| step_inputs(Path::new(&dir)));
+    let adrs = super::adr::find(&place.root, &super::config::config_file(&place.root)?)
         .into_iter()
         .map(|adr| format!("{} {} ({})", adr.id, adr.title, adr.status))
         .collect::<Vec<_>>();
@@ -88,12 +87,8 @@ pub fn run(args: &ContextArgs) -> TnhResult {
             changed.len() - 50
         );
     }
-    if let Some(inputs) = &value["inputs"].as_object() {
-        let _ = writeln!(
-            text,
-            "inputs: {}",
-            inputs.keys().cloned().collect::<Vec<_>>().join(", ")
-        );
+    if let Some(inputs) = value["inputs"].as_object() {
+        write_inputs(&mut text, inputs);
     }
     if !adrs.is_empty() {
         let _ = writeln!(
@@ -106,6 +101,39 @@ pub fn run(args: &ContextArgs) -> TnhResult {
     let _ = writeln!(text, "commands: {}", commands.join(", "));
     print(&text);
     Ok(ExitStatus::Success)
+}
+
+/// The inputs the step's prompt was given, from `inputs.json` in the step folder (written by
+/// RUN_AGENT before the agent starts): the `inputs` map of that file.
+fn step_inputs(step_dir: &Path) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(step_dir.join("inputs.json")).ok()?;
+    let mut value = serde_json::from_str::<serde_json::Value>(&text).ok()?;
+    Some(value["inputs"].take()).filter(|inputs| !inputs.is_null())
+}
+
+/// One line an input: its name and the start of its value (`inputs.json` has them in full).
+fn write_inputs(text: &mut String, inputs: &serde_json::Map<String, serde_json::Value>) {
+    if inputs.is_empty() {
+        text.push_str("inputs: none\n");
+        return;
+    }
+    let _ = writeln!(
+        text,
+        "inputs ({}, in full in $TNH_STEP_DIR/inputs.json):",
+        inputs.len()
+    );
+    for (name, value) in inputs {
+        let shown = match value {
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        let first_line = shown.lines().next().unwrap_or_default();
+        let mut line: String = first_line.chars().take(100).collect();
+        if line.len() < shown.len() {
+            line.push_str(" …");
+        }
+        let _ = writeln!(text, "  {name}: {line}");
+    }
 }
 
 fn short(sha: &str) -> &str {

@@ -10,10 +10,14 @@ use crate::error::ExitStatus;
 /// `tnh diff [--stat|--name-only|--patch] [--max-lines N] [PATH…]`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  tnh diff --stat\n  tnh diff --patch --max-lines 200 src/\n  tnh diff --name-only | head\n\n\
+    after_help = "Examples:\n  tnh diff --stat\n  tnh diff --patch --max-lines 200 src/\n  tnh diff --name-only 'src/*.rs' | head\n\n\
 The base is TNH_BASE_SHA inside a run, else the merge-base with origin/HEAD, main or master. \
-Untracked files are listed as new. --patch shows source files first, then tests, then docs and others; \
-output longer than --max-lines ends with a line saying how much was left out."
+Untracked files are listed as new. PATHs are git pathspecs relative to the repository root, matched the same way \
+for tracked and untracked files in every mode: `src` is the folder src (not srcgen/), `src/*.rs` a glob. \
+--patch shows source files first, then tests (a test/ or tests/ folder, or a file named test_*, *_test.*, *.test.*, \
+test.* or tests.*), then docs (*.md, or under docs/ or doc/) and others; output longer than --max-lines ends with a line \
+saying how much was left out; with nothing changed every mode prints `no changes`.\n\n\
+Exit codes: 0 printed (also when nothing changed); 2 bad usage, a PATH git refuses, or outside a repository."
 )]
 pub struct DiffArgs {
     /// A diffstat (the default).
@@ -28,70 +32,49 @@ pub struct DiffArgs {
     /// Show at most this many lines.
     #[arg(long, value_name = "N", default_value_t = 400)]
     pub max_lines: usize,
-    /// Limit to these paths.
+    /// Limit to these paths (git pathspecs: folders, files or globs).
     pub paths: Vec<String>,
 }
 
 /// Prints the diff.
 pub fn run(args: &DiffArgs) -> TnhResult {
     let place = git::place()?;
-    let mut arguments: Vec<String> = vec!["diff".into(), "-M".into(), "--no-color".into()];
-    let untracked = || -> Result<Vec<String>, super::TnhError> {
-        Ok(git::git(
-            &place.root,
-            &["ls-files", "--others", "--exclude-standard", "--"],
-        )?
-        .lines()
-        .filter(|path| in_scope(path, &args.paths))
-        .map(str::to_owned)
-        .collect())
-    };
-    let text = if args.name_only {
-        let changes = git::changes(&place)?;
-        changes
+    let mut text = if args.name_only {
+        git::changes(&place, &args.paths)?
             .iter()
-            .filter(|(_, path)| in_scope(path, &args.paths))
             .map(|(status, path)| format!("{status}\t{path}\n"))
             .collect()
-    } else if args.patch {
-        arguments.push(place.base.clone());
-        arguments.push("--".into());
-        arguments.extend(args.paths.iter().cloned());
-        let patch = git::git(
-            &place.root,
-            &arguments.iter().map(String::as_str).collect::<Vec<_>>(),
-        )?;
-        let mut text = key_hunks_first(&patch);
-        for path in untracked()? {
-            let _ = writeln!(text, "new untracked file: {path}");
-        }
-        text
     } else {
-        arguments.extend(["--stat".into(), place.base.clone(), "--".into()]);
-        arguments.extend(args.paths.iter().cloned());
-        let listed: Vec<&str> = arguments.iter().map(String::as_str).collect();
-        let (mut text, untracked) = git::git_pair(
+        let shape = if args.patch { "--patch" } else { "--stat" };
+        let tracked = git::with_paths(
+            &["diff", "-M", "--no-color", shape, &place.base],
+            &args.paths,
+        );
+        let (tracked, untracked) = git::git_pair(
             &place.root,
-            &listed,
-            &["ls-files", "--others", "--exclude-standard", "--"],
+            &git::as_strs(&tracked),
+            &git::as_strs(&git::untracked_args(&args.paths)),
         )?;
-        for path in untracked.lines().filter(|path| in_scope(path, &args.paths)) {
-            let _ = writeln!(text, " {path} (new, untracked)");
+        let untracked = git::split_nul(&untracked);
+        if args.patch {
+            let mut text = key_hunks_first(&tracked);
+            for path in untracked {
+                let _ = writeln!(text, "new untracked file: {path}");
+            }
+            text
+        } else {
+            let mut text = tracked;
+            for path in untracked {
+                let _ = writeln!(text, " {path} (new, untracked)");
+            }
+            text
         }
-        if text.is_empty() {
-            text = "no changes\n".into();
-        }
-        text
     };
+    if text.is_empty() {
+        text = "no changes\n".into();
+    }
     print(&truncate(&text, args.max_lines));
     Ok(ExitStatus::Success)
-}
-
-fn in_scope(path: &str, scopes: &[String]) -> bool {
-    scopes.is_empty()
-        || scopes
-            .iter()
-            .any(|scope| path.starts_with(scope.trim_end_matches('/')))
 }
 
 /// Files of the patch reordered: source first, then tests, then docs and others.
@@ -109,18 +92,70 @@ fn key_hunks_first(patch: &str) -> String {
     if let Some(from) = start {
         files.push(&patch[from..]);
     }
-    let rank = |file: &str| {
-        let header = file.lines().next().unwrap_or_default();
-        if header.contains("test") {
-            1
-        } else if header.contains(".md") || header.contains("docs/") {
-            2
-        } else {
-            0
-        }
-    };
-    files.sort_by_key(|file| rank(file));
+    files.sort_by_key(|file| rank(patch_path(file)));
     files.concat()
+}
+
+/// Where a changed file goes in `--patch`: source 0, tests 1, docs 2.
+fn rank(path: &str) -> u8 {
+    if is_test_path(path) {
+        1
+    } else if is_doc_path(path) {
+        2
+    } else {
+        0
+    }
+}
+
+/// The path one file's patch is about: its new name, else its old one (a deletion), else the
+/// header's (a mode change or a binary file).
+fn patch_path(file: &str) -> &str {
+    let mut lines = file.lines();
+    let header = lines.next().unwrap_or_default();
+    let mut old = None;
+    for line in lines.take_while(|line| !line.starts_with("@@")) {
+        if let Some(path) = line
+            .strip_prefix("+++ b/")
+            .or_else(|| line.strip_prefix("rename to "))
+            .or_else(|| line.strip_prefix("copy to "))
+        {
+            return path.trim_end_matches('\t');
+        }
+        if let Some(path) = line.strip_prefix("--- a/") {
+            old = Some(path.trim_end_matches('\t'));
+        }
+    }
+    old.or_else(|| header.rsplit_once(" b/").map(|(_, path)| path))
+        .unwrap_or(header)
+}
+
+/// A test file: under a `test`, `tests` or `__tests__` folder, or named `test_*`, `*_test.*`,
+/// `*.test.*`, `test.*` or `tests.*` — not any path that merely contains "test"
+/// (`src/attestation.rs`, `src/contest.rs`).
+pub(crate) fn is_test_path(path: &str) -> bool {
+    let mut components: Vec<&str> = path.split('/').collect();
+    let name = components.pop().unwrap_or_default();
+    if components
+        .iter()
+        .any(|folder| matches!(*folder, "test" | "tests" | "__tests__"))
+    {
+        return true;
+    }
+    let stem = name.split('.').next().unwrap_or(name);
+    matches!(stem, "test" | "tests")
+        || name.starts_with("test_")
+        || name.contains("_test.")
+        || name.contains(".test.")
+}
+
+/// A documentation file: Markdown, or anything under a `docs` or `doc` folder.
+fn is_doc_path(path: &str) -> bool {
+    let mut components: Vec<&str> = path.split('/').collect();
+    let name = components.pop().unwrap_or_default();
+    name.ends_with(".md")
+        || components
+            .iter()
+            .any(|folder| matches!(*folder, "docs" | "doc"))
 }
 
 /// At most `max` lines, then a marker saying what was left out.
@@ -140,4 +175,43 @@ pub fn truncate(text: &str, max: usize) -> String {
         total - max
     );
     kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_test_path, rank};
+
+    #[test]
+    fn test_paths_are_matched_by_folder_or_file_name_pattern() {
+        for path in [
+            "tests/lib.rs",
+            "crates/core/tests/it.rs",
+            "src/test/java/AppTest.java",
+            "web/__tests__/app.js",
+            "pkg/server_test.go",
+            "web/app.test.ts",
+            "python/test_api.py",
+            "src/foo/tests.rs",
+        ] {
+            assert!(is_test_path(path), "{path} is a test");
+        }
+        for path in [
+            "src/attestation.rs",
+            "src/contest.rs",
+            "src/testing_helpers.rs",
+            "latest/notes.rs",
+            "src/protest/main.rs",
+        ] {
+            assert!(!is_test_path(path), "{path} is not a test");
+        }
+    }
+
+    #[test]
+    fn docs_rank_after_tests_and_sources_first() {
+        assert_eq!(rank("src/attestation.rs"), 0);
+        assert_eq!(rank("tests/a.rs"), 1);
+        assert_eq!(rank("docs/guide.txt"), 2);
+        assert_eq!(rank("README.md"), 2);
+        assert_eq!(rank("mydocs/tool.rs"), 0);
+    }
 }

@@ -34,10 +34,12 @@ pub fn root() -> Result<PathBuf, TnhError> {
         })
 }
 
-/// Runs git in `root`; stdout as text, or the error git printed.
+/// Runs git in `root`; stdout as text, or the error git printed. Paths come out as they are
+/// (`core.quotePath=off`), never in git's octal-quoted form.
 pub fn git(root: &Path, args: &[&str]) -> Result<String, TnhError> {
     let output = Command::new("git")
         .current_dir(root)
+        .args(["-c", "core.quotePath=off"])
         .args(args)
         .output()
         .map_err(|error| {
@@ -151,24 +153,64 @@ pub fn git_pair(
     })
 }
 
-/// Changed paths against the base (`A`/`M`/`D`/`R` status) plus untracked files (`?`).
-pub fn changes(place: &Place) -> Result<Vec<(String, String)>, TnhError> {
-    let (tracked, untracked) = git_pair(
-        &place.root,
-        &["diff", "--name-status", "-M", &place.base, "--"],
-        &["ls-files", "--others", "--exclude-standard"],
-    )?;
-    let mut changes: Vec<(String, String)> = tracked
-        .lines()
-        .filter_map(|line| {
-            let mut parts = line.split('\t');
-            let status = parts.next()?.chars().next()?.to_string();
-            let path = parts.next_back()?.to_owned();
-            Some((status, path))
-        })
-        .collect();
-    for path in untracked.lines() {
-        changes.push(("?".into(), path.to_owned()));
-    }
+/// Changed paths against the base (`A`/`M`/`D`/`R`/`C`/`T` status, a rename or copy under its
+/// new path) plus untracked files (`?`), limited to the git pathspecs `paths` (all when
+/// empty). Tracked and untracked files are matched by git with the same pathspecs, so `src`
+/// means the folder `src` (not `srcgen/`) and `src/*.rs` is a glob, in every mode.
+pub fn changes(place: &Place, paths: &[String]) -> Result<Vec<(String, String)>, TnhError> {
+    let tracked = with_paths(&["diff", "--name-status", "-z", "-M", &place.base], paths);
+    let untracked = untracked_args(paths);
+    let (tracked, untracked) = git_pair(&place.root, &as_strs(&tracked), &as_strs(&untracked))?;
+    let mut changes = parse_name_status(&tracked);
+    changes.extend(
+        split_nul(&untracked)
+            .into_iter()
+            .map(|path| ("?".to_owned(), path.to_owned())),
+    );
     Ok(changes)
+}
+
+/// `git ls-files` arguments listing untracked (not ignored) files within `paths`, NUL-separated.
+pub fn untracked_args(paths: &[String]) -> Vec<String> {
+    with_paths(&["ls-files", "-z", "--others", "--exclude-standard"], paths)
+}
+
+/// `command`, then `--` and the pathspecs: git reads every one of them as a pathspec.
+pub fn with_paths(command: &[&str], paths: &[String]) -> Vec<String> {
+    command
+        .iter()
+        .map(|&argument| argument.to_owned())
+        .chain(std::iter::once("--".to_owned()))
+        .chain(paths.iter().cloned())
+        .collect()
+}
+
+/// The arguments as `&str`, for `git`.
+pub fn as_strs(arguments: &[String]) -> Vec<&str> {
+    arguments.iter().map(String::as_str).collect()
+}
+
+/// The entries of `-z` output.
+pub fn split_nul(text: &str) -> Vec<&str> {
+    text.split('\0').filter(|entry| !entry.is_empty()).collect()
+}
+
+/// `git diff --name-status -z` output: a status field, then one path (two for a rename or a
+/// copy, of which the new one is kept).
+fn parse_name_status(text: &str) -> Vec<(String, String)> {
+    let mut fields = split_nul(text).into_iter();
+    let mut changes = Vec::new();
+    while let Some(status) = fields.next() {
+        let Some(letter) = status.chars().next() else {
+            continue;
+        };
+        let mut path = fields.next();
+        if matches!(letter, 'R' | 'C') {
+            path = fields.next();
+        }
+        if let Some(path) = path {
+            changes.push((letter.to_string(), path.to_owned()));
+        }
+    }
+    changes
 }

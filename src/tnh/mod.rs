@@ -4,6 +4,7 @@
 
 mod adr;
 mod check;
+mod config;
 mod context;
 mod diff;
 mod git;
@@ -74,6 +75,12 @@ pub(crate) fn print(text: &str) {
     let _ = stdout
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush());
+}
+
+/// Writes a note to stderr (what an agent should know beside the command's output).
+pub(crate) fn note(text: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "{text}");
 }
 
 /// The entry point of the `tnh` binary.

@@ -17,7 +17,8 @@ pub enum RunlogCommand {
     /// Append an entry to the current step's run log (inside a run only).
     #[command(
         after_help = "Examples:\n  tnh runlog append --kind decision --message \"Kept the old API; see ADR-7\"\n  tnh runlog append --kind blocker --message \"Tests need a database\" --ref tests/db.rs\n\n\
-Entries become `agent_runlog` events of the run when the step ends. Exit 2 outside a run."
+Entries become `agent_runlog` events of the run when the step ends.\n\n\
+Exit codes: 0 recorded; 2 outside a run, an empty message, or the step folder cannot be written."
     )]
     Append {
         /// What kind of entry.

@@ -29,6 +29,8 @@ mod script;
 mod starter_workflows;
 mod support;
 mod tnh_commands;
+mod tnh_in_run;
+mod tnh_paths;
 mod validate;
 mod validation;
 mod validation_policy;

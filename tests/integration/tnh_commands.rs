@@ -293,4 +293,21 @@ fn help_tells_an_agent_what_it_needs() {
         diff_help.contains("Examples:") && diff_help.contains("--max-lines"),
         "{diff_help}"
     );
+    // docs/tnh.md: every command's --help explains its exit codes.
+    for command in [
+        &["context"][..],
+        &["diff"][..],
+        &["test"][..],
+        &["lint"][..],
+        &["typecheck"][..],
+        &["adr", "list"][..],
+        &["adr", "open"][..],
+        &["runlog", "append"][..],
+    ] {
+        let help = stdout_text(&tnh().args(command).arg("--help").output().unwrap());
+        assert!(
+            help.contains("Exit codes:"),
+            "{command:?} --help does not explain its exit codes:\n{help}"
+        );
+    }
 }

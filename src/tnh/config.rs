@@ -1,0 +1,112 @@
+//! The configuration the `tnh` commands read: the conductor's own — `.tnh/config.yaml` of the
+//! repository's main working tree — and never a checkout's own `.tnh/`. A run's worktree has
+//! no `.tnh/config.yaml` (`.tnh/` is excluded from git), so reading the worktree's would give
+//! an agent other validators (or none) than RUN_VALIDATION uses in the same run.
+//!
+//! Inside a run, the run's `metadata.json` names the repository and the SHA-256 of the
+//! configuration the run started (or last continued) with; a file that no longer matches it
+//! (changed since, or the run was started with `--config FILE`) is still read, and the
+//! command says so.
+
+use std::path::{Path, PathBuf};
+
+use super::TnhError;
+use crate::config::Config;
+
+/// The configuration a `tnh` command uses, and a note for stderr when it is not the one the
+/// run recorded.
+pub struct RunConfig {
+    /// The loaded configuration (defaults when the repository has no file).
+    pub config: Config,
+    /// Where it is (or would be) read from.
+    pub path: PathBuf,
+    /// Set when the file is not the one the run's metadata recorded.
+    pub note: Option<String>,
+}
+
+/// What a run's `metadata.json` says about the configuration.
+struct Recorded {
+    run_id: String,
+    repo_root: PathBuf,
+    config_sha256: Option<String>,
+}
+
+/// The main working tree of the repository `checkout` belongs to: the run's recorded
+/// repository inside a run, else the one git names from `checkout`.
+pub fn repo_root(checkout: &Path) -> Result<PathBuf, TnhError> {
+    if let Some(recorded) = recorded() {
+        return Ok(recorded.repo_root);
+    }
+    crate::workspace::runs::find_repo_root(checkout).map_err(|error| {
+        TnhError::new(
+            format!(
+                "cannot find the repository of `{}`: {error}",
+                checkout.display()
+            ),
+            "run tnh from a folder of a git repository (any checkout of it)",
+        )
+    })
+}
+
+/// The configuration file the commands run in `checkout` read (it may not exist).
+pub fn config_file(checkout: &Path) -> Result<PathBuf, TnhError> {
+    Ok(repo_root(checkout)?.join(".tnh/config.yaml"))
+}
+
+/// Loads the configuration for commands run in `checkout`.
+pub fn load(checkout: &Path) -> Result<RunConfig, TnhError> {
+    let recorded = recorded();
+    let repo = match &recorded {
+        Some(recorded) => recorded.repo_root.clone(),
+        None => repo_root(checkout)?,
+    };
+    let path = repo.join(".tnh/config.yaml");
+    let config = Config::load(Some(&repo), None).map_err(|error| {
+        TnhError::new(
+            error.to_string(),
+            error
+                .hint()
+                .unwrap_or_else(|| format!("fix {}", path.display())),
+        )
+    })?;
+    let note = recorded.and_then(|recorded| {
+        let expected = recorded.config_sha256?;
+        let found = config.sha256.clone().unwrap_or_else(|| "none".to_owned());
+        (expected != found).then(|| {
+            format!(
+                "note: `{}` is not the configuration run {} recorded (sha256 {expected}): it changed since the run started, or the run was started with --config; using it as it is now",
+                path.display(),
+                recorded.run_id
+            )
+        })
+    });
+    Ok(RunConfig { config, path, note })
+}
+
+/// The `adr_paths:` globs of the configuration file at `path`, when set.
+pub fn adr_paths(path: &Path) -> Vec<String> {
+    let Ok(bytes) = std::fs::read(path) else {
+        return Vec::new();
+    };
+    let Ok(node) = crate::workflow::yaml::parse(&bytes) else {
+        return Vec::new();
+    };
+    node.get("adr_paths")
+        .and_then(crate::workflow::yaml::Node::string_items)
+        .unwrap_or_default()
+}
+
+/// The run's metadata, when `TNH_RUN_DIR` names a run directory.
+fn recorded() -> Option<Recorded> {
+    let run_dir = std::env::var_os("TNH_RUN_DIR").filter(|dir| !dir.is_empty())?;
+    let bytes = std::fs::read(Path::new(&run_dir).join("metadata.json")).ok()?;
+    let metadata: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let repo_root = metadata["repo_root"]
+        .as_str()
+        .filter(|root| !root.is_empty())?;
+    Some(Recorded {
+        run_id: metadata["run_id"].as_str().unwrap_or_default().to_owned(),
+        repo_root: PathBuf::from(repo_root),
+        config_sha256: metadata["config_sha256"].as_str().map(str::to_owned),
+    })
+}
