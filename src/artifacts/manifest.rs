@@ -115,3 +115,17 @@ impl StepManifest {
         self.artifacts.iter().find(|entry| entry.role == role)
     }
 }
+
+/// `inputs.json` of an agent step's visit: the inputs its prompt was rendered with, written
+/// before the agent starts (`tnh context` shows them to the agent).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PromptInputs {
+    /// The format's version.
+    pub schema_version: u32,
+    /// The step.
+    pub step_id: String,
+    /// The prompt reference (`family.name.vN`); `null` for literal prompt text.
+    pub prompt: Option<String>,
+    /// Name → value, as given to the prompt (empty for literal prompt text).
+    pub inputs: serde_json::Map<String, serde_json::Value>,
+}

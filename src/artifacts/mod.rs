@@ -20,7 +20,7 @@ pub use atomic::{
 };
 pub use events::{Event, EventLog, EventType};
 pub use harness::{harness_report_problems, harness_report_schema};
-pub use manifest::{ArtifactEntry, ArtifactRole, StepManifest, StepTimings};
+pub use manifest::{ArtifactEntry, ArtifactRole, PromptInputs, StepManifest, StepTimings};
 pub use record_schemas::{
     gate_outcome_schema, gate_request_schema, runlog_entry_schema, validation_report_schema,
 };

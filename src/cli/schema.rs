@@ -56,6 +56,8 @@ pub enum SchemaName {
     RunlogEntry,
     /// The output of `validate --format json`.
     ValidateOutput,
+    /// `inputs.json`: the inputs an agent step's prompt was rendered with.
+    PromptInputs,
 }
 
 /// The schema of `name`, when this release publishes it.
@@ -83,6 +85,7 @@ pub fn schema_of(name: SchemaName) -> Option<serde_json::Value> {
         SchemaName::State => Some(schema_value::<crate::kernel::RunState>()),
         SchemaName::RunlogEntry => Some(crate::artifacts::runlog_entry_schema()),
         SchemaName::ValidateOutput => Some(super::validate::validate_output_schema()),
+        SchemaName::PromptInputs => Some(schema_value::<crate::artifacts::PromptInputs>()),
     }
 }
 

@@ -31,12 +31,12 @@ pub(super) fn execute(
     // `tnh context` shows the agent what its prompt was given.
     write_json_new(
         &visit_dir.join(INPUTS_FILE),
-        &serde_json::json!({
-            "schema_version": crate::artifacts::SCHEMA_VERSION,
-            "step_id": step.0,
-            "prompt": prompt_reference(agent),
-            "inputs": inputs,
-        }),
+        &crate::artifacts::PromptInputs {
+            schema_version: crate::artifacts::SCHEMA_VERSION,
+            step_id: step.0.clone(),
+            prompt: prompt_reference(agent),
+            inputs,
+        },
     )?;
     let request = StepRequest {
         agent_name: agent.agent.value.clone(),

@@ -162,6 +162,7 @@ fn schema_name(relative: &Path) -> Option<&'static str> {
         "gate_request.json" => "gate-request",
         "gate_outcome.json" => "gate-outcome",
         "rollback.json" => "rollback-record",
+        "inputs.json" => "prompt-inputs",
         _ if name.ends_with(".json") || name.ends_with(".ndjson") => "UNKNOWN",
         _ => return None,
     })
