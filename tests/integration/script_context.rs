@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::kernel_support::RunRepo;
+use crate::kernel_support::{RunRepo, first_event};
 use crate::support::stderr_text;
 
 /// An agent step that writes three files under `src/`, a policy `check` that allows at most
@@ -138,4 +138,143 @@ fn fenced_block(text: &str, heading: &str, fence: &str) -> String {
     let start = section.find(fence).unwrap() + fence.len() + 1;
     let end = start + section[start..].find("\n```").unwrap();
     section[start..=end].to_owned()
+}
+
+/// Regression: `env: "${{ … }}"` on an inline validator was refused by `validate` ("env must be
+/// a mapping"), though validator `env` is documented as a computed value.
+#[test]
+fn a_validator_env_given_as_one_expression_reaches_the_validator() {
+    let repo = RunRepo::new();
+    repo.repo
+        .write("scripts/show_env.sh", "#!/bin/sh\necho \"A=$A B=$B\"\n");
+    make_executable(&repo.path().join("scripts/show_env.sh"));
+    repo.repo.commit_all("a validator script");
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("{config}script_allowlist: [\"scripts/\"]\n"),
+    );
+    let workflow = |env: &str| {
+        format!(
+            r#"workflow_id: env_expression
+version: 1
+description: a computed validator environment
+entry_step: check
+script: |
+  fn harness_env() {{ #{{A: "one", B: 2}} }}
+  fn broken_env() {{ #{{A: ["not", "text"]}} }}
+steps:
+  - id: check
+    opcode: RUN_VALIDATION
+    run:
+      - {{id: show, kind: script, entrypoint: scripts/show_env.sh, network: allow, env: "${{{{ {env}() }}}}"}}
+    routes: {{"*": review}}
+  - id: review
+    opcode: GATE
+    gate: requires_approval
+    routes: {{gate_approved: STOP, gate_rejected: STOP}}
+"#
+        )
+    };
+    let path = repo.workflow_text("env.yaml", &workflow("harness_env"));
+    let validate = repo.conductor(&["validate", path.to_str().unwrap()]);
+    assert_eq!(
+        validate.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&validate)
+    );
+    let (code, result, output) = repo.run(&path, &[]);
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let stdout = std::fs::read_to_string(
+        repo.run_dir(run_id)
+            .join("artifacts/check/1/validators/show/stdout.txt"),
+    )
+    .unwrap();
+    assert_eq!(stdout, "A=one B=2\n");
+
+    let path = repo.workflow_text("broken_env.yaml", &workflow("broken_env"));
+    let (code, result, output) = repo.run(&path, &[]);
+    assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let failed = first_event(&repo.events(run_id), "step_failed").clone();
+    // The position is the expression's scalar in the validator's line.
+    assert!(
+        failed["error"].as_str().unwrap().ends_with(
+            "/wf/broken_env.yaml:12:88 (expression): `env` must be a map of strings, got list for `A`"
+        ),
+        "{failed}"
+    );
+}
+
+/// Regression: computed `inputs` that were not a map were dropped in silence, and the run then
+/// failed on a "missing" input with the `prompts render` hint (`-i name=value`).
+#[test]
+fn computed_inputs_that_are_not_a_map_are_an_error_at_the_expression() {
+    let repo = RunRepo::new();
+    let workflow = |inputs: &str| {
+        format!(
+            "workflow_id: inputs\nversion: 1\ndescription: d\nentry_step: plan\nscript: |\n  fn text() {{ \"not a map\" }}\nsteps:\n  - id: plan\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: task.plan_adr.v1\n    inputs: \"{inputs}\"\n    routes: {{\"*\": STOP}}\n"
+        )
+    };
+    let path = repo.workflow_text("text.yaml", &workflow("${{ text() }}"));
+    let (code, result, output) = repo.run(&path, &[]);
+    assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
+    let failed = first_event(
+        &repo.events(result["run_id"].as_str().unwrap()),
+        "step_failed",
+    )
+    .clone();
+    assert!(
+        failed["error"].as_str().unwrap().ends_with(
+            "/wf/text.yaml:12:13 (expression): the computed `inputs` must be a map, got string"
+        ),
+        "{failed}"
+    );
+
+    // A map that lacks a required input fails in the prompt, with a hint for a run.
+    let path = repo.workflow_text("empty.yaml", &workflow("${{ #{} }}"));
+    let (code, result, output) = repo.run(&path, &[]);
+    assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
+    let failed = first_event(
+        &repo.events(result["run_id"].as_str().unwrap()),
+        "step_failed",
+    )
+    .clone();
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("the required input `adr_id`"),
+        "{failed}"
+    );
+    let hint = failed["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("the step's `inputs`") && !hint.contains("-i name=value"),
+        "{hint}"
+    );
+}
+
+/// Regression: a gate `reason` that is exactly `${{ }}` of `()` became the text "null", while
+/// inside a longer text `()` renders as nothing.
+#[test]
+fn a_gate_reason_with_no_value_is_no_reason() {
+    let repo = RunRepo::new();
+    let path = repo.workflow_text(
+        "unit.yaml",
+        "workflow_id: unit\nversion: 1\ndescription: d\nentry_step: review\nsteps:\n  - id: review\n    opcode: GATE\n    gate: queue_for_review\n    reason: \"${{ () }}\"\n    routes: {gate_queued: STOP}\n",
+    );
+    let (code, result, output) = repo.run(&path, &[]);
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    assert_eq!(
+        repo.json(run_id, "artifacts/review/1/gate_request.json")["reason"],
+        format!("review step `review` of run {run_id}")
+    );
+}
+
+fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
