@@ -108,18 +108,106 @@ impl StepContext<'_> {
         .collect()
     }
 
-    /// The read-only `ctx` scripts and expressions see (DESIGN §9).
+    /// The read-only `ctx` scripts and expressions see (DESIGN §9), with the workspace changes
+    /// since `pre_run` behind `changed_files()` and `diff_stat()`.
+    ///
+    /// Built once per visit (the host keeps it), since every validator field and every
+    /// expression of the visit asks for it. The changes are those of the worktree as the visit
+    /// found it (the last checkpoint's tree against `pre_run`'s), read from git's objects only
+    /// when a script first asks, and not at all when no step has changed the worktree yet.
     pub fn script_context(&self) -> Result<crate::script::Context, crate::script::ScriptError> {
+        let key = format!(
+            "{}/{}/{}/{}",
+            self.state.run_id,
+            self.step_id(),
+            self.visit,
+            self.state.transitions
+        );
+        self.run.script.visit_context(&key, || {
+            let json = self.script_json();
+            let Some(fingerprint) = &self.state.fingerprint else {
+                // No checkpoint yet: no step has run, and the worktree is as `pre_run` left it.
+                return crate::script::Context::new(json);
+            };
+            let workspace = self.workspace.clone();
+            let tree = fingerprint.tree.clone();
+            crate::script::Context::with_deferred_changes(
+                json,
+                format!("pre_run..{tree}"),
+                Box::new(move || {
+                    let pre_run = workspace.pre_run().map_err(|error| error.to_string())?;
+                    let files = workspace
+                        .changes_between(&pre_run.tree, &tree)
+                        .map_err(|error| error.to_string())?;
+                    Ok(files.iter().map(Into::into).collect())
+                }),
+            )
+        })
+    }
+
+    /// The `ctx` of a policy `check` run on a step's capture: `changed_files()` and
+    /// `diff_stat()` are the changes the capture recorded (the `workspace_status` the policy
+    /// judges), not recomputed.
+    pub fn script_context_with_changes(
+        &self,
+        changes: &[crate::workspace::ChangedFile],
+    ) -> Result<crate::script::Context, crate::script::ScriptError> {
+        crate::script::Context::with_changes(
+            self.script_json(),
+            changes.iter().map(Into::into).collect(),
+        )
+    }
+
+    /// The JSON behind `ctx`: run, params, step, per-step outcomes and evidence, workspace,
+    /// defaults, the last planner decision and the last harness report.
+    fn script_json(&self) -> serde_json::Value {
         let run_dir = self.recorder.run_dir();
         let record = self.workspace.record();
         let defaults = &self.run.workflow.defaults;
-        let steps: serde_json::Map<String, serde_json::Value> = self
+        let manifests = self.latest_manifests();
+        let mut steps: serde_json::Map<String, serde_json::Value> = self
             .state
             .last_outcomes
             .iter()
             .map(|(step, outcome)| (step.clone(), serde_json::json!({ "outcome": outcome })))
             .collect();
-        crate::script::Context::new(serde_json::json!({
+        for manifest in &manifests {
+            let mut artifacts = serde_json::Map::new();
+            for entry in &manifest.artifacts {
+                let role = serde_json::to_value(entry.role)
+                    .ok()
+                    .and_then(|role| role.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                let paths = artifacts
+                    .entry(role)
+                    .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+                if let serde_json::Value::Array(paths) = paths {
+                    paths.push(entry.path.clone().into());
+                }
+            }
+            let step = steps
+                .entry(manifest.step_id.clone())
+                .or_insert_with(|| serde_json::json!({ "outcome": null }));
+            step["status"] = manifest.termination.clone().into();
+            step["visit"] = manifest.visit.into();
+            step["evidence"] = manifest.evidence_summary.clone();
+            step["artifacts"] = serde_json::Value::Object(artifacts);
+        }
+        let latest = |role: ArtifactRole| {
+            manifests
+                .iter()
+                .rev()
+                .find_map(|manifest| manifest.artifact(role))
+                .and_then(|entry| {
+                    crate::artifacts::read_json::<serde_json::Value>(
+                        &run_dir.root().join(&entry.path),
+                        "artifact",
+                    )
+                    .ok()
+                })
+                .unwrap_or(serde_json::Value::Null)
+        };
+        serde_json::json!({
             "run": {
                 "id": self.state.run_id,
                 "dir": run_dir.root().display().to_string(),
@@ -143,7 +231,9 @@ impl StepContext<'_> {
                 "component_kind": defaults.component_kind.as_ref().map(|kind| crate::workflow::model::ComponentKind::NAMES[kind.value as usize]),
                 "eval_profile": defaults.eval_profile.as_ref().map(|profile| crate::workflow::model::EvalProfile::NAMES[profile.value as usize]),
             },
-        }))
+            "planner": latest(ArtifactRole::PlannerDecision),
+            "harness_report": latest(ArtifactRole::HarnessReport),
+        })
     }
 
     /// The latest manifest of every step that ran, oldest first (the order their visits ended):

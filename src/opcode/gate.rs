@@ -15,20 +15,26 @@ pub(super) fn execute(
     gate: &Gate,
 ) -> Result<StepResult, OpcodeError> {
     let visit_dir = context.visit_dir()?;
-    let reason = match &gate.reason {
+    // A reason that is `()` (an expression with no value) counts as no reason, as it renders
+    // as nothing inside a longer text.
+    let written = match &gate.reason {
         Some(node) => {
             let script_context = context.script_context()?;
-            let value = context.run.script.evaluate_json(node, &script_context)?;
-            value
-                .as_str()
-                .map_or_else(|| value.to_string(), str::to_owned)
+            match context.run.script.evaluate_json(node, &script_context)? {
+                serde_json::Value::Null => None,
+                serde_json::Value::String(text) => Some(text),
+                other => Some(other.to_string()),
+            }
         }
-        None => format!(
+        None => None,
+    };
+    let reason = written.unwrap_or_else(|| {
+        format!(
             "review step `{}` of run {}",
             context.step_id(),
             context.state.run_id
-        ),
-    };
+        )
+    });
     let kind = gate_name(gate.gate.value);
     let requested_at = jiff::Timestamp::now();
     let deadline = gate.timeout.as_ref().and_then(|timeout| {

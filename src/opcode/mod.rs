@@ -95,6 +95,12 @@ impl OpcodeError {
             OpcodeError::Policy(error) => error.hint(),
             OpcodeError::Runner(error) => error.hint(),
             OpcodeError::Artifacts(error) => error.hint(),
+            // The prompt library's hint speaks of `prompts render -i`; in a run, inputs come
+            // from the step.
+            OpcodeError::Prompt(crate::prompt::PromptError::Render { .. }) => Some(
+                "give the step's `inputs` every input the prompt requires, with its declared type (a run parameter of that name, a written value or a `${{ }}` expression); `tnh-conductor prompts show REF` lists them"
+                    .into(),
+            ),
             OpcodeError::Prompt(error) => error.hint(),
             OpcodeError::Script(error) => error.hint(),
             OpcodeError::NotImplemented(_) => Some(

@@ -275,38 +275,39 @@ fn render_prompt(
                     }
                 }
                 Inputs::Expression(node) => {
-                    if let serde_json::Value::Object(map) =
-                        context.run.script.evaluate_json(node, &script_context)?
-                    {
-                        // What `validate` refuses in written inputs (`undeclared-input`) is
-                        // refused here for computed ones, never dropped in silence.
-                        let undeclared: Vec<&String> = map
-                            .keys()
-                            .filter(|name| {
-                                !prompt.inputs.iter().any(|declared| &&declared.name == name)
-                                    && !is_context_input(name)
-                            })
+                    let map = context.run.script.evaluate_map(
+                        node,
+                        &script_context,
+                        "the computed `inputs`",
+                    )?;
+                    // What `validate` refuses in written inputs (`undeclared-input`) is
+                    // refused here for computed ones, never dropped in silence.
+                    let undeclared: Vec<&String> = map
+                        .keys()
+                        .filter(|name| {
+                            !prompt.inputs.iter().any(|declared| &&declared.name == name)
+                                && !is_context_input(name)
+                        })
+                        .collect();
+                    if !undeclared.is_empty() {
+                        let declared: Vec<&str> = prompt
+                            .inputs
+                            .iter()
+                            .map(|declared| declared.name.as_str())
                             .collect();
-                        if !undeclared.is_empty() {
-                            let declared: Vec<&str> = prompt
-                                .inputs
+                        return Err(OpcodeError::Other(format!(
+                            "{}:{}: the computed inputs name {} that prompt `{reference}` does not declare (it declares: {})",
+                            context.run.script.file(),
+                            node.pos,
+                            undeclared
                                 .iter()
-                                .map(|declared| declared.name.as_str())
-                                .collect();
-                            return Err(OpcodeError::Other(format!(
-                                "{}:{}: the computed inputs name {} that prompt `{reference}` does not declare (it declares: {})",
-                                context.run.script.file(),
-                                node.pos,
-                                undeclared
-                                    .iter()
-                                    .map(|name| format!("`{name}`"))
-                                    .collect::<Vec<_>>()
-                                    .join(", "),
-                                declared.join(", ")
-                            )));
-                        }
-                        inputs.extend(map);
+                                .map(|name| format!("`{name}`"))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            declared.join(", ")
+                        )));
                     }
+                    inputs.extend(map);
                 }
             }
             for declared in &prompt.inputs {

@@ -442,6 +442,10 @@ fn plan(
     for (name, node) in &spec.env {
         env.push((name.value.clone(), evaluate_text(context, node)?));
     }
+    if let Some(node) = &spec.env_expression {
+        let script_context = context.script_context()?;
+        env.extend(context.run.script.evaluate_env(node, &script_context)?);
+    }
     let network = if spec.kind.value == ValidatorKind::Script {
         spec.network
     } else {

@@ -39,7 +39,8 @@ pub(super) fn check(
     }
     let violations = match &requested.check {
         Some(function) => {
-            let hook_context = context.script_context()?;
+            // The check judges the step's capture: scripts see exactly its changes.
+            let hook_context = context.script_context_with_changes(&status.files)?;
             let function = At::new(function.clone(), check_position(context, step_policy));
             let hook = |file: &ChangedFile| match context.run.script.check_change(
                 &function,

@@ -15,7 +15,8 @@
 //!   "planner": {…last decision…}, "harness_report": {…last report…} }
 //! ```
 
-use std::sync::Arc;
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rhai::{Dynamic, Map};
 use serde::{Deserialize, Serialize};
@@ -122,6 +123,11 @@ pub(crate) fn saturating_int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
+/// Produces a context's workspace changes the first time a script asks for them, so a run
+/// pays for the git read only when `changed_files()`, `diff_stat()` or a helper built on them
+/// is called. The error is shown to the script's caller.
+pub type ChangeLoader = Box<dyn FnOnce() -> Result<Vec<ChangedFile>, String> + Send>;
+
 /// What scripts may know about the run at one evaluation. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Context {
@@ -133,7 +139,71 @@ pub(crate) struct ContextData {
     pub json: serde_json::Value,
     pub ctx: Dynamic,
     pub params: Dynamic,
-    pub changes: Vec<ChangedFile>,
+    pub changes: Changes,
+}
+
+/// The workspace changes of a context: given, or loaded on first use.
+pub(crate) enum Changes {
+    /// Known when the context was built.
+    Given(Arc<[ChangedFile]>),
+    /// Loaded by `loader` on first use. Contexts with the same `key` have the same changes, so
+    /// a host may reuse what an earlier context loaded.
+    Deferred {
+        key: String,
+        loader: Mutex<Option<ChangeLoader>>,
+        loaded: OnceLock<Result<Arc<[ChangedFile]>, String>>,
+    },
+}
+
+impl fmt::Debug for Changes {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Changes::Given(changes) => formatter.debug_tuple("Given").field(changes).finish(),
+            Changes::Deferred { key, loaded, .. } => formatter
+                .debug_struct("Deferred")
+                .field("key", key)
+                .field("loaded", &loaded.get())
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+impl Changes {
+    /// The changes, loading them once; `reuse` may supply them for a deferred key instead.
+    pub(crate) fn get(
+        &self,
+        reuse: impl FnOnce(&str) -> Option<Arc<[ChangedFile]>>,
+    ) -> Result<Arc<[ChangedFile]>, String> {
+        let (key, loader, loaded) = match self {
+            Changes::Given(changes) => return Ok(Arc::clone(changes)),
+            Changes::Deferred {
+                key,
+                loader,
+                loaded,
+            } => (key, loader, loaded),
+        };
+        loaded
+            .get_or_init(|| {
+                if let Some(changes) = reuse(key) {
+                    return Ok(changes);
+                }
+                let load = loader
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take()
+                    .ok_or_else(|| "the workspace changes could not be loaded".to_owned())?;
+                load().map(Arc::from)
+            })
+            .clone()
+    }
+
+    /// The key of deferred changes, for reuse by later contexts.
+    pub(crate) fn key(&self) -> Option<&str> {
+        match self {
+            Changes::Given(_) => None,
+            Changes::Deferred { key, .. } => Some(key),
+        }
+    }
 }
 
 impl Context {
@@ -142,11 +212,34 @@ impl Context {
         Self::with_changes(value, Vec::new())
     }
 
-    /// A context with the workspace changes since `pre_run`.
+    /// A context with the workspace changes since `pre_run` (or, in a policy `check`, the
+    /// changes of the step being checked).
     pub fn with_changes(
         value: serde_json::Value,
         changes: Vec<ChangedFile>,
     ) -> Result<Self, ScriptError> {
+        Self::build(value, Changes::Given(changes.into()))
+    }
+
+    /// A context whose workspace changes are loaded by `loader` when a script first asks for
+    /// them. `key` names the changes (say, the two trees compared): a host reuses changes
+    /// already loaded under the same key instead of calling `loader`.
+    pub fn with_deferred_changes(
+        value: serde_json::Value,
+        key: impl Into<String>,
+        loader: ChangeLoader,
+    ) -> Result<Self, ScriptError> {
+        Self::build(
+            value,
+            Changes::Deferred {
+                key: key.into(),
+                loader: Mutex::new(Some(loader)),
+                loaded: OnceLock::new(),
+            },
+        )
+    }
+
+    fn build(value: serde_json::Value, changes: Changes) -> Result<Self, ScriptError> {
         if !value.is_object() {
             return Err(ScriptError::Context {
                 message: "it is not a JSON object".to_owned(),
@@ -183,9 +276,12 @@ impl Context {
         &self.inner.json
     }
 
-    /// The workspace changes.
-    pub fn changes(&self) -> &[ChangedFile] {
-        &self.inner.changes
+    /// The workspace changes, loaded now if they were deferred.
+    pub fn changes(&self) -> Result<Arc<[ChangedFile]>, ScriptError> {
+        self.inner
+            .changes
+            .get(|_| None)
+            .map_err(|message| ScriptError::Context { message })
     }
 
     pub(crate) fn data(&self) -> &Arc<ContextData> {

@@ -12,6 +12,28 @@ use crate::workflow::expressions::{Piece, locate_in, scan};
 use crate::workflow::model::is_whole_expression;
 use crate::workflow::yaml::{Node, Pos, Value};
 
+/// The name of a value's type in errors, as scripts know it.
+fn json_type(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "`()`",
+        serde_json::Value::Bool(_) => "bool",
+        serde_json::Value::Number(number) if number.is_i64() || number.is_u64() => "int",
+        serde_json::Value::Number(_) => "float",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "list",
+        serde_json::Value::Object(_) => "map",
+    }
+}
+
+/// Letters, digits and `_`, not starting with a digit (as `validate` checks written names).
+fn is_variable_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|ch: char| ch.is_ascii_digit())
+        && name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
 impl ScriptHost {
     /// Evaluates every `${…}` in a YAML value, keeping the types of whole expressions.
     pub fn evaluate_node(&self, node: &Node, context: &Context) -> Result<Node, ScriptError> {
@@ -44,6 +66,68 @@ impl ScriptHost {
         context: &Context,
     ) -> Result<serde_json::Value, ScriptError> {
         Ok(self.evaluate_node(node, context)?.to_json())
+    }
+
+    /// Evaluates a value that must be a map, such as computed `inputs`: anything else is an error
+    /// at the value's YAML position that names `what` and the type it got.
+    pub fn evaluate_map(
+        &self,
+        node: &Node,
+        context: &Context,
+        what: &str,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, ScriptError> {
+        match self.evaluate_json(node, context)? {
+            serde_json::Value::Object(map) => Ok(map),
+            other => Err(self.value_error(
+                node.pos,
+                format!("{what} must be a map, got {}", json_type(&other)),
+            )),
+        }
+    }
+
+    /// Evaluates an `env` written as one expression: a map of variable names to strings
+    /// (numbers and booleans are written as text, as in a written `env`), in the map's order.
+    pub fn evaluate_env(
+        &self,
+        node: &Node,
+        context: &Context,
+    ) -> Result<Vec<(String, String)>, ScriptError> {
+        let map = self.evaluate_map(node, context, "`env`")?;
+        map.into_iter()
+            .map(|(name, value)| {
+                if !is_variable_name(&name) {
+                    return Err(self.value_error(
+                        node.pos,
+                        format!(
+                            "`env` names `{name}`, which is not a valid environment variable name (letters, digits and `_`, not starting with a digit)"
+                        ),
+                    ));
+                }
+                let text = match value {
+                    serde_json::Value::String(text) => text,
+                    serde_json::Value::Number(_) | serde_json::Value::Bool(_) => value.to_string(),
+                    other => {
+                        return Err(self.value_error(
+                            node.pos,
+                            format!(
+                                "`env` must be a map of strings, got {} for `{name}`",
+                                json_type(&other)
+                            ),
+                        ));
+                    }
+                };
+                Ok((name, text))
+            })
+            .collect()
+    }
+
+    fn value_error(&self, pos: Pos, message: String) -> ScriptError {
+        let origin = Origin {
+            pos,
+            kind: CodeKind::Expression,
+            precise: false,
+        };
+        ScriptError::value(self.file(), &origin, message)
     }
 
     /// Substitutes and interpolates a string scalar written at `pos`; the result is always text.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use rhai::{Array, Dynamic, EvalAltResult, ImmutableString, Map, Module, Position};
 
-use super::context::saturating_int;
+use super::context::{ChangedFile, saturating_int};
 use super::host::HostState;
 use super::sandbox::{Sandbox, normalise};
 
@@ -22,11 +22,18 @@ pub(crate) fn refuse(function: &str, message: &str) -> Box<EvalAltResult> {
     EvalAltResult::ErrorRuntime(format!("{function}: {message}").into(), Position::NONE).into()
 }
 
+/// A result larger than the sandbox allows, refused before it is built; Rhai reports it as it
+/// reports its own data-size limits (`what` is Rhai's wording, e.g. `Size of array`).
+pub(crate) fn too_large(what: &str) -> Box<EvalAltResult> {
+    EvalAltResult::ErrorDataTooLarge(what.to_owned(), Position::NONE).into()
+}
+
 /// The worktree functions, bound to one host.
 pub(crate) fn create_module(state: Arc<HostState>) -> Module {
     let mut module = Module::new();
     let reader = Arc::clone(&state);
     module.set_native_fn("read_file", move |path: ImmutableString| {
+        reader.check_deadline()?;
         let sandbox = reader
             .sandbox()
             .map_err(|error| refuse("read_file", &error))?;
@@ -46,10 +53,12 @@ pub(crate) fn create_module(state: Arc<HostState>) -> Module {
     });
     let globber = Arc::clone(&state);
     module.set_native_fn("glob", move |pattern: ImmutableString| {
+        globber.check_deadline()?;
         glob(&globber, &[pattern.to_string()])
     });
     let globber = Arc::clone(&state);
     module.set_native_fn("glob", move |patterns: Array| {
+        globber.check_deadline()?;
         glob(&globber, &strings("glob", &patterns)?)
     });
     add_change_functions(&mut module, &state);
@@ -61,19 +70,23 @@ pub(crate) fn create_module(state: Arc<HostState>) -> Module {
 fn add_change_functions(module: &mut Module, state: &Arc<HostState>) {
     let changes = Arc::clone(state);
     module.set_native_fn("changed_files", move || {
-        Ok(changes
-            .context()
-            .map(|context| {
-                context
-                    .changes
-                    .iter()
-                    .map(|change| change.to_dynamic())
-                    .collect::<Array>()
-            })
-            .unwrap_or_default())
+        changes.check_deadline()?;
+        let files = changes
+            .changes()
+            .map_err(|error| refuse("changed_files", &error))?;
+        if files.len() > changes.limits.max_array_items {
+            return Err(too_large("Size of array"));
+        }
+        Ok(files.iter().map(ChangedFile::to_dynamic).collect::<Array>())
     });
     let stats = Arc::clone(state);
-    module.set_native_fn("diff_stat", move || Ok(diff_stat(&stats)));
+    module.set_native_fn("diff_stat", move || {
+        stats.check_deadline()?;
+        let files = stats
+            .changes()
+            .map_err(|error| refuse("diff_stat", &error))?;
+        Ok(diff_stat(&files))
+    });
 }
 
 /// `path_matches`, which needs no state.
@@ -132,6 +145,7 @@ fn glob(state: &HostState, patterns: &[String]) -> Result<Array, Box<EvalAltResu
     while let Some((directory, prefix)) = pending.pop() {
         let entries = fs::read_dir(&directory)
             .map_err(|error| refuse("glob", &format!("cannot list `{prefix}`: {error}")))?;
+        state.check_deadline()?;
         for entry in entries.flatten() {
             visited += 1;
             if visited > state.limits.max_glob_entries {
@@ -169,12 +183,8 @@ fn is_inside_file(sandbox: &Sandbox, relative: &str, kind: fs::FileType) -> bool
     kind.is_symlink() && matches!(sandbox.existing(relative), Ok(Some(target)) if target.is_file())
 }
 
-fn diff_stat(state: &HostState) -> Map {
+fn diff_stat(changes: &[ChangedFile]) -> Map {
     let mut stat = Map::new();
-    let changes = state
-        .context()
-        .map(|context| context.changes.clone())
-        .unwrap_or_default();
     let mut by_kind = Map::new();
     for kind in ["added", "modified", "deleted", "renamed"] {
         let count = changes

@@ -7,14 +7,15 @@
 //! host are serialised so a context can never leak from one evaluation into another.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
-use rhai::{AST, Dynamic, Engine, Module, Scope};
+use rhai::{AST, Dynamic, Engine, EvalAltResult, Module, Position, Scope};
 
-use super::context::{Context, ContextData};
+use super::context::{ChangedFile, Context, ContextData};
 use super::engine::{Limits, sandboxed_engine};
 use super::error::{CodeKind, Origin, SCRIPT_SOURCE, ScriptError, Translator};
 use super::resolver::Resolver;
@@ -25,6 +26,27 @@ use crate::workflow::model::{At, Workflow};
 const MAX_CACHED_EXPRESSIONS: usize = 10_000;
 /// The longest `print`/`debug` message kept, in bytes.
 const MAX_MESSAGE_BYTES: usize = 4096;
+/// How many Rhai operations may pass between two readings of the clock. Reading it every
+/// operation would dominate small evaluations; host functions that may take long read it
+/// themselves before they start (and while they work), so the deadline holds within one
+/// host call or this many operations.
+const OPERATIONS_PER_CLOCK_READING: u64 = 16;
+
+/// Where the deadline's time comes from: the system's monotonic clock, or a fake in tests.
+pub(crate) trait Clock: Send + Sync + fmt::Debug {
+    /// The current instant.
+    fn now(&self) -> Instant;
+}
+
+/// The monotonic clock.
+#[derive(Debug)]
+struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
 
 /// What a host is built from.
 #[derive(Debug, Clone)]
@@ -86,8 +108,12 @@ pub(crate) struct HostState {
     /// agent's edits, so repository modules are no longer read from it.
     repository_sealed: AtomicBool,
     current: RwLock<Option<Arc<ContextData>>>,
+    clock: Arc<dyn Clock>,
     deadline: Mutex<Option<Instant>>,
     output: Mutex<Output>,
+    /// The deferred workspace changes loaded last, by key: contexts built for the same state
+    /// of the worktree share one git read.
+    loaded_changes: Mutex<Option<(String, Arc<[ChangedFile]>)>>,
 }
 
 impl HostState {
@@ -108,7 +134,51 @@ impl HostState {
 
     fn past_deadline(&self) -> bool {
         let deadline = *self.deadline.lock().unwrap_or_else(PoisonError::into_inner);
-        deadline.is_some_and(|deadline| Instant::now() >= deadline)
+        deadline.is_some_and(|deadline| self.clock.now() >= deadline)
+    }
+
+    /// Stops the evaluation once past its deadline: host functions that may take long call this
+    /// before (and while) they work, so a slow call cannot run long after the deadline.
+    pub(crate) fn check_deadline(&self) -> Result<(), Box<EvalAltResult>> {
+        if self.past_deadline() {
+            return Err(EvalAltResult::ErrorTerminated(deadline_token(), Position::NONE).into());
+        }
+        Ok(())
+    }
+
+    /// The workspace changes of the evaluation in progress (none outside one). Deferred changes
+    /// are loaded once, or reused from a context of the same key; the time the load takes is the
+    /// kernel's, not the script's, so it moves the deadline.
+    pub(crate) fn changes(&self) -> Result<Arc<[ChangedFile]>, String> {
+        let Some(context) = self.context() else {
+            return Ok(Arc::from(Vec::new()));
+        };
+        let started = self.clock.now();
+        let changes = context.changes.get(|key| {
+            self.loaded_changes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .filter(|(loaded, _)| loaded == key)
+                .map(|(_, changes)| Arc::clone(changes))
+        })?;
+        if let Some(key) = context.changes.key() {
+            *self
+                .loaded_changes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) =
+                Some((key.to_owned(), Arc::clone(&changes)));
+        }
+        let spent = self.clock.now().saturating_duration_since(started);
+        if let Some(deadline) = self
+            .deadline
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+        {
+            *deadline += spent;
+        }
+        Ok(changes)
     }
 
     /// Whether repository modules may still be read from the worktree.
@@ -124,7 +194,7 @@ impl HostState {
         *self.current.write().unwrap_or_else(PoisonError::into_inner) =
             Some(Arc::clone(context.data()));
         *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some(Instant::now() + self.limits.deadline);
+            Some(self.clock.now() + self.limits.deadline);
     }
 
     fn end(&self) {
@@ -158,6 +228,8 @@ pub struct ScriptHost {
     lines: Vec<String>,
     script: Option<Origin>,
     expressions: Mutex<HashMap<String, Arc<AST>>>,
+    /// The context of the step visit in progress, by key (see [`ScriptHost::visit_context`]).
+    visit: Mutex<Option<(String, Context)>>,
     evaluation: Mutex<()>,
     /// Names and arities of the functions the workflow's script defines.
     defined: Vec<(String, usize)>,
@@ -166,6 +238,14 @@ pub struct ScriptHost {
 impl ScriptHost {
     /// A host without a workflow script.
     pub fn new(options: HostOptions) -> Result<Self, ScriptError> {
+        Self::with_clock(options, Arc::new(SystemClock))
+    }
+
+    /// A host whose deadline reads `clock`.
+    pub(crate) fn with_clock(
+        options: HostOptions,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, ScriptError> {
         let sandbox = options
             .root
             .as_deref()
@@ -177,13 +257,15 @@ impl ScriptHost {
             sandbox,
             repository_sealed: AtomicBool::new(false),
             current: RwLock::new(None),
+            clock,
             deadline: Mutex::new(None),
             output: Mutex::new(Output::default()),
+            loaded_changes: Mutex::new(None),
         });
         let mut engine = sandboxed_engine(&options.limits);
         install_callbacks(&mut engine, &state);
         engine.register_global_module(super::fs::create_module(Arc::clone(&state)).into());
-        engine.register_global_module(super::text::create_module().into());
+        engine.register_global_module(super::text::create_module(Arc::clone(&state)).into());
         engine.set_module_resolver(Resolver::new(Arc::clone(&state)));
         Ok(Self {
             engine,
@@ -192,6 +274,7 @@ impl ScriptHost {
             lines: options.source.lines().map(str::to_owned).collect(),
             script: None,
             expressions: Mutex::new(HashMap::new()),
+            visit: Mutex::new(None),
             evaluation: Mutex::new(()),
             defined: Vec::new(),
         })
@@ -272,6 +355,31 @@ impl ScriptHost {
         messages
     }
 
+    /// The context of one step visit: built by `build` the first time `key` is asked for, then
+    /// the same context (with the same workspace changes, loaded at most once) for every later
+    /// evaluation of that visit. A new key replaces the kept context.
+    pub fn visit_context(
+        &self,
+        key: &str,
+        build: impl FnOnce() -> Result<Context, ScriptError>,
+    ) -> Result<Context, ScriptError> {
+        let mut visit = self.visit.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((kept, context)) = visit.as_ref()
+            && kept == key
+        {
+            return Ok(context.clone());
+        }
+        let context = build()?;
+        *visit = Some((key.to_owned(), context.clone()));
+        Ok(context)
+    }
+
+    /// What the host functions share, for unit tests of host modules.
+    #[cfg(test)]
+    pub(crate) fn state(&self) -> &Arc<HostState> {
+        &self.state
+    }
+
     /// The limits this host enforces.
     pub fn limits(&self) -> &Limits {
         &self.state.limits
@@ -338,6 +446,11 @@ impl ScriptHost {
     }
 }
 
+/// The value an evaluation stopped by the deadline carries.
+fn deadline_token() -> Dynamic {
+    Dynamic::from("deadline")
+}
+
 fn install_callbacks(engine: &mut Engine, state: &Arc<HostState>) {
     let printed = Arc::clone(state);
     engine.on_print(move |text| printed.record(MessageKind::Print, text));
@@ -345,8 +458,8 @@ fn install_callbacks(engine: &mut Engine, state: &Arc<HostState>) {
     engine.on_debug(move |text, _source, _position| debugged.record(MessageKind::Debug, text));
     let clock = Arc::clone(state);
     engine.on_progress(move |operations| {
-        // Reading the clock every operation would dominate small evaluations.
-        (operations % 512 == 0 && clock.past_deadline()).then(|| Dynamic::from("deadline"))
+        (operations % OPERATIONS_PER_CLOCK_READING == 0 && clock.past_deadline())
+            .then(deadline_token)
     });
     let variables = Arc::clone(state);
     // `on_var` is marked deprecated only as "volatile"; it is how `ctx` reaches functions,
@@ -364,3 +477,7 @@ fn install_callbacks(engine: &mut Engine, state: &Arc<HostState>) {
         })
     });
 }
+
+#[cfg(test)]
+#[path = "host_tests.rs"]
+mod tests;

@@ -31,7 +31,7 @@ impl ScriptHost {
         context: &Context,
     ) -> Result<Vec<Violation>, ScriptError> {
         let mut violations = Vec::new();
-        for change in context.changes() {
+        for change in context.changes()?.iter() {
             if let Some(reason) = self.check_change(function, change, context)? {
                 violations.push(Violation {
                     path: change.path.clone(),

@@ -439,10 +439,13 @@ impl Decoder<'_> {
         let timeout = fields
             .get("timeout")
             .and_then(|value| self.duration(value, "timeout"));
-        let env = fields
-            .get("env")
-            .map(|value| self.env(value))
-            .unwrap_or_default();
+        let (env, env_expression) = match fields.get("env") {
+            Some(value) if value.as_str().is_some_and(is_whole_expression) => {
+                (Vec::new(), Some((*value).clone()))
+            }
+            Some(value) => (self.env(value), None),
+            None => (Vec::new(), None),
+        };
         let network = fields
             .get("network")
             .and_then(|value| {
@@ -463,6 +466,7 @@ impl Decoder<'_> {
             artifacts,
             timeout,
             env,
+            env_expression,
             report: fields.get("report").cloned(),
             network,
             pos: node.pos,

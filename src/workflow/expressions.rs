@@ -148,6 +148,7 @@ impl<'a> ExpressionChecker<'a> {
                                 .chain(spec.args.nodes())
                                 .chain(spec.artifacts.nodes())
                                 .chain(spec.cwd.iter())
+                                .chain(spec.env_expression.iter())
                                 .chain(spec.report.iter()),
                         );
                         values.extend(spec.env.iter().map(|(_, value)| value));

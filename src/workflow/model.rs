@@ -515,6 +515,8 @@ pub struct ValidatorSpec {
     pub timeout: Option<At<Duration>>,
     /// Extra environment.
     pub env: Vec<(At<String>, Node)>,
+    /// `env` written as one `${{ … }}` giving the whole map, checked when the validator runs.
+    pub env_expression: Option<Node>,
     /// Path of the harness report it writes.
     pub report: Option<Node>,
     /// Network access.

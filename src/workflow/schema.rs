@@ -220,6 +220,15 @@ enum ValueList {
     Expression(String),
 }
 
+/// A validator's environment: variable names to values, or one `${{ expression }}` giving
+/// that map.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+enum ValidatorEnv {
+    Variables(BTreeMap<String, Value>),
+    Expression(String),
+}
+
 /// One step; `opcode` selects its fields.
 #[derive(JsonSchema)]
 #[serde(tag = "opcode")]
@@ -296,7 +305,7 @@ struct ValidatorSpec {
     /// Globs of outputs to capture into the run directory.
     artifacts: Option<ValueList>,
     timeout: Option<Duration>,
-    env: Option<BTreeMap<String, Value>>,
+    env: Option<ValidatorEnv>,
     /// Path of the harness report the validator writes.
     report: Option<String>,
     /// Network access of a script validator (default deny).

@@ -205,6 +205,12 @@ impl ParseError {
 
 /// Parses bytes into a node tree, refusing what is not bounded, UTF-8 text YAML.
 pub fn parse(bytes: &[u8]) -> Result<Node, ParseError> {
+    parse_with_node_limit(bytes, MAX_NODES)
+}
+
+/// [`parse`] with at most `max_nodes` nodes (keys count, aliases count what they expand to):
+/// the limit is checked as the tree grows, so a document over it fails before it is built.
+pub fn parse_with_node_limit(bytes: &[u8], max_nodes: usize) -> Result<Node, ParseError> {
     if bytes.len() > MAX_DOCUMENT_BYTES {
         return Err(ParseError::new(
             Pos::new(1, 1),
@@ -229,7 +235,10 @@ pub fn parse(bytes: &[u8]) -> Result<Node, ParseError> {
             "a workflow needs workflow_id, version, description, entry_step and steps",
         ));
     }
-    let mut builder = TreeBuilder::default();
+    let mut builder = TreeBuilder {
+        max_nodes,
+        ..TreeBuilder::default()
+    };
     for item in saphyr_parser::Parser::new_from_str(text) {
         let (event, span) = item.map_err(|error| scan_error(&error, text))?;
         let pos = Pos::new(
@@ -272,6 +281,7 @@ struct TreeBuilder {
     root: Option<Node>,
     documents: usize,
     nodes: usize,
+    max_nodes: usize,
     alias_nodes: usize,
 }
 
@@ -375,7 +385,7 @@ impl TreeBuilder {
 
     fn count(&mut self, pos: Pos, size: usize) -> Result<(), ParseError> {
         self.nodes = self.nodes.saturating_add(size);
-        if self.nodes > MAX_NODES {
+        if self.nodes > self.max_nodes {
             return Err(ParseError::limit(pos, "number of nodes"));
         }
         Ok(())

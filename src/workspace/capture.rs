@@ -215,6 +215,33 @@ impl Workspace {
         diffstat_against(&self.git.with_index(&self.scratch_index()), base)
     }
 
+    /// The changed paths between two trees of the worktree (say `pre_run`'s and the tree a
+    /// checkpoint recorded), sorted by path, read from git's objects alone: neither the worktree
+    /// nor the scratch index is touched, so a step's guard never sees the read.
+    pub fn changes_between(
+        &self,
+        from_tree: &str,
+        to_tree: &str,
+    ) -> Result<Vec<ChangedFile>, WorkspaceError> {
+        if from_tree == to_tree {
+            return Ok(Vec::new());
+        }
+        let raw = self.git.bytes([
+            "diff-tree",
+            "-r",
+            "-z",
+            "-M",
+            "--raw",
+            "--numstat",
+            "--no-textconv",
+            from_tree,
+            to_tree,
+        ])?;
+        let mut files = parse_raw_numstat(&raw)?;
+        files.sort_by(|left, right| left.path.cmp(&right.path));
+        Ok(files)
+    }
+
     /// The `workspace_status` of the changed files `files`.
     fn status_of(
         &self,

@@ -26,6 +26,7 @@ mod runner_support;
 mod runner_zoo;
 mod schema;
 mod script;
+mod script_context;
 mod starter_workflows;
 mod support;
 mod tnh_commands;

@@ -128,7 +128,13 @@ fn strings_held_in_a_container_count_towards_the_string_limit() {
 
 #[test]
 fn a_huge_array_stops_at_the_array_size_limit() {
-    let bench = Bench::new(DOC);
+    // Pushing 20,000 items one by one takes seconds in a debug build on a loaded machine (Rhai
+    // sizes the array at every push): the deadline must not be what stops it here.
+    let limits = Limits {
+        deadline: Duration::from_secs(120),
+        ..Limits::STANDARD
+    };
+    let bench = Bench::with_limits(DOC, limits);
     for name in ["array", "pad"] {
         let error = stopped(&bench, name);
         assert!(
@@ -136,6 +142,69 @@ fn a_huge_array_stops_at_the_array_size_limit() {
             "{name}: {error}"
         );
     }
+}
+
+/// Regression: `lines`, `split` and `parse_yaml` built their whole result (hundreds of MB for
+/// a 4 MiB text) before Rhai's size limits applied. They now stop at the limit while building.
+#[test]
+fn splitting_or_parsing_a_huge_text_stops_at_the_limits_before_building_it() {
+    let doc = r#"script: |
+  fn big(unit) {
+      let s = unit;
+      while s.len() < 2000000 { s += s; }
+      s
+  }
+  fn flow_list() { "[" + big("1,") + "1]" }
+  fn list_of(items) {
+      let s = "";
+      s.pad(2 * items, "1,");
+      "[" + s + "1]"
+  }
+values:
+  lines: "${{ lines(big(\"a\\n\")).len() }}"
+  split: "${{ big(\"a,\").split(\",\").len() }}"
+  split_char: "${{ big(\"a,\").split(',').len() }}"
+  split_whitespace: "${{ big(\"a \").split().len() }}"
+  split_rev: "${{ big(\"a,\").split_rev(\",\").len() }}"
+  chars: "${{ big(\"ab\").to_chars().len() }}"
+  yaml: "${{ parse_yaml(flow_list()) }}"
+  yaml_nodes: "${{ parse_yaml(list_of(60001)) }}"
+  json_nodes: "${{ parse_json(list_of(60001)) }}"
+  sha: "${{ sha256(big(\"ab\")) }}"
+  within: "${{ lines(\"a\\nb\").len() + \"a,b\".split(\",\").len() + parse_yaml(\"[1, 2]\").len() + parse_json(list_of(19999)).len() }}"
+"#;
+    let bench = Bench::new(doc);
+    for name in [
+        "lines",
+        "split",
+        "split_char",
+        "split_whitespace",
+        "split_rev",
+        "chars",
+    ] {
+        let error = stopped(&bench, name);
+        assert!(
+            matches!(&error, ScriptError::Limit { limit, .. } if limit.contains("array")),
+            "{name}: {error}"
+        );
+    }
+    for name in ["yaml", "sha"] {
+        let error = stopped(&bench, name);
+        assert!(
+            error
+                .to_string()
+                .contains("at most 1048576 bytes are accepted"),
+            "{name}: {error}"
+        );
+    }
+    for name in ["yaml_nodes", "json_nodes"] {
+        let error = stopped(&bench, name);
+        assert!(
+            error.to_string().contains("holds more than 60001 values"),
+            "{name}: {error}"
+        );
+    }
+    assert_eq!(bench.eval("within").unwrap(), json!(20_006));
 }
 
 #[test]
