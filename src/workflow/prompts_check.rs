@@ -82,6 +82,20 @@ fn resolve<'c>(
     catalog: &'c Catalog,
     diagnostics: &mut Diagnostics,
 ) -> Option<&'c Prompt> {
+    if let Some(broken) = catalog.broken(reference) {
+        // Each problem of the file, so one `validate` shows everything to fix.
+        for problem in &broken.problems {
+            let reported = diagnostics.error(
+                pos,
+                "invalid-prompt",
+                format!("prompt `{reference}` is invalid: {}", problem.message),
+            );
+            if let Some(hint) = &problem.hint {
+                reported.hint(hint.clone());
+            }
+        }
+        return None;
+    }
     let found = catalog.get(reference);
     if found.is_none() {
         diagnostics
