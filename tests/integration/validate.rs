@@ -403,3 +403,26 @@ fn one_bad_field_does_not_drop_its_step_from_the_checks_across_steps() {
         assert_eq!(codes(&stdout), expected, "{steps}\n{stdout}");
     }
 }
+
+/// Review 10, defect 6: a UTF-16 workflow was called "binary (it contains a NUL byte)".
+#[test]
+fn a_utf16_workflow_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wide.yaml");
+    let mut bytes = vec![0xFF, 0xFE];
+    for unit in "workflow_id: w\n".encode_utf16() {
+        bytes.extend_from_slice(&unit.to_le_bytes());
+    }
+    std::fs::write(&path, bytes).unwrap();
+    let output = validate(&[path.to_str().unwrap()]);
+    let stdout = stdout_text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(":1:1: error: the file is UTF-16 text") && stdout.contains("[not-text]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("hint: save the workflow as UTF-8"),
+        "{stdout}"
+    );
+}
