@@ -47,6 +47,10 @@ pub fn cmd_prompts(cli: &Cli, command: &PromptsCommand, output: &mut Output) -> 
                 );
             }
             output.print(&text);
+            if !catalog.broken_files().is_empty() {
+                output.diagnostic(&broken_report(&catalog));
+                return Ok(ExitStatus::Failure);
+            }
         }
         PromptsCommand::Show { reference } => output.print(&describe(catalog.resolve(reference)?)),
         PromptsCommand::Render { reference, inputs } => {
@@ -56,6 +60,30 @@ pub fn cmd_prompts(cli: &Cli, command: &PromptsCommand, output: &mut Output) -> 
         }
     }
     Ok(ExitStatus::Success)
+}
+
+/// The repository's prompt files that could not be loaded, each with all its problems.
+fn broken_report(catalog: &Catalog) -> String {
+    let mut text = String::new();
+    for broken in catalog.broken_files() {
+        let name = broken
+            .reference
+            .as_deref()
+            .map(|reference| format!("`{reference}` "))
+            .unwrap_or_default();
+        let _ = writeln!(
+            text,
+            "error: prompt {name}({}) is invalid; workflows that use it cannot run:",
+            broken.file
+        );
+        for problem in &broken.problems {
+            let _ = writeln!(text, "  {}", problem.message);
+            if let Some(hint) = &problem.hint {
+                let _ = writeln!(text, "    hint: {hint}");
+            }
+        }
+    }
+    text
 }
 
 fn describe(prompt: &Prompt) -> String {
@@ -91,30 +119,44 @@ fn describe(prompt: &Prompt) -> String {
     text
 }
 
-/// `name=value` pairs, values parsed as YAML (so `3` is a number and `[a, b]` a list).
+/// `name=value` pairs, values parsed as YAML (so `3` is a number and `[a, b]` a list); like
+/// `run -p`, a pair without a name and a name given twice are refused.
 pub fn parse_inputs(pairs: &[String]) -> Result<serde_json::Map<String, serde_json::Value>> {
-    pairs
-        .iter()
-        .map(|pair| {
-            let (name, text) = pair.split_once('=').ok_or_else(|| {
+    let mut values = serde_json::Map::new();
+    for pair in pairs {
+        let (name, value) = parse_input(pair)?;
+        if values.contains_key(&name) {
+            return Err(Error::usage(
+                format!("input `{name}` is given twice"),
+                "give each input once",
+            ));
+        }
+        values.insert(name, value);
+    }
+    Ok(values)
+}
+
+fn parse_input(pair: &str) -> Result<(String, serde_json::Value)> {
+    let (name, text) = pair
+        .split_once('=')
+        .filter(|(name, _)| !name.trim().is_empty())
+        .ok_or_else(|| {
+            Error::usage(
+                format!("`{pair}` is not NAME=VALUE"),
+                "write inputs as `-i name=value`",
+            )
+        })?;
+    let value = if text.trim().is_empty() {
+        serde_json::Value::String(String::new())
+    } else {
+        yaml::parse(text.as_bytes())
+            .map(|node| node.to_json())
+            .map_err(|error| {
                 Error::usage(
-                    format!("`{pair}` is not NAME=VALUE"),
-                    "write inputs as `-i name=value`",
+                    format!("the value of `{name}` is not valid YAML: {}", error.message),
+                    "quote text values: -i name='a: b'",
                 )
-            })?;
-            let value = if text.trim().is_empty() {
-                serde_json::Value::String(String::new())
-            } else {
-                yaml::parse(text.as_bytes())
-                    .map(|node| node.to_json())
-                    .map_err(|error| {
-                        Error::usage(
-                            format!("the value of `{name}` is not valid YAML: {}", error.message),
-                            "quote text values: -i name='a: b'",
-                        )
-                    })?
-            };
-            Ok((name.to_owned(), value))
-        })
-        .collect()
+            })?
+    };
+    Ok((name.to_owned(), value))
 }

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::OnceLock;
 
+use super::read::read_prompt_file;
 use super::{Prompt, PromptError, PromptSource};
 use crate::workflow::diagnostic::nearest;
 
@@ -72,10 +73,41 @@ pub const BUILTIN_FILES: &[(&str, &str)] = &[
     ),
 ];
 
-/// Prompts by reference (`family.name.vN`).
+/// Prompts by reference (`family.name.vN`), and the repository's prompt files that have
+/// problems: those block only the workflows that reference them.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     prompts: BTreeMap<String, Prompt>,
+    broken: Vec<BrokenPrompt>,
+}
+
+/// A repository prompt file that could not be loaded, with every problem found in it.
+#[derive(Debug, Clone)]
+pub struct BrokenPrompt {
+    /// The reference its path gives (`task/x.v1.md` → `task.x.v1`), when it has that shape.
+    pub reference: Option<String>,
+    /// The file, for messages.
+    pub file: String,
+    /// Every problem, in file order.
+    pub problems: Vec<PromptErrorText>,
+}
+
+/// A problem of a broken prompt, kept as its message and hint (errors are not `Clone`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptErrorText {
+    /// `FILE:LINE:COL: what is wrong`.
+    pub message: String,
+    /// What to do about it.
+    pub hint: Option<String>,
+}
+
+impl From<&PromptError> for PromptErrorText {
+    fn from(error: &PromptError) -> Self {
+        Self {
+            message: error.to_string(),
+            hint: error.hint(),
+        }
+    }
 }
 
 /// The built-in library, parsed once per process.
@@ -85,10 +117,12 @@ pub fn builtin_catalog() -> Result<&'static Catalog, &'static PromptError> {
         .get_or_init(|| {
             let mut catalog = Catalog::default();
             for (path, text) in BUILTIN_FILES {
-                catalog.insert(
-                    Prompt::parse(text, PromptSource::Builtin((*path).to_owned()))?,
-                    path,
-                )?;
+                let prompt = Prompt::parse(text, PromptSource::Builtin((*path).to_owned()))
+                    .map_err(|mut problems| problems.remove(0))?;
+                if let Some(problem) = file_name_problem(&prompt, path) {
+                    return Err(problem);
+                }
+                catalog.prompts.insert(prompt.reference(), prompt);
             }
             Ok(catalog)
         })
@@ -96,7 +130,10 @@ pub fn builtin_catalog() -> Result<&'static Catalog, &'static PromptError> {
 }
 
 impl Catalog {
-    /// The built-in library plus `<repo>/.tnh/prompts/**/*.md`, which take precedence.
+    /// The built-in library plus `<repo>/.tnh/prompts/**/*.md`, which take precedence. A file
+    /// with problems is kept aside as a [`BrokenPrompt`]: it hides the built-in of the same
+    /// reference (it was meant to replace it), and resolving it is an error listing its
+    /// problems. Only an unreadable folder fails the whole load.
     pub fn load(repo: Option<&Path>) -> Result<Self, PromptError> {
         let mut catalog = builtin_catalog().map_err(clone_error)?.clone();
         if let Some(folder) = repo
@@ -104,42 +141,38 @@ impl Catalog {
             .filter(|folder| folder.is_dir())
         {
             for path in markdown_files(&folder)? {
-                let text = std::fs::read_to_string(&path).map_err(|source| PromptError::Read {
-                    path: path.clone(),
-                    source,
-                })?;
                 let shown = path.display().to_string();
                 let relative = path
                     .strip_prefix(&folder)
                     .unwrap_or(&path)
                     .display()
                     .to_string();
-                catalog.insert(Prompt::parse(&text, PromptSource::Repo(shown))?, &relative)?;
+                let parsed = read_prompt_file(&path, &shown)
+                    .map_err(|problem| vec![problem])
+                    .and_then(|text| Prompt::parse(&text, PromptSource::Repo(shown.clone())))
+                    .and_then(|prompt| match file_name_problem(&prompt, &relative) {
+                        Some(problem) => Err(vec![problem]),
+                        None => Ok(prompt),
+                    });
+                match parsed {
+                    Ok(prompt) => {
+                        catalog.prompts.insert(prompt.reference(), prompt);
+                    }
+                    Err(problems) => {
+                        let reference = reference_of_path(&relative);
+                        if let Some(reference) = &reference {
+                            catalog.prompts.remove(reference);
+                        }
+                        catalog.broken.push(BrokenPrompt {
+                            reference,
+                            file: shown,
+                            problems: problems.iter().map(PromptErrorText::from).collect(),
+                        });
+                    }
+                }
             }
         }
         Ok(catalog)
-    }
-
-    /// Adds or replaces a prompt, checking that its file name matches its id and version.
-    fn insert(&mut self, prompt: Prompt, path: &str) -> Result<(), PromptError> {
-        let (family, name) = prompt
-            .prompt_id
-            .split_once('.')
-            .unwrap_or(("", &prompt.prompt_id));
-        let expected = format!("{family}/{name}.v{}.md", prompt.version);
-        if !path.ends_with(&expected) {
-            return Err(PromptError::Invalid {
-                file: prompt.source.display().to_owned(),
-                line: 2,
-                column: 1,
-                message: format!(
-                    "prompt `{}` must live in a file ending `{expected}`",
-                    prompt.reference()
-                ),
-            });
-        }
-        self.prompts.insert(prompt.reference(), prompt);
-        Ok(())
     }
 
     /// The prompt with this reference.
@@ -147,8 +180,32 @@ impl Catalog {
         self.prompts.get(reference)
     }
 
-    /// The prompt with this reference, or an error suggesting a near one.
+    /// The broken prompt file with this reference, if one is.
+    pub fn broken(&self, reference: &str) -> Option<&BrokenPrompt> {
+        self.broken
+            .iter()
+            .find(|broken| broken.reference.as_deref() == Some(reference))
+    }
+
+    /// Every repository prompt file that could not be loaded, in path order.
+    pub fn broken_files(&self) -> &[BrokenPrompt] {
+        &self.broken
+    }
+
+    /// The prompt with this reference, or an error listing a broken file's problems or
+    /// suggesting a near reference.
     pub fn resolve(&self, reference: &str) -> Result<&Prompt, PromptError> {
+        if let Some(broken) = self.broken(reference) {
+            return Err(PromptError::Broken {
+                reference: reference.to_owned(),
+                file: broken.file.clone(),
+                problems: broken
+                    .problems
+                    .iter()
+                    .map(|problem| problem.message.clone())
+                    .collect(),
+            });
+        }
         self.get(reference).ok_or_else(|| PromptError::Unknown {
             reference: reference.to_owned(),
             suggestion: nearest(reference, self.prompts.keys().map(String::as_str))
@@ -165,6 +222,36 @@ impl Catalog {
     pub fn references(&self) -> impl Iterator<Item = &str> {
         self.prompts.keys().map(String::as_str)
     }
+}
+
+/// A prompt must live in `<family>/<name>.v<N>.md` for its `prompt_id` and `version`.
+fn file_name_problem(prompt: &Prompt, path: &str) -> Option<PromptError> {
+    let (family, name) = prompt
+        .prompt_id
+        .split_once('.')
+        .unwrap_or(("", &prompt.prompt_id));
+    let expected = format!("{family}/{name}.v{}.md", prompt.version);
+    (!path.ends_with(&expected)).then(|| PromptError::Invalid {
+        file: prompt.source.display().to_owned(),
+        line: 2,
+        column: 1,
+        message: format!(
+            "prompt `{}` must live in a file ending `{expected}`",
+            prompt.reference()
+        ),
+    })
+}
+
+/// `family/name.vN.md` → `family.name.vN`: the reference a workflow would use for the file.
+fn reference_of_path(relative: &str) -> Option<String> {
+    let path = Path::new(relative);
+    let family = path.parent()?.file_name()?.to_str()?;
+    let stem = path.file_stem()?.to_str()?;
+    let (_, version) = stem.rsplit_once(".v")?;
+    version
+        .parse::<u32>()
+        .ok()
+        .map(|_| format!("{family}.{stem}"))
 }
 
 fn clone_error(error: &PromptError) -> PromptError {

@@ -1,5 +1,6 @@
 //! One prompt file: `---` YAML front matter `---` then the Markdown template.
 
+use crate::workflow::diagnostic::nearest;
 use crate::workflow::yaml::{self, Node, Value};
 
 use super::PromptError;
@@ -211,8 +212,9 @@ impl Prompt {
         format!("{}.v{}", self.prompt_id, self.version)
     }
 
-    /// Parses a prompt file's text.
-    pub fn parse(text: &str, source: PromptSource) -> Result<Self, PromptError> {
+    /// Parses a prompt file's text, reporting every problem of its front matter and its
+    /// template, each with its line.
+    pub fn parse(text: &str, source: PromptSource) -> Result<Self, Vec<PromptError>> {
         let file = source.display().to_owned();
         let invalid = |line: u32, column: u32, message: String| PromptError::Invalid {
             file: file.clone(),
@@ -220,71 +222,49 @@ impl Prompt {
             column,
             message,
         };
-        let rest = text.strip_prefix("---\n").ok_or_else(|| {
-            invalid(
+        let Some(rest) = text.strip_prefix("---\n") else {
+            return Err(vec![invalid(
                 1,
                 1,
                 "a prompt file starts with `---` and YAML front matter".into(),
-            )
-        })?;
-        let end = rest.find("\n---\n").ok_or_else(|| {
-            invalid(
+            )]);
+        };
+        let Some(end) = rest.find("\n---\n") else {
+            return Err(vec![invalid(
                 1,
                 1,
                 "the front matter is not closed by a `---` line".into(),
-            )
-        })?;
+            )]);
+        };
         let front = &rest[..=end];
         let body = &rest[end + "\n---\n".len()..];
         let body_line = u32::try_from(front.lines().count() + 3).unwrap_or(u32::MAX);
+        let mut problems = super::render::template_problems(&file, body, body_line);
         // Positions in the front matter are one line below the document's: the opening `---`.
-        let root = yaml::parse(front.as_bytes())
-            .map_err(|error| invalid(error.pos.line + 1, error.pos.column, error.message))?;
-        let fields = FrontMatter {
-            root: &root,
-            file: &file,
-        };
-        fields.check_keys()?;
-        let prompt_id = fields.string("prompt_id")?;
-        let version = fields.version()?;
-        let role_name = fields.string("role")?;
-        let role = PromptRole::parse(&role_name).ok_or_else(|| {
-            fields.error(
-                "role",
-                format!(
-                    "role `{role_name}` is not one of {}",
-                    PromptRole::NAMES.join(", ")
-                ),
-            )
-        })?;
-        let status = match fields.optional_string("status")?.as_deref() {
-            None | Some("current") => PromptStatus::Current,
-            Some("draft") => PromptStatus::Draft,
-            Some("deprecated") => PromptStatus::Deprecated,
-            Some(other) => {
-                return Err(fields.error(
-                    "status",
-                    format!("status `{other}` is not draft, current or deprecated"),
-                ));
+        let root = match yaml::parse(front.as_bytes()) {
+            Ok(root) => root,
+            Err(error) => {
+                problems.insert(
+                    0,
+                    invalid(error.pos.line + 1, error.pos.column, error.message),
+                );
+                return Err(problems);
             }
         };
-        let policy = (role == PromptRole::Policy)
-            .then(|| fields.policy())
-            .transpose()?;
-        Ok(Prompt {
-            prompt_id,
-            version,
-            role,
-            summary: fields.string("summary")?,
-            inputs: fields.inputs()?,
-            outputs: fields.string_list("outputs")?,
-            status,
-            policy,
-            decision_schema: root.get("decision_schema").map(Node::to_json),
-            body: body.to_owned(),
-            body_line,
-            source,
-        })
+        let mut fields = FrontMatter {
+            root: &root,
+            file: &file,
+            problems: Vec::new(),
+        };
+        let prompt = fields.prompt(body, body_line, source);
+        fields.problems.append(&mut problems);
+        match prompt {
+            Some(prompt) if fields.problems.is_empty() => Ok(prompt),
+            _ => {
+                fields.problems.sort_by_key(PromptError::position);
+                Err(fields.problems)
+            }
+        }
     }
 }
 
@@ -307,144 +287,254 @@ pub const FRONT_MATTER_KEYS: &[&str] = &[
 struct FrontMatter<'a> {
     root: &'a Node,
     file: &'a str,
+    problems: Vec<PromptError>,
 }
 
 impl FrontMatter<'_> {
-    fn error(&self, key: &str, message: String) -> PromptError {
-        let pos = self.root.get(key).map_or(self.root.pos, |node| node.pos);
-        PromptError::Invalid {
-            file: self.file.to_owned(),
-            line: pos.line + 1,
-            column: pos.column,
-            message,
+    /// Every field, each problem recorded; `None` when a field the prompt needs is unusable.
+    fn prompt(&mut self, body: &str, body_line: u32, source: PromptSource) -> Option<Prompt> {
+        if !self.check_keys() {
+            return None;
         }
+        let prompt_id = self.string("prompt_id");
+        let version = self.version();
+        let role = self.role();
+        let status = self.status();
+        let summary = self.string("summary");
+        let inputs = self.inputs();
+        let outputs = self.string_list("outputs");
+        let policy = (role == Some(PromptRole::Policy)).then(|| self.policy());
+        Some(Prompt {
+            prompt_id: prompt_id?,
+            version: version?,
+            role: role?,
+            summary: summary?,
+            inputs,
+            outputs,
+            status: status?,
+            policy,
+            decision_schema: self.root.get("decision_schema").map(Node::to_json),
+            body: body.to_owned(),
+            body_line,
+            source,
+        })
     }
 
-    fn check_keys(&self) -> Result<(), PromptError> {
+    fn at(&mut self, node: &Node, message: String) {
+        self.problems.push(PromptError::Invalid {
+            file: self.file.to_owned(),
+            line: node.pos.line + 1,
+            column: node.pos.column,
+            message,
+        });
+    }
+
+    fn error(&mut self, key: &str, message: String) {
+        let node = self.root.get(key).unwrap_or(self.root);
+        self.at(node, message);
+    }
+
+    /// Whether the front matter is a mapping; records each unknown key.
+    fn check_keys(&mut self) -> bool {
         let Some(entries) = self.root.as_map() else {
-            return Err(PromptError::Invalid {
+            self.problems.push(PromptError::Invalid {
                 file: self.file.to_owned(),
                 line: 2,
                 column: 1,
                 message: "the front matter must be a mapping".into(),
             });
+            return false;
         };
         for (key, _) in entries {
             let name = key.scalar_text();
             if !FRONT_MATTER_KEYS.contains(&name.as_str()) {
-                return Err(PromptError::Invalid {
-                    file: self.file.to_owned(),
-                    line: key.pos.line + 1,
-                    column: key.pos.column,
-                    message: format!(
-                        "unknown front-matter key `{name}` (valid: {})",
+                let near = nearest(&name, FRONT_MATTER_KEYS.iter().copied())
+                    .map(|near| format!("did you mean `{near}`? "))
+                    .unwrap_or_default();
+                self.at(
+                    key,
+                    format!(
+                        "unknown front-matter key `{name}` ({near}valid: {})",
                         FRONT_MATTER_KEYS.join(", ")
                     ),
-                });
+                );
             }
         }
-        Ok(())
+        true
     }
 
-    fn optional_string(&self, key: &str) -> Result<Option<String>, PromptError> {
+    /// `Ok(None)` when absent, `Err(())` (recorded) when not a string.
+    fn optional_string(&mut self, key: &str) -> Result<Option<String>, ()> {
         match self.root.get(key) {
             None => Ok(None),
-            Some(node) => node
-                .as_str()
-                .map(|text| Some(text.to_owned()))
-                .ok_or_else(|| self.error(key, format!("`{key}` must be a string"))),
+            Some(node) => match node.as_str() {
+                Some(text) => Ok(Some(text.to_owned())),
+                None => {
+                    self.error(key, format!("`{key}` must be a string"));
+                    Err(())
+                }
+            },
         }
     }
 
-    fn string(&self, key: &str) -> Result<String, PromptError> {
-        self.optional_string(key)?
-            .ok_or_else(|| self.error(key, format!("the front matter is missing `{key}`")))
+    fn string(&mut self, key: &str) -> Option<String> {
+        match self.optional_string(key) {
+            Ok(Some(text)) => Some(text),
+            Ok(None) => {
+                self.error(key, format!("the front matter is missing `{key}`"));
+                None
+            }
+            Err(()) => None,
+        }
     }
 
-    fn version(&self) -> Result<u32, PromptError> {
+    fn role(&mut self) -> Option<PromptRole> {
+        let name = self.string("role")?;
+        let role = PromptRole::parse(&name);
+        if role.is_none() {
+            self.error(
+                "role",
+                format!(
+                    "role `{name}` is not one of {}",
+                    PromptRole::NAMES.join(", ")
+                ),
+            );
+        }
+        role
+    }
+
+    fn status(&mut self) -> Option<PromptStatus> {
+        match self.optional_string("status").ok()?.as_deref() {
+            None | Some("current") => Some(PromptStatus::Current),
+            Some("draft") => Some(PromptStatus::Draft),
+            Some("deprecated") => Some(PromptStatus::Deprecated),
+            Some(other) => {
+                self.error(
+                    "status",
+                    format!("status `{other}` is not draft, current or deprecated"),
+                );
+                None
+            }
+        }
+    }
+
+    fn version(&mut self) -> Option<u32> {
         match self.root.get("version").map(|node| &node.value) {
-            Some(Value::Int(number)) if *number >= 1 => u32::try_from(*number)
-                .map_err(|_| self.error("version", "version is too large".into())),
-            Some(_) => Err(self.error(
-                "version",
-                "version must be a whole number of at least 1".into(),
-            )),
-            None => Err(self.error("version", "the front matter is missing `version`".into())),
+            Some(Value::Int(number)) if *number >= 1 => {
+                let version = u32::try_from(*number).ok();
+                if version.is_none() {
+                    self.error("version", "version is too large".into());
+                }
+                version
+            }
+            Some(_) => {
+                self.error(
+                    "version",
+                    "version must be a whole number of at least 1".into(),
+                );
+                None
+            }
+            None => {
+                self.error("version", "the front matter is missing `version`".into());
+                None
+            }
         }
     }
 
-    fn string_list(&self, key: &str) -> Result<Vec<String>, PromptError> {
-        let Some(node) = self.root.get(key) else {
-            return Ok(Vec::new());
+    fn string_list(&mut self, key: &str) -> Vec<String> {
+        let root = self.root;
+        let Some(node) = root.get(key) else {
+            return Vec::new();
         };
-        let items = node
-            .as_seq()
-            .ok_or_else(|| self.error(key, format!("`{key}` must be a list of strings")))?;
-        items
-            .iter()
-            .map(|item| {
-                item.as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| self.error(key, format!("entries of `{key}` must be strings")))
-            })
-            .collect()
+        let Some(items) = node.as_seq() else {
+            self.error(key, format!("`{key}` must be a list of strings"));
+            return Vec::new();
+        };
+        let mut strings = Vec::new();
+        for item in items {
+            match item.as_str() {
+                Some(text) => strings.push(text.to_owned()),
+                None => self.at(item, format!("entries of `{key}` must be strings")),
+            }
+        }
+        strings
     }
 
-    fn inputs(&self) -> Result<Vec<PromptInput>, PromptError> {
-        let Some(node) = self.root.get("inputs") else {
-            return Ok(Vec::new());
+    fn inputs(&mut self) -> Vec<PromptInput> {
+        let root = self.root;
+        let Some(node) = root.get("inputs") else {
+            return Vec::new();
         };
-        let items = node.as_seq().ok_or_else(|| {
+        let Some(items) = node.as_seq() else {
             self.error(
                 "inputs",
                 "`inputs` must be a list of {name, type, required, description}".into(),
-            )
-        })?;
-        items.iter().map(|item| self.input(item)).collect()
+            );
+            return Vec::new();
+        };
+        let mut inputs: Vec<PromptInput> = Vec::new();
+        let mut names: Vec<&str> = Vec::new();
+        for item in items {
+            if let Some(name) = item.get("name").and_then(Node::as_str) {
+                if names.contains(&name) {
+                    self.at(item, format!("input `{name}` is declared twice"));
+                    continue;
+                }
+                names.push(name);
+            }
+            inputs.extend(self.input(item));
+        }
+        inputs
     }
 
-    fn input(&self, item: &Node) -> Result<PromptInput, PromptError> {
-        let at = |message: String| PromptError::Invalid {
-            file: self.file.to_owned(),
-            line: item.pos.line + 1,
-            column: item.pos.column,
-            message,
-        };
-        let name = item
-            .get("name")
-            .and_then(Node::as_str)
-            .ok_or_else(|| at("an input needs a `name`".into()))?;
+    fn input(&mut self, item: &Node) -> Option<PromptInput> {
+        let name = item.get("name").and_then(Node::as_str);
+        if name.is_none() {
+            self.at(item, "an input needs a `name`".into());
+        }
         let type_name = item.get("type").and_then(Node::as_str).unwrap_or("string");
-        let input_type = InputType::parse(type_name).ok_or_else(|| {
-            at(format!(
-                "input type `{type_name}` is not one of {}",
-                InputType::NAMES.join(", ")
-            ))
-        })?;
-        let required = match item.get("required").map(|node| &node.value) {
-            None => true,
-            Some(Value::Bool(flag)) => *flag,
-            Some(_) => return Err(at("`required` must be true or false".into())),
+        let input_type = InputType::parse(type_name);
+        if input_type.is_none() {
+            let at = item.get("type").unwrap_or(item);
+            self.at(
+                at,
+                format!(
+                    "input type `{type_name}` is not one of {}",
+                    InputType::NAMES.join(", ")
+                ),
+            );
+        }
+        let required = match item.get("required") {
+            None => Some(true),
+            Some(Node {
+                value: Value::Bool(flag),
+                ..
+            }) => Some(*flag),
+            Some(node) => {
+                self.at(node, "`required` must be true or false".into());
+                None
+            }
         };
         let description = item
             .get("description")
             .and_then(Node::as_str)
             .unwrap_or_default()
             .to_owned();
-        Ok(PromptInput {
-            name: name.to_owned(),
-            input_type,
-            required,
+        Some(PromptInput {
+            name: name?.to_owned(),
+            input_type: input_type?,
+            required: required?,
             description,
         })
     }
 
-    fn policy(&self) -> Result<PolicyFields, PromptError> {
-        Ok(PolicyFields {
-            allowed_paths: self.string_list("allowed_paths")?,
-            forbidden_paths: self.string_list("forbidden_paths")?,
-            forbidden_operations: self.string_list("forbidden_operations")?,
-            check: self.optional_string("check")?,
-        })
+    fn policy(&mut self) -> PolicyFields {
+        let check = self.optional_string("check").ok().flatten();
+        PolicyFields {
+            allowed_paths: self.string_list("allowed_paths"),
+            forbidden_paths: self.string_list("forbidden_paths"),
+            forbidden_operations: self.string_list("forbidden_operations"),
+            check,
+        }
     }
 }

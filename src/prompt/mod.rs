@@ -8,11 +8,15 @@
 
 mod catalog;
 mod front_matter;
+mod read;
 mod render;
+mod sandbox;
 
-pub use catalog::{BUILTIN_FILES, Catalog, builtin_catalog};
+pub use catalog::{BUILTIN_FILES, BrokenPrompt, Catalog, PromptErrorText, builtin_catalog};
 pub use front_matter::{InputType, Prompt, PromptInput, PromptRole, PromptSource, PromptStatus};
+pub use read::MAX_PROMPT_FILE_BYTES;
 pub use render::render;
+pub use sandbox::{ALLOWED_FILTERS, MAX_RENDERED_BYTES};
 
 use std::path::PathBuf;
 
@@ -39,6 +43,41 @@ pub enum PromptError {
         /// A near reference, if any.
         suggestion: Option<String>,
     },
+    /// A prompt file is not UTF-8 text or is too large to be a prompt.
+    #[error("{file}: {message}")]
+    NotText {
+        /// The prompt file.
+        file: String,
+        /// What is wrong.
+        message: String,
+        /// What to do.
+        hint: String,
+    },
+    /// A prompt's template does not compile, or uses what prompts may not.
+    #[error("{file}:{line}: {message}")]
+    Template {
+        /// The prompt file.
+        file: String,
+        /// 1-based line in the prompt file.
+        line: u32,
+        /// What is wrong.
+        message: String,
+        /// What to do.
+        hint: String,
+    },
+    /// A reference names a prompt file that has problems.
+    #[error(
+        "prompt `{reference}` ({file}) is invalid: {}",
+        list_problems(problems)
+    )]
+    Broken {
+        /// The reference as written.
+        reference: String,
+        /// The prompt file.
+        file: String,
+        /// Every problem of the file, as `FILE:LINE:COL: message`.
+        problems: Vec<String>,
+    },
     /// Rendering failed.
     #[error("{file}:{line}: {message}")]
     Render {
@@ -48,6 +87,8 @@ pub enum PromptError {
         line: u32,
         /// What is wrong.
         message: String,
+        /// What to do.
+        hint: String,
     },
     /// Reading a prompt folder failed.
     #[error("failed to read prompts in `{path}`: {source}")]
@@ -60,6 +101,15 @@ pub enum PromptError {
 }
 
 impl PromptError {
+    /// Line and column in the prompt file, for ordering a file's problems (0 when unknown).
+    pub fn position(&self) -> (u32, u32) {
+        match self {
+            PromptError::Invalid { line, column, .. } => (*line, *column),
+            PromptError::Template { line, .. } | PromptError::Render { line, .. } => (*line, 0),
+            _ => (0, 0),
+        }
+    }
+
     /// What to do about it.
     pub fn hint(&self) -> Option<String> {
         Some(match self {
@@ -73,10 +123,22 @@ impl PromptError {
             PromptError::Unknown { .. } => {
                 "list the library with `tnh-conductor prompts list`".to_owned()
             }
-            PromptError::Render { .. } => {
-                "pass every required input with the declared type (`-i name=value`)".to_owned()
+            PromptError::NotText { hint, .. }
+            | PromptError::Template { hint, .. }
+            | PromptError::Render { hint, .. } => hint.clone(),
+            PromptError::Broken { .. } => {
+                "fix the prompt file; `tnh-conductor prompts list` names every invalid prompt"
+                    .to_owned()
             }
             PromptError::Read { .. } => "check the folder's permissions".to_owned(),
         })
     }
+}
+
+/// One problem a line, for a message that carries several.
+fn list_problems(problems: &[String]) -> String {
+    problems
+        .iter()
+        .map(|problem| format!("\n  {problem}"))
+        .collect()
 }

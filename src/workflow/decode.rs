@@ -84,7 +84,7 @@ pub fn decode_workflow(root: &Node, diagnostics: &mut Diagnostics) -> Option<Wor
     let script = fields
         .get("script")
         .and_then(|node| decoder.string(node, "script"));
-    let steps = decoder
+    let (steps, step_outlines) = decoder
         .required(&fields, "steps", "the workflow")
         .map(|node| decoder.steps(node))
         .unwrap_or_default();
@@ -97,6 +97,7 @@ pub fn decode_workflow(root: &Node, diagnostics: &mut Diagnostics) -> Option<Wor
         params,
         script,
         steps,
+        step_outlines,
     })
 }
 

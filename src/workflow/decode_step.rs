@@ -3,8 +3,8 @@
 use super::decode::Decoder;
 use super::model::{
     At, Evaluate, Gate, GateKind, Inputs, Limits, NetworkAccess, NodeList, Opcode, Rollback,
-    RollbackTarget, RouteKey, Routes, RunAgent, RunValidation, Step, StepBody, Stop, StopOutcome,
-    ValidatorEntry, ValidatorKind, ValidatorSpec, is_whole_expression,
+    RollbackTarget, RouteKey, Routes, RunAgent, RunValidation, Step, StepBody, StepOutline, Stop,
+    StopOutcome, ValidatorEntry, ValidatorKind, ValidatorSpec, is_whole_expression,
 };
 use super::yaml::{Node, Value};
 use crate::ids::StepId;
@@ -43,28 +43,39 @@ pub const VALIDATOR_KEYS: &[&str] = &[
 ];
 
 impl Decoder<'_> {
-    /// The `steps` list.
-    pub fn steps(&mut self, node: &Node) -> Vec<Step> {
+    /// The `steps` list: the steps decoded whole, and the outlines of those that were not.
+    pub fn steps(&mut self, node: &Node) -> (Vec<Step>, Vec<StepOutline>) {
         let Some(items) = node.as_seq() else {
             self.wrong_type(node, "steps", "a list of steps");
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         if items.is_empty() {
             self.diagnostics
                 .error(node.pos, "missing-field", "steps is empty")
                 .hint("a workflow needs at least one step");
         }
-        items.iter().filter_map(|item| self.step(item)).collect()
+        let mut steps = Vec::new();
+        let mut outlines = Vec::new();
+        for item in items {
+            match self.step(item) {
+                Ok(step) => steps.push(step),
+                Err(Some(outline)) => outlines.push(outline),
+                Err(None) => {}
+            }
+        }
+        (steps, outlines)
     }
 
-    fn step(&mut self, node: &Node) -> Option<Step> {
+    /// A step, or what is known of it when a field is invalid (already reported).
+    fn step(&mut self, node: &Node) -> Result<Step, Option<StepOutline>> {
         if node.as_map().is_none() {
             self.wrong_type(node, "a step", "a mapping with id, opcode and routes");
-            return None;
+            return Err(None);
         }
         let id = node
             .get("id")
-            .and_then(|value| self.identifier(value, "step id"));
+            .and_then(|value| self.identifier(value, "step id"))
+            .map(|id| At::new(StepId::new(id.value), id.pos));
         let owner = id
             .as_ref()
             .map_or_else(|| "a step".to_owned(), |id| format!("step `{}`", id.value));
@@ -77,10 +88,27 @@ impl Decoder<'_> {
                 )
                 .hint("add `id:` with a unique step id");
         }
-        let opcode = self.opcode(node, &owner)?;
+        let Some(opcode) = self.opcode(node, &owner) else {
+            // Without an opcode the step's keys cannot be checked, but its routes still say
+            // where it leads.
+            let routes = node
+                .get("routes")
+                .map(|value| self.routes(value, &owner))
+                .unwrap_or_default();
+            let allow_unreachable = node
+                .get("allow_unreachable")
+                .is_some_and(|value| matches!(value.value, Value::Bool(true)));
+            return Err(id.map(|id| StepOutline {
+                id,
+                pos: node.pos,
+                opcode: None,
+                routes,
+                allow_unreachable,
+            }));
+        };
         let mut allowed: Vec<&str> = COMMON_STEP_KEYS.to_vec();
         allowed.extend_from_slice(opcode_keys(opcode));
-        let fields = self.mapping(node, &owner, &allowed)?;
+        let fields = self.mapping(node, &owner, &allowed).ok_or(None)?;
         let routes = match fields.get("routes") {
             Some(value) => self.routes(value, &owner),
             None if opcode == Opcode::Stop => Routes::default(),
@@ -116,16 +144,27 @@ impl Decoder<'_> {
         let description = fields
             .get("description")
             .and_then(|value| self.string(value, "description"));
-        let body = self.body(opcode, node, &owner)?;
-        let id = id?;
-        Some(Step {
-            id: At::new(StepId::new(id.value), id.pos),
-            pos: node.pos,
-            description,
-            allow_unreachable,
-            routes,
-            body,
-        })
+        let body = self.body(opcode, node, &owner);
+        let Some(id) = id else {
+            return Err(None);
+        };
+        match body {
+            Some(body) => Ok(Step {
+                id,
+                pos: node.pos,
+                description,
+                allow_unreachable,
+                routes,
+                body,
+            }),
+            None => Err(Some(StepOutline {
+                id,
+                pos: node.pos,
+                opcode: Some(opcode),
+                routes,
+                allow_unreachable,
+            })),
+        }
     }
 
     fn opcode(&mut self, node: &Node, owner: &str) -> Option<Opcode> {
@@ -319,14 +358,14 @@ impl Decoder<'_> {
             return Routes::default();
         };
         let mut routes = Routes {
-            entries: Vec::new(),
             pos: Some(node.pos),
+            ..Routes::default()
         };
         for (key, target) in entries {
-            let Some(name) = self.routing_string(key, "a route key") else {
-                continue;
-            };
-            let Some(target) = self.routing_string(target, "a route target") else {
+            let name = self.routing_string(key, "a route key");
+            let target = self.routing_string(target, "a route target");
+            let (Some(name), Some(target)) = (name, target) else {
+                routes.incomplete = true;
                 continue;
             };
             let route_key = if name.value == "*" {
@@ -349,6 +388,10 @@ impl Decoder<'_> {
                         names,
                         format!("outcomes: {}", names.join(", ")),
                     );
+                routes.incomplete = true;
+                routes
+                    .unkeyed_targets
+                    .push(At::new(StepId::new(target.value), target.pos));
                 continue;
             };
             routes.entries.push((

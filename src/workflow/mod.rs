@@ -11,6 +11,7 @@ pub mod load;
 pub mod model;
 pub mod prompts_check;
 pub mod schema;
+mod stop_paths;
 pub mod validate;
 pub mod yaml;
 

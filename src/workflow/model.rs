@@ -42,6 +42,25 @@ pub struct Workflow {
     pub script: Option<At<String>>,
     /// `steps`, in source order.
     pub steps: Vec<Step>,
+    /// Steps that could not be decoded whole (an unknown opcode, a field of the wrong type),
+    /// kept by id and routes so the checks across steps (ids, entry step, targets,
+    /// reachability) report only real problems. A workflow with any is invalid.
+    pub step_outlines: Vec<StepOutline>,
+}
+
+/// What is known of a step that could not be decoded whole.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepOutline {
+    /// `id`.
+    pub id: At<StepId>,
+    /// Where the step's mapping starts.
+    pub pos: Pos,
+    /// The opcode, when it was valid.
+    pub opcode: Option<Opcode>,
+    /// `routes`, as far as they could be read.
+    pub routes: Routes,
+    /// `allow_unreachable: true`.
+    pub allow_unreachable: bool,
 }
 
 impl Workflow {
@@ -644,6 +663,12 @@ pub struct Routes {
     pub entries: Vec<(At<RouteKey>, At<StepId>)>,
     /// Where `routes` was written, when it was.
     pub pos: Option<Pos>,
+    /// Targets of entries whose key is not an outcome (reported already): they still count
+    /// as routes to their target, so the target is not called unreachable.
+    pub unkeyed_targets: Vec<At<StepId>>,
+    /// Whether an entry could not be read (reported already): which outcomes are routed is
+    /// then unknown, so missing routes and paths to STOP are not judged.
+    pub incomplete: bool,
 }
 
 impl Routes {
@@ -734,6 +759,7 @@ mod tests {
                 ),
             ],
             pos: Some(pos),
+            ..Routes::default()
         };
         assert_eq!(
             routes.target(Outcome::Completed).unwrap().value.as_str(),

@@ -49,6 +49,9 @@ pub fn check_prompts(workflow: &Workflow, catalog: &Catalog, diagnostics: &mut D
                     diagnostics,
                 ) {
                     check_undeclared_inputs(step, found, &agent.inputs, diagnostics);
+                    if let Inputs::Values(values) = &agent.inputs {
+                        check_literal_types(found, values, diagnostics);
+                    }
                 }
                 if let Some(policy) = &agent.policy {
                     check_policy(policy, catalog, diagnostics);
@@ -82,6 +85,20 @@ fn resolve<'c>(
     catalog: &'c Catalog,
     diagnostics: &mut Diagnostics,
 ) -> Option<&'c Prompt> {
+    if let Some(broken) = catalog.broken(reference) {
+        // Each problem of the file, so one `validate` shows everything to fix.
+        for problem in &broken.problems {
+            let reported = diagnostics.error(
+                pos,
+                "invalid-prompt",
+                format!("prompt `{reference}` is invalid: {}", problem.message),
+            );
+            if let Some(hint) = &problem.hint {
+                reported.hint(hint.clone());
+            }
+        }
+        return None;
+    }
     let found = catalog.get(reference);
     if found.is_none() {
         diagnostics
@@ -173,10 +190,18 @@ fn check_prompt<'c>(
                         step.id.value
                     ),
                 )
-                .hint(format!(
-                    "add `{name}` to the step's inputs ({})",
-                    input.description
-                ));
+                .hint(if input.description.is_empty() {
+                    format!(
+                        "add `{name}` ({}) to the step's inputs",
+                        input.input_type.name()
+                    )
+                } else {
+                    format!(
+                        "add `{name}` ({}: {}) to the step's inputs",
+                        input.input_type.name(),
+                        input.description
+                    )
+                });
         }
     }
     Some(found)
@@ -250,5 +275,44 @@ fn check_policy(policy: &At<PolicySpec>, catalog: &Catalog, diagnostics: &mut Di
             "`policy:` entries",
             diagnostics,
         );
+    }
+}
+
+/// A literal input value (not an expression) of the wrong type for the prompt's declaration
+/// would fail when the step renders its prompt: reported now, at the value.
+fn check_literal_types(
+    prompt: &Prompt,
+    values: &[(At<String>, super::yaml::Node)],
+    diagnostics: &mut Diagnostics,
+) {
+    for (name, node) in values {
+        if node.as_str().is_some_and(|text| text.contains("${")) {
+            continue;
+        }
+        let Some(declared) = prompt.inputs.iter().find(|input| input.name == name.value) else {
+            continue;
+        };
+        let value = node.to_json();
+        if value.is_null() || declared.input_type.accepts(&value) {
+            continue;
+        }
+        diagnostics
+            .error(
+                node.pos,
+                "input-type",
+                format!(
+                    "input `{}` of prompt `{}` must be of type {}, but this is {}",
+                    name.value,
+                    prompt.reference(),
+                    declared.input_type.name(),
+                    node.value.kind_name()
+                ),
+            )
+            .hint(format!(
+                "give a value of type {} (the prompt declares `{}` as {})",
+                declared.input_type.name(),
+                name.value,
+                declared.input_type.name()
+            ));
     }
 }

@@ -5,9 +5,10 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::diagnostic::Diagnostics;
 use super::model::{
-    Opcode, RouteKey, Step, StepBody, ValidatorEntry, ValidatorKind, Workflow, producible_outcomes,
-    routable_outcomes,
+    At, Opcode, RouteKey, Routes, Step, StepBody, ValidatorEntry, ValidatorKind, Workflow,
+    producible_outcomes, routable_outcomes,
 };
+use crate::ids::StepId;
 use crate::outcome::Outcome;
 
 /// Names defined outside the workflow (built-ins, `.tnh/config.yaml`, the prompt library).
@@ -41,11 +42,15 @@ impl Default for KnownNames {
 
 /// Checks a decoded workflow against every static rule.
 pub fn validate_workflow(workflow: &Workflow, known: &KnownNames, diagnostics: &mut Diagnostics) {
-    let index = step_index(workflow, diagnostics);
+    let views = step_views(workflow);
+    let index = step_index(&views, diagnostics);
     check_entry_step(workflow, &index, diagnostics);
+    for view in &views {
+        check_targets(view.routes, &index, diagnostics);
+    }
     for step in &workflow.steps {
         check_reserved_stop(step, diagnostics);
-        check_routes(step, &index, diagnostics);
+        check_routes(step, diagnostics);
         if let StepBody::Evaluate(_) = &step.body {
             check_evaluate(step, &index, diagnostics);
         }
@@ -69,17 +74,51 @@ pub fn validate_workflow(workflow: &Workflow, known: &KnownNames, diagnostics: &
         );
     }
     super::prompts_check::check_prompts(workflow, &known.prompts, diagnostics);
-    check_reachability(workflow, &index, diagnostics);
+    check_reachability(workflow, &views, &index, diagnostics);
+    super::stop_paths::check_paths_to_stop(workflow, &index, diagnostics);
     check_golden_gate(workflow, &index, diagnostics);
 }
 
+/// What the checks across steps need of a step, whether it was decoded whole or only
+/// outlined (a bad field must not make its id, and the steps it routes to, vanish).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StepView<'w> {
+    /// `id`.
+    pub id: &'w At<StepId>,
+    /// `routes`.
+    pub routes: &'w Routes,
+    /// The opcode, when known.
+    pub opcode: Option<Opcode>,
+    /// `allow_unreachable: true`.
+    pub allow_unreachable: bool,
+}
+
+/// Step id → step.
+pub(super) type StepIndex<'w> = HashMap<&'w str, StepView<'w>>;
+
+/// Every step, whole or outlined, in source order.
+fn step_views(workflow: &Workflow) -> Vec<StepView<'_>> {
+    let whole = workflow.steps.iter().map(|step| StepView {
+        id: &step.id,
+        routes: &step.routes,
+        opcode: Some(step.body.opcode()),
+        allow_unreachable: step.allow_unreachable,
+    });
+    let outlined = workflow.step_outlines.iter().map(|outline| StepView {
+        id: &outline.id,
+        routes: &outline.routes,
+        opcode: outline.opcode,
+        allow_unreachable: outline.allow_unreachable,
+    });
+    let mut views: Vec<StepView<'_>> = whole.chain(outlined).collect();
+    views.sort_by_key(|view| (view.id.pos.line, view.id.pos.column));
+    views
+}
+
 /// Step id → step, reporting duplicates (the first definition wins).
-fn step_index<'w>(
-    workflow: &'w Workflow,
-    diagnostics: &mut Diagnostics,
-) -> HashMap<&'w str, &'w Step> {
-    let mut index: HashMap<&str, &Step> = HashMap::with_capacity(workflow.steps.len());
-    for step in &workflow.steps {
+fn step_index<'w>(views: &[StepView<'w>], diagnostics: &mut Diagnostics) -> StepIndex<'w> {
+    let mut index: StepIndex<'w> = HashMap::with_capacity(views.len());
+    for step in views {
         let id = step.id.value.as_str();
         if let Some(first) = index.get(id) {
             diagnostics
@@ -93,17 +132,13 @@ fn step_index<'w>(
                     first.id.pos.line
                 ));
         } else {
-            index.insert(id, step);
+            index.insert(id, *step);
         }
     }
     index
 }
 
-fn check_entry_step(
-    workflow: &Workflow,
-    index: &HashMap<&str, &Step>,
-    diagnostics: &mut Diagnostics,
-) {
+fn check_entry_step(workflow: &Workflow, index: &StepIndex<'_>, diagnostics: &mut Diagnostics) {
     let entry = &workflow.entry_step;
     if entry.value.as_str().is_empty() || index.contains_key(entry.value.as_str()) {
         return;
@@ -136,30 +171,18 @@ fn check_reserved_stop(step: &Step, diagnostics: &mut Diagnostics) {
     }
 }
 
-fn target_exists(target: &str, index: &HashMap<&str, &Step>) -> bool {
+fn target_exists(target: &str, index: &StepIndex<'_>) -> bool {
     target == "STOP" || index.contains_key(target)
 }
 
-fn check_routes(step: &Step, index: &HashMap<&str, &Step>, diagnostics: &mut Diagnostics) {
-    let opcode = step.body.opcode();
-    if opcode == Opcode::Stop {
-        // Routes on STOP are reported once, as routes-on-stop, by the decoder.
-        return;
-    }
-    let routable = routable_outcomes(&step.body);
-    for (key, target) in &step.routes.entries {
-        match key.value {
-            RouteKey::Outcome(outcome) if !routable.contains(&outcome) => {
-                let names: Vec<&str> = routable.iter().map(|outcome| outcome.as_str()).collect();
-                diagnostics
-                    .error(key.pos, "foreign-route-key", format!("{} steps never produce `{outcome}`", opcode.name()))
-                    .suggest(outcome.as_str(), names.iter().copied(), format!("{} outcomes: {}", opcode.name(), names.join(", ")));
-            }
-            RouteKey::Wildcard if opcode == Opcode::Evaluate => diagnostics
-                .error(key.pos, "wildcard-on-evaluate", "EVALUATE steps cannot use the `*` route")
-                .hint("route each planner status (success, partial, blocked, unsafe, needs_human) explicitly"),
-            _ => {}
-        }
+/// Every route target names a step or STOP.
+fn check_targets(routes: &Routes, index: &StepIndex<'_>, diagnostics: &mut Diagnostics) {
+    let targets = routes
+        .entries
+        .iter()
+        .map(|(_, target)| target)
+        .chain(&routes.unkeyed_targets);
+    for target in targets {
         if !target_exists(target.value.as_str(), index) {
             diagnostics
                 .error(
@@ -173,6 +196,33 @@ fn check_routes(step: &Step, index: &HashMap<&str, &Step>, diagnostics: &mut Dia
                     "route to an existing step id or STOP",
                 );
         }
+    }
+}
+
+fn check_routes(step: &Step, diagnostics: &mut Diagnostics) {
+    let opcode = step.body.opcode();
+    if opcode == Opcode::Stop {
+        // Routes on STOP are reported once, as routes-on-stop, by the decoder.
+        return;
+    }
+    let routable = routable_outcomes(&step.body);
+    for (key, _) in &step.routes.entries {
+        match key.value {
+            RouteKey::Outcome(outcome) if !routable.contains(&outcome) => {
+                let names: Vec<&str> = routable.iter().map(|outcome| outcome.as_str()).collect();
+                diagnostics
+                    .error(key.pos, "foreign-route-key", format!("{} steps never produce `{outcome}`", opcode.name()))
+                    .suggest(outcome.as_str(), names.iter().copied(), format!("{} outcomes: {}", opcode.name(), names.join(", ")));
+            }
+            RouteKey::Wildcard if opcode == Opcode::Evaluate => diagnostics
+                .error(key.pos, "wildcard-on-evaluate", "EVALUATE steps cannot use the `*` route")
+                .hint("route each planner status (success, partial, blocked, unsafe, needs_human) explicitly"),
+            _ => {}
+        }
+    }
+    // An entry that could not be read may have been the missing route: judging would guess.
+    if step.routes.incomplete {
+        return;
     }
     if step.routes.pos.is_none() {
         return;
@@ -205,7 +255,7 @@ fn check_routes(step: &Step, index: &HashMap<&str, &Step>, diagnostics: &mut Dia
     }
 }
 
-fn check_evaluate(step: &Step, index: &HashMap<&str, &Step>, diagnostics: &mut Diagnostics) {
+fn check_evaluate(step: &Step, index: &StepIndex<'_>, diagnostics: &mut Diagnostics) {
     let StepBody::Evaluate(evaluate) = &step.body else {
         return;
     };
@@ -239,9 +289,13 @@ fn check_evaluate(step: &Step, index: &HashMap<&str, &Step>, diagnostics: &mut D
                 .error(target.pos, "route-not-allowed", format!("status `{status}` routes to `{target_id}`, which is not in allowed_next_steps"))
                 .hint(format!("add `{target_id}` to allowed_next_steps or route to one of them"));
         }
-        let target_opcode = index.get(target_id).map(|step| step.body.opcode());
+        let target_step = index.get(target_id);
+        let target_opcode = target_step.and_then(|view| view.opcode);
+        // A target whose opcode is itself invalid (reported there) is not judged again.
+        let unknown_opcode = target_step.is_some() && target_opcode.is_none();
         let legal = |opcode: Opcode| {
             target_id == "STOP"
+                || unknown_opcode
                 || target_opcode == Some(opcode)
                 || target_opcode == Some(Opcode::Stop)
         };
@@ -408,16 +462,18 @@ fn check_validator_cwd(
 }
 
 /// The ids of the steps a step can route to (STOP excluded).
-fn successors(step: &Step) -> impl Iterator<Item = &str> {
+pub(super) fn successors<'w>(step: &StepView<'w>) -> impl Iterator<Item = &'w str> + use<'w> {
     step.routes
         .entries
         .iter()
-        .map(|(_, target)| target.value.as_str())
+        .map(|(_, target)| target)
+        .chain(&step.routes.unkeyed_targets)
+        .map(|target| target.value.as_str())
         .filter(|target| *target != "STOP")
 }
 
 /// Every step reachable from `start`, `start` included.
-fn reachable_from<'w>(start: &'w str, index: &HashMap<&'w str, &'w Step>) -> HashSet<&'w str> {
+pub(super) fn reachable_from<'w>(start: &'w str, index: &StepIndex<'w>) -> HashSet<&'w str> {
     let mut seen: HashSet<&str> = HashSet::new();
     let mut queue: VecDeque<&str> = VecDeque::from([start]);
     while let Some(id) = queue.pop_front() {
@@ -431,7 +487,8 @@ fn reachable_from<'w>(start: &'w str, index: &HashMap<&'w str, &'w Step>) -> Has
 
 fn check_reachability(
     workflow: &Workflow,
-    index: &HashMap<&str, &Step>,
+    views: &[StepView<'_>],
+    index: &StepIndex<'_>,
     diagnostics: &mut Diagnostics,
 ) {
     let entry = workflow.entry_step.value.as_str();
@@ -439,7 +496,7 @@ fn check_reachability(
         return;
     }
     let reached = reachable_from(entry, index);
-    for step in &workflow.steps {
+    for step in views {
         let id = step.id.value.as_str();
         // A step named STOP is the bare STOP target: routes reach it without naming it.
         if reached.contains(id) || step.allow_unreachable || step.id.value.is_stop() {
@@ -457,11 +514,7 @@ fn check_reachability(
 
 /// OA04 §10, weak form: a workflow that runs script validators (which may propose goldens)
 /// must be able to reach a GATE after them.
-fn check_golden_gate(
-    workflow: &Workflow,
-    index: &HashMap<&str, &Step>,
-    diagnostics: &mut Diagnostics,
-) {
+fn check_golden_gate(workflow: &Workflow, index: &StepIndex<'_>, diagnostics: &mut Diagnostics) {
     for step in &workflow.steps {
         let StepBody::RunValidation(validation) = &step.body else {
             continue;
@@ -476,7 +529,7 @@ fn check_golden_gate(
         let gate_reachable = reached
             .iter()
             .filter_map(|id| index.get(id))
-            .any(|candidate| candidate.body.opcode() == Opcode::Gate);
+            .any(|candidate| candidate.opcode == Some(Opcode::Gate));
         if !gate_reachable {
             diagnostics
                 .error(script.kind.pos, "golden-gate-missing", format!("script validator `{}` may propose goldens, but no GATE is reachable after step `{}`", script.id.value, step.id.value))

@@ -548,6 +548,15 @@ fn is_core_float(text: &str) -> bool {
 }
 
 fn decode_text(bytes: &[u8]) -> Result<&str, ParseError> {
+    // UTF-16 text is full of NUL bytes: say what it is rather than calling it binary.
+    if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
+        return Err(ParseError::new(
+            Pos::new(1, 1),
+            "not-text",
+            "the file is UTF-16 text (it starts with a UTF-16 byte order mark); workflows are UTF-8",
+            "save the workflow as UTF-8 (in most editors: \"Save with encoding\" → UTF-8)",
+        ));
+    }
     if let Some(offset) = bytes.iter().position(|byte| *byte == 0) {
         return Err(ParseError::new(
             position_of_offset(bytes, offset),

@@ -14,6 +14,7 @@ mod operator_rollback;
 mod planner;
 mod planner_backends;
 mod policy;
+mod prompt_limits;
 mod prompts;
 mod properties;
 mod reliability;

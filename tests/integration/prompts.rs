@@ -147,6 +147,7 @@ fn render_error(catalog: &Catalog, inputs: serde_json::Value) -> (String, u32, S
             file,
             line,
             message,
+            ..
         }) => (file, line, message),
         other => panic!("expected a render error, got {other:?}"),
     }
@@ -180,8 +181,11 @@ fn strict_rendering_fails_with_file_and_line() {
 fn includes_are_refused_and_runaway_templates_stop() {
     let repo = TempRepo::new();
     let catalog = custom_prompt(&repo, "{% include '/etc/passwd' %}\n");
-    let (_, _, message) = render_error(&catalog, serde_json::json!({"count": 1}));
-    assert!(message.contains("unknown statement include"), "{message}");
+    let error = catalog.resolve("task.custom.v1").unwrap_err().to_string();
+    assert!(
+        error.contains("custom.v1.md:10: syntax error: unknown statement include"),
+        "{error}"
+    );
     let catalog = custom_prompt(
         &repo,
         "{% for a in range(10000) %}{% for b in range(10000) %}x{% endfor %}{% endfor %}\n",
@@ -230,6 +234,15 @@ fn repo_prompts_take_precedence_over_builtins() {
     );
 }
 
+/// The problems of the first broken prompt file of a catalog, as messages.
+fn broken_problems(catalog: &Catalog) -> Vec<String> {
+    catalog.broken_files()[0]
+        .problems
+        .iter()
+        .map(|problem| problem.message.clone())
+        .collect()
+}
+
 #[test]
 fn a_misnamed_or_malformed_prompt_file_is_reported_with_its_position() {
     let repo = TempRepo::new();
@@ -237,17 +250,24 @@ fn a_misnamed_or_malformed_prompt_file_is_reported_with_its_position() {
         ".tnh/prompts/task/wrong_name.v1.md",
         "---\nprompt_id: task.custom\nversion: 1\nrole: task\nsummary: x\n---\nbody\n",
     );
-    let error = Catalog::load(Some(repo.path())).unwrap_err().to_string();
+    let catalog = Catalog::load(Some(repo.path())).unwrap();
+    let problems = broken_problems(&catalog);
     assert!(
-        error.contains("must live in a file ending `task/custom.v1.md`"),
-        "{error}"
+        problems[0].contains("must live in a file ending `task/custom.v1.md`"),
+        "{problems:?}"
     );
     repo.write(
         ".tnh/prompts/task/wrong_name.v1.md",
         "---\nprompt_id: task.wrong_name\nversion: 1\nrole: tsak\nsummary: x\n---\nbody\n",
     );
-    let error = Catalog::load(Some(repo.path())).unwrap_err().to_string();
-    assert!(error.ends_with("wrong_name.v1.md:4:7: role `tsak` is not one of task, policy, planner, triage, risk, journal, agent"), "{error}");
+    let catalog = Catalog::load(Some(repo.path())).unwrap();
+    let problems = broken_problems(&catalog);
+    assert!(problems[0].ends_with("wrong_name.v1.md:4:7: role `tsak` is not one of task, policy, planner, triage, risk, journal, agent"), "{problems:?}");
+    let error = catalog
+        .resolve("task.wrong_name.v1")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("role `tsak`"), "{error}");
 }
 
 #[test]

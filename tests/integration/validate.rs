@@ -321,3 +321,108 @@ fn a_large_workflow_gets_every_diagnostic_at_its_line() {
         "{diagnostic}"
     );
 }
+
+/// Validates workflow text written to a temporary file; returns stdout and the exit code.
+fn validate_text(text: &str) -> (String, Option<i32>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wf.yaml");
+    std::fs::write(&path, text).unwrap();
+    let output = validate(&[path.to_str().unwrap()]);
+    (stdout_text(&output), output.status.code())
+}
+
+/// The `[code]`s of a validate output, in order.
+fn codes(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter_map(|line| line.rsplit_once(" [")?.1.strip_suffix(']'))
+        .collect()
+}
+
+/// Review 10, defect 4: steps that only route to each other validated clean and the run
+/// looped until `max_visits`. Only the trapped steps are named; loops with an exit pass.
+#[test]
+fn steps_from_which_no_route_reaches_stop_are_errors() {
+    let (stdout, code) = validate_text(
+        "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\nsteps:\n  - id: a\n    opcode: ROLLBACK\n    target: pre_run\n    routes: {error: STOP, completed: b}\n  - id: b\n    opcode: ROLLBACK\n    target: pre_run\n    routes: {\"*\": c}\n  - id: c\n    opcode: ROLLBACK\n    target: pre_run\n    routes: {completed: b, error: c}\n",
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_eq!(
+        codes(&stdout),
+        ["no-path-to-stop", "no-path-to-stop"],
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            ":10:9: error: no chain of routes from step `b` reaches STOP (it leads only to `c`)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(":14:9: error: no chain of routes from step `c` reaches STOP (it leads only to `b`, `c`)"),
+        "{stdout}"
+    );
+    // The same loop with one exit through the wildcard is valid.
+    let (stdout, code) = validate_text(
+        "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\nsteps:\n  - id: a\n    opcode: ROLLBACK\n    target: pre_run\n    routes: {error: STOP, completed: b}\n  - id: b\n    opcode: ROLLBACK\n    target: pre_run\n    routes: {\"*\": c}\n  - id: c\n    opcode: ROLLBACK\n    target: pre_run\n    routes: {completed: b, \"*\": STOP}\n",
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+}
+
+/// Review 10, defect 5: one bad field dropped its whole step from the checks across steps,
+/// adding false errors (unknown entry step, unreachable target, missing route) and hiding a
+/// duplicate id. Only the real problem is reported now.
+#[test]
+fn one_bad_field_does_not_drop_its_step_from_the_checks_across_steps() {
+    let head = "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\nsteps:\n";
+    let cases: [(&str, &[&str]); 5] = [
+        (
+            "  - id: a\n    opcode: RUN_AGENT\n    agent: codex\n    prompt: 42\n    routes: {\"*\": b}\n  - id: b\n    opcode: STOP\n",
+            &["wrong-type"],
+        ),
+        (
+            "  - id: a\n    opcode: STP\n  - id: b\n    opcode: STOP\n    allow_unreachable: true\n",
+            &["invalid-value"],
+        ),
+        (
+            "  - id: a\n    opcode: RUN_AGNT\n    routes: {completed: b}\n  - id: a\n    opcode: STOP\n  - id: b\n    opcode: STOP\n",
+            &["invalid-value", "duplicate-step-id"],
+        ),
+        (
+            "  - id: a\n    opcode: RUN_AGENT\n    agent: codex\n    prompt: do it\n    routes: {completed: \"${{ x }}\", \"*\": b}\n  - id: b\n    opcode: STOP\n",
+            &["expression-in-routing"],
+        ),
+        (
+            "  - id: a\n    opcode: ROLLBACK\n    target: pre_rn\n    routes: {complted: b, \"*\": STOP}\n  - id: b\n    opcode: STOP\n",
+            &["invalid-value", "unknown-outcome"],
+        ),
+    ];
+    for (steps, expected) in cases {
+        let (stdout, code) = validate_text(&format!("{head}{steps}"));
+        assert_eq!(code, Some(1), "{stdout}");
+        assert_eq!(codes(&stdout), expected, "{steps}\n{stdout}");
+    }
+}
+
+/// Review 10, defect 6: a UTF-16 workflow was called "binary (it contains a NUL byte)".
+#[test]
+fn a_utf16_workflow_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wide.yaml");
+    let mut bytes = vec![0xFF, 0xFE];
+    for unit in "workflow_id: w\n".encode_utf16() {
+        bytes.extend_from_slice(&unit.to_le_bytes());
+    }
+    std::fs::write(&path, bytes).unwrap();
+    let output = validate(&[path.to_str().unwrap()]);
+    let stdout = stdout_text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(":1:1: error: the file is UTF-16 text") && stdout.contains("[not-text]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("hint: save the workflow as UTF-8"),
+        "{stdout}"
+    );
+}
