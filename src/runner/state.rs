@@ -17,6 +17,7 @@ use super::interactive::detect_prompt;
 use super::process::{self, StepMark, StrayProcess};
 use super::progress::Stream;
 use super::supervisor::{Limits, ProcessSpec, Supervised, classify, status_parts};
+use super::sweep::Swept;
 use crate::outcome::Outcome;
 
 /// After SIGKILL, how long output is still drained before pipes held by unkillable (escaped
@@ -131,6 +132,10 @@ pub struct Termination {
     pub pipes_held_after_exit: bool,
     /// Pipes were still open after SIGKILL and were abandoned.
     pub pipes_abandoned: bool,
+    /// Processes of the step still alive when the final sweep gave up (it keeps stopping and
+    /// killing them for 2 s); absent when none survived.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub survivors: Vec<StrayProcess>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -414,11 +419,12 @@ impl State {
     /// The final result, once the loop is done and the sweep has run.
     pub(crate) fn into_result(
         mut self,
-        leftover: Vec<StrayProcess>,
+        swept: Swept,
         started_at: SystemTime,
         ended_at: SystemTime,
     ) -> Supervised {
-        self.record_leaked(leftover);
+        self.record_leaked(swept.found);
+        self.termination.survivors = swept.survivors;
         let _ = self.stdout.flush();
         let _ = self.stderr.flush();
         let (exit_code, signal) = status_parts(self.exit.and_then(|(_, status)| status));
