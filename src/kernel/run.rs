@@ -1020,8 +1020,14 @@ fn recover_interrupted_visit(
         Some(error) => format!("the step could not run: {error}"),
         None => "the driving process ended during the step".to_owned(),
     };
-    let mut fields: Payload =
-        payload([("cause", cause.into()), ("killed_orphans", orphans.into())]);
+    let mut fields: Payload = payload([
+        ("cause", cause.into()),
+        ("killed_orphans", orphans.killed.into()),
+    ]);
+    if !orphans.survivors.is_empty() {
+        // Still alive after seconds of stopping and killing: said, never hidden.
+        fields.insert("surviving_orphans".into(), orphans.survivors.into());
+    }
     check_interrupted_agent(
         workspace,
         operator_checkout,

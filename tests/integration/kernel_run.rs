@@ -797,6 +797,11 @@ fn a_script_that_fails_to_load_ends_the_run_with_its_reason() {
             "{name}"
         );
         let resumed = repo.conductor(&["resume", run_id]);
-        assert_eq!(resumed.status.code(), Some(2), "{name}: {}", stderr_text(&resumed));
+        assert_eq!(
+            resumed.status.code(),
+            Some(2),
+            "{name}: {}",
+            stderr_text(&resumed)
+        );
     }
 }
