@@ -54,6 +54,11 @@ pub enum StopReason {
         /// What was left of the run budget.
         remaining_budget_usd: f64,
     },
+    /// The run budget was spent before the step began, so the agent was not started.
+    BudgetSpent {
+        /// What was left of the run budget (zero or less).
+        remaining_budget_usd: f64,
+    },
     /// The operator cancelled the run.
     Cancelled,
     /// Output could not be written to disk.
@@ -71,6 +76,7 @@ impl StopReason {
             StopReason::IdleTimeout { .. } => Outcome::KilledIdle,
             StopReason::InteractivePrompt { .. }
             | StopReason::BudgetExhausted { .. }
+            | StopReason::BudgetSpent { .. }
             | StopReason::Cancelled => Outcome::KilledPolicy,
             StopReason::CaptureFailed { .. } => Outcome::Error,
         }
@@ -102,11 +108,44 @@ impl StopReason {
                 reported_cost_usd,
                 remaining_budget_usd,
             } => format!(
-                "budget_exhausted: reported cost ${reported_cost_usd:.4} exceeds the remaining run budget ${remaining_budget_usd:.4}"
+                "budget_exhausted: reported cost ${} exceeds the remaining run budget ${}",
+                dollars(*reported_cost_usd),
+                dollars(*remaining_budget_usd)
+            ),
+            StopReason::BudgetSpent {
+                remaining_budget_usd,
+            } => format!(
+                "budget_exhausted: the run budget is spent (${} left); the agent was not started",
+                dollars(*remaining_budget_usd)
             ),
             StopReason::Cancelled => "cancelled: the operator interrupted the run".to_owned(),
             StopReason::CaptureFailed { message } => format!("capture_failed: {message}"),
         }
+    }
+}
+
+/// Costs within this of each other are equal: a run budget less the sum of float costs is
+/// off by far less than a nano-dollar, and must not end a step that spent exactly the rest.
+pub(crate) const BUDGET_TOLERANCE_USD: f64 = 1e-9;
+
+/// Whether a reported cost passes what is left of the budget.
+pub(crate) fn exceeds_budget(cost_usd: f64, remaining_usd: f64) -> bool {
+    cost_usd > remaining_usd + BUDGET_TOLERANCE_USD
+}
+
+/// Dollars with as many decimals as a difference the budget check sees needs (ten, since
+/// it tolerates a nano-dollar), trailing zeros dropped but at least two kept:
+/// `5.0` → `5.00`, `0.0001` → `0.0001`, `0.000148` → `0.000148`.
+pub(crate) fn dollars(amount: f64) -> String {
+    let text = format!("{amount:.10}");
+    let trimmed = text.trim_end_matches('0');
+    let decimals = trimmed
+        .split_once('.')
+        .map_or(0, |(_, decimals)| decimals.len());
+    if decimals < 2 {
+        format!("{amount:.2}")
+    } else {
+        trimmed.to_owned()
     }
 }
 
@@ -278,7 +317,10 @@ impl State {
         if let Some(cost) = signals.reported_cost_usd {
             let highest = self.reported_cost.map_or(cost, |seen| seen.max(cost));
             self.reported_cost = Some(highest);
-            if let Some(remaining) = self.budget.filter(|remaining| highest > *remaining) {
+            if let Some(remaining) = self
+                .budget
+                .filter(|remaining| exceeds_budget(highest, *remaining))
+            {
                 let reason = StopReason::BudgetExhausted {
                     reported_cost_usd: highest,
                     remaining_budget_usd: remaining,
