@@ -1030,8 +1030,14 @@ fn recover_interrupted_visit(
         (None, Some(interrupt)) => interrupt.to_owned(),
         (None, None) => "the driving process ended during the step".to_owned(),
     };
-    let mut fields: Payload =
-        payload([("cause", cause.into()), ("killed_orphans", orphans.into())]);
+    let mut fields: Payload = payload([
+        ("cause", cause.into()),
+        ("killed_orphans", orphans.killed.into()),
+    ]);
+    if !orphans.survivors.is_empty() {
+        // Still alive after seconds of stopping and killing: said, never hidden.
+        fields.insert("surviving_orphans".into(), orphans.survivors.into());
+    }
     check_interrupted_agent(
         workspace,
         operator_checkout,

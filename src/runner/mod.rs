@@ -19,6 +19,7 @@ pub mod profile;
 pub mod progress;
 mod state;
 pub mod supervisor;
+mod sweep;
 pub mod transcript;
 
 pub use adapters::{AgentRun, StepRequest, run_agent};
@@ -33,3 +34,4 @@ pub use profile::{AgentKind, AgentProfile, builtin_profiles, resolve_profile};
 pub use progress::{CaptureFormat, Stream};
 pub use state::{StopReason, Termination};
 pub use supervisor::{Limits, ProcessKind, ProcessSpec, Supervised, supervise};
+pub use sweep::{KilledProcesses, kill_marked};

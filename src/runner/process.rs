@@ -85,27 +85,58 @@ pub(crate) fn adopt_orphans() -> bool {
 }
 
 /// Every process descended from this one (children of all its threads, their children, and
-/// so on), or `None` when `/proc` does not list children or a list would not hold still.
+/// so on), or `None` when `/proc` does not list children or the tree would not hold still.
+///
+/// A process that ends while the tree is walked hands its children to us (we are their
+/// subreaper), possibly after our own list was read: a fork chain, each generation forking
+/// the next and exiting, would slip through one walk. So our own list is read again after
+/// each walk, and the subtrees of children that appeared meanwhile are walked, until a
+/// reading adds nobody.
 fn descendants() -> Option<Vec<i32>> {
     let own_pid = std::process::id() as i32;
-    let mut found = Vec::new();
-    let mut pending = vec![own_pid];
-    while let Some(pid) = pending.pop() {
-        let mut children = String::new();
-        match read_children(pid, &mut children)? {
-            Listing::Listed => {}
-            Listing::Absent if pid == own_pid => return None,
-            // It ended while we looked; its children, if any, are ours now and listed above.
-            Listing::Absent => continue,
+    let mut found = std::collections::BTreeSet::new();
+    for _ in 0..DESCENDANT_WALKS {
+        let mut own_children = String::new();
+        if read_children(own_pid, &mut own_children)? != Listing::Listed {
+            return None;
         }
-        for child in children.split_ascii_whitespace() {
-            if let Ok(child) = child.parse::<i32>() {
-                found.push(child);
-                pending.push(child);
-            }
+        let fresh: Vec<i32> = own_children
+            .split_ascii_whitespace()
+            .filter_map(|child| child.parse::<i32>().ok())
+            .filter(|child| !found.contains(child))
+            .collect();
+        if fresh.is_empty() {
+            return Some(found.into_iter().collect());
         }
+        walk_subtrees(fresh, &mut found)?;
     }
-    Some(found)
+    None
+}
+
+/// How many times [`descendants`] walks newly adopted subtrees before it gives up on a tree
+/// that keeps changing (the caller then reads the whole of `/proc`).
+const DESCENDANT_WALKS: usize = 4;
+
+/// Adds `roots` and everything below them to `found`; `None` when a list would not hold still.
+fn walk_subtrees(roots: Vec<i32>, found: &mut std::collections::BTreeSet<i32>) -> Option<()> {
+    let mut pending = roots;
+    while let Some(pid) = pending.pop() {
+        if !found.insert(pid) {
+            continue;
+        }
+        let mut children = String::new();
+        // A process that ended while we looked has no list; its children are ours now and
+        // show up when our own list is read again.
+        if read_children(pid, &mut children)? == Listing::Absent {
+            continue;
+        }
+        pending.extend(
+            children
+                .split_ascii_whitespace()
+                .filter_map(|child| child.parse::<i32>().ok()),
+        );
+    }
+    Some(())
 }
 
 /// How many times a list of children is read, at most, to get two readings that agree.
@@ -171,11 +202,16 @@ fn candidates(mark: &StepMark) -> Vec<i32> {
         .collect()
 }
 
-/// Reaps the step's processes that died as our adopted children: group members other than
-/// the leader (whose exit status the supervisor collects) and the `strays` found outside the
-/// group. Nothing else here waits for them, and a zombie would otherwise stay until the
-/// conductor exits.
-pub(crate) fn reap_adopted(mark: &StepMark, strays: &[StrayProcess]) {
+/// Reaps the step's processes that died as our adopted children: members of the step's
+/// group other than the leader (whose exit status the supervisor collects), members of the
+/// `escaped_groups` the step created outside it, and the `strays` found outside the group.
+/// Nothing else here waits for them, and a zombie would otherwise stay until the conductor
+/// exits (a fork chain leaves one per generation).
+pub(crate) fn reap_adopted(
+    mark: &StepMark,
+    strays: &[StrayProcess],
+    escaped_groups: &std::collections::BTreeSet<i32>,
+) {
     if !mark.descendants_suffice {
         return;
     }
@@ -191,8 +227,10 @@ pub(crate) fn reap_adopted(mark: &StepMark, strays: &[StrayProcess]) {
         let Some(stat) = read_stat(child) else {
             continue;
         };
-        let of_step = (stat.group == mark.pgid && child != mark.pgid)
-            || strays.iter().any(|stray| stray.pid == child);
+        let of_step = child != mark.pgid
+            && (stat.group == mark.pgid
+                || escaped_groups.contains(&stat.group)
+                || strays.iter().any(|stray| stray.pid == child));
         if of_step && !stat.is_live() && stat.parent == own_pid {
             let _ = waitpid(Pid::from_raw(child), Some(WaitPidFlag::WNOHANG));
         }
@@ -225,10 +263,89 @@ pub(crate) fn signal_step(mark: &StepMark, signal: Signal) {
 }
 
 /// Every live (non-zombie) process of the step: group members and token holders.
+pub(crate) fn find_step_processes(mark: &StepMark) -> Vec<StrayProcess> {
+    find_step_members(mark)
+        .into_iter()
+        .map(|member| member.stray)
+        .collect()
+}
+
+/// Every live process of the step, and whether the search can be trusted to have missed none
+/// that was alive at its end.
+///
+/// A walk of our descendants is a snapshot: a step process that dies between the walk and
+/// its inspection may have forked a successor the walk never saw (a fork chain does this in
+/// every generation). That successor is adopted by us, so our own list of children gains a
+/// pid; when it gained one during the search, the search is not conclusive and the caller
+/// looks again, with a reading of the whole of `/proc` (in pid order, where a successor
+/// normally comes after its parent, so it is read while or after its parent lived).
+pub(crate) fn search_step(mark: &StepMark) -> (Vec<Member>, bool) {
+    if !mark.descendants_suffice {
+        return (find_step_members(mark), true);
+    }
+    let Some(before) = own_children() else {
+        let everything = StepMark {
+            descendants_suffice: false,
+            ..mark.clone()
+        };
+        return (find_step_members(&everything), true);
+    };
+    let members = find_step_members(mark);
+    let settled = own_children().is_some_and(|after| after.is_subset(&before));
+    (members, settled)
+}
+
+/// The groups that our children born since the step began — live or zombies, which keep
+/// their group and session — formed in sessions other than `own_session`.
+///
+/// A fork chain in a session of its own is never caught alive by a search: each generation
+/// lives a millisecond, while a search takes longer. But its dead generations stay behind as
+/// our zombies (we adopted them), and their group outlives them; a SIGSTOP to that group
+/// freezes the live generation wherever it is, after which a search finds it.
+pub(crate) fn foreign_groups_of_children(mark: &StepMark, own_session: i32) -> Vec<i32> {
+    if !mark.descendants_suffice {
+        return Vec::new();
+    }
+    let groups: std::collections::BTreeSet<i32> = own_children()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(read_stat)
+        .filter(|stat| stat.session != own_session && stat.started >= mark.born_after)
+        .map(|stat| stat.group)
+        .collect();
+    groups.into_iter().collect()
+}
+
+/// The pids our threads list as children (zombies included).
+fn own_children() -> Option<std::collections::BTreeSet<i32>> {
+    let mut children = String::new();
+    if read_children(std::process::id() as i32, &mut children)? != Listing::Listed {
+        return None;
+    }
+    Some(
+        children
+            .split_ascii_whitespace()
+            .filter_map(|child| child.parse().ok())
+            .collect(),
+    )
+}
+
+/// A live process of a step, with the group and session the sweep needs to stop it.
+#[derive(Debug, Clone)]
+pub(crate) struct Member {
+    /// What is recorded of it.
+    pub(crate) stray: StrayProcess,
+    /// Its process group.
+    pub(crate) group: i32,
+    /// Its session.
+    pub(crate) session: i32,
+}
+
+/// Every live (non-zombie) process of the step, with its group and session.
 ///
 /// Only processes born since the step began can hold its token, so the environment (the
 /// costly read) is looked at only for those: on a busy host most processes are older.
-pub(crate) fn find_step_processes(mark: &StepMark) -> Vec<StrayProcess> {
+pub(crate) fn find_step_members(mark: &StepMark) -> Vec<Member> {
     // NUL-framed, so one token cannot match as the suffix of another variable.
     let needle = format!("\0{SUPERVISION_TOKEN_VARIABLE}={}\0", mark.token);
     let mut found = BTreeMap::new();
@@ -246,12 +363,17 @@ pub(crate) fn find_step_processes(mark: &StepMark) -> Vec<StrayProcess> {
         let in_group = stat.group == mark.pgid;
         let may_hold_token = stat.started >= mark.born_after;
         if in_group || (may_hold_token && environment_contains(pid, needle.as_bytes())) {
+            let stray = StrayProcess {
+                pid,
+                command: read_command(pid),
+                left_group: !in_group,
+            };
             found.insert(
                 pid,
-                StrayProcess {
-                    pid,
-                    command: read_command(pid),
-                    left_group: !in_group,
+                Member {
+                    stray,
+                    group: stat.group,
+                    session: stat.session,
                 },
             );
         }
@@ -289,24 +411,26 @@ pub fn live_group_members(pgid: i32) -> Vec<i32> {
 }
 
 /// What the supervisor reads of `/proc/PID/stat`.
-struct Stat {
+pub(crate) struct Stat {
     /// The state letter (`R`, `S`, `Z`, …).
-    state: char,
+    pub(crate) state: char,
     /// The parent's pid.
-    parent: i32,
+    pub(crate) parent: i32,
     /// The process group.
-    group: i32,
+    pub(crate) group: i32,
+    /// The session.
+    pub(crate) session: i32,
     /// The start time, in clock ticks since boot.
-    started: u64,
+    pub(crate) started: u64,
 }
 
 impl Stat {
-    fn is_live(&self) -> bool {
+    pub(crate) fn is_live(&self) -> bool {
         self.state != 'Z' && self.state != 'X'
     }
 }
 
-fn read_stat(pid: i32) -> Option<Stat> {
+pub(crate) fn read_stat(pid: i32) -> Option<Stat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name is in parentheses and may itself contain spaces or parentheses, so
     // the fields are counted from the last `)`: state, ppid, pgrp, …, starttime (the 20th).
@@ -316,11 +440,12 @@ fn read_stat(pid: i32) -> Option<Stat> {
         state: fields.first()?.chars().next()?,
         parent: fields.get(1)?.parse().ok()?,
         group: fields.get(2)?.parse().ok()?,
+        session: fields.get(3)?.parse().ok()?,
         started: fields.get(19)?.parse().ok()?,
     })
 }
 
-fn environment_contains(pid: i32, needle: &[u8]) -> bool {
+pub(crate) fn environment_contains(pid: i32, needle: &[u8]) -> bool {
     // Other users' processes are unreadable (EACCES); they cannot be ours anyway.
     match std::fs::read(format!("/proc/{pid}/environ")) {
         Ok(environment) => {
@@ -332,7 +457,7 @@ fn environment_contains(pid: i32, needle: &[u8]) -> bool {
     }
 }
 
-fn read_command(pid: i32) -> String {
+pub(crate) fn read_command(pid: i32) -> String {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let text = String::from_utf8_lossy(&raw);
     text.trim_end_matches('\0').replace('\0', " ")
@@ -481,7 +606,7 @@ mod tests {
         kill(Pid::from_raw(member), Signal::SIGKILL).unwrap();
         wait_until_dead(member);
         wait_until_dead(other_pid);
-        reap_adopted(&mark, &[]);
+        reap_adopted(&mark, &[], &std::collections::BTreeSet::new());
         assert!(
             !std::path::Path::new(&format!("/proc/{member}")).exists(),
             "the adopted member was not reaped"

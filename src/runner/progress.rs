@@ -98,7 +98,11 @@ fn classify_claude(line: &[u8]) -> LineSignal {
         return NOISE;
     }
     LineSignal {
-        reported_cost_usd: event.get("total_cost_usd").and_then(Value::as_f64),
+        // A negative cost would refund the run budget: it counts as nothing.
+        reported_cost_usd: event
+            .get("total_cost_usd")
+            .and_then(Value::as_f64)
+            .map(|cost| cost.max(0.0)),
         ..PROGRESS
     }
 }

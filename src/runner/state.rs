@@ -17,6 +17,7 @@ use super::interactive::detect_prompt;
 use super::process::{self, StepMark, StrayProcess};
 use super::progress::Stream;
 use super::supervisor::{Limits, ProcessSpec, Supervised, classify, status_parts};
+use super::sweep::Swept;
 use crate::outcome::Outcome;
 
 /// After SIGKILL, how long output is still drained before pipes held by unkillable (escaped
@@ -53,6 +54,11 @@ pub enum StopReason {
         /// What was left of the run budget.
         remaining_budget_usd: f64,
     },
+    /// The run budget was spent before the step began, so the agent was not started.
+    BudgetSpent {
+        /// What was left of the run budget (zero or less).
+        remaining_budget_usd: f64,
+    },
     /// The operator cancelled the run.
     Cancelled,
     /// Output could not be written to disk.
@@ -70,6 +76,7 @@ impl StopReason {
             StopReason::IdleTimeout { .. } => Outcome::KilledIdle,
             StopReason::InteractivePrompt { .. }
             | StopReason::BudgetExhausted { .. }
+            | StopReason::BudgetSpent { .. }
             | StopReason::Cancelled => Outcome::KilledPolicy,
             StopReason::CaptureFailed { .. } => Outcome::Error,
         }
@@ -101,11 +108,44 @@ impl StopReason {
                 reported_cost_usd,
                 remaining_budget_usd,
             } => format!(
-                "budget_exhausted: reported cost ${reported_cost_usd:.4} exceeds the remaining run budget ${remaining_budget_usd:.4}"
+                "budget_exhausted: reported cost ${} exceeds the remaining run budget ${}",
+                dollars(*reported_cost_usd),
+                dollars(*remaining_budget_usd)
+            ),
+            StopReason::BudgetSpent {
+                remaining_budget_usd,
+            } => format!(
+                "budget_exhausted: the run budget is spent (${} left); the agent was not started",
+                dollars(*remaining_budget_usd)
             ),
             StopReason::Cancelled => "cancelled: the operator interrupted the run".to_owned(),
             StopReason::CaptureFailed { message } => format!("capture_failed: {message}"),
         }
+    }
+}
+
+/// Costs within this of each other are equal: a run budget less the sum of float costs is
+/// off by far less than a nano-dollar, and must not end a step that spent exactly the rest.
+pub(crate) const BUDGET_TOLERANCE_USD: f64 = 1e-9;
+
+/// Whether a reported cost passes what is left of the budget.
+pub(crate) fn exceeds_budget(cost_usd: f64, remaining_usd: f64) -> bool {
+    cost_usd > remaining_usd + BUDGET_TOLERANCE_USD
+}
+
+/// Dollars with as many decimals as a difference the budget check sees needs (ten, since
+/// it tolerates a nano-dollar), trailing zeros dropped but at least two kept:
+/// `5.0` → `5.00`, `0.0001` → `0.0001`, `0.000148` → `0.000148`.
+pub(crate) fn dollars(amount: f64) -> String {
+    let text = format!("{amount:.10}");
+    let trimmed = text.trim_end_matches('0');
+    let decimals = trimmed
+        .split_once('.')
+        .map_or(0, |(_, decimals)| decimals.len());
+    if decimals < 2 {
+        format!("{amount:.2}")
+    } else {
+        trimmed.to_owned()
     }
 }
 
@@ -131,6 +171,10 @@ pub struct Termination {
     pub pipes_held_after_exit: bool,
     /// Pipes were still open after SIGKILL and were abandoned.
     pub pipes_abandoned: bool,
+    /// Processes of the step still alive when the final sweep gave up (it keeps stopping and
+    /// killing them for 2 s); absent when none survived.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub survivors: Vec<StrayProcess>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -273,7 +317,10 @@ impl State {
         if let Some(cost) = signals.reported_cost_usd {
             let highest = self.reported_cost.map_or(cost, |seen| seen.max(cost));
             self.reported_cost = Some(highest);
-            if let Some(remaining) = self.budget.filter(|remaining| highest > *remaining) {
+            if let Some(remaining) = self
+                .budget
+                .filter(|remaining| exceeds_budget(highest, *remaining))
+            {
                 let reason = StopReason::BudgetExhausted {
                     reported_cost_usd: highest,
                     remaining_budget_usd: remaining,
@@ -414,11 +461,12 @@ impl State {
     /// The final result, once the loop is done and the sweep has run.
     pub(crate) fn into_result(
         mut self,
-        leftover: Vec<StrayProcess>,
+        swept: Swept,
         started_at: SystemTime,
         ended_at: SystemTime,
     ) -> Supervised {
-        self.record_leaked(leftover);
+        self.record_leaked(swept.found);
+        self.termination.survivors = swept.survivors;
         let _ = self.stdout.flush();
         let _ = self.stderr.flush();
         let (exit_code, signal) = status_parts(self.exit.and_then(|(_, status)| status));

@@ -7,8 +7,9 @@
 //! arrive. Ending a step is SIGTERM to the group, a grace period during which output is still
 //! drained, then SIGKILL. When the leader exits but its pipes stay open, the descendants
 //! holding them are leaked: after a short leak timeout they are killed and reported. A final
-//! sweep kills and reports anything of the step still alive, so no process of a step
-//! survives it.
+//! sweep ([`super::sweep`]) stops, kills and reports anything of the step still alive, in
+//! passes until one finds nothing, so no process of a step survives it — not even one that
+//! keeps forking.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -32,8 +33,6 @@ const READ_SIZE: usize = 1024 * 1024;
 /// 64 KiB, each loop iteration moves at most 64 KiB and the per-iteration cost of the
 /// dispatcher dominates bulk output.
 const PIPE_CAPACITY: i32 = 1024 * 1024;
-/// How long the final sweep waits for killed processes to disappear.
-const SWEEP_LIMIT: Duration = Duration::from_secs(2);
 
 /// Time limits of one supervised process.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -141,7 +140,8 @@ pub struct Supervised {
     pub stdout_lines: u64,
     /// Lines written to stderr.
     pub stderr_lines: u64,
-    /// Descendants found alive after the leader exited; all were killed.
+    /// Descendants found alive after the leader exited; all were sent SIGKILL (any that
+    /// outlived the final sweep are in [`Termination::survivors`]).
     pub leaked: Vec<StrayProcess>,
     /// The last lines of output.
     pub tail: Vec<TailLine>,
@@ -214,9 +214,9 @@ pub async fn supervise(
             }
         }
     }
-    let leftover = sweep(state.mark()).await;
+    let swept = super::sweep::sweep_step(state.mark()).await;
     guard.armed = false;
-    Ok(state.into_result(leftover, started_at, SystemTime::now()))
+    Ok(state.into_result(swept, started_at, SystemTime::now()))
 }
 
 /// Asks for a larger pipe; a refusal (a lowered `pipe-max-size`) only costs speed.
@@ -300,24 +300,6 @@ fn feed_stdin(stdin: Option<tokio::process::ChildStdin>, prompt: Vec<u8>) {
         let _ = stdin.shutdown().await;
         drop(stdin);
     });
-}
-
-/// Kills whatever of the step is still alive and waits until it is gone.
-async fn sweep(mark: &StepMark) -> Vec<StrayProcess> {
-    let found = process::find_step_processes(mark);
-    let started = Instant::now();
-    while !found.is_empty() {
-        process::signal_step(mark, Signal::SIGKILL);
-        if process::find_step_processes(mark).is_empty() || started.elapsed() > SWEEP_LIMIT {
-            break;
-        }
-        // Death after SIGKILL is asynchronous; poll briefly rather than block a thread.
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    // Dead step processes that we adopted are ours to reap, including group members that
-    // ended on their own after the leader.
-    process::reap_adopted(mark, &found);
-    found
 }
 
 /// Kills the group if supervision is abandoned (the future dropped mid-run).

@@ -574,6 +574,85 @@ fn zoo_setsid_daemon_with_closed_pipes_is_killed_and_reported() {
     assert_killed_and_reported(&run, "daemon ", None);
 }
 
+/// A conductor SIGKILLed while its agent's fork chain runs (each generation forks the next
+/// and exits): `resume` used to kill the run's orphans in one look at `/proc`, which caught
+/// the agent but not the chain, so visit 1's chain kept writing while visit 2 worked. Now
+/// every process of the run is stopped and killed, in passes until none is left, and named
+/// in `killed_orphans`.
+fn resume_ends_a_forking_orphan(mode: &str) {
+    let repo = RunRepo::new();
+    let agent = fixture("agents/zoo").join("chain-then-kill-conductor.sh");
+    append_config(
+        &repo,
+        &format!(
+            "  zoo:\n    kind: command\n    argv: [bash, \"{}\", {mode}]\n",
+            agent.display()
+        ),
+    );
+    let workflow = repo.workflow_text("zoo.yaml", &zoo_workflow(UNHURRIED));
+    let (code, _, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, None, "killed by its agent: {}", stderr_text(&output));
+    let run_id = only_run_id(&repo);
+    let orphans = crate::runner_support::KillMarked {
+        name: "TNH_RUN_ID",
+        value: run_id.clone(),
+    };
+    assert!(
+        !orphans.alive().is_empty(),
+        "visit 1's agent outlived its conductor"
+    );
+
+    let resumed = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["resume", &run_id])
+        .output()
+        .unwrap();
+
+    assert_no_panic("resume", &resumed);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    // One look at /proc can miss a live chain, so look thirty times, and check that the
+    // chain wrote nothing meanwhile.
+    let log = repo.run_dir(&run_id).join("artifacts/agent/1/chain.log");
+    let generations = std::fs::read_to_string(&log).unwrap().lines().count();
+    for _ in 0..30 {
+        let survivors = orphans.alive();
+        assert!(
+            survivors.is_empty(),
+            "{mode}: processes of the run survived: {survivors:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap().lines().count(),
+        generations,
+        "{mode}: visit 1's chain went on after resume"
+    );
+    let events = repo.events(&run_id);
+    let interrupted = events
+        .iter()
+        .find(|event| event["event_type"] == "step_interrupted")
+        .unwrap_or_else(|| panic!("{mode}: no step_interrupted"));
+    let killed = interrupted["killed_orphans"].as_array().unwrap();
+    assert!(
+        killed.len() >= 2,
+        "{mode}: the agent and its chain: {interrupted}"
+    );
+    assert!(
+        interrupted.get("surviving_orphans").is_none(),
+        "{interrupted}"
+    );
+}
+
+#[test]
+fn resume_ends_a_forking_orphan_of_a_killed_conductor() {
+    resume_ends_a_forking_orphan("in-group");
+}
+
+#[test]
+fn resume_ends_a_forking_orphan_that_left_with_setsid() {
+    resume_ends_a_forking_orphan("setsid");
+}
+
 #[test]
 fn zoo_invalid_utf8_output_is_kept_raw_and_completes() {
     let run = run_zoo(&ZooCase {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tnh_conductor::outcome::Outcome;
-use tnh_conductor::runner::{AgentKind, HostEnv};
+use tnh_conductor::runner::{AgentKind, Cancellation, HostEnv};
 
 use crate::runner_support::{Step, limits};
 use crate::support::fixture;
@@ -177,11 +177,10 @@ async fn claude_cost_above_the_remaining_run_budget_is_killed_by_policy() {
     step.request.remaining_run_budget_usd = Some(0.0001);
     let run = step.run().await;
     assert_eq!(run.outcome, Outcome::KilledPolicy);
-    assert!(
-        run.cause
-            .starts_with("budget_exhausted: reported cost $0.0001"),
-        "{}",
-        run.cause
+    // Enough decimals to see why: at four, both read $0.0001.
+    assert_eq!(
+        run.cause,
+        "budget_exhausted: reported cost $0.000148 exceeds the remaining run budget $0.0001"
     );
     assert_eq!(
         run.cost_usd,
@@ -394,4 +393,109 @@ async fn codex_profile_options_become_flags() {
             "-"
         ]
     );
+}
+
+/// A step whose run budget is already spent used to start anyway (a retry route started
+/// claude four times on a spent budget); now the agent is not started and the step ends
+/// `killed_policy` with `budget_exhausted`, like a step that overspends.
+#[tokio::test]
+async fn a_claude_step_is_not_started_when_the_run_budget_is_spent() {
+    for remaining in [-0.000096, 0.0, 1e-12] {
+        let mut step = claude("claude-stream-success-tool-use");
+        step.request.remaining_run_budget_usd = Some(remaining);
+        let path = record(&mut step);
+        let run = tnh_conductor::runner::run_agent(&step.request, Cancellation::never())
+            .await
+            .unwrap();
+        assert_eq!(run.outcome, Outcome::KilledPolicy, "{remaining}");
+        assert!(
+            run.cause
+                .starts_with("budget_exhausted: the run budget is spent ($")
+                && run.cause.ends_with("left); the agent was not started"),
+            "{}",
+            run.cause
+        );
+        assert!(!path.exists(), "claude was started with ${remaining} left");
+        assert_eq!(run.cost_usd, None);
+        assert_eq!(run.metadata.outcome, "killed_policy");
+        for name in [
+            "stdout.jsonl",
+            "stderr.txt",
+            "runner_metadata.json",
+            "prompt.md",
+        ] {
+            assert!(step.file(name).is_file(), "{name}");
+        }
+    }
+}
+
+/// `--max-budget-usd` used to be the step's (or the whole run's) budget whatever was left;
+/// it is capped at the remaining run budget.
+#[tokio::test]
+async fn claude_max_budget_is_capped_at_the_remaining_run_budget() {
+    for (step_budget, remaining, expected) in [
+        (Some(2.5), Some(0.5), "0.5"),
+        (Some(0.25), Some(0.5), "0.25"),
+        (None, Some(0.5), "0.5"),
+    ] {
+        let mut step = claude("claude-stream-success-tool-use");
+        step.request.max_budget_usd = step_budget;
+        step.request.remaining_run_budget_usd = remaining;
+        let path = record(&mut step);
+        step.run().await;
+        let argv = received(&path)["argv"].clone();
+        let argv: Vec<&str> = argv
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|arg| arg.as_str().unwrap())
+            .collect();
+        let at = argv
+            .iter()
+            .position(|arg| *arg == "--max-budget-usd")
+            .unwrap();
+        assert_eq!(argv[at + 1], expected, "{argv:?}");
+    }
+}
+
+/// A negative reported cost used to refund the run budget (`total_cost_usd: -100` took
+/// $400 off what four steps had spent); it counts as nothing.
+#[tokio::test]
+async fn a_negative_reported_cost_counts_as_nothing() {
+    let mut step = claude("claude-negative-cost");
+    step.request.remaining_run_budget_usd = Some(1.0);
+    let run = step.run().await;
+    assert_eq!(run.outcome, Outcome::Completed, "{}", run.cause);
+    assert_eq!(run.cost_usd, Some(0.0));
+    assert_eq!(run.metadata.cost_usd, Some(0.0));
+}
+
+/// Costs are cumulative: a stream with a $5 result and then a $0.0001 one used to be charged
+/// $0.0001; the highest is charged, and it ends the step when it passes the budget.
+#[tokio::test]
+async fn a_later_smaller_result_does_not_lower_the_cost() {
+    let step = claude("claude-expensive-then-cheap");
+    let run = step.run().await;
+    assert_eq!(run.cost_usd, Some(5.0), "{}", run.cause);
+    let mut step = claude("claude-expensive-then-cheap");
+    step.request.remaining_run_budget_usd = Some(1.0);
+    let run = step.run().await;
+    assert_eq!(run.outcome, Outcome::KilledPolicy);
+    assert_eq!(
+        run.cause,
+        "budget_exhausted: reported cost $5.00 exceeds the remaining run budget $1.00"
+    );
+    assert_eq!(run.cost_usd, Some(5.0));
+}
+
+/// A cost equal to what is left, up to float rounding of the budget arithmetic, is not more.
+#[tokio::test]
+async fn a_cost_equal_to_the_remaining_budget_does_not_exhaust_it() {
+    let mut step = claude("claude-stream-success-tool-use");
+    // 0.00014800000000000002 reported; $0.0003 less $0.000152 is 0.00014799999999999997.
+    let remaining: f64 = 0.0003 - 0.000152;
+    assert!(0.000_148_000_000_000_000_02 > remaining);
+    step.request.remaining_run_budget_usd = Some(remaining);
+    let run = step.run().await;
+    assert_eq!(run.outcome, Outcome::Completed, "{}", run.cause);
 }

@@ -161,3 +161,49 @@ pub fn is_alive(pid: i32) -> bool {
         Err(_) => false,
     }
 }
+
+/// Kills, when dropped, every process whose environment holds `NAME=value` — in passes of
+/// SIGSTOP then SIGKILL until one finds none — so a test that fails leaves nothing behind,
+/// not even a process that keeps forking.
+pub struct KillMarked {
+    pub name: &'static str,
+    pub value: String,
+}
+
+impl KillMarked {
+    /// A fresh value for `name`, unique to this test.
+    pub fn new(name: &'static str) -> KillMarked {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let sequence = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        KillMarked {
+            name,
+            value: format!("{}-{nanos}-{sequence}", std::process::id()),
+        }
+    }
+
+    /// The live processes holding the mark now.
+    pub fn alive(&self) -> Vec<i32> {
+        process::processes_with_variable(self.name, &self.value)
+    }
+}
+
+impl Drop for KillMarked {
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, kill};
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut quiet = 0;
+        while quiet < 3 && std::time::Instant::now() < deadline {
+            let found = self.alive();
+            for signal in [Signal::SIGSTOP, Signal::SIGKILL] {
+                for &pid in &found {
+                    let _ = kill(nix::unistd::Pid::from_raw(pid), signal);
+                }
+            }
+            quiet = if found.is_empty() { quiet + 1 } else { 0 };
+        }
+    }
+}

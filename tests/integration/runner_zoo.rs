@@ -6,7 +6,7 @@ use std::time::Duration;
 use tnh_conductor::outcome::Outcome;
 use tnh_conductor::runner::{LINE_CAP, Stream};
 
-use crate::runner_support::{Step, limits, still_running, zoo};
+use crate::runner_support::{KillMarked, Step, limits, still_running, zoo};
 
 fn ms(millis: u64) -> Duration {
     Duration::from_millis(millis)
@@ -236,4 +236,58 @@ async fn a_timeout_is_never_success_even_when_the_agent_exits_0_on_sigterm() {
         "working\ncleaned up\n",
         "output drained during grace"
     );
+}
+
+/// A fork chain (each generation forks the next and exits) started by an agent that then
+/// exits 0 used to outlive the step: the final sweep looked once, saw only dying generations
+/// and sent nothing, and the run recorded no leak. Now the sweep freezes and kills in passes
+/// until one finds nothing. The old sweep missed the chain in about half the steps, so each
+/// test runs three.
+async fn fork_chain_is_stopped_killed_and_reported(mode: &str) {
+    for _ in 0..3 {
+        let mark = KillMarked::new("TNH_ZOO_MARK");
+        let mut step = Step::command(&["bash", &zoo("fork-chain.sh"), mode]);
+        step.set(mark.name, &mark.value);
+        let run = step.run().await;
+        assert_eq!(run.outcome, Outcome::Completed, "{}", run.cause);
+        // One look at /proc can miss a live chain (a generation lives a millisecond), so
+        // look thirty times, and check that the chain wrote nothing meanwhile.
+        let log = step.request.worktree.join("chain.log");
+        let generations = std::fs::read_to_string(&log).unwrap().lines().count();
+        for _ in 0..30 {
+            let survivors = mark.alive();
+            assert!(
+                survivors.is_empty(),
+                "processes of the step outlived it: {survivors:?} (leaked: {:?})",
+                run.supervised.leaked
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap().lines().count(),
+            generations,
+            "the chain went on after the step"
+        );
+        // (A command line read while the process forks can come back cut short.)
+        assert!(
+            run.supervised
+                .leaked
+                .iter()
+                .any(|stray| stray.command.starts_with("bash -c f()")
+                    && stray.left_group == (mode == "setsid")),
+            "the chain is recorded as leaked: {:?}",
+            run.supervised.leaked
+        );
+        assert_eq!(run.metadata.leaked_processes, run.supervised.leaked);
+        assert!(run.supervised.termination.survivors.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn fork_chain_in_the_steps_group_does_not_outlive_the_step() {
+    fork_chain_is_stopped_killed_and_reported("in-group").await;
+}
+
+#[tokio::test]
+async fn fork_chain_escaped_with_setsid_does_not_outlive_the_step() {
+    fork_chain_is_stopped_killed_and_reported("setsid").await;
 }

@@ -42,7 +42,12 @@ pub(crate) fn invocation(request: &StepRequest) -> Invocation {
     if let Some(turns) = request.max_turns {
         option("--max-turns", turns.to_string());
     }
-    if let Some(budget) = request.max_budget_usd {
+    // Never more than what is left of the run budget.
+    let budget = match (request.max_budget_usd, request.remaining_run_budget_usd) {
+        (Some(step), Some(remaining)) => Some(step.min(remaining)),
+        (step, remaining) => step.or(remaining),
+    };
+    if let Some(budget) = budget {
         option("--max-budget-usd", budget.to_string());
     }
     if let Some(text) = &profile.append_system_prompt {
@@ -64,6 +69,7 @@ struct Reading {
     summary: StreamSummary,
     authentication_failed: bool,
     result: Option<Value>,
+    highest_cost: Option<f64>,
 }
 
 /// Reads the stream: session, turns, cost, usage, denials, the answer, and any failure.
@@ -89,7 +95,16 @@ fn observe(reading: &mut Reading, event: Value) {
         {
             reading.authentication_failed = true;
         }
-        Some("result") => reading.result = Some(event),
+        Some("result") => {
+            // Costs are cumulative: a later, smaller one must not undo a higher one, and a
+            // negative one counts as nothing.
+            if let Some(cost) = event.get("total_cost_usd").and_then(Value::as_f64) {
+                let cost = cost.max(0.0);
+                reading.highest_cost =
+                    Some(reading.highest_cost.map_or(cost, |seen| seen.max(cost)));
+            }
+            reading.result = Some(event);
+        }
         _ => {}
     }
 }
@@ -102,7 +117,7 @@ fn conclude(mut reading: Reading) -> StreamSummary {
     };
     let summary = &mut reading.summary;
     summary.turns = result.get("num_turns").and_then(Value::as_u64);
-    summary.cost_usd = result.get("total_cost_usd").and_then(Value::as_f64);
+    summary.cost_usd = reading.highest_cost;
     summary.usage = result.get("usage").map(usage);
     summary.permission_denials = denials(&result);
     summary.final_response = text(&result, "result");

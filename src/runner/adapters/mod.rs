@@ -18,6 +18,7 @@ use super::clock::rfc3339;
 use super::env::{HostEnv, agent_environment};
 use super::profile::{AgentKind, AgentProfile};
 use super::progress::CaptureFormat;
+use super::state::{BUDGET_TOLERANCE_USD, StopReason, Termination};
 use super::supervisor::{Limits, ProcessSpec, Supervised, supervise};
 use super::transcript;
 use crate::outcome::Outcome;
@@ -128,7 +129,13 @@ pub async fn run_agent(
         limits: request.limits,
         remaining_budget_usd: request.remaining_run_budget_usd,
     };
-    let supervised = supervise(spec, cancel).await?;
+    let supervised = match request
+        .remaining_run_budget_usd
+        .filter(|remaining| *remaining <= BUDGET_TOLERANCE_USD)
+    {
+        Some(remaining) => not_started_for_budget(&spec, remaining)?,
+        None => supervise(spec, cancel).await?,
+    };
     let summary = summarize(request.profile.kind, &step_dir, stdout_name)?;
     let (outcome, cause) = refine(&supervised, &summary, &step_dir);
     let context = RecordContext {
@@ -138,6 +145,50 @@ pub async fn run_agent(
         step_dir: &step_dir,
     };
     record(context, supervised, summary, outcome, cause)
+}
+
+/// The highest cost seen, in the stream as it arrived or read again afterwards (costs are
+/// cumulative, and neither reading counts a negative one).
+fn highest_cost(summary: &StreamSummary, supervised: &Supervised) -> Option<f64> {
+    match (summary.cost_usd, supervised.reported_cost_usd) {
+        (Some(read), Some(seen)) => Some(read.max(seen)),
+        (read, seen) => read.or(seen),
+    }
+}
+
+/// The record of a step that was not started because the run budget is spent: no process,
+/// empty output files, outcome `killed_policy` with cause `budget_exhausted: …`.
+fn not_started_for_budget(
+    spec: &ProcessSpec,
+    remaining_budget_usd: f64,
+) -> Result<Supervised, RunnerError> {
+    for path in [&spec.stdout_path, &spec.stderr_path] {
+        std::fs::write(path, b"").map_err(|error| RunnerError::io("create", path, error))?;
+    }
+    let reason = StopReason::BudgetSpent {
+        remaining_budget_usd,
+    };
+    let now = std::time::SystemTime::now();
+    Ok(Supervised {
+        outcome: reason.outcome(),
+        cause: reason.cause(),
+        pid: 0,
+        exit_code: None,
+        signal: None,
+        termination: Termination {
+            reason: Some(reason),
+            ..Termination::default()
+        },
+        started_at: now,
+        ended_at: now,
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+        stdout_lines: 0,
+        stderr_lines: 0,
+        leaked: Vec::new(),
+        tail: Vec::new(),
+        reported_cost_usd: None,
+    })
 }
 
 fn stdout_name(format: CaptureFormat) -> &'static str {
@@ -293,7 +344,7 @@ fn record(
     Ok(AgentRun {
         outcome,
         cause,
-        cost_usd: summary.cost_usd.or(supervised.reported_cost_usd),
+        cost_usd: highest_cost(&summary, &supervised),
         metadata,
         artifacts,
         supervised,
@@ -335,7 +386,7 @@ fn metadata(
         stderr_bytes: supervised.stderr_bytes,
         session_id: summary.session_id.clone(),
         turns: summary.turns,
-        cost_usd: summary.cost_usd.or(supervised.reported_cost_usd),
+        cost_usd: highest_cost(summary, supervised),
         usage: summary.usage.clone(),
         permission_denials: summary.permission_denials.clone(),
         final_response_present: summary.final_response.is_some(),

@@ -1,0 +1,269 @@
+//! Ending every process of a step (or of a run) for good, even one that keeps forking.
+//!
+//! One look at `/proc` followed by one SIGKILL per pid is not enough: a fork chain (each
+//! generation forks the next and exits at once) always has a successor the look did not see,
+//! and a search that happens to catch only dying generations finds nothing at all. So the
+//! ending is made of passes, each of which *freezes* before it kills: SIGSTOP to every group
+//! the processes may be signalled through as a whole (a group signal reaches a child being
+//! forked too), then a search, then SIGSTOP to everything found (a stopped process cannot
+//! fork), then SIGKILL to all of it. Passes repeat until one finds nothing, within a time
+//! limit; what is still alive then is reported, never silently left.
+//!
+//! A group of our adopted children in a session of their own is also frozen *before* the
+//! search: a fork chain that left with `setsid` is never caught alive by a search (a
+//! generation lives a millisecond, a search takes longer), but its dead generations stay as
+//! our zombies and name its group. Such a group is let go (SIGCONT) when nothing in it holds
+//! the step's token (another step's processes, for a library user supervising several).
+//!
+//! A whole group is signalled only when that cannot reach anyone else: the step's own group;
+//! a group in a session the step created (a `setsid` escape: a session cannot be joined, only
+//! inherited, so all its members descend from the step); and, for a run's orphans found by a
+//! scan of every process, a group all of whose live members carry the run's mark.
+//!
+//! Limits: a descendant that leaves the group *and* clears its environment is not found
+//! (docs/runners.md); a group is judged from one reading of `/proc`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+use super::process::{self, StepMark, StrayProcess};
+
+/// How long the final sweep of a step keeps trying before it reports survivors.
+const SWEEP_LIMIT: Duration = Duration::from_secs(2);
+/// How long `kill_marked` keeps trying before it reports survivors.
+const ORPHAN_LIMIT: Duration = Duration::from_secs(5);
+/// The pause between passes that found something: killed processes die asynchronously.
+const PASS_PAUSE: Duration = Duration::from_millis(1);
+
+/// What a sweep found and could not end.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Swept {
+    /// Every process of the step found alive, in any pass; all were sent SIGKILL.
+    pub(crate) found: Vec<StrayProcess>,
+    /// Processes still alive when the time limit ran out.
+    pub(crate) survivors: Vec<StrayProcess>,
+}
+
+/// The conductor's own group and session, which are never signalled as a whole.
+#[derive(Debug, Clone, Copy)]
+struct Own {
+    group: i32,
+    session: i32,
+}
+
+impl Own {
+    fn read() -> Own {
+        Own {
+            group: nix::unistd::getpgrp().as_raw(),
+            session: nix::unistd::getsid(None).map_or(0, Pid::as_raw),
+        }
+    }
+
+    /// Whether `group` may be signalled as a whole by us at all.
+    fn may_signal_group(self, group: i32) -> bool {
+        group > 1 && group != self.group
+    }
+}
+
+/// Kills whatever of the step is still alive, in passes until one finds nothing, and waits
+/// until it is gone. The step's group is sent SIGKILL whatever a search found.
+pub(crate) async fn sweep_step(mark: &StepMark) -> Swept {
+    let own = Own::read();
+    let mut found = BTreeMap::new();
+    let mut groups = BTreeSet::new();
+    if own.may_signal_group(mark.pgid) {
+        groups.insert(mark.pgid);
+    }
+    let deadline = Instant::now() + SWEEP_LIMIT;
+    let mut survivors = Vec::new();
+    // After a search that may have missed a successor, the next reads the whole of `/proc`.
+    let everything = StepMark {
+        descendants_suffice: false,
+        ..mark.clone()
+    };
+    let mut settled = true;
+    let mut examined = BTreeSet::new();
+    loop {
+        // Groups of our adopted children in sessions of their own are frozen before the
+        // search (a fork chain there is never caught alive otherwise), and let go again when
+        // nothing in them turns out to be the step's.
+        let suspects: BTreeSet<i32> = process::foreign_groups_of_children(mark, own.session)
+            .into_iter()
+            .filter(|&group| own.may_signal_group(group) && examined.insert(group))
+            .collect();
+        signal_groups(&suspects, Signal::SIGSTOP);
+        signal_groups(&groups, Signal::SIGSTOP);
+        let (members, conclusive) = process::search_step(if settled { mark } else { &everything });
+        settled = conclusive;
+        for member in &members {
+            found
+                .entry(member.stray.pid)
+                .or_insert_with(|| member.stray.clone());
+            if own.may_signal_group(member.group) && member.session != own.session {
+                groups.insert(member.group);
+            }
+        }
+        signal_groups(
+            &suspects.difference(&groups).copied().collect(),
+            Signal::SIGCONT,
+        );
+        let pids: Vec<i32> = members.iter().map(|member| member.stray.pid).collect();
+        stop_then_kill(&pids, &groups);
+        if members.is_empty() && settled {
+            break;
+        }
+        if Instant::now() >= deadline {
+            survivors = process::find_step_processes(&everything);
+            break;
+        }
+        tokio::time::sleep(PASS_PAUSE).await;
+    }
+    let found: Vec<StrayProcess> = found.into_values().collect();
+    // The step group is the leader's, which the supervisor reaps itself.
+    groups.remove(&mark.pgid);
+    process::reap_adopted(mark, &found, &groups);
+    Swept { found, survivors }
+}
+
+/// What [`kill_marked`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KilledProcesses {
+    /// Every process found alive with the mark, in any pass; all were sent SIGKILL.
+    pub killed: Vec<i32>,
+    /// Processes with the mark still alive when the time limit ran out.
+    pub survivors: Vec<i32>,
+}
+
+/// How many passes in a row must find no marked process before [`kill_marked`] believes it.
+/// A fork chain that left its group has no process that lives longer than a millisecond,
+/// and a look at `/proc` catches a generation alive only now and then; the passes are quick
+/// (only processes new since the last pass are read), so fifty of them cost little.
+const QUIET_PASSES: usize = 50;
+
+/// Kills every live process (other than this one) whose environment holds `NAME=value`, in
+/// passes until [`QUIET_PASSES`] in a row find none: how the processes of a run are ended
+/// after the conductor that supervised them was killed. Reads `/proc` (they are not our
+/// descendants).
+pub fn kill_marked(name: &str, value: &str) -> KilledProcesses {
+    let mut scanner = MarkScanner::new(name, value);
+    let mut killed = BTreeSet::new();
+    let deadline = Instant::now() + ORPHAN_LIMIT;
+    let mut quiet = 0;
+    while quiet < QUIET_PASSES {
+        if Instant::now() >= deadline {
+            return KilledProcesses {
+                killed: killed.into_iter().collect(),
+                survivors: process::processes_with_variable(name, value),
+            };
+        }
+        let (mut pids, groups) = scanner.scan();
+        if pids.is_empty() {
+            quiet += 1;
+            continue;
+        }
+        quiet = 0;
+        signal_groups(&groups, Signal::SIGSTOP);
+        signal_pids(&pids, Signal::SIGSTOP);
+        // A second look while they are frozen names what the group signal reached.
+        let (frozen, more_groups) = scanner.scan();
+        pids.extend(frozen);
+        let groups: BTreeSet<i32> = groups.union(&more_groups).copied().collect();
+        stop_then_kill(&pids, &groups);
+        killed.extend(pids);
+        std::thread::sleep(PASS_PAUSE);
+    }
+    KilledProcesses {
+        killed: killed.into_iter().collect(),
+        survivors: Vec::new(),
+    }
+}
+
+/// Looks through `/proc` for processes holding a mark, pass after pass, reading only what may
+/// have changed: processes new since the last pass, and those found marked before (an old
+/// unmarked process cannot gain the mark; one it forks is new).
+struct MarkScanner {
+    needle: Vec<u8>,
+    own: Own,
+    previous: BTreeSet<i32>,
+    marked: BTreeSet<i32>,
+    /// Groups seen with a live unmarked member: never signalled as a whole.
+    mixed_groups: BTreeSet<i32>,
+}
+
+impl MarkScanner {
+    fn new(name: &str, value: &str) -> MarkScanner {
+        MarkScanner {
+            needle: format!("\0{name}={value}\0").into_bytes(),
+            own: Own::read(),
+            previous: BTreeSet::new(),
+            marked: BTreeSet::new(),
+            mixed_groups: BTreeSet::new(),
+        }
+    }
+
+    /// The live marked processes, and the groups they may be signalled through as a whole:
+    /// those in which no live unmarked process was ever seen. (A session other than ours is
+    /// no proof here: it may be the session of the killed conductor's terminal.)
+    fn scan(&mut self) -> (Vec<i32>, BTreeSet<i32>) {
+        let own_pid = std::process::id() as i32;
+        let listing: BTreeSet<i32> = std::fs::read_dir("/proc")
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+                    .filter(|&pid| pid != own_pid)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut marked = Vec::new();
+        let mut marked_groups = BTreeSet::new();
+        for &pid in &listing {
+            if self.previous.contains(&pid) && !self.marked.contains(&pid) {
+                continue;
+            }
+            let Some(stat) = process::read_stat(pid).filter(process::Stat::is_live) else {
+                self.marked.remove(&pid);
+                continue;
+            };
+            if process::environment_contains(pid, &self.needle) {
+                self.marked.insert(pid);
+                marked.push(pid);
+                marked_groups.insert(stat.group);
+            } else {
+                self.marked.remove(&pid);
+                self.mixed_groups.insert(stat.group);
+            }
+        }
+        self.previous = listing;
+        let whole = marked_groups
+            .into_iter()
+            .filter(|group| !self.mixed_groups.contains(group) && self.own.may_signal_group(*group))
+            .collect();
+        (marked, whole)
+    }
+}
+
+/// Stops every process and group given (nothing stopped can fork), then kills them all.
+fn stop_then_kill(pids: &[i32], groups: &BTreeSet<i32>) {
+    for signal in [Signal::SIGSTOP, Signal::SIGKILL] {
+        signal_groups(groups, signal);
+        signal_pids(pids, signal);
+    }
+}
+
+fn signal_pids(pids: &[i32], signal: Signal) {
+    for &pid in pids {
+        // ESRCH: it died meanwhile, which is the point.
+        let _ = kill(Pid::from_raw(pid), signal);
+    }
+}
+
+fn signal_groups(groups: &BTreeSet<i32>, signal: Signal) {
+    for &group in groups {
+        // ESRCH (the group is empty) is the expected end state.
+        let _ = killpg(Pid::from_raw(group), signal);
+    }
+}
