@@ -204,9 +204,6 @@ impl Driver<'_> {
             Ok(result) => result,
             Err(error) => match run_dir_failure(error, self.recorder.run_dir().root()) {
                 Ok(failure) => return Err(failure.into()),
-                Err(error) if error.is_configuration() => {
-                    return self.stopped(&step_id, visit, &error).map(Some);
-                }
                 Err(error) => return self.step_failed(&step_id, visit, &error).map(Some),
             },
         };
@@ -318,41 +315,29 @@ impl Driver<'_> {
         Ok(())
     }
 
-    /// An executor could not run the step: the run ends with a recorded runtime error.
+    /// An executor could not run the step. When it could not start for a reason the operator
+    /// fixes (a missing program, an unconfigured validator), nothing of it ran: the visit stays
+    /// marked running (as after Ctrl-C), the run is blocked, and `resume` runs the step again
+    /// after re-reading the configuration. Otherwise the run ends with a recorded runtime error.
     fn step_failed(
         &mut self,
         step_id: &str,
         visit: u32,
         error: &OpcodeError,
     ) -> Result<RunEnd, DriveError> {
+        let resumable = error.is_configuration();
         let mut fields = payload([("error", error.to_string().into())]);
+        if resumable {
+            fields.insert("resumable".into(), true.into());
+        }
         if let Some(hint) = error.hint() {
             fields.insert("hint".into(), hint.into());
         }
         self.recorder
             .event(EventType::StepFailed, Some((step_id, visit)), fields)?;
-        let reason = format!("step `{step_id}` could not run: {error}");
-        self.finish_error(reason)
-    }
-
-    /// A step could not start for a reason the operator can fix: the visit stays marked
-    /// running (as after Ctrl-C), the run is blocked, and `resume` runs the step again after
-    /// re-reading the configuration.
-    fn stopped(
-        &mut self,
-        step_id: &str,
-        visit: u32,
-        error: &OpcodeError,
-    ) -> Result<RunEnd, DriveError> {
-        let mut fields = payload([
-            ("error", error.to_string().into()),
-            ("resumable", true.into()),
-        ]);
-        if let Some(hint) = error.hint() {
-            fields.insert("hint".into(), hint.into());
+        if !resumable {
+            return self.finish_error(format!("step `{step_id}` could not run: {error}"));
         }
-        self.recorder
-            .event(EventType::StepFailed, Some((step_id, visit)), fields)?;
         let reason = format!(
             "step `{step_id}` could not run: {error}; once that is fixed, `tnh-conductor resume {}` runs it again",
             self.state.run_id

@@ -164,10 +164,10 @@ pub fn decide(
         Decision::Reject => Outcome::GateRejected,
     };
     resolve(
+        &workflow,
         &mut recorder,
         &mut state,
-        &step_id,
-        visit,
+        (&step_id, visit),
         outcome,
         Some(reviewer),
         comment,
@@ -204,11 +204,12 @@ pub fn resolve_if_timed_out(
         .and_then(|deadline| deadline.parse::<jiff::Timestamp>().ok())
         .is_some_and(|deadline| deadline <= jiff::Timestamp::now());
     if due {
+        let workflow = super::run::workflow_of(recorder)?;
         resolve(
+            &workflow,
             recorder,
             state,
-            &step_id,
-            visit,
+            (&step_id, visit),
             Outcome::GateTimedOut,
             None,
             None,
@@ -217,18 +218,18 @@ pub fn resolve_if_timed_out(
     Ok(due)
 }
 
+/// Records the decision `outcome` on the waiting gate and takes its route. `workflow` is read
+/// by the caller before anything is recorded: a workflow file that became invalid refuses the
+/// decision with nothing of it written.
 fn resolve(
+    workflow: &crate::workflow::model::Workflow,
     recorder: &mut Recorder,
     state: &mut RunState,
-    step_id: &str,
-    visit: u32,
+    (step_id, visit): (&str, u32),
     outcome: Outcome,
     reviewer: Option<&str>,
     comment: Option<&str>,
 ) -> Result<(), RunError> {
-    // The workflow first: a workflow file that became invalid refuses the decision before
-    // anything of it is recorded.
-    let workflow = super::run::workflow_of(recorder)?;
     let visit_dir = recorder.run_dir().visit_dir(step_id, visit);
     let decided_at = crate::artifacts::now();
     let gate_outcome = serde_json::json!({
@@ -262,7 +263,7 @@ fn resolve(
         recorder.event(EventType::HumanFeedback, step, fields)?;
     }
     route_decision(
-        &workflow,
+        workflow,
         recorder,
         state,
         (step_id, visit),

@@ -4,6 +4,13 @@
 use crate::kernel_support::{RunRepo, assert_contiguous, event_types, first_event};
 use crate::support::{conductor, stderr_text, stdout_text};
 
+/// The gate fixture with a review gate whose deadline passes at once (`timeout: 1ms`).
+fn gate_timing_out_at_once() -> String {
+    std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
+        .unwrap()
+        .replace("timeout: 24h", "timeout: 1ms")
+}
+
 fn waiting_run(repo: &RunRepo, workflow_text: Option<String>) -> String {
     let workflow = match workflow_text {
         Some(text) => repo.workflow_text("gate.yaml", &text),
@@ -145,10 +152,7 @@ fn a_rejection_takes_the_reject_route() {
 #[test]
 fn a_gate_past_its_timeout_takes_the_timeout_route_on_resume() {
     let repo = RunRepo::new();
-    let text = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
-        .unwrap()
-        .replace("timeout: 24h", "timeout: 1ms");
-    let run_id = waiting_run(&repo, Some(text));
+    let run_id = waiting_run(&repo, Some(gate_timing_out_at_once()));
     let resumed = repo.conductor(&["resume", &run_id]);
     assert_eq!(resumed.status.code(), Some(1), "{}", stderr_text(&resumed));
     assert_eq!(
@@ -237,10 +241,7 @@ fn of_two_concurrent_approvals_exactly_one_wins() {
 #[test]
 fn status_and_gate_list_notice_a_timed_out_gate() {
     let repo = RunRepo::new();
-    let text = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
-        .unwrap()
-        .replace("timeout: 24h", "timeout: 1ms");
-    let run_id = waiting_run(&repo, Some(text));
+    let run_id = waiting_run(&repo, Some(gate_timing_out_at_once()));
     let status = repo.conductor(&["status", &run_id]);
     assert!(
         !stdout_text(&status).contains("state: waiting"),
@@ -265,10 +266,7 @@ fn status_and_gate_list_notice_a_timed_out_gate() {
 #[test]
 fn gate_list_says_which_gate_it_found_timed_out() {
     let repo = RunRepo::new();
-    let text = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
-        .unwrap()
-        .replace("timeout: 24h", "timeout: 1ms");
-    let run_id = waiting_run(&repo, Some(text));
+    let run_id = waiting_run(&repo, Some(gate_timing_out_at_once()));
     let list = repo.conductor(&["gate", "list"]);
     assert_eq!(list.status.code(), Some(0));
     assert!(
@@ -377,10 +375,7 @@ fn run_wait_leaves_the_gate_waiting_when_input_ends() {
 #[test]
 fn run_wait_honours_the_gate_timeout_while_asking() {
     let repo = RunRepo::new();
-    let text = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
-        .unwrap()
-        .replace("timeout: 24h", "timeout: 1ms");
-    let workflow = repo.workflow_text("gate.yaml", &text);
+    let workflow = repo.workflow_text("gate.yaml", &gate_timing_out_at_once());
     let output = run_wait_answering(&repo, &workflow, &[]);
     let transcript = stdout_text(&output);
     assert!(
@@ -514,10 +509,7 @@ fn a_deleted_worktree_that_held_uncommitted_work_is_drift_until_accepted() {
 #[test]
 fn an_approval_after_the_deadline_is_refused_and_the_gate_times_out() {
     let repo = RunRepo::new();
-    let text = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
-        .unwrap()
-        .replace("timeout: 24h", "timeout: 1ms");
-    let run_id = waiting_run(&repo, Some(text));
+    let run_id = waiting_run(&repo, Some(gate_timing_out_at_once()));
 
     let late = repo.conductor(&["gate", "approve", &run_id, "--as", "lead", "--resume"]);
 
