@@ -95,6 +95,11 @@ pub struct RunMetadata {
     /// planners records a `config_changed` event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_sha256: Option<String>,
+    /// The configuration file given with `--config` when the run started, absolute: `resume`,
+    /// gate decisions and the `tnh` commands read it (unless `--config` names another). Absent
+    /// when the run uses the repository's `.tnh/config.yaml`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_path: Option<String>,
 }
 
 /// `status.json`.

@@ -19,7 +19,7 @@ mod stub;
 mod validate;
 mod wait;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -226,6 +226,28 @@ fn load_config(cli: &Cli) -> Result<crate::config::Config> {
         optional_repo_root(cli)?.as_deref(),
         cli.config.as_deref(),
     )?)
+}
+
+/// The configuration to continue run `run_id` with: `--config` when given, else the file the
+/// run was started with (its own `--config`, recorded in `metadata.json`), else the
+/// repository's.
+fn config_for_run(cli: &Cli, repo: &Path, run_id: &str) -> Result<crate::config::Config> {
+    if cli.config.is_some() {
+        return load_config(cli);
+    }
+    let metadata = crate::kernel::run::find_run_dir(repo, run_id).and_then(|run_dir| {
+        Ok(
+            crate::artifacts::read_json::<crate::artifacts::RunMetadata>(
+                &run_dir.metadata(),
+                "run metadata",
+            )?,
+        )
+    });
+    match metadata {
+        Ok(metadata) => Ok(crate::kernel::run::recorded_config(&metadata)?),
+        // `resume` reports the missing or damaged run itself.
+        Err(_) => load_config(cli),
+    }
 }
 
 /// Every name a workflow may use here: built-ins, configured profiles, and the prompt library

@@ -78,7 +78,7 @@ pub fn cmd_resume(cli: &Cli, args: &ResumeArgs, output: &mut Output) -> Result<E
     let mut result = resume_run(
         &repo,
         &args.run_id,
-        load_config(cli)?,
+        super::config_for_run(cli, &repo, &args.run_id)?,
         args.accept_drift,
         super::progress::observer(!args.json && !cli.quiet),
     );

@@ -6,7 +6,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
-use super::{Cli, Output, load_config};
+use super::{Cli, Output};
 use crate::artifacts::RunDir;
 use crate::kernel::driver::RunEnd;
 use crate::kernel::gate::{Decision, decide, read_request};
@@ -155,7 +155,7 @@ pub fn wait_at_gates(
         result = resume_run(
             repo,
             &run_id,
-            load_config(cli).map_err(|error| {
+            super::config_for_run(cli, repo, &run_id).map_err(|error| {
                 RunError::Artifacts(crate::artifacts::ArtifactsError::Io {
                     action: "load the configuration for",
                     path: repo.to_path_buf(),

@@ -202,6 +202,7 @@ fn stand_in_metadata(run_dir: &RunDir, run_id: &str, repo: &Path) -> RunMetadata
         planner_override: None,
         workflow_sha256: None,
         config_sha256: None,
+        config_path: None,
     }
 }
 

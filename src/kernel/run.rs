@@ -364,6 +364,7 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         planner_override: loaded.config.planner_override.clone(),
         workflow_sha256: Some(digest(&loaded.source)),
         config_sha256: Some(config_digest(&loaded.config)),
+        config_path: explicit_config_path(&request.repo, &loaded.config),
     };
     let mut recorder = Recorder::create(run_dir.clone(), metadata)?;
     recorder.observe(request.observer);
@@ -509,6 +510,26 @@ fn config_digest(config: &Config) -> String {
     config.sha256.clone().unwrap_or_else(|| "none".to_owned())
 }
 
+/// The configuration file of a run started with `--config`, absolute, as `metadata.json`
+/// records it: `None` when the run uses the repository's own `.tnh/config.yaml` (or none).
+fn explicit_config_path(repo: &Path, config: &Config) -> Option<String> {
+    let path = config.path.as_ref()?;
+    let own = std::fs::canonicalize(repo.join(".tnh/config.yaml")).ok();
+    let found = std::fs::canonicalize(path)
+        .or_else(|_| std::path::absolute(path))
+        .ok()?;
+    (own.as_ref() != Some(&found)).then(|| found.display().to_string())
+}
+
+/// The configuration a run continues with when no `--config` is given: the file it was
+/// started with (`metadata.json`'s `config_path`), else the repository's.
+pub fn recorded_config(metadata: &RunMetadata) -> Result<Config, crate::config::ConfigError> {
+    Config::load(
+        Some(Path::new(&metadata.repo_root)),
+        metadata.config_path.as_deref().map(Path::new),
+    )
+}
+
 /// A run continues with the configuration as it is now: when its file differs from the one
 /// the run started (or last continued) with, a `config_changed` event says so. An agent can
 /// edit that file (it runs as the operator), so the change is on the record.
@@ -525,7 +546,13 @@ fn record_config_change(recorder: &mut Recorder, config: &Config) -> Result<(), 
         recorded,
         config_digest(config),
         |metadata, found| metadata.config_sha256 = Some(found),
-    )
+    )?;
+    let repo = PathBuf::from(&recorder.metadata().repo_root);
+    let used = explicit_config_path(&repo, config);
+    if recorder.metadata().config_path != used {
+        recorder.update_metadata(|metadata| metadata.config_path = used)?;
+    }
+    Ok(())
 }
 
 /// A run continues with its workflow file as it is now (`found`, the digest of the text just
@@ -579,7 +606,7 @@ fn record_file_change(
 pub fn workflow_of(recorder: &mut Recorder) -> Result<Workflow, RunError> {
     let metadata = recorder.metadata();
     let repo = PathBuf::from(&metadata.repo_root);
-    let config = Config::load(Some(&repo), None).map_err(|error| {
+    let config = recorded_config(metadata).map_err(|error| {
         RunError::Artifacts(ArtifactsError::Io {
             action: "load the configuration of",
             path: repo.clone(),

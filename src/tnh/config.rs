@@ -3,10 +3,10 @@
 //! no `.tnh/config.yaml` (`.tnh/` is excluded from git), so reading the worktree's would give
 //! an agent other validators (or none) than RUN_VALIDATION uses in the same run.
 //!
-//! Inside a run, the run's `metadata.json` names the repository and the SHA-256 of the
-//! configuration the run started (or last continued) with; a file that no longer matches it
-//! (changed since, or the run was started with `--config FILE`) is still read, and the
-//! command says so.
+//! Inside a run, the run's `metadata.json` names the repository, the configuration file when
+//! the run was started (or last continued) with `--config FILE`, and the SHA-256 of the
+//! configuration it used; a file that no longer matches it (changed since) is still read, and
+//! the command says so.
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +29,8 @@ struct Recorded {
     run_id: String,
     repo_root: PathBuf,
     config_sha256: Option<String>,
+    /// The file given with `--config`, when one was.
+    config_path: Option<PathBuf>,
 }
 
 /// The main working tree of the repository `checkout` belongs to: the run's recorded
@@ -50,6 +52,9 @@ pub fn repo_root(checkout: &Path) -> Result<PathBuf, TnhError> {
 
 /// The configuration file the commands run in `checkout` read (it may not exist).
 pub fn config_file(checkout: &Path) -> Result<PathBuf, TnhError> {
+    if let Some(path) = recorded().and_then(|recorded| recorded.config_path) {
+        return Ok(path);
+    }
     Ok(repo_root(checkout)?.join(".tnh/config.yaml"))
 }
 
@@ -60,8 +65,13 @@ pub fn load(checkout: &Path) -> Result<RunConfig, TnhError> {
         Some(recorded) => recorded.repo_root.clone(),
         None => repo_root(checkout)?,
     };
-    let path = repo.join(".tnh/config.yaml");
-    let config = Config::load(Some(&repo), None).map_err(|error| {
+    let explicit = recorded
+        .as_ref()
+        .and_then(|recorded| recorded.config_path.clone());
+    let path = explicit
+        .clone()
+        .unwrap_or_else(|| repo.join(".tnh/config.yaml"));
+    let config = Config::load(Some(&repo), explicit.as_deref()).map_err(|error| {
         TnhError::new(
             error.to_string(),
             error
@@ -74,7 +84,7 @@ pub fn load(checkout: &Path) -> Result<RunConfig, TnhError> {
         let found = config.sha256.clone().unwrap_or_else(|| "none".to_owned());
         (expected != found).then(|| {
             format!(
-                "note: `{}` is not the configuration run {} recorded (sha256 {expected}): it changed since the run started, or the run was started with --config; using it as it is now",
+                "note: `{}` is not the configuration run {} recorded (sha256 {expected}): it changed since the run started; using it as it is now",
                 path.display(),
                 recorded.run_id
             )
@@ -108,5 +118,9 @@ fn recorded() -> Option<Recorded> {
         run_id: metadata["run_id"].as_str().unwrap_or_default().to_owned(),
         repo_root: PathBuf::from(repo_root),
         config_sha256: metadata["config_sha256"].as_str().map(str::to_owned),
+        config_path: metadata["config_path"]
+            .as_str()
+            .filter(|path| !path.is_empty())
+            .map(PathBuf::from),
     })
 }

@@ -206,3 +206,61 @@ fn tnh_context_in_a_run_shows_the_inputs_the_prompt_was_given() {
         .unwrap_or_else(|| panic!("inputs.json is not in the manifest: {manifest}"));
     assert_eq!(listed["path"], "artifacts/work/1/inputs.json");
 }
+
+/// Regression: a run started with `--config FILE` did not record the file, so `resume`, the
+/// gate decision and the agent's `tnh` commands all read the repository's `.tnh/config.yaml`
+/// instead — here a configuration without the run's agent or validator.
+#[test]
+fn a_run_started_with_config_keeps_that_file_for_resume_gate_and_tnh() {
+    let repo = RunRepo::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let team = elsewhere.path().join("team.yaml");
+    let script = format!(
+        "cat >/dev/null; {} test --json > \"$TNH_STEP_DIR/test.json\" 2> \"$TNH_STEP_DIR/test.err\"",
+        env!("CARGO_BIN_EXE_tnh")
+    );
+    std::fs::write(
+        &team,
+        format!(
+            "agents:\n  shell:\n    kind: command\n    argv: [sh, -c, {}]\nvalidators:\n  tests: {{argv: [sh, -c, \"echo team-suite\"]}}\n",
+            serde_json::to_string(&script).unwrap()
+        ),
+    )
+    .unwrap();
+    let workflow = repo.workflow_text(
+        "team.yaml",
+        "workflow_id: team\nversion: 1\ndescription: d\nentry_step: approve\nsteps:\n  - id: approve\n    opcode: GATE\n    gate: requires_approval\n    routes: {gate_approved: work, \"*\": STOP}\n  - id: work\n    opcode: RUN_AGENT\n    agent: shell\n    prompt: Run the tests.\n    routes:\n      \"*\": STOP\n",
+    );
+    let team_text = team.to_str().unwrap();
+    let (code, result, output) = repo.run(&workflow, &[]);
+    // Without `--config`, the workflow's agent is unknown: nothing starts.
+    assert_eq!(code, Some(2), "{result}{}", stderr_text(&output));
+    let output = crate::support::conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["--config", team_text, "run", "--json"])
+        .arg(&workflow)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", stderr_text(&output));
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let run_id = result["run_id"].as_str().unwrap();
+    let metadata = repo.json(run_id, "metadata.json");
+    assert_eq!(
+        metadata["config_path"].as_str(),
+        Some(team.canonicalize().unwrap().to_str().unwrap()),
+        "{metadata}"
+    );
+    // Neither the decision nor the resume names the file again.
+    let approve = repo.conductor(&["gate", "approve", run_id]);
+    assert_eq!(approve.status.code(), Some(0), "{}", stderr_text(&approve));
+    let resume = repo.conductor(&["resume", run_id]);
+    assert_eq!(resume.status.code(), Some(0), "{}", stderr_text(&resume));
+    let step = repo.run_dir(run_id).join("artifacts/work/1");
+    let test: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(step.join("test.json")).unwrap()).unwrap();
+    assert_eq!(test["exit_code"].as_i64(), Some(0), "{test}");
+    assert!(test["argv"].to_string().contains("team-suite"), "{test}");
+    // The file is the one the run recorded: nothing to note.
+    assert_eq!(std::fs::read_to_string(step.join("test.err")).unwrap(), "");
+}
