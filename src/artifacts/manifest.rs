@@ -53,6 +53,8 @@ pub enum ArtifactRole {
     AgentRunlog,
     /// The inputs an agent step's prompt was rendered with (`inputs.json`).
     PromptInputs,
+    /// The output of a `tnh test|lint|typecheck` the agent ran (`tnh-<name>.log`).
+    ToolLog,
 }
 
 /// One artifact of a step visit.

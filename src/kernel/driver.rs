@@ -209,6 +209,21 @@ impl Driver<'_> {
         };
         let mut result = result;
         self.ingest_runlog(&step_id, visit, &mut result.manifest)?;
+        let visit_dir = self.recorder.run_dir().visit_dir(&step_id, visit);
+        let logs = crate::tnh::tool_logs(&visit_dir);
+        result
+            .manifest
+            .artifacts
+            .extend(
+                logs.into_iter()
+                    .map(|name| crate::artifacts::ArtifactEntry {
+                        role: crate::artifacts::ArtifactRole::ToolLog,
+                        path: format!("artifacts/{step_id}/{visit}/{name}"),
+                        media_type: "text/plain".into(),
+                        required: false,
+                        important: false,
+                    }),
+            );
         self.recorder.write_manifest(&result.manifest)?;
         self.state.spent_usd += result.cost_usd;
         if step.body.opcode().may_change_worktree() || self.state.fingerprint.is_none() {

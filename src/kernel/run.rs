@@ -1108,6 +1108,7 @@ fn record_interrupted_manifest(
         return Ok(());
     }
     let visit_dir = run_dir.visit_dir(step_id, visit);
+    let tool_logs = crate::tnh::tool_logs(&visit_dir);
     let artifacts = [
         (names::PROMPT, ArtifactRole::RunnerPrompt, "text/markdown"),
         (
@@ -1129,6 +1130,11 @@ fn record_interrupted_manifest(
     ]
     .into_iter()
     .filter(|(name, _, _)| visit_dir.join(name).is_file())
+    .chain(
+        tool_logs
+            .iter()
+            .map(|name| (name.as_str(), ArtifactRole::ToolLog, "text/plain")),
+    )
     .map(|(name, role, media_type)| ArtifactEntry {
         role,
         path: run_dir.relative(&visit_dir.join(name)),

@@ -86,7 +86,7 @@ pub fn run(name: &str, args: &CheckArgs) -> TnhResult {
         .ok()
         .filter(|dir| !dir.is_empty())
         .map(|dir| {
-            let path = std::path::Path::new(&dir).join(format!("tnh-{name}.log"));
+            let path = std::path::Path::new(&dir).join(log_name(name));
             let _ = std::fs::create_dir_all(&dir);
             let _ = std::fs::write(&path, combined.as_bytes());
             path.display().to_string()
@@ -146,4 +146,32 @@ fn exit_code(code: i32) -> ExitStatus {
         4 => ExitStatus::Runtime,
         _ => ExitStatus::Failure,
     }
+}
+
+/// The file in the step folder that keeps the whole output of `tnh NAME`.
+fn log_name(name: &str) -> String {
+    format!("{LOG_PREFIX}{name}{LOG_SUFFIX}")
+}
+
+const LOG_PREFIX: &str = "tnh-";
+const LOG_SUFFIX: &str = ".log";
+
+/// The `tnh test|lint|typecheck` logs in a step folder (regular files named `tnh-<name>.log`),
+/// sorted, for the visit's manifest.
+pub fn tool_logs(visit_dir: &std::path::Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(visit_dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| {
+            name.len() > LOG_PREFIX.len() + LOG_SUFFIX.len()
+                && name.starts_with(LOG_PREFIX)
+                && name.ends_with(LOG_SUFFIX)
+        })
+        .collect();
+    names.sort();
+    names
 }

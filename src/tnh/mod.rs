@@ -10,6 +10,8 @@ mod diff;
 mod git;
 pub mod runlog;
 
+pub use check::tool_logs;
+
 use std::io::Write;
 
 use clap::{Parser, Subcommand};

@@ -76,6 +76,24 @@ fn tnh_test_in_a_run_uses_the_configured_validator_not_the_detected_one() {
     assert_eq!(step_file(&repo, &result, "test.code").trim(), "3");
     // The file is the one the run recorded: nothing to note.
     assert_eq!(step_file(&repo, &result, "test.err"), "");
+    // The whole output is kept in the step folder, and the visit's manifest lists it.
+    assert!(step_file(&repo, &result, "tnh-tests.log").contains("configured suite fails"));
+    let manifest: serde_json::Value =
+        serde_json::from_str(&step_file(&repo, &result, "manifest.json")).unwrap();
+    let logs: Vec<&serde_json::Value> = manifest["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| entry["role"] == "tool_log")
+        .collect();
+    assert_eq!(logs.len(), 1, "{manifest}");
+    assert!(
+        logs[0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("/work/1/tnh-tests.log"),
+        "{manifest}"
+    );
 }
 
 /// Regression: `tnh adr list` read `adr_paths` from the worktree's (absent) configuration.
