@@ -62,16 +62,15 @@ pub fn check_bytes(
     known: &KnownNames,
     diagnostics: &mut Diagnostics,
 ) -> Option<Workflow> {
-    let root = match yaml::parse(bytes) {
-        Ok(root) => root,
-        Err(error) => {
-            let hinted = diagnostics.error(error.pos, error.code, error.message);
-            if let Some(hint) = error.hint {
-                hinted.hint(hint);
-            }
-            return None;
+    // Duplicate keys are reported together with every other problem of the document.
+    let (root, errors) = yaml::parse_reporting_all(bytes);
+    for error in errors {
+        let hinted = diagnostics.error(error.pos, error.code, error.message);
+        if let Some(hint) = error.hint {
+            hinted.hint(hint);
         }
-    };
+    }
+    let root = root?;
     let workflow = decode_workflow(&root, diagnostics)?;
     validate_workflow(&workflow, known, diagnostics);
     // Parsing succeeded, so the bytes are UTF-8.

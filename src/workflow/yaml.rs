@@ -211,6 +211,39 @@ pub fn parse(bytes: &[u8]) -> Result<Node, ParseError> {
 /// [`parse`] with at most `max_nodes` nodes (keys count, aliases count what they expand to):
 /// the limit is checked as the tree grows, so a document over it fails before it is built.
 pub fn parse_with_node_limit(bytes: &[u8], max_nodes: usize) -> Result<Node, ParseError> {
+    let (root, mut errors) = parse_tree(bytes, max_nodes);
+    match root {
+        Some(root) if errors.is_empty() => Ok(root),
+        _ => Err(errors.remove(0)),
+    }
+}
+
+/// Every problem of a document at once, in source order: a duplicate key does not stop the
+/// parse (the first of its entries is kept, so the tree can still be checked), and the tree is
+/// returned unless a problem stopped the parse.
+pub fn parse_reporting_all(bytes: &[u8]) -> (Option<Node>, Vec<ParseError>) {
+    parse_tree(bytes, MAX_NODES)
+}
+
+fn parse_tree(bytes: &[u8], max_nodes: usize) -> (Option<Node>, Vec<ParseError>) {
+    let mut builder = TreeBuilder {
+        max_nodes,
+        ..TreeBuilder::default()
+    };
+    let result = build_tree(bytes, &mut builder);
+    let mut errors = std::mem::take(&mut builder.duplicates);
+    let root = match result {
+        Ok(root) => Some(root),
+        Err(error) => {
+            errors.push(error);
+            None
+        }
+    };
+    errors.sort_by_key(|error| error.pos);
+    (root, errors)
+}
+
+fn build_tree(bytes: &[u8], builder: &mut TreeBuilder) -> Result<Node, ParseError> {
     if bytes.len() > MAX_DOCUMENT_BYTES {
         return Err(ParseError::new(
             Pos::new(1, 1),
@@ -235,10 +268,6 @@ pub fn parse_with_node_limit(bytes: &[u8], max_nodes: usize) -> Result<Node, Par
             "a workflow needs workflow_id, version, description, entry_step and steps",
         ));
     }
-    let mut builder = TreeBuilder {
-        max_nodes,
-        ..TreeBuilder::default()
-    };
     for item in saphyr_parser::Parser::new_from_str(text) {
         let (event, span) = item.map_err(|error| scan_error(&error, text))?;
         let pos = Pos::new(
@@ -247,7 +276,7 @@ pub fn parse_with_node_limit(bytes: &[u8], max_nodes: usize) -> Result<Node, Par
         );
         builder.event(event, pos)?;
     }
-    builder.root.ok_or_else(|| {
+    builder.root.take().ok_or_else(|| {
         ParseError::new(
             Pos::new(1, 1),
             "empty-document",
@@ -283,6 +312,8 @@ struct TreeBuilder {
     nodes: usize,
     max_nodes: usize,
     alias_nodes: usize,
+    /// Keys that repeat one of their mapping (the later entry is left out of the tree).
+    duplicates: Vec<ParseError>,
 }
 
 impl TreeBuilder {
@@ -405,10 +436,10 @@ impl TreeBuilder {
                 entries, key, seen, ..
             }) => match key.take() {
                 None => *key = Some(node),
-                Some(name) => {
-                    check_duplicate(&name, entries, seen)?;
-                    entries.push((name, node));
-                }
+                Some(name) => match check_duplicate(&name, entries, seen) {
+                    Ok(()) => entries.push((name, node)),
+                    Err(duplicate) => self.duplicates.push(duplicate),
+                },
             },
         }
         Ok(())
@@ -673,6 +704,28 @@ mod tests {
         let error = parse(b"a: 1\nb: 2\na: 3\n").unwrap_err();
         assert_eq!(error.code, "duplicate-key", "{error:?}");
         assert_eq!(error.pos.line, 3, "{error:?}");
+    }
+
+    #[test]
+    fn every_duplicate_key_is_reported_and_the_first_entry_kept() {
+        let text = b"a: 1\nb:\n  c: 1\n  c: 2\na: 3\nd: [x]\n";
+        let (root, errors) = parse_reporting_all(text);
+        let found: Vec<(&str, u32)> = errors
+            .iter()
+            .map(|error| (error.code, error.pos.line))
+            .collect();
+        assert_eq!(found, [("duplicate-key", 4), ("duplicate-key", 5)]);
+        let root = root.expect("the tree is still built");
+        assert_eq!(
+            root.get("a").map(|node| node.value.clone()),
+            Some(Value::Int(1))
+        );
+        assert!(root.get("d").is_some());
+        // A problem that stops the parse comes with the duplicates found before it.
+        let (root, errors) = parse_reporting_all(b"a: 1\na: 2\nb: [\n");
+        assert!(root.is_none());
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert_eq!(errors[0].code, "duplicate-key");
     }
 }
 
