@@ -798,3 +798,88 @@ fn a_script_that_fails_to_load_ends_the_run_with_its_reason() {
         );
     }
 }
+
+/// The run budget (`defaults.limits.max_budget_usd`) through the kernel: what each step costs
+/// is added up across steps; a step whose reported cost exceeds what is left ends
+/// `killed_policy`, and once the budget is spent the next agent is not started at all.
+#[test]
+fn the_run_budget_is_spent_across_steps_and_then_starts_no_agent() {
+    let repo = RunRepo::new();
+    // Agents see only the variables their profile passes.
+    let config = repo.path().join(".tnh/config.yaml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(
+        "  claude-code:\n    kind: claude\n    pass_env: [TNH_FAKE_SCENARIO, TNH_FAKE_RECORD]\n",
+    );
+    std::fs::write(&config, text).unwrap();
+    // One replayed Claude session costs $0.000148: the first fits in $0.0002, the second
+    // overspends what is left, the third finds nothing left.
+    let workflow = repo.workflow_text(
+        "budget.yaml",
+        "workflow_id: budget\nversion: 1\ndescription: d\nentry_step: a\ndefaults:\n  limits: {max_budget_usd: 0.0002}\nsteps:\n  - id: a\n    opcode: RUN_AGENT\n    agent: claude-code\n    prompt: First.\n    routes: {completed: b, \"*\": failed}\n  - id: b\n    opcode: RUN_AGENT\n    agent: claude-code\n    prompt: Second.\n    routes: {killed_policy: c, \"*\": failed}\n  - id: c\n    opcode: RUN_AGENT\n    agent: claude-code\n    prompt: Third.\n    routes: {killed_policy: spent, \"*\": failed}\n  - id: spent\n    opcode: STOP\n    outcome: failure\n    reason: the budget is spent\n  - id: failed\n    opcode: STOP\n    outcome: failure\n    reason: unexpected outcome\n",
+    );
+    let record = repo.path().join(".tnh/received.ndjson");
+    let fake = crate::support::fixture("agents/bin/claude");
+    let output = crate::support::conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["run", "--json"])
+        .arg(&workflow)
+        .env("TNH_CLAUDE_BIN", &fake)
+        .env("TNH_FAKE_SCENARIO", "claude-stream-success-tool-use")
+        .env("TNH_FAKE_RECORD", &record)
+        .output()
+        .unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("{}", stderr_text(&output)));
+    assert_eq!(output.status.code(), Some(1), "{result}");
+    let run_id = result["run_id"].as_str().unwrap();
+    let steps: Vec<String> = repo
+        .events(run_id)
+        .iter()
+        .filter(|event| event["event_type"] == "step_completed")
+        .map(|event| {
+            format!(
+                "{}:{}",
+                event["step_id"].as_str().unwrap(),
+                event["outcome"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "a:\"completed\"",
+            "b:\"killed_policy\"",
+            "c:\"killed_policy\"",
+            "spent:\"completed\""
+        ],
+        "{result}"
+    );
+    // Claude was started twice, never for the third step.
+    let calls = std::fs::read_to_string(&record).unwrap().lines().count();
+    assert_eq!(calls, 2);
+    let metadata =
+        |step: &str| repo.json(run_id, &format!("artifacts/{step}/1/runner_metadata.json"));
+    assert_eq!(metadata("a")["outcome"], "completed");
+    let overspent = metadata("b");
+    assert!(
+        overspent["cause"]
+            .as_str()
+            .unwrap()
+            .starts_with("budget_exhausted: reported cost $0.000148"),
+        "{overspent}"
+    );
+    let refused = metadata("c");
+    assert!(
+        refused["cause"]
+            .as_str()
+            .unwrap()
+            .starts_with("budget_exhausted: the run budget is spent"),
+        "{refused}"
+    );
+    let spent = repo.json(run_id, "state.json")["spent_usd"]
+        .as_f64()
+        .unwrap();
+    assert!((spent - 0.000296).abs() < 1e-9, "{spent}");
+}
