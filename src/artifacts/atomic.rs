@@ -125,6 +125,17 @@ pub fn write_json_new<T: serde::Serialize>(path: &Path, value: &T) -> Result<(),
     write_json_with_mode(path, value, 0o666)
 }
 
+/// Writes a step file that copies what the step was given (as the runner writes `prompt.md`):
+/// not fsynced, since it can be rebuilt from the workflow and the run's records, and each
+/// fsync costs a step about a millisecond on a shared disk.
+pub fn write_json_unsynced<T: serde::Serialize>(
+    path: &Path,
+    value: &T,
+) -> Result<(), ArtifactsError> {
+    let bytes = json_bytes(path, value)?;
+    std::fs::write(path, bytes).map_err(ArtifactsError::io("write", path))
+}
+
 /// [`write_json_new`] for a file only its owner may read (0600): one that holds copies of the
 /// operator's own files.
 pub fn write_json_private<T: serde::Serialize>(

@@ -29,7 +29,7 @@ pub(super) fn execute(
     })?;
     let (prompt, inputs) = render_prompt(context, agent)?;
     // `tnh context` shows the agent what its prompt was given.
-    write_json_new(
+    crate::artifacts::write_json_unsynced(
         &visit_dir.join(INPUTS_FILE),
         &crate::artifacts::PromptInputs {
             schema_version: crate::artifacts::SCHEMA_VERSION,
