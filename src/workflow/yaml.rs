@@ -637,8 +637,17 @@ fn scan_error(error: &ScanError, text: &str) -> ParseError {
     if message.contains("recursion limit") || message.contains("nesting") {
         return ParseError::limit(pos, "nesting depth");
     }
-    let hint = if line_has_tab_indent(text, pos.line) {
-        "YAML indentation must use spaces, not tabs"
+    // The scanner reports a tab where the token before it started, or the token after it:
+    // point at the tab itself.
+    let at_tab = if message.contains("tab") {
+        tab_before(text, pos).or_else(|| tab_after(text, pos))
+    } else {
+        let before = Pos::new(pos.line, pos.column.saturating_sub(1).max(1));
+        tab_after(text, before).filter(|tab| *tab == before)
+    };
+    let pos = at_tab.unwrap_or(pos);
+    let hint = if at_tab.is_some() || line_has_tab_indent(text, pos.line) {
+        "YAML indentation and separation must use spaces, not tabs: replace the tab with spaces"
     } else {
         "fix the YAML syntax at this position"
     };
@@ -656,6 +665,40 @@ fn within_text(text: &str, pos: Pos) -> Pos {
         return pos;
     }
     Pos::new(lines, saturate(last.chars().count() as u64 + 1))
+}
+
+/// The last tab of `pos`'s line at or before it.
+fn tab_before(text: &str, pos: Pos) -> Option<Pos> {
+    let content = text.lines().nth(pos.line.checked_sub(1)? as usize)?;
+    let column = content
+        .chars()
+        .take(pos.column as usize)
+        .enumerate()
+        .filter(|(_, c)| *c == '\t')
+        .last()?
+        .0;
+    Some(Pos::new(pos.line, saturate(column as u64 + 1)))
+}
+
+/// The first tab at or after `pos`, within that line and the next two.
+fn tab_after(text: &str, pos: Pos) -> Option<Pos> {
+    let first = pos.line.saturating_sub(1) as usize;
+    text.lines()
+        .enumerate()
+        .skip(first)
+        .take(3)
+        .find_map(|(index, content)| {
+            let skip = if index == first {
+                pos.column.saturating_sub(1) as usize
+            } else {
+                0
+            };
+            let column = content.chars().skip(skip).position(|c| c == '\t')? + skip;
+            Some(Pos::new(
+                saturate(index as u64 + 1),
+                saturate(column as u64 + 1),
+            ))
+        })
 }
 
 fn line_has_tab_indent(text: &str, line: u32) -> bool {
@@ -704,6 +747,21 @@ mod tests {
         let error = parse(b"a: 1\nb: 2\na: 3\n").unwrap_err();
         assert_eq!(error.code, "duplicate-key", "{error:?}");
         assert_eq!(error.pos.line, 3, "{error:?}");
+    }
+
+    #[test]
+    fn a_tab_error_points_at_the_tab() {
+        let error = parse(b"steps:\n  - id: a\n\topcode: STOP\n").unwrap_err();
+        assert_eq!(
+            (error.code, error.pos),
+            ("yaml-syntax", Pos::new(3, 1)),
+            "{error:?}"
+        );
+        assert!(error.hint.unwrap().contains("spaces, not tabs"));
+        let error = parse(b"steps:\n\t- id: a\n").unwrap_err();
+        assert_eq!(error.pos, Pos::new(2, 1), "{error:?}");
+        let error = parse(b"a: 1\nb:\tx\n").unwrap_err();
+        assert_eq!(error.pos, Pos::new(2, 3), "{error:?}");
     }
 
     #[test]
