@@ -236,6 +236,9 @@ async fn a_timeout_is_never_success_even_when_the_agent_exits_0_on_sigterm() {
         "working\ncleaned up\n",
         "output drained during grace"
     );
+    // What a stopped program was printing is not its answer (it was: "working\ncleaned up").
+    assert!(!step.file("final_response.md").exists());
+    assert!(!run.metadata.final_response_present);
 }
 
 /// A fork chain (each generation forks the next and exits) started by an agent that then

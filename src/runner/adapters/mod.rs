@@ -136,7 +136,12 @@ pub async fn run_agent(
         Some(remaining) => not_started_for_budget(&spec, remaining)?,
         None => supervise(spec, cancel).await?,
     };
-    let summary = summarize(request.profile.kind, &step_dir, stdout_name)?;
+    let mut summary = summarize(request.profile.kind, &step_dir, stdout_name)?;
+    // A plain program's answer is the end of its stdout only when it ended by itself: what a
+    // program stopped by a timeout or a policy was printing is not its answer.
+    if request.profile.kind == AgentKind::Command && supervised.termination.reason.is_some() {
+        summary.final_response = None;
+    }
     let (outcome, cause) = refine(&supervised, &summary, &step_dir);
     let context = RecordContext {
         request,
