@@ -259,23 +259,42 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
 /// `runs show RUN_ID`: metadata, steps and their outcomes.
 pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
     let run_dir = run_dir(cli, run_id)?;
-    let metadata: RunMetadata =
-        read_json(&run_dir.metadata(), "run metadata").map_err(artifacts)?;
+    // A damaged `metadata.json` is the command's error, after what the other files say.
+    let (metadata, metadata_damage) = match read_json(&run_dir.metadata(), "run metadata") {
+        Ok(metadata) => (metadata, None),
+        Err(error) => {
+            let stand_in =
+                crate::kernel::journal::stand_in_metadata(&run_dir, run_id, &repo_root(cli)?);
+            (stand_in, Some(error))
+        }
+    };
+    let metadata: RunMetadata = metadata;
     let status = status_of(&run_dir)?;
-    let mut text = format!(
-        "run {}\n  workflow:  {} v{} ({})\n  state:     {}\n  started:   {}\n  base:      {} ({})\n  branch:    {}\n  worktree:  {}\n  run dir:   {}\n",
-        metadata.run_id,
-        metadata.workflow_id,
-        metadata.workflow_version,
-        metadata.workflow_path,
-        status.lifecycle_state.name(),
-        metadata.started_at,
-        metadata.base_ref,
-        metadata.base_sha,
-        metadata.branch,
-        metadata.worktree_path,
-        run_dir.root().display()
-    );
+    let mut text = if metadata_damage.is_some() {
+        format!(
+            "run {}\n  workflow:  {}\n  state:     {}\n  started:   {}\n  run dir:   {}\n  metadata:  unreadable (see the error below)\n",
+            metadata.run_id,
+            metadata.workflow_id,
+            status.lifecycle_state.name(),
+            metadata.started_at,
+            run_dir.root().display()
+        )
+    } else {
+        format!(
+            "run {}\n  workflow:  {} v{} ({})\n  state:     {}\n  started:   {}\n  base:      {} ({})\n  branch:    {}\n  worktree:  {}\n  run dir:   {}\n",
+            metadata.run_id,
+            metadata.workflow_id,
+            metadata.workflow_version,
+            metadata.workflow_path,
+            status.lifecycle_state.name(),
+            metadata.started_at,
+            metadata.base_ref,
+            metadata.base_sha,
+            metadata.branch,
+            metadata.worktree_path,
+            run_dir.root().display()
+        )
+    };
     if let Some(termination) = &metadata.termination {
         let _ = writeln!(
             text,
@@ -361,7 +380,10 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
         }
     }
     output.print(&text);
-    damaged(damage)
+    match metadata_damage {
+        Some(error) => Err(artifacts(error)),
+        None => damaged(damage),
+    }
 }
 
 /// The visit started last, when no event ended it yet.

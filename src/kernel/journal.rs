@@ -162,7 +162,7 @@ pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
 
 /// What can be known of a run whose `metadata.json` is unreadable: its id, its start (to the
 /// second, from the id), its workflow (from `state.json` or `status.json`) and the repository.
-fn stand_in_metadata(run_dir: &RunDir, run_id: &str, repo: &Path) -> RunMetadata {
+pub fn stand_in_metadata(run_dir: &RunDir, run_id: &str, repo: &Path) -> RunMetadata {
     let workflow_id = read_json::<RunState>(&run_dir.state(), "run state")
         .map(|state| state.workflow_id)
         .or_else(|_| {

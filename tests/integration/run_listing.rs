@@ -115,6 +115,22 @@ fn a_run_with_damaged_metadata_is_listed_as_damaged_not_hidden() {
         .find(|review| review["kind"] == "waiting")
         .unwrap_or_else(|| panic!("no waiting gate in {data}"));
     assert_eq!(waiting["run_id"], run_id.as_str(), "{data}");
+
+    // `runs show` prints what the other files say, then names the damage (exit 4).
+    let shown = repo.conductor(&["runs", "show", &run_id]);
+    assert_eq!(shown.status.code(), Some(4), "{}", stderr_text(&shown));
+    let text = stdout_text(&shown);
+    assert!(
+        text.contains("state:     waiting")
+            && text.contains("metadata:  unreadable")
+            && text.contains("  review #1: waiting"),
+        "{text}"
+    );
+    assert!(
+        names_the_damage(&stderr_text(&shown)),
+        "{}",
+        stderr_text(&shown)
+    );
 }
 
 #[test]
