@@ -106,6 +106,25 @@ pub(super) fn run_failure(error: RunError, output: &mut Output) -> Error {
     }
 }
 
+/// What `run --json` and `resume --json` print.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct RunResult {
+    /// The format's version.
+    pub schema_version: u32,
+    /// The run.
+    pub run_id: String,
+    /// `completed`, `failed`, `error`, `waiting`, `interrupted` or `stopped`.
+    pub state: String,
+    /// How it ended, or why it waits or stopped.
+    pub detail: String,
+    /// The command's exit code (DESIGN §6).
+    pub exit_code: i32,
+    /// The run directory.
+    pub run_dir: String,
+    /// The run's worktree.
+    pub worktree: String,
+}
+
 fn report(
     result: std::result::Result<RunSummary, RunError>,
     json: bool,
@@ -142,14 +161,15 @@ fn report(
         RunEnd::Stopped { reason, .. } => (ExitStatus::Runtime, "stopped", reason.clone()),
     };
     if json {
-        let value = serde_json::json!({
-            "run_id": summary.run_id.as_str(),
-            "state": state,
-            "detail": detail,
-            "exit_code": status.code(),
-            "run_dir": summary.run_dir.display().to_string(),
-            "worktree": summary.worktree.display().to_string(),
-        });
+        let value = RunResult {
+            schema_version: crate::artifacts::SCHEMA_VERSION,
+            run_id: summary.run_id.to_string(),
+            state: state.to_owned(),
+            detail: detail.clone(),
+            exit_code: i32::from(status.code()),
+            run_dir: summary.run_dir.display().to_string(),
+            worktree: summary.worktree.display().to_string(),
+        };
         output.print(&format!("{}\n", serde_json::to_string_pretty(&value)?));
     } else {
         output.print(&format!(

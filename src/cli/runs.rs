@@ -184,6 +184,34 @@ fn compact_duration(seconds: u64) -> String {
     }
 }
 
+/// What `runs list --json` prints.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct RunsList {
+    /// The format's version.
+    pub schema_version: u32,
+    /// Every run, newest first.
+    pub runs: Vec<RunRow>,
+}
+
+/// One run of `runs list --json`.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct RunRow {
+    /// The run.
+    pub run_id: String,
+    /// `running`, `waiting`, `blocked`, `failed` or `completed` (absent when `status.json`
+    /// and `state.json` are unreadable).
+    pub state: Option<String>,
+    /// The step it is at.
+    pub step: Option<String>,
+    /// Its workflow.
+    pub workflow_id: Option<String>,
+    /// When it started (RFC 3339); absent when its metadata is damaged.
+    pub started_at: Option<String>,
+    /// What is wrong with its `metadata.json`, when it cannot be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damaged: Option<String>,
+}
+
 /// `runs list`: every run, newest first.
 pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitStatus> {
     let root = repo_root(cli)?.join(DEFAULT_ARTIFACTS_ROOT);
@@ -197,58 +225,67 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
     };
     ids.sort_unstable_by(|left, right| right.cmp(left));
     let mut rows = Vec::new();
-    let mut damaged_runs = Vec::new();
     for id in ids {
         let run_dir = RunDir::at(root.join(&id));
         let status = status_of(&run_dir).ok();
-        let mut row = serde_json::json!({
-            "run_id": id,
-            "state": status.as_ref().map(|status| status.lifecycle_state.name()),
-            "step": status.as_ref().and_then(|status| status.current_step_id.clone()),
-        });
+        let mut row = RunRow {
+            state: status
+                .as_ref()
+                .map(|status| status.lifecycle_state.name().to_owned()),
+            step: status
+                .as_ref()
+                .and_then(|status| status.current_step_id.clone()),
+            run_id: id,
+            workflow_id: None,
+            started_at: None,
+            damaged: None,
+        };
         // A run whose metadata cannot be read is listed, not hidden: with what `status.json`
         // says of it, and what is wrong.
         match read_json::<RunMetadata>(&run_dir.metadata(), "run metadata") {
             Ok(metadata) => {
-                row["workflow_id"] = metadata.workflow_id.into();
-                row["started_at"] = metadata.started_at.into();
+                row.workflow_id = Some(metadata.workflow_id);
+                row.started_at = Some(metadata.started_at);
             }
             Err(error) => {
-                row["workflow_id"] = status
-                    .as_ref()
-                    .map(|status| status.workflow_id.clone())
-                    .into();
-                row["started_at"] = serde_json::Value::Null;
-                row["damaged"] = error.to_string().into();
-                damaged_runs.push((id.clone(), error.to_string()));
+                row.workflow_id = status.as_ref().map(|status| status.workflow_id.clone());
+                row.damaged = Some(error.to_string());
             }
         }
         rows.push(row);
     }
-    for (id, damage) in &damaged_runs {
-        output.note(&format!(
-            "warning: run {id} is damaged: {damage}; restore the file (from a backup) to resume or decide the run"
-        ));
+    for row in &rows {
+        if let Some(damage) = &row.damaged {
+            output.note(&format!(
+                "warning: run {} is damaged: {damage}; restore the file (from a backup) to resume or decide the run",
+                row.run_id
+            ));
+        }
     }
     if json {
-        output.print(&format!("{}\n", serde_json::to_string_pretty(&rows)?));
+        let list = RunsList {
+            schema_version: crate::artifacts::SCHEMA_VERSION,
+            runs: rows,
+        };
+        output.print(&format!("{}\n", serde_json::to_string_pretty(&list)?));
     } else if rows.is_empty() {
         output.note("no runs yet: start one with `tnh-conductor run WORKFLOW`");
     } else {
         let mut text = String::new();
         for row in rows {
-            let field = |key: &str| row[key].as_str().unwrap_or("-").to_owned();
-            let step = if row.get("damaged").is_some() {
-                format!("{} (damaged)", field("step"))
+            let or_dash = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".into());
+            let step = or_dash(&row.step);
+            let step = if row.damaged.is_some() {
+                format!("{step} (damaged)")
             } else {
-                field("step")
+                step
             };
             let _ = writeln!(
                 text,
                 "{}  {:10} {:20} {step}",
-                field("run_id"),
-                field("state"),
-                field("workflow_id"),
+                row.run_id,
+                or_dash(&row.state),
+                or_dash(&row.workflow_id),
             );
         }
         output.print(&text);

@@ -58,6 +58,12 @@ pub enum SchemaName {
     ValidateOutput,
     /// `inputs.json`: the inputs an agent step's prompt was rendered with.
     PromptInputs,
+    /// The output of `run --json` and `resume --json`.
+    RunResult,
+    /// The output of `runs list --json`.
+    RunsList,
+    /// The output of `journal --format json`.
+    Journal,
 }
 
 /// The schema of `name`, when this release publishes it.
@@ -86,6 +92,9 @@ pub fn schema_of(name: SchemaName) -> Option<serde_json::Value> {
         SchemaName::RunlogEntry => Some(crate::artifacts::runlog_entry_schema()),
         SchemaName::ValidateOutput => Some(super::validate::validate_output_schema()),
         SchemaName::PromptInputs => Some(schema_value::<crate::artifacts::PromptInputs>()),
+        SchemaName::RunResult => Some(schema_value::<super::run::RunResult>()),
+        SchemaName::RunsList => Some(schema_value::<super::runs::RunsList>()),
+        SchemaName::Journal => Some(crate::kernel::journal::journal_schema()),
     }
 }
 

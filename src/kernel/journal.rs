@@ -16,8 +16,10 @@ use crate::artifacts::{
 use crate::policy::Violation;
 
 /// The journal's data (also what `--format json` prints).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct Journal {
+    /// The format's version.
+    pub schema_version: u32,
     /// The first day covered (`YYYY-MM-DD`).
     pub date: String,
     /// The last day covered, when a range was asked for.
@@ -41,7 +43,7 @@ pub struct Journal {
 }
 
 /// A policy violation of a run's visit.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ViolationEntry {
     /// The run.
     pub run_id: String,
@@ -52,7 +54,7 @@ pub struct ViolationEntry {
 }
 
 /// One run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RunEntry {
     /// The run.
     pub run_id: String,
@@ -67,7 +69,7 @@ pub struct RunEntry {
 }
 
 /// A review waiting for a human.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ReviewEntry {
     /// The run.
     pub run_id: String,
@@ -84,7 +86,7 @@ pub struct ReviewEntry {
 }
 
 /// One planner decision.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Assessment {
     /// The run.
     pub run_id: String,
@@ -101,7 +103,7 @@ pub struct Assessment {
 }
 
 /// Where a run's evidence is.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Provenance {
     /// The run.
     pub run_id: String,
@@ -150,6 +152,7 @@ pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
         (&left.1.started_at, &left.1.run_id).cmp(&(&right.1.started_at, &right.1.run_id))
     });
     let mut journal = Journal {
+        schema_version: crate::artifacts::SCHEMA_VERSION,
         date: date.to_owned(),
         until: until.map(str::to_owned),
         ..Journal::default()
@@ -629,4 +632,9 @@ fn list(text: &mut String, lines: impl Iterator<Item = String>) {
     if !any {
         text.push_str("- none\n");
     }
+}
+
+/// The JSON Schema of `journal --format json`.
+pub fn journal_schema() -> serde_json::Value {
+    schemars::schema_for!(Journal).to_value()
 }

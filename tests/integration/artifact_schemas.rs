@@ -339,3 +339,44 @@ fn validate_json_output_matches_its_published_schema() {
         .collect();
     assert!(errors.is_empty(), "{errors:#?}\n{report:#}");
 }
+
+/// The JSON the CLI prints for scripts — `run --json`, `resume --json`, `runs list --json`,
+/// `journal --format json` — is versioned and matches its published schema.
+#[test]
+fn cli_json_outputs_match_their_published_schemas() {
+    let repo = evidence_repo();
+    let workflow = repo.workflow_text("evidence.yaml", EVIDENCE);
+    let (code, started, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(3), "{started}\n{}", stderr_text(&output));
+    let run_id = started["run_id"].as_str().unwrap().to_owned();
+    let printed = |args: &[&str]| -> serde_json::Value {
+        let output = repo.conductor(args);
+        serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("{args:?}: {}", stderr_text(&output)))
+    };
+    let resumed = printed(&["resume", "--json", &run_id]);
+    assert_eq!(resumed["state"], "waiting", "{resumed}");
+    let documents = [
+        ("run-result", started),
+        ("run-result", resumed),
+        ("runs-list", printed(&["runs", "list", "--json"])),
+        ("journal", printed(&["journal", "--format", "json"])),
+    ];
+    let validators = validators(&documents.iter().map(|(name, _)| *name).collect());
+    for (name, document) in &documents {
+        assert_eq!(document["schema_version"], 1, "{name}: {document:#}");
+        let errors: Vec<String> = validators[*name]
+            .iter_errors(document)
+            .map(|error| format!("{error} at {}", error.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{name}: {errors:#?}\n{document:#}");
+    }
+    assert_eq!(documents[2].1["runs"][0]["run_id"], run_id.as_str());
+    assert!(
+        documents[3].1["pending_review"]
+            .to_string()
+            .contains(&run_id),
+        "{:#}",
+        documents[3].1
+    );
+}

@@ -477,7 +477,7 @@ fn progress_lines_status_and_events_are_shown_to_the_operator() {
     );
     let list = repo.conductor(&["runs", "list", "--json"]);
     let runs: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
-    assert_eq!(runs.as_array().unwrap().len(), 2);
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 2, "{runs}");
 }
 
 #[test]

@@ -21,9 +21,9 @@ fn conductor_in(dir: &Path, args: &[&str]) -> Output {
 fn run_ids(output: &Output) -> Vec<String> {
     let listed: serde_json::Value = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|_| panic!("not JSON: {}", stdout_text(output)));
-    listed
+    listed["runs"]
         .as_array()
-        .unwrap()
+        .unwrap_or_else(|| panic!("no runs in {listed}"))
         .iter()
         .map(|run| run["run_id"].as_str().unwrap().to_owned())
         .collect()

@@ -87,7 +87,9 @@ fn a_run_with_damaged_metadata_is_listed_as_damaged_not_hidden() {
     );
 
     let listed = repo.conductor(&["runs", "list", "--json"]);
-    let rows: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let list: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(list["schema_version"], 1, "{list}");
+    let rows = &list["runs"];
     assert_eq!(rows[0]["run_id"], run_id.as_str(), "{rows}");
     assert_eq!(rows[0]["state"], "waiting", "{rows}");
     assert!(
