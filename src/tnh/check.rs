@@ -10,16 +10,24 @@ use clap::Args;
 use super::{TnhError, TnhResult, git, print};
 use crate::error::ExitStatus;
 
-/// `tnh test|lint|typecheck [--json] [-- EXTRA…]`.
-#[derive(Debug, Args)]
-#[command(
-    after_help = "Examples:\n  tnh test\n  tnh test -- --nocapture my_test\n  tnh lint --json\n\n\
-The command comes from `validators:` in .tnh/config.yaml of the repository's main working tree \
+/// The help after `tnh NAME --help`'s options: its examples, then what all three share.
+macro_rules! check_help {
+    ($examples:literal) => {
+        concat!(
+            "Examples:\n",
+            $examples,
+            "\n\nThe command comes from `validators:` in .tnh/config.yaml of the repository's main working tree \
 (the file the run uses, never a run worktree's own .tnh/), else is detected (Cargo: cargo test / clippy / check; \
 npm scripts; Python: pytest / ruff / mypy). Prints the exit code, duration, failing tests or first errors, and \
 the tail.\n\nExit codes: 0 the tool passed; else the tool's exit code (codes above 4 become 1); 2 also when no command is configured or detected, \
 the tool cannot be started, or outside a repository."
-)]
+        )
+    };
+}
+pub(crate) use check_help;
+
+/// `tnh test|lint|typecheck [--json] [-- EXTRA…]`.
+#[derive(Debug, Args)]
 pub struct CheckArgs {
     /// Print the structured result as JSON.
     #[arg(long)]

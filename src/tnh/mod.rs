@@ -39,10 +39,15 @@ pub enum TnhCommand {
     /// Changes against the run's base (TNH_BASE_SHA, else the merge-base with main/master).
     Diff(diff::DiffArgs),
     /// Run the `tests` validator and print a short summary; exits with the tool's exit code.
+    #[command(after_help = check::check_help!(
+        "  tnh test\n  tnh test -- --nocapture my_test\n  tnh test --json"
+    ))]
     Test(check::CheckArgs),
     /// Run the `lint` validator and print a short summary; exits with the tool's exit code.
+    #[command(after_help = check::check_help!("  tnh lint\n  tnh lint --json\n  tnh lint -- --fix"))]
     Lint(check::CheckArgs),
     /// Run the `typecheck` validator and print a short summary; exits with the tool's exit code.
+    #[command(after_help = check::check_help!("  tnh typecheck\n  tnh typecheck --json"))]
     Typecheck(check::CheckArgs),
     /// Architecture decision records: `tnh adr list`, `tnh adr open ID`.
     #[command(subcommand)]

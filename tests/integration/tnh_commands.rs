@@ -310,4 +310,21 @@ fn help_tells_an_agent_what_it_needs() {
             "{command:?} --help does not explain its exit codes:\n{help}"
         );
     }
+    // Each of test, lint and typecheck shows its own examples, not another's.
+    for name in ["test", "lint", "typecheck"] {
+        let help = stdout_text(&tnh().args([name, "--help"]).output().unwrap());
+        let examples: Vec<&str> = help
+            .lines()
+            .skip_while(|line| *line != "Examples:")
+            .skip(1)
+            .take_while(|line| !line.is_empty())
+            .collect();
+        assert!(
+            !examples.is_empty()
+                && examples
+                    .iter()
+                    .all(|line| line.starts_with(&format!("  tnh {name}"))),
+            "tnh {name} --help:\n{help}"
+        );
+    }
 }
