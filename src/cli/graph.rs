@@ -30,13 +30,39 @@ pub enum Format {
     Dot,
 }
 
-/// Draws a valid workflow; an invalid one gets its diagnostics and exit 2.
+/// Problems that depend on where the workflow runs (the agents, validators and planners of a
+/// configuration, the prompt library), not on its steps and routes: `graph` draws it anyway.
+const NAMES_DEFINED_ELSEWHERE: [&str; 4] = [
+    "unknown-agent",
+    "unknown-validator",
+    "unknown-planner",
+    "unknown-prompt",
+];
+
+/// Draws a workflow whose steps and routes are valid; one whose only problems are names this
+/// configuration does not define is drawn with a note; any other gets its diagnostics and
+/// exit 2.
 pub fn cmd_graph(cli: &super::Cli, args: &GraphArgs, output: &mut Output) -> Result<ExitStatus> {
     let known = known_names(cli)?;
     let shown = args.file.display().to_string();
     let checked = check_file(&args.file, &shown, &known);
+    let drawable = checked
+        .diagnostics
+        .iter()
+        .filter(|diagnostic| diagnostic.severity == crate::workflow::diagnostic::Severity::Error)
+        .all(|diagnostic| NAMES_DEFINED_ELSEWHERE.contains(&diagnostic.code));
     let workflow = match checked.workflow {
-        Some(workflow) if checked.is_valid() => workflow,
+        Some(workflow) if drawable => {
+            for diagnostic in checked.diagnostics.iter().filter(|diagnostic| {
+                diagnostic.severity == crate::workflow::diagnostic::Severity::Error
+            }) {
+                output.note(&format!(
+                    "note: drawn although {} (line {}): pass the configuration it runs with (--config) to check it",
+                    diagnostic.message, diagnostic.line
+                ));
+            }
+            workflow
+        }
         _ => {
             for diagnostic in &checked.diagnostics {
                 output.diagnostic_styled(&diagnostic.render(output.color()));

@@ -258,6 +258,24 @@ fn known_names(cli: &Cli) -> Result<crate::workflow::validate::KnownNames> {
     Ok(known)
 }
 
+/// A hint for a usage mistake clap cannot know about: a run parameter given without `-p`.
+fn usage_hint(error: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(argument)) = error.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let (name, _) = argument.split_once('=')?;
+    let is_name = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && !name.starts_with('-');
+    is_name.then(|| format!("run parameters are given with -p: `-p {argument}`"))
+}
+
 /// The entry point of the `tnh-conductor` binary: parse, run, report, exit.
 pub fn main() -> std::process::ExitCode {
     let cli = match Cli::try_parse() {
@@ -266,6 +284,9 @@ pub fn main() -> std::process::ExitCode {
             let usage_error = error.use_stderr();
             // clap prints help and version itself; those are successes.
             let _ = error.print();
+            if let Some(hint) = usage_hint(&error) {
+                eprintln!("  hint: {hint}");
+            }
             return if usage_error {
                 ExitStatus::Usage.into()
             } else {

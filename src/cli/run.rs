@@ -51,6 +51,15 @@ pub struct ResumeArgs {
 /// Starts a run; exits 0/1 at a success/failure STOP, 3 at a gate, 4 on a runtime error, 130
 /// when interrupted, 2 when nothing could start.
 pub fn cmd_run(cli: &Cli, args: &RunArgs, output: &mut Output) -> Result<ExitStatus> {
+    if !args.workflow.exists() {
+        return Err(Error::Usage {
+            message: format!("no workflow file `{}`", args.workflow.display()),
+            hint: Some(
+                "check the path (relative paths start at the current folder); the repository's shipped workflows are in workflows/"
+                    .to_owned(),
+            ),
+        });
+    }
     let mut config = load_config(cli)?;
     config.planner_override = args.planner.clone();
     let request = RunRequest {

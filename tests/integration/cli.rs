@@ -92,6 +92,35 @@ fn graph_refuses_an_invalid_workflow_with_its_diagnostics() {
     assert!(output.stdout.is_empty());
 }
 
+/// Drawing routes does not depend on which agents this configuration defines: a workflow whose
+/// only problem is an agent profile defined in another configuration is drawn, with a note.
+#[test]
+fn graph_draws_a_workflow_whose_agent_is_defined_elsewhere() {
+    let repo = crate::support::TempRepo::new();
+    let workflow = repo.write(
+        "wf.yaml",
+        "workflow_id: w\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: Do it.\n    routes: {\"*\": STOP}\n",
+    );
+    let output = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .arg("graph")
+        .arg(&workflow)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
+    assert!(
+        stdout_text(&output).contains("s_work -->|*| s_STOP"),
+        "{}",
+        stdout_text(&output)
+    );
+    assert!(
+        stderr_text(&output).contains("agent profile `scripted` is not defined"),
+        "{}",
+        stderr_text(&output)
+    );
+}
+
 #[test]
 fn completions_are_generated_for_bash() {
     let output = conductor().args(["completions", "bash"]).output().unwrap();
@@ -115,4 +144,45 @@ fn every_integration_test_file_is_wired_into_main() {
             );
         }
     }
+}
+
+/// Two first-day mistakes get a message that says what to do: a run parameter without `-p`,
+/// and a workflow path that does not exist (once reported as an invalid workflow at 1:1).
+#[test]
+fn common_run_mistakes_get_a_hint() {
+    let repo = crate::support::TempRepo::new();
+    let workflow = repo.write(
+        "wf.yaml",
+        "workflow_id: w\nversion: 1\ndescription: d\nentry_step: done\nsteps:\n  - id: done\n    opcode: STOP\n",
+    );
+    let forgot = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .arg("run")
+        .arg(&workflow)
+        .arg("adr_id=ADR-12")
+        .output()
+        .unwrap();
+    assert_eq!(forgot.status.code(), Some(2));
+    assert!(
+        stderr_text(&forgot).contains("hint: run parameters are given with -p: `-p adr_id=ADR-12`"),
+        "{}",
+        stderr_text(&forgot)
+    );
+    let missing = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["run", "workflow/no-such.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    let text = stderr_text(&missing);
+    assert!(
+        text.contains("no workflow file `workflow/no-such.yaml`")
+            && !text.contains("is invalid")
+            && text.contains("hint:"),
+        "{text}"
+    );
+    // Nothing was started.
+    assert!(!repo.path().join(".tnh/run").exists());
 }
