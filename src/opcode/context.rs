@@ -158,8 +158,8 @@ impl StepContext<'_> {
         )
     }
 
-    /// The JSON behind `ctx`: run, params, step, per-step outcomes and evidence, workspace,
-    /// defaults, the last planner decision and the last harness report.
+    /// The JSON behind `ctx`: run, params, step, per-step outcomes, evidence and final
+    /// responses, workspace, defaults, the last planner decision and the last harness report.
     fn script_json(&self) -> serde_json::Value {
         let run_dir = self.recorder.run_dir();
         let record = self.workspace.record();
@@ -192,6 +192,10 @@ impl StepContext<'_> {
             step["visit"] = manifest.visit.into();
             step["evidence"] = manifest.evidence_summary.clone();
             step["artifacts"] = serde_json::Value::Object(artifacts);
+            step["final_response"] = manifest
+                .artifact(ArtifactRole::RunnerFinalResponse)
+                .and_then(|entry| final_response(&run_dir.root().join(&entry.path)))
+                .map_or(serde_json::Value::Null, serde_json::Value::String);
         }
         let latest = |role: ArtifactRole| {
             manifests
@@ -277,6 +281,28 @@ impl StepContext<'_> {
             timings_ms: None,
         }
     }
+}
+
+/// The most of an agent's final response `ctx.steps.<id>.final_response` holds; a longer one
+/// is cut at a character boundary and ends with a line saying so.
+pub const MAX_FINAL_RESPONSE_BYTES: usize = 256 * 1024;
+
+/// An agent step's final response (`final_response.md`), at most `MAX_FINAL_RESPONSE_BYTES`.
+fn final_response(path: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    if text.len() <= MAX_FINAL_RESPONSE_BYTES {
+        return Some(text);
+    }
+    let mut end = MAX_FINAL_RESPONSE_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(format!(
+        "{}\n[… truncated: the final response is {} bytes; the whole text is {}]\n",
+        &text[..end],
+        text.len(),
+        path.display()
+    ))
 }
 
 /// What a visit produced.

@@ -54,6 +54,15 @@ fn implement_adr_runs_the_builder_loop_to_its_final_gate_and_completes_on_approv
         std::fs::read_to_string(worktree.join("src/adr.txt")).unwrap(),
         "implements ADR-7"
     );
+    // The plan the `plan` step answered reaches the implementer.
+    let inputs = repo.json(run_id, "artifacts/implement/1/inputs.json");
+    assert_eq!(inputs["inputs"]["adr_id"], "ADR-7", "{inputs}");
+    assert!(
+        inputs["inputs"]["plan"]
+            .as_str()
+            .is_some_and(|plan| plan.contains("plan for ADR-7: one step, one test")),
+        "{inputs}"
+    );
     let approved = repo.conductor(&["gate", "approve", run_id, "--as", "lead", "--resume"]);
     assert_eq!(
         approved.status.code(),
