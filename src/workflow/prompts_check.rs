@@ -66,6 +66,9 @@ pub fn check_prompts(workflow: &Workflow, catalog: &Catalog, diagnostics: &mut D
                         check_literal_types(found, values, diagnostics);
                     }
                 }
+                if let PromptSpec::Literal(_) = &agent.prompt.value {
+                    check_literal_prompt_inputs(step, &agent.inputs, diagnostics);
+                }
                 if let Some(policy) = &agent.policy {
                     check_policy(policy, catalog, diagnostics);
                 }
@@ -334,6 +337,32 @@ fn check_named_inputs(
             ),
         );
     }
+}
+
+/// A RUN_AGENT step whose prompt is literal text gets no inputs: the text is sent as written
+/// (with `${name}` substituted), so every input the step gives would be computed and then
+/// dropped. An error, like an input a prompt reference does not declare (`undeclared-input`),
+/// reported at the first input.
+fn check_literal_prompt_inputs(step: &Step, inputs: &Inputs, diagnostics: &mut Diagnostics) {
+    let first = match inputs {
+        Inputs::None => return,
+        Inputs::Names(names) => names.first().map(|name| name.pos),
+        Inputs::Values(values) => values.first().map(|(name, _)| name.pos),
+        Inputs::Expression(node) => Some(node.pos),
+    };
+    let Some(pos) = first else {
+        return;
+    };
+    diagnostics
+        .error(
+            pos,
+            "literal-prompt-inputs",
+            format!(
+                "step `{}` gives `inputs`, but its prompt is literal text, which takes no inputs (they would be dropped)",
+                step.id.value
+            ),
+        )
+        .hint("use a prompt reference whose front matter declares these inputs (`tnh-conductor prompts list`, or add one under .tnh/prompts/), or remove `inputs`; literal text can use `${name}` substitutions only");
 }
 
 fn check_policy(policy: &At<PolicySpec>, catalog: &Catalog, diagnostics: &mut Diagnostics) {

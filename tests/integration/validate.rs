@@ -259,7 +259,7 @@ fn large_workflow(steps: usize) -> String {
             format!("s{}", index + 1)
         };
         text.push_str(&format!(
-            "  - id: s{index}\n    opcode: RUN_AGENT\n    agent: claude-code\n    prompt: part {index}\n    inputs:\n      n: \"${{{{ {index} + 1 }}}}\"\n    routes:\n      \"*\": {next}\n"
+            "  - id: s{index}\n    opcode: RUN_AGENT\n    agent: claude-code\n    prompt: task.implement_adr.v1\n    inputs:\n      adr_id: \"${{{{ {index} + 1 }}}}\"\n    routes:\n      \"*\": {next}\n"
         ));
     }
     text
@@ -281,7 +281,7 @@ fn a_large_workflow_gets_every_diagnostic_at_its_line() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
 
     let text = valid
-        .replacen("n: \"${{ 10 + 1 }}\"", "n: \"${{ 10 + }}\"", 1)
+        .replacen("adr_id: \"${{ 10 + 1 }}\"", "adr_id: \"${{ 10 + }}\"", 1)
         .replacen("\"*\": STOP\n", "\"*\": s_missing\n", 1);
     std::fs::write(&path, &text).unwrap();
     let output = validate(&["--format", "json", path.to_str().unwrap()]);
