@@ -119,6 +119,73 @@ fn generative_eval_synthesizes_runs_and_evaluates_a_harness() {
     );
 }
 
+/// The harness report is written into the step's folder of the run directory: the run's
+/// change (what a reviewer approves) does not include it.
+#[test]
+fn generative_eval_keeps_the_harness_report_out_of_the_worktree() {
+    let repo = starter_repo();
+    let (code, result, output) = repo.run(&shipped("generative_eval.yaml"), &[]);
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let worktree = PathBuf::from(result["worktree"].as_str().unwrap());
+    assert!(!worktree.join("harness_report.json").exists());
+    let status = crate::support::git_in(&worktree, &["status", "--porcelain"]);
+    assert_eq!(status, "", "the worktree changed: {status}");
+    let manifest = repo.json(run_id, "artifacts/execute_harness/1/manifest.json");
+    let listed: Vec<&str> = manifest["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| entry["role"] == "harness_report")
+        .map(|entry| entry["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        listed,
+        ["artifacts/execute_harness/1/harness_report.json"],
+        "{manifest}"
+    );
+    assert!(
+        repo.run_dir(run_id)
+            .join("artifacts/execute_harness/1/harness_report.json")
+            .is_file()
+    );
+}
+
+/// A harness that crashes (no report) is evaluated, and the fix loop works from the
+/// validation report: `fix` runs without a harness report, repairs the harness, and the run
+/// ends at the success STOP — not with a runtime error for a missing `harness_report`.
+#[test]
+fn generative_eval_fixes_a_crashing_harness_from_the_validation_report() {
+    let repo = starter_repo();
+    repo.repo.write(
+        ".tnh/prompts/task/synthesize_harness.v1.md",
+        "---\nprompt_id: task.synthesize_harness\nversion: 1\nrole: task\nsummary: a harness that crashes\ninputs:\n  - {name: diff, type: string, required: true}\n  - {name: component_kind, type: string, required: true}\n  - {name: run_dir, type: string, required: false}\n---\nWRITE {{ run_dir }}/harness/harness.py: import sys\\nsys.exit(\"boom\")\n",
+    );
+    let (code, result, output) = repo.run(&shipped("generative_eval.yaml"), &[]);
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    assert_eq!(
+        repo.json(run_id, "artifacts/execute_harness/1/manifest.json")["termination"],
+        "error"
+    );
+    let inputs = repo.json(run_id, "artifacts/fix/1/inputs.json");
+    assert!(inputs["inputs"].get("harness_report").is_none(), "{inputs}");
+    assert_eq!(
+        inputs["inputs"]["validation_report"]["validators"]["generated_harness"]["exit_code"], 1,
+        "{inputs}"
+    );
+    assert_eq!(
+        repo.json(run_id, "artifacts/execute_harness/2/manifest.json")["termination"],
+        "completed"
+    );
+    assert_eq!(
+        repo.json(run_id, "artifacts/evaluate/2/planner_input.json")["evidence"]["harness_report"]
+            ["suite_id"],
+        "repaired"
+    );
+    assert_eq!(final_state(&repo, run_id), "completed success evaluate\n");
+}
+
 #[test]
 fn fix_bug_validates_and_queues_the_fix_for_review() {
     let repo = starter_repo();
