@@ -209,7 +209,7 @@ fn review_code_is_read_only() {
     assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
     // A reviewer that writes is a violation: the change is rolled back and the run fails.
     let writer = starter_repo();
-    writer.repo.write(".tnh/prompts/task/review_diff.v1.md", "---\nprompt_id: task.review_diff\nversion: 1\nrole: task\nsummary: a reviewer that edits\ninputs:\n  - {name: diff, type: string, required: false}\n  - {name: adr_id, type: string, required: false}\n---\nWRITE src/oops.txt: edited\n");
+    writer.repo.write(".tnh/prompts/task/review_diff.v2.md", "---\nprompt_id: task.review_diff\nversion: 2\nrole: task\nsummary: a reviewer that edits\ninputs:\n  - {name: against, type: string, required: false}\n  - {name: adr_id, type: string, required: false}\n---\nWRITE src/oops.txt: edited\n");
     let (code, result, output) = writer.run(&shipped("review_code.yaml"), &[]);
     assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
     let run_id = result["run_id"].as_str().unwrap();
@@ -219,6 +219,69 @@ fn review_code_is_read_only() {
             .join("src/oops.txt")
             .exists()
     );
+}
+
+/// A repository whose `feature` branch is one commit ahead of `main`, reviewed by a command
+/// agent that runs the `tnh diff … --stat` command its prompt names (its output is its answer),
+/// or by `agent` when given.
+fn review_repo(agent: Option<&str>) -> RunRepo {
+    let repo = starter_repo();
+    repo.repo.git(&["checkout", "-q", "-b", "feature"]);
+    repo.repo.write("src/feature.rs", "pub fn feature() {}\n");
+    repo.repo.git(&["add", "src/feature.rs"]);
+    repo.repo.git(&["commit", "-q", "-m", "the feature"]);
+    repo.repo.git(&["checkout", "-q", "main"]);
+    let script = repo.repo.write(
+        ".tnh/agents/review.sh",
+        &format!(
+            "#!/bin/sh\nline=$(grep -o 'tnh diff [^`]*--stat' | head -n 1)\n[ -n \"$line\" ] || {{ echo 'the prompt names no tnh diff command'; exit 0; }}\nexec {} ${{line#tnh }}\n",
+            env!("CARGO_BIN_EXE_tnh")
+        ),
+    );
+    let profile = match agent {
+        Some(agent) => agent.to_owned(),
+        None => format!("{{kind: command, argv: [sh, \"{}\"]}}", script.display()),
+    };
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("agents:\n  claude-code: {profile}\n"),
+    );
+    // The real review prompt, not the starter override: what it tells the agent to run matters.
+    std::fs::remove_file(repo.path().join(".tnh/prompts/task/review_diff.v2.md")).unwrap();
+    repo
+}
+
+/// Run as its header says (`--base feature-branch`), the review reads the branch's change
+/// since it left `main`, not the empty change between the run's base and itself.
+#[test]
+fn review_code_with_a_base_branch_reviews_that_branchs_change() {
+    let repo = review_repo(None);
+    let (code, result, output) = repo.run(&shipped("review_code.yaml"), &["--base", "feature"]);
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let answer = std::fs::read_to_string(
+        repo.run_dir(run_id)
+            .join("artifacts/review/1/final_response.md"),
+    )
+    .unwrap();
+    assert!(
+        answer.contains("src/feature.rs") && answer.contains("1 file changed"),
+        "{answer}"
+    );
+    assert_eq!(final_state(&repo, run_id), "completed success queue\n");
+}
+
+/// A reviewer that fails ends the run at a failure stop: no findings are queued as ready.
+#[test]
+fn review_code_with_a_failing_reviewer_fails_and_queues_nothing() {
+    let repo = review_repo(Some(
+        "{kind: command, argv: [sh, -c, \"cat >/dev/null; echo 'not logged in' >&2; exit 1\"]}",
+    ));
+    let (code, result, output) = repo.run(&shipped("review_code.yaml"), &["--base", "feature"]);
+    assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    assert_eq!(final_state(&repo, run_id), "failed failure review_failed\n");
+    assert!(!repo.run_dir(run_id).join("artifacts/queue").exists());
 }
 
 #[test]
