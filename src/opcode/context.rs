@@ -321,3 +321,24 @@ pub struct StepResult {
     /// reuses it instead of reading the worktree again.
     pub fingerprint: Option<crate::workspace::Fingerprint>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_final_response_is_given_whole_or_cut_at_a_character_with_a_note() {
+        let dir = tempfile::tempdir().unwrap();
+        let short = dir.path().join("short.md");
+        std::fs::write(&short, "the plan\n").unwrap();
+        assert_eq!(final_response(&short).as_deref(), Some("the plan\n"));
+        let long = dir.path().join("long.md");
+        std::fs::write(&long, "é".repeat(MAX_FINAL_RESPONSE_BYTES)).unwrap();
+        let cut = final_response(&long).unwrap();
+        let (kept, note) = cut.split_once("\n[… truncated: ").unwrap();
+        assert_eq!(kept.len(), MAX_FINAL_RESPONSE_BYTES);
+        assert!(kept.chars().all(|c| c == 'é'));
+        assert!(note.contains(&format!("{} bytes", 2 * MAX_FINAL_RESPONSE_BYTES)));
+        assert_eq!(final_response(&dir.path().join("missing.md")), None);
+    }
+}
