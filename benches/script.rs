@@ -39,8 +39,8 @@ fn generate(steps: usize) -> String {
         };
         let _ = write!(
             text,
-            "  - id: s{index}\n    opcode: RUN_AGENT\n    agent: claude-code\n    prompt: \"Do step {index} of run ${{run_id}}.\"\n\
-             \x20   inputs:\n      value: \"${{{{ {expression} }}}}\"\n    routes:\n      \"*\": {next}\n"
+            "  - id: s{index}\n    opcode: RUN_AGENT\n    agent: claude-code\n    prompt: task.implement_adr.v1\n\
+             \x20   inputs:\n      plan: \"${{{{ {expression} }}}}\"\n      adr_id: \"step {index} of run ${{run_id}}\"\n    routes:\n      \"*\": {next}\n"
         );
     }
     text

@@ -25,8 +25,8 @@ fn generate(steps: usize) -> String {
             0 | 1 => {
                 let _ = write!(
                     text,
-                    "  - id: {id}\n    opcode: RUN_AGENT\n    agent: claude-code\n    prompt: Carry out part {index} of the plan.\n\
-                     \x20   inputs:\n      n: \"${{{{ twice(params.count) + {index} }}}}\"\n      dir: \"${{run_dir}}/{id}\"\n\
+                    "  - id: {id}\n    opcode: RUN_AGENT\n    agent: claude-code\n    prompt: task.implement_adr.v1\n\
+                     \x20   inputs:\n      plan: \"${{{{ twice(params.count) + {index} }}}}\"\n      adr_id: \"${{run_dir}}/{id}\"\n\
                      \x20   limits: {{timeout: 10m, idle_timeout: 90s}}\n    routes:\n      completed: {next}\n      \"*\": STOP\n"
                 );
             }

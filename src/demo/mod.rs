@@ -73,7 +73,13 @@ pub struct DemoRepo {
 const PROJECT: &[(&str, &str)] = &[
     (
         "README.md",
-        "# calc\n\nA tiny calculator in POSIX shell: `sh calc.sh add 2 3`.\n\nADR-1: calc.sh gains a `mul` command.\n",
+        "# calc\n\nA tiny calculator in POSIX shell: `sh calc.sh add 2 3`.\n\nADR-1 (docs/adr/adr-1-mul.md): calc.sh gains a `mul` command.\n",
+    ),
+    (
+        // Where `tnh adr list` and `tnh adr open ADR-1` (the plan prompt's first command)
+        // find it: the default `adr_paths` is docs/**/adr/*.md.
+        "docs/adr/adr-1-mul.md",
+        "---\nstatus: accepted\n---\n# ADR-1: calc.sh gains a `mul` command\n\n## Context\n\ncalc.sh only adds. Users want to multiply too.\n\n## Decision\n\n`sh calc.sh mul A B` prints the product of A and B, like `add` prints their sum.\n\n## Acceptance\n\n`sh tests/test_calc.sh` passes: `mul 2 3` is 6 and `mul 4 5` is 20, and `add` still works.\n",
     ),
     (
         "calc.sh",
@@ -95,7 +101,7 @@ const PROMPTS: &[(&str, &str)] = &[
     ),
     (
         "implement_adr.v1.md",
-        "---\nprompt_id: task.implement_adr\nversion: 1\nrole: task\nsummary: demo — a first implementation with a bug\ninputs:\n  - {name: adr_id, type: string, required: true}\n  - {name: plan, type: any, required: false}\n---\nWRITE calc.sh: #!/bin/sh\\n# calc.sh OP A B\\ncase \"$1\" in\\n  add) echo $(($2 + $3)) ;;\\n  mul) echo $(($2 + $3)) ;;\\n  *) echo \"unknown operation: $1\" >&2; exit 2 ;;\\nesac\nSAY Implemented {{ adr_id }}: calc.sh has a mul command.\n",
+        "---\nprompt_id: task.implement_adr\nversion: 1\nrole: task\nsummary: demo — a first implementation with a bug\ninputs:\n  - {name: adr_id, type: string, required: true}\n  - {name: plan, type: any, required: false}\n---\nWRITE calc.sh: #!/bin/sh\\n# calc.sh OP A B\\ncase \"$1\" in\\n  add) echo $(($2 + $3)) ;;\\n  mul) echo $(($2 + $3)) ;;\\n  *) echo \"unknown operation: $1\" >&2; exit 2 ;;\\nesac\nSAY Implemented {{ adr_id }}: calc.sh has a mul command.{% if plan %} Followed the approved plan: {{ plan | trim }}{% endif %}\n",
     ),
     (
         "fix_from_logs.v2.md",

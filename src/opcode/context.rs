@@ -158,8 +158,8 @@ impl StepContext<'_> {
         )
     }
 
-    /// The JSON behind `ctx`: run, params, step, per-step outcomes and evidence, workspace,
-    /// defaults, the last planner decision and the last harness report.
+    /// The JSON behind `ctx`: run, params, step, per-step outcomes, evidence and final
+    /// responses, workspace, defaults, the last planner decision and the last harness report.
     fn script_json(&self) -> serde_json::Value {
         let run_dir = self.recorder.run_dir();
         let record = self.workspace.record();
@@ -192,6 +192,10 @@ impl StepContext<'_> {
             step["visit"] = manifest.visit.into();
             step["evidence"] = manifest.evidence_summary.clone();
             step["artifacts"] = serde_json::Value::Object(artifacts);
+            step["final_response"] = manifest
+                .artifact(ArtifactRole::RunnerFinalResponse)
+                .and_then(|entry| final_response(&run_dir.root().join(&entry.path)))
+                .map_or(serde_json::Value::Null, serde_json::Value::String);
         }
         let latest = |role: ArtifactRole| {
             manifests
@@ -279,6 +283,28 @@ impl StepContext<'_> {
     }
 }
 
+/// The most of an agent's final response `ctx.steps.<id>.final_response` holds; a longer one
+/// is cut at a character boundary and ends with a line saying so.
+pub const MAX_FINAL_RESPONSE_BYTES: usize = 256 * 1024;
+
+/// An agent step's final response (`final_response.md`), at most `MAX_FINAL_RESPONSE_BYTES`.
+fn final_response(path: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    if text.len() <= MAX_FINAL_RESPONSE_BYTES {
+        return Some(text);
+    }
+    let mut end = MAX_FINAL_RESPONSE_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(format!(
+        "{}\n[… truncated: the final response is {} bytes; the whole text is {}]\n",
+        &text[..end],
+        text.len(),
+        path.display()
+    ))
+}
+
 /// What a visit produced.
 #[derive(Debug)]
 pub struct StepResult {
@@ -294,4 +320,25 @@ pub struct StepResult {
     /// can have changed since (RUN_AGENT: the agent's processes are gone); the checkpoint
     /// reuses it instead of reading the worktree again.
     pub fingerprint: Option<crate::workspace::Fingerprint>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_final_response_is_given_whole_or_cut_at_a_character_with_a_note() {
+        let dir = tempfile::tempdir().unwrap();
+        let short = dir.path().join("short.md");
+        std::fs::write(&short, "the plan\n").unwrap();
+        assert_eq!(final_response(&short).as_deref(), Some("the plan\n"));
+        let long = dir.path().join("long.md");
+        std::fs::write(&long, "é".repeat(MAX_FINAL_RESPONSE_BYTES)).unwrap();
+        let cut = final_response(&long).unwrap();
+        let (kept, note) = cut.split_once("\n[… truncated: ").unwrap();
+        assert_eq!(kept.len(), MAX_FINAL_RESPONSE_BYTES);
+        assert!(kept.chars().all(|c| c == 'é'));
+        assert!(note.contains(&format!("{} bytes", 2 * MAX_FINAL_RESPONSE_BYTES)));
+        assert_eq!(final_response(&dir.path().join("missing.md")), None);
+    }
 }

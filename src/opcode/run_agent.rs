@@ -347,6 +347,7 @@ fn lookup(
             .get(name)
             .filter(|value| !value.is_null())
             .cloned(),
+        // Each name here is listed in `AGENT_EVIDENCE_INPUTS`, which `validate` accepts.
         "diff" => diff_since_base(context),
         "fix_instructions" => latest_json(context, ArtifactRole::PlannerDecision)
             .map(|decision| decision["fix_instructions"].clone())

@@ -590,11 +590,16 @@ fn run_one(
             false,
         )
     }));
-    let (report, report_problem) = harness_report(&plan, &collected, &folder.join("artifacts"));
+    let (report, report_problem) =
+        harness_report(&plan, &collected, &folder.join("artifacts"), &visit_dir);
     if let Some((path, _)) = &report {
+        let listed = match path {
+            ReportPath::Collected(path) => relative(&format!("artifacts/{path}")),
+            ReportPath::InStepFolder(path) => path.clone(),
+        };
         artifacts.push(context.artifact(
             ArtifactRole::HarnessReport,
-            &relative(&format!("artifacts/{path}")),
+            &listed,
             "application/json",
             true,
         ));
@@ -629,7 +634,7 @@ fn run_one(
         "missing_artifacts": missing,
         "refused_artifacts": refused.iter().map(|(path, reason)| serde_json::json!({ "path": path, "reason": reason })).collect::<Vec<_>>(),
         "skipped_artifacts": skipped.iter().map(|(path, reason)| serde_json::json!({ "path": path, "reason": reason })).collect::<Vec<_>>(),
-        "harness_report": report.as_ref().map(|(path, _)| path),
+        "harness_report": report.as_ref().map(|(path, _)| path.as_str()),
         "proposed_goldens": proposed_goldens,
         "network": network,
         "dropped_env": dropped,
@@ -804,13 +809,33 @@ fn walk(root: &Path) -> Vec<String> {
     found
 }
 
+/// Where a harness report was found: among the validator's collected artifacts (relative to
+/// its `artifacts/` folder), or written by the harness straight into the step's folder
+/// (`report: "${step_dir}/…"`, relative to the visit folder), so it never enters the worktree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ReportPath {
+    Collected(String),
+    InStepFolder(String),
+}
+
+impl ReportPath {
+    fn as_str(&self) -> &str {
+        match self {
+            ReportPath::Collected(path) | ReportPath::InStepFolder(path) => path,
+        }
+    }
+}
+
 /// The harness report (OA04 §9): the `report` path, else a collected `harness_report.json`.
-/// The kernel checks only that it parses and has `suite_id`, `cases` and `summary`.
+/// A relative `report` names a collected artifact; an absolute one must lie in the step's
+/// visit folder (`${step_dir}`). The kernel checks that it parses and has `suite_id`, `cases`
+/// and `summary`, and that it matches the schema.
 fn harness_report(
     plan: &Plan,
     collected: &[String],
     folder: &Path,
-) -> (Option<(String, serde_json::Value)>, Option<String>) {
+    visit_dir: &Path,
+) -> (Option<(ReportPath, serde_json::Value)>, Option<String>) {
     let wanted = plan.report.clone().or_else(|| {
         collected
             .iter()
@@ -820,7 +845,28 @@ fn harness_report(
     let Some(path) = wanted else {
         return (None, None);
     };
-    let Ok(text) = std::fs::read_to_string(folder.join(&path)) else {
+    let (file, found) = if Path::new(&path).is_absolute() {
+        let inside = visit_dir.canonicalize().ok().and_then(|visit| {
+            let real = Path::new(&path).canonicalize().ok()?;
+            let relative = real.strip_prefix(&visit).ok()?.to_str()?.replace('\\', "/");
+            Some((real, relative))
+        });
+        match inside {
+            Some((real, relative)) => (real, ReportPath::InStepFolder(relative)),
+            None if Path::new(&path).exists() => {
+                return (
+                    None,
+                    Some(format!(
+                        "harness report `{path}` is outside the step's folder: write it under `${{step_dir}}`, or in the worktree and list it in `artifacts`"
+                    )),
+                );
+            }
+            None => return (None, Some(format!("harness report `{path}` is missing"))),
+        }
+    } else {
+        (folder.join(&path), ReportPath::Collected(path.clone()))
+    };
+    let Ok(text) = std::fs::read_to_string(&file) else {
         return (None, Some(format!("harness report `{path}` is missing")));
     };
     match serde_json::from_str::<serde_json::Value>(&text) {
@@ -831,7 +877,7 @@ fn harness_report(
                 .collect();
             let problems = crate::artifacts::harness_report_problems(&value);
             if absent.is_empty() && problems.is_empty() {
-                (Some((path, value)), None)
+                (Some((found, value)), None)
             } else if absent.is_empty() {
                 let message = format!(
                     "harness report `{path}` does not match `tnh-conductor schema harness-report`: {}",

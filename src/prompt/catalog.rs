@@ -28,6 +28,18 @@ pub const BUILTIN_FILES: &[(&str, &str)] = &[
         include_str!("../../prompts/task/review_diff.v1.md"),
     ),
     (
+        "prompts/task/fix_from_harness_report.v2.md",
+        include_str!("../../prompts/task/fix_from_harness_report.v2.md"),
+    ),
+    (
+        "prompts/task/review_diff.v2.md",
+        include_str!("../../prompts/task/review_diff.v2.md"),
+    ),
+    (
+        "prompts/task/fix_with_sources.v1.md",
+        include_str!("../../prompts/task/fix_with_sources.v1.md"),
+    ),
+    (
         "prompts/task/plan_adr.v1.md",
         include_str!("../../prompts/task/plan_adr.v1.md"),
     ),

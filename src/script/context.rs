@@ -10,7 +10,7 @@
 //!
 //! ```json
 //! { "run": {"id", "dir", "workflow", "started_at"}, "params": {…},
-//!   "step": {"id", "visit", "dir"}, "steps": {"<id>": {"outcome", "status", "evidence", "artifacts": {"<role>": [paths]}}},
+//!   "step": {"id", "visit", "dir"}, "steps": {"<id>": {"outcome", "status", "evidence", "artifacts": {"<role>": [paths]}, "final_response"}},
 //!   "workspace": {"root", "repo", "branch", "base_sha"}, "defaults": {"component_kind", "eval_profile"},
 //!   "planner": {…last decision…}, "harness_report": {…last report…} }
 //! ```

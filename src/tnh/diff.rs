@@ -7,17 +7,20 @@ use clap::Args;
 use super::{TnhResult, git, print};
 use crate::error::ExitStatus;
 
-/// `tnh diff [--stat|--name-only|--patch] [--max-lines N] [PATH…]`.
+/// `tnh diff [--stat|--name-only|--patch] [--against REF] [--max-lines N] [PATH…]`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  tnh diff --stat\n  tnh diff --patch --max-lines 200 src/\n  tnh diff --name-only 'src/*.rs' | head\n\n\
+    after_help = "Examples:\n  tnh diff --stat\n  tnh diff --patch --max-lines 200 src/\n  tnh diff --name-only 'src/*.rs' | head\n  tnh diff --against main --stat\n\n\
 The base is TNH_BASE_SHA inside a run, else the merge-base with origin/HEAD, main or master. \
+With --against REF the base is the merge-base of REF and HEAD instead: the change of a branch since it left REF, \
+plus what is not committed yet (a review run started with --base feature-branch reads the branch's change with \
+--against main). \
 Untracked files are listed as new. PATHs are git pathspecs relative to the repository root, matched the same way \
 for tracked and untracked files in every mode: `src` is the folder src (not srcgen/), `src/*.rs` a glob. \
 --patch shows source files first, then tests (a test/ or tests/ folder, or a file named test_*, *_test.*, *.test.*, \
 test.* or tests.*), then docs (*.md, or under docs/ or doc/) and others; output longer than --max-lines ends with a line \
 saying how much was left out; with nothing changed every mode prints `no changes`.\n\n\
-Exit codes: 0 printed (also when nothing changed); 2 bad usage, a PATH git refuses, or outside a repository."
+Exit codes: 0 printed (also when nothing changed); 2 bad usage, a PATH git refuses, an --against REF git cannot find, or outside a repository."
 )]
 pub struct DiffArgs {
     /// A diffstat (the default).
@@ -29,6 +32,10 @@ pub struct DiffArgs {
     /// The patch.
     #[arg(long)]
     pub patch: bool,
+    /// Compare with the merge-base of this ref (branch, tag or commit) and HEAD instead of the
+    /// run's base.
+    #[arg(long, value_name = "REF")]
+    pub against: Option<String>,
     /// Show at most this many lines.
     #[arg(long, value_name = "N", default_value_t = 400)]
     pub max_lines: usize,
@@ -38,7 +45,11 @@ pub struct DiffArgs {
 
 /// Prints the diff.
 pub fn run(args: &DiffArgs) -> TnhResult {
-    let place = git::place()?;
+    let mut place = git::place()?;
+    if let Some(against) = &args.against {
+        place.base = git::merge_base(&place.root, against)?;
+        place.base_source = format!("merge-base with {against}");
+    }
     let mut text = if args.name_only {
         git::changes(&place, &args.paths)?
             .iter()

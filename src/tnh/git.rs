@@ -100,6 +100,43 @@ pub fn place() -> Result<Place, TnhError> {
     })
 }
 
+/// The merge-base of `reference` and HEAD: where the current branch left `reference`.
+pub fn merge_base(root: &Path, reference: &str) -> Result<String, TnhError> {
+    if reference.starts_with('-') {
+        return Err(TnhError::new(
+            format!("`{reference}` is not a ref"),
+            "give a branch, tag or commit, e.g. `--against main`",
+        ));
+    }
+    let output = Command::new("git")
+        .current_dir(root)
+        .args(["merge-base", "HEAD", reference])
+        .output()
+        .map_err(|error| {
+            TnhError::new(
+                format!("cannot run git: {error}"),
+                "install git and put it on PATH",
+            )
+        })?;
+    if !output.status.success() {
+        return Err(TnhError::new(
+            format!(
+                "cannot compare with `{reference}`: {}",
+                String::from_utf8_lossy(&output.stderr)
+                    .trim()
+                    .lines()
+                    .next()
+                    .map_or_else(
+                        || "it shares no history with HEAD".to_owned(),
+                        str::to_owned
+                    )
+            ),
+            "give a branch, tag or commit of this repository (`git branch -a` lists them), e.g. `--against main`",
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
 /// The repository's common git folder (a worktree's `.git` file points into it).
 pub fn common_dir(root: &Path) -> PathBuf {
     let dot_git = root.join(".git");

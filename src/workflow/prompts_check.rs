@@ -20,6 +20,18 @@ pub const AGENT_CONTEXT_INPUTS: &[&str] = &[
     "eval_profile",
 ];
 
+/// Evidence the kernel looks up by name for a RUN_AGENT step that lists it in `inputs` (the
+/// latest of the run so far; nothing when the run has none yet).
+pub const AGENT_EVIDENCE_INPUTS: &[&str] = &[
+    "diff",
+    "fix_instructions",
+    "blockers",
+    "risk_flags",
+    "planner_decision",
+    "harness_report",
+    "validation_report",
+];
+
 /// The OA06 §2 envelope fields every EVALUATE prompt receives.
 pub const PLANNER_ENVELOPE_INPUTS: &[&str] = &[
     "run_id",
@@ -49,9 +61,13 @@ pub fn check_prompts(workflow: &Workflow, catalog: &Catalog, diagnostics: &mut D
                     diagnostics,
                 ) {
                     check_undeclared_inputs(step, found, &agent.inputs, diagnostics);
+                    check_named_inputs(workflow, found, &agent.inputs, diagnostics);
                     if let Inputs::Values(values) = &agent.inputs {
                         check_literal_types(found, values, diagnostics);
                     }
+                }
+                if let PromptSpec::Literal(_) = &agent.prompt.value {
+                    check_literal_prompt_inputs(step, &agent.inputs, diagnostics);
                 }
                 if let Some(policy) = &agent.policy {
                     check_policy(policy, catalog, diagnostics);
@@ -261,6 +277,92 @@ fn check_undeclared_inputs(
             )
             .suggest(typed, declared.iter().copied(), fallback);
     }
+}
+
+/// A name in a RUN_AGENT step's `inputs` list is looked up when the step runs: a run
+/// parameter of that name, a context value or a piece of evidence the kernel knows. A name
+/// the prompt declares that is none of these can never have a value: the prompt would miss it
+/// (a required input stops the run, exit 4; an optional one is dropped without a word).
+/// Reported now, at the name (`missing-input`). Names the prompt does not declare are
+/// `undeclared-input`.
+fn check_named_inputs(
+    workflow: &Workflow,
+    prompt: &Prompt,
+    inputs: &Inputs,
+    diagnostics: &mut Diagnostics,
+) {
+    let Inputs::Names(names) = inputs else {
+        return;
+    };
+    let params: Vec<&str> = workflow
+        .params
+        .iter()
+        .map(|param| param.name.value.as_str())
+        .collect();
+    for name in names {
+        let typed = name.value.as_str();
+        if params.contains(&typed)
+            || AGENT_CONTEXT_INPUTS.contains(&typed)
+            || AGENT_EVIDENCE_INPUTS.contains(&typed)
+            || !prompt.inputs.iter().any(|input| input.name == typed)
+        {
+            continue;
+        }
+        let agent_step = workflow.steps.iter().find(|step| {
+            step.id.value.as_str() == typed && matches!(step.body, StepBody::RunAgent(_))
+        });
+        let reported = diagnostics.error(
+            name.pos,
+            "missing-input",
+            format!(
+                "input `{typed}` is named, but nothing can supply it: there is no param `{typed}`, and it is not a value the kernel gives"
+            ),
+        );
+        if agent_step.is_some() {
+            reported.hint(format!(
+                "to give step `{typed}`'s answer, use the mapping form: `inputs: {{{typed}: \"${{{{ ctx.steps.{typed}?.final_response }}}}\", …}}`"
+            ));
+            continue;
+        }
+        let candidates = params
+            .iter()
+            .copied()
+            .chain(AGENT_CONTEXT_INPUTS.iter().copied())
+            .chain(AGENT_EVIDENCE_INPUTS.iter().copied());
+        reported.suggest(
+            typed,
+            candidates,
+            format!(
+                "declare `params.{typed}`, or give the value with the mapping form (`inputs: {{{typed}: …}}`)"
+            ),
+        );
+    }
+}
+
+/// A RUN_AGENT step whose prompt is literal text gets no inputs: the text is sent as written
+/// (with `${name}` substituted), so every input the step gives would be computed and then
+/// dropped. An error, like an input a prompt reference does not declare (`undeclared-input`),
+/// reported at the first input.
+fn check_literal_prompt_inputs(step: &Step, inputs: &Inputs, diagnostics: &mut Diagnostics) {
+    let first = match inputs {
+        Inputs::None => return,
+        Inputs::Names(names) => names.first().map(|name| name.pos),
+        Inputs::Values(values) => values.first().map(|(name, _)| name.pos),
+        Inputs::Expression(node) => Some(node.pos),
+    };
+    let Some(pos) = first else {
+        return;
+    };
+    diagnostics
+        .error(
+            pos,
+            "literal-prompt-inputs",
+            format!(
+                "step `{}` gives `inputs`, but its prompt is literal text, which takes no inputs (they would be dropped)",
+                step.id.value
+            ),
+        )
+        .hint("use a prompt reference whose front matter declares these inputs (`tnh-conductor prompts list`, or add one under .tnh/prompts/), or remove `inputs`; literal text can use `${name}` substitutions only");
 }
 
 fn check_policy(policy: &At<PolicySpec>, catalog: &Catalog, diagnostics: &mut Diagnostics) {

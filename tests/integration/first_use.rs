@@ -1,7 +1,7 @@
 //! The first-use path: `tnh-conductor demo` runs the builder loop offline on a throwaway
 //! repository and says where to look; `tnh-conductor init` writes a commented configuration.
 
-use crate::support::{TempRepo, conductor, git_in, stderr_text, stdout_text};
+use crate::support::{TempRepo, conductor, git_in, stderr_text, stdout_text, tnh};
 
 #[test]
 fn the_demo_runs_the_builder_loop_through_a_fix_a_queued_review_and_an_approved_gate() {
@@ -57,6 +57,40 @@ fn the_demo_runs_the_builder_loop_through_a_fix_a_queued_review_and_an_approved_
         read("artifacts/final_review/1/gate_outcome.json")["reviewer"],
         "lead"
     );
+    // The implementer was given the plan the `plan` step answered (and the planner judged).
+    let implemented =
+        std::fs::read_to_string(run_dir.join("artifacts/implement/1/final_response.md")).unwrap();
+    assert!(
+        implemented.contains("Followed the approved plan: Plan for ADR-1: add a `mul` branch"),
+        "{implemented}"
+    );
+    // ADR-1 is a real ADR: the plan prompt's `tnh adr open ADR-1` finds it, in the repository
+    // and in the run's worktree.
+    for place in [root.clone(), root.join(".tnh/worktrees").join(&run_id)] {
+        let opened = tnh()
+            .args(["adr", "open", "ADR-1"])
+            .current_dir(&place)
+            .env_remove("TNH_WORKTREE")
+            .output()
+            .unwrap();
+        let text = stdout_text(&opened);
+        assert_eq!(
+            opened.status.code(),
+            Some(0),
+            "{text}{}",
+            stderr_text(&opened)
+        );
+        assert!(text.contains("calc.sh gains a `mul` command"), "{text}");
+        let listed = stdout_text(
+            &tnh()
+                .args(["adr", "list"])
+                .current_dir(&place)
+                .env_remove("TNH_WORKTREE")
+                .output()
+                .unwrap(),
+        );
+        assert!(listed.starts_with("1\taccepted\tADR-1: "), "{listed}");
+    }
     // The worktree holds the working change; the operator's checkout is untouched.
     let worktree = root.join(".tnh/worktrees").join(&run_id);
     let calc = std::fs::read_to_string(worktree.join("calc.sh")).unwrap();

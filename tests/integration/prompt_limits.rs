@@ -201,6 +201,28 @@ fn workflow_using(repo: &TempRepo, name: &str, prompt: &str) -> std::path::PathB
     )
 }
 
+/// A deprecated prompt is a warning (`deprecated-prompt`), at the reference: the workflow
+/// stays valid. (No fixture under tests/fixtures/workflows/invalid/: the built-in library has
+/// no deprecated prompt, so it needs a repository's own.)
+#[test]
+fn a_deprecated_prompt_is_a_warning_at_the_reference() {
+    let repo = TempRepo::new();
+    repo.write(
+        ".tnh/prompts/task/old.v1.md",
+        "---\nprompt_id: task.old\nversion: 1\nrole: task\nstatus: deprecated\nsummary: an old prompt\ninputs:\n  - {name: text, type: string, required: false}\n---\nDo {{ text }}.\n",
+    );
+    let workflow = workflow_using(&repo, "wf.yaml", "task.old.v1");
+    let output = validate(&repo, &workflow);
+    let stdout = stdout_text(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains(
+            "wf.yaml:9:13: warning: prompt `task.old.v1` is deprecated [deprecated-prompt]"
+        ) && stdout.contains("hint: move to a newer version of the prompt"),
+        "{stdout}"
+    );
+}
+
 /// Review 10, defect 2: `{% if %}` in a repository prompt passed `validate`, and the run
 /// created its worktree before failing at the step.
 #[test]

@@ -54,6 +54,15 @@ fn implement_adr_runs_the_builder_loop_to_its_final_gate_and_completes_on_approv
         std::fs::read_to_string(worktree.join("src/adr.txt")).unwrap(),
         "implements ADR-7"
     );
+    // The plan the `plan` step answered reaches the implementer.
+    let inputs = repo.json(run_id, "artifacts/implement/1/inputs.json");
+    assert_eq!(inputs["inputs"]["adr_id"], "ADR-7", "{inputs}");
+    assert!(
+        inputs["inputs"]["plan"]
+            .as_str()
+            .is_some_and(|plan| plan.contains("plan for ADR-7: one step, one test")),
+        "{inputs}"
+    );
     let approved = repo.conductor(&["gate", "approve", run_id, "--as", "lead", "--resume"]);
     assert_eq!(
         approved.status.code(),
@@ -110,6 +119,73 @@ fn generative_eval_synthesizes_runs_and_evaluates_a_harness() {
     );
 }
 
+/// The harness report is written into the step's folder of the run directory: the run's
+/// change (what a reviewer approves) does not include it.
+#[test]
+fn generative_eval_keeps_the_harness_report_out_of_the_worktree() {
+    let repo = starter_repo();
+    let (code, result, output) = repo.run(&shipped("generative_eval.yaml"), &[]);
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let worktree = PathBuf::from(result["worktree"].as_str().unwrap());
+    assert!(!worktree.join("harness_report.json").exists());
+    let status = crate::support::git_in(&worktree, &["status", "--porcelain"]);
+    assert_eq!(status, "", "the worktree changed: {status}");
+    let manifest = repo.json(run_id, "artifacts/execute_harness/1/manifest.json");
+    let listed: Vec<&str> = manifest["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| entry["role"] == "harness_report")
+        .map(|entry| entry["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        listed,
+        ["artifacts/execute_harness/1/harness_report.json"],
+        "{manifest}"
+    );
+    assert!(
+        repo.run_dir(run_id)
+            .join("artifacts/execute_harness/1/harness_report.json")
+            .is_file()
+    );
+}
+
+/// A harness that crashes (no report) is evaluated, and the fix loop works from the
+/// validation report: `fix` runs without a harness report, repairs the harness, and the run
+/// ends at the success STOP — not with a runtime error for a missing `harness_report`.
+#[test]
+fn generative_eval_fixes_a_crashing_harness_from_the_validation_report() {
+    let repo = starter_repo();
+    repo.repo.write(
+        ".tnh/prompts/task/synthesize_harness.v1.md",
+        "---\nprompt_id: task.synthesize_harness\nversion: 1\nrole: task\nsummary: a harness that crashes\ninputs:\n  - {name: diff, type: string, required: true}\n  - {name: component_kind, type: string, required: true}\n  - {name: run_dir, type: string, required: false}\n---\nWRITE {{ run_dir }}/harness/harness.py: import sys\\nsys.exit(\"boom\")\n",
+    );
+    let (code, result, output) = repo.run(&shipped("generative_eval.yaml"), &[]);
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    assert_eq!(
+        repo.json(run_id, "artifacts/execute_harness/1/manifest.json")["termination"],
+        "error"
+    );
+    let inputs = repo.json(run_id, "artifacts/fix/1/inputs.json");
+    assert!(inputs["inputs"].get("harness_report").is_none(), "{inputs}");
+    assert_eq!(
+        inputs["inputs"]["validation_report"]["validators"]["generated_harness"]["exit_code"], 1,
+        "{inputs}"
+    );
+    assert_eq!(
+        repo.json(run_id, "artifacts/execute_harness/2/manifest.json")["termination"],
+        "completed"
+    );
+    assert_eq!(
+        repo.json(run_id, "artifacts/evaluate/2/planner_input.json")["evidence"]["harness_report"]
+            ["suite_id"],
+        "repaired"
+    );
+    assert_eq!(final_state(&repo, run_id), "completed success evaluate\n");
+}
+
 #[test]
 fn fix_bug_validates_and_queues_the_fix_for_review() {
     let repo = starter_repo();
@@ -133,7 +209,7 @@ fn review_code_is_read_only() {
     assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
     // A reviewer that writes is a violation: the change is rolled back and the run fails.
     let writer = starter_repo();
-    writer.repo.write(".tnh/prompts/task/review_diff.v1.md", "---\nprompt_id: task.review_diff\nversion: 1\nrole: task\nsummary: a reviewer that edits\ninputs:\n  - {name: diff, type: string, required: false}\n  - {name: adr_id, type: string, required: false}\n---\nWRITE src/oops.txt: edited\n");
+    writer.repo.write(".tnh/prompts/task/review_diff.v2.md", "---\nprompt_id: task.review_diff\nversion: 2\nrole: task\nsummary: a reviewer that edits\ninputs:\n  - {name: against, type: string, required: false}\n  - {name: adr_id, type: string, required: false}\n---\nWRITE src/oops.txt: edited\n");
     let (code, result, output) = writer.run(&shipped("review_code.yaml"), &[]);
     assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
     let run_id = result["run_id"].as_str().unwrap();
@@ -143,6 +219,69 @@ fn review_code_is_read_only() {
             .join("src/oops.txt")
             .exists()
     );
+}
+
+/// A repository whose `feature` branch is one commit ahead of `main`, reviewed by a command
+/// agent that runs the `tnh diff … --stat` command its prompt names (its output is its answer),
+/// or by `agent` when given.
+fn review_repo(agent: Option<&str>) -> RunRepo {
+    let repo = starter_repo();
+    repo.repo.git(&["checkout", "-q", "-b", "feature"]);
+    repo.repo.write("src/feature.rs", "pub fn feature() {}\n");
+    repo.repo.git(&["add", "src/feature.rs"]);
+    repo.repo.git(&["commit", "-q", "-m", "the feature"]);
+    repo.repo.git(&["checkout", "-q", "main"]);
+    let script = repo.repo.write(
+        ".tnh/agents/review.sh",
+        &format!(
+            "#!/bin/sh\nline=$(grep -o 'tnh diff [^`]*--stat' | head -n 1)\n[ -n \"$line\" ] || {{ echo 'the prompt names no tnh diff command'; exit 0; }}\nexec {} ${{line#tnh }}\n",
+            env!("CARGO_BIN_EXE_tnh")
+        ),
+    );
+    let profile = match agent {
+        Some(agent) => agent.to_owned(),
+        None => format!("{{kind: command, argv: [sh, \"{}\"]}}", script.display()),
+    };
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("agents:\n  claude-code: {profile}\n"),
+    );
+    // The real review prompt, not the starter override: what it tells the agent to run matters.
+    std::fs::remove_file(repo.path().join(".tnh/prompts/task/review_diff.v2.md")).unwrap();
+    repo
+}
+
+/// Run as its header says (`--base feature-branch`), the review reads the branch's change
+/// since it left `main`, not the empty change between the run's base and itself.
+#[test]
+fn review_code_with_a_base_branch_reviews_that_branchs_change() {
+    let repo = review_repo(None);
+    let (code, result, output) = repo.run(&shipped("review_code.yaml"), &["--base", "feature"]);
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let answer = std::fs::read_to_string(
+        repo.run_dir(run_id)
+            .join("artifacts/review/1/final_response.md"),
+    )
+    .unwrap();
+    assert!(
+        answer.contains("src/feature.rs") && answer.contains("1 file changed"),
+        "{answer}"
+    );
+    assert_eq!(final_state(&repo, run_id), "completed success queue\n");
+}
+
+/// A reviewer that fails ends the run at a failure stop: no findings are queued as ready.
+#[test]
+fn review_code_with_a_failing_reviewer_fails_and_queues_nothing() {
+    let repo = review_repo(Some(
+        "{kind: command, argv: [sh, -c, \"cat >/dev/null; echo 'not logged in' >&2; exit 1\"]}",
+    ));
+    let (code, result, output) = repo.run(&shipped("review_code.yaml"), &["--base", "feature"]);
+    assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    assert_eq!(final_state(&repo, run_id), "failed failure review_failed\n");
+    assert!(!repo.run_dir(run_id).join("artifacts/queue").exists());
 }
 
 #[test]

@@ -104,6 +104,46 @@ fn diff_in_three_shapes_with_paths_and_truncation() {
     );
 }
 
+/// `--against REF` compares with where HEAD's branch left REF, whatever the run's base is: a
+/// review started on a feature branch sees the branch's change (its commits, and what is not
+/// committed yet).
+#[test]
+fn diff_against_a_ref_shows_a_branchs_change_since_it_left_that_ref() {
+    let repo = TempRepo::new();
+    repo.git(&["checkout", "-q", "-b", "feature"]);
+    repo.write("src/feature.rs", "pub fn feature() {}\n");
+    repo.commit_all("the feature");
+    repo.write("src/wip.rs", "pub fn wip() {}\n");
+    let head = repo.git(&["rev-parse", "HEAD"]);
+    let against = |args: &[&str]| {
+        tnh()
+            .current_dir(repo.path())
+            .args(args)
+            .env("TNH_BASE_SHA", head.trim())
+            .env_remove("TNH_STEP_DIR")
+            .env_remove("TNH_RUN_ID")
+            .output()
+            .unwrap()
+    };
+    // The run's base is the branch itself: nothing committed has changed since.
+    let names = stdout_text(&against(&["diff", "--name-only"]));
+    assert_eq!(names, "?\tsrc/wip.rs\n");
+    let names = stdout_text(&against(&["diff", "--name-only", "--against", "main"]));
+    assert_eq!(names, "A\tsrc/feature.rs\n?\tsrc/wip.rs\n");
+    let stat = stdout_text(&against(&["diff", "--against", "main", "--stat"]));
+    assert!(
+        stat.contains("src/feature.rs") && stat.contains("1 file changed"),
+        "{stat}"
+    );
+    let unknown = against(&["diff", "--against", "no-such-branch"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    let stderr = stderr_text(&unknown);
+    assert!(
+        stderr.contains("cannot compare with `no-such-branch`") && stderr.contains("hint:"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn checks_run_the_configured_validator_and_exit_with_its_code() {
     let repo = changed_repo();

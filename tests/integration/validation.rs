@@ -413,3 +413,58 @@ fn runs_show_says_why_a_validator_has_no_exit_code() {
     );
     assert!(!shown.contains("no exit code"), "{shown}");
 }
+
+/// A `report` in the step's own folder (`${step_dir}/…`) is read there and listed relative
+/// to the visit, without entering the worktree; an absolute `report` elsewhere (here the run
+/// directory's root) is refused with a cause naming it.
+#[test]
+fn a_report_in_the_step_folder_is_read_there_and_one_elsewhere_is_refused() {
+    let repo = RunRepo::new();
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    let script = "import json, os, sys; json.dump({'suite_id': 's', 'cases': [], 'summary': {'passed': 0, 'failed': 0}}, open(sys.argv[1], 'w'))";
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("{config}validators:\n  make: {{argv: [python3, -c, \"{script}\"]}}\n"),
+    );
+    let workflow = |name: &str, path: &str| {
+        repo.workflow_text(
+            name,
+            &format!("workflow_id: w\nversion: 1\ndescription: d\nentry_step: check\nsteps:\n  - id: check\n    opcode: RUN_VALIDATION\n    run:\n      - id: make\n        kind: builtin\n        args: [\"{path}\"]\n        report: \"{path}\"\n    routes:\n      \"*\": STOP\n"),
+        )
+    };
+    let inside = workflow("inside.yaml", "${step_dir}/report.json");
+    let (code, result, output) = repo.run(&inside, &[]);
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let record =
+        repo.json(run_id, "artifacts/check/1/validation_report.json")["validators"]["make"].clone();
+    assert_eq!(record["outcome"], "completed", "{record}");
+    assert_eq!(record["harness_report"], "report.json", "{record}");
+    let manifest = repo.json(run_id, "artifacts/check/1/manifest.json");
+    assert!(
+        manifest["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|entry| {
+                entry["role"] == "harness_report"
+                    && entry["path"] == "artifacts/check/1/report.json"
+            }),
+        "{manifest}"
+    );
+
+    let elsewhere = workflow("elsewhere.yaml", "${run_dir}/report.json");
+    let (code, result, output) = repo.run(&elsewhere, &[]);
+    assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let record =
+        repo.json(run_id, "artifacts/check/1/validation_report.json")["validators"]["make"].clone();
+    assert_eq!(record["outcome"], "error", "{record}");
+    assert!(
+        record["cause"]
+            .as_str()
+            .unwrap()
+            .contains("is outside the step's folder"),
+        "{record}"
+    );
+}

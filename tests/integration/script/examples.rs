@@ -238,3 +238,52 @@ fn the_policy_check_reports_violations_per_changed_file() {
             .is_empty()
     );
 }
+
+/// Run end to end, the computed inputs reach the agent: the step's prompt is a library
+/// reference that declares them, so `inputs.json` holds them and the rendered prompt carries
+/// the bundled sources (literal prompt text would have dropped them all).
+#[test]
+fn input_packaging_gives_the_agent_its_computed_inputs() {
+    let repo = crate::kernel_support::RunRepo::new();
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents/scripted.py");
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!(
+            "agents:\n  claude-code: {{kind: command, argv: [python3, \"{}\"]}}\n",
+            agent.display()
+        ),
+    );
+    repo.repo.write(
+        "src/lib.rs",
+        "pub fn add(a: i32, b: i32) -> i32 { a - b }\n",
+    );
+    repo.repo.commit_all("a bug");
+    let workflow = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXAMPLES[0]);
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_eq!(
+        code,
+        Some(0),
+        "{result}\n{}",
+        crate::support::stderr_text(&output)
+    );
+    let run_id = result["run_id"].as_str().unwrap();
+    let inputs = repo.json(run_id, "artifacts/fix/1/inputs.json");
+    assert_eq!(inputs["prompt"], "task.fix_with_sources.v1", "{inputs}");
+    assert_eq!(
+        inputs["inputs"]["included"],
+        json!(["src/lib.rs"]),
+        "{inputs}"
+    );
+    assert!(
+        inputs["inputs"]["sources"]
+            .as_str()
+            .is_some_and(|text| text.contains("=== src/lib.rs ===")),
+        "{inputs}"
+    );
+    let prompt =
+        std::fs::read_to_string(repo.run_dir(run_id).join("artifacts/fix/1/prompt.md")).unwrap();
+    assert!(
+        prompt.contains("=== src/lib.rs ===\npub fn add(a: i32, b: i32) -> i32 { a - b }"),
+        "{prompt}"
+    );
+}
