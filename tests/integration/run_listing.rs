@@ -311,3 +311,24 @@ fn runs_show_escapes_the_terminal_controls_an_agent_wrote() {
     );
     assert!(shown.contains("\\x1b]0;PWNED\\x07"), "{shown}");
 }
+
+#[test]
+fn runs_started_one_after_another_sort_by_start_time() {
+    let repo = RunRepo::new();
+    // Runs a fraction of a second apart, most of them in one second: their ids sort in the
+    // order they were started, as `runs list` and `ls .tnh/run | tail -1` rely on.
+    let workflow = repo.workflow_text(
+        "stop.yaml",
+        "workflow_id: quick\nversion: 1\ndescription: ends at once\nentry_step: done\nsteps:\n  - id: done\n    opcode: STOP\n",
+    );
+    let started: Vec<String> = (0..6)
+        .map(|_| {
+            let (code, result, output) = repo.run(&workflow, &[]);
+            assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+            result["run_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let mut sorted = started.clone();
+    sorted.sort();
+    assert_eq!(started, sorted);
+}
