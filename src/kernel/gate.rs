@@ -34,6 +34,18 @@ pub enum GateError {
         /// What it is instead.
         state: String,
     },
+    /// The process driving the run died at this gate: after it requested the gate, before
+    /// the run was recorded as waiting. Only `resume` can settle it (it requests the gate
+    /// again).
+    #[error(
+        "run `{run_id}` is not waiting at a gate: the process driving it died at gate `{step_id}`, after requesting it and before the run was recorded as waiting"
+    )]
+    DiedAtGate {
+        /// The run.
+        run_id: String,
+        /// The gate.
+        step_id: String,
+    },
     /// The gate's deadline passed before the decision: it was resolved as timed out.
     #[error(
         "gate `{step_id}` of run `{run_id}` timed out at {deadline}, before this decision; it was resolved as gate_timed_out"
@@ -104,6 +116,34 @@ fn waiting(state: &RunState) -> Result<(String, u32), GateError> {
     }
 }
 
+/// Why a run that is not waiting cannot be decided: a visit its driving process left in the
+/// middle (the lock is ours, so that process is gone) is said to be one, a gate's own first.
+fn not_waiting(run_dir: &crate::artifacts::RunDir, state: &RunState, error: GateError) -> RunError {
+    let Ok(Some((step_id, visit))) = super::run::visit_in_progress(run_dir, state) else {
+        return RunError::Gate(error);
+    };
+    let requested = EventLog::read_all(&run_dir.events()).is_ok_and(|events| {
+        events.iter().any(|event| {
+            event.seq > state.events_seq
+                && event.event_type == EventType::GateRequested
+                && event.step_id.as_deref() == Some(step_id.as_str())
+                && event.visit == Some(visit)
+        })
+    });
+    if requested {
+        RunError::Gate(GateError::DiedAtGate {
+            run_id: state.run_id.clone(),
+            step_id,
+        })
+    } else {
+        RunError::StepInProgress {
+            run_id: state.run_id.clone(),
+            step_id,
+            visit,
+        }
+    }
+}
+
 /// Decides the waiting gate of a run. The run lock makes concurrent decisions safe: exactly
 /// one wins, the other finds the run no longer waiting (or the lock held) and changes nothing.
 pub fn decide(
@@ -125,7 +165,10 @@ pub fn decide(
     }
     let mut recorder = Recorder::open(run_dir.clone())?;
     let mut state: RunState = read_json(&run_dir.state(), "run state")?;
-    let (step_id, visit) = waiting(&state).map_err(RunError::Gate)?;
+    let (step_id, visit) = match waiting(&state) {
+        Ok(gate) => gate,
+        Err(error) => return Err(not_waiting(&run_dir, &state, error)),
+    };
     // A decision recorded by a process that died before taking its route stands.
     if let Some(earlier) = finish_interrupted_decision(&mut recorder, &mut state)? {
         return Err(RunError::Gate(GateError::AlreadyDecided {
