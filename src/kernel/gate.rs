@@ -46,6 +46,21 @@ pub enum GateError {
         /// The gate.
         step_id: String,
     },
+    /// The operator rolled the worktree back after the gate showed it: the change the
+    /// reviewer was shown is gone.
+    #[error(
+        "the worktree of run `{run_id}` was rolled back by the operator (to {target}, {record}) after gate `{step_id}` showed it: the change the reviewer was shown is gone"
+    )]
+    RolledBack {
+        /// The run.
+        run_id: String,
+        /// The gate.
+        step_id: String,
+        /// The rollback's target (`pre_step`, `pre_run`).
+        target: String,
+        /// The rollback's record (`rollbacks/<n>.json`).
+        record: String,
+    },
     /// The gate's deadline passed before the decision: it was resolved as timed out.
     #[error(
         "gate `{step_id}` of run `{run_id}` timed out at {deadline}, before this decision; it was resolved as gate_timed_out"
@@ -114,6 +129,29 @@ fn waiting(state: &RunState) -> Result<(String, u32), GateError> {
             state: format!("at step `{step_id}`"),
         }),
     }
+}
+
+/// The first rollback the operator made after the gate of this visit was requested.
+fn rollback_since_request(
+    recorder: &Recorder,
+    step_id: &str,
+    visit: u32,
+) -> Result<Option<crate::artifacts::Event>, RunError> {
+    let events = EventLog::read_all(&recorder.run_dir().events())?;
+    let Some(requested) = events.iter().rev().find(|event| {
+        event.event_type == EventType::GateRequested
+            && event.step_id.as_deref() == Some(step_id)
+            && event.visit == Some(visit)
+    }) else {
+        return Ok(None);
+    };
+    let requested = requested.seq;
+    Ok(events.into_iter().find(|event| {
+        event.seq > requested
+            && event.event_type == EventType::RollbackCompleted
+            && event.step_id.is_none()
+            && event.text("by") == Some("operator")
+    }))
 }
 
 /// Why a run that is not waiting cannot be decided: a visit its driving process left in the
@@ -201,6 +239,28 @@ pub fn decide(
     // The reviewer decided on what the gate showed: a worktree changed since is refused
     // whichever way the decision routes (a STOP included), unless accepted.
     let workflow = super::run::workflow_of(&mut recorder)?;
+    // An operator's rollback since the gate showed the worktree checkpointed the rolled-back
+    // one: it is still drift from what the gate showed, checked against the checkpoint the
+    // rollback replaced.
+    if let Some(rollback) = rollback_since_request(&recorder, &step_id, visit)? {
+        if !accept_drift {
+            return Err(RunError::Gate(GateError::RolledBack {
+                run_id: state.run_id.clone(),
+                step_id,
+                target: rollback.text("target").unwrap_or("?").to_owned(),
+                record: rollback.text("record").unwrap_or("?").to_owned(),
+            }));
+        }
+        if let Ok(Some(shown)) = serde_json::from_value(
+            rollback
+                .payload
+                .get("checkpoint_before")
+                .cloned()
+                .unwrap_or_default(),
+        ) {
+            state.fingerprint = Some(shown);
+        }
+    }
     super::run::check_drift_before_decision(&workflow, &mut recorder, &mut state, accept_drift)?;
     let outcome = match decision {
         Decision::Approve => Outcome::GateApproved,
