@@ -139,8 +139,9 @@ fn activity(run_dir: &RunDir, step: &str, visit: u32) -> String {
     }
 }
 
-/// The newest non-empty file a visit's processes wrote (its prompt, its inputs and the guard's
-/// state, which the conductor writes, left out), with when it was last written.
+/// The newest non-empty file a visit's processes wrote (its prompt, its inputs, the guard's
+/// state and the process group's record, which the conductor writes, left out), with when it
+/// was last written.
 fn last_output(visit_dir: &Path) -> Option<(String, std::time::SystemTime)> {
     let mut newest: Option<(String, std::time::SystemTime)> = None;
     let mut folders = vec![(visit_dir.to_path_buf(), 0)];
@@ -160,6 +161,7 @@ fn last_output(visit_dir: &Path) -> Option<(String, std::time::SystemTime)> {
                     name.as_str(),
                     "prompt.md" | "inputs.json" | "guard_state.json"
                 )
+                || name == crate::runner::PROCESS_GROUP_FILE
             {
                 continue;
             }

@@ -1059,6 +1059,9 @@ fn recover_interrupted_visit(
         (None, Some(interrupt)) => interrupt.to_owned(),
         (None, None) => "the driving process ended during the step".to_owned(),
     };
+    // What is left of the step's recorded process groups: members without `TNH_RUN_ID` too.
+    let visit_dir = recorder.run_dir().visit_dir(&step_id, visit);
+    let orphans = super::orphans::end_recorded_groups(&visit_dir, orphans);
     let mut fields: Payload = payload([
         ("cause", cause.into()),
         ("killed_orphans", orphans.killed.into()),
