@@ -60,14 +60,21 @@ pub fn cmd_rollback(
         ));
     }
     if let AfterRollback::Continues {
+        waiting_gate,
         violation_cleared,
         violation_kept,
     } = &done.run
     {
-        output.note(&format!(
-            "`tnh-conductor resume {}` continues from this worktree",
-            record.run_id
-        ));
+        match waiting_gate {
+            Some(gate) => output.note(&format!(
+                "gate `{gate}` still waits, but the change it showed is gone: deciding it now needs `--accept-drift` (`tnh-conductor gate approve|reject {} --accept-drift`), which is recorded",
+                record.run_id
+            )),
+            None => output.note(&format!(
+                "`tnh-conductor resume {}` continues from this worktree",
+                record.run_id
+            )),
+        }
         if let Some(violation) = violation_cleared {
             output.note(&format!(
                 "the policy violation ({violation}) no longer makes EVALUATE unsafe"

@@ -139,8 +139,9 @@ fn activity(run_dir: &RunDir, step: &str, visit: u32) -> String {
     }
 }
 
-/// The newest non-empty file a visit's processes wrote (its prompt, its inputs and the guard's
-/// state, which the conductor writes, left out), with when it was last written.
+/// The newest non-empty file a visit's processes wrote (its prompt, its inputs, the guard's
+/// state and the process group's record, which the conductor writes, left out), with when it
+/// was last written.
 fn last_output(visit_dir: &Path) -> Option<(String, std::time::SystemTime)> {
     let mut newest: Option<(String, std::time::SystemTime)> = None;
     let mut folders = vec![(visit_dir.to_path_buf(), 0)];
@@ -160,6 +161,7 @@ fn last_output(visit_dir: &Path) -> Option<(String, std::time::SystemTime)> {
                     name.as_str(),
                     "prompt.md" | "inputs.json" | "guard_state.json"
                 )
+                || name == crate::runner::PROCESS_GROUP_FILE
             {
                 continue;
             }
@@ -342,6 +344,7 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
     text.push_str("steps:\n");
     let (events, damage) = EventLog::read_readable(&run_dir.events()).map_err(artifacts)?;
     let open = open_visit(&events);
+    let mut manifest_damage = Vec::new();
     for event in &events {
         let step = event.step_id.clone().unwrap_or_default();
         let visit = event.visit.unwrap_or(0);
@@ -368,8 +371,28 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
                 );
             }
             EventType::StepCompleted => {
-                let manifest: Option<StepManifest> =
-                    read_json(&run_dir.visit_manifest(&step, visit), "manifest").ok();
+                // A missing or unreadable manifest is lost evidence, never "0 artifacts": the
+                // line names the file, and the command fails after printing (exit 4).
+                let manifest: Option<StepManifest> = match read_json(
+                    &run_dir.visit_manifest(&step, visit),
+                    "manifest",
+                ) {
+                    Ok(manifest) => Some(manifest),
+                    Err(error) => {
+                        let _ = writeln!(
+                            text,
+                            "  {step} #{visit}: {} (manifest artifacts/{step}/{visit}/manifest.json {}: see the error below)",
+                            field("outcome"),
+                            if run_dir.visit_manifest(&step, visit).exists() {
+                                "unreadable"
+                            } else {
+                                "missing"
+                            }
+                        );
+                        manifest_damage.push(error);
+                        continue;
+                    }
+                };
                 let files = manifest
                     .as_ref()
                     .map_or(0, |manifest| manifest.artifacts.len());
@@ -419,6 +442,10 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
     output.print(&text);
     match metadata_damage {
         Some(error) => Err(artifacts(error)),
+        None if damage.is_empty() => match manifest_damage.into_iter().next() {
+            Some(error) => Err(artifacts(error)),
+            None => Ok(ExitStatus::Success),
+        },
         None => damaged(damage),
     }
 }

@@ -34,6 +34,33 @@ pub enum GateError {
         /// What it is instead.
         state: String,
     },
+    /// The process driving the run died at this gate: after it requested the gate, before
+    /// the run was recorded as waiting. Only `resume` can settle it (it requests the gate
+    /// again).
+    #[error(
+        "run `{run_id}` is not waiting at a gate: the process driving it died at gate `{step_id}`, after requesting it and before the run was recorded as waiting"
+    )]
+    DiedAtGate {
+        /// The run.
+        run_id: String,
+        /// The gate.
+        step_id: String,
+    },
+    /// The operator rolled the worktree back after the gate showed it: the change the
+    /// reviewer was shown is gone.
+    #[error(
+        "the worktree of run `{run_id}` was rolled back by the operator (to {target}, {record}) after gate `{step_id}` showed it: the change the reviewer was shown is gone"
+    )]
+    RolledBack {
+        /// The run.
+        run_id: String,
+        /// The gate.
+        step_id: String,
+        /// The rollback's target (`pre_step`, `pre_run`).
+        target: String,
+        /// The rollback's record (`rollbacks/<n>.json`).
+        record: String,
+    },
     /// The gate's deadline passed before the decision: it was resolved as timed out.
     #[error(
         "gate `{step_id}` of run `{run_id}` timed out at {deadline}, before this decision; it was resolved as gate_timed_out"
@@ -104,6 +131,57 @@ fn waiting(state: &RunState) -> Result<(String, u32), GateError> {
     }
 }
 
+/// The first rollback the operator made after the gate of this visit was requested.
+fn rollback_since_request(
+    recorder: &Recorder,
+    step_id: &str,
+    visit: u32,
+) -> Result<Option<crate::artifacts::Event>, RunError> {
+    let events = EventLog::read_all(&recorder.run_dir().events())?;
+    let Some(requested) = events.iter().rev().find(|event| {
+        event.event_type == EventType::GateRequested
+            && event.step_id.as_deref() == Some(step_id)
+            && event.visit == Some(visit)
+    }) else {
+        return Ok(None);
+    };
+    let requested = requested.seq;
+    Ok(events.into_iter().find(|event| {
+        event.seq > requested
+            && event.event_type == EventType::RollbackCompleted
+            && event.step_id.is_none()
+            && event.text("by") == Some("operator")
+    }))
+}
+
+/// Why a run that is not waiting cannot be decided: a visit its driving process left in the
+/// middle (the lock is ours, so that process is gone) is said to be one, a gate's own first.
+fn not_waiting(run_dir: &crate::artifacts::RunDir, state: &RunState, error: GateError) -> RunError {
+    let Ok(Some((step_id, visit))) = super::run::visit_in_progress(run_dir, state) else {
+        return RunError::Gate(error);
+    };
+    let requested = EventLog::read_all(&run_dir.events()).is_ok_and(|events| {
+        events.iter().any(|event| {
+            event.seq > state.events_seq
+                && event.event_type == EventType::GateRequested
+                && event.step_id.as_deref() == Some(step_id.as_str())
+                && event.visit == Some(visit)
+        })
+    });
+    if requested {
+        RunError::Gate(GateError::DiedAtGate {
+            run_id: state.run_id.clone(),
+            step_id,
+        })
+    } else {
+        RunError::StepInProgress {
+            run_id: state.run_id.clone(),
+            step_id,
+            visit,
+        }
+    }
+}
+
 /// Decides the waiting gate of a run. The run lock makes concurrent decisions safe: exactly
 /// one wins, the other finds the run no longer waiting (or the lock held) and changes nothing.
 pub fn decide(
@@ -125,7 +203,10 @@ pub fn decide(
     }
     let mut recorder = Recorder::open(run_dir.clone())?;
     let mut state: RunState = read_json(&run_dir.state(), "run state")?;
-    let (step_id, visit) = waiting(&state).map_err(RunError::Gate)?;
+    let (step_id, visit) = match waiting(&state) {
+        Ok(gate) => gate,
+        Err(error) => return Err(not_waiting(&run_dir, &state, error)),
+    };
     // A decision recorded by a process that died before taking its route stands.
     if let Some(earlier) = finish_interrupted_decision(&mut recorder, &mut state)? {
         return Err(RunError::Gate(GateError::AlreadyDecided {
@@ -158,6 +239,28 @@ pub fn decide(
     // The reviewer decided on what the gate showed: a worktree changed since is refused
     // whichever way the decision routes (a STOP included), unless accepted.
     let workflow = super::run::workflow_of(&mut recorder)?;
+    // An operator's rollback since the gate showed the worktree checkpointed the rolled-back
+    // one: it is still drift from what the gate showed, checked against the checkpoint the
+    // rollback replaced.
+    if let Some(rollback) = rollback_since_request(&recorder, &step_id, visit)? {
+        if !accept_drift {
+            return Err(RunError::Gate(GateError::RolledBack {
+                run_id: state.run_id.clone(),
+                step_id,
+                target: rollback.text("target").unwrap_or("?").to_owned(),
+                record: rollback.text("record").unwrap_or("?").to_owned(),
+            }));
+        }
+        if let Ok(Some(shown)) = serde_json::from_value(
+            rollback
+                .payload
+                .get("checkpoint_before")
+                .cloned()
+                .unwrap_or_default(),
+        ) {
+            state.fingerprint = Some(shown);
+        }
+    }
     super::run::check_drift_before_decision(&workflow, &mut recorder, &mut state, accept_drift)?;
     let outcome = match decision {
         Decision::Approve => Outcome::GateApproved,

@@ -8,6 +8,11 @@
 //! its fingerprint, so `resume` continues from it instead of refusing it as drift, and a
 //! policy violation stops making EVALUATE `unsafe`, as after a ROLLBACK step. A run stopped in
 //! the middle of a step is refused: `resume` puts that step's snapshot back itself.
+//!
+//! The event keeps the checkpoint's fingerprint from before the rollback
+//! (`checkpoint_before`): for a run waiting at a gate that is what the gate showed, which the
+//! gate's decision then needs `--accept-drift` to give up (the change the reviewer was shown
+//! is gone; see [`super::gate::decide`]).
 
 use std::path::{Path, PathBuf};
 
@@ -44,6 +49,9 @@ pub enum AfterRollback {
     Ended,
     /// `resume` continues from the rolled-back worktree.
     Continues {
+        /// The gate the run waits at, if it does: the change it showed is gone, so deciding
+        /// it needs `--accept-drift`.
+        waiting_gate: Option<String>,
         /// The policy violation that no longer makes EVALUATE `unsafe`, if one did.
         violation_cleared: Option<String>,
         /// The policy violation that still does: the `pre_step` snapshot is newer than the
@@ -82,10 +90,15 @@ pub fn rollback_run(
     let record = workspace.rollback(target)?;
     let record_file = save_record(&run_dir, &record)?;
 
+    let checkpoint_before = state.as_ref().and_then(|state| state.fingerprint.clone());
     let after = match &mut state {
         Some(state) if matches!(state.phase, Phase::Finished { .. }) => AfterRollback::Ended,
         Some(state) => {
             state.fingerprint = Some(workspace.fingerprint()?);
+            let waiting_gate = match &state.phase {
+                Phase::Waiting { step_id, .. } => Some(step_id.clone()),
+                _ => None,
+            };
             // As after a ROLLBACK step: `pre_step` undoes the violation only when its
             // snapshot is not newer than the violating visit.
             let undone = match target {
@@ -94,11 +107,13 @@ pub fn rollback_run(
             };
             if undone {
                 AfterRollback::Continues {
+                    waiting_gate,
                     violation_cleared: state.safety.policy_violation.take(),
                     violation_kept: None,
                 }
             } else {
                 AfterRollback::Continues {
+                    waiting_gate,
                     violation_cleared: None,
                     violation_kept: state.safety.policy_violation.clone(),
                 }
@@ -120,6 +135,10 @@ pub fn rollback_run(
         ("record", record_file.clone().into()),
         ("undone", record.before.to_string().into()),
         ("policy_violation_cleared", cleared.into()),
+        (
+            "checkpoint_before",
+            serde_json::to_value(&checkpoint_before).unwrap_or_default(),
+        ),
     ]);
     events.append(EventType::RollbackCompleted, None, fields)?;
     events.sync()?;

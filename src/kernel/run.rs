@@ -183,6 +183,8 @@ impl RunError {
             }
             RunError::StepInProgress { run_id, .. } => Some(format!("`tnh-conductor resume {run_id}` puts that step's snapshot back and runs it again; roll back when the run waits at a gate or has ended")),
             RunError::Gate(super::gate::GateError::NotWaiting { .. }) => Some("list waiting gates with `tnh-conductor gate list`".into()),
+            RunError::Gate(super::gate::GateError::DiedAtGate { run_id, .. }) => Some(format!("nothing was decided; `tnh-conductor resume {run_id}` requests the gate again (as a new visit), then decide it")),
+            RunError::Gate(super::gate::GateError::RolledBack { .. }) => Some("nothing was decided; `--accept-drift` decides on what the worktree holds now (recorded as a `drift_accepted` event); `git -C WORKTREE status` shows what it holds".into()),
             RunError::Gate(super::gate::GateError::NotApprover { .. }) => Some("decide as one of the approvers: `--as NAME`".into()),
             RunError::Gate(super::gate::GateError::AlreadyDecided { run_id, .. }) => Some(format!("its route is taken now: `tnh-conductor resume {run_id}` continues the run")),
             RunError::Gate(super::gate::GateError::TimedOut { run_id, .. }) => Some(format!("the run follows its `gate_timed_out` route: `tnh-conductor resume {run_id}` continues it; a longer `timeout:` on the gate gives reviewers more time")),
@@ -1057,6 +1059,9 @@ fn recover_interrupted_visit(
         (None, Some(interrupt)) => interrupt.to_owned(),
         (None, None) => "the driving process ended during the step".to_owned(),
     };
+    // What is left of the step's recorded process groups: members without `TNH_RUN_ID` too.
+    let visit_dir = recorder.run_dir().visit_dir(&step_id, visit);
+    let orphans = super::orphans::end_recorded_groups(&visit_dir, orphans);
     let mut fields: Payload = payload([
         ("cause", cause.into()),
         ("killed_orphans", orphans.killed.into()),

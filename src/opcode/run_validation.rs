@@ -14,8 +14,7 @@ use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
 use crate::outcome::Outcome;
 use crate::runner::{
-    CaptureFormat, Limits as RunnerLimits, ProcessKind, ProcessSpec, supervise,
-    validator_environment,
+    CaptureFormat, Limits as RunnerLimits, ProcessKind, ProcessSpec, validator_environment,
 };
 use crate::workflow::model::{
     Limits, NetworkAccess, RunValidation, ValidatorEntry, ValidatorKind, ValidatorSpec,
@@ -554,12 +553,18 @@ fn run_one(
         ]),
     )?;
     let cancellation = context.run.cancellation.clone();
+    // Recorded in the validator's folder while it runs: how `resume` ends the group if this
+    // process dies meanwhile.
+    let record = folder.join(crate::runner::PROCESS_GROUP_FILE);
     let supervised = context
         .run
         .runtime
-        .block_on(
-            async move { tokio::spawn(async move { supervise(spec, cancellation).await }).await },
-        )
+        .block_on(async move {
+            tokio::spawn(async move {
+                crate::runner::supervise_recorded(spec, cancellation, Some(&record)).await
+            })
+            .await
+        })
         .map_err(|error| OpcodeError::Other(format!("the validator task failed: {error}")))??;
     let relative = |file: &str| format!("validators/{id}/{file}");
     let mut artifacts = vec![

@@ -33,5 +33,8 @@ pub use process::{StrayProcess, processes_with_variable};
 pub use profile::{AgentKind, AgentProfile, builtin_profiles, resolve_profile};
 pub use progress::{CaptureFormat, Stream};
 pub use state::{StopReason, Termination};
-pub use supervisor::{Limits, ProcessKind, ProcessSpec, Supervised, supervise};
-pub use sweep::{KilledProcesses, kill_marked};
+pub use supervisor::{Limits, ProcessKind, ProcessSpec, Supervised, supervise, supervise_recorded};
+pub use sweep::{
+    GroupEnding, KilledProcesses, PROCESS_GROUP_FILE, RecordedGroup, kill_marked,
+    kill_recorded_group,
+};

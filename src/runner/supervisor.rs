@@ -153,9 +153,20 @@ pub struct Supervised {
 ///
 /// Errors only when the process cannot be started or its output cannot be written; every
 /// behaviour of the process itself is an outcome.
-pub async fn supervise(
+pub async fn supervise(spec: ProcessSpec, cancel: Cancellation) -> Result<Supervised, RunnerError> {
+    supervise_recorded(spec, cancel, None).await
+}
+
+/// [`supervise`], keeping the step's process group recorded in `group_record` (a
+/// [`super::sweep::RecordedGroup`] as JSON, normally the step folder's
+/// [`super::sweep::PROCESS_GROUP_FILE`]) from the moment the leader exists until its
+/// processes are gone: if this process dies meanwhile, the file tells `resume` which group to
+/// end ([`super::sweep::kill_recorded_group`]). Writing it is best effort: without it,
+/// `resume` finds the step's processes by their environment alone.
+pub async fn supervise_recorded(
     spec: ProcessSpec,
     mut cancel: Cancellation,
+    group_record: Option<&Path>,
 ) -> Result<Supervised, RunnerError> {
     // A missing working directory would otherwise surface as a misleading "program not
     // found" (both are ENOENT from exec).
@@ -175,9 +186,16 @@ pub async fn supervise(
     // A spawned child always has a pid until it is reaped, which has not happened yet.
     let pid = child.id().map_or(0, |id| id as i32);
     mark.pgid = pid;
+    let recorded = group_record.and_then(|path| {
+        let group = super::sweep::RecordedGroup::of_leader(pid)?;
+        let text = serde_json::to_vec(&group).ok()?;
+        std::fs::write(path, text).ok()?;
+        Some(path.to_owned())
+    });
     let mut guard = GroupGuard {
         mark: mark.clone(),
         armed: true,
+        record: recorded,
     };
     feed_stdin(child.stdin.take(), spec.stdin.clone());
     let mut out_pipe = child.stdout.take();
@@ -216,6 +234,7 @@ pub async fn supervise(
     }
     let swept = super::sweep::sweep_step(state.mark()).await;
     guard.armed = false;
+    guard.forget_record();
     Ok(state.into_result(swept, started_at, SystemTime::now()))
 }
 
@@ -302,10 +321,21 @@ fn feed_stdin(stdin: Option<tokio::process::ChildStdin>, prompt: Vec<u8>) {
     });
 }
 
-/// Kills the group if supervision is abandoned (the future dropped mid-run).
+/// Kills the group if supervision is abandoned (the future dropped mid-run), and removes the
+/// group's record once the group is gone.
 struct GroupGuard {
     mark: StepMark,
     armed: bool,
+    /// Where the group is recorded for `resume`, while it is.
+    record: Option<PathBuf>,
+}
+
+impl GroupGuard {
+    fn forget_record(&mut self) {
+        if let Some(path) = self.record.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 impl Drop for GroupGuard {
@@ -313,6 +343,7 @@ impl Drop for GroupGuard {
         if self.armed && self.mark.pgid > 0 {
             process::signal_step(&self.mark, Signal::SIGKILL);
         }
+        self.forget_record();
     }
 }
 

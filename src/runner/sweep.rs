@@ -20,6 +20,11 @@
 //! inherited, so all its members descend from the step); and, for a run's orphans found by a
 //! scan of every process, a group all of whose live members carry the run's mark.
 //!
+//! After the conductor died, its step's group is found again from the record the supervisor
+//! left in the step's folder ([`PROCESS_GROUP_FILE`]), and ended as a whole when it can be
+//! shown to be still that group ([`kill_recorded_group`]): members that cleared their
+//! environment are caught that way.
+//!
 //! Limits: a descendant that leaves the group *and* clears its environment is not found
 //! (docs/runners.md); a group is judged from one reading of `/proc`.
 
@@ -265,5 +270,228 @@ fn signal_groups(groups: &BTreeSet<i32>, signal: Signal) {
     for &group in groups {
         // ESRCH (the group is empty) is the expected end state.
         let _ = killpg(Pid::from_raw(group), signal);
+    }
+}
+
+/// The file in a step's folder that names its process group while the step runs: written by
+/// [`super::supervisor::supervise_recorded`] as soon as the leader exists, removed once the
+/// step's processes are gone. One left behind means the conductor died during the step, and
+/// `resume` reads it to end the group (see [`kill_recorded_group`]).
+pub const PROCESS_GROUP_FILE: &str = "process_group.json";
+
+/// A step's process group as recorded while it ran: enough to tell, after the conductor that
+/// supervised it died, whether a group with that id is still the same one.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RecordedGroup {
+    /// The group id: the leader's pid.
+    pub pgid: i32,
+    /// The session the group was made in (the conductor's): a group never leaves it.
+    pub session: i32,
+    /// The leader's start time, in clock ticks since boot (`/proc/PID/stat`).
+    pub leader_started: u64,
+    /// The kernel's boot id: start times and pids of another boot mean nothing.
+    pub boot_id: String,
+}
+
+impl RecordedGroup {
+    /// The group of a leader just started (`None` when its `/proc` entry cannot be read).
+    pub(crate) fn of_leader(pid: i32) -> Option<RecordedGroup> {
+        let stat = process::read_stat(pid)?;
+        Some(RecordedGroup {
+            pgid: pid,
+            session: stat.session,
+            leader_started: stat.started,
+            boot_id: boot_id(),
+        })
+    }
+}
+
+fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|text| text.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// Why a recorded group was not signalled, or what was killed of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupEnding {
+    /// No live process is in the group any more.
+    Empty,
+    /// The group was the step's: these members were stopped, then killed; `survivors` were
+    /// still alive when the time limit ran out.
+    Killed {
+        /// Every member found alive, in any pass.
+        killed: Vec<i32>,
+        /// Members still alive at the time limit.
+        survivors: Vec<i32>,
+    },
+    /// A group with that id exists but cannot be shown to be the step's (the id may have been
+    /// reused); it was left alone.
+    NotTheSame(String),
+}
+
+/// Ends what is left of a step's process group after the conductor that supervised it died:
+/// every member, marked or not (a process that cleared its environment but stayed in the
+/// group included), provided the group can be shown to be still the step's:
+///
+/// - it was recorded during this boot, and is neither this process's group or session nor
+///   the group of any of its ancestors (the operator's shell, the `resume` job);
+/// - every live member is in the session the group was made in (a group never leaves its
+///   session, and only a process of that session can make a group there);
+/// - when the leader (pid = group id) is alive, it is the recorded one (same start time): a
+///   live leader keeps the group's number from being reused, so the group is the step's;
+/// - when the leader is gone, every member started no earlier than the leader did.
+///
+/// The last rule cannot exclude one case: the step's group emptied, the pid counter came all
+/// the way round to the group's number, and a process of the same session made a new group
+/// with it before `resume` ran (docs/runners.md, Limitations).
+pub fn kill_recorded_group(group: &RecordedGroup) -> GroupEnding {
+    if let Some(reason) = not_the_same(group) {
+        return GroupEnding::NotTheSame(reason);
+    }
+    let deadline = Instant::now() + ORPHAN_LIMIT;
+    let mut killed = BTreeSet::new();
+    let groups = BTreeSet::from([group.pgid]);
+    loop {
+        let members = process::live_group_members(group.pgid);
+        if members.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return GroupEnding::Killed {
+                killed: killed.into_iter().collect(),
+                survivors: members,
+            };
+        }
+        // Stopped first: a stopped process cannot fork a member the kill would miss.
+        stop_then_kill(&members, &groups);
+        killed.extend(members);
+        std::thread::sleep(PASS_PAUSE);
+    }
+    if killed.is_empty() {
+        GroupEnding::Empty
+    } else {
+        GroupEnding::Killed {
+            killed: killed.into_iter().collect(),
+            survivors: Vec::new(),
+        }
+    }
+}
+
+/// Why `group` cannot be taken for the recorded one, if it cannot.
+fn not_the_same(group: &RecordedGroup) -> Option<String> {
+    let own = Own::read();
+    if !own.may_signal_group(group.pgid) || group.pgid == own.session {
+        return Some("it is this process's own group or session".to_owned());
+    }
+    let now = boot_id();
+    if !group.boot_id.is_empty() && !now.is_empty() && group.boot_id != now {
+        return Some("it was recorded before the machine restarted".to_owned());
+    }
+    let mut ancestor = nix::unistd::getppid().as_raw();
+    while ancestor > 1 {
+        let Some(stat) = process::read_stat(ancestor) else {
+            break;
+        };
+        if stat.group == group.pgid {
+            return Some(format!(
+                "it is the group of process {ancestor}, an ancestor of this one"
+            ));
+        }
+        ancestor = stat.parent;
+    }
+    // A live leader that is the recorded process holds the group's number: the group is
+    // the step's. A pid of the group's number that is another process means the number was
+    // free once, so the group may be another's.
+    if let Some(leader) = process::read_stat(group.pgid).filter(process::Stat::is_live)
+        && leader.started != group.leader_started
+    {
+        return Some(format!(
+            "process {} is another process than the recorded leader",
+            group.pgid
+        ));
+    }
+    for pid in process::live_group_members(group.pgid) {
+        let Some(stat) = process::read_stat(pid).filter(|stat| stat.group == group.pgid) else {
+            continue;
+        };
+        if stat.session != group.session {
+            return Some(format!(
+                "its member {pid} is in session {}, not the recorded {}",
+                stat.session, group.session
+            ));
+        }
+        if stat.started < group.leader_started {
+            return Some(format!(
+                "its member {pid} started before the recorded leader"
+            ));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::CommandExt;
+
+    use super::*;
+
+    /// A `sleep` leading a group of its own, as a step's leader does.
+    fn leader() -> (std::process::Child, RecordedGroup) {
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let group = RecordedGroup::of_leader(child.id() as i32).unwrap();
+        (child, group)
+    }
+
+    #[test]
+    fn a_recorded_group_is_killed_when_it_is_still_the_same() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let (mut child, group) = leader();
+        let ending = kill_recorded_group(&group);
+        assert_eq!(
+            ending,
+            GroupEnding::Killed {
+                killed: vec![group.pgid],
+                survivors: Vec::new()
+            }
+        );
+        assert!(child.wait().unwrap().signal().is_some());
+        assert_eq!(kill_recorded_group(&group), GroupEnding::Empty);
+    }
+
+    #[test]
+    fn a_group_that_cannot_be_the_recorded_one_is_left_alone() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let (mut child, group) = leader();
+        let another_leader = RecordedGroup {
+            leader_started: group.leader_started + 1,
+            ..group.clone()
+        };
+        let another_session = RecordedGroup {
+            session: group.session + 1,
+            ..group.clone()
+        };
+        let another_boot = RecordedGroup {
+            boot_id: "not-this-boot".to_owned(),
+            ..group.clone()
+        };
+        let own = RecordedGroup {
+            pgid: nix::unistd::getpgrp().as_raw(),
+            ..group.clone()
+        };
+        for wrong in [another_leader, another_session, another_boot, own] {
+            assert!(
+                matches!(kill_recorded_group(&wrong), GroupEnding::NotTheSame(_)),
+                "{wrong:?}"
+            );
+        }
+        assert!(child.try_wait().unwrap().is_none(), "left alive");
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        assert!(status.signal().is_some());
     }
 }

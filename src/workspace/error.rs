@@ -101,6 +101,21 @@ pub enum WorkspaceError {
         /// The version found.
         version: u32,
     },
+    /// The run's work branch is gone (deleted while the run was stopped): the run cannot
+    /// continue until it is restored.
+    #[error(
+        "the work branch `{branch}` of run `{run_id}` is gone (deleted), so the run cannot continue"
+    )]
+    BranchGone {
+        /// The run.
+        run_id: String,
+        /// The work branch.
+        branch: String,
+        /// The operator's repository.
+        repo: PathBuf,
+        /// The last commit the worktree's HEAD log recorded, if it has one.
+        last_head: Option<String>,
+    },
     /// A run directory or its metadata is missing or malformed.
     #[error("run `{run_id}`: {reason}")]
     Run {
@@ -132,6 +147,7 @@ impl WorkspaceError {
             | WorkspaceError::InvalidRefName(_)
             | WorkspaceError::NoSnapshot { .. }
             | WorkspaceError::InvalidProtectedBranch { .. }
+            | WorkspaceError::BranchGone { .. }
             | WorkspaceError::Run { .. } => ExitStatus::Usage,
             WorkspaceError::GitNotInstalled
             | WorkspaceError::Git { .. }
@@ -144,6 +160,24 @@ impl WorkspaceError {
 
     /// What the operator can do about the error.
     pub fn hint(&self) -> Option<String> {
+        if let WorkspaceError::BranchGone {
+            run_id,
+            branch,
+            repo,
+            last_head,
+        } = self
+        {
+            let at = last_head.as_deref().unwrap_or("COMMIT");
+            let which = if last_head.is_some() {
+                "the last commit the worktree's HEAD log recorded; the run's state.json has the checkpoint's as `fingerprint.head`"
+            } else {
+                "COMMIT: the `fingerprint.head` in the run's state.json"
+            };
+            return Some(format!(
+                "nothing was changed; restore the branch where the run left it: `git -C {} branch {branch} {at}` ({which}), then decide or resume again; the run's snapshots stay under `refs/tnh/runs/{run_id}/` (`pre_run`, `pre_step/…`), and `tnh-conductor rollback {run_id} --target pre_step` recreates the branch at the last one instead (the last agent step's work goes)",
+                repo.display()
+            ));
+        }
         let hint = match self {
             WorkspaceError::GitNotInstalled => {
                 "install git (2.30 or later) and make sure it is on PATH"
@@ -184,6 +218,7 @@ impl WorkspaceError {
             WorkspaceError::UnknownGuardState { .. } => {
                 "resume the run with the release that started it"
             }
+            WorkspaceError::BranchGone { .. } => return None,
         };
         Some(hint.to_owned())
     }

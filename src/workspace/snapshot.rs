@@ -347,9 +347,42 @@ pub struct Fingerprint {
 impl Workspace {
     /// The worktree's current fingerprint.
     pub fn fingerprint(&self) -> Result<Fingerprint, WorkspaceError> {
+        let head = match self.git.text(["rev-parse", "--verify", "HEAD^{commit}"]) {
+            Ok(head) => head,
+            Err(error) => return Err(self.branch_gone().unwrap_or(error)),
+        };
         Ok(Fingerprint {
             tree: self.worktree_tree()?,
-            head: self.git.text(["rev-parse", "--verify", "HEAD^{commit}"])?,
+            head,
+        })
+    }
+
+    /// [`WorkspaceError::BranchGone`] when the worktree's HEAD names the work branch and the
+    /// branch no longer exists (someone deleted it while the run was stopped), with the last
+    /// commit the worktree's HEAD log recorded.
+    fn branch_gone(&self) -> Option<WorkspaceError> {
+        let on_branch = self.head_on_work_branch(&self.read_head());
+        let branch_ref = self.branch_ref();
+        let exists = self
+            .repo_git
+            .succeeds(["show-ref", "--verify", "--quiet", branch_ref.as_str()])
+            .unwrap_or(true);
+        if !on_branch || exists {
+            return None;
+        }
+        let log =
+            std::fs::read_to_string(self.worktree_git_dir.join("logs/HEAD")).unwrap_or_default();
+        let last_head = log
+            .lines()
+            .rev()
+            .find_map(|line| line.split_whitespace().nth(1))
+            .filter(|sha| sha.bytes().any(|byte| byte != b'0'))
+            .map(str::to_owned);
+        Some(WorkspaceError::BranchGone {
+            run_id: self.record().run_id.to_string(),
+            branch: self.record().branch.clone(),
+            repo: self.record().repo_root.clone(),
+            last_head,
         })
     }
 }

@@ -785,3 +785,106 @@ fn a_gate_shows_the_whole_change_of_the_run_after_a_step_that_changed_nothing() 
     let journal = stdout_text(&repo.conductor(&["journal"]));
     assert!(journal.contains("(2 files changed, +2 -0)"), "{journal}");
 }
+
+#[test]
+fn a_decision_on_a_run_whose_driver_died_at_the_gate_says_resume() {
+    let repo = RunRepo::new();
+    // The sequence number of the review gate's request, from a run that got there.
+    let first = waiting_run(&repo, None);
+    let requested = repo
+        .events(&first)
+        .into_iter()
+        .find(|event| event["event_type"] == "gate_requested" && event["step_id"] == "review")
+        .unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let killed = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["run", "--json"])
+        .arg(repo.workflow("gate.yaml"))
+        .env("TNH_TEST_KILL_AT_EVENT", requested.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .find(|name| *name != first)
+        .unwrap();
+    let events_before = repo.events(&run_id).len();
+
+    let refused = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
+
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    let stderr = stderr_text(&refused);
+    assert!(
+        stderr.contains("the process driving it died at gate `review`")
+            && stderr.contains(&format!(
+                "`tnh-conductor resume {run_id}` requests the gate again"
+            )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("between steps"), "{stderr}");
+    assert_eq!(
+        repo.events(&run_id).len(),
+        events_before,
+        "nothing recorded"
+    );
+    // The hint works as printed: resume asks again, and the decision is taken.
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(3), "{}", stderr_text(&resumed));
+    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead", "--resume"]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+}
+
+#[test]
+fn a_deleted_work_branch_is_refused_naming_how_to_restore_it() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let branch = format!("tnh/gated/{run_id}");
+    let head = repo.json(&run_id, "state.json")["fingerprint"]["head"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    repo.repo
+        .git(&["update-ref", "-d", &format!("refs/heads/{branch}")]);
+    let events_before = repo.events(&run_id).len();
+
+    for command in [
+        vec!["gate", "approve", &run_id, "--as", "lead", "--resume"],
+        vec!["resume", &run_id],
+    ] {
+        let refused = repo.conductor(&command);
+        assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+        let stderr = stderr_text(&refused);
+        assert!(
+            stderr.contains(&format!(
+                "the work branch `{branch}` of run `{run_id}` is gone (deleted)"
+            )) && stderr.contains(&format!("branch {branch} {head}`"))
+                && stderr.contains(&format!("refs/tnh/runs/{run_id}/")),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("HEAD^{commit}"), "{stderr}");
+        assert_eq!(
+            repo.events(&run_id).len(),
+            events_before,
+            "nothing recorded"
+        );
+    }
+
+    // Restored as the hint says, the run goes on.
+    repo.repo.git(&["branch", &branch, &head]);
+    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead", "--resume"]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+}

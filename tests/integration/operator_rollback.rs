@@ -47,7 +47,9 @@ fn a_rollback_at_a_gate_is_recorded_and_resume_continues_from_it_instead_of_refu
     assert!(stdout.contains("record: rollbacks/1.json"), "{stdout}");
     assert!(stdout.contains("2 files changed"), "{stdout}");
     assert!(
-        stderr_text(&rolled).contains(&format!("`tnh-conductor resume {run_id}` continues")),
+        stderr_text(&rolled).contains(
+            "gate `review` still waits, but the change it showed is gone: deciding it now needs `--accept-drift`"
+        ),
         "{}",
         stderr_text(&rolled)
     );
@@ -84,7 +86,16 @@ fn a_rollback_at_a_gate_is_recorded_and_resume_continues_from_it_instead_of_refu
         "waiting for a human decision",
         "a resume that finds the gate undecided still says why the run waits"
     );
-    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead", "--resume"]);
+    // The gate showed feature.txt, which the rollback undid: approving needs --accept-drift.
+    let approved = repo.conductor(&[
+        "gate",
+        "approve",
+        &run_id,
+        "--as",
+        "lead",
+        "--resume",
+        "--accept-drift",
+    ]);
     assert_eq!(
         approved.status.code(),
         Some(0),
@@ -93,8 +104,68 @@ fn a_rollback_at_a_gate_is_recorded_and_resume_continues_from_it_instead_of_refu
     );
     let events = repo.events(&run_id);
     assert_contiguous(&events);
-    assert!(!event_types(&events).contains(&"drift_accepted".to_owned()));
+    assert!(event_types(&events).contains(&"drift_accepted".to_owned()));
     assert!(!worktree.join("feature.txt").exists());
+}
+
+#[test]
+fn a_rollback_while_a_gate_waits_needs_accept_drift_to_be_decided() {
+    let repo = RunRepo::new();
+    let (run_id, worktree) = waiting_run(&repo, "gate.yaml");
+    let shown = repo.json(&run_id, "state.json")["fingerprint"].clone();
+    let rolled = repo.conductor(&["rollback", &run_id, "--target", "pre_run"]);
+    assert_eq!(rolled.status.code(), Some(0), "{}", stderr_text(&rolled));
+    assert!(!worktree.join("feature.txt").exists());
+    let events = repo.events(&run_id);
+    assert_eq!(operator_rollbacks(&events)[0]["checkpoint_before"], shown);
+    let events_before = events.len();
+
+    // Either decision is refused: the reviewer was shown a change that no longer exists.
+    for decision in ["approve", "reject"] {
+        let refused = repo.conductor(&["gate", decision, &run_id, "--as", "lead", "--resume"]);
+        assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+        let stderr = stderr_text(&refused);
+        assert!(
+            stderr.contains(&format!(
+                "the worktree of run `{run_id}` was rolled back by the operator (to pre_run, rollbacks/1.json) after gate `review` showed it"
+            )) && stderr.contains("`--accept-drift` decides on what the worktree holds now"),
+            "{stderr}"
+        );
+        assert_eq!(
+            repo.events(&run_id).len(),
+            events_before,
+            "nothing recorded"
+        );
+        assert_eq!(
+            repo.json(&run_id, "status.json")["lifecycle_state"],
+            "waiting"
+        );
+    }
+
+    let approved = repo.conductor(&[
+        "gate",
+        "approve",
+        &run_id,
+        "--as",
+        "lead",
+        "--resume",
+        "--accept-drift",
+    ]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let accepted = first_event(&events, "drift_accepted");
+    assert_eq!(accepted["recorded"], shown, "from what the gate showed");
+    assert_ne!(accepted["found"], shown);
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        "completed success review\n"
+    );
 }
 
 #[test]

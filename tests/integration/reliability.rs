@@ -653,6 +653,100 @@ fn resume_ends_a_forking_orphan_that_left_with_setsid() {
     resume_ends_a_forking_orphan("setsid");
 }
 
+/// Kills a pid on drop: what a failed test would otherwise leave running.
+struct KillOnDrop(Option<i32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// A conductor SIGKILLed while its agent's group holds a process that cleared its environment
+/// (`env -i`: no `TNH_RUN_ID`, no supervision token) but stayed in the group: `resume` used to
+/// find the run's processes by their environment alone, and the loop kept writing into the
+/// run's worktree. The supervisor records the step's group in the visit's folder, and `resume`
+/// ends it as a whole, whether its leader is still alive or not.
+fn resume_ends_an_env_cleared_member_of_the_agents_group(mode: &str) {
+    let repo = RunRepo::new();
+    let agent = fixture("agents/zoo").join("env-cleared-then-kill-conductor.sh");
+    append_config(
+        &repo,
+        &format!(
+            "  zoo:\n    kind: command\n    argv: [bash, \"{}\", {mode}]\n",
+            agent.display()
+        ),
+    );
+    let workflow = repo.workflow_text("zoo.yaml", &zoo_workflow(UNHURRIED));
+    let (code, _, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, None, "killed by its agent: {}", stderr_text(&output));
+    let run_id = only_run_id(&repo);
+    let visit = repo.run_dir(&run_id).join("artifacts/agent/1");
+    let pid: i32 = std::fs::read_to_string(visit.join("loop.log.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _cleanup = KillOnDrop(Some(pid));
+    assert!(
+        crate::runner_support::is_alive(pid),
+        "the loop outlived its conductor"
+    );
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(visit.join("process_group.json")).unwrap()).unwrap();
+    assert!(record["pgid"].as_i64().unwrap() > 1, "{record}");
+
+    let resumed = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["resume", &run_id])
+        .output()
+        .unwrap();
+
+    assert_no_panic("resume", &resumed);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    assert!(
+        !crate::runner_support::is_alive(pid),
+        "{mode}: the env-cleared loop {pid} survived resume"
+    );
+    assert!(
+        !visit.join("process_group.json").exists(),
+        "the record is spent"
+    );
+    let events = repo.events(&run_id);
+    let interrupted = events
+        .iter()
+        .find(|event| event["event_type"] == "step_interrupted")
+        .unwrap_or_else(|| panic!("{mode}: no step_interrupted"));
+    assert!(
+        interrupted["killed_orphans"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(pid)),
+        "{mode}: {interrupted}"
+    );
+    assert!(
+        interrupted.get("surviving_orphans").is_none(),
+        "{interrupted}"
+    );
+    assert_contiguous(&events);
+}
+
+#[test]
+fn resume_ends_an_env_cleared_member_of_a_group_whose_leader_lives() {
+    resume_ends_an_env_cleared_member_of_the_agents_group("leader-stays");
+}
+
+#[test]
+fn resume_ends_an_env_cleared_member_of_a_group_whose_leader_exited() {
+    resume_ends_an_env_cleared_member_of_the_agents_group("leader-exits");
+}
+
 #[test]
 fn zoo_invalid_utf8_output_is_kept_raw_and_completes() {
     let run = run_zoo(&ZooCase {

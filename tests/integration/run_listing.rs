@@ -311,3 +311,75 @@ fn runs_show_escapes_the_terminal_controls_an_agent_wrote() {
     );
     assert!(shown.contains("\\x1b]0;PWNED\\x07"), "{shown}");
 }
+
+#[test]
+fn runs_show_names_a_missing_or_unreadable_visit_manifest() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo);
+    let manifest = repo
+        .run_dir(&run_id)
+        .join("artifacts/implement/1/manifest.json");
+    assert!(manifest.is_file(), "{}", manifest.display());
+    std::fs::write(&manifest, "{\"bad").unwrap();
+    let shown = repo.conductor(&["runs", "show", &run_id]);
+    let text = stdout_text(&shown);
+    assert_eq!(
+        shown.status.code(),
+        Some(4),
+        "{text}\n{}",
+        stderr_text(&shown)
+    );
+    assert!(
+        text.contains(
+            "  implement #1: completed (manifest artifacts/implement/1/manifest.json unreadable"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("implement #1: completed (0 artifacts)"),
+        "{text}"
+    );
+    assert!(
+        stderr_text(&shown).contains("manifest.json"),
+        "{}",
+        stderr_text(&shown)
+    );
+    // The visit's folder deleted: said missing, the rest still shown.
+    std::fs::remove_dir_all(repo.run_dir(&run_id).join("artifacts/implement/1")).unwrap();
+    let shown = repo.conductor(&["runs", "show", &run_id]);
+    let text = stdout_text(&shown);
+    assert_eq!(
+        shown.status.code(),
+        Some(4),
+        "{text}\n{}",
+        stderr_text(&shown)
+    );
+    assert!(
+        text.contains(
+            "  implement #1: completed (manifest artifacts/implement/1/manifest.json missing"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("  review #1: waiting — "), "{text}");
+}
+
+#[test]
+fn runs_started_one_after_another_sort_by_start_time() {
+    let repo = RunRepo::new();
+    // Runs a fraction of a second apart, most of them in one second: their ids sort in the
+    // order they were started, as `runs list` and `ls .tnh/run | tail -1` rely on.
+    let workflow = repo.workflow_text(
+        "stop.yaml",
+        "workflow_id: quick\nversion: 1\ndescription: ends at once\nentry_step: done\nsteps:\n  - id: done\n    opcode: STOP\n",
+    );
+    let started: Vec<String> = (0..6)
+        .map(|_| {
+            let (code, result, output) = repo.run(&workflow, &[]);
+            assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+            result["run_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let mut sorted = started.clone();
+    sorted.sort();
+    assert_eq!(started, sorted);
+}

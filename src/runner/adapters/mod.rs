@@ -19,7 +19,7 @@ use super::env::{HostEnv, agent_environment};
 use super::profile::{AgentKind, AgentProfile};
 use super::progress::CaptureFormat;
 use super::state::{BUDGET_TOLERANCE_USD, StopReason, Termination};
-use super::supervisor::{Limits, ProcessSpec, Supervised, supervise};
+use super::supervisor::{Limits, ProcessSpec, Supervised};
 use super::transcript;
 use crate::outcome::Outcome;
 
@@ -134,7 +134,12 @@ pub async fn run_agent(
         .filter(|remaining| *remaining <= BUDGET_TOLERANCE_USD)
     {
         Some(remaining) => not_started_for_budget(&spec, remaining)?,
-        None => supervise(spec, cancel).await?,
+        // Recorded in the step's folder while it runs: how `resume` ends the group if this
+        // process dies meanwhile.
+        None => {
+            let record = step_dir.join(crate::runner::PROCESS_GROUP_FILE);
+            crate::runner::supervise_recorded(spec, cancel, Some(&record)).await?
+        }
     };
     let mut summary = summarize(request.profile.kind, &step_dir, stdout_name)?;
     // A plain program's answer is the end of its stdout only when it ended by itself: what a
