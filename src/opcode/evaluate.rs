@@ -537,6 +537,7 @@ fn decide(
                 prompt: &prompt,
                 cwd: Some(context.workspace.path()),
                 run_variables: Some(&variables),
+                cancellation: &context.run.cancellation,
             };
             crate::planner::backend::decide(&backend, &request)
         }
@@ -560,6 +561,12 @@ fn decide(
         attempts_saved = true;
     }
     let (mut decision, decided_by, illegal) = match verdict {
+        // The driver sees the cancellation and records the interruption; `resume` asks again.
+        Verdict::Interrupted => {
+            return Err(OpcodeError::Other(
+                "the planner was interrupted by the operator".into(),
+            ));
+        }
         Verdict::Decided {
             decision,
             decided_by,

@@ -50,6 +50,7 @@ pub fn run_vectors(folder: &Path, backend: &Backend) -> Result<Vec<VectorResult>
                 prompt: super::backend::DEFAULT_PROMPT,
                 cwd: None,
                 run_variables: None,
+                cancellation: &crate::runner::Cancellation::never(),
             };
             let (decision, actual) = match decide(backend, &request).0 {
                 Verdict::Decided { decision, .. } => {
@@ -57,6 +58,10 @@ pub fn run_vectors(folder: &Path, backend: &Backend) -> Result<Vec<VectorResult>
                     (decision, actual)
                 }
                 Verdict::Illegal { decision, .. } => (decision, "illegal next_step".to_owned()),
+                Verdict::Interrupted => (
+                    crate::planner::Decision::status(crate::planner::Status::Blocked),
+                    "interrupted".to_owned(),
+                ),
             };
             let expected = vector["expect"]["status"]
                 .as_str()
