@@ -222,8 +222,16 @@ pub fn check_definition(
     Backend::from_config(name, config)
         .map(drop)
         .map_err(|message| {
-            let at = node.get("kind").filter(|_| message.contains("has kind"));
-            (at.map_or(node.pos, |kind| kind.pos), message)
+            // At the key the message names, when the definition has it.
+            let at = DEFINITION_KEYS
+                .iter()
+                .find(|key| {
+                    message.contains(&format!("`{key}`"))
+                        || (**key == "kind" && message.contains("has kind"))
+                        || message.contains(&format!(": {key} "))
+                })
+                .and_then(|key| node.get(key));
+            (at.map_or(node.pos, |value| value.pos), message)
         })
 }
 
@@ -238,23 +246,70 @@ impl Backend {
                 )),
             };
         };
-        let text = |key: &str| node.get(key).and_then(Node::as_str).map(str::to_owned);
-        let kind = match text("kind").as_deref().unwrap_or("rules") {
-            "rules" => return Ok(Backend::Rules),
+        // A key present with the wrong type is an error naming it, never taken as absent.
+        let text = |key: &str| -> Result<Option<String>, String> {
+            match node.get(key) {
+                None => Ok(None),
+                Some(value) => match value.to_json() {
+                    serde_json::Value::String(text) => Ok(Some(text)),
+                    other => Err(format!(
+                        "planner `{name}`: `{key}` must be a string, got {other}"
+                    )),
+                },
+            }
+        };
+        let list = |key: &str| -> Result<Vec<String>, String> {
+            match node.get(key) {
+                None => Ok(Vec::new()),
+                Some(value) => match value.to_json() {
+                    serde_json::Value::Array(items)
+                        if items.iter().all(serde_json::Value::is_string) =>
+                    {
+                        Ok(items
+                            .into_iter()
+                            .filter_map(|item| item.as_str().map(str::to_owned))
+                            .collect())
+                    }
+                    other => Err(format!(
+                        "planner `{name}`: `{key}` must be a list of strings, got {other}"
+                    )),
+                },
+            }
+        };
+        let Some(kind) = text("kind")? else {
+            return Err(format!(
+                "planner `{name}` has no `kind`; add one of `kind: rules`, `command`, `claude`, `codex` or `http`"
+            ));
+        };
+        let kind = match kind.as_str() {
+            "rules" => {
+                if let Some((key, _)) = node
+                    .as_map()
+                    .into_iter()
+                    .flatten()
+                    .find(|(key, _)| key.as_str() != Some("kind"))
+                {
+                    return Err(format!(
+                        "planner `{name}` is `kind: rules`, which takes no other key, but has `{}`",
+                        key.as_str().unwrap_or_default()
+                    ));
+                }
+                return Ok(Backend::Rules);
+            }
             "command" => {
-                let argv = strings(node.get("argv"));
+                let argv = list("argv")?;
                 if argv.is_empty() {
                     return Err(format!("planner `{name}` has no `argv`"));
                 }
                 ExternalKind::Command { argv }
             }
             "claude" => ExternalKind::Claude {
-                binary: text("binary"),
-                model: text("model"),
+                binary: text("binary")?,
+                model: text("model")?,
             },
             "codex" => ExternalKind::Codex {
-                binary: text("binary"),
-                model: text("model"),
+                binary: text("binary")?,
+                model: text("model")?,
                 config: node
                     .get("config")
                     .and_then(Node::as_map)
@@ -272,20 +327,48 @@ impl Backend {
                     })
                     .unwrap_or_default(),
             },
-            "http" => ExternalKind::Http {
-                url: text("url").ok_or_else(|| format!("planner `{name}` has no `url`"))?,
-                model: text("model").ok_or_else(|| format!("planner `{name}` has no `model`"))?,
-                api_key_env: text("api_key_env"),
-            },
+            "http" => {
+                let url = text("url")?.ok_or_else(|| format!("planner `{name}` has no `url`"))?;
+                let scheme = url
+                    .split_once("://")
+                    .map(|(scheme, rest)| (scheme.to_ascii_lowercase(), rest));
+                match scheme {
+                    Some((scheme, rest))
+                        if (scheme == "http" || scheme == "https")
+                            && !rest.is_empty()
+                            && !rest.starts_with('/')
+                            && !url.chars().any(char::is_whitespace) => {}
+                    _ => {
+                        return Err(format!(
+                            "planner `{name}`: `url` `{}` is not an http:// or https:// URL",
+                            redact(&url, &url)
+                        ));
+                    }
+                }
+                ExternalKind::Http {
+                    model: text("model")?
+                        .ok_or_else(|| format!("planner `{name}` has no `model`"))?,
+                    api_key_env: text("api_key_env")?,
+                    url,
+                }
+            }
             other => {
                 return Err(format!(
                     "planner `{name}` has kind `{other}`; the kinds are rules, command, claude, codex, http"
                 ));
             }
         };
-        let timeout = match text("timeout") {
-            Some(value) => crate::workflow::duration::parse_duration(&value)
-                .map_err(|error| format!("planner `{name}`: timeout `{value}`: {error}"))?,
+        let timeout = match text("timeout")? {
+            Some(value) => {
+                let timeout = crate::workflow::duration::parse_duration(&value)
+                    .map_err(|error| format!("planner `{name}`: timeout `{value}`: {error}"))?;
+                if timeout.is_zero() {
+                    return Err(format!(
+                        "planner `{name}`: timeout `{value}` would kill every attempt at once; give a positive duration such as `2m`"
+                    ));
+                }
+                timeout
+            }
             None => DEFAULT_TIMEOUT,
         };
         let attempts = match node.get("attempts").map(Node::to_json) {
@@ -301,7 +384,7 @@ impl Backend {
             }
             None => DEFAULT_ATTEMPTS,
         };
-        let mut pass_env = strings(node.get("pass_env"));
+        let mut pass_env = list("pass_env")?;
         if pass_env.is_empty() {
             pass_env = match &kind {
                 ExternalKind::Claude { .. } => vec!["ANTHROPIC_API_KEY".into()],
@@ -338,10 +421,6 @@ impl Backend {
             })
         )
     }
-}
-
-fn strings(node: Option<&Node>) -> Vec<String> {
-    node.and_then(Node::string_items).unwrap_or_default()
 }
 
 /// The decision for a request, through the backend and then the guard, with the record of

@@ -523,6 +523,70 @@ fn a_broken_planner_definition_is_reported_where_the_configuration_is_read() {
     }
 }
 
+/// A definition that cannot work is refused where the configuration is read, at the key at
+/// fault: no `kind` (never a silent `rules`), keys a `rules` planner would ignore, a zero
+/// timeout, a `url` that is not http(s), and keys of the wrong type (not "missing").
+#[test]
+fn planner_definitions_that_cannot_work_are_refused_at_the_key_at_fault() {
+    for (definition, at, expected) in [
+        (
+            "  judge: {argv: [./judge.sh], timeout: 30s}\n",
+            "{",
+            "planner `judge` has no `kind`; add one of `kind: rules`",
+        ),
+        (
+            "  judge: {kind: rules, argv: [./judge.sh]}\n",
+            "[",
+            "planner `judge` is `kind: rules`, which takes no other key, but has `argv`",
+        ),
+        (
+            "  judge: {kind: command, argv: [./judge.sh], timeout: 0s}\n",
+            "0s",
+            "planner `judge`: timeout `0s` would kill every attempt at once",
+        ),
+        (
+            "  judge: {kind: http, url: \"file:///etc/passwd\", model: m}\n",
+            "\"file",
+            "planner `judge`: `url` `file:///etc/passwd` is not an http:// or https:// URL",
+        ),
+        (
+            "  judge: {kind: command, argv: \"echo hi\"}\n",
+            "\"echo",
+            "planner `judge`: `argv` must be a list of strings, got \"echo hi\"",
+        ),
+        (
+            "  judge: {kind: http, url: 8080, model: m}\n",
+            "8080",
+            "planner `judge`: `url` must be a string, got 8080",
+        ),
+    ] {
+        let repo = RunRepo::new();
+        let config = repo.path().join(".tnh/config.yaml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, format!("{text}planners:\n{definition}")).unwrap();
+        let workflow = repo.workflow("fix_loop.yaml");
+        let column = if at == "{" {
+            definition.find('{').unwrap() + 1
+        } else {
+            definition.find(at).unwrap() + 1
+        };
+        // A kind-less definition is reported at the definition itself.
+        let position = if at == "{" {
+            ":6:10:".to_owned()
+        } else {
+            format!(":6:{column}:")
+        };
+
+        let validated = repo.conductor(&["validate", workflow.to_str().unwrap()]);
+        let stderr = stderr_text(&validated);
+        assert_eq!(validated.status.code(), Some(2), "{definition}: {stderr}");
+        assert!(
+            stderr.contains(&format!(".tnh/config.yaml{position} {expected}")),
+            "{definition}: {stderr}"
+        );
+    }
+}
+
 /// A planner process that, on its first call, records its pid, SIGKILLs the conductor (its
 /// parent) and waits; on later calls it answers `success` as a `kind` planner answers.
 fn killer_planner(dir: &Path, kind: &str) -> (String, std::path::PathBuf) {
