@@ -103,6 +103,7 @@ pub(super) fn execute(
         status.as_str(),
         serde_json::json!({
             "status": status.as_str(),
+            "planner_status": decided.answered.map(Status::name),
             "decision": decision,
             "worktree_fingerprint": fingerprint,
         }),
@@ -449,6 +450,9 @@ fn validation(manifests: &[StepManifest]) -> serde_json::Value {
 struct Decided {
     /// The decision as saved.
     decision: serde_json::Value,
+    /// The status the backend answered before the guard and the kernel's safety facts
+    /// (`None` when the kernel decided).
+    answered: Option<Status>,
     /// Set when the backend named an illegal `next_step`.
     illegal: Option<String>,
     /// `planner_prompt.md` was written.
@@ -547,6 +551,7 @@ fn decide(
                 Verdict::Decided {
                     decision,
                     decided_by,
+                    answered: None,
                 },
                 Vec::new(),
             )
@@ -560,7 +565,7 @@ fn decide(
         write_json_new(&visit_dir.join("planner_attempts.json"), &record)?;
         attempts_saved = true;
     }
-    let (mut decision, decided_by, illegal) = match verdict {
+    let (mut decision, decided_by, answered, illegal) = match verdict {
         // The driver sees the cancellation and records the interruption; `resume` asks again.
         Verdict::Interrupted => {
             return Err(OpcodeError::Other(
@@ -570,10 +575,12 @@ fn decide(
         Verdict::Decided {
             decision,
             decided_by,
-        } => (decision, decided_by, None),
+            answered,
+        } => (decision, decided_by, answered, None),
         Verdict::Illegal { decision, reason } => {
             let decided_by = name.clone();
-            (decision, decided_by, Some(reason))
+            let answered = Some(decision.status);
+            (decision, decided_by, answered, Some(reason))
         }
     };
     if illegal.is_none() {
@@ -597,15 +604,17 @@ fn decide(
                         .iter()
                         .any(|allowed| allowed.value.as_str() == target)
             });
-        if decision.next_step.is_none() {
-            decision.next_step = routed;
-        }
+        // The saved decision names the step the run actually takes: the route of the final
+        // status (a guard raise or the kernel's safety facts may have changed it); what the
+        // planner proposed stays in `planner_attempts.json`.
+        decision.next_step = routed;
     }
     decision.schema_version = Some(crate::artifacts::SCHEMA_VERSION);
     decision.planner = Some(name);
     decision.decided_by = Some(decided_by);
     Ok(Decided {
         decision: serde_json::to_value(&decision).unwrap_or_default(),
+        answered,
         illegal,
         prompt_saved,
         attempts_saved,

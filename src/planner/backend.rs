@@ -150,6 +150,8 @@ pub enum Verdict {
         decision: Decision,
         /// Who decided.
         decided_by: String,
+        /// The status the backend answered, before the guard (`None` when the kernel decided).
+        answered: Option<Status>,
     },
     /// A well-formed decision whose `next_step` is not allowed (a hard runtime error).
     Illegal {
@@ -427,8 +429,10 @@ impl Backend {
 /// each attempt of an external backend.
 pub fn decide(backend: &Backend, request: &Request<'_>) -> (Verdict, Vec<Attempt>) {
     let Backend::External(external) = backend else {
+        let decision = rules::decide(request.envelope);
         let verdict = Verdict::Decided {
-            decision: rules::decide(request.envelope),
+            answered: Some(decision.status),
+            decision,
             decided_by: "rules".into(),
         };
         return (verdict, Vec::new());
@@ -469,11 +473,13 @@ pub fn decide(backend: &Backend, request: &Request<'_>) -> (Verdict, Vec<Attempt
                 if let Err(reason) = legal(&decision, request.envelope) {
                     return (Verdict::Illegal { decision, reason }, attempts);
                 }
+                let answered = Some(decision.status);
                 let decision =
                     guard::guard(decision, &guard::Facts::from_envelope(request.envelope));
                 let verdict = Verdict::Decided {
                     decision,
                     decided_by: external.name.clone(),
+                    answered,
                 };
                 return (verdict, attempts);
             }
@@ -497,6 +503,7 @@ pub fn decide(backend: &Backend, request: &Request<'_>) -> (Verdict, Vec<Attempt
         Verdict::Decided {
             decision,
             decided_by,
+            answered: None,
         },
         attempts,
     )

@@ -442,6 +442,124 @@ steps:
     );
 }
 
+/// A second EVALUATE with no step since the first has no new evidence: it keeps at least the
+/// first one's status (`no_new_evidence`), so a killed step is never laundered into a success
+/// STOP — with a lying command planner and with `rules` alike.
+#[test]
+fn an_evaluation_without_new_evidence_cannot_launder_a_killed_step_into_success() {
+    for planner in ["judge", "rules"] {
+        let repo = RunRepo::new();
+        with_judge(
+            &repo,
+            r#"{"status": "success", "next_step": null, "blockers": [], "risk_flags": []}"#,
+        );
+        let config = repo.path().join(".tnh/config.yaml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        let text = text.replacen(
+            "agents:\n",
+            "agents:\n  hangs:\n    kind: command\n    argv: [sleep, \"600\"]\n",
+            1,
+        );
+        std::fs::write(&config, text).unwrap();
+        let workflow = repo.workflow_text(
+            "launder.yaml",
+            r#"workflow_id: launder
+version: 1
+description: a killed step, judged blocked, then asked again with nothing new
+entry_step: work
+steps:
+  - id: work
+    opcode: RUN_AGENT
+    agent: hangs
+    prompt: do the work
+    limits: { timeout: 1s }
+    routes: { "*": judge }
+  - id: judge
+    opcode: EVALUATE
+    prompt: planner.evaluate_step.v1
+    allowed_next_steps: [second_opinion, failed]
+    routes: { success: STOP, partial: failed, blocked: second_opinion, unsafe: failed, needs_human: failed }
+  - id: second_opinion
+    opcode: EVALUATE
+    prompt: planner.evaluate_step.v1
+    allowed_next_steps: [failed]
+    routes: { success: STOP, partial: failed, blocked: failed, unsafe: failed, needs_human: failed }
+  - id: failed
+    opcode: STOP
+    outcome: failure
+"#,
+        );
+
+        let (code, result, output) = repo.run(&workflow, &["--planner", planner]);
+
+        assert_eq!(
+            code,
+            Some(1),
+            "{planner}: {result}\n{}",
+            stderr_text(&output)
+        );
+        let run_id = result["run_id"].as_str().unwrap();
+        let decision = repo.json(run_id, "artifacts/second_opinion/1/planner_decision.json");
+        assert_eq!(decision["status"], "blocked", "{planner}: {decision}");
+        assert!(
+            decision["risk_flags"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!("no_new_evidence")),
+            "{planner}: {decision}"
+        );
+        assert_eq!(decision["next_step"], "failed", "{planner}: {decision}");
+    }
+}
+
+/// When the guard raises the planner's status, the saved decision names the step the run
+/// actually takes (not the planner's `next_step`), and `runs show` says the guard raised it;
+/// when the planner failed, `runs show` says the kernel decided.
+#[test]
+fn a_raised_or_kernel_decision_is_recorded_and_shown_as_such() {
+    let repo = RunRepo::new();
+    with_judge(
+        &repo,
+        r#"{"status": "success", "next_step": "ship", "blockers": [], "risk_flags": []}"#,
+    );
+    let workflow = std::fs::read_to_string(fixture("runs/unsafe.yaml"))
+        .unwrap()
+        .replace(
+            "allowed_next_steps: [undo]",
+            "allowed_next_steps: [undo, ship]",
+        )
+        .replace("      success: STOP\n", "      success: ship\n")
+        .replace(
+            "  - id: rolled_back\n",
+            "  - id: ship\n    opcode: STOP\n    outcome: success\n  - id: rolled_back\n",
+        );
+    let workflow = repo.workflow_text("unsafe_ship.yaml", &workflow);
+    let (code, result, output) = repo.run(&workflow, &["--planner", "judge"]);
+    assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let decision = repo.json(run_id, "artifacts/evaluate/1/planner_decision.json");
+    assert_eq!(decision["status"], "unsafe", "{decision}");
+    assert_eq!(decision["next_step"], "undo", "the route taken: {decision}");
+    let shown = stdout_text(&repo.conductor(&["runs", "show", run_id]));
+    assert!(
+        shown.contains(
+            "unsafe, raised by the guard from the `judge` planner's `success`, next `undo`"
+        ),
+        "{shown}"
+    );
+
+    let failing = RunRepo::new();
+    with_judge(&failing, "");
+    let (_, result, _) = failing.run(&failing.workflow("fix_loop.yaml"), &["--planner", "judge"]);
+    let run_id = result["run_id"].as_str().unwrap();
+    let shown = stdout_text(&failing.conductor(&["runs", "show", run_id]));
+    assert!(
+        shown.contains("blocked by the kernel (the `judge` planner gave no usable answer)"),
+        "{shown}"
+    );
+    assert!(!shown.contains("by the `judge` planner"), "{shown}");
+}
+
 /// A planner configured as `default` (as `init`, the README and DESIGN §6 write it) judges
 /// every EVALUATE that names none: no `--planner`, no step `planner:`, no `defaults.planner`.
 #[test]

@@ -146,6 +146,7 @@ fn decided(verdict: Verdict) -> (tnh_conductor::planner::Decision, String) {
         Verdict::Decided {
             decision,
             decided_by,
+            ..
         } => (decision, decided_by),
         Verdict::Illegal { reason, .. } => panic!("unexpected illegal verdict: {reason}"),
         Verdict::Interrupted => panic!("unexpected interruption"),
