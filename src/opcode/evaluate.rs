@@ -65,6 +65,9 @@ pub(super) fn execute(
         ));
     }
     let decision = decided.decision;
+    if let Some(violation) = &decided.planner_change {
+        super::step_policy::record_violations(context, std::slice::from_ref(violation))?;
+    }
     if let Some(reason) = decided.illegal {
         // The offending decision is evidence: saved, recorded, and the run ends (exit 4).
         write_json_new(&visit_dir.join("planner_decision.json"), &decision)?;
@@ -109,8 +112,11 @@ pub(super) fn execute(
         }),
         artifacts,
     );
+    // The planner's change stays a violation until a ROLLBACK removes it (DESIGN §4 rule 1).
+    let mut report = StepReport::outcome(status);
+    report.policy_violation = decided.planner_change.map(|violation| violation.detail);
     Ok(StepResult {
-        report: StepReport::outcome(status),
+        report,
         manifest,
         cost_usd: 0.0,
         waiting: false,
@@ -455,6 +461,8 @@ struct Decided {
     answered: Option<Status>,
     /// Set when the backend named an illegal `next_step`.
     illegal: Option<String>,
+    /// The change a planner made to the worktree while it was asked, as a violation.
+    planner_change: Option<crate::policy::Violation>,
     /// `planner_prompt.md` was written.
     prompt_saved: bool,
     /// `planner_attempts.json` was written.
@@ -523,6 +531,7 @@ fn decide(
     let name = planner_name(context, evaluate);
     let mut prompt_saved = false;
     let mut attempts_saved = false;
+    let mut before = None;
     let (verdict, attempts) = match Backend::from_config(&name, config) {
         Ok(backend) => {
             let prompt = if backend.reads_prompt() {
@@ -536,6 +545,11 @@ fn decide(
                 String::new()
             };
             let variables = context.tnh_variables();
+            // EVALUATE changes nothing: a planner process runs in the worktree, so what it
+            // changed there is found by comparing the worktree before and after.
+            if matches!(backend, Backend::External(_)) {
+                before = Some(context.workspace.fingerprint()?);
+            }
             let request = Request {
                 envelope,
                 prompt: &prompt,
@@ -583,6 +597,13 @@ fn decide(
             (decision, decided_by, answered, Some(reason))
         }
     };
+    let planner_change = match before {
+        Some(before) => planner_change(context, &name, &before)?,
+        None => None,
+    };
+    if let Some(violation) = &planner_change {
+        decision.raise(Status::Unsafe, "policy_violation", violation.detail.clone());
+    }
     if illegal.is_none() {
         if let Some(reported_by) = &context.state.safety.goldens_pending {
             decision.raise(
@@ -616,7 +637,47 @@ fn decide(
         decision: serde_json::to_value(&decision).unwrap_or_default(),
         answered,
         illegal,
+        planner_change,
         prompt_saved,
         attempts_saved,
     })
+}
+
+/// The change the planner `name` made to the worktree since `before`, as a violation naming
+/// the changed paths (or the moved HEAD); `None` when the worktree is as it was.
+fn planner_change(
+    context: &StepContext<'_>,
+    name: &str,
+    before: &crate::workspace::Fingerprint,
+) -> Result<Option<crate::policy::Violation>, OpcodeError> {
+    let after = context.workspace.fingerprint()?;
+    if after == *before {
+        return Ok(None);
+    }
+    let paths: Vec<String> = context
+        .workspace
+        .changes_between(&before.tree, &after.tree)?
+        .into_iter()
+        .map(|file| file.path)
+        .collect();
+    let mut what: Vec<String> = paths
+        .iter()
+        .take(5)
+        .map(|path| format!("`{path}`"))
+        .collect();
+    if paths.len() > 5 {
+        what.push(format!("and {} more", paths.len() - 5));
+    }
+    if after.head != before.head {
+        what.push("HEAD moved".to_owned());
+    }
+    Ok(Some(crate::policy::Violation {
+        class: crate::policy::ViolationClass::PlannerChangedWorktree,
+        path: paths.first().cloned(),
+        rule: "evaluate_changes_nothing".to_owned(),
+        detail: format!(
+            "planner `{name}` changed the worktree during EVALUATE: {}",
+            what.join(", ")
+        ),
+    }))
 }

@@ -438,3 +438,38 @@ fn an_oversized_decision_is_a_failed_attempt() {
         "a large event line"
     );
 }
+
+/// A command planner runs in the run's worktree: what it changes there during EVALUATE is a
+/// recorded policy violation (`planner_changed_worktree`) that makes the decision `unsafe`
+/// and stays pending until a ROLLBACK, so the run cannot end in success.
+#[test]
+fn a_planner_that_changes_the_worktree_makes_the_evaluation_unsafe() {
+    let repo = RunRepo::new();
+    script_planner(
+        &repo,
+        "mkdir -p secrets && echo planted > secrets/planted.txt\necho '{\"status\": \"success\"}'",
+        "    attempts: 1\n",
+    );
+    let workflow = repo.workflow_text("judged.yaml", JUDGED);
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let decision = repo.json(run_id, "artifacts/evaluate/1/planner_decision.json");
+    assert_eq!(decision["status"], "unsafe", "{decision}");
+    assert!(
+        decision["blockers"][0]["summary"]
+            .as_str()
+            .unwrap()
+            .contains(
+                "planner `judge` changed the worktree during EVALUATE: `secrets/planted.txt`"
+            ),
+        "{decision}"
+    );
+    let events = repo.events(run_id);
+    let violation = first_event(&events, "policy_violation");
+    assert_eq!(violation["step_id"], "evaluate", "{violation}");
+    assert_eq!(
+        violation["violation"]["class"], "planner_changed_worktree",
+        "{violation}"
+    );
+}
