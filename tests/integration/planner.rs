@@ -442,6 +442,62 @@ steps:
     );
 }
 
+/// A malformed vector is an error naming its file (exit 2), never a `pass`: no envelope, an
+/// envelope that is not an object, `risk_flags` that is not a list, a misspelt `expect` key,
+/// a status that does not exist.
+#[test]
+fn a_malformed_decision_vector_is_an_error_naming_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = vectors(dir.path(), &["success_clean"], None);
+    let vector: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::fs::read_dir(&good)
+                .unwrap()
+                .flatten()
+                .next()
+                .unwrap()
+                .path(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut cases: Vec<(&str, serde_json::Value, &str)> = Vec::new();
+    let mut no_envelope = vector.clone();
+    no_envelope.as_object_mut().unwrap().remove("envelope");
+    cases.push(("no_envelope", no_envelope, "`envelope` is missing"));
+    let mut string_envelope = vector.clone();
+    string_envelope["envelope"] = "just text".into();
+    cases.push((
+        "string_envelope",
+        string_envelope,
+        "`envelope` must be an object",
+    ));
+    let mut flags = vector.clone();
+    flags["expect"]["risk_flags"] = "policy_violation".into();
+    cases.push((
+        "flags",
+        flags,
+        "`expect.risk_flags` must be a list of strings",
+    ));
+    let mut misspelt = vector.clone();
+    misspelt["expect"]["risk_fags"] = serde_json::json!([]);
+    cases.push(("misspelt", misspelt, "unknown key `expect.risk_fags`"));
+    let mut status = vector.clone();
+    status["expect"]["status"] = "sucess".into();
+    cases.push(("status", status, "`expect.status` `sucess` is not a status"));
+    for (name, vector, expected) in cases {
+        let folder = dir.path().join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        let file = folder.join(format!("{name}.json"));
+        std::fs::write(&file, vector.to_string()).unwrap();
+        let output = check(None, &folder, None);
+        let stderr = stderr_text(&output);
+        assert_eq!(output.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(&format!("{name}.json")), "{name}: {stderr}");
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+    }
+}
+
 /// A second EVALUATE with no step since the first has no new evidence: it keeps at least the
 /// first one's status (`no_new_evidence`), so a killed step is never laundered into a success
 /// STOP — with a lying command planner and with `rules` alike.
