@@ -23,6 +23,23 @@ use crate::workspace::DiffStat;
 /// The last step summaries the envelope carries (OA06 §2, K = 3).
 const PROVENANCE_WINDOW: usize = 3;
 
+/// The most of one step's evidence summary the provenance window repeats, as JSON.
+const WINDOW_SUMMARY_LIMIT: usize = 16 * 1024;
+
+/// A step's evidence summary as the provenance window repeats it: whole up to
+/// [`WINDOW_SUMMARY_LIMIT`] bytes of JSON, else a note pointing at the manifest.
+fn window_summary(summary: &serde_json::Value, step_id: &str, visit: u32) -> serde_json::Value {
+    let size = serde_json::to_vec(summary).map_or(0, |text| text.len());
+    if size <= WINDOW_SUMMARY_LIMIT {
+        return summary.clone();
+    }
+    serde_json::json!({
+        "omitted": format!(
+            "the evidence summary is {size} bytes (more than {WINDOW_SUMMARY_LIMIT}); see artifacts/{step_id}/{visit}/manifest.json"
+        ),
+    })
+}
+
 pub(super) fn execute(
     context: &mut StepContext<'_>,
     evaluate: &Evaluate,
@@ -253,7 +270,7 @@ fn envelope(
                 "diff_summary": diff_text(&manifest.evidence_summary["diffstat"]),
                 "risk_flags": decision.get("risk_flags").cloned().unwrap_or_else(|| serde_json::json!([])),
                 "blocker_codes": blocker_codes(decision),
-                "summary": manifest.evidence_summary,
+                "summary": window_summary(&manifest.evidence_summary, &manifest.step_id, manifest.visit),
             })
         })
         .collect();
@@ -680,4 +697,24 @@ fn planner_change(
             what.join(", ")
         ),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_repeats_a_summary_only_up_to_its_limit() {
+        let small = serde_json::json!({"status": "partial"});
+        assert_eq!(window_summary(&small, "judge", 1), small);
+        let large = serde_json::json!({"decision": {"fix_instructions": "x".repeat(20_000)}});
+        let note = window_summary(&large, "judge", 2);
+        assert!(
+            note["omitted"]
+                .as_str()
+                .unwrap()
+                .contains("see artifacts/judge/2/manifest.json"),
+            "{note}"
+        );
+    }
 }
