@@ -994,7 +994,7 @@ fn ask_http(
         });
         let error = match wait {
             Some(wait) => format!(
-                "the server answered HTTP {status} (next attempt after {} s): {head}",
+                "the server answered HTTP {status} (it asks to wait {} s before retrying): {head}",
                 wait.as_secs_f64()
             ),
             None => format!("the server answered HTTP {status}: {head}"),
