@@ -248,6 +248,7 @@ fn quick() -> Limits {
         grace: Duration::from_millis(500),
         prompt_settle: Duration::from_secs(2),
         leak_timeout: Duration::from_millis(200),
+        max_stdout_bytes: None,
     }
 }
 

@@ -113,11 +113,18 @@ fn describe_summary(opcode: &str, summary: &Value) -> Option<String> {
         }
         "EVALUATE" => {
             let decision = summary.and_then(|summary| summary.get("decision"));
-            let mut line = format!(
-                "{} by the `{}` planner",
-                text(summary, "status"),
-                text(decision, "planner")
-            );
+            let status = text(summary, "status");
+            let planner = text(decision, "planner");
+            let answered = text(summary, "planner_status");
+            // Who decided: the kernel when the planner gave no usable answer; the guard (or
+            // the kernel's safety facts) when they raised what the planner answered.
+            let mut line = if text(decision, "decided_by") == "kernel" {
+                format!("{status} by the kernel (the `{planner}` planner gave no usable answer)")
+            } else if !answered.is_empty() && answered != status {
+                format!("{status}, raised by the guard from the `{planner}` planner's `{answered}`")
+            } else {
+                format!("{status} by the `{planner}` planner")
+            };
             if !text(decision, "next_step").is_empty() {
                 line.push_str(&format!(", next `{}`", text(decision, "next_step")));
             }
@@ -252,6 +259,25 @@ mod tests {
         assert_eq!(
             describe_summary("EVALUATE", &evaluate).unwrap(),
             "blocked by the `rules` planner, next `fix`; 1 blocker(s)"
+        );
+        let failed = json!({
+            "status": "blocked",
+            "decision": {"planner": "judge", "decided_by": "kernel", "next_step": "failed",
+                "blockers": ["planner_error"]}
+        });
+        assert_eq!(
+            describe_summary("EVALUATE", &failed).unwrap(),
+            "blocked by the kernel (the `judge` planner gave no usable answer), next `failed`; 1 blocker(s)"
+        );
+        let raised = json!({
+            "status": "unsafe",
+            "planner_status": "success",
+            "decision": {"planner": "liar", "decided_by": "liar", "next_step": "undo",
+                "blockers": ["policy_violation"]}
+        });
+        assert_eq!(
+            describe_summary("EVALUATE", &raised).unwrap(),
+            "unsafe, raised by the guard from the `liar` planner's `success`, next `undo`; 1 blocker(s)"
         );
         let rollback = json!({"target": "pre_run",
             "before": {"files_changed": 1, "insertions": 5, "deletions": 0, "binary_files": 0}});

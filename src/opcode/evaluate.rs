@@ -23,6 +23,23 @@ use crate::workspace::DiffStat;
 /// The last step summaries the envelope carries (OA06 §2, K = 3).
 const PROVENANCE_WINDOW: usize = 3;
 
+/// The most of one step's evidence summary the provenance window repeats, as JSON.
+const WINDOW_SUMMARY_LIMIT: usize = 16 * 1024;
+
+/// A step's evidence summary as the provenance window repeats it: whole up to
+/// [`WINDOW_SUMMARY_LIMIT`] bytes of JSON, else a note pointing at the manifest.
+fn window_summary(summary: &serde_json::Value, step_id: &str, visit: u32) -> serde_json::Value {
+    let size = serde_json::to_vec(summary).map_or(0, |text| text.len());
+    if size <= WINDOW_SUMMARY_LIMIT {
+        return summary.clone();
+    }
+    serde_json::json!({
+        "omitted": format!(
+            "the evidence summary is {size} bytes (more than {WINDOW_SUMMARY_LIMIT}); see artifacts/{step_id}/{visit}/manifest.json"
+        ),
+    })
+}
+
 pub(super) fn execute(
     context: &mut StepContext<'_>,
     evaluate: &Evaluate,
@@ -65,6 +82,9 @@ pub(super) fn execute(
         ));
     }
     let decision = decided.decision;
+    if let Some(violation) = &decided.planner_change {
+        super::step_policy::record_violations(context, std::slice::from_ref(violation))?;
+    }
     if let Some(reason) = decided.illegal {
         // The offending decision is evidence: saved, recorded, and the run ends (exit 4).
         write_json_new(&visit_dir.join("planner_decision.json"), &decision)?;
@@ -103,13 +123,17 @@ pub(super) fn execute(
         status.as_str(),
         serde_json::json!({
             "status": status.as_str(),
+            "planner_status": decided.answered.map(Status::name),
             "decision": decision,
             "worktree_fingerprint": fingerprint,
         }),
         artifacts,
     );
+    // The planner's change stays a violation until a ROLLBACK removes it (DESIGN §4 rule 1).
+    let mut report = StepReport::outcome(status);
+    report.policy_violation = decided.planner_change.map(|violation| violation.detail);
     Ok(StepResult {
-        report: StepReport::outcome(status),
+        report,
         manifest,
         cost_usd: 0.0,
         waiting: false,
@@ -246,7 +270,7 @@ fn envelope(
                 "diff_summary": diff_text(&manifest.evidence_summary["diffstat"]),
                 "risk_flags": decision.get("risk_flags").cloned().unwrap_or_else(|| serde_json::json!([])),
                 "blocker_codes": blocker_codes(decision),
-                "summary": manifest.evidence_summary,
+                "summary": window_summary(&manifest.evidence_summary, &manifest.step_id, manifest.visit),
             })
         })
         .collect();
@@ -449,8 +473,13 @@ fn validation(manifests: &[StepManifest]) -> serde_json::Value {
 struct Decided {
     /// The decision as saved.
     decision: serde_json::Value,
+    /// The status the backend answered before the guard and the kernel's safety facts
+    /// (`None` when the kernel decided).
+    answered: Option<Status>,
     /// Set when the backend named an illegal `next_step`.
     illegal: Option<String>,
+    /// The change a planner made to the worktree while it was asked, as a violation.
+    planner_change: Option<crate::policy::Violation>,
     /// `planner_prompt.md` was written.
     prompt_saved: bool,
     /// `planner_attempts.json` was written.
@@ -519,6 +548,7 @@ fn decide(
     let name = planner_name(context, evaluate);
     let mut prompt_saved = false;
     let mut attempts_saved = false;
+    let mut before = None;
     let (verdict, attempts) = match Backend::from_config(&name, config) {
         Ok(backend) => {
             let prompt = if backend.reads_prompt() {
@@ -532,11 +562,17 @@ fn decide(
                 String::new()
             };
             let variables = context.tnh_variables();
+            // EVALUATE changes nothing: a planner process runs in the worktree, so what it
+            // changed there is found by comparing the worktree before and after.
+            if matches!(backend, Backend::External(_)) {
+                before = Some(context.workspace.fingerprint()?);
+            }
             let request = Request {
                 envelope,
                 prompt: &prompt,
                 cwd: Some(context.workspace.path()),
                 run_variables: Some(&variables),
+                cancellation: &context.run.cancellation,
             };
             crate::planner::backend::decide(&backend, &request)
         }
@@ -546,6 +582,7 @@ fn decide(
                 Verdict::Decided {
                     decision,
                     decided_by,
+                    answered: None,
                 },
                 Vec::new(),
             )
@@ -559,16 +596,31 @@ fn decide(
         write_json_new(&visit_dir.join("planner_attempts.json"), &record)?;
         attempts_saved = true;
     }
-    let (mut decision, decided_by, illegal) = match verdict {
+    let (mut decision, decided_by, answered, illegal) = match verdict {
+        // The driver sees the cancellation and records the interruption; `resume` asks again.
+        Verdict::Interrupted => {
+            return Err(OpcodeError::Other(
+                "the planner was interrupted by the operator".into(),
+            ));
+        }
         Verdict::Decided {
             decision,
             decided_by,
-        } => (decision, decided_by, None),
+            answered,
+        } => (decision, decided_by, answered, None),
         Verdict::Illegal { decision, reason } => {
             let decided_by = name.clone();
-            (decision, decided_by, Some(reason))
+            let answered = Some(decision.status);
+            (decision, decided_by, answered, Some(reason))
         }
     };
+    let planner_change = match before {
+        Some(before) => planner_change(context, &name, &before)?,
+        None => None,
+    };
+    if let Some(violation) = &planner_change {
+        decision.raise(Status::Unsafe, "policy_violation", violation.detail.clone());
+    }
     if illegal.is_none() {
         if let Some(reported_by) = &context.state.safety.goldens_pending {
             decision.raise(
@@ -590,17 +642,79 @@ fn decide(
                         .iter()
                         .any(|allowed| allowed.value.as_str() == target)
             });
-        if decision.next_step.is_none() {
-            decision.next_step = routed;
-        }
+        // The saved decision names the step the run actually takes: the route of the final
+        // status (a guard raise or the kernel's safety facts may have changed it); what the
+        // planner proposed stays in `planner_attempts.json`.
+        decision.next_step = routed;
     }
     decision.schema_version = Some(crate::artifacts::SCHEMA_VERSION);
     decision.planner = Some(name);
     decision.decided_by = Some(decided_by);
     Ok(Decided {
         decision: serde_json::to_value(&decision).unwrap_or_default(),
+        answered,
         illegal,
+        planner_change,
         prompt_saved,
         attempts_saved,
     })
+}
+
+/// The change the planner `name` made to the worktree since `before`, as a violation naming
+/// the changed paths (or the moved HEAD); `None` when the worktree is as it was.
+fn planner_change(
+    context: &StepContext<'_>,
+    name: &str,
+    before: &crate::workspace::Fingerprint,
+) -> Result<Option<crate::policy::Violation>, OpcodeError> {
+    let after = context.workspace.fingerprint()?;
+    if after == *before {
+        return Ok(None);
+    }
+    let paths: Vec<String> = context
+        .workspace
+        .changes_between(&before.tree, &after.tree)?
+        .into_iter()
+        .map(|file| file.path)
+        .collect();
+    let mut what: Vec<String> = paths
+        .iter()
+        .take(5)
+        .map(|path| format!("`{path}`"))
+        .collect();
+    if paths.len() > 5 {
+        what.push(format!("and {} more", paths.len() - 5));
+    }
+    if after.head != before.head {
+        what.push("HEAD moved".to_owned());
+    }
+    Ok(Some(crate::policy::Violation {
+        class: crate::policy::ViolationClass::PlannerChangedWorktree,
+        path: paths.first().cloned(),
+        rule: "evaluate_changes_nothing".to_owned(),
+        detail: format!(
+            "planner `{name}` changed the worktree during EVALUATE: {}",
+            what.join(", ")
+        ),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_repeats_a_summary_only_up_to_its_limit() {
+        let small = serde_json::json!({"status": "partial"});
+        assert_eq!(window_summary(&small, "judge", 1), small);
+        let large = serde_json::json!({"decision": {"fix_instructions": "x".repeat(20_000)}});
+        let note = window_summary(&large, "judge", 2);
+        assert!(
+            note["omitted"]
+                .as_str()
+                .unwrap()
+                .contains("see artifacts/judge/2/manifest.json"),
+            "{note}"
+        );
+    }
 }

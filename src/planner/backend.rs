@@ -28,6 +28,16 @@ const RAW_LIMIT: usize = 16 * 1024;
 /// The most of an HTTP response body read.
 const BODY_LIMIT: u64 = 8 * 1024 * 1024;
 
+/// The most of a planner process's stdout (and of codex's `-o` file) kept, on disk and in
+/// memory: a planner that prints more is stopped and the attempt fails.
+pub const OUTPUT_LIMIT: u64 = 4 * 1024 * 1024;
+
+/// The longest wait an HTTP 429 `Retry-After` may impose before the next attempt.
+const RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
+
+/// The wait before retrying an HTTP 429 that names no `Retry-After`.
+const RETRY_AFTER_DEFAULT: Duration = Duration::from_secs(1);
+
 /// The prompt model backends get when the step names none (and for decision vectors).
 pub const DEFAULT_PROMPT: &str = "Judge the evidence of this EVALUATE step against OA06: `success` when the work is done and validated, `partial` when it falls short but is fixable (give fix_instructions), `blocked` when the environment prevents progress (give blockers), `unsafe` on any policy event or contradiction that hides a failure, `needs_human` when a person must decide.";
 
@@ -103,6 +113,9 @@ pub struct Request<'a> {
     /// processes like to agents, so that `resume` finds and kills a planner a killed conductor
     /// left running; `None` outside a run (`planner check`).
     pub run_variables: Option<&'a std::collections::BTreeMap<String, String>>,
+    /// The run's cancellation (Ctrl-C, SIGTERM): a planner process is stopped like an agent,
+    /// an HTTP call is abandoned, and no new attempt starts once it fires.
+    pub cancellation: &'a crate::runner::Cancellation,
 }
 
 /// One try of an external backend, for the record.
@@ -137,6 +150,8 @@ pub enum Verdict {
         decision: Decision,
         /// Who decided.
         decided_by: String,
+        /// The status the backend answered, before the guard (`None` when the kernel decided).
+        answered: Option<Status>,
     },
     /// A well-formed decision whose `next_step` is not allowed (a hard runtime error).
     Illegal {
@@ -145,6 +160,8 @@ pub enum Verdict {
         /// What is wrong.
         reason: String,
     },
+    /// The operator interrupted the run while the planner was being asked: nobody decided.
+    Interrupted,
 }
 
 /// The keys a planner definition may have (docs/planner.md).
@@ -207,8 +224,16 @@ pub fn check_definition(
     Backend::from_config(name, config)
         .map(drop)
         .map_err(|message| {
-            let at = node.get("kind").filter(|_| message.contains("has kind"));
-            (at.map_or(node.pos, |kind| kind.pos), message)
+            // At the key the message names, when the definition has it.
+            let at = DEFINITION_KEYS
+                .iter()
+                .find(|key| {
+                    message.contains(&format!("`{key}`"))
+                        || (**key == "kind" && message.contains("has kind"))
+                        || message.contains(&format!(": {key} "))
+                })
+                .and_then(|key| node.get(key));
+            (at.map_or(node.pos, |value| value.pos), message)
         })
 }
 
@@ -223,23 +248,70 @@ impl Backend {
                 )),
             };
         };
-        let text = |key: &str| node.get(key).and_then(Node::as_str).map(str::to_owned);
-        let kind = match text("kind").as_deref().unwrap_or("rules") {
-            "rules" => return Ok(Backend::Rules),
+        // A key present with the wrong type is an error naming it, never taken as absent.
+        let text = |key: &str| -> Result<Option<String>, String> {
+            match node.get(key) {
+                None => Ok(None),
+                Some(value) => match value.to_json() {
+                    serde_json::Value::String(text) => Ok(Some(text)),
+                    other => Err(format!(
+                        "planner `{name}`: `{key}` must be a string, got {other}"
+                    )),
+                },
+            }
+        };
+        let list = |key: &str| -> Result<Vec<String>, String> {
+            match node.get(key) {
+                None => Ok(Vec::new()),
+                Some(value) => match value.to_json() {
+                    serde_json::Value::Array(items)
+                        if items.iter().all(serde_json::Value::is_string) =>
+                    {
+                        Ok(items
+                            .into_iter()
+                            .filter_map(|item| item.as_str().map(str::to_owned))
+                            .collect())
+                    }
+                    other => Err(format!(
+                        "planner `{name}`: `{key}` must be a list of strings, got {other}"
+                    )),
+                },
+            }
+        };
+        let Some(kind) = text("kind")? else {
+            return Err(format!(
+                "planner `{name}` has no `kind`; add one of `kind: rules`, `command`, `claude`, `codex` or `http`"
+            ));
+        };
+        let kind = match kind.as_str() {
+            "rules" => {
+                if let Some((key, _)) = node
+                    .as_map()
+                    .into_iter()
+                    .flatten()
+                    .find(|(key, _)| key.as_str() != Some("kind"))
+                {
+                    return Err(format!(
+                        "planner `{name}` is `kind: rules`, which takes no other key, but has `{}`",
+                        key.as_str().unwrap_or_default()
+                    ));
+                }
+                return Ok(Backend::Rules);
+            }
             "command" => {
-                let argv = strings(node.get("argv"));
+                let argv = list("argv")?;
                 if argv.is_empty() {
                     return Err(format!("planner `{name}` has no `argv`"));
                 }
                 ExternalKind::Command { argv }
             }
             "claude" => ExternalKind::Claude {
-                binary: text("binary"),
-                model: text("model"),
+                binary: text("binary")?,
+                model: text("model")?,
             },
             "codex" => ExternalKind::Codex {
-                binary: text("binary"),
-                model: text("model"),
+                binary: text("binary")?,
+                model: text("model")?,
                 config: node
                     .get("config")
                     .and_then(Node::as_map)
@@ -257,20 +329,48 @@ impl Backend {
                     })
                     .unwrap_or_default(),
             },
-            "http" => ExternalKind::Http {
-                url: text("url").ok_or_else(|| format!("planner `{name}` has no `url`"))?,
-                model: text("model").ok_or_else(|| format!("planner `{name}` has no `model`"))?,
-                api_key_env: text("api_key_env"),
-            },
+            "http" => {
+                let url = text("url")?.ok_or_else(|| format!("planner `{name}` has no `url`"))?;
+                let scheme = url
+                    .split_once("://")
+                    .map(|(scheme, rest)| (scheme.to_ascii_lowercase(), rest));
+                match scheme {
+                    Some((scheme, rest))
+                        if (scheme == "http" || scheme == "https")
+                            && !rest.is_empty()
+                            && !rest.starts_with('/')
+                            && !url.chars().any(char::is_whitespace) => {}
+                    _ => {
+                        return Err(format!(
+                            "planner `{name}`: `url` `{}` is not an http:// or https:// URL",
+                            redact(&url, &url)
+                        ));
+                    }
+                }
+                ExternalKind::Http {
+                    model: text("model")?
+                        .ok_or_else(|| format!("planner `{name}` has no `model`"))?,
+                    api_key_env: text("api_key_env")?,
+                    url,
+                }
+            }
             other => {
                 return Err(format!(
                     "planner `{name}` has kind `{other}`; the kinds are rules, command, claude, codex, http"
                 ));
             }
         };
-        let timeout = match text("timeout") {
-            Some(value) => crate::workflow::duration::parse_duration(&value)
-                .map_err(|error| format!("planner `{name}`: timeout `{value}`: {error}"))?,
+        let timeout = match text("timeout")? {
+            Some(value) => {
+                let timeout = crate::workflow::duration::parse_duration(&value)
+                    .map_err(|error| format!("planner `{name}`: timeout `{value}`: {error}"))?;
+                if timeout.is_zero() {
+                    return Err(format!(
+                        "planner `{name}`: timeout `{value}` would kill every attempt at once; give a positive duration such as `2m`"
+                    ));
+                }
+                timeout
+            }
             None => DEFAULT_TIMEOUT,
         };
         let attempts = match node.get("attempts").map(Node::to_json) {
@@ -286,7 +386,7 @@ impl Backend {
             }
             None => DEFAULT_ATTEMPTS,
         };
-        let mut pass_env = strings(node.get("pass_env"));
+        let mut pass_env = list("pass_env")?;
         if pass_env.is_empty() {
             pass_env = match &kind {
                 ExternalKind::Claude { .. } => vec!["ANTHROPIC_API_KEY".into()],
@@ -325,25 +425,43 @@ impl Backend {
     }
 }
 
-fn strings(node: Option<&Node>) -> Vec<String> {
-    node.and_then(Node::string_items).unwrap_or_default()
-}
-
 /// The decision for a request, through the backend and then the guard, with the record of
 /// each attempt of an external backend.
 pub fn decide(backend: &Backend, request: &Request<'_>) -> (Verdict, Vec<Attempt>) {
     let Backend::External(external) = backend else {
+        let decision = rules::decide(request.envelope);
         let verdict = Verdict::Decided {
-            decision: rules::decide(request.envelope),
+            answered: Some(decision.status),
+            decision,
             decided_by: "rules".into(),
         };
         return (verdict, Vec::new());
     };
     let mut attempts = Vec::new();
     let mut last_error = String::new();
+    let mut wait = None;
     for number in 1..=external.attempts {
-        let (raw, answer) = ask(external, request);
+        if let Some(wait) = wait.take()
+            && !sleep_unless_cancelled(request.cancellation, wait)
+        {
+            return (Verdict::Interrupted, attempts);
+        }
+        if request.cancellation.is_cancelled() {
+            return (Verdict::Interrupted, attempts);
+        }
+        let (raw, answer, retry_after) = ask(external, request);
         let raw = bounded(raw);
+        let answer = answer.and_then(|decision| within_limits(&decision).map(|()| decision));
+        if request.cancellation.is_cancelled() {
+            attempts.push(Attempt {
+                attempt: number,
+                ok: false,
+                error: Some("interrupted by the operator".into()),
+                raw,
+            });
+            return (Verdict::Interrupted, attempts);
+        }
+        wait = retry_after;
         match answer {
             Ok(decision) => {
                 attempts.push(Attempt {
@@ -355,11 +473,13 @@ pub fn decide(backend: &Backend, request: &Request<'_>) -> (Verdict, Vec<Attempt
                 if let Err(reason) = legal(&decision, request.envelope) {
                     return (Verdict::Illegal { decision, reason }, attempts);
                 }
+                let answered = Some(decision.status);
                 let decision =
                     guard::guard(decision, &guard::Facts::from_envelope(request.envelope));
                 let verdict = Verdict::Decided {
                     decision,
                     decided_by: external.name.clone(),
+                    answered,
                 };
                 return (verdict, attempts);
             }
@@ -383,6 +503,7 @@ pub fn decide(backend: &Backend, request: &Request<'_>) -> (Verdict, Vec<Attempt
         Verdict::Decided {
             decision,
             decided_by,
+            answered: None,
         },
         attempts,
     )
@@ -430,17 +551,120 @@ fn bounded(mut raw: String) -> String {
     raw
 }
 
-/// The decision in a text: the whole text, or a fenced JSON block in it.
+/// The decision in a text: the whole text, or the first fenced JSON block in it (a fence
+/// marked `json` in any case, or unmarked), prose around it allowed. Parsed straight into a
+/// [`Decision`], so a key given twice is refused rather than the last one winning.
 fn parse_decision(text: &str) -> Result<Decision, String> {
     let trimmed = text.trim();
-    let body = trimmed
-        .strip_prefix("```json")
-        .or_else(|| trimmed.strip_prefix("```"))
-        .and_then(|rest| rest.strip_suffix("```"))
-        .unwrap_or(trimmed);
-    let value: serde_json::Value = serde_json::from_str(body.trim())
-        .map_err(|error| format!("the answer is not JSON: {error}"))?;
-    decision_from(value)
+    let body = if trimmed.starts_with('{') {
+        trimmed
+    } else {
+        fenced_block(trimmed).unwrap_or(trimmed)
+    };
+    serde_json::from_str::<Decision>(body.trim()).map_err(|error| {
+        if serde_json::from_str::<serde::de::IgnoredAny>(body.trim()).is_ok() {
+            format!("the answer is not a valid decision: {error}")
+        } else {
+            format!("the answer is not JSON: {error}")
+        }
+    })
+}
+
+/// The body of the first fenced block of `text` marked `json` (any case) or unmarked.
+fn fenced_block(text: &str) -> Option<&str> {
+    let mut offset = 0;
+    let mut opened: Option<usize> = None;
+    for line in text.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        let trimmed = line.trim();
+        match opened {
+            None => {
+                if let Some(info) = trimmed.strip_prefix("```")
+                    && (info.is_empty() || info.eq_ignore_ascii_case("json"))
+                {
+                    opened = Some(offset);
+                }
+            }
+            Some(body_start) => {
+                if trimmed == "```" {
+                    return Some(&text[body_start..start]);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The most of each part of a decision accepted: more is refused as a failed attempt, so one
+/// answer cannot fill events, manifests and the next envelope.
+pub mod limits {
+    /// Risk flags in one decision.
+    pub const RISK_FLAGS: usize = 32;
+    /// Characters of one risk flag or blocker code.
+    pub const NAME_CHARS: usize = 100;
+    /// Blockers in one decision.
+    pub const BLOCKERS: usize = 32;
+    /// Characters of a blocker's summary or evidence reference.
+    pub const SUMMARY_CHARS: usize = 2000;
+    /// Bytes of `fix_instructions` as JSON.
+    pub const FIX_INSTRUCTIONS_BYTES: usize = 16 * 1024;
+    /// Characters of `next_step`.
+    pub const NEXT_STEP_CHARS: usize = 200;
+}
+
+/// Refuses a decision past [`limits`], saying which part and the limit.
+fn within_limits(decision: &Decision) -> Result<(), String> {
+    let too_long = |what: &str, text: &str, limit: usize| {
+        let count = text.chars().count();
+        if count > limit {
+            Err(format!(
+                "the decision is too large: {what} has {count} characters (at most {limit})"
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    if decision.risk_flags.len() > limits::RISK_FLAGS {
+        return Err(format!(
+            "the decision is too large: {} risk_flags (at most {})",
+            decision.risk_flags.len(),
+            limits::RISK_FLAGS
+        ));
+    }
+    if decision.blockers.len() > limits::BLOCKERS {
+        return Err(format!(
+            "the decision is too large: {} blockers (at most {})",
+            decision.blockers.len(),
+            limits::BLOCKERS
+        ));
+    }
+    for flag in &decision.risk_flags {
+        too_long("a risk flag", flag, limits::NAME_CHARS)?;
+    }
+    for blocker in &decision.blockers {
+        too_long("a blocker code", &blocker.code, limits::NAME_CHARS)?;
+        too_long("a blocker summary", &blocker.summary, limits::SUMMARY_CHARS)?;
+        if let Some(reference) = &blocker.evidence_ref {
+            too_long("a blocker evidence_ref", reference, limits::SUMMARY_CHARS)?;
+        }
+        if let Some(severity) = &blocker.severity {
+            too_long("a blocker severity", severity, limits::NAME_CHARS)?;
+        }
+    }
+    if let Some(next) = &decision.next_step {
+        too_long("next_step", next, limits::NEXT_STEP_CHARS)?;
+    }
+    if let Some(fix) = &decision.fix_instructions {
+        let bytes = serde_json::to_vec(fix).map_or(0, |text| text.len());
+        if bytes > limits::FIX_INSTRUCTIONS_BYTES {
+            return Err(format!(
+                "the decision is too large: fix_instructions is {bytes} bytes of JSON (at most {})",
+                limits::FIX_INSTRUCTIONS_BYTES
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn decision_from(value: serde_json::Value) -> Result<Decision, String> {
@@ -448,16 +672,21 @@ fn decision_from(value: serde_json::Value) -> Result<Decision, String> {
         .map_err(|error| format!("the answer is not a valid decision: {error}"))
 }
 
-/// One attempt: the raw answer and the decision in it.
-fn ask(external: &External, request: &Request<'_>) -> (String, Result<Decision, String>) {
-    match &external.kind {
+/// One attempt: the raw answer, the decision in it, and how long to wait before the next
+/// attempt when the backend asked for a pause (HTTP 429).
+fn ask(
+    external: &External,
+    request: &Request<'_>,
+) -> (String, Result<Decision, String>, Option<Duration>) {
+    let (raw, answer) = match &external.kind {
         ExternalKind::Command { argv } => {
             let input = serde_json::to_vec(request.envelope).unwrap_or_default();
             match run_process(external, request, &argv[0], &argv[1..], input, None) {
                 Ok(run) => {
-                    let answer = match &run.failure {
-                        Some(failure) => Err(failure.clone()),
-                        None => parse_decision(&run.stdout),
+                    let answer = match (&run.failure, &run.not_utf8) {
+                        (Some(failure), _) => Err(failure.clone()),
+                        (None, Some(not_utf8)) => Err(not_utf8.clone()),
+                        (None, None) => parse_decision(&run.stdout),
                     };
                     (run.stdout, answer)
                 }
@@ -474,8 +703,9 @@ fn ask(external: &External, request: &Request<'_>) -> (String, Result<Decision, 
             url,
             model,
             api_key_env,
-        } => ask_http(external, request, url, model, api_key_env.as_deref()),
-    }
+        } => return ask_http(external, request, url, model, api_key_env.as_deref()),
+    };
+    (raw, answer, None)
 }
 
 /// The instruction model backends get after the rendered prompt.
@@ -518,12 +748,13 @@ fn ask_claude(
         Err(error) => return (String::new(), Err(error)),
     };
     // A failed Claude still prints its result object, which says why (`is_error`).
-    let answer = match &run.failure {
-        Some(failure) => Err(match claude_decision(&run.stdout) {
+    let answer = match (&run.failure, &run.not_utf8) {
+        (Some(failure), _) => Err(match claude_decision(&run.stdout) {
             Err(reason) => format!("{failure}; {reason}"),
             Ok(_) => failure.clone(),
         }),
-        None => claude_decision(&run.stdout),
+        (None, Some(not_utf8)) => Err(not_utf8.clone()),
+        (None, None) => claude_decision(&run.stdout),
     };
     (run.stdout, answer)
 }
@@ -595,23 +826,115 @@ fn ask_codex(
     }
     args.push("-".into());
     let input = model_prompt(request).into_bytes();
-    match run_process(external, request, &program, &args, input, Some(&folder)) {
-        Ok(run) => {
-            if let Some(failure) = run.failure {
-                return (run.stdout, Err(failure));
-            }
-        }
+    let run = match run_process(external, request, &program, &args, input, Some(&folder)) {
+        Ok(run) => run,
         Err(error) => return (String::new(), Err(error)),
+    };
+    // Why codex failed is in its `--json` events on stdout (`turn.failed`, `error`), not in
+    // the banner it prints on stderr.
+    if let Some(failure) = run.failure {
+        let failure = match codex_failure(&run.stdout) {
+            Some(reason) => format!("{failure}; {reason}"),
+            None => failure,
+        };
+        return (run.stdout, Err(failure));
     }
-    match std::fs::read_to_string(&answer_file) {
-        Ok(text) => {
-            let answer = parse_decision(&text);
+    match read_capped(&answer_file) {
+        Ok((text, not_utf8)) => {
+            let answer = match not_utf8 {
+                Some(error) => Err(format!("codex's -o file: {error}")),
+                None => parse_decision(&text),
+            };
             (text, answer)
         }
-        Err(_) => (
+        Err(ReadError::TooLarge) => (
             String::new(),
-            Err("codex wrote no final message to its -o file".into()),
+            Err(format!(
+                "codex's -o file holds more than {OUTPUT_LIMIT} bytes: the answer is refused"
+            )),
         ),
+        Err(ReadError::Missing) => (
+            run.stdout.clone(),
+            Err(match codex_failure(&run.stdout) {
+                Some(reason) => format!("codex wrote no final message to its -o file; {reason}"),
+                None => "codex wrote no final message to its -o file".into(),
+            }),
+        ),
+    }
+}
+
+/// The reason codex gave for failing in its `--json` events: the last `turn.failed` error,
+/// else the last `error` event that is not a reconnection notice.
+fn codex_failure(stdout: &str) -> Option<String> {
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let message = |event: &serde_json::Value, pointer: &str| {
+        event
+            .pointer(pointer)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    events
+        .iter()
+        .rev()
+        .find(|event| event["type"] == "turn.failed")
+        .map(|event| {
+            format!(
+                "turn.failed: {}",
+                message(event, "/error/message").unwrap_or_else(|| "turn failed".into())
+            )
+        })
+        .or_else(|| {
+            events
+                .iter()
+                .rev()
+                .filter(|event| event["type"] == "error")
+                .filter_map(|event| message(event, "/message"))
+                .find(|text| !text.starts_with("Reconnecting..."))
+                .map(|text| format!("error: {text}"))
+        })
+}
+
+/// Why a bounded read gave nothing.
+#[derive(Debug)]
+enum ReadError {
+    /// The file is absent or unreadable.
+    Missing,
+    /// The file holds more than [`OUTPUT_LIMIT`] bytes.
+    TooLarge,
+}
+
+/// Reads at most [`OUTPUT_LIMIT`] bytes of a file, decoded lossily, with the reason when it is
+/// not UTF-8.
+fn read_capped(path: &std::path::Path) -> Result<(String, Option<String>), ReadError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|_| ReadError::Missing)?;
+    let mut bytes = Vec::new();
+    file.take(OUTPUT_LIMIT + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|_| ReadError::Missing)?;
+    if bytes.len() as u64 > OUTPUT_LIMIT {
+        return Err(ReadError::TooLarge);
+    }
+    Ok(decode(bytes))
+}
+
+/// Text from bytes: kept lossily when not UTF-8, with a message saying so.
+fn decode(bytes: Vec<u8>) -> (String, Option<String>) {
+    match String::from_utf8(bytes) {
+        Ok(text) => (text, None),
+        Err(error) => {
+            let at = error.utf8_error().valid_up_to();
+            let text = String::from_utf8_lossy(error.as_bytes()).into_owned();
+            (
+                text,
+                Some(format!(
+                    "the answer is not UTF-8 (invalid byte at offset {at}); it is kept with U+FFFD in place of the invalid bytes"
+                )),
+            )
+        }
     }
 }
 
@@ -621,7 +944,7 @@ fn ask_http(
     url: &str,
     model: &str,
     api_key_env: Option<&str>,
-) -> (String, Result<Decision, String>) {
+) -> (String, Result<Decision, String>, Option<Duration>) {
     let body = serde_json::json!({
         "model": model,
         "temperature": 0,
@@ -634,36 +957,49 @@ fn ask_http(
             "json_schema": { "name": "planner_decision", "schema": super::decision_schema() },
         },
     });
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(external.timeout))
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let mut call = agent.post(url).header("Content-Type", "application/json");
     let host = crate::runner::HostEnv::from_process();
-    if let Some(key) = api_key_env.and_then(|name| host.get(name)) {
-        call = call.header("Authorization", &format!("Bearer {key}"));
-    }
-    let mut response = match call.send(body.to_string()) {
-        Ok(response) => response,
-        Err(error) => return (String::new(), Err(format!("POST {url}: {error}"))),
+    let key = api_key_env
+        .and_then(|name| host.get(name))
+        .map(str::to_owned);
+    let timeout = external.timeout;
+    let target = url.to_owned();
+    // The call runs on its own thread so that Ctrl-C can stop the wait: an abandoned call
+    // ends by itself within the planner's timeout, and its answer is dropped.
+    let exchange = move || post(&target, timeout, key.as_deref(), body.to_string());
+    let Some(exchange) = unless_cancelled(request.cancellation, exchange) else {
+        return (
+            String::new(),
+            Err("interrupted by the operator".into()),
+            None,
+        );
     };
-    let status = response.status();
-    let text = match response
-        .body_mut()
-        .with_config()
-        .limit(BODY_LIMIT)
-        .read_to_string()
-    {
-        Ok(text) => text,
-        Err(error) => return (String::new(), Err(format!("reading the answer: {error}"))),
+    let Exchange {
+        status,
+        text,
+        retry_after,
+    } = match exchange {
+        Ok(exchange) => exchange,
+        Err(error) => {
+            let message = redact(&format!("POST {url}: {error}"), url);
+            return (String::new(), Err(message), None);
+        }
     };
+    let text = redact(&text, url);
     if !status.is_success() {
         let head: String = text.chars().take(200).collect();
-        return (
-            text,
-            Err(format!("the server answered HTTP {status}: {head}")),
-        );
+        let wait = (status.as_u16() == 429).then(|| {
+            retry_after
+                .unwrap_or(RETRY_AFTER_DEFAULT)
+                .min(RETRY_AFTER_MAX)
+        });
+        let error = match wait {
+            Some(wait) => format!(
+                "the server answered HTTP {status} (it asks to wait {} s before retrying): {head}",
+                wait.as_secs_f64()
+            ),
+            None => format!("the server answered HTTP {status}: {head}"),
+        };
+        return (text, Err(error), wait);
     }
     let answer = serde_json::from_str::<serde_json::Value>(&text)
         .map_err(|error| format!("the response is not JSON: {error}"))
@@ -678,7 +1014,169 @@ fn ask_http(
                 .ok_or_else(|| "the response has no choices[0].message.content".to_owned())
         })
         .and_then(|content| parse_decision(&content));
-    (text, answer)
+    (text, answer, None)
+}
+
+/// What an HTTP server answered.
+struct Exchange {
+    status: ureq::http::StatusCode,
+    text: String,
+    retry_after: Option<Duration>,
+}
+
+/// One POST with a global timeout, reading at most [`BODY_LIMIT`] of the answer.
+fn post(url: &str, timeout: Duration, key: Option<&str>, body: String) -> Result<Exchange, String> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut call = agent.post(url).header("Content-Type", "application/json");
+    if let Some(key) = key {
+        call = call.header("Authorization", &format!("Bearer {key}"));
+    }
+    let mut response = call.send(body).map_err(|error| error.to_string())?;
+    let status = response.status();
+    // `Retry-After: SECONDS` (an HTTP date is not honoured: the default pause applies).
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let text = response
+        .body_mut()
+        .with_config()
+        .limit(BODY_LIMIT)
+        .read_to_string()
+        .map_err(|error| format!("reading the answer: {error}"))?;
+    Ok(Exchange {
+        status,
+        text,
+        retry_after,
+    })
+}
+
+/// `text` with the credentials of `url` (its user information and the values of its query)
+/// replaced by `***`, so that no message recorded in the run directory holds them: the URL
+/// itself is written redacted, and a credential of 4 characters or more quoted elsewhere in
+/// the text is masked too.
+pub fn redact(text: &str, url: &str) -> String {
+    let (scheme, rest) = url
+        .split_once("://")
+        .map_or(("", url), |(scheme, rest)| (scheme, rest));
+    let (rest, fragment) = rest
+        .split_once('#')
+        .map_or((rest, None), |(rest, fragment)| (rest, Some(fragment)));
+    let (rest, query) = rest
+        .split_once('?')
+        .map_or((rest, None), |(rest, query)| (rest, Some(query)));
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let mut secrets: Vec<&str> = Vec::new();
+    let host = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            secrets.push(userinfo);
+            secrets.extend(userinfo.split(':'));
+            format!("***@{host}")
+        }
+        None => authority.to_owned(),
+    };
+    let mut redacted = if scheme.is_empty() {
+        format!("{host}{path}")
+    } else {
+        format!("{scheme}://{host}{path}")
+    };
+    if let Some(query) = query {
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, value)) => {
+                    secrets.push(value);
+                    format!("{name}=***")
+                }
+                None => pair.to_owned(),
+            })
+            .collect();
+        redacted.push('?');
+        redacted.push_str(&pairs.join("&"));
+    }
+    if let Some(fragment) = fragment {
+        redacted.push('#');
+        redacted.push_str(fragment);
+    }
+    let mut text = text.replace(url, &redacted);
+    secrets.retain(|secret| secret.chars().count() >= 4);
+    // Longest first, so that a whole user information goes before its parts.
+    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+    for secret in secrets {
+        text = text.replace(secret, "***");
+    }
+    text
+}
+
+/// Runs `work` on a thread of its own and waits for it, unless the run is cancelled first
+/// (then `None`, and the thread's result is dropped when it ends).
+fn unless_cancelled<T: Send + 'static>(
+    cancellation: &crate::runner::Cancellation,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    if cancellation.is_cancelled() {
+        return None;
+    }
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return Some(work());
+    };
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("tnh-planner-call".into())
+        .spawn(move || {
+            let _ = sender.send(work());
+        });
+    if spawned.is_err() {
+        return None;
+    }
+    let cancelled = cancelled(cancellation.clone());
+    runtime.block_on(async move {
+        tokio::select! {
+            result = receiver => result.ok(),
+            () = cancelled => None,
+        }
+    })
+}
+
+/// Sleeps `wait` unless the run is cancelled first; `false` when it was.
+fn sleep_unless_cancelled(cancellation: &crate::runner::Cancellation, wait: Duration) -> bool {
+    if cancellation.is_cancelled() {
+        return false;
+    }
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return true;
+    };
+    let cancelled = cancelled(cancellation.clone());
+    runtime.block_on(async move {
+        tokio::select! {
+            () = tokio::time::sleep(wait) => true,
+            () = cancelled => false,
+        }
+    })
+}
+
+/// Resolves once cancellation has been requested; never for a cancellation that cannot fire.
+async fn cancelled(mut cancellation: crate::runner::Cancellation) {
+    if cancellation.is_cancelled() {
+        return;
+    }
+    if cancellation.next_request().await.is_some() {
+        return;
+    }
+    std::future::pending::<()>().await;
 }
 
 /// The binary for a CLI planner: the `TNH_*_BIN` override, the profile's, the default.
@@ -707,8 +1205,11 @@ fn tnh_variables(request: &Request<'_>) -> std::collections::BTreeMap<String, St
 
 /// What a planner process left.
 struct Finished {
-    /// Its standard output (kept as the attempt's raw answer whatever happened).
+    /// Its standard output, at most [`OUTPUT_LIMIT`] bytes decoded lossily (kept as the
+    /// attempt's raw answer whatever happened).
     stdout: String,
+    /// Set when stdout is not UTF-8, saying so.
+    not_utf8: Option<String>,
     /// Why it did not exit cleanly (timeout, non-zero exit), with its last stderr line.
     failure: Option<String>,
 }
@@ -739,6 +1240,7 @@ fn run_process(
     let limits = crate::runner::Limits {
         timeout: external.timeout,
         idle_timeout: None,
+        max_stdout_bytes: Some(OUTPUT_LIMIT),
         ..Default::default()
     };
     let host = crate::runner::HostEnv::from_process();
@@ -765,15 +1267,20 @@ fn run_process(
         .build()
         .map_err(|error| error.to_string())?;
     let supervised = runtime
-        .block_on(crate::runner::supervise(
-            spec,
-            crate::runner::Cancellation::never(),
-        ))
+        .block_on(crate::runner::supervise(spec, request.cancellation.clone()))
         .map_err(|error| format!("`{program}` could not run: {error}"))?;
-    let stdout = std::fs::read_to_string(folder.path().join("stdout")).unwrap_or_default();
+    // The supervisor kept at most OUTPUT_LIMIT bytes (and stopped the planner past them).
+    let (stdout, not_utf8) = read_capped(&folder.path().join("stdout")).unwrap_or_default();
     let failure = (supervised.outcome != crate::outcome::Outcome::Completed).then(|| {
-        let stderr = std::fs::read_to_string(folder.path().join("stderr")).unwrap_or_default();
-        let tail = stderr.lines().last().unwrap_or_default();
+        let tail = supervised
+            .tail
+            .iter()
+            .rev()
+            .find(|line| {
+                line.stream == crate::runner::Stream::Stderr && !line.text.trim().is_empty()
+            })
+            .map(|line| line.text.clone())
+            .unwrap_or_default();
         format!(
             "`{program}` ended {}: {}{}",
             supervised.outcome,
@@ -785,7 +1292,11 @@ fn run_process(
             }
         )
     });
-    Ok(Finished { stdout, failure })
+    Ok(Finished {
+        stdout,
+        not_utf8,
+        failure,
+    })
 }
 
 #[cfg(test)]
@@ -811,6 +1322,79 @@ mod tests {
             claude_decision(failed)
                 .unwrap_err()
                 .contains("Not logged in")
+        );
+    }
+
+    #[test]
+    fn a_fenced_block_is_found_after_prose_and_in_any_case() {
+        for text in [
+            "Here is my decision:\n```json\n{\"status\": \"partial\"}\n```\nThanks.",
+            "```JSON\n{\"status\": \"partial\"}\n```",
+            "Decision:\n```\n{\"status\": \"partial\"}\n```",
+            "  {\"status\": \"partial\"}  ",
+        ] {
+            assert_eq!(
+                parse_decision(text).unwrap().status,
+                Status::Partial,
+                "{text}"
+            );
+        }
+        assert!(parse_decision("```python\nprint(1)\n```").is_err());
+    }
+
+    #[test]
+    fn a_decision_with_a_key_given_twice_is_refused() {
+        let error = parse_decision(r#"{"status": "unsafe", "status": "success"}"#).unwrap_err();
+        assert!(error.contains("duplicate field `status`"), "{error}");
+        assert!(error.contains("not a valid decision"), "{error}");
+        let error = parse_decision("not json").unwrap_err();
+        assert!(error.contains("not JSON"), "{error}");
+    }
+
+    #[test]
+    fn credentials_of_a_url_are_redacted_from_messages() {
+        let url = "https://alice:pw-1@api.example.com/v1/chat?api_key=key-2&mode=x#frag";
+        let message = redact(&format!("POST {url}: refused (pw-1, key-2)"), url);
+        assert_eq!(
+            message,
+            "POST https://***@api.example.com/v1/chat?api_key=***&mode=***#frag: refused (***, ***)"
+        );
+        assert_eq!(redact("plain", "http://127.0.0.1:1/v1"), "plain");
+    }
+
+    #[test]
+    fn a_failing_codex_names_its_turn_failed_error() {
+        let stdout = "{\"type\":\"error\",\"message\":\"Reconnecting... 1/5\"}\n{\"type\":\"turn.failed\",\"error\":{\"message\":\"unexpected status 401\"}}\n";
+        assert_eq!(
+            codex_failure(stdout).as_deref(),
+            Some("turn.failed: unexpected status 401")
+        );
+        let errors = "{\"type\":\"error\",\"message\":\"quota exceeded\"}\n{\"type\":\"error\",\"message\":\"Reconnecting... 2/5\"}\n";
+        assert_eq!(
+            codex_failure(errors).as_deref(),
+            Some("error: quota exceeded")
+        );
+        assert_eq!(codex_failure("banner"), None);
+    }
+
+    #[test]
+    fn a_decision_past_the_limits_is_refused() {
+        let mut decision = Decision::status(Status::Partial);
+        assert!(within_limits(&decision).is_ok());
+        decision.risk_flags = vec!["flag".into(); limits::RISK_FLAGS + 1];
+        assert!(within_limits(&decision).unwrap_err().contains("risk_flags"));
+        decision.risk_flags = vec!["x".repeat(limits::NAME_CHARS + 1)];
+        assert!(
+            within_limits(&decision)
+                .unwrap_err()
+                .contains("a risk flag")
+        );
+        decision.risk_flags.clear();
+        decision.fix_instructions = Some(serde_json::json!("x".repeat(20_000)));
+        assert!(
+            within_limits(&decision)
+                .unwrap_err()
+                .contains("fix_instructions")
         );
     }
 }

@@ -29,6 +29,9 @@ pub struct Facts {
     /// Blocker codes of earlier evaluations made on the same worktree (no net diff change
     /// since).
     pub unchanged_blocker_codes: Vec<String>,
+    /// No step ran since the previous evaluation (the envelope's `steps` is empty): that
+    /// evaluation (`step #visit`) and the status it decided, which this one cannot go below.
+    pub no_new_evidence: Option<(String, Status)>,
     /// The step being judged was meant to change code (an EVALUATE input
     /// `expects_changes: false` says it was not, e.g. a plan).
     pub expects_changes: bool,
@@ -117,7 +120,23 @@ impl Facts {
             })
             .flat_map(|entry| strings(&entry["blocker_codes"]))
             .collect();
+        let no_new_evidence = envelope["steps"]
+            .as_array()
+            .filter(|steps| steps.is_empty())
+            .and_then(|_| history.last())
+            .and_then(|last| {
+                let status = last["status"].as_str().or(last["outcome"].as_str())?;
+                let status: Status =
+                    serde_json::from_value(serde_json::Value::String(status.to_owned())).ok()?;
+                let step = last["step_id"].as_str().unwrap_or("an earlier EVALUATE");
+                let label = match last["visit"].as_u64() {
+                    Some(visit) => format!("`{step}` #{visit}"),
+                    None => format!("`{step}`"),
+                };
+                Some((label, status))
+            });
         Facts {
+            no_new_evidence,
             unchanged_blocker_codes,
             expects_changes: envelope["inputs"]["expects_changes"]
                 .as_bool()
@@ -168,6 +187,20 @@ pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
                 ),
             );
         }
+    }
+    // An evaluation with no step since the previous one has no new evidence: it cannot
+    // launder that decision (a killed step's `blocked`, say) into a better status.
+    if let Some((previous, floor)) = &facts.no_new_evidence
+        && decision.status < *floor
+    {
+        decision.raise(
+            *floor,
+            "no_new_evidence",
+            format!(
+                "no step ran since {previous} decided `{}`: an evaluation without new evidence keeps at least that status",
+                floor.name()
+            ),
+        );
     }
     if facts.claims_done
         && facts.empty_diff
@@ -330,5 +363,37 @@ mod tests {
             guard(Decision::status(Status::Success), &clean).status,
             Status::Success
         );
+    }
+
+    #[test]
+    fn an_evaluation_without_a_step_since_the_previous_one_keeps_its_status() {
+        let envelope = serde_json::json!({
+            "steps": [],
+            "evaluation_history": [{"step_id": "judge", "visit": 1, "status": "blocked",
+                "blocker_codes": ["killed_timeout"], "risk_flags": ["killed_timeout"]}],
+            "evidence": {"validation": {"mechanical_outcome": "completed"}},
+        });
+        let facts = Facts::from_envelope(&envelope);
+        let raised = guard(Decision::status(Status::Success), &facts);
+        assert_eq!(raised.status, Status::Blocked);
+        assert_eq!(raised.risk_flags, ["no_new_evidence"]);
+        assert!(
+            raised.blockers[0]
+                .summary
+                .contains("`judge` #1 decided `blocked`")
+        );
+        assert_eq!(
+            crate::planner::rules::decide(&envelope).status,
+            Status::Blocked,
+            "the rules planner too"
+        );
+        // A step since, or no earlier evaluation: no floor.
+        let mut stepped = envelope.clone();
+        stepped["steps"] =
+            serde_json::json!([{"step_id": "fix", "opcode": "RUN_AGENT", "outcome": "completed"}]);
+        assert_eq!(Facts::from_envelope(&stepped).no_new_evidence, None);
+        let mut first = envelope;
+        first["evaluation_history"] = serde_json::json!([]);
+        assert_eq!(Facts::from_envelope(&first).no_new_evidence, None);
     }
 }

@@ -42,6 +42,8 @@ pub enum ViolationClass {
     PathEscape,
     /// The policy's `check` hook rejected the change.
     CheckFailed,
+    /// A planner changed the worktree while an EVALUATE asked it (EVALUATE changes nothing).
+    PlannerChangedWorktree,
 }
 
 /// One violation.

@@ -91,6 +91,10 @@ pub(crate) struct StreamCapture {
     pub lines: u64,
     partial: Vec<u8>,
     partial_length: usize,
+    /// The most bytes written to the file, if limited.
+    limit: Option<u64>,
+    /// More than `limit` bytes arrived: the rest was dropped.
+    pub over_limit: bool,
 }
 
 impl StreamCapture {
@@ -109,7 +113,15 @@ impl StreamCapture {
             lines: 0,
             partial: Vec::new(),
             partial_length: 0,
+            limit: None,
+            over_limit: false,
         })
+    }
+
+    /// Keeps at most `limit` bytes: what arrives past it is neither written nor examined.
+    pub(crate) fn limited(mut self, limit: Option<u64>) -> Self {
+        self.limit = limit;
+        self
     }
 
     /// Writes a chunk to disk and examines the lines it completes.
@@ -118,6 +130,17 @@ impl StreamCapture {
         chunk: &[u8],
         tail: &mut Tail,
     ) -> std::io::Result<ChunkSignals> {
+        let chunk = match self.limit {
+            Some(limit) if self.bytes + chunk.len() as u64 > limit => {
+                self.over_limit = true;
+                let room = limit.saturating_sub(self.bytes) as usize;
+                &chunk[..room.min(chunk.len())]
+            }
+            _ => chunk,
+        };
+        if chunk.is_empty() {
+            return Ok(ChunkSignals::default());
+        }
         self.file.write_all(chunk)?;
         self.bytes += chunk.len() as u64;
         if !self.format.examines_lines() {

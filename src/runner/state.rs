@@ -61,6 +61,11 @@ pub enum StopReason {
     },
     /// The operator cancelled the run.
     Cancelled,
+    /// The process printed more on stdout than its limit allows (planners).
+    OutputLimit {
+        /// The limit, in bytes.
+        limit_bytes: u64,
+    },
     /// Output could not be written to disk.
     CaptureFailed {
         /// The I/O error.
@@ -77,7 +82,8 @@ impl StopReason {
             StopReason::InteractivePrompt { .. }
             | StopReason::BudgetExhausted { .. }
             | StopReason::BudgetSpent { .. }
-            | StopReason::Cancelled => Outcome::KilledPolicy,
+            | StopReason::Cancelled
+            | StopReason::OutputLimit { .. } => Outcome::KilledPolicy,
             StopReason::CaptureFailed { .. } => Outcome::Error,
         }
     }
@@ -119,6 +125,9 @@ impl StopReason {
                 dollars(*remaining_budget_usd)
             ),
             StopReason::Cancelled => "cancelled: the operator interrupted the run".to_owned(),
+            StopReason::OutputLimit { limit_bytes } => format!(
+                "output_limit: more than {limit_bytes} bytes on stdout; the rest was not kept"
+            ),
             StopReason::CaptureFailed { message } => format!("capture_failed: {message}"),
         }
     }
@@ -295,6 +304,10 @@ impl State {
         } else {
             capture.ingest(&buffer[..count], tail)
         };
+        if capture.over_limit && matches!(stream, Stream::Stdout) {
+            let limit_bytes = capture.bytes;
+            self.begin_stop(StopReason::OutputLimit { limit_bytes }, now);
+        }
         match signals {
             Ok(signals) => self.on_signals(signals, now),
             Err(error) => self.begin_stop(

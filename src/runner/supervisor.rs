@@ -47,6 +47,9 @@ pub struct Limits {
     pub prompt_settle: Duration,
     /// How long pipes may stay open after the leader exits before holders are killed.
     pub leak_timeout: Duration,
+    /// The most stdout kept: past it nothing more is written and the process is stopped
+    /// (`killed_policy`, cause `output_limit`). `None` keeps everything (agents, validators).
+    pub max_stdout_bytes: Option<u64>,
 }
 
 impl Default for Limits {
@@ -57,6 +60,7 @@ impl Default for Limits {
             grace: Duration::from_secs(10),
             prompt_settle: Duration::from_secs(2),
             leak_timeout: Duration::from_millis(500),
+            max_stdout_bytes: None,
         }
     }
 }
@@ -178,7 +182,8 @@ pub async fn supervise_recorded(
             missing,
         ));
     }
-    let stdout = StreamCapture::create(Stream::Stdout, spec.format, &spec.stdout_path)?;
+    let stdout = StreamCapture::create(Stream::Stdout, spec.format, &spec.stdout_path)?
+        .limited(spec.limits.max_stdout_bytes);
     let stderr = StreamCapture::create(Stream::Stderr, spec.format, &spec.stderr_path)?;
     let mut mark = StepMark::before_start();
     let started_at = SystemTime::now();

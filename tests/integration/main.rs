@@ -13,6 +13,7 @@ mod mutation;
 mod operator_rollback;
 mod planner;
 mod planner_backends;
+mod planner_limits;
 mod policy;
 mod prompt_limits;
 mod prompts;

@@ -442,6 +442,180 @@ steps:
     );
 }
 
+/// A malformed vector is an error naming its file (exit 2), never a `pass`: no envelope, an
+/// envelope that is not an object, `risk_flags` that is not a list, a misspelt `expect` key,
+/// a status that does not exist.
+#[test]
+fn a_malformed_decision_vector_is_an_error_naming_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = vectors(dir.path(), &["success_clean"], None);
+    let vector: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::fs::read_dir(&good)
+                .unwrap()
+                .flatten()
+                .next()
+                .unwrap()
+                .path(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut cases: Vec<(&str, serde_json::Value, &str)> = Vec::new();
+    let mut no_envelope = vector.clone();
+    no_envelope.as_object_mut().unwrap().remove("envelope");
+    cases.push(("no_envelope", no_envelope, "`envelope` is missing"));
+    let mut string_envelope = vector.clone();
+    string_envelope["envelope"] = "just text".into();
+    cases.push((
+        "string_envelope",
+        string_envelope,
+        "`envelope` must be an object",
+    ));
+    let mut flags = vector.clone();
+    flags["expect"]["risk_flags"] = "policy_violation".into();
+    cases.push((
+        "flags",
+        flags,
+        "`expect.risk_flags` must be a list of strings",
+    ));
+    let mut misspelt = vector.clone();
+    misspelt["expect"]["risk_fags"] = serde_json::json!([]);
+    cases.push(("misspelt", misspelt, "unknown key `expect.risk_fags`"));
+    let mut status = vector.clone();
+    status["expect"]["status"] = "sucess".into();
+    cases.push(("status", status, "`expect.status` `sucess` is not a status"));
+    for (name, vector, expected) in cases {
+        let folder = dir.path().join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        let file = folder.join(format!("{name}.json"));
+        std::fs::write(&file, vector.to_string()).unwrap();
+        let output = check(None, &folder, None);
+        let stderr = stderr_text(&output);
+        assert_eq!(output.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(&format!("{name}.json")), "{name}: {stderr}");
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+    }
+}
+
+/// A second EVALUATE with no step since the first has no new evidence: it keeps at least the
+/// first one's status (`no_new_evidence`), so a killed step is never laundered into a success
+/// STOP — with a lying command planner and with `rules` alike.
+#[test]
+fn an_evaluation_without_new_evidence_cannot_launder_a_killed_step_into_success() {
+    for planner in ["judge", "rules"] {
+        let repo = RunRepo::new();
+        with_judge(
+            &repo,
+            r#"{"status": "success", "next_step": null, "blockers": [], "risk_flags": []}"#,
+        );
+        let config = repo.path().join(".tnh/config.yaml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        let text = text.replacen(
+            "agents:\n",
+            "agents:\n  hangs:\n    kind: command\n    argv: [sleep, \"600\"]\n",
+            1,
+        );
+        std::fs::write(&config, text).unwrap();
+        let workflow = repo.workflow_text(
+            "launder.yaml",
+            r#"workflow_id: launder
+version: 1
+description: a killed step, judged blocked, then asked again with nothing new
+entry_step: work
+steps:
+  - id: work
+    opcode: RUN_AGENT
+    agent: hangs
+    prompt: do the work
+    limits: { timeout: 1s }
+    routes: { "*": judge }
+  - id: judge
+    opcode: EVALUATE
+    prompt: planner.evaluate_step.v1
+    allowed_next_steps: [second_opinion, failed]
+    routes: { success: STOP, partial: failed, blocked: second_opinion, unsafe: failed, needs_human: failed }
+  - id: second_opinion
+    opcode: EVALUATE
+    prompt: planner.evaluate_step.v1
+    allowed_next_steps: [failed]
+    routes: { success: STOP, partial: failed, blocked: failed, unsafe: failed, needs_human: failed }
+  - id: failed
+    opcode: STOP
+    outcome: failure
+"#,
+        );
+
+        let (code, result, output) = repo.run(&workflow, &["--planner", planner]);
+
+        assert_eq!(
+            code,
+            Some(1),
+            "{planner}: {result}\n{}",
+            stderr_text(&output)
+        );
+        let run_id = result["run_id"].as_str().unwrap();
+        let decision = repo.json(run_id, "artifacts/second_opinion/1/planner_decision.json");
+        assert_eq!(decision["status"], "blocked", "{planner}: {decision}");
+        assert!(
+            decision["risk_flags"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!("no_new_evidence")),
+            "{planner}: {decision}"
+        );
+        assert_eq!(decision["next_step"], "failed", "{planner}: {decision}");
+    }
+}
+
+/// When the guard raises the planner's status, the saved decision names the step the run
+/// actually takes (not the planner's `next_step`), and `runs show` says the guard raised it;
+/// when the planner failed, `runs show` says the kernel decided.
+#[test]
+fn a_raised_or_kernel_decision_is_recorded_and_shown_as_such() {
+    let repo = RunRepo::new();
+    with_judge(
+        &repo,
+        r#"{"status": "success", "next_step": "ship", "blockers": [], "risk_flags": []}"#,
+    );
+    let workflow = std::fs::read_to_string(fixture("runs/unsafe.yaml"))
+        .unwrap()
+        .replace(
+            "allowed_next_steps: [undo]",
+            "allowed_next_steps: [undo, ship]",
+        )
+        .replace("      success: STOP\n", "      success: ship\n")
+        .replace(
+            "  - id: rolled_back\n",
+            "  - id: ship\n    opcode: STOP\n    outcome: success\n  - id: rolled_back\n",
+        );
+    let workflow = repo.workflow_text("unsafe_ship.yaml", &workflow);
+    let (code, result, output) = repo.run(&workflow, &["--planner", "judge"]);
+    assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let decision = repo.json(run_id, "artifacts/evaluate/1/planner_decision.json");
+    assert_eq!(decision["status"], "unsafe", "{decision}");
+    assert_eq!(decision["next_step"], "undo", "the route taken: {decision}");
+    let shown = stdout_text(&repo.conductor(&["runs", "show", run_id]));
+    assert!(
+        shown.contains(
+            "unsafe, raised by the guard from the `judge` planner's `success`, next `undo`"
+        ),
+        "{shown}"
+    );
+
+    let failing = RunRepo::new();
+    with_judge(&failing, "");
+    let (_, result, _) = failing.run(&failing.workflow("fix_loop.yaml"), &["--planner", "judge"]);
+    let run_id = result["run_id"].as_str().unwrap();
+    let shown = stdout_text(&failing.conductor(&["runs", "show", run_id]));
+    assert!(
+        shown.contains("blocked by the kernel (the `judge` planner gave no usable answer)"),
+        "{shown}"
+    );
+    assert!(!shown.contains("by the `judge` planner"), "{shown}");
+}
+
 /// A planner configured as `default` (as `init`, the README and DESIGN §6 write it) judges
 /// every EVALUATE that names none: no `--planner`, no step `planner:`, no `defaults.planner`.
 #[test]
@@ -519,6 +693,70 @@ fn a_broken_planner_definition_is_reported_where_the_configuration_is_read() {
             stderr_text(&validated).contains(expected),
             "{definition}: {}",
             stderr_text(&validated)
+        );
+    }
+}
+
+/// A definition that cannot work is refused where the configuration is read, at the key at
+/// fault: no `kind` (never a silent `rules`), keys a `rules` planner would ignore, a zero
+/// timeout, a `url` that is not http(s), and keys of the wrong type (not "missing").
+#[test]
+fn planner_definitions_that_cannot_work_are_refused_at_the_key_at_fault() {
+    for (definition, at, expected) in [
+        (
+            "  judge: {argv: [./judge.sh], timeout: 30s}\n",
+            "{",
+            "planner `judge` has no `kind`; add one of `kind: rules`",
+        ),
+        (
+            "  judge: {kind: rules, argv: [./judge.sh]}\n",
+            "[",
+            "planner `judge` is `kind: rules`, which takes no other key, but has `argv`",
+        ),
+        (
+            "  judge: {kind: command, argv: [./judge.sh], timeout: 0s}\n",
+            "0s",
+            "planner `judge`: timeout `0s` would kill every attempt at once",
+        ),
+        (
+            "  judge: {kind: http, url: \"file:///etc/passwd\", model: m}\n",
+            "\"file",
+            "planner `judge`: `url` `file:///etc/passwd` is not an http:// or https:// URL",
+        ),
+        (
+            "  judge: {kind: command, argv: \"echo hi\"}\n",
+            "\"echo",
+            "planner `judge`: `argv` must be a list of strings, got \"echo hi\"",
+        ),
+        (
+            "  judge: {kind: http, url: 8080, model: m}\n",
+            "8080",
+            "planner `judge`: `url` must be a string, got 8080",
+        ),
+    ] {
+        let repo = RunRepo::new();
+        let config = repo.path().join(".tnh/config.yaml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, format!("{text}planners:\n{definition}")).unwrap();
+        let workflow = repo.workflow("fix_loop.yaml");
+        let column = if at == "{" {
+            definition.find('{').unwrap() + 1
+        } else {
+            definition.find(at).unwrap() + 1
+        };
+        // A kind-less definition is reported at the definition itself.
+        let position = if at == "{" {
+            ":6:10:".to_owned()
+        } else {
+            format!(":6:{column}:")
+        };
+
+        let validated = repo.conductor(&["validate", workflow.to_str().unwrap()]);
+        let stderr = stderr_text(&validated);
+        assert_eq!(validated.status.code(), Some(2), "{definition}: {stderr}");
+        assert!(
+            stderr.contains(&format!(".tnh/config.yaml{position} {expected}")),
+            "{definition}: {stderr}"
         );
     }
 }

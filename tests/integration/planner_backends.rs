@@ -136,6 +136,7 @@ fn ask(backend: &Backend, envelope: &serde_json::Value) -> (Verdict, Vec<Attempt
         prompt: "Judge the implementation.",
         cwd: None,
         run_variables: None,
+        cancellation: &tnh_conductor::runner::Cancellation::never(),
     };
     decide(backend, &request)
 }
@@ -145,8 +146,10 @@ fn decided(verdict: Verdict) -> (tnh_conductor::planner::Decision, String) {
         Verdict::Decided {
             decision,
             decided_by,
+            ..
         } => (decision, decided_by),
         Verdict::Illegal { reason, .. } => panic!("unexpected illegal verdict: {reason}"),
+        Verdict::Interrupted => panic!("unexpected interruption"),
     }
 }
 

@@ -110,6 +110,7 @@ pub fn limits(timeout: Duration, idle: Option<Duration>) -> Limits {
         grace: Duration::from_millis(300),
         prompt_settle: Duration::from_millis(200),
         leak_timeout: Duration::from_millis(200),
+        max_stdout_bytes: None,
     }
 }
 
