@@ -1007,8 +1007,26 @@ fn recover_interrupted_visit(
     let Phase::Running { step_id, visit } = state.phase.clone() else {
         return Ok(());
     };
-    let orphans = super::orphans::kill_run_orphans(&state.run_id);
     let events = EventLog::read_all(&recorder.run_dir().events())?;
+    // A `resume` killed after it recorded the visit as interrupted (its orphans killed, its
+    // snapshot restored) but before its checkpoint: that record stands, and only what followed
+    // it is done now.
+    let recorded = events.iter().rev().find(|event| {
+        event.seq > state.events_seq
+            && event.event_type == EventType::StepInterrupted
+            && event.step_id.as_deref() == Some(step_id.as_str())
+            && event.visit == Some(visit)
+    });
+    if let Some(recorded) = recorded {
+        let cause = recorded.payload.get("cause").cloned().unwrap_or_default();
+        record_interrupted_manifest(workflow, recorder, &events, (&step_id, visit), cause)?;
+        state.phase = Phase::Ready {
+            step_id,
+            visit: visit + 1,
+        };
+        return Ok(());
+    }
+    let orphans = super::orphans::kill_run_orphans(&state.run_id);
     let completed = events.iter().rev().find(|event| {
         event.event_type == EventType::StepCompleted
             && event.step_id.as_deref() == Some(step_id.as_str())

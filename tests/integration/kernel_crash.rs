@@ -142,9 +142,9 @@ fn a_run_killed_at_any_event_resumes_to_the_same_end() {
         total >= 30,
         "the workflow should produce enough kill points, got {total} events"
     );
-    // Every event but the last is a kill point (the last ends the run): well over 20 instants,
-    // spread over agent steps, the evaluation and the STOP.
-    let points: Vec<u64> = (1..total).collect();
+    // Every event is a kill point, the last (`run_completed`, before the final checkpoint)
+    // included: well over 20 instants, spread over agent steps, the evaluation and the STOP.
+    let points: Vec<u64> = (1..=total).collect();
     assert!(points.len() >= 20);
     check_kill_points(CRASH, &reference, &points);
 }
@@ -212,6 +212,22 @@ fn check_kill_points(scenario: Scenario, reference: &Finished, points: &[u64]) {
             assert!(
                 completed.insert(key.clone()),
                 "kill point {seq}: {key:?} completed twice"
+            );
+        }
+        // A route the killed process recorded is not recorded again by the recovery.
+        let mut routed = BTreeSet::new();
+        for event in resumed
+            .events
+            .iter()
+            .filter(|event| event["event_type"] == "route_selected")
+        {
+            let key = (
+                event["step_id"].as_str().unwrap().to_owned(),
+                event["visit"].as_u64().unwrap(),
+            );
+            assert!(
+                routed.insert(key.clone()),
+                "kill point {seq}: {key:?} routed twice"
             );
         }
         let types: Vec<&str> = resumed
@@ -634,5 +650,55 @@ fn a_run_killed_before_its_first_checkpoint_starts_over() {
         &types[..3],
         ["run_started", "run_resumed", "step_started"],
         "{types:?}"
+    );
+}
+
+/// A `resume` killed right after it recorded the interrupted visit (`step_interrupted`), before
+/// its checkpoint: the next `resume` recognises that record instead of writing a second one
+/// for the same visit.
+#[test]
+fn a_resume_killed_after_recording_the_interrupted_visit_records_it_once() {
+    let reference = uninterrupted(CRASH);
+    let kill_at = seq_of(&reference.events, "step_started", 1);
+    let started = &reference.events[usize::try_from(kill_at).unwrap() - 1];
+    let (step, visit) = (
+        started["step_id"].as_str().unwrap().to_owned(),
+        started["visit"].as_u64().unwrap(),
+    );
+    let (repo, run_id) = killed_at(CRASH, kill_at);
+    // The resume records `run_resumed`, then the interrupted visit.
+    let interrupted_seq = repo.events(&run_id).len() + 2;
+    let killed = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["resume", &run_id])
+        .env("TNH_TEST_KILL_AT_EVENT", interrupted_seq.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    assert_eq!(
+        repo.events(&run_id).last().unwrap()["event_type"],
+        "step_interrupted"
+    );
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let of_step = |event_type: &str| -> Vec<u64> {
+        events
+            .iter()
+            .filter(|event| event["event_type"] == event_type && event["step_id"] == step)
+            .map(|event| event["visit"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(of_step("step_interrupted"), [visit]);
+    assert_eq!(of_step("step_started"), [visit, visit + 1]);
+    assert_eq!(of_step("step_completed"), [visit + 1]);
+    let manifest = repo.json(&run_id, &format!("artifacts/{step}/{visit}/manifest.json"));
+    assert_eq!(manifest["termination"], "interrupted", "{manifest}");
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        reference.final_state
     );
 }
