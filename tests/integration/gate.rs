@@ -649,6 +649,73 @@ fn a_decision_interrupted_after_it_was_recorded_stands() {
     }
 }
 
+/// An approval whose process died right after recording it (`gate_resolved`) keeps the
+/// reviewer's comment on the record: `resume`, finishing the decision, records the
+/// `human_feedback` event the dead process did not.
+#[test]
+fn a_decision_interrupted_after_it_was_recorded_keeps_the_reviewers_feedback() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let next_seq = repo.events(&run_id).len() + 1;
+    let comment = "LGTM, but watch the retry loop";
+    let killed = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args([
+            "gate",
+            "approve",
+            &run_id,
+            "--as",
+            "alice",
+            "--comment",
+            comment,
+        ])
+        .env("TNH_TEST_KILL_AT_EVENT", next_seq.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    assert_eq!(
+        repo.events(&run_id).last().unwrap()["event_type"],
+        "gate_resolved"
+    );
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let feedback: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|event| event["event_type"] == "human_feedback")
+        .collect();
+    assert_eq!(feedback.len(), 1, "{:?}", event_types(&events));
+    let feedback = feedback[0];
+    assert_eq!(
+        (
+            feedback["reviewer"].as_str(),
+            feedback["comments"].as_str(),
+            feedback["decision"].as_str(),
+            feedback["step_id"].as_str(),
+        ),
+        (
+            Some("alice"),
+            Some(comment),
+            Some("gate_approved"),
+            Some("review")
+        ),
+        "{feedback}"
+    );
+    let types = event_types(&events);
+    let resolved = types
+        .iter()
+        .position(|kind| kind == "gate_resolved")
+        .unwrap();
+    let fed = types
+        .iter()
+        .position(|kind| kind == "human_feedback")
+        .unwrap();
+    assert!(resolved < fed, "{types:?}");
+}
+
 /// The hint a waiting run prints names an approver when the gate has approvers: the command
 /// it shows is accepted as is.
 #[test]
