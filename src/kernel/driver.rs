@@ -138,6 +138,12 @@ impl Driver<'_> {
                         expected: "ready",
                     });
                 }
+                // A signal noticed since the last step (or before the first: while the
+                // worktree was created, while `resume` recovered a visit) stops the run here,
+                // between steps: nothing is running, and `resume` continues from this step.
+                Phase::Ready { step_id, .. } if self.run.cancellation.is_cancelled() => {
+                    return self.interrupted_between_steps(step_id);
+                }
                 Phase::Ready { .. } => {
                     if let Some(end) = self.visit()? {
                         return Ok(end);
@@ -248,6 +254,31 @@ impl Driver<'_> {
         }
         self.route(&step_id, visit, &result.report)?;
         Ok(None)
+    }
+
+    /// Stops the run between steps for the operator's interrupt: `run_interrupted` (no step is
+    /// running) and the run marked blocked; `resume` continues with `step_id`.
+    fn interrupted_between_steps(&mut self, step_id: String) -> Result<RunEnd, DriveError> {
+        let signal = self
+            .run
+            .cancellation
+            .cause()
+            .unwrap_or_else(|| "Ctrl-C".to_owned());
+        self.recorder.event(
+            EventType::RunInterrupted,
+            None,
+            payload([
+                ("cause", format!("operator interrupt ({signal})").into()),
+                ("next_step", step_id.clone().into()),
+            ]),
+        )?;
+        let reason = format!("interrupted by the operator ({signal}) before step `{step_id}`");
+        self.recorder.commit(&mut self.state, Some(&reason))?;
+        self.recorder.write_blocked(&format!(
+            "{reason}; `tnh-conductor resume {}` continues it",
+            self.state.run_id
+        ))?;
+        Ok(RunEnd::Interrupted { step_id })
     }
 
     /// Turns the agent's `tnh runlog append` entries into `agent_runlog` events: the agent
