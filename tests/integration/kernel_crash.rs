@@ -721,6 +721,70 @@ fn signalled_at(repo: &RunRepo, resume: Option<&str>, seq: u64) -> std::process:
         .unwrap()
 }
 
+/// A signal that arrives once the agent has ended on its own (`runner_completed` recorded,
+/// its result being captured) keeps the finished visit — recorded as completed, with its
+/// manifest — and stops the run before the next step: `resume` never runs that (paid) agent
+/// session again.
+#[test]
+fn a_signal_after_the_agent_finished_keeps_the_visit_and_stops_before_the_next_step() {
+    let reference = uninterrupted(CRASH);
+    let at = seq_of(&reference.events, "runner_completed", 0);
+    let repo = repo_for(CRASH);
+
+    let output = signalled_at(&repo, None, at);
+
+    assert_eq!(output.status.code(), Some(130), "{}", stderr_text(&output));
+    let run_id = repo.only_run_id();
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let types = event_types(&events);
+    let completed = types
+        .iter()
+        .position(|kind| kind == "step_completed")
+        .unwrap_or_else(|| panic!("the finished visit was thrown away: {types:?}"));
+    assert_eq!(events[completed]["step_id"], "write");
+    assert_eq!(events[completed]["outcome"], "completed");
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("run_interrupted"),
+        "{types:?}"
+    );
+    assert_eq!(events.last().unwrap()["next_step"], "extend");
+    assert!(
+        !events
+            .iter()
+            .any(|event| event["event_type"] == "step_started" && event["step_id"] == "extend"),
+        "the next step started: {types:?}"
+    );
+    assert_eq!(
+        repo.json(&run_id, "artifacts/write/1/manifest.json")["termination"],
+        "completed"
+    );
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "blocked"
+    );
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
+    let resumed = finish(&repo, &run_id, &worktree);
+    assert_eq!(resumed.final_state, reference.final_state);
+    assert_eq!(resumed.tree, reference.tree);
+    assert_contiguous(&resumed.events);
+    let agent_sessions = resumed
+        .events
+        .iter()
+        .filter(|event| event["event_type"] == "runner_started" && event["step_id"] == "write")
+        .count();
+    assert_eq!(agent_sessions, 1, "the finished agent ran again");
+    assert!(
+        !event_types(&resumed.events).contains(&"step_interrupted".to_owned()),
+        "{:?}",
+        event_types(&resumed.events)
+    );
+}
+
 /// SIGTERM while `resume` recovers an interrupted visit (orphans killed, its snapshot
 /// restored) no longer kills it with the default action (exit 143, half recorded): the
 /// recovery is finished and recorded, and the run stops before its next step with exit 130;
