@@ -143,8 +143,49 @@ pub fn wait_at_gates(
                 }
                 Ok(_) => {}
                 Err(error @ RunError::Gate(_)) => {
-                    output.note(&format!("error: {error}"));
-                    continue;
+                    // The prompt's view may be stale: the gate may have been decided (and the
+                    // run driven on) from another shell meanwhile. What the run is now decides.
+                    match phase_of(&run_dir) {
+                        Some(crate::kernel::Phase::Waiting {
+                            step_id: now_waiting,
+                            visit: now_visit,
+                        }) if now_waiting == step_id && now_visit == visit => {
+                            // Still this gate: the decision itself was refused (not an
+                            // approver…); ask again.
+                            output.note(&format!("error: {error}"));
+                            continue;
+                        }
+                        Some(crate::kernel::Phase::Waiting {
+                            step_id: now_waiting,
+                            ..
+                        }) => {
+                            output.note(&format!(
+                                "gate `{step_id}` was decided by another process meanwhile; the run now waits at gate `{now_waiting}`"
+                            ));
+                            result = Ok(RunSummary {
+                                end: RunEnd::Waiting {
+                                    step_id: now_waiting,
+                                },
+                                ..summary
+                            });
+                            continue;
+                        }
+                        Some(crate::kernel::Phase::Finished { end, reason, .. }) => {
+                            output.note(&format!(
+                                "gate `{step_id}` was decided by another process meanwhile; the run has ended ({})",
+                                end.name()
+                            ));
+                            return Ok(RunSummary {
+                                end: RunEnd::Finished { end, reason },
+                                ..summary
+                            });
+                        }
+                        // Decided but not continued (or its state unreadable): resuming
+                        // continues the run, or says who drives it.
+                        _ => output.note(&format!(
+                            "gate `{step_id}` was decided by another process meanwhile"
+                        )),
+                    }
                 }
                 Err(error) => return Err(error),
             }
@@ -166,6 +207,13 @@ pub fn wait_at_gates(
             super::progress::observer(!cli.quiet),
         );
     }
+}
+
+/// The run's phase as its state says now.
+fn phase_of(run_dir: &std::path::Path) -> Option<crate::kernel::Phase> {
+    crate::artifacts::read_json::<crate::kernel::RunState>(&run_dir.join("state.json"), "run state")
+        .ok()
+        .map(|state| state.phase)
 }
 
 /// The visit of the run's waiting gate, from its state.

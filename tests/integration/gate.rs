@@ -372,6 +372,50 @@ fn run_wait_leaves_the_gate_waiting_when_input_ends() {
     );
 }
 
+/// A gate decided from another shell while `run --wait` asks: the answer typed afterwards is
+/// refused, and the prompt reports what the run really is now (completed) with its exit code,
+/// instead of asking the stale gate again.
+#[test]
+fn run_wait_reports_the_real_end_when_the_gate_was_decided_elsewhere() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow("gate.yaml");
+    let approve = format!(
+        "$\"{}\" --repo \"{}\" gate approve \"$(ls \"{}\")\" --as lead --resume >/dev/null 2>&1",
+        env!("CARGO_BIN_EXE_tnh-conductor"),
+        repo.path().display(),
+        repo.path().join(".tnh/run").display()
+    );
+    let output = run_wait_answering(
+        &repo,
+        &workflow,
+        &[
+            &format!("[a/r/s/l]: ={approve}"),
+            "=a",
+            "comment (optional): =",
+            // Asked the stale gate again: ends the input, which would exit 3.
+            "[a/r/s/l]: =^D",
+        ],
+    );
+    let transcript = stdout_text(&output);
+    assert!(transcript.trim_end().ends_with("exit=0"), "{transcript}");
+    assert!(
+        transcript.contains("decided by another process"),
+        "{transcript}"
+    );
+    assert!(transcript.contains("completed"), "{transcript}");
+    let run_id = repo.only_run_id();
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        "completed success review\n"
+    );
+    let decisions = repo
+        .events(&run_id)
+        .iter()
+        .filter(|event| event["event_type"] == "gate_resolved" && event["step_id"] == "review")
+        .count();
+    assert_eq!(decisions, 1);
+}
+
 #[test]
 fn run_wait_honours_the_gate_timeout_while_asking() {
     let repo = RunRepo::new();
