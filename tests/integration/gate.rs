@@ -372,6 +372,42 @@ fn run_wait_leaves_the_gate_waiting_when_input_ends() {
     );
 }
 
+/// Ctrl-C (typed on the terminal), SIGTERM or SIGHUP at the prompt ends the command at once
+/// with exit 130; the run is left waiting at its gate, nothing decided or resumed.
+#[test]
+fn run_wait_ends_at_once_on_a_signal_at_the_prompt_and_leaves_the_gate_waiting() {
+    for signal in ["^C", "!TERM", "!HUP"] {
+        let repo = RunRepo::new();
+        let workflow = repo.workflow("gate.yaml");
+        let answer = format!("[a/r/s/l]: ={signal}");
+        let output = run_wait_answering(&repo, &workflow, &[answer.as_str()]);
+        let transcript = stdout_text(&output);
+        assert!(
+            transcript.trim_end().ends_with("exit=130"),
+            "{signal}: {transcript}"
+        );
+        assert!(
+            transcript.contains("the run is left waiting at gate `review`"),
+            "{signal}: {transcript}"
+        );
+        let run_id = repo.only_run_id();
+        let events = repo.events(&run_id);
+        assert!(
+            !events
+                .iter()
+                .any(|event| event["event_type"] == "run_resumed"
+                    || (event["event_type"] == "gate_resolved" && event["step_id"] == "review")),
+            "{signal}: {:?}",
+            event_types(&events)
+        );
+        assert_eq!(
+            repo.json(&run_id, "status.json")["lifecycle_state"],
+            "waiting",
+            "{signal}"
+        );
+    }
+}
+
 /// A gate decided from another shell while `run --wait` asks: the answer typed afterwards is
 /// refused, and the prompt reports what the run really is now (completed) with its exit code,
 /// instead of asking the stale gate again.
