@@ -387,7 +387,8 @@ fn run_wait_ends_at_once_on_a_signal_at_the_prompt_and_leaves_the_gate_waiting()
             "{signal}: {transcript}"
         );
         assert!(
-            transcript.contains("the run is left waiting at gate `review`"),
+            transcript.contains("the run is left waiting at gate `review`")
+                && transcript.contains("gate `review` still waits for a decision"),
             "{signal}: {transcript}"
         );
         let run_id = repo.only_run_id();

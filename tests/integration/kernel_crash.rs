@@ -734,6 +734,8 @@ fn a_signal_after_the_agent_finished_keeps_the_visit_and_stops_before_the_next_s
     let output = signalled_at(&repo, None, at);
 
     assert_eq!(output.status.code(), Some(130), "{}", stderr_text(&output));
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["detail"], "stopped before step `extend`", "{result}");
     let run_id = repo.only_run_id();
     let events = repo.events(&run_id);
     assert_contiguous(&events);
