@@ -67,6 +67,10 @@ impl View {
                     None => format!("  {step} #{visit}: could not run — {}", field("error")),
                 },
             ),
+            // Between steps (a signal noticed after a step was kept, or before the first).
+            EventType::RunInterrupted if event.step_id.is_none() => {
+                Some(format!("  interrupted before `{}`", field("next_step")))
+            }
             EventType::RunInterrupted => Some(format!("  {step} #{visit}: interrupted")),
             _ => None,
         };

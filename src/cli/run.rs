@@ -164,7 +164,7 @@ fn report(
         RunEnd::Interrupted { step_id } => (
             ExitStatus::Interrupted,
             "interrupted",
-            format!("step `{step_id}` was interrupted"),
+            interrupted_detail(&summary.run_dir, step_id),
         ),
         // The run is kept, resumable once the cause is fixed: a runtime error's exit code.
         RunEnd::Stopped { reason, .. } => (ExitStatus::Runtime, "stopped", reason.clone()),
@@ -206,6 +206,23 @@ fn report(
         }
     }
     Ok(status)
+}
+
+/// Where an interrupted run stopped, from its state: in the middle of a step (left running
+/// for `resume` to run again), between steps (before `step_id`, or before the first when its
+/// worktree was being created), or at the `--wait` prompt of a gate that still waits.
+fn interrupted_detail(run_dir: &std::path::Path, step_id: &str) -> String {
+    let state: Option<crate::kernel::RunState> =
+        crate::artifacts::read_json(&run_dir.join("state.json"), "run state").ok();
+    match state.map(|state| state.phase) {
+        Some(crate::kernel::Phase::Running { step_id, .. }) => {
+            format!("step `{step_id}` was interrupted")
+        }
+        Some(crate::kernel::Phase::Waiting { step_id, .. }) => {
+            format!("interrupted at the prompt; gate `{step_id}` still waits for a decision")
+        }
+        _ => format!("stopped before step `{step_id}`"),
+    }
 }
 
 /// The first approver the waiting gate `step_id` names, from its latest visit's request.

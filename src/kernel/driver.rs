@@ -138,6 +138,12 @@ impl Driver<'_> {
                         expected: "ready",
                     });
                 }
+                // A signal noticed since the last step (or before the first: while the
+                // worktree was created, while `resume` recovered a visit) stops the run here,
+                // between steps: nothing is running, and `resume` continues from this step.
+                Phase::Ready { step_id, .. } if self.run.cancellation.is_cancelled() => {
+                    return self.interrupted_between_steps(step_id);
+                }
                 Phase::Ready { .. } => {
                     if let Some(end) = self.visit()? {
                         return Ok(end);
@@ -178,7 +184,13 @@ impl Driver<'_> {
             started_at: now(),
         };
         let result = opcode::execute(&mut context);
-        if self.run.cancellation.is_cancelled() {
+        // A signal that arrived once the step's work was done (the agent had ended on its own,
+        // its result was being captured) keeps the visit: it is recorded as completed, and the
+        // run stops before the next step. Only a visit the signal cut short (an error, or a
+        // process the cancellation stopped) is left running, for `resume` to run again.
+        if self.run.cancellation.is_cancelled()
+            && self.cut_short(&step_id, visit, result.as_ref().ok())
+        {
             let signal = self
                 .run
                 .cancellation
@@ -248,6 +260,59 @@ impl Driver<'_> {
         }
         self.route(&step_id, visit, &result.report)?;
         Ok(None)
+    }
+
+    /// Whether the operator's interrupt cut the visit short: the executor failed, or its
+    /// result (or an event of the visit) says a process of it was stopped by the cancellation
+    /// (`cancelled: …`, the runner's cause for it).
+    fn cut_short(&self, step_id: &str, visit: u32, result: Option<&opcode::StepResult>) -> bool {
+        let Some(result) = result else {
+            return true;
+        };
+        let cause = crate::runner::StopReason::Cancelled.cause();
+        let code = cause.split(':').next().unwrap_or("cancelled");
+        let stopped = |value: &serde_json::Value| mentions(value, &format!("{code}:"));
+        if stopped(&result.manifest.evidence_summary) {
+            return true;
+        }
+        let Ok(events) = crate::artifacts::EventLog::read_all(&self.recorder.run_dir().events())
+        else {
+            return true;
+        };
+        let started = events.iter().rposition(|event| {
+            event.event_type == EventType::StepStarted
+                && event.step_id.as_deref() == Some(step_id)
+                && event.visit == Some(visit)
+        });
+        events[started.unwrap_or(0)..]
+            .iter()
+            .filter(|event| event.step_id.as_deref() == Some(step_id) && event.visit == Some(visit))
+            .any(|event| event.payload.values().any(stopped))
+    }
+
+    /// Stops the run between steps for the operator's interrupt: `run_interrupted` (no step is
+    /// running) and the run marked blocked; `resume` continues with `step_id`.
+    fn interrupted_between_steps(&mut self, step_id: String) -> Result<RunEnd, DriveError> {
+        let signal = self
+            .run
+            .cancellation
+            .cause()
+            .unwrap_or_else(|| "Ctrl-C".to_owned());
+        self.recorder.event(
+            EventType::RunInterrupted,
+            None,
+            payload([
+                ("cause", format!("operator interrupt ({signal})").into()),
+                ("next_step", step_id.clone().into()),
+            ]),
+        )?;
+        let reason = format!("interrupted by the operator ({signal}) before step `{step_id}`");
+        self.recorder.commit(&mut self.state, Some(&reason))?;
+        self.recorder.write_blocked(&format!(
+            "{reason}; `tnh-conductor resume {}` continues it",
+            self.state.run_id
+        ))?;
+        Ok(RunEnd::Interrupted { step_id })
     }
 
     /// Turns the agent's `tnh runlog append` entries into `agent_runlog` events: the agent
@@ -410,5 +475,15 @@ fn bounded_text(text: &str, limit: usize) -> String {
     match text.char_indices().nth(limit) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text.to_owned(),
+    }
+}
+
+/// Whether a JSON value holds a string containing `needle`, at any depth.
+fn mentions(value: &serde_json::Value, needle: &str) -> bool {
+    match value {
+        serde_json::Value::String(text) => text.contains(needle),
+        serde_json::Value::Array(items) => items.iter().any(|item| mentions(item, needle)),
+        serde_json::Value::Object(fields) => fields.values().any(|item| mentions(item, needle)),
+        _ => false,
     }
 }

@@ -355,15 +355,8 @@ fn resolve(
             ("reviewer", reviewer.into()),
         ]),
     )?;
-    if reviewer.is_some() {
-        let related = format!("artifacts/{step_id}/{visit}/gate_request.json");
-        let fields = payload([
-            ("decision", outcome.as_str().into()),
-            ("comments", comment.into()),
-            ("reviewer", reviewer.into()),
-            ("related", serde_json::json!([related])),
-        ]);
-        recorder.event(EventType::HumanFeedback, step, fields)?;
+    if let Some(reviewer) = reviewer {
+        record_feedback(recorder, (step_id, visit), outcome, reviewer, comment)?;
     }
     route_decision(
         workflow,
@@ -374,6 +367,25 @@ fn resolve(
         &decided_at,
         super::routing::Completion::Record,
     )
+}
+
+/// The reviewer's `human_feedback` event of a decision.
+fn record_feedback(
+    recorder: &mut Recorder,
+    (step_id, visit): (&str, u32),
+    outcome: Outcome,
+    reviewer: &str,
+    comment: Option<&str>,
+) -> Result<(), RunError> {
+    let related = format!("artifacts/{step_id}/{visit}/gate_request.json");
+    let fields = payload([
+        ("decision", outcome.as_str().into()),
+        ("comments", comment.into()),
+        ("reviewer", reviewer.into()),
+        ("related", serde_json::json!([related])),
+    ]);
+    recorder.event(EventType::HumanFeedback, Some((step_id, visit)), fields)?;
+    Ok(())
 }
 
 /// Takes the route of a recorded decision: the visit's manifest says how the gate ended, then
@@ -447,6 +459,26 @@ pub fn finish_interrupted_decision(
         return Ok(None);
     };
     let decided_at = recorded.timestamp.clone();
+    let reviewer = recorded.text("reviewer").map(str::to_owned);
+    // The process may have died before recording the reviewer's feedback: it is recorded now,
+    // with the comment kept in `gate_outcome.json`.
+    let feedback = events.iter().any(|event| {
+        event.seq > recorded.seq
+            && event.event_type == EventType::HumanFeedback
+            && event.step_id.as_deref() == Some(step_id.as_str())
+            && event.visit == Some(visit)
+    });
+    if let Some(reviewer) = reviewer.filter(|_| !feedback) {
+        let decided: serde_json::Value = read_json(
+            &recorder
+                .run_dir()
+                .visit_dir(&step_id, visit)
+                .join("gate_outcome.json"),
+            "gate outcome",
+        )?;
+        let comment = decided["comment"].as_str();
+        record_feedback(recorder, (&step_id, visit), outcome, &reviewer, comment)?;
+    }
     // The process may have died after recording the visit's end too.
     let completed = events.iter().any(|event| {
         event.seq > state.events_seq

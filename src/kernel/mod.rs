@@ -3,6 +3,7 @@
 
 pub mod driver;
 pub mod gate;
+pub mod interrupts;
 pub mod journal;
 pub mod lock;
 pub mod operator_rollback;

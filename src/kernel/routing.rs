@@ -4,7 +4,7 @@
 use super::recorder::{Recorder, payload};
 use super::state::{End, Phase, RunState};
 use super::transition::{Next, StepReport, complete_step, fail};
-use crate::artifacts::{ArtifactsError, EventType};
+use crate::artifacts::{ArtifactsError, EventLog, EventType};
 use crate::workflow::model::Workflow;
 
 /// How a visit's end is recorded.
@@ -18,7 +18,8 @@ pub enum Completion {
 
 /// Writes `step_completed` (unless recovered), routes by the report, writes `route_selected`
 /// and, when the run ends, `run_completed` or `run_failed`; then checkpoints, and records the
-/// end in `metadata.json`.
+/// end in `metadata.json`. A recovered route whose `route_selected` or end event the dead
+/// process already wrote after the last checkpoint is not written again.
 pub fn record_route(
     workflow: &Workflow,
     recorder: &mut Recorder,
@@ -28,6 +29,10 @@ pub fn record_route(
     completion: Completion,
 ) -> Result<(), ArtifactsError> {
     let step = Some((step_id, visit));
+    let recorded = match completion {
+        Completion::Record => Recorded::default(),
+        Completion::Recovered => Recorded::read(recorder, state.events_seq, (step_id, visit))?,
+    };
     if completion == Completion::Record {
         let mut fields = payload([
             ("outcome", report.outcome.as_str().into()),
@@ -60,8 +65,11 @@ pub fn record_route(
             if completion == Completion::Recovered {
                 fields.insert("recovered".into(), true.into());
             }
-            recorder.event(EventType::RouteSelected, step, fields)?;
+            if !recorded.route {
+                recorder.event(EventType::RouteSelected, step, fields)?;
+            }
             match transition.next {
+                Next::End { reason, .. } if recorded.end => Some(reason),
                 Next::End { end, reason } => {
                     let event = if end == End::Error {
                         EventType::RunFailed
@@ -84,6 +92,9 @@ pub fn record_route(
         Err(error) => {
             *state = fail(state, &error);
             let reason = error.to_string();
+            if recorded.end {
+                return finish(recorder, state, Some(&reason));
+            }
             recorder.event(
                 EventType::RunFailed,
                 None,
@@ -92,9 +103,53 @@ pub fn record_route(
             Some(reason)
         }
     };
-    recorder.commit(state, reason.as_deref())?;
+    finish(recorder, state, reason.as_deref())
+}
+
+/// Checkpoints, and records a finished run's end in `metadata.json`.
+fn finish(
+    recorder: &mut Recorder,
+    state: &mut RunState,
+    reason: Option<&str>,
+) -> Result<(), ArtifactsError> {
+    recorder.commit(state, reason)?;
     if matches!(state.phase, Phase::Finished { .. }) {
         recorder.finish(state)?;
     }
     Ok(())
+}
+
+/// What a process that died after recording a visit's end had written of its route after the
+/// last checkpoint (events up to `checkpoint` are accounted for by it).
+#[derive(Debug, Default)]
+struct Recorded {
+    /// The visit's `route_selected`.
+    route: bool,
+    /// The run's end (`run_completed` or `run_failed`).
+    end: bool,
+}
+
+impl Recorded {
+    fn read(
+        recorder: &Recorder,
+        checkpoint: u64,
+        (step_id, visit): (&str, u32),
+    ) -> Result<Recorded, ArtifactsError> {
+        let events = EventLog::read_all(&recorder.run_dir().events())?;
+        let mut recorded = Recorded::default();
+        for event in events.iter().filter(|event| event.seq > checkpoint) {
+            match event.event_type {
+                EventType::RouteSelected
+                    if event.step_id.as_deref() == Some(step_id) && event.visit == Some(visit) =>
+                {
+                    recorded.route = true;
+                }
+                EventType::RunCompleted | EventType::RunFailed => {
+                    recorded.end = true;
+                }
+                _ => {}
+            }
+        }
+        Ok(recorded)
+    }
 }

@@ -18,11 +18,11 @@ use crate::opcode::RunContext;
 use crate::outcome::Outcome;
 use crate::policy::{Policy, PolicySpec};
 use crate::prompt::Catalog;
+use crate::runner::Cancellation;
 use crate::workflow::diagnostic::Diagnostic;
 use crate::workflow::load::check_file;
 use crate::workflow::model::{Opcode, Workflow};
 use crate::workspace::{Fingerprint, GUARD_STATE_FILE, RollbackTarget, Workspace, WorkspaceError};
-use tokio::signal::unix::{SignalKind, signal};
 
 /// The default parent of run directories.
 pub const DEFAULT_ARTIFACTS_ROOT: &str = ".tnh/run/";
@@ -261,33 +261,13 @@ fn run_context(
     params: serde_json::Map<String, serde_json::Value>,
     worktree: &Path,
     started_at: String,
+    cancellation: Cancellation,
 ) -> Result<RunContext, RunError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(RunError::Runtime)?;
-    let (cancel_handle, cancellation) = crate::runner::CancelHandle::new();
-    // Each Ctrl-C raises the cancellation level: the first ends the step gracefully. SIGTERM
-    // (`systemctl stop`, `timeout 8h tnh-conductor …`, a cancelled CI job) and SIGHUP (a
-    // closed terminal or ssh session) do the same: left to their default action they would
-    // kill the conductor alone and leave the agent running unsupervised.
-    for (kind, name) in [
-        (SignalKind::interrupt(), "Ctrl-C"),
-        (SignalKind::terminate(), "SIGTERM"),
-        (SignalKind::hangup(), "SIGHUP"),
-    ] {
-        let handle = cancel_handle.clone();
-        let mut stream = {
-            let _entered = runtime.enter();
-            signal(kind).map_err(RunError::Runtime)?
-        };
-        runtime.spawn(async move {
-            while stream.recv().await.is_some() {
-                handle.cancel_because(name);
-            }
-        });
-    }
     let options = crate::script::HostOptions {
         file: loaded.path.display().to_string(),
         source: loaded.source,
@@ -316,6 +296,9 @@ fn run_context(
 /// worktree add` runs leaves a run that `runs list` shows and `resume` starts over (its
 /// worktree made again from scratch), never a worktree and branch no command knows about.
 pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
+    // Before any work: a signal during the worktree's creation must not kill the conductor
+    // alone, with `git` still writing the checkout.
+    let cancellation = super::interrupts::listen().map_err(RunError::Runtime)?;
     let catalog = Catalog::load(Some(&request.repo))?;
     let loaded = load_workflow(&request.workflow_path, request.config, catalog)?;
     check_planner_override(&loaded.config, false)?;
@@ -369,7 +352,10 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         config_path: explicit_config_path(&request.repo, &loaded.config),
     };
     let mut recorder = Recorder::create(run_dir.clone(), metadata)?;
-    recorder.observe(request.observer);
+    recorder.observe(super::interrupts::with_test_signal(
+        request.observer,
+        &cancellation,
+    ));
     let _lock = RunLock::acquire(&run_dir.lock())?;
     let mut state = RunState::new(
         run_id.as_str(),
@@ -379,9 +365,22 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
     // `runs list` and `status` show the run as running (blocked once this process is gone)
     // while its worktree is being created.
     recorder.write_status(&state, None, Some(std::process::id()))?;
+    // A signal while git creates the worktree is noticed once git is done (it runs to its
+    // end: a conductor gone before it would leave it writing the checkout unsupervised).
     let workspace =
         match Workspace::create(&request.repo, &run_id, &workflow_id, Some(&request.base)) {
             Ok(workspace) => workspace,
+            // The same signal ended git too (Ctrl-C reaches the terminal's whole process
+            // group): the run is kept, and `resume` makes its worktree again from scratch.
+            Err(_) if cancellation.is_cancelled() => {
+                let how = interrupted_before_start(&mut recorder, &cancellation)?;
+                return Ok(RunSummary {
+                    run_id,
+                    run_dir: run_dir.root().to_path_buf(),
+                    worktree: planned.worktree_path.clone(),
+                    end: RunEnd::Interrupted { step_id: how },
+                });
+            }
             Err(error) => {
                 // Refused before git created anything (a base that does not resolve, a branch
                 // that exists): nothing was started, so no run is left either. A worktree git
@@ -396,7 +395,8 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
     recorder.update_metadata(|metadata| keep_record(metadata, &record))?;
     record_run_started(&mut recorder)?;
     recorder.commit(&mut state, None)?;
-    let context = run_context(loaded, params, workspace.path(), started_at);
+    // A signal noticed by now stops the run before its first step (the driver checks).
+    let context = run_context(loaded, params, workspace.path(), started_at, cancellation);
     let end = drive(context, &workspace, &mut recorder, state)?;
     Ok(RunSummary {
         run_id,
@@ -404,6 +404,21 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         worktree: workspace.path().to_path_buf(),
         end,
     })
+}
+
+/// A run whose worktree could not be made because the operator interrupted its creation:
+/// marked blocked (no event is recorded before `run_started`), for `resume` to start over.
+/// Returns the step the run starts with.
+fn interrupted_before_start(
+    recorder: &mut Recorder,
+    cancellation: &Cancellation,
+) -> Result<String, RunError> {
+    let signal = cancellation.cause().unwrap_or_else(|| "Ctrl-C".to_owned());
+    recorder.write_blocked(&format!(
+        "interrupted by the operator ({signal}) while its worktree was created; `tnh-conductor resume {}` makes it again and starts the run",
+        recorder.metadata().run_id
+    ))?;
+    Ok(recorder.metadata().entry_step.clone())
 }
 
 /// Drives the run from `state`, or, when its context could not be made (the workflow's
@@ -641,10 +656,13 @@ pub fn resume_run(
     accept_drift: bool,
     observer: Option<super::recorder::Observer>,
 ) -> Result<RunSummary, RunError> {
+    // Before any work: a signal while the interrupted visit is recovered (orphans killed, its
+    // snapshot restored) is noticed once that is done, and the run stops before its next step.
+    let cancellation = super::interrupts::listen().map_err(RunError::Runtime)?;
     let run_dir = find_run_dir(repo, run_id)?;
     let _lock = RunLock::acquire(&run_dir.lock())?;
     let mut recorder = Recorder::open(run_dir.clone())?;
-    recorder.observe(observer);
+    recorder.observe(super::interrupts::with_test_signal(observer, &cancellation));
     let events = EventLog::read_all(&run_dir.events())?;
     // A driver killed before its first checkpoint leaves no state.json: the run starts over
     // from its entry step (its events are kept). A run that went past that checkpoint and
@@ -690,7 +708,19 @@ pub fn resume_run(
     check_planner_override(&loaded.config, recorded)?;
     let record = workspace_record(&metadata);
     let (workspace, recreated) = if never_started {
-        let workspace = create_again(&record, &metadata)?;
+        let workspace = match create_again(&record, &metadata) {
+            Ok(workspace) => workspace,
+            Err(_) if cancellation.is_cancelled() => {
+                let how = interrupted_before_start(&mut recorder, &cancellation)?;
+                return Ok(RunSummary {
+                    run_id: RunId::new(run_id),
+                    run_dir: run_dir.root().to_path_buf(),
+                    worktree: record.worktree_path.clone(),
+                    end: RunEnd::Interrupted { step_id: how },
+                });
+            }
+            Err(error) => return Err(error),
+        };
         let created = workspace.record().clone();
         recorder.update_metadata(|metadata| keep_record(metadata, &created))?;
         record_run_started(&mut recorder)?;
@@ -750,6 +780,7 @@ pub fn resume_run(
         metadata.params.clone(),
         workspace.path(),
         metadata.started_at.clone(),
+        cancellation,
     );
     let end = drive(context, &workspace, &mut recorder, state)?;
     Ok(RunSummary {
@@ -801,6 +832,7 @@ fn create_again(
     record: &crate::workspace::WorkspaceRecord,
     metadata: &RunMetadata,
 ) -> Result<Workspace, RunError> {
+    stop_leftover_git(&record.worktree_path);
     if Workspace::remove_worktree(record).is_err() {
         // `git worktree remove` refuses a folder whose checkout git never finished; no step
         // ran in it, so nothing in it is anyone's work.
@@ -848,6 +880,64 @@ fn create_again(
         ..record.clone()
     };
     Ok(Workspace::open(&created)?)
+}
+
+/// The `git` processes that a SIGKILLed `run` or `resume` left creating a worktree: `git
+/// worktree add` (which names the folder) and the checkout it runs in the folder. They are
+/// killed, and waited for, before the half-made folder is removed: removing it while they
+/// still write into it fails (`Directory not empty`), or leaves their files in the new
+/// checkout. Only `git` processes are looked at; one that cannot be inspected is skipped.
+fn stop_leftover_git(worktree: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let own = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    let mut killed = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<u32>().ok())
+            .filter(|pid| *pid != own)
+        else {
+            continue;
+        };
+        let proc_dir = entry.path();
+        let is_git = std::fs::read_to_string(proc_dir.join("comm"))
+            .is_ok_and(|comm| comm.trim_end() == "git");
+        if !is_git {
+            continue;
+        }
+        let works_in =
+            std::fs::read_link(proc_dir.join("cwd")).is_ok_and(|cwd| cwd.starts_with(worktree));
+        let names = std::fs::read(proc_dir.join("cmdline")).is_ok_and(|command| {
+            command
+                .split(|byte| *byte == 0)
+                .any(|arg| Path::new(std::ffi::OsStr::from_bytes(arg)).starts_with(worktree))
+        });
+        let Ok(raw) = i32::try_from(pid) else {
+            continue;
+        };
+        if (works_in || names)
+            && nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(raw),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .is_ok()
+        {
+            killed.push(raw);
+        }
+    }
+    // Gone, or a zombie its new parent has not reaped yet: either way it writes nothing more.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while killed
+        .iter()
+        .any(|pid| crate::runner::process::read_stat(*pid).is_some_and(|stat| stat.is_live()))
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 /// The driver does not checkpoint when a visit starts; its `step_started` event, made durable
@@ -1009,8 +1099,26 @@ fn recover_interrupted_visit(
     let Phase::Running { step_id, visit } = state.phase.clone() else {
         return Ok(());
     };
-    let orphans = super::orphans::kill_run_orphans(&state.run_id);
     let events = EventLog::read_all(&recorder.run_dir().events())?;
+    // A `resume` killed after it recorded the visit as interrupted (its orphans killed, its
+    // snapshot restored) but before its checkpoint: that record stands, and only what followed
+    // it is done now.
+    let recorded = events.iter().rev().find(|event| {
+        event.seq > state.events_seq
+            && event.event_type == EventType::StepInterrupted
+            && event.step_id.as_deref() == Some(step_id.as_str())
+            && event.visit == Some(visit)
+    });
+    if let Some(recorded) = recorded {
+        let cause = recorded.payload.get("cause").cloned().unwrap_or_default();
+        record_interrupted_manifest(workflow, recorder, &events, (&step_id, visit), cause)?;
+        state.phase = Phase::Ready {
+            step_id,
+            visit: visit + 1,
+        };
+        return Ok(());
+    }
+    let orphans = super::orphans::kill_run_orphans(&state.run_id);
     let completed = events.iter().rev().find(|event| {
         event.event_type == EventType::StepCompleted
             && event.step_id.as_deref() == Some(step_id.as_str())

@@ -372,6 +372,87 @@ fn run_wait_leaves_the_gate_waiting_when_input_ends() {
     );
 }
 
+/// Ctrl-C (typed on the terminal), SIGTERM or SIGHUP at the prompt ends the command at once
+/// with exit 130; the run is left waiting at its gate, nothing decided or resumed.
+#[test]
+fn run_wait_ends_at_once_on_a_signal_at_the_prompt_and_leaves_the_gate_waiting() {
+    for signal in ["^C", "!TERM", "!HUP"] {
+        let repo = RunRepo::new();
+        let workflow = repo.workflow("gate.yaml");
+        let answer = format!("[a/r/s/l]: ={signal}");
+        let output = run_wait_answering(&repo, &workflow, &[answer.as_str()]);
+        let transcript = stdout_text(&output);
+        assert!(
+            transcript.trim_end().ends_with("exit=130"),
+            "{signal}: {transcript}"
+        );
+        assert!(
+            transcript.contains("the run is left waiting at gate `review`")
+                && transcript.contains("gate `review` still waits for a decision"),
+            "{signal}: {transcript}"
+        );
+        let run_id = repo.only_run_id();
+        let events = repo.events(&run_id);
+        assert!(
+            !events
+                .iter()
+                .any(|event| event["event_type"] == "run_resumed"
+                    || (event["event_type"] == "gate_resolved" && event["step_id"] == "review")),
+            "{signal}: {:?}",
+            event_types(&events)
+        );
+        assert_eq!(
+            repo.json(&run_id, "status.json")["lifecycle_state"],
+            "waiting",
+            "{signal}"
+        );
+    }
+}
+
+/// A gate decided from another shell while `run --wait` asks: the answer typed afterwards is
+/// refused, and the prompt reports what the run really is now (completed) with its exit code,
+/// instead of asking the stale gate again.
+#[test]
+fn run_wait_reports_the_real_end_when_the_gate_was_decided_elsewhere() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow("gate.yaml");
+    let approve = format!(
+        "$\"{}\" --repo \"{}\" gate approve \"$(ls \"{}\")\" --as lead --resume >/dev/null 2>&1",
+        env!("CARGO_BIN_EXE_tnh-conductor"),
+        repo.path().display(),
+        repo.path().join(".tnh/run").display()
+    );
+    let output = run_wait_answering(
+        &repo,
+        &workflow,
+        &[
+            &format!("[a/r/s/l]: ={approve}"),
+            "=a",
+            "comment (optional): =",
+            // Asked the stale gate again: ends the input, which would exit 3.
+            "[a/r/s/l]: =^D",
+        ],
+    );
+    let transcript = stdout_text(&output);
+    assert!(transcript.trim_end().ends_with("exit=0"), "{transcript}");
+    assert!(
+        transcript.contains("decided by another process"),
+        "{transcript}"
+    );
+    assert!(transcript.contains("completed"), "{transcript}");
+    let run_id = repo.only_run_id();
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        "completed success review\n"
+    );
+    let decisions = repo
+        .events(&run_id)
+        .iter()
+        .filter(|event| event["event_type"] == "gate_resolved" && event["step_id"] == "review")
+        .count();
+    assert_eq!(decisions, 1);
+}
+
 #[test]
 fn run_wait_honours_the_gate_timeout_while_asking() {
     let repo = RunRepo::new();
@@ -647,6 +728,73 @@ fn a_decision_interrupted_after_it_was_recorded_stands() {
             "{then}"
         );
     }
+}
+
+/// An approval whose process died right after recording it (`gate_resolved`) keeps the
+/// reviewer's comment on the record: `resume`, finishing the decision, records the
+/// `human_feedback` event the dead process did not.
+#[test]
+fn a_decision_interrupted_after_it_was_recorded_keeps_the_reviewers_feedback() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let next_seq = repo.events(&run_id).len() + 1;
+    let comment = "LGTM, but watch the retry loop";
+    let killed = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args([
+            "gate",
+            "approve",
+            &run_id,
+            "--as",
+            "alice",
+            "--comment",
+            comment,
+        ])
+        .env("TNH_TEST_KILL_AT_EVENT", next_seq.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    assert_eq!(
+        repo.events(&run_id).last().unwrap()["event_type"],
+        "gate_resolved"
+    );
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let feedback: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|event| event["event_type"] == "human_feedback")
+        .collect();
+    assert_eq!(feedback.len(), 1, "{:?}", event_types(&events));
+    let feedback = feedback[0];
+    assert_eq!(
+        (
+            feedback["reviewer"].as_str(),
+            feedback["comments"].as_str(),
+            feedback["decision"].as_str(),
+            feedback["step_id"].as_str(),
+        ),
+        (
+            Some("alice"),
+            Some(comment),
+            Some("gate_approved"),
+            Some("review")
+        ),
+        "{feedback}"
+    );
+    let types = event_types(&events);
+    let resolved = types
+        .iter()
+        .position(|kind| kind == "gate_resolved")
+        .unwrap();
+    let fed = types
+        .iter()
+        .position(|kind| kind == "human_feedback")
+        .unwrap();
+    assert!(resolved < fed, "{types:?}");
 }
 
 /// The hint a waiting run prints names an approver when the gate has approvers: the command

@@ -142,9 +142,9 @@ fn a_run_killed_at_any_event_resumes_to_the_same_end() {
         total >= 30,
         "the workflow should produce enough kill points, got {total} events"
     );
-    // Every event but the last is a kill point (the last ends the run): well over 20 instants,
-    // spread over agent steps, the evaluation and the STOP.
-    let points: Vec<u64> = (1..total).collect();
+    // Every event is a kill point, the last (`run_completed`, before the final checkpoint)
+    // included: well over 20 instants, spread over agent steps, the evaluation and the STOP.
+    let points: Vec<u64> = (1..=total).collect();
     assert!(points.len() >= 20);
     check_kill_points(CRASH, &reference, &points);
 }
@@ -212,6 +212,22 @@ fn check_kill_points(scenario: Scenario, reference: &Finished, points: &[u64]) {
             assert!(
                 completed.insert(key.clone()),
                 "kill point {seq}: {key:?} completed twice"
+            );
+        }
+        // A route the killed process recorded is not recorded again by the recovery.
+        let mut routed = BTreeSet::new();
+        for event in resumed
+            .events
+            .iter()
+            .filter(|event| event["event_type"] == "route_selected")
+        {
+            let key = (
+                event["step_id"].as_str().unwrap().to_owned(),
+                event["visit"].as_u64().unwrap(),
+            );
+            assert!(
+                routed.insert(key.clone()),
+                "kill point {seq}: {key:?} routed twice"
             );
         }
         let types: Vec<&str> = resumed
@@ -635,4 +651,301 @@ fn a_run_killed_before_its_first_checkpoint_starts_over() {
         ["run_started", "run_resumed", "step_started"],
         "{types:?}"
     );
+}
+
+/// A `resume` killed right after it recorded the interrupted visit (`step_interrupted`), before
+/// its checkpoint: the next `resume` recognises that record instead of writing a second one
+/// for the same visit.
+#[test]
+fn a_resume_killed_after_recording_the_interrupted_visit_records_it_once() {
+    let reference = uninterrupted(CRASH);
+    let kill_at = seq_of(&reference.events, "step_started", 1);
+    let started = &reference.events[usize::try_from(kill_at).unwrap() - 1];
+    let (step, visit) = (
+        started["step_id"].as_str().unwrap().to_owned(),
+        started["visit"].as_u64().unwrap(),
+    );
+    let (repo, run_id) = killed_at(CRASH, kill_at);
+    // The resume records `run_resumed`, then the interrupted visit.
+    let interrupted_seq = repo.events(&run_id).len() + 2;
+    let killed = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["resume", &run_id])
+        .env("TNH_TEST_KILL_AT_EVENT", interrupted_seq.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    assert_eq!(
+        repo.events(&run_id).last().unwrap()["event_type"],
+        "step_interrupted"
+    );
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let of_step = |event_type: &str| -> Vec<u64> {
+        events
+            .iter()
+            .filter(|event| event["event_type"] == event_type && event["step_id"] == step)
+            .map(|event| event["visit"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(of_step("step_interrupted"), [visit]);
+    assert_eq!(of_step("step_started"), [visit, visit + 1]);
+    assert_eq!(of_step("step_completed"), [visit + 1]);
+    let manifest = repo.json(&run_id, &format!("artifacts/{step}/{visit}/manifest.json"));
+    assert_eq!(manifest["termination"], "interrupted", "{manifest}");
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        reference.final_state
+    );
+}
+
+/// Runs `crash.yaml` (or resumes `run_id`) with the conductor sending itself SIGTERM right
+/// after recording event `seq` (`TNH_TEST_SIGNAL_AT_EVENT`), as `systemctl stop` would at that
+/// instant.
+fn signalled_at(repo: &RunRepo, resume: Option<&str>, seq: u64) -> std::process::Output {
+    let mut command = conductor();
+    command.arg("--repo").arg(repo.path());
+    match resume {
+        Some(run_id) => command.args(["resume", "--json", run_id]),
+        None => command
+            .args(["run", "--json"])
+            .arg(repo.workflow(CRASH.workflow)),
+    };
+    command
+        .env("TNH_TEST_SIGNAL_AT_EVENT", seq.to_string())
+        .output()
+        .unwrap()
+}
+
+/// A signal that arrives once the agent has ended on its own (`runner_completed` recorded,
+/// its result being captured) keeps the finished visit — recorded as completed, with its
+/// manifest — and stops the run before the next step: `resume` never runs that (paid) agent
+/// session again.
+#[test]
+fn a_signal_after_the_agent_finished_keeps_the_visit_and_stops_before_the_next_step() {
+    let reference = uninterrupted(CRASH);
+    let at = seq_of(&reference.events, "runner_completed", 0);
+    let repo = repo_for(CRASH);
+
+    let output = signalled_at(&repo, None, at);
+
+    assert_eq!(output.status.code(), Some(130), "{}", stderr_text(&output));
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["detail"], "stopped before step `extend`", "{result}");
+    let run_id = repo.only_run_id();
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let types = event_types(&events);
+    let completed = types
+        .iter()
+        .position(|kind| kind == "step_completed")
+        .unwrap_or_else(|| panic!("the finished visit was thrown away: {types:?}"));
+    assert_eq!(events[completed]["step_id"], "write");
+    assert_eq!(events[completed]["outcome"], "completed");
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("run_interrupted"),
+        "{types:?}"
+    );
+    assert_eq!(events.last().unwrap()["next_step"], "extend");
+    assert!(
+        !events
+            .iter()
+            .any(|event| event["event_type"] == "step_started" && event["step_id"] == "extend"),
+        "the next step started: {types:?}"
+    );
+    assert_eq!(
+        repo.json(&run_id, "artifacts/write/1/manifest.json")["termination"],
+        "completed"
+    );
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "blocked"
+    );
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
+    let resumed = finish(&repo, &run_id, &worktree);
+    assert_eq!(resumed.final_state, reference.final_state);
+    assert_eq!(resumed.tree, reference.tree);
+    assert_contiguous(&resumed.events);
+    let agent_sessions = resumed
+        .events
+        .iter()
+        .filter(|event| event["event_type"] == "runner_started" && event["step_id"] == "write")
+        .count();
+    assert_eq!(agent_sessions, 1, "the finished agent ran again");
+    assert!(
+        !event_types(&resumed.events).contains(&"step_interrupted".to_owned()),
+        "{:?}",
+        event_types(&resumed.events)
+    );
+}
+
+/// SIGTERM while `resume` recovers an interrupted visit (orphans killed, its snapshot
+/// restored) no longer kills it with the default action (exit 143, half recorded): the
+/// recovery is finished and recorded, and the run stops before its next step with exit 130;
+/// the next `resume` completes it.
+#[test]
+fn a_signal_during_the_recovery_of_resume_ends_it_130_resumable() {
+    let reference = uninterrupted(CRASH);
+    // Killed while the second agent step runs: `resume` restores its snapshot.
+    let (repo, run_id) = killed_at(CRASH, seq_of(&reference.events, "runner_started", 1));
+    // `run_resumed` is the first event `resume` records, before the recovery.
+    let at = repo.events(&run_id).len() as u64 + 1;
+
+    let output = signalled_at(&repo, Some(&run_id), at);
+
+    assert_eq!(output.status.code(), Some(130), "{}", stderr_text(&output));
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let types = event_types(&events);
+    assert_eq!(events[at as usize - 1]["event_type"], "run_resumed");
+    assert!(types.contains(&"step_interrupted".to_owned()), "{types:?}");
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("run_interrupted"),
+        "{types:?}"
+    );
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "blocked"
+    );
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
+    let resumed = finish(&repo, &run_id, &worktree);
+    assert_eq!(resumed.final_state, reference.final_state);
+    assert_eq!(resumed.tree, reference.tree);
+    assert_contiguous(&resumed.events);
+    let interrupted = resumed
+        .events
+        .iter()
+        .filter(|event| event["event_type"] == "step_interrupted")
+        .count();
+    assert_eq!(interrupted, 1);
+}
+
+/// A `PATH` whose `git` runs `during` (a shell snippet) when asked for `git worktree add`,
+/// then the real git; the folder holding it.
+fn git_on_path_doing(repo: &RunRepo, during: &str) -> std::ffi::OsString {
+    let bin = repo.path().join(".git/fake-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let real = real_git();
+    let script = format!(
+        "#!/bin/sh\nif [ \"$1\" = worktree ] && [ \"$2\" = add ]; then\n  {during}\nfi\nexec \"{}\" \"$@\"\n",
+        real.display()
+    );
+    let git = bin.join("git");
+    std::fs::write(&git, script).unwrap();
+    std::fs::set_permissions(&git, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap()
+}
+
+/// SIGTERM while `run` creates the worktree (`git worktree add` running) no longer kills the
+/// conductor with the default action (exit 143, `git` left running): git is let finish, the
+/// run stops before its first step with exit 130, and `resume` completes it.
+#[test]
+fn a_signal_while_the_worktree_is_created_ends_the_run_130_resumable() {
+    let reference = uninterrupted(CRASH);
+    let repo = repo_for(CRASH);
+    let path = git_on_path_doing(&repo, "kill -TERM $PPID");
+
+    let output = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["run", "--json"])
+        .arg(repo.workflow(CRASH.workflow))
+        .env("PATH", path)
+        .output()
+        .unwrap();
+
+    assert_eq!(output.status.code(), Some(130), "{}", stderr_text(&output));
+    let run_id = repo.only_run_id();
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "blocked"
+    );
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["state"], "interrupted", "{result}");
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
+    let resumed = finish(&repo, &run_id, &worktree);
+    assert_eq!(resumed.final_state, reference.final_state);
+    assert_eq!(resumed.tree, reference.tree);
+    assert_contiguous(&resumed.events);
+    let types = event_types(&resumed.events);
+    assert_eq!(
+        types.iter().filter(|kind| *kind == "run_started").count(),
+        1,
+        "{types:?}"
+    );
+}
+
+/// Whether a process is alive (a zombie is not).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat[stat.rfind(')').unwrap() + 1..]
+            .split_whitespace()
+            .next();
+        !matches!(state, Some("Z" | "X"))
+    })
+}
+
+/// A conductor SIGKILLed while `git worktree add` runs leaves that git running (here it
+/// waits on a FIFO nobody writes). `resume` kills it before it removes the half-made folder
+/// and creates the worktree again, instead of racing it.
+#[test]
+fn resume_stops_the_git_a_killed_run_left_creating_its_worktree() {
+    let repo = repo_for(CRASH);
+    let fifo = repo.path().join(".git/never.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let pid_file = repo.path().join(".git/leftover.pid");
+    let path = git_on_path_doing(
+        &repo,
+        &format!(
+            "echo $$ > \"{}\"; kill -9 $PPID; read line < \"{}\"",
+            pid_file.display(),
+            fifo.display()
+        ),
+    );
+    let output = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["run", "--json"])
+        .arg(repo.workflow(CRASH.workflow))
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), None, "{}", stderr_text(&output));
+    let leftover: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(leftover), "the leftover git should still run");
+    let run_id = repo.only_run_id();
+
+    let resumed = repo.conductor(&["resume", &run_id]);
+
+    let survived = alive(leftover);
+    if survived {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(leftover),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    assert!(!survived, "the git left by the killed run still runs");
 }

@@ -1,0 +1,95 @@
+//! Ctrl-C, SIGTERM and SIGHUP, listened to for the whole process from before a run does any
+//! work: creating the worktree, recovering an interrupted visit, driving steps, asking at a
+//! gate (`--wait`). Left to their default action they would kill the conductor alone, with a
+//! `git` or an agent still running and nothing recorded; listened to, each raises the
+//! cancellation level (the first ends the step gracefully, the second kills it at once), and
+//! whoever holds the [`Cancellation`] stops at its next safe point, resumable.
+//!
+//! The handlers are installed once and stay: a signal is never lost between two phases, nor
+//! between the end of a drive and the `--wait` prompt.
+
+use std::sync::Mutex;
+
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::runner::{CancelHandle, Cancellation};
+
+/// The process's cancellation, once its signals are listened to.
+static LISTENING: Mutex<Option<Cancellation>> = Mutex::new(None);
+
+/// Listens to Ctrl-C, SIGTERM and SIGHUP (once per process; later calls return the same
+/// cancellation). From the moment this returns, none of them has its default action.
+pub fn listen() -> std::io::Result<Cancellation> {
+    let mut listening = LISTENING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(cancellation) = listening.as_ref() {
+        return Ok(cancellation.clone());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    let (handle, cancellation) = CancelHandle::new();
+    // Registered here, before returning: a signal from now on is counted.
+    let streams = {
+        let _entered = runtime.enter();
+        [
+            (SignalKind::interrupt(), "Ctrl-C"),
+            (SignalKind::terminate(), "SIGTERM"),
+            (SignalKind::hangup(), "SIGHUP"),
+        ]
+        .into_iter()
+        .map(|(kind, name)| signal(kind).map(|stream| (stream, name)))
+        .collect::<std::io::Result<Vec<_>>>()?
+    };
+    std::thread::Builder::new()
+        .name("tnh-signals".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                for (mut stream, name) in streams {
+                    let handle = handle.clone();
+                    tokio::spawn(async move {
+                        while stream.recv().await.is_some() {
+                            handle.cancel_because(name);
+                        }
+                    });
+                }
+                // The handle lives as long as the process: the cancellation never closes.
+                std::future::pending::<()>().await;
+            });
+        })?;
+    *listening = Some(cancellation.clone());
+    Ok(cancellation)
+}
+
+/// Test hook: `TNH_TEST_SIGNAL_AT_EVENT=N` makes the process send itself SIGTERM right after
+/// recording event N, and go on once the signal is noticed — a signal arriving at that exact
+/// instant, to test that every phase stops resumable.
+const SIGNAL_AT_EVENT: &str = "TNH_TEST_SIGNAL_AT_EVENT";
+
+/// `observer`, preceded by the [`SIGNAL_AT_EVENT`] test hook when it is set.
+pub(crate) fn with_test_signal(
+    observer: Option<super::recorder::Observer>,
+    cancellation: &Cancellation,
+) -> Option<super::recorder::Observer> {
+    let Some(at) = std::env::var(SIGNAL_AT_EVENT)
+        .ok()
+        .and_then(|value| value.parse::<u64>().ok())
+    else {
+        return observer;
+    };
+    let cancellation = cancellation.clone();
+    let mut observer = observer;
+    Some(Box::new(move |event| {
+        if event.seq == at {
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
+            let limit = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !cancellation.is_cancelled() && std::time::Instant::now() < limit {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        if let Some(observer) = observer.as_mut() {
+            observer(event);
+        }
+    }))
+}
