@@ -39,8 +39,16 @@ pub fn harness_report_problems(report: &serde_json::Value) -> Vec<String> {
     else {
         return Vec::new();
     };
+    schema_problems(validator, report)
+}
+
+/// What `validator` finds wrong with `value`, each problem with where it is (`… at /path`).
+pub(crate) fn schema_problems(
+    validator: &jsonschema::Validator,
+    value: &serde_json::Value,
+) -> Vec<String> {
     validator
-        .iter_errors(report)
+        .iter_errors(value)
         .map(|error| {
             let at = error.instance_path().to_string();
             if at.is_empty() {

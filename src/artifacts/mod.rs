@@ -7,7 +7,7 @@
 
 mod atomic;
 mod events;
-mod harness;
+pub(crate) mod harness;
 mod manifest;
 mod record_schemas;
 mod run_dir;

@@ -185,17 +185,7 @@ fn envelope_problems(envelope: &serde_json::Value) -> Vec<String> {
     else {
         return Vec::new();
     };
-    validator
-        .iter_errors(envelope)
-        .map(|error| {
-            let at = error.instance_path().to_string();
-            if at.is_empty() {
-                error.to_string()
-            } else {
-                format!("{error} at {at}")
-            }
-        })
-        .collect()
+    crate::artifacts::harness::schema_problems(validator, envelope)
 }
 
 #[cfg(test)]

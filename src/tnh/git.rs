@@ -37,7 +37,21 @@ pub fn root() -> Result<PathBuf, TnhError> {
 /// Runs git in `root`; stdout as text, or the error git printed. Paths come out as they are
 /// (`core.quotePath=off`), never in git's octal-quoted form.
 pub fn git(root: &Path, args: &[&str]) -> Result<String, TnhError> {
-    let output = Command::new("git")
+    let output = git_output(root, args)?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(TnhError::new(
+            format!("git {} failed: {}", args.join(" "), stderr.trim()),
+            "check the repository state",
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Runs git in `root` (paths unquoted: `core.quotePath=off`) and returns what it did; only a
+/// git that cannot be started is an error here.
+fn git_output(root: &Path, args: &[&str]) -> Result<std::process::Output, TnhError> {
+    Command::new("git")
         .current_dir(root)
         .args(["-c", "core.quotePath=off"])
         .args(args)
@@ -47,15 +61,7 @@ pub fn git(root: &Path, args: &[&str]) -> Result<String, TnhError> {
                 format!("cannot run git: {error}"),
                 "install git and put it on PATH",
             )
-        })?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(TnhError::new(
-            format!("git {} failed: {}", args.join(" "), stderr.trim()),
-            "check the repository state",
-        ));
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        })
 }
 
 /// The root and the base: `TNH_BASE_SHA` inside a run, else the merge-base with the default
@@ -108,16 +114,7 @@ pub fn merge_base(root: &Path, reference: &str) -> Result<String, TnhError> {
             "give a branch, tag or commit, e.g. `--against main`",
         ));
     }
-    let output = Command::new("git")
-        .current_dir(root)
-        .args(["merge-base", "HEAD", reference])
-        .output()
-        .map_err(|error| {
-            TnhError::new(
-                format!("cannot run git: {error}"),
-                "install git and put it on PATH",
-            )
-        })?;
+    let output = git_output(root, &["merge-base", "HEAD", reference])?;
     if !output.status.success() {
         return Err(TnhError::new(
             format!(
