@@ -1266,8 +1266,20 @@ fn run_process(
         .enable_all()
         .build()
         .map_err(|error| error.to_string())?;
+    // Inside a run, the planner's group is recorded in the EVALUATE visit's folder while it
+    // runs, like an agent's: `resume` ends it if this process dies meanwhile, members that
+    // cleared their environment included.
+    let record = request
+        .run_variables
+        .and_then(|run| run.get("TNH_STEP_DIR"))
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| std::path::Path::new(dir).join(crate::runner::PROCESS_GROUP_FILE));
     let supervised = runtime
-        .block_on(crate::runner::supervise(spec, request.cancellation.clone()))
+        .block_on(crate::runner::supervise_recorded(
+            spec,
+            request.cancellation.clone(),
+            record.as_deref(),
+        ))
         .map_err(|error| format!("`{program}` could not run: {error}"))?;
     // The supervisor kept at most OUTPUT_LIMIT bytes (and stopped the planner past them).
     let (stdout, not_utf8) = read_capped(&folder.path().join("stdout")).unwrap_or_default();

@@ -737,6 +737,80 @@ fn resume_ends_an_env_cleared_member_of_the_agents_group(mode: &str) {
     assert_contiguous(&events);
 }
 
+/// The same for a planner: its group is recorded in the EVALUATE visit's folder while it
+/// answers, so an `env -i` process it left in its group is ended by `resume` too (before, only
+/// a planner's processes that kept `TNH_RUN_ID` were found).
+#[test]
+fn resume_ends_an_env_cleared_member_of_a_planners_group() {
+    let repo = RunRepo::new();
+    let planner = fixture("agents/zoo").join("env-cleared-then-kill-conductor.sh");
+    append_config(
+        &repo,
+        &format!(
+            "planners:\n  zoo:\n    kind: command\n    argv: [bash, \"{}\", leader-stays]\n    attempts: 1\n",
+            planner.display()
+        ),
+    );
+    let workflow = repo.workflow_text(
+        "judged.yaml",
+        "workflow_id: judged\nversion: 1\ndescription: a step judged by a planner that leaves a loop\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: |\n      SAY done\n    routes: {\"*\": judge}\n  - id: judge\n    opcode: EVALUATE\n    prompt: planner.evaluate_results.v1\n    planner: zoo\n    allowed_next_steps: [STOP, failed]\n    routes:\n      success: STOP\n      partial: failed\n      blocked: failed\n      unsafe: failed\n      needs_human: failed\n  - id: failed\n    opcode: STOP\n    outcome: failure\n",
+    );
+    let (code, _, output) = repo.run(&workflow, &[]);
+    assert_eq!(
+        code,
+        None,
+        "killed by its planner: {}",
+        stderr_text(&output)
+    );
+    let run_id = only_run_id(&repo);
+    let visit = repo.run_dir(&run_id).join("artifacts/judge/1");
+    let pid: i32 = std::fs::read_to_string(visit.join("loop.log.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _cleanup = KillOnDrop(Some(pid));
+    assert!(
+        crate::runner_support::is_alive(pid),
+        "the loop outlived its conductor"
+    );
+    assert!(
+        visit.join("process_group.json").is_file(),
+        "the planner's group is recorded"
+    );
+
+    let resumed = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["resume", &run_id])
+        .output()
+        .unwrap();
+
+    assert_no_panic("resume", &resumed);
+    assert!(
+        matches!(resumed.status.code(), Some(0 | 1)),
+        "{}",
+        stderr_text(&resumed)
+    );
+    assert!(
+        !crate::runner_support::is_alive(pid),
+        "the planner's env-cleared loop {pid} survived resume"
+    );
+    let events = repo.events(&run_id);
+    let interrupted = events
+        .iter()
+        .find(|event| event["event_type"] == "step_interrupted")
+        .expect("the planner's visit was interrupted");
+    assert!(
+        interrupted["killed_orphans"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(pid)),
+        "{interrupted}"
+    );
+    assert_contiguous(&events);
+}
+
 #[test]
 fn resume_ends_an_env_cleared_member_of_a_group_whose_leader_lives() {
     resume_ends_an_env_cleared_member_of_the_agents_group("leader-stays");
