@@ -191,11 +191,7 @@ impl Driver<'_> {
         if self.run.cancellation.is_cancelled()
             && self.cut_short(&step_id, visit, result.as_ref().ok())
         {
-            let signal = self
-                .run
-                .cancellation
-                .cause()
-                .unwrap_or_else(|| "Ctrl-C".to_owned());
+            let signal = self.signal();
             // The visit stays marked running: `resume` records it as interrupted, restores its
             // pre-step snapshot and runs the step again, exactly as after a crash.
             self.recorder.event(
@@ -290,14 +286,18 @@ impl Driver<'_> {
             .any(|event| event.payload.values().any(stopped))
     }
 
+    /// The signal that cancelled the run, as events name it (`Ctrl-C`, `SIGTERM`, …).
+    fn signal(&self) -> String {
+        self.run
+            .cancellation
+            .cause()
+            .unwrap_or_else(|| "Ctrl-C".to_owned())
+    }
+
     /// Stops the run between steps for the operator's interrupt: `run_interrupted` (no step is
     /// running) and the run marked blocked; `resume` continues with `step_id`.
     fn interrupted_between_steps(&mut self, step_id: String) -> Result<RunEnd, DriveError> {
-        let signal = self
-            .run
-            .cancellation
-            .cause()
-            .unwrap_or_else(|| "Ctrl-C".to_owned());
+        let signal = self.signal();
         self.recorder.event(
             EventType::RunInterrupted,
             None,
