@@ -74,52 +74,95 @@ fn classify(path: &str) -> Result<ModulePath, String> {
 
 /// Checks the imports of a script without a worktree, as `validate` does: each must name a
 /// stdlib module or a repository module (whose existence is checked when a run loads it).
-/// On a refusal, the message and the 1-based line and column of the path in the script.
-pub fn check_imports(script: &str) -> Result<(), (String, Option<(usize, usize)>)> {
+/// Every refused import is returned, in the order of the script, each with its message and
+/// the 1-based line and column of its path in the script (when it can be found).
+pub fn check_imports(script: &str) -> Result<(), Vec<(String, Option<(usize, usize)>)>> {
     let mut engine = sandboxed_engine(&Limits::STANDARD);
-    engine.set_module_resolver(ImportChecker);
-    let Err(error) = engine.compile_into_self_contained(&Scope::new(), script) else {
-        return Ok(());
-    };
-    let message = match *error {
-        EvalAltResult::ErrorRuntime(message, _) => message.to_string(),
-        other => other.to_string(),
-    };
-    // Rhai resolves these imports without positions; the quoted path locates the import.
-    let position = message
-        .split('`')
-        .nth(1)
-        .and_then(|path| script.find(&format!("\"{path}\"")))
-        .map(|offset| {
-            let before = &script[..offset];
-            let line = before.matches('\n').count() + 1;
-            let column = before
-                .rsplit('\n')
-                .next()
-                .unwrap_or_default()
-                .chars()
-                .count()
-                + 1;
-            (line, column)
-        });
-    Err((message, position))
+    let checker = Arc::new(ImportChecker::default());
+    engine.set_module_resolver(SharedChecker(Arc::clone(&checker)));
+    let compiled = engine.compile_into_self_contained(&Scope::new(), script);
+    let refused = std::mem::take(
+        &mut *checker
+            .refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner),
+    );
+    let mut problems = Vec::new();
+    // Rhai resolves these imports without positions, and each path once: every `import` of
+    // the quoted path locates one.
+    for (path, message) in refused {
+        let quoted = format!("\"{path}\"");
+        let positions: Vec<(usize, usize)> = script
+            .match_indices(&quoted)
+            .filter(|(offset, _)| script[..*offset].trim_end().ends_with("import"))
+            .map(|(offset, _)| line_and_column(script, offset))
+            .collect();
+        if positions.is_empty() {
+            problems.push((message.clone(), None));
+        }
+        for position in positions {
+            problems.push((message.clone(), Some(position)));
+        }
+    }
+    problems.sort_by_key(|(_, position)| *position);
+    if let Err(error) = compiled
+        && problems.is_empty()
+    {
+        let message = match *error {
+            EvalAltResult::ErrorRuntime(message, _) => message.to_string(),
+            other => other.to_string(),
+        };
+        problems.push((message, None));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
 }
 
-/// Accepts allowed import paths with an empty module, refuses the rest.
-#[derive(Debug)]
-struct ImportChecker;
+/// The 1-based line and column (in characters) of a byte offset of `text`.
+fn line_and_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .count()
+        + 1;
+    (line, column)
+}
 
-impl ModuleResolver for ImportChecker {
+/// Accepts every import path with an empty module, noting the refused ones (path and message)
+/// so that all of them are reported, not only the first.
+#[derive(Debug, Default)]
+struct ImportChecker {
+    refused: Mutex<Vec<(String, String)>>,
+}
+
+/// The checker as the engine's resolver, shared with `check_imports`, which reads what it
+/// noted once compilation is over.
+#[derive(Debug)]
+struct SharedChecker(Arc<ImportChecker>);
+
+impl ModuleResolver for SharedChecker {
     fn resolve(
         &self,
         _engine: &Engine,
         _source: Option<&str>,
         path: &str,
-        pos: Position,
+        _pos: Position,
     ) -> RhaiResultOf<SharedModule> {
-        classify(path)
-            .map(|_| Module::new().into())
-            .map_err(|message| EvalAltResult::ErrorRuntime(message.into(), pos).into())
+        if let Err(message) = classify(path) {
+            self.0
+                .refused
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((path.to_owned(), message));
+        }
+        Ok(Module::new().into())
     }
 }
 

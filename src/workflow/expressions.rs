@@ -115,12 +115,14 @@ impl<'a> ExpressionChecker<'a> {
                     )
                     .hint("fix the Rhai code at this position");
             } else if script.value.contains("import")
-                && let Err((message, at)) = crate::script::check_imports(&script.value)
+                && let Err(refused) = crate::script::check_imports(&script.value)
             {
-                let pos = offset_pos(script.pos, at.map(|at| at.0), at.map(|at| at.1));
-                diagnostics.error(pos, "script-import", message).hint(
-                    "import `tnh/<name>` from the standard library or `.tnh/scripts/<name>` from the repository",
-                );
+                for (message, at) in refused {
+                    let pos = offset_pos(script.pos, at.map(|at| at.0), at.map(|at| at.1));
+                    diagnostics.error(pos, "script-import", message).hint(
+                        "import `tnh/<name>` from the standard library or `.tnh/scripts/<name>` from the repository",
+                    );
+                }
             }
         }
         for step in &workflow.steps {

@@ -476,3 +476,25 @@ fn the_documented_rule_table_and_the_invalid_fixtures_agree() {
         );
     }
 }
+
+/// Every refused import of a script is reported, each at its own line and column (only the
+/// first was, and the author fixed them one `validate` at a time); allowed imports between
+/// them are not reported.
+#[test]
+fn every_refused_import_is_reported_at_its_own_position() {
+    let (stdout, code) = validate_text(
+        "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\nscript: |\n  import \"/etc/passwd\" as a;\n  import \"tnh/paths\" as p;\n  import \"../x\" as b;\n  import \"/etc/passwd\" as c;\n  fn f() { 1 }\nsteps:\n  - id: a\n    opcode: STOP\n",
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_eq!(
+        codes(&stdout),
+        ["script-import", "script-import", "script-import"],
+        "{stdout}"
+    );
+    for (line, path) in [(6, "/etc/passwd"), (8, "../x"), (9, "/etc/passwd")] {
+        assert!(
+            stdout.contains(&format!(":{line}:10: error: import `{path}` is refused")),
+            "line {line}:\n{stdout}"
+        );
+    }
+}
