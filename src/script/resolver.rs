@@ -72,11 +72,15 @@ fn classify(path: &str) -> Result<ModulePath, String> {
     }))
 }
 
+/// A refused import: the message, and the 1-based line and column of its path in the script
+/// when it can be found.
+pub type RefusedImport = (String, Option<(usize, usize)>);
+
 /// Checks the imports of a script without a worktree, as `validate` does: each must name a
 /// stdlib module or a repository module (whose existence is checked when a run loads it).
 /// Every refused import is returned, in the order of the script, each with its message and
 /// the 1-based line and column of its path in the script (when it can be found).
-pub fn check_imports(script: &str) -> Result<(), Vec<(String, Option<(usize, usize)>)>> {
+pub fn check_imports(script: &str) -> Result<(), Vec<RefusedImport>> {
     let mut engine = sandboxed_engine(&Limits::STANDARD);
     let checker = Arc::new(ImportChecker::default());
     engine.set_module_resolver(SharedChecker(Arc::clone(&checker)));
