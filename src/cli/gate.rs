@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use super::{Cli, Output, repo_root};
 use crate::artifacts::{RunDir, RunMetadata, is_run_id, read_json};
 use crate::error::{Error, ExitStatus, Result};
-use crate::kernel::gate::{Decision, decide, notice_timeout, read_request};
+use crate::kernel::gate::{Decision, decide, notice_timeout, read_request, rollback_since_request};
 use crate::kernel::recorder::Recorder;
 use crate::kernel::run::{DEFAULT_ARTIFACTS_ROOT, RunError, find_run_dir};
 use crate::kernel::{Phase, RunState};
@@ -328,6 +328,19 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
         "  worktree:  {}",
         context["worktree"].as_str().unwrap_or_default()
     );
+    // The change below is what the gate was requested with; an operator's rollback since
+    // removed it from the worktree, and a decision then needs `--accept-drift`.
+    if let Ok(Some(rollback)) = rollback_since_request(&recorder, step_id, *visit) {
+        let _ = writeln!(
+            text,
+            "  ROLLED BACK: the operator rolled the worktree back to {} at {} ({}), after this \
+             gate was requested: the change below is no longer in the worktree; a decision \
+             needs `--accept-drift` and decides on what the worktree holds now",
+            rollback.text("target").unwrap_or("?"),
+            rollback.timestamp,
+            rollback.text("record").unwrap_or("?"),
+        );
+    }
     if let Some(diff) = context["diff"].as_str()
         && let Ok(patch) = std::fs::read_to_string(run_dir.root().join(diff))
     {

@@ -132,7 +132,7 @@ fn waiting(state: &RunState) -> Result<(String, u32), GateError> {
 }
 
 /// The first rollback the operator made after the gate of this visit was requested.
-fn rollback_since_request(
+pub(crate) fn rollback_since_request(
     recorder: &Recorder,
     step_id: &str,
     visit: u32,

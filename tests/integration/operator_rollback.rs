@@ -113,11 +113,25 @@ fn a_rollback_while_a_gate_waits_needs_accept_drift_to_be_decided() {
     let repo = RunRepo::new();
     let (run_id, worktree) = waiting_run(&repo, "gate.yaml");
     let shown = repo.json(&run_id, "state.json")["fingerprint"].clone();
+    let before = repo.conductor(&["gate", "show", &run_id]);
+    assert_eq!(before.status.code(), Some(0), "{}", stderr_text(&before));
+    assert!(!stdout_text(&before).contains("ROLLED BACK"));
     let rolled = repo.conductor(&["rollback", &run_id, "--target", "pre_run"]);
     assert_eq!(rolled.status.code(), Some(0), "{}", stderr_text(&rolled));
     assert!(!worktree.join("feature.txt").exists());
     let events = repo.events(&run_id);
     assert_eq!(operator_rollbacks(&events)[0]["checkpoint_before"], shown);
+    // `gate show` says the change it shows is gone, and what a decision needs.
+    let after = repo.conductor(&["gate", "show", &run_id]);
+    assert_eq!(after.status.code(), Some(0), "{}", stderr_text(&after));
+    let after = stdout_text(&after);
+    assert!(
+        after.contains(&format!(
+            "ROLLED BACK: the operator rolled the worktree back to pre_run at {} (rollbacks/1.json), after this gate was requested",
+            operator_rollbacks(&events)[0]["timestamp"].as_str().unwrap()
+        )) && after.contains("needs `--accept-drift`"),
+        "{after}"
+    );
     let events_before = events.len();
 
     // Either decision is refused: the reviewer was shown a change that no longer exists.
