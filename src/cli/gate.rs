@@ -138,26 +138,37 @@ fn waiting_gates(repo: &std::path::Path) -> (Vec<Waiting>, Vec<(String, String)>
             continue;
         }
         let run_dir = RunDir::at(root.join(&name));
-        let Ok(state) = read_json::<RunState>(&run_dir.state(), "run state") else {
-            continue;
-        };
-        if !matches!(state.phase, Phase::Waiting { .. }) {
-            continue;
-        }
-        let Phase::Waiting { step_id, visit } = &state.phase else {
-            continue;
-        };
-        // A gate past its deadline is resolved as soon as it is noticed (if no one drives the run).
-        if notice_timeout(&run_dir) {
-            timed_out.push((name, step_id.clone()));
-            continue;
-        }
         // A waiting gate is listed even when its run is damaged, with what is wrong: hidden,
-        // it would wait for ever.
-        let request_path = run_dir.visit_dir(step_id, *visit).join("gate_request.json");
+        // it would wait for ever. A damaged state.json leaves status.json to say it waits.
+        let (step_id, visit, state_damage) =
+            match read_json::<RunState>(&run_dir.state(), "run state") {
+                Ok(state) => match state.phase {
+                    Phase::Waiting { step_id, visit } => (step_id, visit, None),
+                    _ => continue,
+                },
+                Err(error) => {
+                    match read_json::<crate::artifacts::RunStatus>(&run_dir.status(), "run status")
+                    {
+                        Ok(crate::artifacts::RunStatus {
+                            lifecycle_state: crate::artifacts::LifecycleState::Waiting,
+                            current_step_id: Some(step_id),
+                            visit: Some(visit),
+                            ..
+                        }) => (step_id, visit, Some(error.to_string())),
+                        _ => continue,
+                    }
+                }
+            };
+        // A gate past its deadline is resolved as soon as it is noticed (if no one drives the run).
+        if state_damage.is_none() && notice_timeout(&run_dir) {
+            timed_out.push((name, step_id));
+            continue;
+        }
+        let request_path = run_dir.visit_dir(&step_id, visit).join("gate_request.json");
         let request = read_json::<serde_json::Value>(&request_path, "gate request");
         let metadata = read_json::<RunMetadata>(&run_dir.metadata(), "run metadata");
         let damage = match (&metadata, &request) {
+            _ if state_damage.is_some() => state_damage,
             (Err(error), _) | (Ok(_), Err(error)) => Some(error.to_string()),
             (Ok(_), Ok(_)) => None,
         };
@@ -165,7 +176,7 @@ fn waiting_gates(repo: &std::path::Path) -> (Vec<Waiting>, Vec<(String, String)>
         let text = |key: &str| request[key].as_str().unwrap_or_default().to_owned();
         gates.push(Waiting {
             run_id: name,
-            step_id: step_id.clone(),
+            step_id,
             requested_at: text("requested_at"),
             reason: text("reason"),
             deadline: request["deadline"].as_str().map(str::to_owned),

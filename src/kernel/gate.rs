@@ -281,6 +281,12 @@ pub fn decide(
 /// Resolves the waiting gate of a run that no process drives, when its deadline has passed
 /// (`gate list` and `status` notice timeouts this way); returns whether it did.
 pub fn notice_timeout(run_dir: &crate::artifacts::RunDir) -> bool {
+    // Only a gate past its deadline needs the lock. Looking without it first keeps a listing
+    // or a status (a dashboard polling them) from holding the lock a decision needs; the
+    // check is made again under the lock.
+    if !deadline_passed(run_dir) {
+        return false;
+    }
     let Ok(_lock) = RunLock::acquire(&run_dir.lock()) else {
         return false;
     };
@@ -293,6 +299,29 @@ pub fn notice_timeout(run_dir: &crate::artifacts::RunDir) -> bool {
     resolve_if_timed_out(&mut recorder, &mut state).unwrap_or(false)
 }
 
+/// Whether the run waits at a gate whose deadline has passed, read without the lock.
+fn deadline_passed(run_dir: &crate::artifacts::RunDir) -> bool {
+    let Ok(state) = read_json::<RunState>(&run_dir.state(), "run state") else {
+        return false;
+    };
+    let Ok((step_id, visit)) = waiting(&state) else {
+        return false;
+    };
+    read_json::<serde_json::Value>(
+        &run_dir.visit_dir(&step_id, visit).join("gate_request.json"),
+        "gate request",
+    )
+    .is_ok_and(|request| is_due(&request))
+}
+
+/// Whether a gate request's deadline has passed (a request without one never is).
+fn is_due(request: &serde_json::Value) -> bool {
+    request["deadline"]
+        .as_str()
+        .and_then(|deadline| deadline.parse::<jiff::Timestamp>().ok())
+        .is_some_and(|deadline| deadline <= jiff::Timestamp::now())
+}
+
 /// Resolves a waiting gate whose deadline has passed as `gate_timed_out`; returns whether it did.
 pub fn resolve_if_timed_out(
     recorder: &mut Recorder,
@@ -302,10 +331,7 @@ pub fn resolve_if_timed_out(
         return Ok(false);
     };
     let request = read_request(recorder, &step_id, visit)?;
-    let due = request["deadline"]
-        .as_str()
-        .and_then(|deadline| deadline.parse::<jiff::Timestamp>().ok())
-        .is_some_and(|deadline| deadline <= jiff::Timestamp::now());
+    let due = is_due(&request);
     if due {
         let workflow = super::run::workflow_of(recorder)?;
         resolve(

@@ -1036,3 +1036,58 @@ fn a_deleted_work_branch_is_refused_naming_how_to_restore_it() {
         stderr_text(&approved)
     );
 }
+
+/// Review 11 (operator CLI), defect 4: `gate list` and `status` of a waiting run took the run's
+/// lock to look for a timed-out gate even when the gate had no deadline, so a decision made
+/// while a dashboard polled them was refused at random as "driven by another process". They
+/// no longer take the lock (the lock file, removed here, is not created again), and a gate
+/// past its deadline is still resolved (`status_and_gate_list_notice_a_timed_out_gate`).
+#[test]
+fn looking_at_a_waiting_gate_does_not_take_the_runs_lock() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let lock = repo.run_dir(&run_id).join("lock");
+    std::fs::remove_file(&lock).unwrap();
+    let listed = repo.conductor(&["gate", "list"]);
+    assert!(
+        stdout_text(&listed).contains(&run_id),
+        "{}",
+        stdout_text(&listed)
+    );
+    let status = repo.conductor(&["status", &run_id]);
+    assert!(
+        stdout_text(&status).contains("state: waiting"),
+        "{}",
+        stdout_text(&status)
+    );
+    assert!(!lock.exists(), "a look took the lock");
+    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+}
+
+/// Review 11, defect 5: a waiting run whose state.json is damaged was left out of `gate list`
+/// ("no gate is waiting") while `status` and `runs list` showed it waiting. It is listed from
+/// status.json, with what is damaged.
+#[test]
+fn gate_list_shows_a_waiting_gate_whose_state_file_is_damaged() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    std::fs::write(repo.run_dir(&run_id).join("state.json"), "{ garbled").unwrap();
+    let listed = repo.conductor(&["gate", "list"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr_text(&listed));
+    let text = stdout_text(&listed);
+    assert!(
+        text.contains(&run_id) && text.contains("review"),
+        "{text}\n{}",
+        stderr_text(&listed)
+    );
+    assert!(
+        text.contains("damaged:") && text.contains("state.json"),
+        "{text}"
+    );
+}
