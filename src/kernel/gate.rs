@@ -451,10 +451,15 @@ fn route_decision(
         completion,
     )?;
     if !matches!(state.phase, Phase::Finished { .. }) {
-        recorder.write_blocked(&format!(
-            "gate `{step_id}` resolved ({outcome}); `tnh-conductor resume {}` continues the run",
-            state.run_id
-        ))?;
+        // Nothing was interrupted: the decision was made and routed, and the run waits for
+        // `resume` to go on (`final-state.txt`: `blocked decided NEXT_STEP`).
+        recorder.write_stopped(
+            &format!(
+                "gate `{step_id}` resolved ({outcome}); `tnh-conductor resume {}` continues the run",
+                state.run_id
+            ),
+            "decided",
+        )?;
     }
     Ok(())
 }

@@ -203,7 +203,7 @@ impl Recorder {
         self.write_stopped(reason, "interrupted")
     }
 
-    /// Marks the run blocked with `reason`, `how` (`interrupted`, `stopped`) in
+    /// Marks the run blocked with `reason`, `how` (`interrupted`, `stopped`, `decided`) in
     /// `final-state.txt`: the visit stays marked running and `resume` runs it again.
     pub fn write_stopped(&mut self, reason: &str, how: &str) -> Result<(), ArtifactsError> {
         self.last_status = None;

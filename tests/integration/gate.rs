@@ -1091,3 +1091,33 @@ fn gate_list_shows_a_waiting_gate_whose_state_file_is_damaged() {
         "{text}"
     );
 }
+
+/// Review 11, defect 7: a decision without `--resume` that routes to a step left
+/// `final-state.txt` saying `blocked interrupted review`, as after a crash or a Ctrl-C; it
+/// says `blocked decided undo` (the step `resume` runs next).
+#[test]
+fn a_decision_without_resume_is_not_said_to_be_an_interruption() {
+    let repo = RunRepo::new();
+    let text = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
+        .unwrap()
+        .replace("gate_approved: STOP", "gate_approved: undo")
+        + "  - id: undo\n    opcode: ROLLBACK\n    target: pre_run\n    routes:\n      completed: STOP\n      error: failed\n";
+    let run_id = waiting_run(&repo, Some(text));
+    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "blocked"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        "blocked decided undo\n"
+    );
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+}
