@@ -46,7 +46,17 @@ pub fn cmd_journal(cli: &Cli, args: &JournalArgs, output: &mut Output) -> Result
     let today = jiff::Timestamp::now().strftime("%Y-%m-%d").to_string();
     let (date, until) = match (&args.date, &args.since) {
         (Some(date), _) => (day(date)?, None),
-        (None, Some(since)) => (day(since)?, Some(today)),
+        (None, Some(since)) => {
+            let since = day(since)?;
+            // Dates of the same form compare as text.
+            if since > today {
+                return Err(Error::usage(
+                    format!("--since {since} is after today ({today})"),
+                    "give a day up to today, or `--date DAY` for one day",
+                ));
+            }
+            (since, Some(today))
+        }
         (None, None) => (today, None),
     };
     let journal = build_journal(&repo, &date, until.as_deref());

@@ -159,8 +159,14 @@ impl RunError {
             RunError::Param(error) => Some(error.hint()),
             RunError::Workspace(error) => error.hint(),
             RunError::Artifacts(error) => error.hint(),
-            RunError::Lock(_) => Some(
+            RunError::Lock(super::lock::LockError::Held { .. }) => Some(
                 "wait for that process to finish, or stop it; a killed process releases the lock"
+                    .into(),
+            ),
+            // No other process is involved: the lock file itself could not be opened or written.
+            RunError::Lock(super::lock::LockError::Io { .. }) => Some(
+                "make the run directory writable (a read-only mount or wrong owner) or free disk \
+                 space, then try again"
                     .into(),
             ),
             RunError::Prompt(error) => error.hint(),

@@ -1121,3 +1121,23 @@ fn a_decision_without_resume_is_not_said_to_be_an_interruption() {
     let resumed = repo.conductor(&["resume", &run_id]);
     assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
 }
+
+/// Review 11, defect 8: a lock file that cannot be opened (a read-only run directory, here a
+/// folder where the file should be) got the hint for a lock held by another process ("wait
+/// for that process to finish"), though there is none; it gets a hint about the file system.
+#[test]
+fn a_lock_file_that_cannot_be_opened_is_not_said_to_be_held() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let lock = repo.run_dir(&run_id).join("lock");
+    std::fs::remove_file(&lock).unwrap();
+    std::fs::create_dir(&lock).unwrap();
+    let refused = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    let stderr = stderr_text(&refused);
+    assert!(
+        stderr.contains("failed to lock") && stderr.contains("make the run directory writable"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("wait for that process"), "{stderr}");
+}

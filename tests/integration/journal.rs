@@ -146,3 +146,19 @@ fn a_damaged_event_line_is_reported_and_hides_nothing_after_it() {
     assert_eq!(events.status.code(), Some(4));
     assert_eq!(stdout_text(&events).lines().count(), lines.len() - 1);
 }
+
+/// Review 11 (operator CLI), defect 11: `journal --since` a day after today printed an
+/// inverted range ("2099-01-01 to <today>") and exited 0; it is a usage error.
+#[test]
+fn a_since_day_after_today_is_refused() {
+    let repo = RunRepo::new();
+    let output = repo.conductor(&["journal", "--since", "2099-01-01"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout_text(&output));
+    assert!(
+        stderr_text(&output).contains("--since 2099-01-01 is after today"),
+        "{}",
+        stderr_text(&output)
+    );
+    let today = repo.conductor(&["journal", "--since", "2020-01-01"]);
+    assert_eq!(today.status.code(), Some(0), "{}", stderr_text(&today));
+}
