@@ -44,15 +44,26 @@ pub fn cmd_status(cli: &Cli, args: &StatusArgs, output: &mut Output) -> Result<E
     if status_of(&run_dir)?.lifecycle_state == crate::artifacts::LifecycleState::Waiting {
         crate::kernel::gate::notice_timeout(&run_dir);
     }
-    let mut shown = String::new();
+    // A frame is printed when the status changes and, while a step runs, when the time since
+    // it started or since its last output reads differently (looked at once a second): a
+    // hanging agent must show its silence growing, not "0s ago" for ever.
+    let mut shown_key = String::new();
+    let mut shown_frame = String::new();
+    let mut rendered_at: Option<std::time::Instant> = None;
     loop {
         let status = status_of(&run_dir)?;
         // The state too: a driver killed meanwhile leaves the same `updated_at`, and the
         // watch must end by showing it blocked, not with `running` on the screen.
-        let seen = format!("{} {}", status.updated_at, status.lifecycle_state.name());
-        if seen != shown {
-            shown = seen;
-            print_status(&run_dir, &status, args.json, output)?;
+        let key = format!("{} {}", status.updated_at, status.lifecycle_state.name());
+        let aged = rendered_at.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(1));
+        if key != shown_key || (!args.json && aged) {
+            let frame = render_status(&run_dir, &status, args.json)?;
+            rendered_at = Some(std::time::Instant::now());
+            shown_key = key;
+            if frame != shown_frame {
+                output.print(&frame);
+                shown_frame = frame;
+            }
         }
         if !args.watch || status.lifecycle_state != crate::artifacts::LifecycleState::Running {
             return Ok(ExitStatus::Success);
@@ -61,15 +72,10 @@ pub fn cmd_status(cli: &Cli, args: &StatusArgs, output: &mut Output) -> Result<E
     }
 }
 
-fn print_status(
-    run_dir: &RunDir,
-    status: &RunStatus,
-    json: bool,
-    output: &mut Output,
-) -> Result<()> {
+/// One frame of `status`: the status as JSON, or the text an operator reads.
+fn render_status(run_dir: &RunDir, status: &RunStatus, json: bool) -> Result<String> {
     if json {
-        output.print(&format!("{}\n", serde_json::to_string_pretty(status)?));
-        return Ok(());
+        return Ok(format!("{}\n", serde_json::to_string_pretty(status)?));
     }
     let mut text = format!(
         "run {}  ({})\n  state: {}\n",
@@ -97,8 +103,7 @@ fn print_status(
         "  transitions: {}\n  updated: {}",
         status.transitions, status.updated_at
     );
-    output.print(&text);
-    Ok(())
+    Ok(text)
 }
 
 /// For a visit being driven: how long it has run and when its output last grew, so a

@@ -206,74 +206,148 @@ fn gate_show_prints_the_diffstat_and_the_planner_decision_readably() {
     );
 }
 
+/// A run held in an EVALUATE whose command planner waits, on a FIFO, for the test to let it
+/// answer.
+struct HeldPlanner {
+    _fifos: tempfile::TempDir,
+    answer: std::path::PathBuf,
+    watcher: std::thread::JoinHandle<Option<i32>>,
+    run_id: String,
+}
+
+impl HeldPlanner {
+    /// Starts the run and returns once its planner has the envelope.
+    fn start(repo: &RunRepo) -> Self {
+        let fifos = tempfile::tempdir().unwrap();
+        let asked = fifos.path().join("asked");
+        let answer = fifos.path().join("answer");
+        for fifo in [&asked, &answer] {
+            let made = std::process::Command::new("mkfifo")
+                .arg(fifo)
+                .status()
+                .unwrap();
+            assert!(made.success());
+        }
+        let judge = repo.repo.write(
+            "judge.sh",
+            &format!(
+                "#!/bin/sh\ncat >/dev/null\necho asked > '{}'\nread line < '{}'\necho '{{\"status\":\"success\",\"risk_flags\":[],\"blockers\":[]}}'\n",
+                asked.display(),
+                answer.display()
+            ),
+        );
+        let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+        repo.repo.write(
+            ".tnh/config.yaml",
+            &format!(
+                "{config}planners:\n  judge: {{kind: command, argv: [sh, \"{}\"]}}\n",
+                judge.display()
+            ),
+        );
+        let workflow = repo.workflow_text(
+            "judged.yaml",
+            "workflow_id: judged\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - {id: work, opcode: RUN_AGENT, agent: scripted, prompt: \"WRITE f.txt: x\", routes: {\"*\": judge}}\n  - id: judge\n    opcode: EVALUATE\n    planner: judge\n    prompt: planner.evaluate_step.v1\n    allowed_next_steps: [fail]\n    routes: {success: STOP, partial: fail, blocked: fail, unsafe: fail, needs_human: fail}\n  - {id: fail, opcode: STOP, outcome: failure}\n",
+        );
+        let running = conductor()
+            .arg("--repo")
+            .arg(repo.path())
+            .args(["run", "--json"])
+            .arg(&workflow)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let asked_path = asked.clone();
+        let watcher = std::thread::spawn(move || {
+            let mut running = running;
+            let code = running.wait().unwrap().code();
+            // A run that ended without asking would leave the read below blocked for ever:
+            // open and close the writing end (refused when nobody reads any more).
+            use std::os::unix::fs::OpenOptionsExt;
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(nix::libc::O_NONBLOCK)
+                .open(&asked_path);
+            code
+        });
+        // Blocks until the planner has its envelope.
+        let said = std::fs::read_to_string(&asked).unwrap();
+        assert_eq!(said, "asked\n", "the run ended before asking the planner");
+        Self {
+            _fifos: fifos,
+            answer,
+            watcher,
+            run_id: repo.only_run_id(),
+        }
+    }
+
+    /// Lets the planner answer and returns the run's exit code.
+    fn release(self) -> Option<i32> {
+        std::fs::write(&self.answer, "go\n").unwrap();
+        self.watcher.join().unwrap()
+    }
+}
+
 /// `status` during an EVALUATE says the run waits for the planner, not that a file the
 /// conductor wrote is the step's "last output".
 #[test]
 fn status_during_an_evaluate_says_it_waits_for_the_planner() {
     let repo = RunRepo::new();
-    let fifos = tempfile::tempdir().unwrap();
-    let asked = fifos.path().join("asked");
-    let answer = fifos.path().join("answer");
-    for fifo in [&asked, &answer] {
-        let made = std::process::Command::new("mkfifo")
-            .arg(fifo)
-            .status()
-            .unwrap();
-        assert!(made.success());
-    }
-    let judge = repo.repo.write(
-        "judge.sh",
-        &format!(
-            "#!/bin/sh\ncat >/dev/null\necho asked > '{}'\nread line < '{}'\necho '{{\"status\":\"success\",\"risk_flags\":[],\"blockers\":[]}}'\n",
-            asked.display(),
-            answer.display()
-        ),
-    );
-    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
-    repo.repo.write(
-        ".tnh/config.yaml",
-        &format!(
-            "{config}planners:\n  judge: {{kind: command, argv: [sh, \"{}\"]}}\n",
-            judge.display()
-        ),
-    );
-    let workflow = repo.workflow_text(
-        "judged.yaml",
-        "workflow_id: judged\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - {id: work, opcode: RUN_AGENT, agent: scripted, prompt: \"WRITE f.txt: x\", routes: {\"*\": judge}}\n  - id: judge\n    opcode: EVALUATE\n    planner: judge\n    prompt: planner.evaluate_step.v1\n    allowed_next_steps: [fail]\n    routes: {success: STOP, partial: fail, blocked: fail, unsafe: fail, needs_human: fail}\n  - {id: fail, opcode: STOP, outcome: failure}\n",
-    );
-    let running = conductor()
-        .arg("--repo")
-        .arg(repo.path())
-        .args(["run", "--json"])
-        .arg(&workflow)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let asked_path = asked.clone();
-    let watcher = std::thread::spawn(move || {
-        let mut running = running;
-        let code = running.wait().unwrap().code();
-        // A run that ended without asking would leave the read below blocked for ever: open
-        // and close the writing end (refused when nobody reads any more).
-        use std::os::unix::fs::OpenOptionsExt;
-        let _ = std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(nix::libc::O_NONBLOCK)
-            .open(&asked_path);
-        code
-    });
-    // Blocks until the planner has its envelope.
-    let said = std::fs::read_to_string(&asked).unwrap();
-    assert_eq!(said, "asked\n", "the run ended before asking the planner");
-    let run_id = repo.only_run_id();
-    let status = stdout_text(&repo.conductor(&["status", &run_id]));
-    std::fs::write(&answer, "go\n").unwrap();
-    assert_eq!(watcher.join().unwrap(), Some(0));
+    let held = HeldPlanner::start(&repo);
+    let status = stdout_text(&repo.conductor(&["status", &held.run_id]));
+    assert_eq!(held.release(), Some(0));
     assert!(
         status.contains("; waiting for the planner's decision (asked ")
             && !status.contains("last output"),
         "{status}"
+    );
+}
+
+/// Review 11 (operator CLI), defect 9: `status --watch` printed a frame only when status.json
+/// changed, so while a step ran its "running for 0s" line never aged and a hanging agent looked
+/// fresh. The watch prints a new frame as the times read differently; it still ends with the run.
+#[test]
+fn status_watch_shows_the_time_a_step_has_run_growing() {
+    use std::io::BufRead;
+    let repo = RunRepo::new();
+    let held = HeldPlanner::start(&repo);
+    let mut watch = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["--color", "never", "status", "--watch", &held.run_id])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = watch.stdout.take().unwrap();
+    let (sender, frames) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = sender.send(line);
+        }
+    });
+    // Reads frames until two of them say different times for the same running step; a watch
+    // that never reprints fails here instead of leaving the test waiting for ever.
+    let mut activities: Vec<String> = Vec::new();
+    while activities.len() < 2 {
+        let Ok(line) = frames.recv_timeout(std::time::Duration::from_secs(60)) else {
+            break;
+        };
+        if line.contains("running for") && !activities.contains(&line) {
+            activities.push(line);
+        }
+    }
+    let released = held.release();
+    assert_eq!(activities.len(), 2, "no second frame: {activities:?}");
+    assert_eq!(released, Some(0));
+    reader.join().unwrap();
+    let rest: Vec<String> = frames.try_iter().collect();
+    assert!(watch.wait().unwrap().success());
+    assert!(
+        rest.iter().any(|line| line.contains("state: completed")),
+        "{rest:?}"
     );
 }
 
