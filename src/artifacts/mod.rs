@@ -86,6 +86,15 @@ impl ArtifactsError {
     /// What to do about it.
     pub fn hint(&self) -> Option<String> {
         Some(match self {
+            // A file of the run that is not there was removed: space and permissions are not
+            // the question.
+            ArtifactsError::Io { source, .. }
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                "a file of the run directory is missing: restore it (from a backup or a copy of \
+                 the run directory); `tnh-conductor runs show RUN_ID` shows what the other files say"
+                    .to_owned()
+            }
             ArtifactsError::Io { .. } => {
                 "check free disk space and the permissions of the run directory".to_owned()
             }

@@ -645,7 +645,9 @@ pub fn workflow_of(recorder: &mut Recorder) -> Result<Workflow, RunError> {
 /// The run directory of a run id under the repository's default artifacts root.
 pub fn find_run_dir(repo: &Path, run_id: &str) -> Result<RunDir, RunError> {
     let root = repo.join(DEFAULT_ARTIFACTS_ROOT);
-    if !is_run_id(run_id) || !root.join(run_id).join("metadata.json").is_file() {
+    // A run folder whose metadata.json is missing is still the run: the commands say what is
+    // missing and show what they can read, rather than deny that the run exists.
+    if !is_run_id(run_id) || !root.join(run_id).is_dir() {
         return Err(RunError::UnknownRun {
             run_id: run_id.to_owned(),
             dir: root,

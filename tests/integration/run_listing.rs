@@ -457,3 +457,38 @@ fn runs_started_one_after_another_sort_by_start_time() {
     sorted.sort();
     assert_eq!(started, sorted);
 }
+
+/// Review 11 (operator CLI), defect 6: with its metadata.json missing, `status`, `runs show`,
+/// `runs events` and `gate show` said "no run X" and pointed to `runs list`, which lists the
+/// run as damaged. They find the run: `status` and `runs events` read their own files,
+/// `runs show` and `gate show` name the missing file (exit 4) with a hint to restore it.
+#[test]
+fn a_run_without_its_metadata_file_is_still_found() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo);
+    let metadata = repo.run_dir(&run_id).join("metadata.json");
+    std::fs::remove_file(&metadata).unwrap();
+
+    let status = repo.conductor(&["status", &run_id]);
+    assert_eq!(status.status.code(), Some(0), "{}", stderr_text(&status));
+    assert!(stdout_text(&status).contains("state: waiting"));
+    let events = repo.conductor(&["runs", "events", &run_id]);
+    assert_eq!(events.status.code(), Some(0), "{}", stderr_text(&events));
+    assert!(stdout_text(&events).contains("\"gate_requested\""));
+    for args in [&["runs", "show"][..], &["gate", "show"][..]] {
+        let shown = repo.conductor(&[args, &[run_id.as_str()]].concat());
+        assert_eq!(
+            shown.status.code(),
+            Some(4),
+            "{args:?}: {}",
+            stderr_text(&shown)
+        );
+        let stderr = stderr_text(&shown);
+        assert!(
+            stderr.contains(&format!("failed to read `{}`", metadata.display()))
+                && stderr.contains("a file of the run directory is missing: restore it")
+                && !stderr.contains("no run"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
