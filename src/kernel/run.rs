@@ -124,6 +124,16 @@ pub enum RunError {
         /// Its visit.
         visit: u32,
     },
+    /// The workflow file the run was started from is no longer where it was.
+    #[error("run `{run_id}` was started from the workflow `{}`, which is gone", path.display())]
+    WorkflowGone {
+        /// The run.
+        run_id: String,
+        /// Where the file was.
+        path: PathBuf,
+        /// Its SHA-256 when the run started, when recorded.
+        sha256: Option<String>,
+    },
 }
 
 fn short(sha: &str) -> &str {
@@ -144,6 +154,7 @@ impl RunError {
             | RunError::StepInProgress { .. }
             | RunError::StateMissing { .. }
             | RunError::UnknownPlanner { .. }
+            | RunError::WorkflowGone { .. }
             | RunError::Gate(_) => true,
             RunError::Workspace(error) => error.exit_status() == crate::error::ExitStatus::Usage,
             _ => false,
@@ -172,6 +183,14 @@ impl RunError {
             RunError::Prompt(error) => error.hint(),
             RunError::Script(error) => error.hint(),
             RunError::UnknownRun { .. } => Some("list runs with `tnh-conductor runs list`".into()),
+            RunError::WorkflowGone { sha256, .. } => Some(format!(
+                "the run routes by that file: put it back at that path{} (from version control or \
+                 a backup), then try again; nothing was changed",
+                sha256
+                    .as_deref()
+                    .map(|sha| format!(" (its SHA-256 was {sha})"))
+                    .unwrap_or_default()
+            )),
             RunError::Finished { run_id, .. } => Some(format!(
                 "see `tnh-conductor runs show {run_id}`; start a new run with `tnh-conductor run`"
             )),
@@ -237,6 +256,24 @@ struct Loaded {
     path: PathBuf,
     config: Config,
     catalog: Catalog,
+}
+
+/// Loads the workflow a run was started from, for `resume` and gate decisions: a file that is
+/// no longer there is said to be gone (with the digest it had), not an invalid workflow.
+fn load_recorded_workflow(
+    metadata: &RunMetadata,
+    config: Config,
+    catalog: Catalog,
+) -> Result<Loaded, RunError> {
+    let path = Path::new(&metadata.workflow_path);
+    if !path.exists() {
+        return Err(RunError::WorkflowGone {
+            run_id: metadata.run_id.clone(),
+            path: path.to_path_buf(),
+            sha256: metadata.workflow_sha256.clone(),
+        });
+    }
+    load_workflow(path, config, catalog)
 }
 
 fn load_workflow(path: &Path, config: Config, catalog: Catalog) -> Result<Loaded, RunError> {
@@ -637,7 +674,7 @@ pub fn workflow_of(recorder: &mut Recorder) -> Result<Workflow, RunError> {
         })
     })?;
     let catalog = Catalog::load(Some(&repo))?;
-    let loaded = load_workflow(Path::new(&metadata.workflow_path), config, catalog)?;
+    let loaded = load_recorded_workflow(metadata, config, catalog)?;
     record_workflow_change(recorder, digest(&loaded.source))?;
     Ok(loaded.workflow)
 }
@@ -711,8 +748,7 @@ pub fn resume_run(
     if recorded {
         config.planner_override = metadata.planner_override.clone();
     }
-    let workflow_path = PathBuf::from(&metadata.workflow_path);
-    let loaded = load_workflow(&workflow_path, config, catalog)?;
+    let loaded = load_recorded_workflow(&metadata, config, catalog)?;
     check_planner_override(&loaded.config, recorded)?;
     let record = workspace_record(&metadata);
     let (workspace, recreated) = if never_started {

@@ -1141,3 +1141,62 @@ fn a_lock_file_that_cannot_be_opened_is_not_said_to_be_held() {
     );
     assert!(!stderr.contains("wait for that process"), "{stderr}");
 }
+
+/// Review 11, defect 10: with the workflow file moved away after the run started, a gate
+/// decision (and `resume`) said "workflow is invalid" with a `validate` hint. They say the
+/// file the run was started from is gone, with its recorded digest, and change nothing: put
+/// back, the decision goes through.
+#[test]
+fn a_decision_whose_workflow_file_is_gone_says_so_and_changes_nothing() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let metadata = repo.json(&run_id, "metadata.json");
+    let path = std::path::PathBuf::from(metadata["workflow_path"].as_str().unwrap());
+    let aside = path.with_extension("moved");
+    std::fs::rename(&path, &aside).unwrap();
+    let events_before = repo.events(&run_id).len();
+    for args in [
+        &[
+            "gate",
+            "approve",
+            run_id.as_str(),
+            "--as",
+            "lead",
+            "--resume",
+        ][..],
+        &["resume", run_id.as_str()][..],
+    ] {
+        let refused = repo.conductor(args);
+        assert_eq!(
+            refused.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr_text(&refused)
+        );
+        let stderr = stderr_text(&refused);
+        assert!(
+            stderr.contains(&format!(
+                "run `{run_id}` was started from the workflow `{}`, which is gone",
+                path.display()
+            )) && stderr.contains(&format!(
+                "its SHA-256 was {}",
+                metadata["workflow_sha256"].as_str().unwrap()
+            )),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("is invalid"), "{stderr}");
+    }
+    assert_eq!(
+        repo.events(&run_id).len(),
+        events_before,
+        "nothing recorded"
+    );
+    std::fs::rename(&aside, &path).unwrap();
+    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead", "--resume"]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+}
