@@ -1075,10 +1075,13 @@ fn drifted(
         return Ok(None);
     };
     if let Phase::Running { step_id, visit } = &state.phase {
-        let is_agent = workflow
-            .step(step_id)
-            .is_some_and(|step| step.body.opcode() == Opcode::RunAgent);
-        if !is_agent || own_snapshot_is_latest(workspace, state, step_id, *visit)? {
+        let opcode = workflow.step(step_id).map(|step| step.body.opcode());
+        // An EVALUATE, a GATE or a STOP changes no file: a change found after one was made by
+        // someone else, and is drift like any other.
+        if matches!(opcode, Some(Opcode::RunValidation | Opcode::Rollback))
+            || (opcode == Some(Opcode::RunAgent)
+                && own_snapshot_is_latest(workspace, state, step_id, *visit)?)
+        {
             return Ok(None);
         }
     }

@@ -949,3 +949,42 @@ fn resume_stops_the_git_a_killed_run_left_creating_its_worktree() {
     assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
     assert!(!survived, "the git left by the killed run still runs");
 }
+
+/// Review 11 (operator CLI), defect 2: a run killed in an EVALUATE (or a GATE, a STOP) was
+/// exempt from the drift check, so a worktree edited by hand meanwhile resumed to success
+/// with no `drift_accepted` event. Only validations and rollbacks (which change files without
+/// a snapshot) and agent steps going back to their own snapshot are exempt.
+#[test]
+fn resume_after_a_kill_in_an_evaluate_refuses_a_worktree_edited_by_hand() {
+    let reference = uninterrupted(CRASH);
+    // The third step_started is the EVALUATE's.
+    let kill_at = seq_of(&reference.events, "step_started", 2);
+    assert_eq!(
+        reference.events[usize::try_from(kill_at).unwrap() - 1]["step_id"],
+        "evaluate"
+    );
+    let (repo, run_id) = killed_at(CRASH, kill_at);
+    let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
+    std::fs::write(worktree.join("extra.txt"), "added by hand\n").unwrap();
+    let events_before = repo.events(&run_id).len();
+    let refused = repo.conductor(&["resume", &run_id]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    assert!(
+        stderr_text(&refused).contains("the worktree changed since the run's last checkpoint"),
+        "{}",
+        stderr_text(&refused)
+    );
+    assert_eq!(
+        repo.events(&run_id).len(),
+        events_before,
+        "nothing recorded"
+    );
+    let accepted = repo.conductor(&["resume", "--accept-drift", &run_id]);
+    assert_eq!(
+        accepted.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&accepted)
+    );
+    assert!(event_types(&repo.events(&run_id)).contains(&"drift_accepted".to_owned()));
+}
