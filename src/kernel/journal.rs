@@ -117,7 +117,8 @@ pub struct Provenance {
     pub run_dir: String,
 }
 
-/// Builds the journal of the runs started on `date` (or from `date` through `until`).
+/// Builds the journal of the runs that went on during `date` (or from `date` through `until`):
+/// started by its end, and not ended before it.
 pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
     let root = repo.join(DEFAULT_ARTIFACTS_ROOT);
     let ids: Vec<String> = std::fs::read_dir(&root)
@@ -143,8 +144,15 @@ pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
                         Some(error.to_string()),
                     ),
                 };
-            let day = metadata.started_at.get(..10).unwrap_or_default().to_owned();
-            (day.as_str() >= date && day.as_str() <= last).then_some((run_dir, metadata, damage))
+            // A run belongs to the days it went on: from the day it started to the day it
+            // ended, or to this day while it goes on (waiting, running, stopped).
+            let started = metadata.started_at.get(..10).unwrap_or_default();
+            let ended = metadata
+                .ended_at
+                .as_deref()
+                .and_then(|ended| ended.get(..10));
+            (started <= last && ended.is_none_or(|ended| ended >= date))
+                .then_some((run_dir, metadata, damage))
         })
         .collect();
     // Oldest first; start times have sub-second precision, so the order is the order of runs.
@@ -158,7 +166,7 @@ pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
         ..Journal::default()
     };
     for (run_dir, metadata, damage) in &runs {
-        add_run(&mut journal, run_dir, metadata, damage.as_deref());
+        add_run(&mut journal, run_dir, metadata, damage.as_deref(), last);
     }
     journal
 }
@@ -214,8 +222,14 @@ fn add_run(
     run_dir: &RunDir,
     metadata: &RunMetadata,
     metadata_damage: Option<&str>,
+    last_day: &str,
 ) {
     let run_id = metadata.run_id.clone();
+    // A run that ended after the journal's last day was still going on then.
+    let ended_later = metadata
+        .ended_at
+        .as_deref()
+        .filter(|ended| ended.get(..10).is_some_and(|day| day > last_day));
     let workflow = match metadata_damage {
         Some(_) => format!("{}.v?", metadata.workflow_id),
         None => format!("{}.v{}", metadata.workflow_id, metadata.workflow_version),
@@ -275,6 +289,13 @@ fn add_run(
     // (killed, interrupted, unreadable) and needs someone to resume it; "In Progress" is what
     // still goes on (running, waiting at a gate, which Pending Review lists).
     match lifecycle {
+        _ if let Some(ended) = ended_later => journal.in_progress.push(RunEntry {
+            detail: format!(
+                "went on past {last_day}; ended {ended} ({}): {}",
+                entry.state, entry.detail
+            ),
+            ..entry
+        }),
         LifecycleState::Completed => journal.completed.push(entry),
         LifecycleState::Failed => journal.blockers.push(format!(
             "{run_id} ({workflow}) failed: {detail} ({})",

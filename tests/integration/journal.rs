@@ -162,3 +162,75 @@ fn a_since_day_after_today_is_refused() {
     let today = repo.conductor(&["journal", "--since", "2020-01-01"]);
     assert_eq!(today.status.code(), Some(0), "{}", stderr_text(&today));
 }
+
+/// Review 11 (operator CLI), defect 3: the journal chose runs by the day they started only, so
+/// a gate waiting since the evening before was missing from today's journal, and a run that
+/// ended the next day was reported as completed on the day it started. A run belongs to every
+/// day from its start to its end (to today while it goes on); on a day before its end it is in
+/// progress, saying when it ended.
+#[test]
+fn a_run_shows_on_every_day_it_went_on() {
+    let repo = RunRepo::new();
+    let (code, finished, output) = repo.run(&repo.workflow("linear.yaml"), &[]);
+    assert_eq!(code, Some(0), "{finished}{}", stderr_text(&output));
+    let finished = finished["run_id"].as_str().unwrap().to_owned();
+    let (code, waiting, output) = repo.run(&repo.workflow("gate.yaml"), &[]);
+    assert_eq!(code, Some(3), "{waiting}{}", stderr_text(&output));
+    let waiting = waiting["run_id"].as_str().unwrap().to_owned();
+    let redate = |run_id: &str, started: &str, ended: Option<&str>| {
+        let path = repo.run_dir(run_id).join("metadata.json");
+        let mut metadata: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        metadata["started_at"] = started.into();
+        if let Some(ended) = ended {
+            metadata["ended_at"] = ended.into();
+        }
+        std::fs::write(&path, metadata.to_string()).unwrap();
+    };
+    redate(
+        &finished,
+        "2026-01-01T23:50:00Z",
+        Some("2026-01-02T00:10:00Z"),
+    );
+    redate(&waiting, "2026-01-01T23:55:00Z", None);
+    let journal = |day: &str| -> serde_json::Value {
+        let output = repo.conductor(&["journal", "--date", day, "--format", "json"]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let ids = |entries: &serde_json::Value| -> Vec<String> {
+        entries
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|entry| entry["run_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+
+    let first = journal("2026-01-01");
+    assert!(ids(&first["completed"]).is_empty(), "{first}");
+    assert_eq!(
+        ids(&first["in_progress"]),
+        [finished.clone(), waiting.clone()]
+    );
+    assert!(
+        first["in_progress"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("went on past 2026-01-01; ended 2026-01-02T00:10:00Z (completed)"),
+        "{first}"
+    );
+    let second = journal("2026-01-02");
+    assert_eq!(ids(&second["completed"]), [finished.clone()]);
+    assert_eq!(ids(&second["in_progress"]), [waiting.clone()]);
+    let today = jiff::Timestamp::now().strftime("%Y-%m-%d").to_string();
+    let now = journal(&today);
+    assert!(ids(&now["completed"]).is_empty(), "{now}");
+    assert_eq!(ids(&now["in_progress"]), [waiting.clone()]);
+    assert!(
+        journal("2025-12-31")["in_progress"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
