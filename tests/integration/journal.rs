@@ -221,12 +221,12 @@ fn a_run_shows_on_every_day_it_went_on() {
         "{first}"
     );
     let second = journal("2026-01-02");
-    assert_eq!(ids(&second["completed"]), [finished.clone()]);
-    assert_eq!(ids(&second["in_progress"]), [waiting.clone()]);
+    assert_eq!(ids(&second["completed"]), [finished.as_str()]);
+    assert_eq!(ids(&second["in_progress"]), [waiting.as_str()]);
     let today = jiff::Timestamp::now().strftime("%Y-%m-%d").to_string();
     let now = journal(&today);
     assert!(ids(&now["completed"]).is_empty(), "{now}");
-    assert_eq!(ids(&now["in_progress"]), [waiting.clone()]);
+    assert_eq!(ids(&now["in_progress"]), [waiting.as_str()]);
     assert!(
         journal("2025-12-31")["in_progress"]
             .as_array()
