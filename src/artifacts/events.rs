@@ -62,6 +62,13 @@ pub enum EventType {
     /// The configuration file (agents, validators, planners) differs from the one the run
     /// started (or last continued) with; it applies from here on.
     ConfigChanged,
+    /// The repository's prompt files (`.tnh/prompts/`) differ from those the run started (or
+    /// last continued) with; they apply from here on. `changed` lists the files edited,
+    /// added or removed.
+    PromptsChanged,
+    /// The edited workflow's parameter declarations changed the run's parameters: `added`
+    /// (new parameters, with the defaults filled in) and `removed` (no longer declared).
+    ParamsChanged,
     /// An agent appended to the run log.
     AgentRunlog,
     /// The run ended at a STOP.

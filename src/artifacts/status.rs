@@ -100,6 +100,17 @@ pub struct RunMetadata {
     /// when the run uses the repository's `.tnh/config.yaml`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_path: Option<String>,
+    /// The repository modules (`.tnh/scripts/…`) the workflow's script loaded when the run
+    /// started, each with the SHA-256 of its text: their text is pinned under `scripts/` in
+    /// the run directory, and `resume` loads those copies, never the worktree's (which agents
+    /// change). Absent for a run that has not loaded its script yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script_modules: Option<BTreeMap<String, String>>,
+    /// The repository's prompt files (`.tnh/prompts/**/*.md`, relative to the repository
+    /// root) and the SHA-256 of each, as the run started (updated when a change is recorded):
+    /// a run that continues with different ones records a `prompts_changed` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts_sha256: Option<BTreeMap<String, String>>,
 }
 
 /// `status.json`.

@@ -238,7 +238,7 @@ pub fn decide(
     }
     // The reviewer decided on what the gate showed: a worktree changed since is refused
     // whichever way the decision routes (a STOP included), unless accepted.
-    let workflow = super::run::workflow_of(&mut recorder)?;
+    let workflow = super::run::workflow_of(&mut recorder, &state)?;
     // An operator's rollback since the gate showed the worktree checkpointed the rolled-back
     // one: it is still drift from what the gate showed, checked against the checkpoint the
     // rollback replaced.
@@ -333,7 +333,7 @@ pub fn resolve_if_timed_out(
     let request = read_request(recorder, &step_id, visit)?;
     let due = is_due(&request);
     if due {
-        let workflow = super::run::workflow_of(recorder)?;
+        let workflow = super::run::workflow_of(recorder, state)?;
         resolve(
             &workflow,
             recorder,
@@ -522,7 +522,7 @@ pub fn finish_interrupted_decision(
     } else {
         super::routing::Completion::Record
     };
-    let workflow = super::run::workflow_of(recorder)?;
+    let workflow = super::run::workflow_of(recorder, state)?;
     route_decision(
         &workflow,
         recorder,

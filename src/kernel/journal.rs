@@ -214,6 +214,8 @@ pub fn stand_in_metadata(run_dir: &RunDir, run_id: &str, repo: &Path) -> RunMeta
         workflow_sha256: None,
         config_sha256: None,
         config_path: None,
+        script_modules: None,
+        prompts_sha256: None,
     }
 }
 

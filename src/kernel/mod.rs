@@ -9,6 +9,7 @@ pub mod lock;
 pub mod operator_rollback;
 pub mod orphans;
 pub mod params;
+pub mod pins;
 pub mod recorder;
 pub mod routing;
 pub mod run;

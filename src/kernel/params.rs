@@ -3,7 +3,7 @@
 
 use crate::workflow::decode::value_has_type;
 use crate::workflow::diagnostic::nearest;
-use crate::workflow::model::Workflow;
+use crate::workflow::model::{ParamType, Workflow};
 use crate::workflow::yaml::{self, Node, Pos, Value};
 
 /// A parameter problem (exit 2; nothing was created).
@@ -51,6 +51,34 @@ pub enum ParamError {
     /// Given twice.
     #[error("parameter `{0}` is given twice")]
     Duplicate(String),
+    /// The run was started without a parameter the edited workflow requires (and gives no
+    /// default).
+    #[error(
+        "the edited workflow requires parameter `{name}` ({expected}), which the run was not started with"
+    )]
+    RecordedMissing {
+        /// The parameter.
+        name: String,
+        /// Its type.
+        expected: &'static str,
+    },
+    /// A parameter the run was started with no longer has the type the edited workflow
+    /// declares.
+    #[error(
+        "the run's parameter `{name}` is {found} ({value}), but the edited workflow declares it as {expected}"
+    )]
+    RecordedWrongType {
+        /// The parameter.
+        name: String,
+        /// The declared type.
+        expected: &'static str,
+        /// What the run holds.
+        found: &'static str,
+        /// The value, as JSON.
+        value: String,
+        /// The declared type that would take the value.
+        fits: &'static str,
+    },
 }
 
 impl ParamError {
@@ -76,6 +104,16 @@ impl ParamError {
             }
             ParamError::Missing { name, expected } => format!("add `-p {name}=<{expected}>`"),
             ParamError::Duplicate(_) => "give each parameter once".to_owned(),
+            ParamError::RecordedMissing { name, expected } => format!(
+                "nothing was changed; a run keeps the parameters it started with, so give `{name}` \
+                 a `default:` in the workflow (or declare it not required), then resume again, \
+                 or start a new run with `-p {name}=<{expected}>`"
+            ),
+            ParamError::RecordedWrongType { name, fits, .. } => format!(
+                "nothing was changed; a run keeps the parameters it started with, so declare \
+                 `{name}` as `type: {fits}` again, then resume again, or start a new run with \
+                 the new type"
+            ),
         }
     }
 }
@@ -150,6 +188,96 @@ pub fn resolve_params(
     Ok(values)
 }
 
+/// A run's recorded parameters resolved against the workflow as it is now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rechecked {
+    /// The parameters the run continues with.
+    pub values: serde_json::Map<String, serde_json::Value>,
+    /// Parameters the workflow declares since, with their defaults filled in.
+    pub added: serde_json::Map<String, serde_json::Value>,
+    /// Recorded parameters the workflow no longer declares (dropped).
+    pub removed: Vec<String>,
+}
+
+/// Resolves the parameters a run was started with (`metadata.json`) against the workflow as it
+/// is now, as `run` resolves `-p` arguments: a recorded value must have the declared type, a
+/// parameter declared since takes its default, and one declared since as required without a
+/// default is an error. Used by `resume` and gate decisions before anything is written.
+pub fn recheck_params(
+    workflow: &Workflow,
+    recorded: &serde_json::Map<String, serde_json::Value>,
+) -> Result<Rechecked, ParamError> {
+    let mut values = serde_json::Map::new();
+    let mut added = serde_json::Map::new();
+    for param in &workflow.params {
+        let name = &param.name.value;
+        let expected = param.param_type.value;
+        match (recorded.get(name), &param.default) {
+            (Some(value), _) if json_has_type(value, expected) => {
+                values.insert(name.clone(), value.clone());
+            }
+            (Some(value), _) => {
+                return Err(ParamError::RecordedWrongType {
+                    name: name.clone(),
+                    expected: expected.name(),
+                    found: json_kind_name(value),
+                    value: value.to_string(),
+                    fits: ParamType::NAMES
+                        .iter()
+                        .filter_map(|name| ParamType::parse(name))
+                        .find(|fits| json_has_type(value, *fits))
+                        .map_or("string", ParamType::name),
+                });
+            }
+            (None, Some(default)) => {
+                values.insert(name.clone(), default.to_json());
+                added.insert(name.clone(), default.to_json());
+            }
+            (None, None) if param.required => {
+                return Err(ParamError::RecordedMissing {
+                    name: name.clone(),
+                    expected: expected.name(),
+                });
+            }
+            (None, None) => {}
+        }
+    }
+    let removed = recorded
+        .keys()
+        .filter(|name| !values.contains_key(*name))
+        .cloned()
+        .collect();
+    Ok(Rechecked {
+        values,
+        added,
+        removed,
+    })
+}
+
+/// Whether a recorded (JSON) value has a declared parameter type.
+fn json_has_type(value: &serde_json::Value, param_type: ParamType) -> bool {
+    matches!(
+        (value, param_type),
+        (serde_json::Value::String(_), ParamType::String)
+            | (serde_json::Value::Bool(_), ParamType::Bool)
+            | (serde_json::Value::Array(_), ParamType::List)
+            | (serde_json::Value::Object(_), ParamType::Map)
+    ) || (param_type == ParamType::Int && value.is_i64())
+}
+
+/// What a recorded (JSON) value is, for messages.
+fn json_kind_name(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(number) if number.is_i64() => "an integer",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "a list",
+        serde_json::Value::Object(_) => "a map",
+    }
+}
+
 /// A value parsed as YAML; an empty value is the empty string.
 fn parse_value(name: &str, text: &str) -> Result<Node, ParamError> {
     if text.trim().is_empty() {
@@ -216,6 +344,51 @@ mod tests {
             resolve(&["adr=x", "paths=[unclosed"]),
             Err(ParamError::BadValue { .. })
         ));
+    }
+
+    /// Review 2 §5: what `resume` does with the parameters a run recorded when the workflow
+    /// was edited since.
+    #[test]
+    fn recorded_parameters_are_resolved_against_the_edited_declarations() {
+        let recorded = |json: serde_json::Value| json.as_object().unwrap().clone();
+        // A new optional parameter with a default is filled in; one no longer declared is
+        // dropped; recorded values of the declared type are kept.
+        let rechecked = recheck_params(
+            &workflow(),
+            &recorded(serde_json::json!({"adr": "ADR-7", "paths": ["src"], "gone": 1})),
+        )
+        .unwrap();
+        assert_eq!(
+            serde_json::Value::Object(rechecked.values),
+            serde_json::json!({"adr": "ADR-7", "count": 2, "paths": ["src"]})
+        );
+        assert_eq!(
+            serde_json::Value::Object(rechecked.added),
+            serde_json::json!({"count": 2})
+        );
+        assert_eq!(rechecked.removed, ["gone"]);
+        // A required parameter the run does not have, and a retyped one, are errors.
+        assert_eq!(
+            recheck_params(&workflow(), &recorded(serde_json::json!({"count": 3}))),
+            Err(ParamError::RecordedMissing {
+                name: "adr".to_owned(),
+                expected: "string",
+            })
+        );
+        let retyped = recheck_params(
+            &workflow(),
+            &recorded(serde_json::json!({"adr": "x", "count": "3"})),
+        )
+        .unwrap_err();
+        assert_eq!(
+            retyped.to_string(),
+            "the run's parameter `count` is a string (\"3\"), but the edited workflow declares it as int"
+        );
+        assert!(
+            retyped
+                .hint()
+                .contains("declare `count` as `type: string` again")
+        );
     }
 
     #[test]

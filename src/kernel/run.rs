@@ -114,6 +114,34 @@ pub enum RunError {
         /// Whether it comes from the run's metadata (`resume`) rather than this command line.
         recorded: bool,
     },
+    /// The step the run is in (or about to start) is gone from the edited workflow: refused
+    /// before anything is written, so that restoring the step lets the run continue.
+    #[error(
+        "run `{run_id}` {how} step `{step_id}`, which the edited workflow `{file}` no longer has"
+    )]
+    StepRemoved {
+        /// The run.
+        run_id: String,
+        /// The step.
+        step_id: String,
+        /// Where the run is: `stopped in`, `stopped before`, `waits at`.
+        how: &'static str,
+        /// The workflow file.
+        file: String,
+    },
+    /// A repository module the run pinned when it started is missing or changed in the run
+    /// directory: refused rather than reading the worktree's (which agents change).
+    #[error("run `{run_id}` pinned the repository module `{file}` when it started, but its copy `{}` is damaged: {problem}", path.display())]
+    PinnedModule {
+        /// The run.
+        run_id: String,
+        /// The module (`.tnh/scripts/…`).
+        file: String,
+        /// Its pinned copy in the run directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// The run stopped in the middle of a step, which only `resume` can settle.
     #[error("run `{run_id}` stopped in the middle of step `{step_id}` (visit {visit})")]
     StepInProgress {
@@ -155,6 +183,8 @@ impl RunError {
             | RunError::StateMissing { .. }
             | RunError::UnknownPlanner { .. }
             | RunError::WorkflowGone { .. }
+            | RunError::StepRemoved { .. }
+            | RunError::PinnedModule { .. }
             | RunError::Gate(_) => true,
             RunError::Workspace(error) => error.exit_status() == crate::error::ExitStatus::Usage,
             _ => false,
@@ -206,6 +236,8 @@ impl RunError {
                     format!("{near}nothing was started; pass one of the defined planners, or define `{name}` under `planners:` in .tnh/config.yaml")
                 })
             }
+            RunError::StepRemoved { run_id, step_id, file, .. } => Some(format!("nothing was changed; restore step `{step_id}` in `{file}` (or the file as the run started with it: its SHA-256 is `workflow_sha256` in metadata.json), then `tnh-conductor resume {run_id}` again; the run stays resumable")),
+            RunError::PinnedModule { run_id, file, .. } => Some(format!("nothing was changed; put the copy back (the run directory's `scripts/` holds the text of `{file}` as the run started; `git show BASE_SHA:{file}` gives it when it was committed), then resume again, or start a new run; the evidence of `{run_id}` stays in its directory")),
             RunError::StepInProgress { run_id, .. } => Some(format!("`tnh-conductor resume {run_id}` puts that step's snapshot back and runs it again; roll back when the run waits at a gate or has ended")),
             RunError::Gate(super::gate::GateError::NotWaiting { .. }) => Some("list waiting gates with `tnh-conductor gate list`".into()),
             RunError::Gate(super::gate::GateError::DiedAtGate { run_id, .. }) => Some(format!("nothing was decided; `tnh-conductor resume {run_id}` requests the gate again (as a new visit), then decide it")),
@@ -299,12 +331,16 @@ fn load_workflow(path: &Path, config: Config, catalog: Catalog) -> Result<Loaded
     }
 }
 
+/// The context a run is driven with. Its script's repository modules come from `pinned` (the
+/// copies the run pinned when it started) when given, else from the worktree (a run that has
+/// not pinned them yet, which then pins what its script loaded).
 fn run_context(
     loaded: Loaded,
     params: serde_json::Map<String, serde_json::Value>,
     worktree: &Path,
     started_at: String,
     cancellation: Cancellation,
+    pinned: Option<std::collections::BTreeMap<String, String>>,
 ) -> Result<RunContext, RunError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -317,7 +353,13 @@ fn run_context(
         root: Some(worktree.to_path_buf()),
         limits: crate::script::Limits::default(),
     };
-    let script = crate::script::ScriptHost::for_workflow(options, &loaded.workflow)?;
+    let mut script = crate::script::ScriptHost::new(options)?;
+    if let Some(modules) = pinned {
+        script.use_pinned_modules(modules);
+    }
+    if let Some(text) = &loaded.workflow.script {
+        script.load_script(text)?;
+    }
     Ok(RunContext {
         workflow: loaded.workflow,
         config: loaded.config,
@@ -343,6 +385,7 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
     // alone, with `git` still writing the checkout.
     let cancellation = super::interrupts::listen().map_err(RunError::Runtime)?;
     let catalog = Catalog::load(Some(&request.repo))?;
+    let prompts = super::pins::prompt_digests(&request.repo);
     let loaded = load_workflow(&request.workflow_path, request.config, catalog)?;
     check_planner_override(&loaded.config, false)?;
     let workflow = &loaded.workflow;
@@ -393,6 +436,9 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         workflow_sha256: Some(digest(&loaded.source)),
         config_sha256: Some(config_digest(&loaded.config)),
         config_path: explicit_config_path(&request.repo, &loaded.config),
+        // Pinned once the script is loaded, before any agent runs.
+        script_modules: None,
+        prompts_sha256: Some(prompts),
     };
     let mut recorder = Recorder::create(run_dir.clone(), metadata)?;
     recorder.observe(super::interrupts::with_test_signal(
@@ -439,7 +485,15 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
     record_run_started(&mut recorder)?;
     recorder.commit(&mut state, None)?;
     // A signal noticed by now stops the run before its first step (the driver checks).
-    let context = run_context(loaded, params, workspace.path(), started_at, cancellation);
+    let context = run_context(
+        loaded,
+        params,
+        workspace.path(),
+        started_at,
+        cancellation,
+        None,
+    );
+    pin_loaded_modules(&mut recorder, &context)?;
     let end = drive(context, &workspace, &mut recorder, state)?;
     Ok(RunSummary {
         run_id,
@@ -462,6 +516,18 @@ fn interrupted_before_start(
         recorder.metadata().run_id
     ))?;
     Ok(recorder.metadata().entry_step.clone())
+}
+
+/// Pins the repository modules the run's script loaded from its worktree (see
+/// [`super::pins`]), before any agent runs.
+fn pin_loaded_modules(
+    recorder: &mut Recorder,
+    context: &Result<RunContext, RunError>,
+) -> Result<(), RunError> {
+    if let Ok(context) = context {
+        super::pins::pin_script_modules(recorder, &context.script.repository_modules())?;
+    }
+    Ok(())
 }
 
 /// Drives the run from `state`, or, when its context could not be made (the workflow's
@@ -661,9 +727,11 @@ fn record_file_change(
     Ok(())
 }
 
-/// The workflow a run was started with, loaded and validated again (for gate decisions); a
-/// change of its file is recorded.
-pub fn workflow_of(recorder: &mut Recorder) -> Result<Workflow, RunError> {
+/// The workflow a run was started with, loaded and validated again (for gate decisions), and
+/// checked against the run in `state` before anything is recorded: the step it is at must
+/// still be a step, and its parameters must fit the declarations. Then a change of the file,
+/// of the parameters (defaults of new ones) and of the repository's prompts is recorded.
+pub fn workflow_of(recorder: &mut Recorder, state: &RunState) -> Result<Workflow, RunError> {
     let metadata = recorder.metadata();
     let repo = PathBuf::from(&metadata.repo_root);
     let config = recorded_config(metadata).map_err(|error| {
@@ -674,8 +742,13 @@ pub fn workflow_of(recorder: &mut Recorder) -> Result<Workflow, RunError> {
         })
     })?;
     let catalog = Catalog::load(Some(&repo))?;
+    let prompts = super::pins::prompt_digests(&repo);
     let loaded = load_recorded_workflow(metadata, config, catalog)?;
+    check_current_step(&loaded, recorder.run_dir(), state)?;
+    let params = recheck_params(&loaded.workflow, &metadata.params)?;
     record_workflow_change(recorder, digest(&loaded.source))?;
+    record_params_change(recorder, &params)?;
+    super::pins::record_prompts_change(recorder, prompts)?;
     Ok(loaded.workflow)
 }
 
@@ -743,6 +816,7 @@ pub fn resume_run(
     }
     let metadata: RunMetadata = recorder.metadata().clone();
     let catalog = Catalog::load(Some(repo))?;
+    let prompts = super::pins::prompt_digests(repo);
     let mut config = config;
     let recorded = config.planner_override.is_none();
     if recorded {
@@ -750,6 +824,11 @@ pub fn resume_run(
     }
     let loaded = load_recorded_workflow(&metadata, config, catalog)?;
     check_planner_override(&loaded.config, recorded)?;
+    // What the edited workflow and the run directory must fit, checked before anything is
+    // written: a refusal leaves the run as it was, resumable once fixed.
+    check_current_step(&loaded, &run_dir, &state)?;
+    let params = recheck_params(&loaded.workflow, &metadata.params)?;
+    let pinned = super::pins::pinned_script_modules(&recorder)?;
     let record = workspace_record(&metadata);
     let (workspace, recreated) = if never_started {
         let workspace = match create_again(&record, &metadata) {
@@ -801,6 +880,8 @@ pub fn resume_run(
     }
     record_workflow_change(&mut recorder, digest(&loaded.source))?;
     record_config_change(&mut recorder, &loaded.config)?;
+    record_params_change(&mut recorder, &params)?;
+    super::pins::record_prompts_change(&mut recorder, prompts)?;
     record_accepted_drift(
         &loaded.workflow,
         &workspace,
@@ -819,13 +900,21 @@ pub fn resume_run(
     if super::gate::resolve_if_timed_out(&mut recorder, &mut state)? {
         recorder.commit(&mut state, None)?;
     }
+    let unpinned = pinned.is_none();
     let context = run_context(
         loaded,
-        metadata.params.clone(),
+        params.values,
         workspace.path(),
         metadata.started_at.clone(),
         cancellation,
+        pinned,
     );
+    // A run that had not pinned its modules (killed before it loaded its script, which only
+    // happens before any agent ran; or started by a release that did not pin them) pins them
+    // now.
+    if unpinned {
+        pin_loaded_modules(&mut recorder, &context)?;
+    }
     let end = drive(context, &workspace, &mut recorder, state)?;
     Ok(RunSummary {
         run_id: RunId::new(run_id),
@@ -846,6 +935,8 @@ fn checkpointed_evidence(run_dir: &RunDir, events: &[crate::artifacts::Event]) -
         EventType::WorktreeRecreated,
         EventType::WorkflowChanged,
         EventType::ConfigChanged,
+        EventType::PromptsChanged,
+        EventType::ParamsChanged,
     ];
     if let Some(event) = events
         .iter()
@@ -982,6 +1073,63 @@ fn stop_leftover_git(worktree: &Path) {
     {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
+}
+
+/// Refuses a run whose current step — the one it stopped in, waits at or starts next — the
+/// edited workflow no longer has, before anything is written (the run stays resumable once
+/// the step is restored).
+fn check_current_step(loaded: &Loaded, run_dir: &RunDir, state: &RunState) -> Result<(), RunError> {
+    let (step_id, how) = match &state.phase {
+        Phase::Running { step_id, .. } => (step_id, "stopped in"),
+        Phase::Waiting { step_id, .. } => (step_id, "waits at"),
+        Phase::Ready { step_id, .. } if visit_in_progress(run_dir, state)?.is_some() => {
+            (step_id, "stopped in")
+        }
+        Phase::Ready { step_id, .. } => (step_id, "stopped before"),
+        Phase::Finished { .. } => return Ok(()),
+    };
+    if loaded.workflow.step(step_id).is_some() {
+        return Ok(());
+    }
+    Err(RunError::StepRemoved {
+        run_id: state.run_id.clone(),
+        step_id: step_id.clone(),
+        how,
+        file: loaded.path.display().to_string(),
+    })
+}
+
+/// The run's recorded parameters resolved against the workflow as it is now (see
+/// [`super::params::recheck_params`]).
+fn recheck_params(
+    workflow: &Workflow,
+    recorded: &serde_json::Map<String, serde_json::Value>,
+) -> Result<super::params::Rechecked, RunError> {
+    Ok(super::params::recheck_params(workflow, recorded)?)
+}
+
+/// Records what re-resolving the parameters changed (a `params_changed` event with the new
+/// parameters' defaults and the names no longer declared) and keeps the resolved parameters in
+/// `metadata.json`; nothing when nothing changed.
+fn record_params_change(
+    recorder: &mut Recorder,
+    params: &super::params::Rechecked,
+) -> Result<(), RunError> {
+    // A gate decision finished on the way may have recorded it already.
+    if recorder.metadata().params == params.values {
+        return Ok(());
+    }
+    let fields = payload([
+        ("added", serde_json::Value::Object(params.added.clone())),
+        (
+            "removed",
+            serde_json::Value::Array(params.removed.iter().cloned().map(Into::into).collect()),
+        ),
+    ]);
+    recorder.event(EventType::ParamsChanged, None, fields)?;
+    let values = params.values.clone();
+    recorder.update_metadata(|metadata| metadata.params = values)?;
+    Ok(())
 }
 
 /// The driver does not checkpoint when a visit starts; its `step_started` event, made durable

@@ -6,7 +6,7 @@
 //! that context lives in `HostState`, which the engine's callbacks share. Evaluations on one
 //! host are serialised so a context can never leak from one evaluation into another.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -107,6 +107,11 @@ pub(crate) struct HostState {
     /// Set once the workflow's script is loaded: from then on the worktree may hold an
     /// agent's edits, so repository modules are no longer read from it.
     repository_sealed: AtomicBool,
+    /// Repository modules pinned when the run started (file path → text): a resumed run's host
+    /// takes them from here, never from the worktree an agent may have changed since.
+    pinned_modules: Mutex<Option<BTreeMap<String, String>>>,
+    /// The repository modules this host loaded (file path → text), for the run to pin.
+    loaded_modules: Mutex<BTreeMap<String, String>>,
     current: RwLock<Option<Arc<ContextData>>>,
     clock: Arc<dyn Clock>,
     deadline: Mutex<Option<Instant>>,
@@ -186,6 +191,24 @@ impl HostState {
         self.repository_sealed.load(Ordering::SeqCst)
     }
 
+    /// The pinned text of a repository module: `None` when the host reads modules from the
+    /// worktree, `Some(None)` when modules are pinned but this one is not among them.
+    pub(crate) fn pinned_module(&self, file: &str) -> Option<Option<String>> {
+        self.pinned_modules
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|modules| modules.get(file).cloned())
+    }
+
+    /// Notes the text of a repository module the host loaded.
+    pub(crate) fn note_module(&self, file: &str, text: &str) {
+        self.loaded_modules
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(file.to_owned(), text.to_owned());
+    }
+
     fn seal_repository(&self) {
         self.repository_sealed.store(true, Ordering::SeqCst);
     }
@@ -256,6 +279,8 @@ impl ScriptHost {
             limits: options.limits.clone(),
             sandbox,
             repository_sealed: AtomicBool::new(false),
+            pinned_modules: Mutex::new(None),
+            loaded_modules: Mutex::new(BTreeMap::new()),
             current: RwLock::new(None),
             clock,
             deadline: Mutex::new(None),
@@ -291,6 +316,28 @@ impl ScriptHost {
     /// Where the workflow's script was written, when there is one.
     pub fn script_position(&self) -> Option<crate::workflow::yaml::Pos> {
         self.script.as_ref().map(|origin| origin.pos)
+    }
+
+    /// Repository modules (`.tnh/scripts/…`) come from `modules` (file path → text, as the run
+    /// pinned them when it started) instead of the worktree: a resumed run judges its steps
+    /// with the helpers it started with, whatever an agent wrote into the worktree since. An
+    /// import of a module not among them is refused. Call before [`ScriptHost::load_script`].
+    pub fn use_pinned_modules(&self, modules: BTreeMap<String, String>) {
+        *self
+            .state
+            .pinned_modules
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(modules);
+    }
+
+    /// The repository modules the workflow's script loaded (directly or through another
+    /// module): file path (`.tnh/scripts/…`) → text, for the run to pin.
+    pub fn repository_modules(&self) -> BTreeMap<String, String> {
+        self.state
+            .loaded_modules
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// A host with the workflow's `script` compiled and loaded.

@@ -7,7 +7,9 @@
 //! limits; each is loaded once per host, and an import cycle is an error rather than a hang.
 //! Repository modules live in the worktree that agents edit, so they are read only while the
 //! run loads its script: an import that first happens later (inside a function) is refused,
-//! so an agent cannot rewrite the policy helpers that judge its own changes.
+//! so an agent cannot rewrite the policy helpers that judge its own changes. The run pins the
+//! modules it loaded (their text, in its run directory); a resumed run's host is given those
+//! ([`super::ScriptHost::use_pinned_modules`]) and never reads the worktree's.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -195,11 +197,26 @@ impl Resolver {
                 "import `{path}` is refused: repository modules are read when the run loads the \
                  script, before any agent changes the worktree; import it at the top of `script`"
             )),
-            ModulePath::Repository(file) => self
-                .state
-                .sandbox()?
-                .read_text(&file, self.state.limits.max_read_bytes)
-                .map_err(|error| format!("import `{path}` failed: {error}")),
+            ModulePath::Repository(file) => {
+                let text = match self.state.pinned_module(&file) {
+                    Some(Some(text)) => text,
+                    Some(None) => {
+                        return Err(format!(
+                            "import `{path}` is refused: the run pinned the repository modules \
+                             it loaded when it started, and `{file}` was not among them (a \
+                             module the workflow imports since it was edited is not read from \
+                             the worktree, which agents change); start a new run to use it"
+                        ));
+                    }
+                    None => self
+                        .state
+                        .sandbox()?
+                        .read_text(&file, self.state.limits.max_read_bytes)
+                        .map_err(|error| format!("import `{path}` failed: {error}"))?,
+                };
+                self.state.note_module(&file, &text);
+                Ok(text)
+            }
         }
     }
 

@@ -4,6 +4,12 @@
 //! changes the operator's files, which no capture of the worktree sees. The guard notes the
 //! checkout's changed and untracked files before the step and compares after it; what differs
 //! is reported (it cannot be put back: the operator may be editing the checkout too).
+//!
+//! The repository's own conductor files — `.tnh/config.yaml`, `.tnh/prompts/**` and
+//! `.tnh/scripts/**` — are watched whatever git says of them: runs list `.tnh/` in
+//! `.git/info/exclude`, so `git status` does not show an untracked prompt, yet an agent reaches
+//! them from its worktree (`../../prompts/policy/x.md`), and a rewritten policy prompt or
+//! configuration would judge the run's later steps.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -85,7 +91,49 @@ pub(super) fn state(repo_git: &Git, root: &Path) -> Result<CheckoutState, Worksp
             .entry(path)
             .or_insert_with(|| (FLAGGED.to_vec(), identity));
     }
+    for path in conductor_files(root) {
+        let identity = FileIdentity::of(&root.join(OsStr::from_bytes(&path)));
+        state
+            .entry(path)
+            .or_insert_with(|| (CONDUCTOR_FILE.to_vec(), identity));
+    }
     Ok(state)
+}
+
+/// The repository's conductor files and folders, relative to its root, watched by identity
+/// whatever `git status` says of them.
+pub const CONDUCTOR_FILES: [&str; 3] = [".tnh/config.yaml", ".tnh/prompts", ".tnh/scripts"];
+
+/// How a conductor file `git status` does not list is recorded in the checkout's state.
+const CONDUCTOR_FILE: &[u8] = b"conductor file";
+
+/// The files at and under the conductor paths of the checkout at `root` (the folders walked
+/// without following symlinks inside them), relative to `root`.
+fn conductor_files(root: &Path) -> Vec<Vec<u8>> {
+    let mut found = Vec::new();
+    let mut pending = Vec::new();
+    for path in CONDUCTOR_FILES {
+        let full = root.join(path);
+        if full.is_dir() {
+            pending.push(full);
+        } else if std::fs::symlink_metadata(&full).is_ok() {
+            found.push(path.as_bytes().to_vec());
+        }
+    }
+    while let Some(directory) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&directory) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                pending.push(path);
+            } else if let Ok(relative) = path.strip_prefix(root) {
+                found.push(relative.as_os_str().as_bytes().to_vec());
+            }
+        }
+    }
+    found
 }
 
 /// How a flagged entry of the operator's index is recorded in the checkout's state.

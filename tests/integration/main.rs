@@ -20,6 +20,7 @@ mod prompts;
 mod properties;
 mod reliability;
 mod repo_resolution;
+mod resume_edits;
 mod run_listing;
 mod runner_api;
 mod runner_fakes;

@@ -1720,3 +1720,60 @@ fn a_rebuilt_scratch_index_keeps_tracked_files_under_ignored_folders() {
         [("README.md", tnh_conductor::workspace::ChangeKind::Modify)]
     );
 }
+
+/// Review 2 §3: runs list `.tnh/` in `.git/info/exclude`, so the guard's `git status` did not
+/// see an agent rewrite the repository's own conductor files from its worktree
+/// (`../../prompts/policy/x.md`): a rewritten policy prompt then judged the run's later steps
+/// with no violation recorded. `.tnh/config.yaml`, `.tnh/prompts/**` and `.tnh/scripts/**` are
+/// now watched whatever git says of them.
+#[test]
+fn the_repositorys_conductor_files_are_watched_though_runs_exclude_them_from_git() {
+    let repo = TempRepo::new();
+    repo.write(".tnh/config.yaml", "operator_checkout: forbid\n");
+    repo.write(".tnh/prompts/policy/guard.v1.md", "forbidden: secret/**\n");
+    repo.write(".tnh/prompts/task/kept.v1.md", "kept\n");
+    repo.write(".tnh/scripts/pol.rhai", "fn check(change) { false }\n");
+    let workspace = create(&repo, "conductor-files");
+    // What the guard's `git status` sees of the checkout: not these files.
+    assert_eq!(repo.git(&["status", "--porcelain"]), "");
+    let guard = workspace.guard(&[]).unwrap();
+    // The agent's worktree is `<repo>/.tnh/worktrees/<run_id>`: `../..` is `<repo>/.tnh`.
+    let tnh = workspace.path().join("../..");
+    put(&tnh, "prompts/policy/guard.v1.md", "forbidden: nothing\n");
+    put(&tnh, "scripts/helper.rhai", "fn check(change) { true }\n");
+    std::fs::remove_file(tnh.join("scripts/pol.rhai")).unwrap();
+    put(&tnh, "config.yaml", "operator_checkout: report\n");
+    put(workspace.path(), "README.md", "# changed in the worktree\n");
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    let changed = [
+        ".tnh/config.yaml",
+        ".tnh/prompts/policy/guard.v1.md",
+        ".tnh/scripts/helper.rhai",
+        ".tnh/scripts/pol.rhai",
+    ];
+    assert_eq!(report.operator_checkout_changed, changed, "{report:?}");
+    let flagged: Vec<(ViolationClass, &str, Option<&str>)> = violations
+        .iter()
+        .map(|violation| {
+            (
+                violation.class,
+                violation.rule.as_str(),
+                violation.path.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        flagged,
+        changed.map(|path| (ViolationClass::PathEscape, "operator_checkout", Some(path)))
+    );
+
+    // A step that leaves them alone reports nothing (the run's own directory and worktree,
+    // also under `.tnh/`, are not conductor files).
+    let guard = workspace.guard(&[]).unwrap();
+    put(&tnh, "run/conductor-files/events.ndjson", "{}\n");
+    put(workspace.path(), "README.md", "# changed again\n");
+    let (report, _) = finish_step(&workspace, &guard, &strict_policy());
+    assert!(report.operator_checkout_changed.is_empty(), "{report:?}");
+}
