@@ -369,14 +369,51 @@ fn check_policy(policy: &At<PolicySpec>, catalog: &Catalog, diagnostics: &mut Di
     let PolicySpec::Reference(reference) = &policy.value else {
         return;
     };
-    if let Some(found) = resolve(reference.as_str(), policy.pos, catalog, diagnostics) {
-        check_role(
+    if let Some(found) = resolve(reference.as_str(), policy.pos, catalog, diagnostics)
+        && check_role(
             found,
             policy.pos,
             &[PromptRole::Policy],
             "`policy:` entries",
             diagnostics,
-        );
+        )
+    {
+        check_policy_prompt_literals(found, policy.pos, diagnostics);
+    }
+}
+
+/// A policy prompt's fields are used as written, like an inline policy's: a `${…}` or
+/// `${{ … }}` in them would make a glob that matches nothing (a forbidden path not forbidden).
+/// Reported at the reference, naming the prompt's file.
+fn check_policy_prompt_literals(
+    prompt: &Prompt,
+    pos: super::yaml::Pos,
+    diagnostics: &mut Diagnostics,
+) {
+    let Some(fields) = &prompt.policy else {
+        return;
+    };
+    let lists = [
+        ("allowed_paths", &fields.allowed_paths),
+        ("forbidden_paths", &fields.forbidden_paths),
+        ("forbidden_operations", &fields.forbidden_operations),
+    ];
+    let entries = lists
+        .iter()
+        .flat_map(|(key, values)| values.iter().map(move |value| (*key, value)))
+        .chain(fields.check.iter().map(|value| ("check", value)));
+    for (key, value) in entries.filter(|(_, value)| value.contains("${")) {
+        diagnostics
+            .error(
+                pos,
+                "expression-not-allowed",
+                format!(
+                    "policy prompt `{}` ({}) has `{value}` in `{key}`: `${{…}}` and `${{{{ … }}}}` are not substituted in a policy, so it would be used as written",
+                    prompt.reference(),
+                    prompt.source.display()
+                ),
+            )
+            .hint("write the literal value in the prompt's front matter");
     }
 }
 

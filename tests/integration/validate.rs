@@ -498,3 +498,89 @@ fn every_refused_import_is_reported_at_its_own_position() {
         );
     }
 }
+
+/// Review 2 (second review), defect 2: `${params.X}` and `${{ … }}` in policy globs and gate
+/// `approvers` passed `validate` and were used as the literal text, so
+/// `forbidden_paths: ["${params.protected}/**"]` forbade nothing. Every field that is used as
+/// written now refuses them, at the value.
+#[test]
+fn substitutions_in_policy_fields_and_approvers_are_refused_as_they_would_be_used_as_written() {
+    let (stdout, code) = validate_text(
+        "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\nparams:\n  protected: {type: string, default: secret}\n  lead: {type: string, default: alice}\ndefaults:\n  policy: {allowed_paths: [\"${{ params.protected }}/**\"]}\nsteps:\n  - id: a\n    opcode: RUN_AGENT\n    agent: codex\n    prompt: \"Fix it in ${worktree}\"\n    policy:\n      forbidden_paths: [\"src/**\", \"${params.protected}/**\"]\n      forbidden_operations: [\"${params.lead}\"]\n      check: \"${{ params.lead }}\"\n    limits: {timeout: \"${{ params.lead }}\"}\n    routes: {\"*\": g}\n  - id: g\n    opcode: GATE\n    gate: requires_approval\n    approvers: [\"${params.lead}\"]\n    routes: {gate_approved: STOP, gate_rejected: STOP}\n",
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_eq!(codes(&stdout), ["expression-not-allowed"; 6], "{stdout}");
+    for (at, field, value) in [
+        (
+            "9:28",
+            "an entry of allowed_paths",
+            "${{ params.protected }}/**",
+        ),
+        (
+            "16:35",
+            "an entry of forbidden_paths",
+            "${params.protected}/**",
+        ),
+        (
+            "17:30",
+            "an entry of forbidden_operations",
+            "${params.lead}",
+        ),
+        ("18:14", "check", "${{ params.lead }}"),
+        ("19:23", "timeout", "${{ params.lead }}"),
+        ("24:17", "an entry of approvers", "${params.lead}"),
+    ] {
+        assert!(
+            stdout.contains(&format!(
+                ":{at}: error: {field} cannot contain `${{…}}` or `${{{{ … }}}}`: nothing substitutes them here, so `{value}` would be used as written"
+            )),
+            "{at}:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.contains(
+            "hint: write the literal value; `${…}` and `${{ … }}` work only in `inputs` values"
+        ),
+        "{stdout}"
+    );
+}
+
+/// The refusal is only where a value is used as written: free text (descriptions, the Rhai
+/// script with its own `${…}` template strings) and the fields DESIGN §3 lists stay valid.
+#[test]
+fn substitutions_stay_valid_in_free_text_and_in_the_fields_that_evaluate_them() {
+    let (stdout, code) = validate_text(
+        "workflow_id: t\nversion: 1\ndescription: \"runs ${run_id}\"\nentry_step: a\nparams:\n  n: {type: int, default: 1, description: \"${n}\"}\nscript: |\n  fn label(x) { `n=${x}` }\nsteps:\n  - id: a\n    opcode: RUN_VALIDATION\n    description: \"checks ${worktree}\"\n    run:\n      - {id: v, kind: script, entrypoint: \"${run_dir}/h.py\", args: [\"${params.n}\", \"${{ label(params.n) }}\"], cwd: \"${{ \\\".\\\" }}\", env: {N: \"${params.n}\"}}\n    routes: {\"*\": g}\n  - id: g\n    opcode: GATE\n    gate: requires_approval\n    reason: \"${{ label(1) }}\"\n    routes: {gate_approved: s, gate_rejected: s}\n  - id: s\n    opcode: STOP\n    reason: \"${run_id}\"\n",
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+}
+
+/// The same defect through a `policy.*` prompt: its front matter's globs are used as written
+/// too, so a `${…}` there is reported at the workflow's reference, naming the prompt file.
+#[test]
+fn a_substitution_in_a_referenced_policy_prompt_is_refused_at_the_reference() {
+    let repo = crate::support::TempRepo::new();
+    repo.write(
+        ".tnh/prompts/policy/guarded.v1.md",
+        "---\nprompt_id: policy.guarded\nversion: 1\nrole: policy\nsummary: s\nforbidden_paths: [\"${params.protected}/**\"]\n---\nRules.\n",
+    );
+    let workflow = repo.write(
+        "wf.yaml",
+        "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\ndefaults:\n  policy: policy.guarded.v1\nsteps:\n  - id: a\n    opcode: STOP\n",
+    );
+    let output = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["--color", "never", "validate"])
+        .arg(&workflow)
+        .output()
+        .unwrap();
+    let stdout = stdout_text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert_eq!(codes(&stdout), ["expression-not-allowed"], "{stdout}");
+    assert!(
+        stdout.contains(":6:11: error: policy prompt `policy.guarded.v1` (")
+            && stdout.contains("guarded.v1.md) has `${params.protected}/**` in `forbidden_paths`"),
+        "{stdout}"
+    );
+}
