@@ -54,6 +54,10 @@ pub const POLICY_KEYS: &[&str] = &[
     "check",
 ];
 
+/// The folder, relative to the repository, where run directories live: the only value
+/// `defaults.artifacts_dir` accepts (the kernel's `DEFAULT_ARTIFACTS_ROOT`).
+pub const ARTIFACTS_DIR: &str = ".tnh/run/";
+
 /// The hint of `expression-not-allowed` outside prompt text: where expressions do work.
 pub const EXPRESSIONS_ALLOWED_HINT: &str = "write the literal value; `${…}` and `${{ … }}` work only in `inputs` values, `cwd`, `env` values, validator `entrypoint`/`args`/`artifacts`/`report`, gate and STOP `reason` (and `${name}` in literal prompt text)";
 
@@ -410,7 +414,7 @@ impl Decoder<'_> {
                 .unwrap_or_default(),
             artifacts_dir: fields
                 .get("artifacts_dir")
-                .and_then(|value| self.string(value, "artifacts_dir")),
+                .and_then(|value| self.artifacts_dir(value)),
             component_kind: fields.get("component_kind").and_then(|value| {
                 self.choice(
                     value,
@@ -431,6 +435,33 @@ impl Decoder<'_> {
                 .get("planner")
                 .and_then(|value| self.string(value, "planner")),
         }
+    }
+
+    /// `artifacts_dir`: only the default `.tnh/run/` (or a spelling of it). `run` would put
+    /// the run directory anywhere, but `status`, `gate`, `resume`, `runs` and `journal` find
+    /// runs by id under `<repo>/.tnh/run/` only, so a run written elsewhere could never be
+    /// approved or resumed; a folder in the checkout would also make the conductor's own
+    /// writes look like the agent's, and an absolute or `..` path writes outside the
+    /// repository.
+    fn artifacts_dir(&mut self, node: &Node) -> Option<At<String>> {
+        let dir = self.string(node, "artifacts_dir")?;
+        let path = dir.value.strip_prefix("./").unwrap_or(&dir.value);
+        if matches!(path, ".tnh/run" | ".tnh/run/") {
+            return Some(At::new(ARTIFACTS_DIR.to_owned(), dir.pos));
+        }
+        self.diagnostics
+            .error(
+                node.pos,
+                "invalid-value",
+                format!(
+                    "artifacts_dir `{}` is not supported: run directories live under `{ARTIFACTS_DIR}`",
+                    dir.value
+                ),
+            )
+            .hint(format!(
+                "remove `artifacts_dir` (or write `{ARTIFACTS_DIR}`): `status`, `gate`, `resume`, `runs` and `journal` find runs only under `<repo>/{ARTIFACTS_DIR}`"
+            ));
+        None
     }
 
     /// One of a fixed set of names.
@@ -714,4 +745,16 @@ pub fn value_has_type(node: &Node, param_type: ParamType) -> bool {
             | (Value::Seq(_), ParamType::List)
             | (Value::Map(_), ParamType::Map)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    /// The one `artifacts_dir` validate accepts is where the kernel writes and finds runs.
+    #[test]
+    fn the_accepted_artifacts_dir_is_the_kernels_run_root() {
+        assert_eq!(
+            super::ARTIFACTS_DIR,
+            crate::kernel::run::DEFAULT_ARTIFACTS_ROOT
+        );
+    }
 }

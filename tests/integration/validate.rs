@@ -584,3 +584,39 @@ fn a_substitution_in_a_referenced_policy_prompt_is_refused_at_the_reference() {
         "{stdout}"
     );
 }
+
+/// Review 2 (second review), defect 4: `defaults.artifacts_dir` was only type-checked. `run`
+/// wrote the run directory there, but `status`, `gate approve`, `resume` and `gate list` look
+/// only under `<repo>/.tnh/run/`, so the run was stranded (its gate could never be approved);
+/// a folder in the checkout made the conductor's own writes path-escape violations, and an
+/// absolute or `..` path wrote outside the repository. Only the run root is accepted now.
+#[test]
+fn an_artifacts_dir_other_than_the_run_root_is_refused() {
+    let workflow = |dir: &str| {
+        format!(
+            "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\ndefaults:\n  artifacts_dir: \"{dir}\"\nsteps:\n  - id: a\n    opcode: STOP\n"
+        )
+    };
+    for dir in [
+        "/tmp/runs/",
+        "../up/",
+        "src/runs/",
+        ".tnh/runs/",
+        ".tnh/run/x",
+        "",
+    ] {
+        let (stdout, code) = validate_text(&workflow(dir));
+        assert_eq!(code, Some(1), "{dir}: {stdout}");
+        assert_eq!(codes(&stdout), ["invalid-value"], "{dir}: {stdout}");
+        assert!(
+            stdout.contains(&format!(
+                ":6:18: error: artifacts_dir `{dir}` is not supported: run directories live under `.tnh/run/`"
+            )) && stdout.contains("hint: remove `artifacts_dir` (or write `.tnh/run/`): `status`, `gate`, `resume`, `runs` and `journal` find runs only under `<repo>/.tnh/run/`"),
+            "{dir}: {stdout}"
+        );
+    }
+    for dir in [".tnh/run/", ".tnh/run", "./.tnh/run/", "./.tnh/run"] {
+        let (stdout, code) = validate_text(&workflow(dir));
+        assert_eq!(code, Some(0), "{dir}: {stdout}");
+    }
+}
