@@ -3,6 +3,7 @@
 //! input can be supplied by the step.
 
 use super::diagnostic::Diagnostics;
+use super::expressions::ScriptFunction;
 use super::model::{At, Inputs, PolicySpec, PromptSpec, Step, StepBody, Workflow};
 use crate::prompt::{Catalog, Prompt, PromptRole, PromptStatus};
 
@@ -454,4 +455,156 @@ fn check_literal_types(
                 declared.input_type.name()
             ));
     }
+}
+
+/// Every policy's `check` (inline, or in a referenced policy prompt's front matter) names a
+/// one-parameter function of the workflow's script: the host calls `NAME(change)` for each
+/// changed file, and a typo, a wrong arity or an expression would otherwise be found only
+/// after the agent worked (each changed file then fails the check). `functions` are the
+/// script's callable functions ([`super::expressions::ScriptFunction`]).
+pub fn check_policy_functions(
+    workflow: &Workflow,
+    catalog: &Catalog,
+    functions: &[ScriptFunction],
+    diagnostics: &mut Diagnostics,
+) {
+    let step_policies = workflow.steps.iter().filter_map(|step| match &step.body {
+        StepBody::RunAgent(agent) => agent.policy.as_ref(),
+        StepBody::RunValidation(validation) => validation.policy.as_ref(),
+        _ => None,
+    });
+    for policy in workflow.defaults.policy.iter().chain(step_policies) {
+        let (name, pos, owner) = match &policy.value {
+            PolicySpec::Inline(inline) => match &inline.check {
+                Some(check) => (check.value.as_str(), check.pos, String::from("check")),
+                None => continue,
+            },
+            PolicySpec::Reference(reference) => {
+                let Some(check) = catalog
+                    .get(reference.as_str())
+                    .filter(|prompt| prompt.role == PromptRole::Policy)
+                    .and_then(|prompt| prompt.policy.as_ref())
+                    .and_then(|fields| fields.check.as_deref())
+                else {
+                    continue;
+                };
+                (
+                    check,
+                    policy.pos,
+                    format!("policy prompt `{reference}`'s check"),
+                )
+            }
+        };
+        // A `${…}` is reported as such (`expression-not-allowed`).
+        if !name.contains("${") {
+            check_function(name, pos, &owner, workflow, functions, diagnostics);
+        }
+    }
+}
+
+fn check_function(
+    name: &str,
+    pos: super::yaml::Pos,
+    owner: &str,
+    workflow: &Workflow,
+    functions: &[ScriptFunction],
+    diagnostics: &mut Diagnostics,
+) {
+    const ONE_PARAMETER: &str = "a policy check is called with one argument, the changed file, and returns `true` or a reason string";
+    let identifier = name
+        .chars()
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_');
+    if !identifier {
+        diagnostics
+            .error(
+                pos,
+                "unknown-function",
+                format!("{owner} `{name}` is not a function name"),
+            )
+            .hint(format!(
+                "write the name of a function of the workflow's `script`, without arguments: {ONE_PARAMETER}"
+            ));
+        return;
+    }
+    let callable = |function: &&ScriptFunction| !function.private && function.arity == 1;
+    if functions
+        .iter()
+        .filter(callable)
+        .any(|function| function.name == name)
+    {
+        return;
+    }
+    if workflow.script.is_none() {
+        diagnostics
+            .error(
+                pos,
+                "unknown-function",
+                format!("{owner} `{name}` names a function, but the workflow has no `script`"),
+            )
+            .hint(format!(
+                "add a `script` with `fn {name}(change) {{ … }}`: {ONE_PARAMETER}"
+            ));
+        return;
+    }
+    let same_name: Vec<&ScriptFunction> = functions
+        .iter()
+        .filter(|function| function.name == name)
+        .collect();
+    if let Some(private) = same_name.iter().find(|function| function.private) {
+        diagnostics
+            .error(
+                pos,
+                "unknown-function",
+                format!("{owner} `{name}` is a private function of the script, which the host cannot call"),
+            )
+            .hint(format!(
+                "remove `private` from `fn {name}({})`",
+                if private.arity == 1 { "change" } else { "…" }
+            ));
+        return;
+    }
+    if let Some(other) = same_name.first() {
+        let takes = match other.arity {
+            0 => "takes no parameter".to_owned(),
+            count => format!("takes {count} parameters"),
+        };
+        diagnostics
+            .error(
+                pos,
+                "unknown-function",
+                format!("{owner} `{name}` {takes}; a check takes one"),
+            )
+            .hint(format!("define `fn {name}(change)`: {ONE_PARAMETER}"));
+        return;
+    }
+    let candidates: Vec<&str> = functions
+        .iter()
+        .filter(callable)
+        .map(|function| function.name.as_str())
+        .collect();
+    let fallback = if candidates.is_empty() {
+        format!(
+            "the script has no one-parameter function; define `fn {name}(change)`: {ONE_PARAMETER}"
+        )
+    } else {
+        format!(
+            "the script's one-parameter functions: {}",
+            candidates
+                .iter()
+                .map(|candidate| format!("`{candidate}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    diagnostics
+        .error(
+            pos,
+            "unknown-function",
+            format!("{owner} `{name}` is not a function of the workflow's `script`"),
+        )
+        .suggest(name, candidates, fallback);
 }

@@ -620,3 +620,89 @@ fn an_artifacts_dir_other_than_the_run_root_is_refused() {
         assert_eq!(code, Some(0), "{dir}: {stdout}");
     }
 }
+
+/// A RUN_AGENT step with this `policy` and, when given, this `script`.
+fn workflow_with_policy(policy: &str, script: Option<&str>) -> String {
+    let script = script.map_or_else(String::new, |code| format!("script: |\n  {code}\n"));
+    format!(
+        "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\n{script}steps:\n  - id: a\n    opcode: RUN_AGENT\n    agent: codex\n    prompt: \"Fix the tests\"\n    policy: {policy}\n    routes: {{\"*\": STOP}}\n"
+    )
+}
+
+/// Review 2 (second review), defect 8: `policy: {check: NAME}` was not checked by `validate`;
+/// a typo, a function of the wrong arity or a call expression was found only after the agent
+/// worked (every changed file then failed the check and the run failed). Now `check` must name
+/// a public one-parameter function of the script, reported at the name with the nearest one.
+#[test]
+fn a_policy_check_must_name_a_one_parameter_function_of_the_script() {
+    let script = Some("fn check(change) { true }\n  fn check2(change, limit) { true }");
+    for (policy, message, hint) in [
+        (
+            "{check: chekc}",
+            "check `chekc` is not a function of the workflow's `script`",
+            "did you mean `check`?",
+        ),
+        (
+            "{check: check2}",
+            "check `check2` takes 2 parameters; a check takes one",
+            "define `fn check2(change)`",
+        ),
+        (
+            "{check: \"check(1)\"}",
+            "check `check(1)` is not a function name",
+            "without arguments",
+        ),
+    ] {
+        let (stdout, code) = validate_text(&workflow_with_policy(policy, script));
+        assert_eq!(code, Some(1), "{policy}: {stdout}");
+        assert_eq!(codes(&stdout), ["unknown-function"], "{policy}: {stdout}");
+        assert!(
+            stdout.contains(&format!(":13:21: error: {message} [unknown-function]"))
+                && stdout.contains(hint),
+            "{policy}: {stdout}"
+        );
+    }
+    let (stdout, code) = validate_text(&workflow_with_policy("{check: check}", None));
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "error: check `check` names a function, but the workflow has no `script` [unknown-function]"
+        ),
+        "{stdout}"
+    );
+    let (stdout, code) = validate_text(&workflow_with_policy("{check: check}", script));
+    assert_eq!(code, Some(0), "{stdout}");
+}
+
+/// The same for a `policy.*` prompt whose front matter holds `check`: reported at the
+/// workflow's reference.
+#[test]
+fn a_referenced_policy_prompts_check_must_name_a_function_of_the_script() {
+    let repo = crate::support::TempRepo::new();
+    repo.write(
+        ".tnh/prompts/policy/checked.v1.md",
+        "---\nprompt_id: policy.checked\nversion: 1\nrole: policy\nsummary: s\ncheck: chekc\n---\nRules.\n",
+    );
+    let validate_in_repo = |text: &str| {
+        let workflow = repo.write("wf.yaml", text);
+        let output = conductor()
+            .arg("--repo")
+            .arg(repo.path())
+            .args(["--color", "never", "validate"])
+            .arg(&workflow)
+            .output()
+            .unwrap();
+        (stdout_text(&output), output.status.code())
+    };
+    let script = Some("fn check(change) { true }");
+    let (stdout, code) = validate_in_repo(&workflow_with_policy("policy.checked.v1", script));
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains(":12:13: error: policy prompt `policy.checked.v1`'s check `chekc` is not a function of the workflow's `script` [unknown-function]")
+            && stdout.contains("hint: did you mean `check`?"),
+        "{stdout}"
+    );
+    let fixed = Some("fn chekc(change) { true }");
+    let (stdout, code) = validate_in_repo(&workflow_with_policy("policy.checked.v1", fixed));
+    assert_eq!(code, Some(0), "{stdout}");
+}
