@@ -706,3 +706,21 @@ fn a_referenced_policy_prompts_check_must_name_a_function_of_the_script() {
     let (stdout, code) = validate_in_repo(&workflow_with_policy("policy.checked.v1", fixed));
     assert_eq!(code, Some(0), "{stdout}");
 }
+
+/// Review 2 (second review), defect 13: integers too large for 64 bits were read as text, so
+/// `version: 99999999999999999999` was "must be a whole number, found a string". The number
+/// is now reported as out of range, at the value.
+#[test]
+fn an_integer_too_large_for_64_bits_is_out_of_range_not_a_string() {
+    let (stdout, code) = validate_text(
+        "workflow_id: t\nversion: 99999999999999999999\ndescription: d\nentry_step: a\ndefaults:\n  limits: {max_transitions: 18446744073709551615}\nsteps:\n  - id: a\n    opcode: STOP\n",
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(!stdout.contains("found a string"), "{stdout}");
+    assert!(
+        stdout.contains(":2:10: error: the integer `99999999999999999999` is out of range (it does not fit in 64 bits) [invalid-value]")
+            && stdout.contains(":6:29: error: the integer `18446744073709551615` is out of range (it does not fit in 64 bits) [invalid-value]")
+            && stdout.contains("hint: use a whole number from -9223372036854775808 to 9223372036854775807 (quote it to make it text)"),
+        "{stdout}"
+    );
+}
