@@ -724,3 +724,33 @@ fn an_integer_too_large_for_64_bits_is_out_of_range_not_a_string() {
         "{stdout}"
     );
 }
+
+/// Review 2 (second review), defect 14: an invalid `protected_branches` glob in
+/// `.tnh/config.yaml` passed `validate`; `run` created the run and its worktree and died at the
+/// first agent step, without the configuration's position. It is now refused when the
+/// configuration is read, at `FILE:LINE:COL`, like every other configuration error.
+#[test]
+fn an_invalid_protected_branch_glob_in_the_config_is_refused_at_its_position() {
+    let repo = crate::support::TempRepo::new();
+    repo.write(
+        ".tnh/config.yaml",
+        "protected_branches:\n  - release/*\n  - \"[invalid\"\n",
+    );
+    let workflow = repo.write(
+        "wf.yaml",
+        "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\nsteps:\n  - id: a\n    opcode: STOP\n",
+    );
+    let output = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["--color", "never", "validate"])
+        .arg(&workflow)
+        .output()
+        .unwrap();
+    let stderr = stderr_text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(".tnh/config.yaml:3:5: invalid protected branch pattern `[invalid`: unclosed character class"),
+        "{stderr}"
+    );
+}
