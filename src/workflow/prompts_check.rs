@@ -2,7 +2,7 @@
 //! (RUN_AGENT → task, EVALUATE → planner/triage/risk, `policy:` → policy), and every required
 //! input can be supplied by the step.
 
-use super::diagnostic::Diagnostics;
+use super::diagnostic::{Diagnostics, nearest};
 use super::expressions::ScriptFunction;
 use super::model::{At, Inputs, PolicySpec, PromptSpec, Step, StepBody, Workflow};
 use crate::prompt::{Catalog, Prompt, PromptRole, PromptStatus};
@@ -67,7 +67,8 @@ pub fn check_prompts(workflow: &Workflow, catalog: &Catalog, diagnostics: &mut D
                         check_literal_types(found, values, diagnostics);
                     }
                 }
-                if let PromptSpec::Literal(_) = &agent.prompt.value {
+                if let PromptSpec::Literal(text) = &agent.prompt.value {
+                    check_near_miss_reference(text, agent.prompt.pos, catalog, diagnostics);
                     check_literal_prompt_inputs(step, &agent.inputs, diagnostics);
                 }
                 if let Some(policy) = &agent.policy {
@@ -80,6 +81,9 @@ pub fn check_prompts(workflow: &Workflow, catalog: &Catalog, diagnostics: &mut D
                 }
             }
             StepBody::Evaluate(evaluate) => {
+                if let PromptSpec::Literal(text) = &evaluate.prompt.value {
+                    check_near_miss_reference(text, evaluate.prompt.pos, catalog, diagnostics);
+                }
                 let roles = [PromptRole::Planner, PromptRole::Triage, PromptRole::Risk];
                 check_prompt(
                     step,
@@ -338,6 +342,62 @@ fn check_named_inputs(
             ),
         );
     }
+}
+
+/// A prompt that is one token (no whitespace inside) and looks like a prompt reference
+/// (`word.word` or `word.word.vN`, any case, `-` or `_`) or is close to one of the library,
+/// but is not one, is a typo of a reference: `task.implement_adr.V1`, `task.implement-adr.v1`,
+/// `task.implement_adr` (no version), `"task.implement_adr.v1 "` (a space). As literal text it
+/// would be sent as the whole task, and the agent would improvise. Reported as an unknown
+/// prompt with the nearest reference; task texts (with spaces) stay literal.
+fn check_near_miss_reference(
+    text: &str,
+    pos: super::yaml::Pos,
+    catalog: &Catalog,
+    diagnostics: &mut Diagnostics,
+) {
+    let token = text.trim();
+    if token.is_empty() || token.contains(char::is_whitespace) || token.contains("${") {
+        return;
+    }
+    let normalized = token.to_ascii_lowercase().replace('-', "_");
+    let exact = catalog
+        .references()
+        .find(|reference| *reference == normalized);
+    let near = exact
+        .or_else(|| nearest(&normalized, catalog.references()))
+        .or_else(|| nearest(token, catalog.references()));
+    if near.is_none() && !looks_like_reference(token) {
+        return;
+    }
+    let reported = diagnostics.error(
+        pos,
+        "unknown-prompt",
+        format!(
+            "prompt `{text}` looks like a prompt reference but is not one (references are `family.name.vN`: lowercase, `_`, a version), so it would be sent, as it is, as the whole prompt"
+        ),
+    );
+    match near {
+        Some(reference) => reported.hint(format!("did you mean `{reference}`?")),
+        None => reported.hint(
+            "write a reference from `tnh-conductor prompts list` (or add the prompt under .tnh/prompts/), or write the task as a sentence",
+        ),
+    }
+}
+
+/// `word.word` or `word.word.vN`: dot-separated words of letters, digits, `-` and `_`, the
+/// first starting with a letter.
+fn looks_like_reference(token: &str) -> bool {
+    let parts: Vec<&str> = token.split('.').collect();
+    let word = |part: &&str| {
+        !part.is_empty()
+            && part
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '-'))
+    };
+    (2..=3).contains(&parts.len())
+        && parts.iter().all(word)
+        && parts[0].starts_with(|first: char| first.is_ascii_alphabetic())
 }
 
 /// A RUN_AGENT step whose prompt is literal text gets no inputs: the text is sent as written

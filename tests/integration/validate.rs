@@ -754,3 +754,58 @@ fn an_invalid_protected_branch_glob_in_the_config_is_refused_at_its_position() {
         "{stderr}"
     );
 }
+
+/// Review 2 (second review), defect 15: a near-miss prompt reference (`task.implement_adr.V1`,
+/// `task.implement-adr.v1`, a trailing space, no version) passed `validate` as literal text
+/// and was sent to the agent as the whole task. A one-token prompt that looks like a reference
+/// (or is close to one) is now an unknown prompt with the nearest reference; task text with
+/// spaces stays literal.
+#[test]
+fn a_one_token_prompt_that_looks_like_a_reference_is_an_unknown_prompt() {
+    let workflow = |prompt: &str| {
+        format!(
+            "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\nsteps:\n  - id: a\n    opcode: RUN_AGENT\n    agent: codex\n    prompt: {prompt}\n    routes: {{\"*\": STOP}}\n"
+        )
+    };
+    for (prompt, hint) in [
+        (
+            "task.implement_adr.V1",
+            "did you mean `task.implement_adr.v1`?",
+        ),
+        (
+            "task.implement-adr.v1",
+            "did you mean `task.implement_adr.v1`?",
+        ),
+        (
+            "\"task.review_diff.v1 \"",
+            "did you mean `task.review_diff.v1`?",
+        ),
+        (
+            "task.implement_adr",
+            "did you mean `task.implement_adr.v1`?",
+        ),
+        (
+            "docs.tidy_up",
+            "write a reference from `tnh-conductor prompts list`",
+        ),
+    ] {
+        let (stdout, code) = validate_text(&workflow(prompt));
+        assert_eq!(code, Some(1), "{prompt}: {stdout}");
+        assert_eq!(codes(&stdout), ["unknown-prompt"], "{prompt}: {stdout}");
+        assert!(
+            stdout.contains(":9:13: error: prompt `")
+                && stdout.contains("looks like a prompt reference but is not one")
+                && stdout.contains(hint),
+            "{prompt}: {stdout}"
+        );
+    }
+    for prompt in [
+        "\"Fix the failing tests\"",
+        "\"Implement task.implement_adr.v1 in the docs\"",
+        "go",
+        "\"${worktree}\"",
+    ] {
+        let (stdout, code) = validate_text(&workflow(prompt));
+        assert_eq!(code, Some(0), "{prompt}: {stdout}");
+    }
+}
