@@ -152,7 +152,8 @@ impl Config {
                 }
                 Some("protected_branches") => {
                     config.protected_branches = strings(value, "protected_branches")
-                        .map_err(|(pos, message)| invalid(pos, message))?
+                        .map_err(|(pos, message)| invalid(pos, message))?;
+                    check_branch_globs(value).map_err(|(pos, message)| invalid(pos, message))?;
                 }
                 Some("operator_checkout") => {
                     config.operator_checkout = match value.as_str() {
@@ -263,6 +264,30 @@ fn strings(node: &Node, what: &str) -> Result<Vec<String>, (Pos, String)> {
         .collect()
 }
 
+/// Each `protected_branches` entry compiles as the workspace guard compiles it (`*` does not
+/// cross `/`): a bad glob is reported where it is written, not when the run's first agent
+/// step guards the workspace (which ended the run).
+fn check_branch_globs(node: &Node) -> Result<(), (Pos, String)> {
+    for item in node.as_seq().unwrap_or_default() {
+        let Some(pattern) = item.as_str() else {
+            continue;
+        };
+        if let Err(error) = globset::GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .build()
+        {
+            return Err((
+                item.pos,
+                format!(
+                    "invalid protected branch pattern `{pattern}`: {} (a branch name, or a glob such as `release/*`)",
+                    error.kind()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The keys this module reads.
 const KNOWN_KEYS: [&str; 6] = [
     "agents",
@@ -340,6 +365,22 @@ mod tests {
             "{hint}"
         );
         assert!(include_str!("../README.md").contains("\n## Configuring agents and planners\n"));
+    }
+
+    /// Review 2 (second review), defect 14: `protected_branches: ["release/*", "[invalid"]`
+    /// was accepted here; the run started and died at its first agent step, without the
+    /// configuration's position.
+    #[test]
+    fn an_invalid_protected_branch_glob_is_reported_where_it_is_written() {
+        let error = Config::parse(
+            b"protected_branches:\n  - release/*\n  - \"[invalid\"\n",
+            Path::new("c.yaml"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "c.yaml:3:5: invalid protected branch pattern `[invalid`: unclosed character class; missing ']' (a branch name, or a glob such as `release/*`)"
+        );
     }
 
     #[test]

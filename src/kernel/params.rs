@@ -30,6 +30,16 @@ pub enum ParamError {
         /// The parser's message.
         message: String,
     },
+    /// A value holds an integer that does not fit in 64 bits.
+    #[error("parameter `{name}`: {message}")]
+    OutOfRange {
+        /// The parameter.
+        name: String,
+        /// The parser's message.
+        message: String,
+        /// The parser's hint.
+        hint: String,
+    },
     /// A value has the wrong type.
     #[error("parameter `{name}` must be of type {expected}, got {found}")]
     WrongType {
@@ -99,6 +109,7 @@ impl ParamError {
             ParamError::BadValue { .. } => {
                 "quote YAML values inside the shell's quotes: -p \"name=[1, 2]\"".to_owned()
             }
+            ParamError::OutOfRange { hint, .. } => hint.clone(),
             ParamError::WrongType { name, expected, .. } => {
                 format!("give `-p {name}=<{expected}>` (values are parsed as YAML)")
             }
@@ -286,9 +297,17 @@ fn parse_value(name: &str, text: &str) -> Result<Node, ParamError> {
             value: Value::Str(String::new()),
         });
     }
-    yaml::parse(text.as_bytes()).map_err(|error| ParamError::BadValue {
-        name: name.to_owned(),
-        message: error.message,
+    yaml::parse(text.as_bytes()).map_err(|error| match error.code {
+        // Valid YAML, but an integer too large for 64 bits.
+        "invalid-value" => ParamError::OutOfRange {
+            name: name.to_owned(),
+            message: error.message,
+            hint: error.hint.unwrap_or_default(),
+        },
+        _ => ParamError::BadValue {
+            name: name.to_owned(),
+            message: error.message,
+        },
     })
 }
 
@@ -388,6 +407,27 @@ mod tests {
             retyped
                 .hint()
                 .contains("declare `count` as `type: string` again")
+        );
+    }
+
+    /// Review 2 (second review), defect 13: `-p count=99999999999999999999` was "must be of
+    /// type int, got a string"; the value is a number, out of range. A text parameter still
+    /// takes the digits as given.
+    #[test]
+    fn an_integer_too_large_for_64_bits_is_out_of_range_not_a_string() {
+        let error = resolve(&["adr=x", "count=99999999999999999999"]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "parameter `count`: the integer `99999999999999999999` is out of range (it does not fit in 64 bits)"
+        );
+        assert!(
+            error.hint().contains("9223372036854775807"),
+            "{}",
+            error.hint()
+        );
+        assert_eq!(
+            resolve(&["adr=99999999999999999999"]).unwrap()["adr"],
+            "99999999999999999999"
         );
     }
 

@@ -54,6 +54,13 @@ pub const POLICY_KEYS: &[&str] = &[
     "check",
 ];
 
+/// The folder, relative to the repository, where run directories live: the only value
+/// `defaults.artifacts_dir` accepts (the kernel's `DEFAULT_ARTIFACTS_ROOT`).
+pub const ARTIFACTS_DIR: &str = ".tnh/run/";
+
+/// The hint of `expression-not-allowed` outside prompt text: where expressions do work.
+pub const EXPRESSIONS_ALLOWED_HINT: &str = "write the literal value; `${…}` and `${{ … }}` work only in `inputs` values, `cwd`, `env` values, validator `entrypoint`/`args`/`artifacts`/`report`, gate and STOP `reason` (and `${name}` in literal prompt text)";
+
 /// Decodes a parsed document into a workflow, recording every problem in `diagnostics`.
 /// Returns `None` only when the document is not even a mapping.
 pub fn decode_workflow(root: &Node, diagnostics: &mut Diagnostics) -> Option<Workflow> {
@@ -68,7 +75,7 @@ pub fn decode_workflow(root: &Node, diagnostics: &mut Diagnostics) -> Option<Wor
         .and_then(|node| decoder.version(node));
     let description = decoder
         .required(&fields, "description", "the workflow")
-        .and_then(|node| decoder.string(node, "description"));
+        .and_then(|node| decoder.text(node, "description"));
     let entry_step = decoder
         .required(&fields, "entry_step", "the workflow")
         .and_then(|node| decoder.routing_string(node, "entry_step"))
@@ -83,7 +90,7 @@ pub fn decode_workflow(root: &Node, diagnostics: &mut Diagnostics) -> Option<Wor
         .unwrap_or_default();
     let script = fields
         .get("script")
-        .and_then(|node| decoder.string(node, "script"));
+        .and_then(|node| decoder.text(node, "script"));
     let (steps, step_outlines) = decoder
         .required(&fields, "steps", "the workflow")
         .map(|node| decoder.steps(node))
@@ -203,8 +210,10 @@ impl Decoder<'_> {
             .hint(format!("write {what} as {expected}"));
     }
 
-    /// A string scalar.
-    pub fn string(&mut self, node: &Node, what: &str) -> Option<At<String>> {
+    /// A string scalar whose value is free text, taken as written or checked elsewhere:
+    /// descriptions, the script (Rhai has its own `${…}` in template strings) and prompts
+    /// (literal prompt text has `${name}` substituted; the expression checker sees to it).
+    pub fn text(&mut self, node: &Node, what: &str) -> Option<At<String>> {
         match node.as_str() {
             Some(text) => Some(At::new(text.to_owned(), node.pos)),
             None => {
@@ -214,9 +223,37 @@ impl Decoder<'_> {
         }
     }
 
+    /// A string scalar the conductor uses as written (a name, a glob, an approver, a path):
+    /// `${…}` and `${{ … }}` are refused, since nothing would substitute them (DESIGN §3
+    /// lists where expressions are allowed; those fields stay raw nodes and never come here).
+    /// Every string field of the document goes through here unless it is free text
+    /// ([`Self::text`]) or decides routing ([`Self::routing_string`]).
+    pub fn string(&mut self, node: &Node, what: &str) -> Option<At<String>> {
+        let text = self.text(node, what)?;
+        if text.value.contains("${") {
+            self.refuse_expression(node, what);
+            return None;
+        }
+        Some(text)
+    }
+
+    /// Reports `${…}` or `${{ … }}` in a field that is taken literally.
+    pub fn refuse_expression(&mut self, node: &Node, what: &str) {
+        self.diagnostics
+            .error(
+                node.pos,
+                "expression-not-allowed",
+                format!(
+                    "{what} cannot contain `${{…}}` or `${{{{ … }}}}`: nothing substitutes them here, so `{}` would be used as written",
+                    node.scalar_text()
+                ),
+            )
+            .hint(EXPRESSIONS_ALLOWED_HINT);
+    }
+
     /// A string where routing is decided: expressions are refused (DESIGN §3).
     pub fn routing_string(&mut self, node: &Node, what: &str) -> Option<At<String>> {
-        let text = self.string(node, what)?;
+        let text = self.text(node, what)?;
         if text.value.contains("${") {
             self.diagnostics
                 .error(node.pos, "expression-in-routing", format!("{what} cannot contain an expression or substitution"))
@@ -256,7 +293,7 @@ impl Decoder<'_> {
         };
         items
             .iter()
-            .filter_map(|item| self.string(item, &format!("each entry of {what}")))
+            .filter_map(|item| self.string(item, &format!("an entry of {what}")))
             .collect()
     }
 
@@ -274,6 +311,10 @@ impl Decoder<'_> {
     /// A duration string like `90s`; zero is refused.
     pub fn duration(&mut self, node: &Node, what: &str) -> Option<At<Duration>> {
         let text = match &node.value {
+            Value::Str(text) if text.contains("${") => {
+                self.refuse_expression(node, what);
+                return None;
+            }
             Value::Str(text) => text,
             Value::Int(_) | Value::Float(_) => {
                 self.diagnostics
@@ -373,7 +414,7 @@ impl Decoder<'_> {
                 .unwrap_or_default(),
             artifacts_dir: fields
                 .get("artifacts_dir")
-                .and_then(|value| self.string(value, "artifacts_dir")),
+                .and_then(|value| self.artifacts_dir(value)),
             component_kind: fields.get("component_kind").and_then(|value| {
                 self.choice(
                     value,
@@ -394,6 +435,33 @@ impl Decoder<'_> {
                 .get("planner")
                 .and_then(|value| self.string(value, "planner")),
         }
+    }
+
+    /// `artifacts_dir`: only the default `.tnh/run/` (or a spelling of it). `run` would put
+    /// the run directory anywhere, but `status`, `gate`, `resume`, `runs` and `journal` find
+    /// runs by id under `<repo>/.tnh/run/` only, so a run written elsewhere could never be
+    /// approved or resumed; a folder in the checkout would also make the conductor's own
+    /// writes look like the agent's, and an absolute or `..` path writes outside the
+    /// repository.
+    fn artifacts_dir(&mut self, node: &Node) -> Option<At<String>> {
+        let dir = self.string(node, "artifacts_dir")?;
+        let path = dir.value.strip_prefix("./").unwrap_or(&dir.value);
+        if matches!(path, ".tnh/run" | ".tnh/run/") {
+            return Some(At::new(ARTIFACTS_DIR.to_owned(), dir.pos));
+        }
+        self.diagnostics
+            .error(
+                node.pos,
+                "invalid-value",
+                format!(
+                    "artifacts_dir `{}` is not supported: run directories live under `{ARTIFACTS_DIR}`",
+                    dir.value
+                ),
+            )
+            .hint(format!(
+                "remove `artifacts_dir` (or write `{ARTIFACTS_DIR}`): `status`, `gate`, `resume`, `runs` and `journal` find runs only under `<repo>/{ARTIFACTS_DIR}`"
+            ));
+        None
     }
 
     /// One of a fixed set of names.
@@ -535,7 +603,7 @@ impl Decoder<'_> {
         }
         let description = fields
             .get("description")
-            .and_then(|value| self.string(value, "description"));
+            .and_then(|value| self.text(value, "description"));
         Some(Param {
             name,
             param_type,
@@ -599,7 +667,7 @@ impl Decoder<'_> {
 
     /// A prompt: a library reference or literal text.
     pub fn prompt(&mut self, node: &Node) -> Option<At<PromptSpec>> {
-        let text = self.string(node, "prompt")?;
+        let text = self.text(node, "prompt")?;
         if text.value.trim().is_empty() {
             self.diagnostics
                 .error(node.pos, "invalid-value", "prompt is empty")
@@ -677,4 +745,16 @@ pub fn value_has_type(node: &Node, param_type: ParamType) -> bool {
             | (Value::Seq(_), ParamType::List)
             | (Value::Map(_), ParamType::Map)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    /// The one `artifacts_dir` validate accepts is where the kernel writes and finds runs.
+    #[test]
+    fn the_accepted_artifacts_dir_is_the_kernels_run_root() {
+        assert_eq!(
+            super::ARTIFACTS_DIR,
+            crate::kernel::run::DEFAULT_ARTIFACTS_ROOT
+        );
+    }
 }

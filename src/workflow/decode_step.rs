@@ -143,7 +143,7 @@ impl Decoder<'_> {
             .unwrap_or(false);
         let description = fields
             .get("description")
-            .and_then(|value| self.string(value, "description"));
+            .and_then(|value| self.text(value, "description"));
         let body = self.body(opcode, node, &owner);
         let Some(id) = id else {
             return Err(None);

@@ -101,10 +101,19 @@ impl<'a> ExpressionChecker<'a> {
         }
     }
 
-    /// Runs every check.
-    pub fn check(&self, workflow: &Workflow, diagnostics: &mut Diagnostics) {
+    /// Runs every check. Returns the functions of the script (see [`ScriptFunction`]): none
+    /// without a script, `None` when the script does not compile
+    /// (then nothing is known about them).
+    pub fn check(
+        &self,
+        workflow: &Workflow,
+        diagnostics: &mut Diagnostics,
+    ) -> Option<Vec<ScriptFunction>> {
+        let mut functions = Some(Vec::new());
         if let Some(script) = &workflow.script {
-            if let Err(error) = self.engine.compile(&script.value) {
+            let compiled = self.engine.compile(&script.value);
+            functions = compiled.as_ref().ok().map(hook_functions);
+            if let Err(error) = compiled {
                 let (line, column) = within_code(&script.value, error.1.line(), error.1.position());
                 let pos = offset_pos(script.pos, line, column);
                 diagnostics
@@ -128,6 +137,7 @@ impl<'a> ExpressionChecker<'a> {
         for step in &workflow.steps {
             self.check_step(step, diagnostics);
         }
+        functions
     }
 
     fn check_step(&self, step: &Step, diagnostics: &mut Diagnostics) {
@@ -309,6 +319,29 @@ impl<'a> ExpressionChecker<'a> {
             .and_then(|line| locate_in(line, pos, text, offset))
             .unwrap_or(pos)
     }
+}
+
+/// A function of the workflow's script, as a hook (a policy `check`) sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptFunction {
+    /// The function's name.
+    pub name: String,
+    /// How many parameters it takes.
+    pub arity: usize,
+    /// `private fn`: the script's top level is loaded as a module, which exports public
+    /// functions only, so the host cannot call it by name.
+    pub private: bool,
+}
+
+fn hook_functions(ast: &rhai::AST) -> Vec<ScriptFunction> {
+    ast.iter_functions()
+        .filter(|function| function.this_type.is_none())
+        .map(|function| ScriptFunction {
+            name: function.name.to_owned(),
+            arity: function.params.len(),
+            private: function.access == rhai::FnAccess::Private,
+        })
+        .collect()
 }
 
 /// The position of byte `offset` of a scalar that starts at `pos` on source line `line`, when

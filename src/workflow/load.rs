@@ -75,7 +75,16 @@ pub fn check_bytes(
     validate_workflow(&workflow, known, diagnostics);
     // Parsing succeeded, so the bytes are UTF-8.
     let source = std::str::from_utf8(bytes).unwrap_or_default();
-    ExpressionChecker::new(source, &workflow).check(&workflow, diagnostics);
+    let functions = ExpressionChecker::new(source, &workflow).check(&workflow, diagnostics);
+    // A script that does not compile is reported; what it defines is then unknown.
+    if let Some(functions) = functions {
+        super::prompts_check::check_policy_functions(
+            &workflow,
+            &known.prompts,
+            &functions,
+            diagnostics,
+        );
+    }
     Some(workflow)
 }
 

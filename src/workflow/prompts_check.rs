@@ -2,7 +2,8 @@
 //! (RUN_AGENT → task, EVALUATE → planner/triage/risk, `policy:` → policy), and every required
 //! input can be supplied by the step.
 
-use super::diagnostic::Diagnostics;
+use super::diagnostic::{Diagnostics, nearest};
+use super::expressions::ScriptFunction;
 use super::model::{At, Inputs, PolicySpec, PromptSpec, Step, StepBody, Workflow};
 use crate::prompt::{Catalog, Prompt, PromptRole, PromptStatus};
 
@@ -66,7 +67,8 @@ pub fn check_prompts(workflow: &Workflow, catalog: &Catalog, diagnostics: &mut D
                         check_literal_types(found, values, diagnostics);
                     }
                 }
-                if let PromptSpec::Literal(_) = &agent.prompt.value {
+                if let PromptSpec::Literal(text) = &agent.prompt.value {
+                    check_near_miss_reference(text, agent.prompt.pos, catalog, diagnostics);
                     check_literal_prompt_inputs(step, &agent.inputs, diagnostics);
                 }
                 if let Some(policy) = &agent.policy {
@@ -79,6 +81,9 @@ pub fn check_prompts(workflow: &Workflow, catalog: &Catalog, diagnostics: &mut D
                 }
             }
             StepBody::Evaluate(evaluate) => {
+                if let PromptSpec::Literal(text) = &evaluate.prompt.value {
+                    check_near_miss_reference(text, evaluate.prompt.pos, catalog, diagnostics);
+                }
                 let roles = [PromptRole::Planner, PromptRole::Triage, PromptRole::Risk];
                 check_prompt(
                     step,
@@ -339,6 +344,62 @@ fn check_named_inputs(
     }
 }
 
+/// A prompt that is one token (no whitespace inside) and looks like a prompt reference
+/// (`word.word` or `word.word.vN`, any case, `-` or `_`) or is close to one of the library,
+/// but is not one, is a typo of a reference: `task.implement_adr.V1`, `task.implement-adr.v1`,
+/// `task.implement_adr` (no version), `"task.implement_adr.v1 "` (a space). As literal text it
+/// would be sent as the whole task, and the agent would improvise. Reported as an unknown
+/// prompt with the nearest reference; task texts (with spaces) stay literal.
+fn check_near_miss_reference(
+    text: &str,
+    pos: super::yaml::Pos,
+    catalog: &Catalog,
+    diagnostics: &mut Diagnostics,
+) {
+    let token = text.trim();
+    if token.is_empty() || token.contains(char::is_whitespace) || token.contains("${") {
+        return;
+    }
+    let normalized = token.to_ascii_lowercase().replace('-', "_");
+    let exact = catalog
+        .references()
+        .find(|reference| *reference == normalized);
+    let near = exact
+        .or_else(|| nearest(&normalized, catalog.references()))
+        .or_else(|| nearest(token, catalog.references()));
+    if near.is_none() && !looks_like_reference(token) {
+        return;
+    }
+    let reported = diagnostics.error(
+        pos,
+        "unknown-prompt",
+        format!(
+            "prompt `{text}` looks like a prompt reference but is not one (references are `family.name.vN`: lowercase, `_`, a version), so it would be sent, as it is, as the whole prompt"
+        ),
+    );
+    match near {
+        Some(reference) => reported.hint(format!("did you mean `{reference}`?")),
+        None => reported.hint(
+            "write a reference from `tnh-conductor prompts list` (or add the prompt under .tnh/prompts/), or write the task as a sentence",
+        ),
+    }
+}
+
+/// `word.word` or `word.word.vN`: dot-separated words of letters, digits, `-` and `_`, the
+/// first starting with a letter.
+fn looks_like_reference(token: &str) -> bool {
+    let parts: Vec<&str> = token.split('.').collect();
+    let word = |part: &&str| {
+        !part.is_empty()
+            && part
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '-'))
+    };
+    (2..=3).contains(&parts.len())
+        && parts.iter().all(word)
+        && parts[0].starts_with(|first: char| first.is_ascii_alphabetic())
+}
+
 /// A RUN_AGENT step whose prompt is literal text gets no inputs: the text is sent as written
 /// (with `${name}` substituted), so every input the step gives would be computed and then
 /// dropped. An error, like an input a prompt reference does not declare (`undeclared-input`),
@@ -369,14 +430,51 @@ fn check_policy(policy: &At<PolicySpec>, catalog: &Catalog, diagnostics: &mut Di
     let PolicySpec::Reference(reference) = &policy.value else {
         return;
     };
-    if let Some(found) = resolve(reference.as_str(), policy.pos, catalog, diagnostics) {
-        check_role(
+    if let Some(found) = resolve(reference.as_str(), policy.pos, catalog, diagnostics)
+        && check_role(
             found,
             policy.pos,
             &[PromptRole::Policy],
             "`policy:` entries",
             diagnostics,
-        );
+        )
+    {
+        check_policy_prompt_literals(found, policy.pos, diagnostics);
+    }
+}
+
+/// A policy prompt's fields are used as written, like an inline policy's: a `${…}` or
+/// `${{ … }}` in them would make a glob that matches nothing (a forbidden path not forbidden).
+/// Reported at the reference, naming the prompt's file.
+fn check_policy_prompt_literals(
+    prompt: &Prompt,
+    pos: super::yaml::Pos,
+    diagnostics: &mut Diagnostics,
+) {
+    let Some(fields) = &prompt.policy else {
+        return;
+    };
+    let lists = [
+        ("allowed_paths", &fields.allowed_paths),
+        ("forbidden_paths", &fields.forbidden_paths),
+        ("forbidden_operations", &fields.forbidden_operations),
+    ];
+    let entries = lists
+        .iter()
+        .flat_map(|(key, values)| values.iter().map(move |value| (*key, value)))
+        .chain(fields.check.iter().map(|value| ("check", value)));
+    for (key, value) in entries.filter(|(_, value)| value.contains("${")) {
+        diagnostics
+            .error(
+                pos,
+                "expression-not-allowed",
+                format!(
+                    "policy prompt `{}` ({}) has `{value}` in `{key}`: `${{…}}` and `${{{{ … }}}}` are not substituted in a policy, so it would be used as written",
+                    prompt.reference(),
+                    prompt.source.display()
+                ),
+            )
+            .hint("write the literal value in the prompt's front matter");
     }
 }
 
@@ -417,4 +515,156 @@ fn check_literal_types(
                 declared.input_type.name()
             ));
     }
+}
+
+/// Every policy's `check` (inline, or in a referenced policy prompt's front matter) names a
+/// one-parameter function of the workflow's script: the host calls `NAME(change)` for each
+/// changed file, and a typo, a wrong arity or an expression would otherwise be found only
+/// after the agent worked (each changed file then fails the check). `functions` are the
+/// script's callable functions ([`super::expressions::ScriptFunction`]).
+pub fn check_policy_functions(
+    workflow: &Workflow,
+    catalog: &Catalog,
+    functions: &[ScriptFunction],
+    diagnostics: &mut Diagnostics,
+) {
+    let step_policies = workflow.steps.iter().filter_map(|step| match &step.body {
+        StepBody::RunAgent(agent) => agent.policy.as_ref(),
+        StepBody::RunValidation(validation) => validation.policy.as_ref(),
+        _ => None,
+    });
+    for policy in workflow.defaults.policy.iter().chain(step_policies) {
+        let (name, pos, owner) = match &policy.value {
+            PolicySpec::Inline(inline) => match &inline.check {
+                Some(check) => (check.value.as_str(), check.pos, String::from("check")),
+                None => continue,
+            },
+            PolicySpec::Reference(reference) => {
+                let Some(check) = catalog
+                    .get(reference.as_str())
+                    .filter(|prompt| prompt.role == PromptRole::Policy)
+                    .and_then(|prompt| prompt.policy.as_ref())
+                    .and_then(|fields| fields.check.as_deref())
+                else {
+                    continue;
+                };
+                (
+                    check,
+                    policy.pos,
+                    format!("policy prompt `{reference}`'s check"),
+                )
+            }
+        };
+        // A `${…}` is reported as such (`expression-not-allowed`).
+        if !name.contains("${") {
+            check_function(name, pos, &owner, workflow, functions, diagnostics);
+        }
+    }
+}
+
+fn check_function(
+    name: &str,
+    pos: super::yaml::Pos,
+    owner: &str,
+    workflow: &Workflow,
+    functions: &[ScriptFunction],
+    diagnostics: &mut Diagnostics,
+) {
+    const ONE_PARAMETER: &str = "a policy check is called with one argument, the changed file, and returns `true` or a reason string";
+    let identifier = name
+        .chars()
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_');
+    if !identifier {
+        diagnostics
+            .error(
+                pos,
+                "unknown-function",
+                format!("{owner} `{name}` is not a function name"),
+            )
+            .hint(format!(
+                "write the name of a function of the workflow's `script`, without arguments: {ONE_PARAMETER}"
+            ));
+        return;
+    }
+    let callable = |function: &&ScriptFunction| !function.private && function.arity == 1;
+    if functions
+        .iter()
+        .filter(callable)
+        .any(|function| function.name == name)
+    {
+        return;
+    }
+    if workflow.script.is_none() {
+        diagnostics
+            .error(
+                pos,
+                "unknown-function",
+                format!("{owner} `{name}` names a function, but the workflow has no `script`"),
+            )
+            .hint(format!(
+                "add a `script` with `fn {name}(change) {{ … }}`: {ONE_PARAMETER}"
+            ));
+        return;
+    }
+    let same_name: Vec<&ScriptFunction> = functions
+        .iter()
+        .filter(|function| function.name == name)
+        .collect();
+    if let Some(private) = same_name.iter().find(|function| function.private) {
+        diagnostics
+            .error(
+                pos,
+                "unknown-function",
+                format!("{owner} `{name}` is a private function of the script, which the host cannot call"),
+            )
+            .hint(format!(
+                "remove `private` from `fn {name}({})`",
+                if private.arity == 1 { "change" } else { "…" }
+            ));
+        return;
+    }
+    if let Some(other) = same_name.first() {
+        let takes = match other.arity {
+            0 => "takes no parameter".to_owned(),
+            count => format!("takes {count} parameters"),
+        };
+        diagnostics
+            .error(
+                pos,
+                "unknown-function",
+                format!("{owner} `{name}` {takes}; a check takes one"),
+            )
+            .hint(format!("define `fn {name}(change)`: {ONE_PARAMETER}"));
+        return;
+    }
+    let candidates: Vec<&str> = functions
+        .iter()
+        .filter(callable)
+        .map(|function| function.name.as_str())
+        .collect();
+    let fallback = if candidates.is_empty() {
+        format!(
+            "the script has no one-parameter function; define `fn {name}(change)`: {ONE_PARAMETER}"
+        )
+    } else {
+        format!(
+            "the script's one-parameter functions: {}",
+            candidates
+                .iter()
+                .map(|candidate| format!("`{candidate}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    diagnostics
+        .error(
+            pos,
+            "unknown-function",
+            format!("{owner} `{name}` is not a function of the workflow's `script`"),
+        )
+        .suggest(name, candidates, fallback);
 }

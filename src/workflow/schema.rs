@@ -106,7 +106,9 @@ struct Defaults {
     policy: Option<Policy>,
     /// Default limits.
     limits: Option<Limits>,
-    /// Where run directories live (default `.tnh/run/`).
+    /// Where run directories live: only `.tnh/run/`, the default, where every run command
+    /// finds runs.
+    #[schemars(regex(pattern = r"^(\./)?\.tnh/run/?$"))]
     artifacts_dir: Option<String>,
     /// Hint for harness synthesis prompts; the kernel does not interpret it.
     component_kind: Option<ComponentKind>,

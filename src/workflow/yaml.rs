@@ -231,7 +231,7 @@ fn parse_tree(bytes: &[u8], max_nodes: usize) -> (Option<Node>, Vec<ParseError>)
         ..TreeBuilder::default()
     };
     let result = build_tree(bytes, &mut builder);
-    let mut errors = std::mem::take(&mut builder.duplicates);
+    let mut errors = std::mem::take(&mut builder.problems);
     let root = match result {
         Ok(root) => Some(root),
         Err(error) => {
@@ -312,8 +312,9 @@ struct TreeBuilder {
     nodes: usize,
     max_nodes: usize,
     alias_nodes: usize,
-    /// Keys that repeat one of their mapping (the later entry is left out of the tree).
-    duplicates: Vec<ParseError>,
+    /// Problems that do not stop the parse: keys that repeat one of their mapping (the later
+    /// entry is left out of the tree), integers out of range (kept as the nearest 64-bit one).
+    problems: Vec<ParseError>,
 }
 
 impl TreeBuilder {
@@ -326,6 +327,9 @@ impl TreeBuilder {
                 }
             }
             Event::Scalar(text, style, anchor, tag) => {
+                if let Some(problem) = out_of_range(&text, style, tag.as_deref(), pos) {
+                    self.problems.push(problem);
+                }
                 let value = resolve_scalar(text, style, tag.as_deref(), pos)?;
                 self.complete(Node { pos, value }, anchor, 1)?;
             }
@@ -438,7 +442,7 @@ impl TreeBuilder {
                 None => *key = Some(node),
                 Some(name) => match check_duplicate(&name, entries, seen) {
                     Ok(()) => entries.push((name, node)),
-                    Err(duplicate) => self.duplicates.push(duplicate),
+                    Err(duplicate) => self.problems.push(duplicate),
                 },
             },
         }
@@ -537,28 +541,71 @@ fn resolve_plain(owned: Cow<'_, str>) -> Value {
         ".nan" | ".NaN" | ".NAN" => return Value::Float(f64::NAN),
         _ => {}
     }
-    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
-    if !unsigned.is_empty() && unsigned.bytes().all(|byte| byte.is_ascii_digit()) {
-        return text
-            .parse::<i64>()
-            .map_or_else(|_| Value::Str(owned.into_owned()), Value::Int);
+    if let Some(number) = plain_integer(text) {
+        // Out of range (reported by the tree builder): the nearest 64-bit integer, so the
+        // value is still an integer to the checks that follow.
+        return Value::Int(number.unwrap_or(if text.starts_with('-') {
+            i64::MIN
+        } else {
+            i64::MAX
+        }));
     }
-    if let Some(hex) = text.strip_prefix("0x")
-        && let Ok(number) = i64::from_str_radix(hex, 16)
-    {
-        return Value::Int(number);
-    }
-    if let Some(octal) = text.strip_prefix("0o")
-        && let Ok(number) = i64::from_str_radix(octal, 8)
-    {
-        return Value::Int(number);
-    }
-    if is_core_float(unsigned)
+    if is_core_float(text.strip_prefix(['-', '+']).unwrap_or(text))
         && let Ok(number) = text.parse::<f64>()
     {
         return Value::Float(number);
     }
     Value::Str(owned.into_owned())
+}
+
+/// A core-schema integer (`[-+]?[0-9]+`, `0x…`, `0o…`): its value, or `None` when it does not
+/// fit in 64 bits; `Some`-less (the outer `None`) when the text is not an integer at all.
+fn plain_integer(text: &str) -> Option<Option<i64>> {
+    let is_digits = |digits: &str, radix: u32| {
+        !digits.is_empty() && digits.chars().all(|ch| ch.is_digit(radix))
+    };
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if is_digits(unsigned, 10) {
+        return Some(text.parse::<i64>().ok());
+    }
+    for (prefix, radix) in [("0x", 16), ("0o", 8)] {
+        if let Some(digits) = text.strip_prefix(prefix)
+            && is_digits(digits, radix)
+        {
+            return Some(i64::from_str_radix(digits, radix).ok());
+        }
+    }
+    None
+}
+
+/// An integer scalar that does not fit in 64 bits: it was reported as "a string" by whatever
+/// expected a number. Now it is an error of its own, at the scalar.
+fn out_of_range(
+    text: &str,
+    style: ScalarStyle,
+    tag: Option<&saphyr_parser::Tag>,
+    pos: Pos,
+) -> Option<ParseError> {
+    let typed = match tag {
+        None => style == ScalarStyle::Plain,
+        Some(tag) => {
+            (tag.handle == CORE_TAG_PREFIX || tag.handle == "!!")
+                && matches!(tag.suffix.as_str(), "int" | "null" | "bool" | "float")
+        }
+    };
+    if !typed || plain_integer(text) != Some(None) {
+        return None;
+    }
+    Some(ParseError::new(
+        pos,
+        "invalid-value",
+        format!("the integer `{text}` is out of range (it does not fit in 64 bits)"),
+        &format!(
+            "use a whole number from {} to {} (quote it to make it text)",
+            i64::MIN,
+            i64::MAX
+        ),
+    ))
 }
 
 /// `[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?` or `\.[0-9]+(...)?` — the core schema's floats.
@@ -785,6 +832,41 @@ mod tests {
         assert_eq!(errors.len(), 2, "{errors:?}");
         assert_eq!(errors[0].code, "duplicate-key");
     }
+
+    /// Integers that do not fit in 64 bits were strings; now they are reported where they
+    /// are, and kept as integers (the nearest 64-bit one) for the checks that follow. Quoted,
+    /// they are text.
+    #[test]
+    fn integers_out_of_range_are_reported_and_stay_integers() {
+        let text = b"a: 99999999999999999999\nb: -99999999999999999999\nc: 0xFFFFFFFFFFFFFFFFFF\nd: \"99999999999999999999\"\ne: 9223372036854775807\n";
+        let (root, errors) = parse_reporting_all(text);
+        let found: Vec<(&str, u32, u32)> = errors
+            .iter()
+            .map(|error| (error.code, error.pos.line, error.pos.column))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("invalid-value", 1, 4),
+                ("invalid-value", 2, 4),
+                ("invalid-value", 3, 4)
+            ]
+        );
+        assert_eq!(
+            errors[0].message,
+            "the integer `99999999999999999999` is out of range (it does not fit in 64 bits)"
+        );
+        let root = root.expect("the tree is still built");
+        let value = |key: &str| root.get(key).map(|node| node.value.clone());
+        assert_eq!(value("a"), Some(Value::Int(i64::MAX)));
+        assert_eq!(value("b"), Some(Value::Int(i64::MIN)));
+        assert_eq!(
+            value("d"),
+            Some(Value::Str("99999999999999999999".to_owned()))
+        );
+        assert_eq!(value("e"), Some(Value::Int(i64::MAX)));
+        assert!(parse(b"n: 99999999999999999999\n").is_err());
+    }
 }
 
 #[cfg(test)]
@@ -838,7 +920,7 @@ mod scalar_tests {
 
     #[test]
     fn plain_scalars_resolve_by_the_yaml_1_2_core_schema() {
-        let node = parse(b"a: ~\nb: true\nc: FALSE\nd: -12\ne: 0x1f\nf: 0o17\ng: 1.5e3\nh: .5\ni: yes\nj: '12'\nk: 1.2.3\nl: 99999999999999999999\n").unwrap();
+        let node = parse(b"a: ~\nb: true\nc: FALSE\nd: -12\ne: 0x1f\nf: 0o17\ng: 1.5e3\nh: .5\ni: yes\nj: '12'\nk: 1.2.3\n").unwrap();
         let value = |key: &str| node.get(key).unwrap().value.clone();
         assert_eq!(value("a"), Value::Null);
         assert_eq!(value("b"), Value::Bool(true));
@@ -852,7 +934,7 @@ mod scalar_tests {
         assert_eq!(value("i"), Value::Str("yes".into()));
         assert_eq!(value("j"), Value::Str("12".into()));
         assert_eq!(value("k"), Value::Str("1.2.3".into()));
-        assert_eq!(value("l"), Value::Str("99999999999999999999".into()));
+        // An integer out of range is an error (`integers_out_of_range_are_reported_…`).
     }
 
     #[test]

@@ -498,3 +498,314 @@ fn every_refused_import_is_reported_at_its_own_position() {
         );
     }
 }
+
+/// Review 2 (second review), defect 2: `${params.X}` and `${{ … }}` in policy globs and gate
+/// `approvers` passed `validate` and were used as the literal text, so
+/// `forbidden_paths: ["${params.protected}/**"]` forbade nothing. Every field that is used as
+/// written now refuses them, at the value.
+#[test]
+fn substitutions_in_policy_fields_and_approvers_are_refused_as_they_would_be_used_as_written() {
+    let (stdout, code) = validate_text(
+        "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\nparams:\n  protected: {type: string, default: secret}\n  lead: {type: string, default: alice}\ndefaults:\n  policy: {allowed_paths: [\"${{ params.protected }}/**\"]}\nsteps:\n  - id: a\n    opcode: RUN_AGENT\n    agent: codex\n    prompt: \"Fix it in ${worktree}\"\n    policy:\n      forbidden_paths: [\"src/**\", \"${params.protected}/**\"]\n      forbidden_operations: [\"${params.lead}\"]\n      check: \"${{ params.lead }}\"\n    limits: {timeout: \"${{ params.lead }}\"}\n    routes: {\"*\": g}\n  - id: g\n    opcode: GATE\n    gate: requires_approval\n    approvers: [\"${params.lead}\"]\n    routes: {gate_approved: STOP, gate_rejected: STOP}\n",
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_eq!(codes(&stdout), ["expression-not-allowed"; 6], "{stdout}");
+    for (at, field, value) in [
+        (
+            "9:28",
+            "an entry of allowed_paths",
+            "${{ params.protected }}/**",
+        ),
+        (
+            "16:35",
+            "an entry of forbidden_paths",
+            "${params.protected}/**",
+        ),
+        (
+            "17:30",
+            "an entry of forbidden_operations",
+            "${params.lead}",
+        ),
+        ("18:14", "check", "${{ params.lead }}"),
+        ("19:23", "timeout", "${{ params.lead }}"),
+        ("24:17", "an entry of approvers", "${params.lead}"),
+    ] {
+        assert!(
+            stdout.contains(&format!(
+                ":{at}: error: {field} cannot contain `${{…}}` or `${{{{ … }}}}`: nothing substitutes them here, so `{value}` would be used as written"
+            )),
+            "{at}:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.contains(
+            "hint: write the literal value; `${…}` and `${{ … }}` work only in `inputs` values"
+        ),
+        "{stdout}"
+    );
+}
+
+/// The refusal is only where a value is used as written: free text (descriptions, the Rhai
+/// script with its own `${…}` template strings) and the fields DESIGN §3 lists stay valid.
+#[test]
+fn substitutions_stay_valid_in_free_text_and_in_the_fields_that_evaluate_them() {
+    let (stdout, code) = validate_text(
+        "workflow_id: t\nversion: 1\ndescription: \"runs ${run_id}\"\nentry_step: a\nparams:\n  n: {type: int, default: 1, description: \"${n}\"}\nscript: |\n  fn label(x) { `n=${x}` }\nsteps:\n  - id: a\n    opcode: RUN_VALIDATION\n    description: \"checks ${worktree}\"\n    run:\n      - {id: v, kind: script, entrypoint: \"${run_dir}/h.py\", args: [\"${params.n}\", \"${{ label(params.n) }}\"], cwd: \"${{ \\\".\\\" }}\", env: {N: \"${params.n}\"}}\n    routes: {\"*\": g}\n  - id: g\n    opcode: GATE\n    gate: requires_approval\n    reason: \"${{ label(1) }}\"\n    routes: {gate_approved: s, gate_rejected: s}\n  - id: s\n    opcode: STOP\n    reason: \"${run_id}\"\n",
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+}
+
+/// The same defect through a `policy.*` prompt: its front matter's globs are used as written
+/// too, so a `${…}` there is reported at the workflow's reference, naming the prompt file.
+#[test]
+fn a_substitution_in_a_referenced_policy_prompt_is_refused_at_the_reference() {
+    let repo = crate::support::TempRepo::new();
+    repo.write(
+        ".tnh/prompts/policy/guarded.v1.md",
+        "---\nprompt_id: policy.guarded\nversion: 1\nrole: policy\nsummary: s\nforbidden_paths: [\"${params.protected}/**\"]\n---\nRules.\n",
+    );
+    let workflow = repo.write(
+        "wf.yaml",
+        "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\ndefaults:\n  policy: policy.guarded.v1\nsteps:\n  - id: a\n    opcode: STOP\n",
+    );
+    let output = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["--color", "never", "validate"])
+        .arg(&workflow)
+        .output()
+        .unwrap();
+    let stdout = stdout_text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert_eq!(codes(&stdout), ["expression-not-allowed"], "{stdout}");
+    assert!(
+        stdout.contains(":6:11: error: policy prompt `policy.guarded.v1` (")
+            && stdout.contains("guarded.v1.md) has `${params.protected}/**` in `forbidden_paths`"),
+        "{stdout}"
+    );
+}
+
+/// Review 2 (second review), defect 4: `defaults.artifacts_dir` was only type-checked. `run`
+/// wrote the run directory there, but `status`, `gate approve`, `resume` and `gate list` look
+/// only under `<repo>/.tnh/run/`, so the run was stranded (its gate could never be approved);
+/// a folder in the checkout made the conductor's own writes path-escape violations, and an
+/// absolute or `..` path wrote outside the repository. Only the run root is accepted now.
+#[test]
+fn an_artifacts_dir_other_than_the_run_root_is_refused() {
+    let workflow = |dir: &str| {
+        format!(
+            "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\ndefaults:\n  artifacts_dir: \"{dir}\"\nsteps:\n  - id: a\n    opcode: STOP\n"
+        )
+    };
+    for dir in [
+        "/tmp/runs/",
+        "../up/",
+        "src/runs/",
+        ".tnh/runs/",
+        ".tnh/run/x",
+        "",
+    ] {
+        let (stdout, code) = validate_text(&workflow(dir));
+        assert_eq!(code, Some(1), "{dir}: {stdout}");
+        assert_eq!(codes(&stdout), ["invalid-value"], "{dir}: {stdout}");
+        assert!(
+            stdout.contains(&format!(
+                ":6:18: error: artifacts_dir `{dir}` is not supported: run directories live under `.tnh/run/`"
+            )) && stdout.contains("hint: remove `artifacts_dir` (or write `.tnh/run/`): `status`, `gate`, `resume`, `runs` and `journal` find runs only under `<repo>/.tnh/run/`"),
+            "{dir}: {stdout}"
+        );
+    }
+    for dir in [".tnh/run/", ".tnh/run", "./.tnh/run/", "./.tnh/run"] {
+        let (stdout, code) = validate_text(&workflow(dir));
+        assert_eq!(code, Some(0), "{dir}: {stdout}");
+    }
+}
+
+/// A RUN_AGENT step with this `policy` and, when given, this `script`.
+fn workflow_with_policy(policy: &str, script: Option<&str>) -> String {
+    let script = script.map_or_else(String::new, |code| format!("script: |\n  {code}\n"));
+    format!(
+        "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\n{script}steps:\n  - id: a\n    opcode: RUN_AGENT\n    agent: codex\n    prompt: \"Fix the tests\"\n    policy: {policy}\n    routes: {{\"*\": STOP}}\n"
+    )
+}
+
+/// Review 2 (second review), defect 8: `policy: {check: NAME}` was not checked by `validate`;
+/// a typo, a function of the wrong arity or a call expression was found only after the agent
+/// worked (every changed file then failed the check and the run failed). Now `check` must name
+/// a public one-parameter function of the script, reported at the name with the nearest one.
+#[test]
+fn a_policy_check_must_name_a_one_parameter_function_of_the_script() {
+    let script = Some("fn check(change) { true }\n  fn check2(change, limit) { true }");
+    for (policy, message, hint) in [
+        (
+            "{check: chekc}",
+            "check `chekc` is not a function of the workflow's `script`",
+            "did you mean `check`?",
+        ),
+        (
+            "{check: check2}",
+            "check `check2` takes 2 parameters; a check takes one",
+            "define `fn check2(change)`",
+        ),
+        (
+            "{check: \"check(1)\"}",
+            "check `check(1)` is not a function name",
+            "without arguments",
+        ),
+    ] {
+        let (stdout, code) = validate_text(&workflow_with_policy(policy, script));
+        assert_eq!(code, Some(1), "{policy}: {stdout}");
+        assert_eq!(codes(&stdout), ["unknown-function"], "{policy}: {stdout}");
+        assert!(
+            stdout.contains(&format!(":13:21: error: {message} [unknown-function]"))
+                && stdout.contains(hint),
+            "{policy}: {stdout}"
+        );
+    }
+    let (stdout, code) = validate_text(&workflow_with_policy("{check: check}", None));
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "error: check `check` names a function, but the workflow has no `script` [unknown-function]"
+        ),
+        "{stdout}"
+    );
+    let (stdout, code) = validate_text(&workflow_with_policy("{check: check}", script));
+    assert_eq!(code, Some(0), "{stdout}");
+}
+
+/// The same for a `policy.*` prompt whose front matter holds `check`: reported at the
+/// workflow's reference.
+#[test]
+fn a_referenced_policy_prompts_check_must_name_a_function_of_the_script() {
+    let repo = crate::support::TempRepo::new();
+    repo.write(
+        ".tnh/prompts/policy/checked.v1.md",
+        "---\nprompt_id: policy.checked\nversion: 1\nrole: policy\nsummary: s\ncheck: chekc\n---\nRules.\n",
+    );
+    let validate_in_repo = |text: &str| {
+        let workflow = repo.write("wf.yaml", text);
+        let output = conductor()
+            .arg("--repo")
+            .arg(repo.path())
+            .args(["--color", "never", "validate"])
+            .arg(&workflow)
+            .output()
+            .unwrap();
+        (stdout_text(&output), output.status.code())
+    };
+    let script = Some("fn check(change) { true }");
+    let (stdout, code) = validate_in_repo(&workflow_with_policy("policy.checked.v1", script));
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains(":12:13: error: policy prompt `policy.checked.v1`'s check `chekc` is not a function of the workflow's `script` [unknown-function]")
+            && stdout.contains("hint: did you mean `check`?"),
+        "{stdout}"
+    );
+    let fixed = Some("fn chekc(change) { true }");
+    let (stdout, code) = validate_in_repo(&workflow_with_policy("policy.checked.v1", fixed));
+    assert_eq!(code, Some(0), "{stdout}");
+}
+
+/// Review 2 (second review), defect 13: integers too large for 64 bits were read as text, so
+/// `version: 99999999999999999999` was "must be a whole number, found a string". The number
+/// is now reported as out of range, at the value.
+#[test]
+fn an_integer_too_large_for_64_bits_is_out_of_range_not_a_string() {
+    let (stdout, code) = validate_text(
+        "workflow_id: t\nversion: 99999999999999999999\ndescription: d\nentry_step: a\ndefaults:\n  limits: {max_transitions: 18446744073709551615}\nsteps:\n  - id: a\n    opcode: STOP\n",
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(!stdout.contains("found a string"), "{stdout}");
+    assert!(
+        stdout.contains(":2:10: error: the integer `99999999999999999999` is out of range (it does not fit in 64 bits) [invalid-value]")
+            && stdout.contains(":6:29: error: the integer `18446744073709551615` is out of range (it does not fit in 64 bits) [invalid-value]")
+            && stdout.contains("hint: use a whole number from -9223372036854775808 to 9223372036854775807 (quote it to make it text)"),
+        "{stdout}"
+    );
+}
+
+/// Review 2 (second review), defect 14: an invalid `protected_branches` glob in
+/// `.tnh/config.yaml` passed `validate`; `run` created the run and its worktree and died at the
+/// first agent step, without the configuration's position. It is now refused when the
+/// configuration is read, at `FILE:LINE:COL`, like every other configuration error.
+#[test]
+fn an_invalid_protected_branch_glob_in_the_config_is_refused_at_its_position() {
+    let repo = crate::support::TempRepo::new();
+    repo.write(
+        ".tnh/config.yaml",
+        "protected_branches:\n  - release/*\n  - \"[invalid\"\n",
+    );
+    let workflow = repo.write(
+        "wf.yaml",
+        "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\nsteps:\n  - id: a\n    opcode: STOP\n",
+    );
+    let output = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["--color", "never", "validate"])
+        .arg(&workflow)
+        .output()
+        .unwrap();
+    let stderr = stderr_text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(".tnh/config.yaml:3:5: invalid protected branch pattern `[invalid`: unclosed character class"),
+        "{stderr}"
+    );
+}
+
+/// Review 2 (second review), defect 15: a near-miss prompt reference (`task.implement_adr.V1`,
+/// `task.implement-adr.v1`, a trailing space, no version) passed `validate` as literal text
+/// and was sent to the agent as the whole task. A one-token prompt that looks like a reference
+/// (or is close to one) is now an unknown prompt with the nearest reference; task text with
+/// spaces stays literal.
+#[test]
+fn a_one_token_prompt_that_looks_like_a_reference_is_an_unknown_prompt() {
+    let workflow = |prompt: &str| {
+        format!(
+            "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\nsteps:\n  - id: a\n    opcode: RUN_AGENT\n    agent: codex\n    prompt: {prompt}\n    routes: {{\"*\": STOP}}\n"
+        )
+    };
+    for (prompt, hint) in [
+        (
+            "task.implement_adr.V1",
+            "did you mean `task.implement_adr.v1`?",
+        ),
+        (
+            "task.implement-adr.v1",
+            "did you mean `task.implement_adr.v1`?",
+        ),
+        (
+            "\"task.review_diff.v1 \"",
+            "did you mean `task.review_diff.v1`?",
+        ),
+        (
+            "task.implement_adr",
+            "did you mean `task.implement_adr.v1`?",
+        ),
+        (
+            "docs.tidy_up",
+            "write a reference from `tnh-conductor prompts list`",
+        ),
+    ] {
+        let (stdout, code) = validate_text(&workflow(prompt));
+        assert_eq!(code, Some(1), "{prompt}: {stdout}");
+        assert_eq!(codes(&stdout), ["unknown-prompt"], "{prompt}: {stdout}");
+        assert!(
+            stdout.contains(":9:13: error: prompt `")
+                && stdout.contains("looks like a prompt reference but is not one")
+                && stdout.contains(hint),
+            "{prompt}: {stdout}"
+        );
+    }
+    for prompt in [
+        "\"Fix the failing tests\"",
+        "\"Implement task.implement_adr.v1 in the docs\"",
+        "go",
+        "\"${worktree}\"",
+    ] {
+        let (stdout, code) = validate_text(&workflow(prompt));
+        assert_eq!(code, Some(0), "{prompt}: {stdout}");
+    }
+}
