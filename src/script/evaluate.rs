@@ -236,8 +236,18 @@ impl ScriptHost {
         Ok(())
     }
 
-    /// Text that becomes a process's argument, working directory or environment value.
-    fn argument_text(&self, _pos: Pos, _what: &str, text: String) -> Result<String, ScriptError> {
+    /// Text that becomes a process's argument, working directory or environment value: a NUL
+    /// byte cannot be passed to a process, so it is an error here, at the value, rather than a
+    /// failure to start the process.
+    fn argument_text(&self, pos: Pos, what: &str, text: String) -> Result<String, ScriptError> {
+        if text.contains('\0') {
+            return Err(self.value_error(
+                pos,
+                format!(
+                    "{what} contains a NUL byte, which no program argument, environment value or path can carry"
+                ),
+            ));
+        }
         Ok(text)
     }
 

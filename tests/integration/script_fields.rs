@@ -31,9 +31,12 @@ fn workflow(validators: &[&str]) -> String {
     let run: String = validators
         .iter()
         .map(|fields| {
-            format!(
-                "      - {{kind: script, entrypoint: scripts/show.sh, network: allow, {fields}}}\n"
-            )
+            let network = if fields.contains("network:") {
+                ""
+            } else {
+                "network: allow, "
+            };
+            format!("      - {{kind: script, entrypoint: scripts/show.sh, {network}{fields}}}\n")
         })
         .collect();
     format!(
@@ -161,4 +164,47 @@ fn a_computed_validator_list_of_the_wrong_type_is_an_error_at_the_expression() {
 fn make_executable(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Review §11: a NUL byte in a computed validator `env` value (or argument) was reported as
+/// "`/usr/bin/unshare` could not be started … install unshare", and the run was left resumable
+/// although resuming evaluates the same expression again. Now it is an error at the expression
+/// naming the field, and the run ends.
+#[test]
+fn a_nul_byte_in_a_computed_validator_env_value_or_argument_is_an_error_at_the_expression() {
+    for (name, fields, message) in [
+        (
+            "env",
+            r#"id: env, network: deny, env: {XA: "${{ nul() }}"}"#,
+            "/wf/env.yaml:14:87 (expression): the `env` value of `XA` contains a NUL byte, which no program argument, environment value or path can carry",
+        ),
+        (
+            "whole_env",
+            r#"id: whole_env, env: "${{ #{XA: nul()} }}""#,
+            "/wf/whole_env.yaml:14:89 (expression): the `env` value of `XA` contains a NUL byte, which no program argument, environment value or path can carry",
+        ),
+        (
+            "args",
+            r#"id: args, args: ["a", "${{ nul() }}"]"#,
+            "/wf/args.yaml:14:91 (expression): `args` contains a NUL byte, which no program argument, environment value or path can carry",
+        ),
+    ] {
+        let repo = repo_with_show_script();
+        let text = workflow(&[fields]).replace(
+            "  fn nothing() { () }\n",
+            "  fn nothing() { () }\n  fn nul() { \"a\\x00b\" }\n",
+        );
+        let path = repo.workflow_text(&format!("{name}.yaml"), &text);
+        let (code, result, output) = repo.run(&path, &[]);
+        assert_eq!(code, Some(4), "{name}: {result}\n{}", stderr_text(&output));
+        let run_id = result["run_id"].as_str().unwrap();
+        let events = repo.events(run_id);
+        let failed = first_event(&events, "step_failed").clone();
+        assert!(
+            failed["error"].as_str().unwrap().ends_with(message),
+            "{name}: {failed}"
+        );
+        assert_ne!(failed["resumable"], true, "{name}: {failed}");
+        assert!(!failed.to_string().contains("unshare"), "{name}: {failed}");
+    }
 }
