@@ -33,9 +33,12 @@ pub struct Limits {
     pub max_function_expr_depth: usize,
     /// Bytes in one string.
     pub max_string_bytes: usize,
-    /// Items in one array (and bytes in one blob).
+    /// Items in one value's arrays, nested arrays and arrays inside maps counted together (and
+    /// bytes in one blob).
     pub max_array_items: usize,
-    /// Entries in one object map.
+    /// Entries in one value's object maps, nested maps and maps inside arrays counted
+    /// together: room for the change list of `max_array_items` files (`changed_files()` gives
+    /// a 6-entry map per change) with some to spare.
     pub max_map_entries: usize,
     /// Variables alive at once.
     pub max_variables: usize,
@@ -62,7 +65,7 @@ impl Limits {
         max_function_expr_depth: 48,
         max_string_bytes: 4 * 1024 * 1024,
         max_array_items: 20_000,
-        max_map_entries: 20_000,
+        max_map_entries: 200_000,
         max_variables: 256,
         max_functions: 1_000,
         max_modules: 64,

@@ -6,9 +6,10 @@
 //! changes). Errors name the function and the path, and never reveal more of the file system
 //! than the script already named.
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use rhai::{Array, Dynamic, EvalAltResult, ImmutableString, Map, Module, Position};
@@ -62,7 +63,7 @@ pub(crate) fn create_module(state: Arc<HostState>) -> Module {
         glob(&globber, &strings("glob", &patterns)?)
     });
     add_change_functions(&mut module, &state);
-    add_match_functions(&mut module);
+    add_match_functions(&mut module, &state);
     module
 }
 
@@ -75,9 +76,21 @@ fn add_change_functions(module: &mut Module, state: &Arc<HostState>) {
             .changes()
             .map_err(|error| refuse("changed_files", &error))?;
         if files.len() > changes.limits.max_array_items {
-            return Err(too_large("Size of array"));
+            return Err(refuse(
+                "changed_files",
+                &format!(
+                    "{} files changed, more than the {} items one value may hold; count them with `diff_stat().files`",
+                    files.len(),
+                    changes.limits.max_array_items
+                ),
+            ));
         }
         Ok(files.iter().map(ChangedFile::to_dynamic).collect::<Array>())
+    });
+    let paths = Arc::clone(state);
+    module.set_native_fn("changed_paths", move |patterns: Dynamic, kinds: Dynamic| {
+        paths.check_deadline()?;
+        changed_paths(&paths, patterns, kinds)
     });
     let stats = Arc::clone(state);
     module.set_native_fn("diff_stat", move || {
@@ -89,17 +102,71 @@ fn add_change_functions(module: &mut Module, state: &Arc<HostState>) {
     });
 }
 
-/// `path_matches`, which needs no state.
-fn add_match_functions(module: &mut Module) {
+/// `changed_paths(patterns, kinds)`: the paths of the changes of one of `kinds` whose path
+/// matches one of `patterns`, in change order. Built here rather than by a script loop, which
+/// Rhai makes quadratic (it measures the whole array after each `push`).
+fn changed_paths(
+    state: &HostState,
+    patterns: Dynamic,
+    kinds: Dynamic,
+) -> Result<Array, Box<EvalAltResult>> {
+    const FUNCTION: &str = "changed_paths";
+    let patterns = one_or_many(FUNCTION, patterns)?;
+    let kinds = one_or_many(FUNCTION, kinds)?;
+    if let Some(unknown) = kinds
+        .iter()
+        .find(|kind| !["added", "modified", "deleted", "renamed"].contains(&kind.as_str()))
+    {
+        return Err(refuse(
+            FUNCTION,
+            &format!("`{unknown}` is not a kind of change (added, modified, deleted, renamed)"),
+        ));
+    }
+    let set = state.globs.get(FUNCTION, &patterns)?;
+    let files = state.changes().map_err(|error| refuse(FUNCTION, &error))?;
+    let mut found = Array::new();
+    for change in files.iter() {
+        if kinds.iter().any(|kind| kind == change.kind.name()) && set.is_match(&change.path) {
+            if found.len() == state.limits.max_array_items {
+                return Err(too_large("Size of array"));
+            }
+            found.push(Dynamic::from(change.path.clone()));
+        }
+    }
+    Ok(found)
+}
+
+/// A string or an array of strings, as a list.
+fn one_or_many(function: &str, value: Dynamic) -> Result<Vec<String>, Box<EvalAltResult>> {
+    let type_name = value.type_name();
+    if value.is_array() {
+        let items = value.into_array().unwrap_or_default();
+        return strings(function, &items);
+    }
+    value.into_string().map(|text| vec![text]).map_err(|_| {
+        refuse(
+            function,
+            &format!("expected a string or an array of strings, found {type_name}"),
+        )
+    })
+}
+
+/// `path_matches`, with the host's cache of compiled patterns.
+fn add_match_functions(module: &mut Module, state: &Arc<HostState>) {
+    let matcher = Arc::clone(state);
     module.set_native_fn(
         "path_matches",
-        |path: ImmutableString, pattern: ImmutableString| {
-            path_matches(&path, &[pattern.to_string()])
+        move |path: ImmutableString, pattern: ImmutableString| {
+            path_matches(&matcher, &path, &[pattern.to_string()])
         },
     );
-    module.set_native_fn("path_matches", |path: ImmutableString, patterns: Array| {
-        path_matches(&path, &strings("path_matches", &patterns)?)
-    });
+    let matcher = Arc::clone(state);
+    module.set_native_fn(
+        "path_matches",
+        move |path: ImmutableString, patterns: Array| {
+            path_matches(&matcher, &path, &strings("path_matches", &patterns)?)
+        },
+    );
 }
 
 fn strings(function: &str, items: &Array) -> Result<Vec<String>, Box<EvalAltResult>> {
@@ -129,9 +196,38 @@ fn glob_set(function: &str, patterns: &[String]) -> Result<GlobSet, Box<EvalAltR
         .map_err(|error| refuse(function, &error.to_string()))
 }
 
-fn path_matches(path: &str, patterns: &[String]) -> Result<bool, Box<EvalAltResult>> {
+/// How many compiled pattern lists a host keeps for `path_matches`.
+const MAX_CACHED_GLOB_SETS: usize = 64;
+
+/// The glob sets `path_matches` compiled, by pattern list: a helper that tests every changed
+/// file against the same patterns compiles them once, not once per file.
+#[derive(Debug, Default)]
+pub(crate) struct GlobCache {
+    sets: Mutex<HashMap<Vec<String>, Arc<GlobSet>>>,
+}
+
+impl GlobCache {
+    fn get(&self, function: &str, patterns: &[String]) -> Result<Arc<GlobSet>, Box<EvalAltResult>> {
+        let mut sets = self.sets.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(set) = sets.get(patterns) {
+            return Ok(Arc::clone(set));
+        }
+        let set = Arc::new(glob_set(function, patterns)?);
+        if sets.len() >= MAX_CACHED_GLOB_SETS {
+            sets.clear();
+        }
+        sets.insert(patterns.to_vec(), Arc::clone(&set));
+        Ok(set)
+    }
+}
+
+fn path_matches(
+    state: &HostState,
+    path: &str,
+    patterns: &[String],
+) -> Result<bool, Box<EvalAltResult>> {
     let path = normalise(path).map_err(|error| refuse("path_matches", &error))?;
-    Ok(glob_set("path_matches", patterns)?.is_match(path))
+    Ok(state.globs.get("path_matches", patterns)?.is_match(path))
 }
 
 /// The worktree files matching any pattern, sorted. `.git` is never entered, symlinked

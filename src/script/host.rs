@@ -114,6 +114,8 @@ pub(crate) struct HostState {
     /// The deferred workspace changes loaded last, by key: contexts built for the same state
     /// of the worktree share one git read.
     loaded_changes: Mutex<Option<(String, Arc<[ChangedFile]>)>>,
+    /// The pattern lists `path_matches` compiled.
+    pub(crate) globs: super::fs::GlobCache,
 }
 
 impl HostState {
@@ -261,6 +263,7 @@ impl ScriptHost {
             deadline: Mutex::new(None),
             output: Mutex::new(Output::default()),
             loaded_changes: Mutex::new(None),
+            globs: super::fs::GlobCache::default(),
         });
         let mut engine = sandboxed_engine(&options.limits);
         install_callbacks(&mut engine, &state);

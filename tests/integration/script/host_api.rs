@@ -21,6 +21,9 @@ const DOC: &str = r#"values:
   glob_bad: "${{ glob(\"src/[\") }}"
   changed: "${{ changed_files() }}"
   stat: "${{ diff_stat() }}"
+  paths: "${{ [changed_paths(\"**\", [\"added\", \"renamed\"]), changed_paths([\"src/**\", \"*.png\"], \"modified\"), changed_paths(\"src/**\", \"deleted\")] }}"
+  paths_kind_bad: "${{ changed_paths(\"**\", \"moved\") }}"
+  paths_type_bad: "${{ changed_paths(1, \"added\") }}"
   matches: "${{ [path_matches(\"src/a.rs\", \"src/*.rs\"), path_matches(\"src/deep/b.rs\", \"src/*.rs\"), path_matches(\"src/deep/b.rs\", [\"*.md\", \"src/**\"]), path_matches(\"./src/a.rs\", \"src/a.rs\")] }}"
   matches_bad: "${{ path_matches(\"a\", [1]) }}"
   json_parse: "${{ parse_json(\"{\\\"a\\\": [1, 2.5, null, true]}\") }}"
@@ -134,6 +137,24 @@ fn changed_files_and_diff_stat_come_from_the_supplied_changes() {
                "by_kind": {"added": 1, "modified": 1, "deleted": 0, "renamed": 1}})
     );
     assert_eq!(bench.ok("changed"), json!([]));
+    // `changed_paths` filters the same changes by kind and glob, natively.
+    assert_eq!(
+        bench.eval_in("paths", &ctx).unwrap(),
+        json!([["logo.png", "new.rs"], ["src/a.rs"], []])
+    );
+    for (name, needle) in [
+        (
+            "paths_kind_bad",
+            "changed_paths: `moved` is not a kind of change",
+        ),
+        (
+            "paths_type_bad",
+            "changed_paths: expected a string or an array of strings, found i64",
+        ),
+    ] {
+        let error = bench.eval_in(name, &ctx).unwrap_err().to_string();
+        assert!(error.contains(needle), "{name}: {error}");
+    }
 }
 
 #[test]
