@@ -48,6 +48,9 @@ pub struct Limits {
     pub max_modules: usize,
     /// Wall-clock time of one evaluation.
     pub deadline: Duration,
+    /// Bytes the process's resident memory may grow by during one evaluation (read from
+    /// `/proc/self/statm` every millisecond of evaluation time; see `script::memory`).
+    pub max_memory_growth: u64,
     /// Bytes `read_file` returns, and the size of a repository module.
     pub max_read_bytes: u64,
     /// Directory entries one `glob` may visit.
@@ -70,6 +73,7 @@ impl Limits {
         max_functions: 1_000,
         max_modules: 64,
         deadline: Duration::from_secs(2),
+        max_memory_growth: 128 * 1024 * 1024,
         max_read_bytes: 1024 * 1024,
         max_glob_entries: 50_000,
         max_messages: 1_000,

@@ -18,6 +18,7 @@ use rhai::{AST, Dynamic, Engine, EvalAltResult, Module, Position, Scope};
 use super::context::{ChangedFile, Context, ContextData};
 use super::engine::{Limits, sandboxed_engine};
 use super::error::{CodeKind, Origin, SCRIPT_SOURCE, ScriptError, Translator};
+use super::memory::{MemoryWatch, resident_bytes};
 use super::resolver::Resolver;
 use super::sandbox::Sandbox;
 use crate::workflow::model::{At, Workflow};
@@ -110,6 +111,8 @@ pub(crate) struct HostState {
     current: RwLock<Option<Arc<ContextData>>>,
     clock: Arc<dyn Clock>,
     deadline: Mutex<Option<Instant>>,
+    /// The memory budget of the evaluation in progress.
+    memory: Mutex<MemoryWatch>,
     output: Mutex<Output>,
     /// The deferred workspace changes loaded last, by key: contexts built for the same state
     /// of the worktree share one git read.
@@ -135,8 +138,26 @@ impl HostState {
     }
 
     fn past_deadline(&self) -> bool {
+        self.past_deadline_at(self.clock.now())
+    }
+
+    fn past_deadline_at(&self, now: Instant) -> bool {
         let deadline = *self.deadline.lock().unwrap_or_else(PoisonError::into_inner);
-        deadline.is_some_and(|deadline| self.clock.now() >= deadline)
+        deadline.is_some_and(|deadline| now >= deadline)
+    }
+
+    /// Why the evaluation in progress must stop, read every few operations: past its deadline,
+    /// or the process grown past the memory budget (read at most once per millisecond).
+    fn progress(&self) -> Option<Dynamic> {
+        let now = self.clock.now();
+        if self.past_deadline_at(now) {
+            return Some(deadline_token());
+        }
+        self.memory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .exceeded(now, self.limits.max_memory_growth, resident_bytes)
+            .then(memory_token)
     }
 
     /// Stops the evaluation once past its deadline: host functions that may take long call this
@@ -195,13 +216,22 @@ impl HostState {
     fn begin(&self, context: &Context) {
         *self.current.write().unwrap_or_else(PoisonError::into_inner) =
             Some(Arc::clone(context.data()));
+        let now = self.clock.now();
         *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some(self.clock.now() + self.limits.deadline);
+            Some(now + self.limits.deadline);
+        self.memory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .start(now);
     }
 
     fn end(&self) {
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = None;
         *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.memory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stop();
     }
 
     fn record(&self, kind: MessageKind, text: &str) {
@@ -261,6 +291,7 @@ impl ScriptHost {
             current: RwLock::new(None),
             clock,
             deadline: Mutex::new(None),
+            memory: Mutex::new(MemoryWatch::default()),
             output: Mutex::new(Output::default()),
             loaded_changes: Mutex::new(None),
             globs: super::fs::GlobCache::default(),
@@ -401,6 +432,7 @@ impl ScriptHost {
             file: &self.file,
             script: self.script,
             deadline_millis: self.state.limits.deadline.as_millis(),
+            memory_budget: self.state.limits.max_memory_growth,
         }
     }
 
@@ -451,7 +483,12 @@ impl ScriptHost {
 
 /// The value an evaluation stopped by the deadline carries.
 fn deadline_token() -> Dynamic {
-    Dynamic::from("deadline")
+    Dynamic::from(super::error::DEADLINE_TOKEN)
+}
+
+/// The value an evaluation stopped by the memory budget carries.
+fn memory_token() -> Dynamic {
+    Dynamic::from(super::error::MEMORY_TOKEN)
 }
 
 fn install_callbacks(engine: &mut Engine, state: &Arc<HostState>) {
@@ -459,10 +496,13 @@ fn install_callbacks(engine: &mut Engine, state: &Arc<HostState>) {
     engine.on_print(move |text| printed.record(MessageKind::Print, text));
     let debugged = Arc::clone(state);
     engine.on_debug(move |text, _source, _position| debugged.record(MessageKind::Debug, text));
-    let clock = Arc::clone(state);
+    let watch = Arc::clone(state);
     engine.on_progress(move |operations| {
-        (operations % OPERATIONS_PER_CLOCK_READING == 0 && clock.past_deadline())
-            .then(deadline_token)
+        if operations % OPERATIONS_PER_CLOCK_READING == 0 {
+            watch.progress()
+        } else {
+            None
+        }
     });
     let variables = Arc::clone(state);
     // `on_var` is marked deprecated only as "volatile"; it is how `ctx` reaches functions,

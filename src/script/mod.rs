@@ -18,6 +18,7 @@ mod error;
 mod evaluate;
 mod fs;
 mod host;
+mod memory;
 mod policy;
 mod resolver;
 mod sandbox;
