@@ -48,6 +48,9 @@ pub struct Limits {
     pub max_modules: usize,
     /// Wall-clock time of one evaluation.
     pub deadline: Duration,
+    /// Wall-clock time of all the policy `check` calls of one step (one call per changed
+    /// file): files not checked by then fail closed.
+    pub max_check_time: Duration,
     /// Bytes the process's resident memory may grow by during one evaluation (read from
     /// `/proc/self/statm` every millisecond of evaluation time; see `script::memory`).
     pub max_memory_growth: u64,
@@ -73,6 +76,7 @@ impl Limits {
         max_functions: 1_000,
         max_modules: 64,
         deadline: Duration::from_secs(2),
+        max_check_time: Duration::from_secs(30),
         max_memory_growth: 128 * 1024 * 1024,
         max_read_bytes: 1024 * 1024,
         max_glob_entries: 50_000,

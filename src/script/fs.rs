@@ -67,7 +67,45 @@ pub(crate) fn create_module(state: Arc<HostState>) -> Module {
     module
 }
 
-/// `changed_files` and `diff_stat`, from the changes of the evaluation's context.
+/// The script values of one set of changes, built on first use.
+#[derive(Debug, Default)]
+struct Built {
+    files: Option<Array>,
+    stat: Option<Map>,
+}
+
+/// The values `changed_files()` and `diff_stat()` built from the changes loaded last, kept
+/// while the evaluations see the same changes (the same `Arc`: one step visit, or the
+/// capture a policy `check` judges file by file).
+#[derive(Debug, Default)]
+pub(crate) struct ChangeValues {
+    kept: Mutex<Option<(Arc<[ChangedFile]>, Built)>>,
+}
+
+impl ChangeValues {
+    /// The value `pick` selects for `changes`, built by `build` the first time.
+    fn get<T: Clone>(
+        &self,
+        changes: &Arc<[ChangedFile]>,
+        pick: impl Fn(&mut Built) -> &mut Option<T>,
+        build: impl FnOnce(&[ChangedFile]) -> T,
+    ) -> T {
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if !kept
+            .as_ref()
+            .is_some_and(|(known, _)| Arc::ptr_eq(known, changes))
+        {
+            *kept = Some((Arc::clone(changes), Built::default()));
+        }
+        let Some((_, built)) = kept.as_mut() else {
+            unreachable!("set above")
+        };
+        pick(built).get_or_insert_with(|| build(changes)).clone()
+    }
+}
+
+/// `changed_files`, `changed_paths` and `diff_stat`, from the changes of the evaluation's
+/// context.
 fn add_change_functions(module: &mut Module, state: &Arc<HostState>) {
     let changes = Arc::clone(state);
     module.set_native_fn("changed_files", move || {
@@ -85,7 +123,11 @@ fn add_change_functions(module: &mut Module, state: &Arc<HostState>) {
                 ),
             ));
         }
-        Ok(files.iter().map(ChangedFile::to_dynamic).collect::<Array>())
+        Ok(changes.change_values.get(
+            &files,
+            |built| &mut built.files,
+            |files| files.iter().map(ChangedFile::to_dynamic).collect::<Array>(),
+        ))
     });
     let paths = Arc::clone(state);
     module.set_native_fn("changed_paths", move |patterns: Dynamic, kinds: Dynamic| {
@@ -98,7 +140,9 @@ fn add_change_functions(module: &mut Module, state: &Arc<HostState>) {
         let files = stats
             .changes()
             .map_err(|error| refuse("diff_stat", &error))?;
-        Ok(diff_stat(&files))
+        Ok(stats
+            .change_values
+            .get(&files, |built| &mut built.stat, diff_stat))
     });
 }
 
@@ -304,4 +348,51 @@ fn diff_stat(changes: &[ChangedFile]) -> Map {
     );
     stat.insert("by_kind".into(), Dynamic::from_map(by_kind));
     stat
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::script::ChangeKind;
+
+    fn changes(paths: &[&str]) -> Arc<[ChangedFile]> {
+        paths
+            .iter()
+            .map(|path| ChangedFile {
+                path: (*path).to_owned(),
+                kind: ChangeKind::Added,
+                added: 1,
+                removed: 0,
+                old_path: None,
+                binary: false,
+            })
+            .collect()
+    }
+
+    /// Review §10: a policy `check` runs once per changed file, and each call rebuilt the whole
+    /// change list. The values are now built once per set of changes and handed out as copies.
+    #[test]
+    fn change_values_are_built_once_per_set_of_changes() {
+        let values = ChangeValues::default();
+        let builds = std::cell::Cell::new(0);
+        let build = |files: &[ChangedFile]| {
+            builds.set(builds.get() + 1);
+            files.iter().map(ChangedFile::to_dynamic).collect::<Array>()
+        };
+        let first = changes(&["a", "b"]);
+        for _ in 0..3 {
+            let files = values.get(&first, |built| &mut built.files, build);
+            assert_eq!(files.len(), 2);
+        }
+        assert_eq!(builds.get(), 1);
+        // The statistics of the same changes are kept beside the list.
+        let stat = values.get(&first, |built| &mut built.stat, diff_stat);
+        assert_eq!(stat["files"].as_int().unwrap(), 2);
+        assert_eq!(values.get(&first, |built| &mut built.files, build).len(), 2);
+        assert_eq!(builds.get(), 1);
+        // Other changes (even equal ones) are another set.
+        let second = changes(&["a", "b"]);
+        values.get(&second, |built| &mut built.files, build);
+        assert_eq!(builds.get(), 2);
+    }
 }

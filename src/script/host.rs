@@ -119,6 +119,10 @@ pub(crate) struct HostState {
     loaded_changes: Mutex<Option<(String, Arc<[ChangedFile]>)>>,
     /// The pattern lists `path_matches` compiled.
     pub(crate) globs: super::fs::GlobCache,
+    /// The script values of the changes loaded last (`changed_files()`, `diff_stat()`), built
+    /// once and handed out as copies: a policy `check` called once per changed file does not
+    /// rebuild the whole list each time.
+    pub(crate) change_values: super::fs::ChangeValues,
 }
 
 impl HostState {
@@ -213,12 +217,20 @@ impl HostState {
         self.repository_sealed.store(true, Ordering::SeqCst);
     }
 
-    fn begin(&self, context: &Context) {
+    /// The host's clock, for budgets over several evaluations.
+    pub(crate) fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// Starts an evaluation: its deadline is the per-evaluation limit, or `until` when that
+    /// comes first (the end of a budget several evaluations share).
+    fn begin(&self, context: &Context, until: Option<Instant>) {
         *self.current.write().unwrap_or_else(PoisonError::into_inner) =
             Some(Arc::clone(context.data()));
         let now = self.clock.now();
+        let deadline = now + self.limits.deadline;
         *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some(now + self.limits.deadline);
+            Some(until.map_or(deadline, |until| until.min(deadline)));
         self.memory
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -295,6 +307,7 @@ impl ScriptHost {
             output: Mutex::new(Output::default()),
             loaded_changes: Mutex::new(None),
             globs: super::fs::GlobCache::default(),
+            change_values: super::fs::ChangeValues::default(),
         });
         let mut engine = sandboxed_engine(&options.limits);
         install_callbacks(&mut engine, &state);
@@ -360,7 +373,7 @@ impl ScriptHost {
                 .evaluation
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            self.state.begin(&context);
+            self.state.begin(&context, None);
             let module = Module::eval_ast_as_new(Scope::new(), &ast, &self.engine);
             self.state.end();
             self.state.seal_repository();
@@ -408,8 +421,7 @@ impl ScriptHost {
         Ok(context)
     }
 
-    /// What the host functions share, for unit tests of host modules.
-    #[cfg(test)]
+    /// What the host functions share.
     pub(crate) fn state(&self) -> &Arc<HostState> {
         &self.state
     }
@@ -470,11 +482,23 @@ impl ScriptHost {
         scope: &mut Scope,
         context: &Context,
     ) -> Result<Dynamic, ScriptError> {
+        self.run_until(origin, ast, scope, context, None)
+    }
+
+    /// [`ScriptHost::run`], stopped at `until` if that comes before the deadline.
+    pub(crate) fn run_until(
+        &self,
+        origin: &Origin,
+        ast: &AST,
+        scope: &mut Scope,
+        context: &Context,
+        until: Option<Instant>,
+    ) -> Result<Dynamic, ScriptError> {
         let _serial = self
             .evaluation
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        self.state.begin(context);
+        self.state.begin(context, until);
         let result = self.engine.eval_ast_with_scope::<Dynamic>(scope, ast);
         self.state.end();
         result.map_err(|error| self.translator().translate(origin, *error))

@@ -29,6 +29,6 @@ pub use context::{ChangeKind, ChangedFile, Context};
 pub use engine::Limits;
 pub use error::{CodeKind, Location, ScriptError};
 pub use host::{HostOptions, MessageKind, ScriptHost, ScriptMessage};
-pub use policy::Violation;
+pub use policy::{PolicyStage, Violation};
 pub use resolver::{STDLIB_MODULES, check_imports};
 pub use value::{dynamic_to_json, json_to_dynamic};

@@ -274,6 +274,49 @@ fn a_policy_check_is_called_per_changed_file_and_reasons_become_violations() {
     );
 }
 
+/// Review §10: nothing bounded the policy stage: `check` ran once per changed file, each call
+/// with its own 2 s deadline, so a slow check over thousands of files ran for minutes. Now
+/// all the calls of a stage share one budget; a call in progress stops at its end and the
+/// files left fail closed with a reason that says so.
+#[test]
+fn the_check_calls_of_one_policy_stage_share_one_budget_and_the_rest_fail_closed() {
+    let doc = "script: |\n  fn slow(change) {\n      let n = 0;\n      for i in 0..200000 { n += i; }\n      true\n  }\nvalues:\n  slow: slow\n";
+    let limits = Limits {
+        max_check_time: std::time::Duration::from_millis(300),
+        ..Limits::STANDARD
+    };
+    let bench = Bench::with_limits(doc, limits);
+    let changes: Vec<serde_json::Value> = (0..40)
+        .map(|index| json!({"path": format!("f{index}.txt"), "kind": "added", "added": 1, "removed": 0}))
+        .collect();
+    let started = std::time::Instant::now();
+    let violations = bench
+        .host
+        .check_policy(
+            &named(&bench, "slow"),
+            &with_changes(json!({}), json!(changes)),
+        )
+        .unwrap();
+    let elapsed = started.elapsed();
+    // Forty calls of this check take several seconds in a debug build; the stage ends soon
+    // after its budget.
+    assert!(
+        elapsed < std::time::Duration::from_millis(1500),
+        "took {elapsed:?}"
+    );
+    assert!(!violations.is_empty());
+    for violation in &violations {
+        assert!(
+            violation.reason.starts_with(
+                "not checked: the policy's `check` calls of this step ran out of their 300 ms budget after "
+            ),
+            "{violation:?}"
+        );
+    }
+    // The files left unchecked are the last ones, in change order.
+    assert_eq!(violations.last().unwrap().path, "f39.txt");
+}
+
 #[test]
 fn a_policy_check_returning_something_else_is_an_error_at_the_check_line() {
     let bench = Bench::new(POLICY);
