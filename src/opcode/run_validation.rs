@@ -17,7 +17,7 @@ use crate::runner::{
     CaptureFormat, Limits as RunnerLimits, ProcessKind, ProcessSpec, validator_environment,
 };
 use crate::workflow::model::{
-    Limits, NetworkAccess, RunValidation, ValidatorEntry, ValidatorKind, ValidatorSpec,
+    Limits, NetworkAccess, NodeList, RunValidation, ValidatorEntry, ValidatorKind, ValidatorSpec,
 };
 use crate::workflow::yaml::Node;
 use crate::workspace::{
@@ -343,28 +343,31 @@ fn overall(ran: &[Ran]) -> Outcome {
     Outcome::Completed
 }
 
-fn evaluate_text(context: &StepContext<'_>, node: &Node) -> Result<String, OpcodeError> {
+/// A computed single-text field (`entrypoint`, `cwd`, `report`, one `env` value): `None` when
+/// its value is `()`, which leaves the field unset.
+fn evaluate_text(
+    context: &StepContext<'_>,
+    node: &Node,
+    what: &str,
+) -> Result<Option<String>, OpcodeError> {
     let script_context = context.script_context()?;
-    let value = context.run.script.evaluate_json(node, &script_context)?;
-    Ok(value
-        .as_str()
-        .map_or_else(|| value.to_string(), str::to_owned))
+    Ok(context
+        .run
+        .script
+        .evaluate_field_text(node, &script_context, what)?)
 }
 
-fn evaluate_list(context: &StepContext<'_>, nodes: &[Node]) -> Result<Vec<String>, OpcodeError> {
+/// A computed list field (`args`, `artifacts`); items whose value is `()` are left out.
+fn evaluate_list(
+    context: &StepContext<'_>,
+    list: &NodeList,
+    what: &str,
+) -> Result<Vec<String>, OpcodeError> {
     let script_context = context.script_context()?;
-    let mut values = Vec::new();
-    for node in nodes {
-        match context.run.script.evaluate_json(node, &script_context)? {
-            serde_json::Value::Array(items) => values.extend(items.iter().map(|item| {
-                item.as_str()
-                    .map_or_else(|| item.to_string(), str::to_owned)
-            })),
-            serde_json::Value::String(text) => values.push(text),
-            other => values.push(other.to_string()),
-        }
-    }
-    Ok(values)
+    Ok(context
+        .run
+        .script
+        .evaluate_field_list(list, &script_context, what)?)
 }
 
 /// The command, cwd, extra environment, artifacts globs, report path and network of an entry.
@@ -397,7 +400,7 @@ fn plan(
             timeout: None,
         });
     };
-    let args = evaluate_list(context, spec.args.nodes())?;
+    let args = evaluate_list(context, &spec.args, "`args`")?;
     let command = match spec.kind.value {
         ValidatorKind::Builtin => validators::registered(id, &context.run.config, &worktree)
             .map(|mut command| {
@@ -407,7 +410,7 @@ fn plan(
             .map_err(|reason| (Outcome::Error, reason)),
         ValidatorKind::Script => {
             let entrypoint = match &spec.entrypoint {
-                Some(node) => evaluate_text(context, node)?,
+                Some(node) => evaluate_text(context, node, "`entrypoint`")?.unwrap_or_default(),
                 None => String::new(),
             };
             let record = context.workspace.record();
@@ -423,9 +426,8 @@ fn plan(
         }
     };
     let cwd = match &spec.cwd {
-        Some(node) => {
-            let given = evaluate_text(context, node)?;
-            validators::working_directory(&worktree, &given).map_err(|reason| {
+        Some(node) => match evaluate_text(context, node, "`cwd`")? {
+            Some(given) => validators::working_directory(&worktree, &given).map_err(|reason| {
                 OpcodeError::ValidatorCwd {
                     step: context.step_id().to_owned(),
                     validator: id.to_owned(),
@@ -433,13 +435,18 @@ fn plan(
                     cwd: given,
                     reason,
                 }
-            })?
-        }
+            })?,
+            // `()`: the default, the worktree's root.
+            None => worktree,
+        },
         None => worktree,
     };
     let mut env = Vec::new();
     for (name, node) in &spec.env {
-        env.push((name.value.clone(), evaluate_text(context, node)?));
+        let what = format!("the `env` value of `{}`", name.value);
+        if let Some(value) = evaluate_text(context, node, &what)? {
+            env.push((name.value.clone(), value));
+        }
     }
     if let Some(node) = &spec.env_expression {
         let script_context = context.script_context()?;
@@ -450,16 +457,15 @@ fn plan(
     } else {
         NetworkAccess::Allow
     };
-    let report = spec
-        .report
-        .as_ref()
-        .map(|node| evaluate_text(context, node))
-        .transpose()?;
+    let report = match &spec.report {
+        Some(node) => evaluate_text(context, node, "`report`")?,
+        None => None,
+    };
     Ok(Plan {
         command,
         cwd,
         env,
-        globs: evaluate_list(context, spec.artifacts.nodes())?,
+        globs: evaluate_list(context, &spec.artifacts, "`artifacts`")?,
         report,
         network,
         timeout: spec.timeout.as_ref().map(|timeout| timeout.value),

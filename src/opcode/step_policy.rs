@@ -20,8 +20,10 @@ pub(super) struct PolicyCheck {
 }
 
 /// Checks `status` and `guard_report` against the effective policy of a step whose own
-/// `policy` is `step_policy`. The workflow's `check` function runs on each changed file; a
-/// script error is a violation, so a broken check fails closed. Script output is recorded as
+/// `policy` is `step_policy`. The workflow's `check` function runs on each changed file, all
+/// the calls within one budget (`script::Limits::max_check_time`); a script error, or a file
+/// left unchecked when the budget is spent, is a violation, so a broken or slow check fails
+/// closed. Script output is recorded as
 /// events of the visit.
 pub(super) fn check(
     context: &mut StepContext<'_>,
@@ -42,11 +44,10 @@ pub(super) fn check(
             // The check judges the step's capture: scripts see exactly its changes.
             let hook_context = context.script_context_with_changes(&status.files)?;
             let function = At::new(function.clone(), check_position(context, step_policy));
-            let hook = |file: &ChangedFile| match context.run.script.check_change(
-                &function,
-                &file.into(),
-                &hook_context,
-            ) {
+            // One budget for the calls of all the files; those left when it is spent fail
+            // closed, as a check that fails does.
+            let stage = context.run.script.policy_stage(&function, &hook_context);
+            let hook = |file: &ChangedFile| match stage.check(&file.into()) {
                 Ok(verdict) => verdict,
                 Err(error) => Some(format!("the check function failed: {error}")),
             };

@@ -61,6 +61,15 @@ impl RunnerError {
     /// A line telling the operator what to do.
     pub fn hint(&self) -> Option<String> {
         match self {
+            // The program was found; what it was given cannot be passed to a process.
+            RunnerError::Spawn { kind, source, .. }
+                if source.kind() == std::io::ErrorKind::InvalidInput =>
+            {
+                Some(format!(
+                    "an argument, environment value or path of the {} contains a NUL byte (or is otherwise not something a process can receive): remove it where it is written (.tnh/config.yaml, the workflow, or the value a script computed)",
+                    kind.name()
+                ))
+            }
             RunnerError::Spawn {
                 kind: ProcessKind::Agent,
                 program,
@@ -126,6 +135,11 @@ impl RunnerError {
             std::io::ErrorKind::NotFound if program.contains('/') => "does not exist".to_owned(),
             std::io::ErrorKind::NotFound => "not found on PATH".to_owned(),
             std::io::ErrorKind::PermissionDenied => "is not executable".to_owned(),
+            // Rust refuses to start a process whose argv, environment or working directory
+            // holds a NUL byte; the program itself is not at fault.
+            std::io::ErrorKind::InvalidInput => {
+                format!("was not started: what it was to be given is invalid ({source})")
+            }
             _ => format!("could not be started: {source}"),
         };
         RunnerError::Spawn {
@@ -135,5 +149,33 @@ impl RunnerError {
             reason,
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Review §11: a NUL byte in a validator's computed `env` value was reported as
+    /// "`/usr/bin/unshare` could not be started" with the hint to install unshare. A refusal
+    /// to pass what the process was given is now worded as such, without blaming the program.
+    #[test]
+    fn a_nul_byte_in_what_a_process_is_given_does_not_blame_the_program() {
+        let refused = std::process::Command::new("/bin/sh")
+            .env("XA", "a\0b")
+            .spawn()
+            .expect_err("a NUL byte in the environment cannot be passed");
+        let error = RunnerError::spawn(ProcessKind::Validator, "s", "/usr/bin/unshare", refused);
+        let message = error.to_string();
+        assert!(
+            message.contains("was not started: what it was to be given is invalid")
+                && !message.contains("could not be started"),
+            "{message}"
+        );
+        let hint = error.hint().unwrap();
+        assert!(
+            hint.contains("NUL byte") && !hint.contains("install"),
+            "{hint}"
+        );
     }
 }

@@ -33,9 +33,12 @@ pub struct Limits {
     pub max_function_expr_depth: usize,
     /// Bytes in one string.
     pub max_string_bytes: usize,
-    /// Items in one array (and bytes in one blob).
+    /// Items in one value's arrays, nested arrays and arrays inside maps counted together (and
+    /// bytes in one blob).
     pub max_array_items: usize,
-    /// Entries in one object map.
+    /// Entries in one value's object maps, nested maps and maps inside arrays counted
+    /// together: room for the change list of `max_array_items` files (`changed_files()` gives
+    /// a 6-entry map per change) with some to spare.
     pub max_map_entries: usize,
     /// Variables alive at once.
     pub max_variables: usize,
@@ -45,6 +48,12 @@ pub struct Limits {
     pub max_modules: usize,
     /// Wall-clock time of one evaluation.
     pub deadline: Duration,
+    /// Wall-clock time of all the policy `check` calls of one step (one call per changed
+    /// file): files not checked by then fail closed.
+    pub max_check_time: Duration,
+    /// Bytes the process's resident memory may grow by during one evaluation (read from
+    /// `/proc/self/statm` every millisecond of evaluation time; see `script::memory`).
+    pub max_memory_growth: u64,
     /// Bytes `read_file` returns, and the size of a repository module.
     pub max_read_bytes: u64,
     /// Directory entries one `glob` may visit.
@@ -62,11 +71,13 @@ impl Limits {
         max_function_expr_depth: 48,
         max_string_bytes: 4 * 1024 * 1024,
         max_array_items: 20_000,
-        max_map_entries: 20_000,
+        max_map_entries: 200_000,
         max_variables: 256,
         max_functions: 1_000,
         max_modules: 64,
         deadline: Duration::from_secs(2),
+        max_check_time: Duration::from_secs(30),
+        max_memory_growth: 128 * 1024 * 1024,
         max_read_bytes: 1024 * 1024,
         max_glob_entries: 50_000,
         max_messages: 1_000,

@@ -12,6 +12,11 @@ use crate::workflow::yaml::Pos;
 
 /// The AST source name of the workflow's `script`.
 pub(crate) const SCRIPT_SOURCE: &str = "workflow script";
+/// What an evaluation stopped by its deadline carries.
+pub(crate) const DEADLINE_TOKEN: &str = "deadline";
+/// What an evaluation stopped by the memory budget carries.
+pub(crate) const MEMORY_TOKEN: &str = "memory";
+
 /// The AST source name of a `${{ … }}` expression or a hook call.
 pub(crate) const EXPRESSION_SOURCE: &str = "workflow expression";
 
@@ -245,6 +250,8 @@ pub(crate) struct Translator<'a> {
     pub script: Option<Origin>,
     /// The evaluation deadline, for the message.
     pub deadline_millis: u128,
+    /// The memory an evaluation may add to the process, for the message.
+    pub memory_budget: u64,
 }
 
 impl Translator<'_> {
@@ -305,6 +312,16 @@ impl Translator<'_> {
             EvalAltResult::ErrorTooManyVariables(..) => limit("variables".to_owned()),
             EvalAltResult::ErrorTooManyModules(..) => limit("imported modules".to_owned()),
             EvalAltResult::ErrorDataTooLarge(what, ..) => limit(format!("data size ({what})")),
+            EvalAltResult::ErrorTerminated(token, ..)
+                if token
+                    .read_lock::<rhai::ImmutableString>()
+                    .is_some_and(|text| text.as_str() == MEMORY_TOKEN) =>
+            {
+                limit(format!(
+                    "memory ({} MiB more than the process held as the evaluation began)",
+                    self.memory_budget / (1024 * 1024)
+                ))
+            }
             EvalAltResult::ErrorTerminated(..) => ScriptError::Deadline {
                 location,
                 millis: self.deadline_millis,

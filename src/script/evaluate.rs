@@ -9,7 +9,7 @@ use super::error::{CodeKind, Origin, ScriptError};
 use super::host::ScriptHost;
 use super::value::{dynamic_to_json, json_to_node, to_text};
 use crate::workflow::expressions::{Piece, locate_in, scan};
-use crate::workflow::model::is_whole_expression;
+use crate::workflow::model::{NodeList, is_whole_expression};
 use crate::workflow::yaml::{Node, Pos, Value};
 
 /// The name of a value's type in errors, as scripts know it.
@@ -87,38 +87,168 @@ impl ScriptHost {
 
     /// Evaluates an `env` written as one expression: a map of variable names to strings
     /// (numbers and booleans are written as text, as in a written `env`), in the map's order.
+    /// A whole value of `()` is no extra environment, and a variable whose value is `()` is
+    /// left out.
     pub fn evaluate_env(
         &self,
         node: &Node,
         context: &Context,
     ) -> Result<Vec<(String, String)>, ScriptError> {
-        let map = self.evaluate_map(node, context, "`env`")?;
-        map.into_iter()
-            .map(|(name, value)| {
-                if !is_variable_name(&name) {
+        let map = match self.evaluate_json(node, context)? {
+            serde_json::Value::Null => return Ok(Vec::new()),
+            serde_json::Value::Object(map) => map,
+            other => {
+                return Err(self.value_error(
+                    node.pos,
+                    format!("`env` must be a map, got {}", json_type(&other)),
+                ));
+            }
+        };
+        let mut env = Vec::new();
+        for (name, value) in map {
+            if !is_variable_name(&name) {
+                return Err(self.value_error(
+                    node.pos,
+                    format!(
+                        "`env` names `{name}`, which is not a valid environment variable name (letters, digits and `_`, not starting with a digit)"
+                    ),
+                ));
+            }
+            let what = format!("the `env` value of `{name}`");
+            let text = match value {
+                serde_json::Value::Null => continue,
+                serde_json::Value::String(text) => text,
+                serde_json::Value::Number(_) | serde_json::Value::Bool(_) => value.to_string(),
+                other => {
                     return Err(self.value_error(
                         node.pos,
                         format!(
-                            "`env` names `{name}`, which is not a valid environment variable name (letters, digits and `_`, not starting with a digit)"
+                            "`env` must be a map of strings, got {} for `{name}`",
+                            json_type(&other)
                         ),
                     ));
                 }
-                let text = match value {
-                    serde_json::Value::String(text) => text,
-                    serde_json::Value::Number(_) | serde_json::Value::Bool(_) => value.to_string(),
-                    other => {
-                        return Err(self.value_error(
-                            node.pos,
-                            format!(
-                                "`env` must be a map of strings, got {} for `{name}`",
-                                json_type(&other)
-                            ),
-                        ));
+            };
+            env.push((name, self.argument_text(node.pos, &what, text)?));
+        }
+        Ok(env)
+    }
+
+    /// Evaluates a single-text field of a process, such as a validator's `cwd` or one `env`
+    /// value: a string, or a number or boolean written as text. `()` is no value (`None`: the
+    /// field is left unset); a list or map is an error at the value's position naming `what`.
+    pub fn evaluate_field_text(
+        &self,
+        node: &Node,
+        context: &Context,
+        what: &str,
+    ) -> Result<Option<String>, ScriptError> {
+        match self.evaluate_json(node, context)? {
+            serde_json::Value::Null => Ok(None),
+            serde_json::Value::String(text) => self.argument_text(node.pos, what, text).map(Some),
+            value @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_)) => {
+                Ok(Some(value.to_string()))
+            }
+            other => Err(self.value_error(
+                node.pos,
+                format!("{what} must be a string, got {}", json_type(&other)),
+            )),
+        }
+    }
+
+    /// Evaluates a list field of a process, such as a validator's `args` or `artifacts`, into
+    /// its strings.
+    ///
+    /// Written as a list, each item is a string (numbers and booleans are written as text), a
+    /// list whose items are spliced in, or `()`, which adds nothing. Written as one expression
+    /// (`args: "${{ compute_args() }}"`), the value is such a list, one string (a list of one),
+    /// or `()` (an empty list: the field is left unset). Anything else is an error at the
+    /// value's position naming `what`.
+    pub fn evaluate_field_list(
+        &self,
+        list: &NodeList,
+        context: &Context,
+        what: &str,
+    ) -> Result<Vec<String>, ScriptError> {
+        let mut strings = Vec::new();
+        match list {
+            NodeList::Absent => {}
+            NodeList::Expression(node) => match self.evaluate_json(node, context)? {
+                serde_json::Value::Null => {}
+                serde_json::Value::String(text) => {
+                    strings.push(self.argument_text(node.pos, what, text)?);
+                }
+                serde_json::Value::Array(items) => {
+                    for item in items {
+                        self.push_item(node.pos, what, item, &mut strings)?;
                     }
-                };
-                Ok((name, text))
-            })
-            .collect()
+                }
+                other => {
+                    return Err(self.value_error(
+                        node.pos,
+                        format!(
+                            "{what} must be a list of strings (or one string), got {}",
+                            json_type(&other)
+                        ),
+                    ));
+                }
+            },
+            NodeList::Items(nodes) => {
+                for node in nodes {
+                    match self.evaluate_json(node, context)? {
+                        serde_json::Value::Array(items) => {
+                            for item in items {
+                                self.push_item(node.pos, what, item, &mut strings)?;
+                            }
+                        }
+                        item => self.push_item(node.pos, what, item, &mut strings)?,
+                    }
+                }
+            }
+        }
+        Ok(strings)
+    }
+
+    /// Adds one item of a list field: `()` adds nothing, a list or map is an error.
+    fn push_item(
+        &self,
+        pos: Pos,
+        what: &str,
+        item: serde_json::Value,
+        strings: &mut Vec<String>,
+    ) -> Result<(), ScriptError> {
+        match item {
+            serde_json::Value::Null => {}
+            serde_json::Value::String(text) => strings.push(self.argument_text(pos, what, text)?),
+            serde_json::Value::Number(_) | serde_json::Value::Bool(_) => {
+                strings.push(item.to_string());
+            }
+            other => {
+                return Err(self.value_error(
+                    pos,
+                    format!(
+                        "{what} must be a list of strings, got an item of type {}",
+                        json_type(&other)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Text that becomes a process's argument, working directory or environment value: a NUL
+    /// byte cannot be passed to a process, so it is an error here, at the value, rather than a
+    /// failure to start the process.
+    fn argument_text(&self, pos: Pos, what: &str, text: String) -> Result<String, ScriptError> {
+        if text.contains('\0') {
+            return Err(self.value_error(
+                pos,
+                format!(
+                    "{what} contains a NUL byte, which no program argument, environment value or path can carry"
+                ),
+            ));
+        }
+        Ok(text)
     }
 
     fn value_error(&self, pos: Pos, message: String) -> ScriptError {

@@ -6,9 +6,10 @@
 //! changes). Errors name the function and the path, and never reveal more of the file system
 //! than the script already named.
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use rhai::{Array, Dynamic, EvalAltResult, ImmutableString, Map, Module, Position};
@@ -62,11 +63,49 @@ pub(crate) fn create_module(state: Arc<HostState>) -> Module {
         glob(&globber, &strings("glob", &patterns)?)
     });
     add_change_functions(&mut module, &state);
-    add_match_functions(&mut module);
+    add_match_functions(&mut module, &state);
     module
 }
 
-/// `changed_files` and `diff_stat`, from the changes of the evaluation's context.
+/// The script values of one set of changes, built on first use.
+#[derive(Debug, Default)]
+struct Built {
+    files: Option<Array>,
+    stat: Option<Map>,
+}
+
+/// The values `changed_files()` and `diff_stat()` built from the changes loaded last, kept
+/// while the evaluations see the same changes (the same `Arc`: one step visit, or the
+/// capture a policy `check` judges file by file).
+#[derive(Debug, Default)]
+pub(crate) struct ChangeValues {
+    kept: Mutex<Option<(Arc<[ChangedFile]>, Built)>>,
+}
+
+impl ChangeValues {
+    /// The value `pick` selects for `changes`, built by `build` the first time.
+    fn get<T: Clone>(
+        &self,
+        changes: &Arc<[ChangedFile]>,
+        pick: impl Fn(&mut Built) -> &mut Option<T>,
+        build: impl FnOnce(&[ChangedFile]) -> T,
+    ) -> T {
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if !kept
+            .as_ref()
+            .is_some_and(|(known, _)| Arc::ptr_eq(known, changes))
+        {
+            *kept = Some((Arc::clone(changes), Built::default()));
+        }
+        let Some((_, built)) = kept.as_mut() else {
+            unreachable!("set above")
+        };
+        pick(built).get_or_insert_with(|| build(changes)).clone()
+    }
+}
+
+/// `changed_files`, `changed_paths` and `diff_stat`, from the changes of the evaluation's
+/// context.
 fn add_change_functions(module: &mut Module, state: &Arc<HostState>) {
     let changes = Arc::clone(state);
     module.set_native_fn("changed_files", move || {
@@ -75,9 +114,25 @@ fn add_change_functions(module: &mut Module, state: &Arc<HostState>) {
             .changes()
             .map_err(|error| refuse("changed_files", &error))?;
         if files.len() > changes.limits.max_array_items {
-            return Err(too_large("Size of array"));
+            return Err(refuse(
+                "changed_files",
+                &format!(
+                    "{} files changed, more than the {} items one value may hold; count them with `diff_stat().files`",
+                    files.len(),
+                    changes.limits.max_array_items
+                ),
+            ));
         }
-        Ok(files.iter().map(ChangedFile::to_dynamic).collect::<Array>())
+        Ok(changes.change_values.get(
+            &files,
+            |built| &mut built.files,
+            |files| files.iter().map(ChangedFile::to_dynamic).collect::<Array>(),
+        ))
+    });
+    let paths = Arc::clone(state);
+    module.set_native_fn("changed_paths", move |patterns: Dynamic, kinds: Dynamic| {
+        paths.check_deadline()?;
+        changed_paths(&paths, patterns, kinds)
     });
     let stats = Arc::clone(state);
     module.set_native_fn("diff_stat", move || {
@@ -85,21 +140,77 @@ fn add_change_functions(module: &mut Module, state: &Arc<HostState>) {
         let files = stats
             .changes()
             .map_err(|error| refuse("diff_stat", &error))?;
-        Ok(diff_stat(&files))
+        Ok(stats
+            .change_values
+            .get(&files, |built| &mut built.stat, diff_stat))
     });
 }
 
-/// `path_matches`, which needs no state.
-fn add_match_functions(module: &mut Module) {
+/// `changed_paths(patterns, kinds)`: the paths of the changes of one of `kinds` whose path
+/// matches one of `patterns`, in change order. Built here rather than by a script loop, which
+/// Rhai makes quadratic (it measures the whole array after each `push`).
+fn changed_paths(
+    state: &HostState,
+    patterns: Dynamic,
+    kinds: Dynamic,
+) -> Result<Array, Box<EvalAltResult>> {
+    const FUNCTION: &str = "changed_paths";
+    let patterns = one_or_many(FUNCTION, patterns)?;
+    let kinds = one_or_many(FUNCTION, kinds)?;
+    if let Some(unknown) = kinds
+        .iter()
+        .find(|kind| !["added", "modified", "deleted", "renamed"].contains(&kind.as_str()))
+    {
+        return Err(refuse(
+            FUNCTION,
+            &format!("`{unknown}` is not a kind of change (added, modified, deleted, renamed)"),
+        ));
+    }
+    let set = state.globs.get(FUNCTION, &patterns)?;
+    let files = state.changes().map_err(|error| refuse(FUNCTION, &error))?;
+    let mut found = Array::new();
+    for change in files.iter() {
+        if kinds.iter().any(|kind| kind == change.kind.name()) && set.is_match(&change.path) {
+            if found.len() == state.limits.max_array_items {
+                return Err(too_large("Size of array"));
+            }
+            found.push(Dynamic::from(change.path.clone()));
+        }
+    }
+    Ok(found)
+}
+
+/// A string or an array of strings, as a list.
+fn one_or_many(function: &str, value: Dynamic) -> Result<Vec<String>, Box<EvalAltResult>> {
+    let type_name = value.type_name();
+    if value.is_array() {
+        let items = value.into_array().unwrap_or_default();
+        return strings(function, &items);
+    }
+    value.into_string().map(|text| vec![text]).map_err(|_| {
+        refuse(
+            function,
+            &format!("expected a string or an array of strings, found {type_name}"),
+        )
+    })
+}
+
+/// `path_matches`, with the host's cache of compiled patterns.
+fn add_match_functions(module: &mut Module, state: &Arc<HostState>) {
+    let matcher = Arc::clone(state);
     module.set_native_fn(
         "path_matches",
-        |path: ImmutableString, pattern: ImmutableString| {
-            path_matches(&path, &[pattern.to_string()])
+        move |path: ImmutableString, pattern: ImmutableString| {
+            path_matches(&matcher, &path, &[pattern.to_string()])
         },
     );
-    module.set_native_fn("path_matches", |path: ImmutableString, patterns: Array| {
-        path_matches(&path, &strings("path_matches", &patterns)?)
-    });
+    let matcher = Arc::clone(state);
+    module.set_native_fn(
+        "path_matches",
+        move |path: ImmutableString, patterns: Array| {
+            path_matches(&matcher, &path, &strings("path_matches", &patterns)?)
+        },
+    );
 }
 
 fn strings(function: &str, items: &Array) -> Result<Vec<String>, Box<EvalAltResult>> {
@@ -129,9 +240,38 @@ fn glob_set(function: &str, patterns: &[String]) -> Result<GlobSet, Box<EvalAltR
         .map_err(|error| refuse(function, &error.to_string()))
 }
 
-fn path_matches(path: &str, patterns: &[String]) -> Result<bool, Box<EvalAltResult>> {
+/// How many compiled pattern lists a host keeps for `path_matches`.
+const MAX_CACHED_GLOB_SETS: usize = 64;
+
+/// The glob sets `path_matches` compiled, by pattern list: a helper that tests every changed
+/// file against the same patterns compiles them once, not once per file.
+#[derive(Debug, Default)]
+pub(crate) struct GlobCache {
+    sets: Mutex<HashMap<Vec<String>, Arc<GlobSet>>>,
+}
+
+impl GlobCache {
+    fn get(&self, function: &str, patterns: &[String]) -> Result<Arc<GlobSet>, Box<EvalAltResult>> {
+        let mut sets = self.sets.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(set) = sets.get(patterns) {
+            return Ok(Arc::clone(set));
+        }
+        let set = Arc::new(glob_set(function, patterns)?);
+        if sets.len() >= MAX_CACHED_GLOB_SETS {
+            sets.clear();
+        }
+        sets.insert(patterns.to_vec(), Arc::clone(&set));
+        Ok(set)
+    }
+}
+
+fn path_matches(
+    state: &HostState,
+    path: &str,
+    patterns: &[String],
+) -> Result<bool, Box<EvalAltResult>> {
     let path = normalise(path).map_err(|error| refuse("path_matches", &error))?;
-    Ok(glob_set("path_matches", patterns)?.is_match(path))
+    Ok(state.globs.get("path_matches", patterns)?.is_match(path))
 }
 
 /// The worktree files matching any pattern, sorted. `.git` is never entered, symlinked
@@ -208,4 +348,51 @@ fn diff_stat(changes: &[ChangedFile]) -> Map {
     );
     stat.insert("by_kind".into(), Dynamic::from_map(by_kind));
     stat
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::script::ChangeKind;
+
+    fn changes(paths: &[&str]) -> Arc<[ChangedFile]> {
+        paths
+            .iter()
+            .map(|path| ChangedFile {
+                path: (*path).to_owned(),
+                kind: ChangeKind::Added,
+                added: 1,
+                removed: 0,
+                old_path: None,
+                binary: false,
+            })
+            .collect()
+    }
+
+    /// Review §10: a policy `check` runs once per changed file, and each call rebuilt the whole
+    /// change list. The values are now built once per set of changes and handed out as copies.
+    #[test]
+    fn change_values_are_built_once_per_set_of_changes() {
+        let values = ChangeValues::default();
+        let builds = std::cell::Cell::new(0);
+        let build = |files: &[ChangedFile]| {
+            builds.set(builds.get() + 1);
+            files.iter().map(ChangedFile::to_dynamic).collect::<Array>()
+        };
+        let first = changes(&["a", "b"]);
+        for _ in 0..3 {
+            let files = values.get(&first, |built| &mut built.files, build);
+            assert_eq!(files.len(), 2);
+        }
+        assert_eq!(builds.get(), 1);
+        // The statistics of the same changes are kept beside the list.
+        let stat = values.get(&first, |built| &mut built.stat, diff_stat);
+        assert_eq!(stat["files"].as_int().unwrap(), 2);
+        assert_eq!(values.get(&first, |built| &mut built.files, build).len(), 2);
+        assert_eq!(builds.get(), 1);
+        // Other changes (even equal ones) are another set.
+        let second = changes(&["a", "b"]);
+        values.get(&second, |built| &mut built.files, build);
+        assert_eq!(builds.get(), 2);
+    }
 }

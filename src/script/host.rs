@@ -18,6 +18,7 @@ use rhai::{AST, Dynamic, Engine, EvalAltResult, Module, Position, Scope};
 use super::context::{ChangedFile, Context, ContextData};
 use super::engine::{Limits, sandboxed_engine};
 use super::error::{CodeKind, Origin, SCRIPT_SOURCE, ScriptError, Translator};
+use super::memory::{MemoryWatch, resident_bytes};
 use super::resolver::Resolver;
 use super::sandbox::Sandbox;
 use crate::workflow::model::{At, Workflow};
@@ -115,10 +116,18 @@ pub(crate) struct HostState {
     current: RwLock<Option<Arc<ContextData>>>,
     clock: Arc<dyn Clock>,
     deadline: Mutex<Option<Instant>>,
+    /// The memory budget of the evaluation in progress.
+    memory: Mutex<MemoryWatch>,
     output: Mutex<Output>,
     /// The deferred workspace changes loaded last, by key: contexts built for the same state
     /// of the worktree share one git read.
     loaded_changes: Mutex<Option<(String, Arc<[ChangedFile]>)>>,
+    /// The pattern lists `path_matches` compiled.
+    pub(crate) globs: super::fs::GlobCache,
+    /// The script values of the changes loaded last (`changed_files()`, `diff_stat()`), built
+    /// once and handed out as copies: a policy `check` called once per changed file does not
+    /// rebuild the whole list each time.
+    pub(crate) change_values: super::fs::ChangeValues,
 }
 
 impl HostState {
@@ -138,8 +147,26 @@ impl HostState {
     }
 
     fn past_deadline(&self) -> bool {
+        self.past_deadline_at(self.clock.now())
+    }
+
+    fn past_deadline_at(&self, now: Instant) -> bool {
         let deadline = *self.deadline.lock().unwrap_or_else(PoisonError::into_inner);
-        deadline.is_some_and(|deadline| self.clock.now() >= deadline)
+        deadline.is_some_and(|deadline| now >= deadline)
+    }
+
+    /// Why the evaluation in progress must stop, read every few operations: past its deadline,
+    /// or the process grown past the memory budget (read at most once per millisecond).
+    fn progress(&self) -> Option<Dynamic> {
+        let now = self.clock.now();
+        if self.past_deadline_at(now) {
+            return Some(deadline_token());
+        }
+        self.memory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .exceeded(now, self.limits.max_memory_growth, resident_bytes)
+            .then(memory_token)
     }
 
     /// Stops the evaluation once past its deadline: host functions that may take long call this
@@ -213,16 +240,33 @@ impl HostState {
         self.repository_sealed.store(true, Ordering::SeqCst);
     }
 
-    fn begin(&self, context: &Context) {
+    /// The host's clock, for budgets over several evaluations.
+    pub(crate) fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// Starts an evaluation: its deadline is the per-evaluation limit, or `until` when that
+    /// comes first (the end of a budget several evaluations share).
+    fn begin(&self, context: &Context, until: Option<Instant>) {
         *self.current.write().unwrap_or_else(PoisonError::into_inner) =
             Some(Arc::clone(context.data()));
+        let now = self.clock.now();
+        let deadline = now + self.limits.deadline;
         *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some(self.clock.now() + self.limits.deadline);
+            Some(until.map_or(deadline, |until| until.min(deadline)));
+        self.memory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .start(now);
     }
 
     fn end(&self) {
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = None;
         *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.memory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stop();
     }
 
     fn record(&self, kind: MessageKind, text: &str) {
@@ -284,8 +328,11 @@ impl ScriptHost {
             current: RwLock::new(None),
             clock,
             deadline: Mutex::new(None),
+            memory: Mutex::new(MemoryWatch::default()),
             output: Mutex::new(Output::default()),
             loaded_changes: Mutex::new(None),
+            globs: super::fs::GlobCache::default(),
+            change_values: super::fs::ChangeValues::default(),
         });
         let mut engine = sandboxed_engine(&options.limits);
         install_callbacks(&mut engine, &state);
@@ -373,7 +420,7 @@ impl ScriptHost {
                 .evaluation
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            self.state.begin(&context);
+            self.state.begin(&context, None);
             let module = Module::eval_ast_as_new(Scope::new(), &ast, &self.engine);
             self.state.end();
             self.state.seal_repository();
@@ -421,8 +468,7 @@ impl ScriptHost {
         Ok(context)
     }
 
-    /// What the host functions share, for unit tests of host modules.
-    #[cfg(test)]
+    /// What the host functions share.
     pub(crate) fn state(&self) -> &Arc<HostState> {
         &self.state
     }
@@ -445,6 +491,7 @@ impl ScriptHost {
             file: &self.file,
             script: self.script,
             deadline_millis: self.state.limits.deadline.as_millis(),
+            memory_budget: self.state.limits.max_memory_growth,
         }
     }
 
@@ -482,11 +529,23 @@ impl ScriptHost {
         scope: &mut Scope,
         context: &Context,
     ) -> Result<Dynamic, ScriptError> {
+        self.run_until(origin, ast, scope, context, None)
+    }
+
+    /// [`ScriptHost::run`], stopped at `until` if that comes before the deadline.
+    pub(crate) fn run_until(
+        &self,
+        origin: &Origin,
+        ast: &AST,
+        scope: &mut Scope,
+        context: &Context,
+        until: Option<Instant>,
+    ) -> Result<Dynamic, ScriptError> {
         let _serial = self
             .evaluation
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        self.state.begin(context);
+        self.state.begin(context, until);
         let result = self.engine.eval_ast_with_scope::<Dynamic>(scope, ast);
         self.state.end();
         result.map_err(|error| self.translator().translate(origin, *error))
@@ -495,7 +554,12 @@ impl ScriptHost {
 
 /// The value an evaluation stopped by the deadline carries.
 fn deadline_token() -> Dynamic {
-    Dynamic::from("deadline")
+    Dynamic::from(super::error::DEADLINE_TOKEN)
+}
+
+/// The value an evaluation stopped by the memory budget carries.
+fn memory_token() -> Dynamic {
+    Dynamic::from(super::error::MEMORY_TOKEN)
 }
 
 fn install_callbacks(engine: &mut Engine, state: &Arc<HostState>) {
@@ -503,10 +567,13 @@ fn install_callbacks(engine: &mut Engine, state: &Arc<HostState>) {
     engine.on_print(move |text| printed.record(MessageKind::Print, text));
     let debugged = Arc::clone(state);
     engine.on_debug(move |text, _source, _position| debugged.record(MessageKind::Debug, text));
-    let clock = Arc::clone(state);
+    let watch = Arc::clone(state);
     engine.on_progress(move |operations| {
-        (operations % OPERATIONS_PER_CLOCK_READING == 0 && clock.past_deadline())
-            .then(deadline_token)
+        if operations % OPERATIONS_PER_CLOCK_READING == 0 {
+            watch.progress()
+        } else {
+            None
+        }
     });
     let variables = Arc::clone(state);
     // `on_var` is marked deprecated only as "volatile"; it is how `ctx` reaches functions,

@@ -5,6 +5,9 @@
 //! string (`false` is accepted as a reason-less violation), anything else is an error that
 //! points at the `check:` line of the workflow and, through the trace, into the script.
 
+use std::cell::Cell;
+use std::time::Instant;
+
 use rhai::{Dynamic, ImmutableString, Scope};
 
 use super::context::{ChangedFile, Context};
@@ -22,17 +25,81 @@ pub struct Violation {
     pub reason: String,
 }
 
+/// The `check` calls of one step's policy stage, one per changed file, under one budget for
+/// all of them (`Limits::max_check_time`): each call stops at the budget's end if that comes
+/// before its own deadline, and once the budget is spent the remaining files are not checked
+/// but get a violation that says so (fail closed).
+#[derive(Debug)]
+pub struct PolicyStage<'a> {
+    host: &'a ScriptHost,
+    function: &'a At<String>,
+    context: &'a Context,
+    ends: Instant,
+    calls: Cell<usize>,
+}
+
+impl PolicyStage<'_> {
+    /// Calls the `check` function for one change: `None` when it passes, the reason when it
+    /// does not, or a reason that the budget ran out before the file was judged. An error is
+    /// the check's own failure; a kernel should treat it as a violation too.
+    pub fn check(&self, change: &ChangedFile) -> Result<Option<String>, ScriptError> {
+        if self.host.state().now() >= self.ends {
+            return Ok(Some(self.out_of_time()));
+        }
+        self.calls.set(self.calls.get() + 1);
+        match self
+            .host
+            .check_change_until(self.function, change, self.context, Some(self.ends))
+        {
+            Err(ScriptError::Deadline { .. }) if self.host.state().now() >= self.ends => {
+                Ok(Some(self.out_of_time()))
+            }
+            other => other,
+        }
+    }
+
+    fn out_of_time(&self) -> String {
+        let budget = self.host.limits().max_check_time;
+        let budget = if budget.subsec_millis() == 0 {
+            format!("{} s", budget.as_secs())
+        } else {
+            format!("{} ms", budget.as_millis())
+        };
+        format!(
+            "not checked: the policy's `check` calls of this step ran out of their {budget} budget after {} call(s); a check should judge its own file (`change`) and count with `diff_stat()` rather than walk every change",
+            self.calls.get()
+        )
+    }
+}
+
 impl ScriptHost {
+    /// The policy stage of one step: `function`, called per changed file against `context`,
+    /// within one budget that starts now.
+    pub fn policy_stage<'a>(
+        &'a self,
+        function: &'a At<String>,
+        context: &'a Context,
+    ) -> PolicyStage<'a> {
+        PolicyStage {
+            host: self,
+            function,
+            context,
+            ends: self.state().now() + self.limits().max_check_time,
+            calls: Cell::new(0),
+        }
+    }
+
     /// Calls the script function named by a policy's `check` for each changed file of
-    /// `context`, collecting the violations in change order.
+    /// `context`, collecting the violations in change order, within one policy stage's budget.
     pub fn check_policy(
         &self,
         function: &At<String>,
         context: &Context,
     ) -> Result<Vec<Violation>, ScriptError> {
+        let stage = self.policy_stage(function, context);
         let mut violations = Vec::new();
         for change in context.changes()?.iter() {
-            if let Some(reason) = self.check_change(function, change, context)? {
+            if let Some(reason) = stage.check(change)? {
                 violations.push(Violation {
                     path: change.path.clone(),
                     reason,
@@ -44,18 +111,29 @@ impl ScriptHost {
 
     /// Calls a policy's `check` function for one change: `None` when it passes, the reason
     /// when it does not. This is the per-file hook `policy::check` takes; a kernel that adapts
-    /// it should treat an error as a violation (fail closed).
+    /// it should treat an error as a violation (fail closed), and call it through a
+    /// [`PolicyStage`] so all the calls of a step share one budget.
     pub fn check_change(
         &self,
         function: &At<String>,
         change: &ChangedFile,
         context: &Context,
     ) -> Result<Option<String>, ScriptError> {
+        self.check_change_until(function, change, context, None)
+    }
+
+    fn check_change_until(
+        &self,
+        function: &At<String>,
+        change: &ChangedFile,
+        context: &Context,
+        until: Option<Instant>,
+    ) -> Result<Option<String>, ScriptError> {
         let origin = hook_origin(function);
         let ast = self.expression(&call_code(&function.value, 1, &origin, self)?, &origin)?;
         let mut scope = Scope::new();
         scope.push_constant("argument_0", change.to_dynamic());
-        let verdict = self.run(&origin, &ast, &mut scope, context)?;
+        let verdict = self.run_until(&origin, &ast, &mut scope, context, until)?;
         reason(&verdict).map_err(|message| {
             ScriptError::value(
                 self.file(),

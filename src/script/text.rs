@@ -177,13 +177,15 @@ fn bounded_input(state: &HostState, function: &str, text: &str) -> Result<(), Bo
     Ok(())
 }
 
-/// The most values (mapping keys included) `parse_json` and `parse_yaml` build: what one
-/// value may hold within the array and map limits.
+/// The most values (mapping keys included) `parse_json` and `parse_yaml` build: an array's
+/// worth of items plus as many map entries with their keys. Counted while parsing, so a 1 MiB
+/// text of tiny values never becomes a large tree before the data size limits see it (the map
+/// limit itself is larger, to hold a change list of that many files).
 fn max_parsed_values(state: &HostState) -> usize {
-    let limits = &state.limits;
-    limits
+    state
+        .limits
         .max_array_items
-        .saturating_add(limits.max_map_entries.saturating_mul(2))
+        .saturating_mul(3)
         .saturating_add(1)
 }
 

@@ -30,6 +30,7 @@ mod runner_zoo;
 mod schema;
 mod script;
 mod script_context;
+mod script_fields;
 mod starter_workflows;
 mod support;
 mod tnh_commands;

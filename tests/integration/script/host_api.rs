@@ -21,6 +21,9 @@ const DOC: &str = r#"values:
   glob_bad: "${{ glob(\"src/[\") }}"
   changed: "${{ changed_files() }}"
   stat: "${{ diff_stat() }}"
+  paths: "${{ [changed_paths(\"**\", [\"added\", \"renamed\"]), changed_paths([\"src/**\", \"*.png\"], \"modified\"), changed_paths(\"src/**\", \"deleted\")] }}"
+  paths_kind_bad: "${{ changed_paths(\"**\", \"moved\") }}"
+  paths_type_bad: "${{ changed_paths(1, \"added\") }}"
   matches: "${{ [path_matches(\"src/a.rs\", \"src/*.rs\"), path_matches(\"src/deep/b.rs\", \"src/*.rs\"), path_matches(\"src/deep/b.rs\", [\"*.md\", \"src/**\"]), path_matches(\"./src/a.rs\", \"src/a.rs\")] }}"
   matches_bad: "${{ path_matches(\"a\", [1]) }}"
   json_parse: "${{ parse_json(\"{\\\"a\\\": [1, 2.5, null, true]}\") }}"
@@ -134,6 +137,24 @@ fn changed_files_and_diff_stat_come_from_the_supplied_changes() {
                "by_kind": {"added": 1, "modified": 1, "deleted": 0, "renamed": 1}})
     );
     assert_eq!(bench.ok("changed"), json!([]));
+    // `changed_paths` filters the same changes by kind and glob, natively.
+    assert_eq!(
+        bench.eval_in("paths", &ctx).unwrap(),
+        json!([["logo.png", "new.rs"], ["src/a.rs"], []])
+    );
+    for (name, needle) in [
+        (
+            "paths_kind_bad",
+            "changed_paths: `moved` is not a kind of change",
+        ),
+        (
+            "paths_type_bad",
+            "changed_paths: expected a string or an array of strings, found i64",
+        ),
+    ] {
+        let error = bench.eval_in(name, &ctx).unwrap_err().to_string();
+        assert!(error.contains(needle), "{name}: {error}");
+    }
 }
 
 #[test]
@@ -251,6 +272,49 @@ fn a_policy_check_is_called_per_changed_file_and_reasons_become_violations() {
             .unwrap()
             .is_empty()
     );
+}
+
+/// Review §10: nothing bounded the policy stage: `check` ran once per changed file, each call
+/// with its own 2 s deadline, so a slow check over thousands of files ran for minutes. Now
+/// all the calls of a stage share one budget; a call in progress stops at its end and the
+/// files left fail closed with a reason that says so.
+#[test]
+fn the_check_calls_of_one_policy_stage_share_one_budget_and_the_rest_fail_closed() {
+    let doc = "script: |\n  fn slow(change) {\n      let n = 0;\n      for i in 0..200000 { n += i; }\n      true\n  }\nvalues:\n  slow: slow\n";
+    let limits = Limits {
+        max_check_time: std::time::Duration::from_millis(300),
+        ..Limits::STANDARD
+    };
+    let bench = Bench::with_limits(doc, limits);
+    let changes: Vec<serde_json::Value> = (0..40)
+        .map(|index| json!({"path": format!("f{index}.txt"), "kind": "added", "added": 1, "removed": 0}))
+        .collect();
+    let started = std::time::Instant::now();
+    let violations = bench
+        .host
+        .check_policy(
+            &named(&bench, "slow"),
+            &with_changes(json!({}), json!(changes)),
+        )
+        .unwrap();
+    let elapsed = started.elapsed();
+    // Forty calls of this check take several seconds in a debug build; the stage ends soon
+    // after its budget.
+    assert!(
+        elapsed < std::time::Duration::from_millis(1500),
+        "took {elapsed:?}"
+    );
+    assert!(!violations.is_empty());
+    for violation in &violations {
+        assert!(
+            violation.reason.starts_with(
+                "not checked: the policy's `check` calls of this step ran out of their 300 ms budget after "
+            ),
+            "{violation:?}"
+        );
+    }
+    // The files left unchecked are the last ones, in change order.
+    assert_eq!(violations.last().unwrap().path, "f39.txt");
 }
 
 #[test]

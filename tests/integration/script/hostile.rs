@@ -392,3 +392,74 @@ fn repository_modules_are_not_read_after_the_script_is_loaded() {
     );
     assert_eq!(at(&error), "flow.yaml:5:14", "{error}");
 }
+
+/// A script that keeps 1 MiB strings as map keys, which Rhai's data-size limits do not count.
+const MAP_KEYS: &str = r#"script: |
+  fn hoard() {
+      let s = "x";
+      s.pad(1048576, "x");
+      let m = #{};
+      for i in 0..400 { m[i.to_string() + s] = 1; }
+      m.len()
+  }
+values:
+  hoard: "${{ hoard() }}"
+"#;
+
+/// Review §9: map keys are not counted by the data-size limits, so `m[s + i] = 1` with large
+/// strings held hundreds of MB (430 MB in the review) and only the deadline stopped it. The
+/// host now reads the process's memory while a script runs and stops an evaluation that grew
+/// it past the budget.
+#[test]
+fn map_keys_that_grow_the_process_past_the_memory_budget_are_stopped() {
+    // A small budget: the test process is shared with other tests' evaluations.
+    let limits = Limits {
+        max_memory_growth: 16 * 1024 * 1024,
+        ..Limits::STANDARD
+    };
+    let bench = Bench::with_limits(MAP_KEYS, limits);
+    let error = stopped(&bench, "hoard");
+    assert!(
+        matches!(&error, ScriptError::Limit { limit, .. } if limit.starts_with("memory (16 MiB")),
+        "{error}"
+    );
+    assert_eq!(at(&error), "flow.yaml:10:15", "{error}");
+}
+
+/// The same script in a real run, under the standard budget: the gate's reason fails with the
+/// memory limit at the expression, and the conductor never held more than a couple of hundred
+/// MB (it went to 430 MB before, and 400 MB of keys here).
+#[test]
+fn a_run_whose_script_hoards_memory_stops_with_the_memory_limit() {
+    use nix::sys::resource::{UsageWho, getrusage};
+
+    use crate::kernel_support::{RunRepo, first_event};
+    use crate::support::stderr_text;
+
+    let repo = RunRepo::new();
+    let script = MAP_KEYS
+        .split("values:")
+        .next()
+        .unwrap()
+        .replace("script: |\n", "");
+    let path = repo.workflow_text(
+        "hoard.yaml",
+        &format!(
+            "workflow_id: hoard\nversion: 1\ndescription: d\nentry_step: review\nscript: |\n{script}steps:\n  - id: review\n    opcode: GATE\n    gate: queue_for_review\n    reason: \"${{{{ hoard() }}}}\"\n    routes: {{gate_queued: STOP}}\n"
+        ),
+    );
+    let (code, result, output) = repo.run(&path, &[]);
+    assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let failed = first_event(&repo.events(run_id), "step_failed").clone();
+    assert!(
+        failed["error"].as_str().unwrap().ends_with(
+            "/wf/hoard.yaml:17:18 (expression 1:2): the expression exceeded the memory (128 MiB more than the process held as the evaluation began) limit"
+        ),
+        "{failed}"
+    );
+    // The largest child this test process has waited for (in kilobytes on Linux): the other
+    // tests' children are far smaller.
+    let peak_kib = getrusage(UsageWho::RUSAGE_CHILDREN).unwrap().max_rss();
+    assert!(peak_kib < 300 * 1024, "a child held {peak_kib} KiB");
+}

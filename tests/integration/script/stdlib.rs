@@ -233,3 +233,90 @@ fn every_stdlib_module_compiles_with_the_checking_engine() {
             .unwrap_or_else(|error| panic!("{name}: {error}"));
     }
 }
+
+/// `n` added files under `src/`, with a test file every 10th.
+fn many_changes(n: usize) -> serde_json::Value {
+    (0..n)
+        .map(|i| {
+            let path = if i % 10 == 0 {
+                format!("tests/module_{}/case_{i}.rs", i / 100)
+            } else {
+                format!("src/module_{}/file_{i}.rs", i / 100)
+            };
+            json!({"path": path, "kind": "added", "added": 1, "removed": 0})
+        })
+        .collect()
+}
+
+const MANY: &str = r#"script: |
+  import "tnh/inputs" as inputs;
+  import "tnh/policy" as policy;
+  fn review_reason(test) {
+      let changed = inputs::changed_paths(["**"]);
+      "Fixed " + test + ": " + changed.len() + " file(s) changed"
+  }
+  fn helpers() {
+      let changes = changed_files();
+      #{
+          count: changes.len(),
+          files_ok: policy::max_changed_files(20000),
+          files_bad: policy::max_changed_files(100),
+          tests: policy::tests_touched_with_src("src/**", "tests/**"),
+          new_dir: policy::no_new_top_level_dir(changes[0]),
+          summary: inputs::diff_summary(1),
+      }
+  }
+  fn limit() { policy::max_changed_files(100) }
+values:
+  reason: "${{ review_reason(`parser::empty`) }}"
+  helpers: "${{ helpers() }}"
+  changed: "${{ changed_files().len() }}"
+  limit: "${{ limit() }}"
+"#;
+
+/// Review §7: each change is a 6-entry map and Rhai counts the entries of all maps in a value
+/// together, so `changed_files()` failed with the map size limit once more than ~3,333 files
+/// changed — and with it `policy::max_changed_files`, `inputs::changed_paths` and the README's
+/// gate-reason helper. Now a change list as large as one value may hold (20,000 items) works.
+#[test]
+fn the_readme_reason_and_the_stdlib_helpers_work_on_20000_changed_files() {
+    let bench = Bench::new(MANY);
+    let ctx = with_changes(json!({}), many_changes(20_000));
+    assert_eq!(
+        bench.eval_in("reason", &ctx).unwrap(),
+        json!("Fixed parser::empty: 20000 file(s) changed")
+    );
+    let helpers = bench
+        .eval_in("helpers", &ctx)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(
+        helpers,
+        json!({
+            "count": 20_000,
+            "files_ok": true,
+            "files_bad": "20000 files changed; the policy allows at most 100",
+            "tests": true,
+            "new_dir": "adds the new top-level directory `tests/`",
+            "summary": "20000 files changed (+20000 -0): 20000 added, 0 modified, 0 deleted, 0 renamed\nadded tests/module_0/case_0.rs (+1 -0)\n... and 19999 more",
+        })
+    );
+}
+
+/// Beyond what one value may hold, `changed_files()` says so and how to count instead, and
+/// `policy::max_changed_files` still answers.
+#[test]
+fn more_changes_than_a_value_holds_are_refused_by_name_and_still_counted() {
+    let bench = Bench::new(MANY);
+    let ctx = with_changes(json!({}), many_changes(20_001));
+    let error = bench.eval_in("changed", &ctx).unwrap_err().to_string();
+    assert!(
+        error.ends_with(
+            "changed_files: 20001 files changed, more than the 20000 items one value may hold; count them with `diff_stat().files`"
+        ),
+        "{error}"
+    );
+    assert_eq!(
+        bench.eval_in("limit", &ctx).unwrap(),
+        json!("20001 files changed; the policy allows at most 100")
+    );
+}
