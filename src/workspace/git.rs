@@ -16,6 +16,25 @@ use super::error::WorkspaceError;
 const IDENTITY_NAME: &str = "tnh-conductor";
 const IDENTITY_EMAIL: &str = "tnh-conductor@localhost";
 
+/// Settings every workspace git runs with, given as `-c` (which git hands on to the git it
+/// starts in a nested repository, through `GIT_CONFIG_PARAMETERS`, above that repository's own
+/// configuration): the conductor's git never runs a program named in the configuration of a
+/// repository an agent controls. An agent can create a repository inside its worktree (`git
+/// init src/vendor`, a commit) with `core.fsmonitor = <script>` or a clean filter in its own
+/// `.git/config`; git asks a nested repository whether it is dirty by running `git status`
+/// inside it, which would run that script as the conductor's child, outside any step and its
+/// supervision. The workspace never asks (see `Workspace::refresh_scratch_index` and the
+/// rollback's status, `--ignore-submodules=dirty`); these settings close what is left:
+/// - `core.fsmonitor=false`: no file-system monitor hook, here or in a nested repository;
+/// - `submodule.recurse=false`: no checkout, reset or status descends into a nested
+///   repository;
+/// - `status.submoduleSummary=false`: `git status` starts no `git submodule summary`.
+const NEVER_RUN_NESTED: [&str; 3] = [
+    "core.fsmonitor=false",
+    "submodule.recurse=false",
+    "status.submoduleSummary=false",
+];
+
 /// A git invocation bound to a working directory.
 #[derive(Debug, Clone)]
 pub(crate) struct Git {
@@ -81,6 +100,7 @@ impl Git {
         let mut command = Command::new("git");
         command
             .current_dir(&self.dir)
+            .args(NEVER_RUN_NESTED.iter().flat_map(|setting| ["-c", setting]))
             .args(args)
             .env("GIT_AUTHOR_NAME", IDENTITY_NAME)
             .env("GIT_AUTHOR_EMAIL", IDENTITY_EMAIL)
