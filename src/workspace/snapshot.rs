@@ -76,6 +76,17 @@ impl Workspace {
                     run_id: self.run_id().to_string(),
                     target: "pre_run".to_owned(),
                 })?;
+        // `pre_run` is the base commit itself. Refs are writable by anyone who can write the
+        // repository (an agent of another run, while this one waits at a gate or has ended):
+        // a `pre_run` moved elsewhere would have a rollback land on what it names now.
+        if snapshot.commit != self.record().base_sha {
+            return Err(WorkspaceError::SnapshotMoved {
+                run_id: self.run_id().to_string(),
+                reference,
+                found: snapshot.commit,
+                expected: self.record().base_sha.clone(),
+            });
+        }
         Ok(self.pre_run.get_or_init(|| snapshot).clone())
     }
 
@@ -175,14 +186,7 @@ impl Workspace {
         }
         let git = self.git.with_index(&scratch);
         self.forget_nested_repositories(&git)?;
-        // (The advice is for a person adding a repository by mistake; here it is expected.)
-        let add = [
-            "-c",
-            "advice.addEmbeddedRepo=false",
-            "add",
-            "--all",
-            "--ignore-errors",
-        ];
+        let add = ["add", "--all", "--ignore-errors"];
         // A repository an agent created with `git init` and no commit cannot be recorded;
         // it is left out (and `git clean -ff` removes it on rollback) rather than failing.
         let nested_without_commit = |line: &str| {
