@@ -34,7 +34,9 @@ pub enum ViolationClass {
     /// The change performs a forbidden operation.
     ForbiddenOperation,
     /// A protected branch, the operator's HEAD, one of the run's snapshot refs, a replace ref
-    /// or the stash was moved, created or deleted (restored, except the operator's HEAD).
+    /// or the stash was moved, created or deleted (restored, except the operator's HEAD); or
+    /// another of the operator's branches was moved or deleted, or another run's refs changed
+    /// while it was not driven (restored).
     ProtectedBranchViolation,
     /// A tag was created, moved or deleted (restored).
     ProtectedTagViolation,
@@ -448,6 +450,11 @@ impl Policy {
                 RefClass::SymbolicRef => {
                     (ViolationClass::ProtectedBranchViolation, "symbolic_refs")
                 }
+                RefClass::OperatorBranch => (
+                    ViolationClass::ProtectedBranchViolation,
+                    "operator_branches",
+                ),
+                RefClass::OtherRun => (ViolationClass::ProtectedBranchViolation, "other_runs_refs"),
             };
             let show =
                 |value: &Option<String>| value.clone().unwrap_or_else(|| "(none)".to_owned());

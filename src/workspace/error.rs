@@ -116,6 +116,21 @@ pub enum WorkspaceError {
         /// The last commit the worktree's HEAD log recorded, if it has one.
         last_head: Option<String>,
     },
+    /// A run's `pre_run` ref no longer names the commit the run started from: rolling back to
+    /// it would land on whatever was put there.
+    #[error(
+        "run `{run_id}`: its `pre_run` snapshot `{reference}` names commit {found}, not the base {expected} the run started from"
+    )]
+    SnapshotMoved {
+        /// The run.
+        run_id: String,
+        /// The full ref.
+        reference: String,
+        /// The commit it names now.
+        found: String,
+        /// The run's recorded base (`base_sha`).
+        expected: String,
+    },
     /// A run directory or its metadata is missing or malformed.
     #[error("run `{run_id}`: {reason}")]
     Run {
@@ -148,6 +163,7 @@ impl WorkspaceError {
             | WorkspaceError::NoSnapshot { .. }
             | WorkspaceError::InvalidProtectedBranch { .. }
             | WorkspaceError::BranchGone { .. }
+            | WorkspaceError::SnapshotMoved { .. }
             | WorkspaceError::Run { .. } => ExitStatus::Usage,
             WorkspaceError::GitNotInstalled
             | WorkspaceError::Git { .. }
@@ -176,6 +192,17 @@ impl WorkspaceError {
             return Some(format!(
                 "nothing was changed; restore the branch where the run left it: `git -C {} branch {branch} {at}` ({which}), then decide or resume again; the run's snapshots stay under `refs/tnh/runs/{run_id}/` (`pre_run`, `pre_step/…`), and `tnh-conductor rollback {run_id} --target pre_step` recreates the branch at the last one instead (the last agent step's work goes)",
                 repo.display()
+            ));
+        }
+        if let WorkspaceError::SnapshotMoved {
+            reference,
+            found,
+            expected,
+            ..
+        } = self
+        {
+            return Some(format!(
+                "nothing was changed; the ref was moved after the run started (an agent of another run can write it): look at `git log -1 {found}`, and if the base is right put the ref back with `git update-ref {reference} {expected}`, then roll back again"
             ));
         }
         let hint = match self {
@@ -218,7 +245,9 @@ impl WorkspaceError {
             WorkspaceError::UnknownGuardState { .. } => {
                 "resume the run with the release that started it"
             }
-            WorkspaceError::BranchGone { .. } => return None,
+            WorkspaceError::BranchGone { .. } | WorkspaceError::SnapshotMoved { .. } => {
+                return None;
+            }
         };
         Some(hint.to_owned())
     }

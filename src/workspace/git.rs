@@ -16,6 +16,48 @@ use super::error::WorkspaceError;
 const IDENTITY_NAME: &str = "tnh-conductor";
 const IDENTITY_EMAIL: &str = "tnh-conductor@localhost";
 
+/// Settings every workspace git runs with, in `GIT_CONFIG_PARAMETERS` (where `git -c` puts
+/// them: above every configuration file, and handed on to the git it starts in a nested
+/// repository; the environment rather than `-c` keeps the argv a git wrapper sees as it
+/// was): the conductor's git never runs a program named in the configuration of a
+/// repository an agent controls. An agent can create a repository inside its worktree (`git
+/// init src/vendor`, a commit) with `core.fsmonitor = <script>` or a clean filter in its own
+/// `.git/config`; git asks a nested repository whether it is dirty by running `git status`
+/// inside it, which would run that script as the conductor's child, outside any step and its
+/// supervision. The workspace never asks (see `Workspace::refresh_scratch_index` and the
+/// rollback's status, `--ignore-submodules=dirty`); these settings close what is left:
+/// - `core.fsmonitor=false`: no file-system monitor hook, here or in a nested repository;
+/// - `submodule.recurse=false`: no checkout, reset or status descends into a nested
+///   repository;
+/// - `status.submoduleSummary=false`: `git status` starts no `git submodule summary`.
+///
+/// And `advice.addEmbeddedRepo=false`: the scratch index records every nested repository
+/// afresh at each refresh, and the advice (for a person adding one by mistake) would fill
+/// stderr, which is read.
+const NEVER_RUN_NESTED: [&str; 4] = [
+    "core.fsmonitor=false",
+    "submodule.recurse=false",
+    "status.submoduleSummary=false",
+    "advice.addEmbeddedRepo=false",
+];
+
+/// `GIT_CONFIG_PARAMETERS`: the operator's own, if set, then [`NEVER_RUN_NESTED`] (later
+/// entries win).
+fn config_parameters() -> &'static str {
+    static PARAMETERS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PARAMETERS.get_or_init(|| {
+        let mut parameters = std::env::var("GIT_CONFIG_PARAMETERS").unwrap_or_default();
+        for setting in NEVER_RUN_NESTED {
+            if !parameters.is_empty() {
+                parameters.push(' ');
+            }
+            // The quoting git itself writes (`'key=value'`; no quote in these settings).
+            parameters.push_str(&format!("'{setting}'"));
+        }
+        parameters
+    })
+}
+
 /// A git invocation bound to a working directory.
 #[derive(Debug, Clone)]
 pub(crate) struct Git {
@@ -82,6 +124,7 @@ impl Git {
         command
             .current_dir(&self.dir)
             .args(args)
+            .env("GIT_CONFIG_PARAMETERS", config_parameters())
             .env("GIT_AUTHOR_NAME", IDENTITY_NAME)
             .env("GIT_AUTHOR_EMAIL", IDENTITY_EMAIL)
             .env("GIT_COMMITTER_NAME", IDENTITY_NAME)

@@ -29,6 +29,9 @@ use super::operator_checkout::{self, CheckoutState, FileIdentity};
 use super::snapshot::refs_prefix;
 use super::worktree::Workspace;
 
+mod foreign;
+pub use foreign::RunActivity;
+
 /// How `git_config_changed` names the worktree's `.git` file.
 pub const GIT_LINK: &str = ".git (the worktree's link to its repository)";
 
@@ -62,6 +65,14 @@ pub enum RefClass {
     /// to name `refs/heads/main`: git writes through it, so the next update of that ref (a
     /// commit, a rollback's reset) would move the ref it names. Put back as a plain ref.
     SymbolicRef,
+    /// A branch of the operator's that is not protected, moved or deleted (a new one is the
+    /// agent's own): the operator's refs are never moved. Put back.
+    OperatorBranch,
+    /// A ref of another run — its snapshot refs (`refs/tnh/runs/<other>/…`) or its work
+    /// branch (`refs/heads/tnh/<workflow>/<other>`) — moved, created or deleted while that
+    /// run was not being driven: a later `rollback` or gate decision of that run would land
+    /// on what the agent put there. Put back.
+    OtherRun,
 }
 
 /// A protected ref that changed during a step.
@@ -104,6 +115,10 @@ pub struct GuardReport {
     pub stale_locks_removed: Vec<String>,
     /// Remote-tracking refs that moved: evidence of a push or fetch.
     pub remote_refs_changed: Vec<String>,
+    /// Refs of other runs that changed while those runs were driven (their lock held, or
+    /// taken, during the step): their own work, so not put back, but listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_runs_refs_changed: Vec<String>,
     /// Git configuration files that changed and were restored: under `.git` (`config`,
     /// `hooks/pre-commit`, …), the worktree's `.git` file, and the operator's global and
     /// system configuration with the files it names (full paths, e.g. `/home/me/.gitconfig`).
@@ -159,10 +174,14 @@ pub struct GuardState {
     /// Protected branches, tags, remote-tracking refs and the run's snapshot refs: name →
     /// commit (`ref: NAME` for a symbolic ref).
     pub refs: BTreeMap<String, String>,
-    /// The other branches (the work branch among them), the same way: a symbolic ref made
-    /// of one is put back.
+    /// The other branches (the work branch among them) and other runs' refs, the same way: a
+    /// symbolic ref made of one is put back, a moved or deleted one of the operator's or of a
+    /// run not driven meanwhile too.
     #[serde(default)]
     pub other_refs: BTreeMap<String, String>,
+    /// The other runs that had refs, and whether each was being driven before the step.
+    #[serde(default)]
+    pub other_runs: BTreeMap<String, RunActivity>,
     /// The operator's `.git/HEAD` file.
     pub operator_head: Option<Bytes>,
     /// The worktree's HEAD commit.
@@ -241,8 +260,11 @@ pub struct RefGuard {
     names: Vec<String>,
     protected: GlobSet,
     refs: BTreeMap<String, String>,
-    /// The refs listed that are not guarded (other branches, the work branch among them).
+    /// The refs listed that are not guarded (other branches, the work branch among them) or
+    /// guarded by [`foreign`] (the operator's other branches, other runs' refs).
     others: BTreeMap<String, String>,
+    /// Other runs with refs, and whether each was being driven before the step.
+    other_runs: BTreeMap<String, RunActivity>,
     operator_head: Option<Vec<u8>>,
     worktree_head: String,
     files: BTreeMap<PathBuf, Option<Vec<u8>>>,
@@ -287,6 +309,7 @@ impl Workspace {
             protected,
             refs: BTreeMap::new(),
             others: BTreeMap::new(),
+            other_runs: BTreeMap::new(),
             operator_head,
             worktree_head: String::new(),
             files: BTreeMap::new(),
@@ -302,6 +325,7 @@ impl Workspace {
             None => self.git.text(["rev-parse", "--verify", "HEAD^{commit}"])?,
         };
         (guard.refs, guard.others) = guard.split(listing.values);
+        guard.other_runs = guard.run_activity();
         // Files the configuration names are recorded now and only now: a name the agent adds
         // is undone with the configuration that holds it, and must not make the guard
         // "restore" (remove) a file it never recorded.
@@ -344,6 +368,7 @@ impl Workspace {
             names: state.protected,
             refs: state.refs,
             others: state.other_refs,
+            other_runs: state.other_runs,
             operator_head: state.operator_head.map(Vec::from),
             worktree_head: state.worktree_head,
             files: state
@@ -399,6 +424,7 @@ impl RefGuard {
             protected: self.names.clone(),
             refs: self.refs.clone(),
             other_refs: self.others.clone(),
+            other_runs: self.other_runs.clone(),
             operator_head: self.operator_head.clone().map(Bytes::from),
             worktree_head: self.worktree_head.clone(),
             files: self
@@ -452,6 +478,7 @@ impl RefGuard {
         let (guarded, others) = self.split(listing.values.clone());
         self.compare_refs(&guarded, &mut report)?;
         self.compare_other_refs(&others, &mut report)?;
+        self.compare_branches_and_other_runs(&others, &mut report)?;
         self.check_operator_head(&mut report)?;
         self.restore_files(&mut report)?;
         let checkout =
@@ -736,8 +763,8 @@ impl RefGuard {
         }
     }
 
-    /// Every branch, tag, remote-tracking and replace ref and the run's snapshot refs, the
-    /// work branch included.
+    /// Every branch, tag, remote-tracking and replace ref and every run's snapshot refs
+    /// (`refs/tnh/`), the work branch included.
     fn list_refs(&self) -> Result<Listing, WorkspaceError> {
         let listing = self.workspace.repo_git.text([
             "for-each-ref",
@@ -747,7 +774,7 @@ impl RefGuard {
             "refs/remotes/",
             "refs/replace/",
             "refs/stash",
-            &format!("{}/", refs_prefix(self.workspace.run_id())),
+            "refs/tnh/",
         ])?;
         let mut result = Listing::default();
         for line in listing.lines() {
@@ -770,18 +797,21 @@ impl RefGuard {
     }
 
     /// A listing split into the guarded refs (protected branches, tags, remote-tracking,
-    /// replace and snapshot refs, the stash) and the others.
+    /// replace and the run's snapshot refs, the stash) and the others (other branches, other
+    /// runs' refs: see [`foreign`]).
     fn split(
         &self,
         mut listing: BTreeMap<String, String>,
     ) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
         let work_branch = self.workspace.branch_ref();
+        let own = format!("{}/", refs_prefix(self.workspace.run_id()));
         let others = listing
             .extract_if(.., |name, _| {
                 *name == work_branch
                     || name
                         .strip_prefix("refs/heads/")
                         .is_some_and(|branch| !self.protected.is_match(branch))
+                    || (name.starts_with("refs/tnh/") && !name.starts_with(&own))
             })
             .collect();
         (listing, others)

@@ -36,7 +36,7 @@ pub use error::WorkspaceError;
 pub use guard::{
     ALWAYS_PROTECTED, Bytes, Checked, CheckoutEntry, GIT_LINK, GUARD_STATE_FILE,
     GUARD_STATE_SCHEMA_VERSION, GuardReport, GuardState, GuardedFile, RefChange, RefClass,
-    RefGuard, SCRATCH_INDEX,
+    RefGuard, RunActivity, SCRATCH_INDEX,
 };
 pub use operator_checkout::FileIdentity;
 pub use rollback::{

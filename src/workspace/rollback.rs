@@ -184,13 +184,20 @@ impl Workspace {
     /// True when `git status` finds nothing: the index and every file, untracked ones
     /// included (ignored ones excluded), equal HEAD. Options that configuration could change
     /// are given explicitly. A folder git cannot read proves nothing: not exact.
+    ///
+    /// A nested repository counts as what a snapshot records of it: the commit its HEAD
+    /// names (`--ignore-submodules=dirty` still reports a gitlink whose HEAD moved, and an
+    /// untracked nested repository). Whether its own files are dirty is not asked: git would
+    /// ask by running `git status` inside it, which runs what that repository's own
+    /// configuration names (a `core.fsmonitor` hook, a clean filter), and the agent may
+    /// have written that configuration. A snapshot never records those files either.
     pub(crate) fn matches_head_exactly(&self) -> Result<bool, WorkspaceError> {
         let (status, warnings) = self.git.bytes_and_warnings([
             "status",
             "--porcelain",
             "-z",
             "--untracked-files=all",
-            "--ignore-submodules=none",
+            "--ignore-submodules=dirty",
             "--no-renames",
         ])?;
         Ok(status.is_empty() && !access_denied(&warnings))

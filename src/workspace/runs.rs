@@ -17,6 +17,8 @@ use crate::ids::RunId;
 /// The fields of `metadata.json` the workspace needs.
 #[derive(Debug, Clone, Deserialize)]
 struct MetadataView {
+    run_id: String,
+    workflow_id: String,
     repo_root: PathBuf,
     worktree_path: PathBuf,
     branch: String,
@@ -105,6 +107,12 @@ pub fn load_run(repo_root: &Path, run_id: &str) -> Result<RunEntry, WorkspaceErr
             metadata_path.display()
         ))
     })?;
+    if let Err(problem) = owned_by_the_run(repo_root, run_id, &view) {
+        return Err(run_error(format!(
+            "`{}` is not valid run metadata: {problem}; nothing of it is touched",
+            metadata_path.display()
+        )));
+    }
     let ended_at = match view.ended_at.as_deref() {
         None => None,
         Some(text) => Some(parse_timestamp(text).ok_or_else(|| {
@@ -123,6 +131,61 @@ pub fn load_run(repo_root: &Path, run_id: &str) -> Result<RunEntry, WorkspaceErr
         },
         ended_at,
     })
+}
+
+/// Checks that the record names only what the run `run_id` (its folder's name) can own in the
+/// repository at `repo_root`: `runs clean` removes its worktree and, with `--all`, its work
+/// branch, and `rollback` resets them. Anyone who can write `<repo>/.tnh/run/` — an agent runs
+/// as the operator — could otherwise have `runs clean --all` delete `main` (`branch: main`) or
+/// force-remove the operator's linked worktree (`worktree_path` naming it). So the record must
+/// be this repository's (`repo_root`, compared resolved), its worktree exactly
+/// `<repo_root>/.tnh/worktrees/<run_id>` with no symlink on the way, and its branch
+/// `tnh/<workflow_id>/<run_id>`.
+fn owned_by_the_run(repo_root: &Path, run_id: &str, view: &MetadataView) -> Result<(), String> {
+    if view.run_id != run_id {
+        return Err(format!(
+            "it names run `{}`, not the run of its folder",
+            view.run_id
+        ));
+    }
+    let resolve = |path: &Path| path.canonicalize().ok();
+    let root = resolve(repo_root).unwrap_or_else(|| repo_root.to_owned());
+    if resolve(&view.repo_root).as_ref() != Some(&root) {
+        return Err(format!(
+            "its repo_root `{}` is not this repository, `{}`",
+            view.repo_root.display(),
+            root.display()
+        ));
+    }
+    let worktrees = root.join(".tnh").join("worktrees");
+    let expected = worktrees.join(run_id);
+    // The folders above the worktree are the repository's own, not links an agent put there
+    // to lead `.tnh/worktrees/<run_id>` somewhere else (the worktree itself may be gone, or
+    // displaced by a link that is then removed, never followed).
+    let parent_is_real = match std::fs::symlink_metadata(&worktrees) {
+        Ok(_) => resolve(&worktrees).as_ref() == Some(&worktrees),
+        Err(_) => true,
+    };
+    if view.worktree_path != expected || !parent_is_real {
+        return Err(format!(
+            "its worktree_path `{}` is not `{}`",
+            view.worktree_path.display(),
+            expected.display()
+        ));
+    }
+    let branch = super::worktree::work_branch_name(
+        &crate::ids::WorkflowId::new(&view.workflow_id),
+        &RunId::new(run_id),
+    );
+    let valid_ref = git2::Reference::is_valid_name(&format!("refs/heads/{branch}"))
+        && !view.workflow_id.contains("..");
+    if view.branch != branch || !valid_ref {
+        return Err(format!(
+            "its branch `{}` is not the run's work branch `{branch}`",
+            view.branch
+        ));
+    }
+    Ok(())
 }
 
 /// What `runs clean` should remove.

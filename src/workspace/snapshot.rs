@@ -76,6 +76,17 @@ impl Workspace {
                     run_id: self.run_id().to_string(),
                     target: "pre_run".to_owned(),
                 })?;
+        // `pre_run` is the base commit itself. Refs are writable by anyone who can write the
+        // repository (an agent of another run, while this one waits at a gate or has ended):
+        // a `pre_run` moved elsewhere would have a rollback land on what it names now.
+        if snapshot.commit != self.record().base_sha {
+            return Err(WorkspaceError::SnapshotMoved {
+                run_id: self.run_id().to_string(),
+                reference,
+                found: snapshot.commit,
+                expected: self.record().base_sha.clone(),
+            });
+        }
         Ok(self.pre_run.get_or_init(|| snapshot).clone())
     }
 
@@ -174,6 +185,7 @@ impl Workspace {
             clear_index_flags(&self.git.with_index(&scratch))?;
         }
         let git = self.git.with_index(&scratch);
+        self.forget_nested_repositories(&git)?;
         let add = ["add", "--all", "--ignore-errors"];
         // A repository an agent created with `git init` and no commit cannot be recorded;
         // it is left out (and `git clean -ff` removes it on rollback) rather than failing.
@@ -188,6 +200,8 @@ impl Workspace {
         };
         if warnings.is_none() {
             access_restored.extend(restore_owner_access(self.path())?);
+            // A nested repository git could not see into before may show its `.git` now.
+            self.forget_nested_repositories(&git)?;
             let again = git.run_tolerating(add, nested_without_commit)?;
             if access_denied(&again) {
                 return Err(WorkspaceError::Git {
@@ -215,6 +229,43 @@ impl Workspace {
             access_restored,
             unrecorded,
         })
+    }
+
+    /// Drops from the scratch index (bound to `git`) every nested repository (gitlink) whose
+    /// folder holds a `.git`, so that `git add --all` finds it as a new one and records the
+    /// commit its HEAD names, read from its refs. Left in the index, `add` would ask whether
+    /// it is dirty by running `git status` inside it, and that runs what its own
+    /// configuration names (a `core.fsmonitor` hook, a clean filter) — the configuration of a
+    /// repository the agent may have created and written. A gitlink with no `.git` in its
+    /// folder (a submodule never checked out in the worktree) stays: git asks nothing there,
+    /// and `add` would otherwise drop it as deleted. Nested repositories' contents are never
+    /// recorded, so whether they are dirty does not matter to a snapshot.
+    fn forget_nested_repositories(&self, git: &Git) -> Result<(), WorkspaceError> {
+        use std::os::unix::ffi::OsStrExt;
+        let listing = git.bytes(["ls-files", "--stage", "-z"])?;
+        let mut nested = Vec::new();
+        for entry in listing.split(|byte| *byte == 0) {
+            // `<mode> <object> <stage>\t<path>`
+            let Some(rest) = entry.strip_prefix(b"160000 ") else {
+                continue;
+            };
+            let Some(tab) = rest.iter().position(|byte| *byte == b'\t') else {
+                continue;
+            };
+            let path = &rest[tab + 1..];
+            let dot_git = self
+                .path()
+                .join(std::ffi::OsStr::from_bytes(path))
+                .join(".git");
+            if std::fs::symlink_metadata(dot_git).is_ok() {
+                nested.extend_from_slice(path);
+                nested.push(0);
+            }
+        }
+        if nested.is_empty() {
+            return Ok(());
+        }
+        git.run_with_input(["update-index", "--force-remove", "-z", "--stdin"], &nested)
     }
 
     /// Starts the scratch index from the worktree's real index, reusing its stat cache so only

