@@ -8,7 +8,7 @@
 //!   a commit whose tree is the worktree and whose parent is the work branch's HEAD then;
 //! - `latest_pre_step` — the most recent `pre_step/…` snapshot (target of `pre_step` rollback).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -185,7 +185,7 @@ impl Workspace {
             clear_index_flags(&self.git.with_index(&scratch))?;
         }
         let git = self.git.with_index(&scratch);
-        self.forget_nested_repositories(&git)?;
+        self.forget_nested_repositories(&git, &scratch)?;
         let add = ["add", "--all", "--ignore-errors"];
         // A repository an agent created with `git init` and no commit cannot be recorded;
         // it is left out (and `git clean -ff` removes it on rollback) rather than failing.
@@ -201,7 +201,7 @@ impl Workspace {
         if warnings.is_none() {
             access_restored.extend(restore_owner_access(self.path())?);
             // A nested repository git could not see into before may show its `.git` now.
-            self.forget_nested_repositories(&git)?;
+            self.forget_nested_repositories(&git, &scratch)?;
             let again = git.run_tolerating(add, nested_without_commit)?;
             if access_denied(&again) {
                 return Err(WorkspaceError::Git {
@@ -240,25 +240,16 @@ impl Workspace {
     /// folder (a submodule never checked out in the worktree) stays: git asks nothing there,
     /// and `add` would otherwise drop it as deleted. Nested repositories' contents are never
     /// recorded, so whether they are dirty does not matter to a snapshot.
-    fn forget_nested_repositories(&self, git: &Git) -> Result<(), WorkspaceError> {
+    fn forget_nested_repositories(&self, git: &Git, index: &Path) -> Result<(), WorkspaceError> {
         use std::os::unix::ffi::OsStrExt;
-        let listing = git.bytes(["ls-files", "--stage", "-z"])?;
         let mut nested = Vec::new();
-        for entry in listing.split(|byte| *byte == 0) {
-            // `<mode> <object> <stage>\t<path>`
-            let Some(rest) = entry.strip_prefix(b"160000 ") else {
-                continue;
-            };
-            let Some(tab) = rest.iter().position(|byte| *byte == b'\t') else {
-                continue;
-            };
-            let path = &rest[tab + 1..];
+        for path in gitlinks(git, index)? {
             let dot_git = self
                 .path()
-                .join(std::ffi::OsStr::from_bytes(path))
+                .join(std::ffi::OsStr::from_bytes(&path))
                 .join(".git");
             if std::fs::symlink_metadata(dot_git).is_ok() {
-                nested.extend_from_slice(path);
+                nested.extend_from_slice(&path);
                 nested.push(0);
             }
         }
@@ -436,4 +427,28 @@ impl Workspace {
             last_head,
         })
     }
+}
+
+/// The paths of the gitlinks (nested repositories) of the index at `index`, read in-process
+/// (a step's snapshot and capture each look, so no process is spawned for it); through
+/// `git ls-files` when libgit2 cannot read that index.
+fn gitlinks(git: &Git, index: &Path) -> Result<Vec<Vec<u8>>, WorkspaceError> {
+    const GITLINK: u32 = 0o160_000;
+    if let Ok(index) = git2::Index::open(index) {
+        return Ok(index
+            .iter()
+            .filter(|entry| entry.mode == GITLINK)
+            .map(|entry| entry.path)
+            .collect());
+    }
+    let listing = git.bytes(["ls-files", "--stage", "-z"])?;
+    Ok(listing
+        .split(|byte| *byte == 0)
+        .filter_map(|entry| {
+            // `<mode> <object> <stage>\t<path>`
+            let rest = entry.strip_prefix(b"160000 ")?;
+            let tab = rest.iter().position(|byte| *byte == b'\t')?;
+            Some(rest[tab + 1..].to_vec())
+        })
+        .collect())
 }
