@@ -516,7 +516,8 @@ const MAX_RUNLOG_BYTES: u64 = 4 << 20;
 const MAX_RUNLOG_ENTRIES: usize = 1000;
 
 /// The event fields of one run-log entry: `kind`, `message`, `ref` and the agent's
-/// `timestamp` (as `logged_at`), each as text of bounded length; an absent field is left out.
+/// `timestamp` (as `logged_at`), each as text of bounded length; a field that is absent or
+/// `null` is left out (a JSON `null` is no reference to a file named `null`).
 fn runlog_fields(
     entry: &serde_json::Map<String, serde_json::Value>,
 ) -> std::collections::BTreeMap<String, serde_json::Value> {
@@ -529,6 +530,7 @@ fn runlog_fields(
     .into_iter()
     .filter_map(|(key, name, limit)| {
         let text = match entry.get(key)? {
+            serde_json::Value::Null => return None,
             serde_json::Value::String(text) => text.clone(),
             other => other.to_string(),
         };

@@ -450,3 +450,21 @@ fn an_oversized_run_log_is_read_up_to_its_bounds_and_the_rest_reported() {
         "{runlog:?}"
     );
 }
+
+/// Review 1, defect 8: an entry appended without `--ref` (`"ref": null` in the file) became an
+/// event with `"ref": "null"`, a reference to a file named `null`. A null or absent field is
+/// left out of the event.
+#[test]
+fn a_runlog_entry_without_a_reference_has_no_ref_field() {
+    let (_repo, _run_id, runlog) = run_logging_agent(&format!(
+        "cat > /dev/null\n{} runlog append --kind note --message 'no file to point at'\nprintf '{{\"kind\":null,\"message\":\"by hand\",\"ref\":null}}\\n' >> \"$TNH_STEP_DIR/runlog.ndjson\"\n",
+        env!("CARGO_BIN_EXE_tnh")
+    ));
+    assert_eq!(runlog.len(), 2, "{runlog:?}");
+    assert_eq!(runlog[0]["message"], "no file to point at");
+    assert_eq!(runlog[0]["kind"], "note");
+    for event in &runlog {
+        assert!(event.get("ref").is_none(), "{event}");
+    }
+    assert!(runlog[1].get("kind").is_none(), "{}", runlog[1]);
+}
