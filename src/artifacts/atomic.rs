@@ -38,6 +38,22 @@ fn rename_into_place(path: &Path, bytes: &[u8], durable: bool) -> Result<(), Art
             .sync_all()
             .map_err(ArtifactsError::io("fsync", temporary.path()))?;
     }
+    // A rename replaces a file or a symbolic link (never its target) but not a folder: one
+    // left under the name (by an agent: the name is the conductor's) is removed first.
+    let temporary = match temporary.persist(path) {
+        Err(error) if std::fs::symlink_metadata(path).is_ok_and(|found| found.is_dir()) => {
+            super::safe_files::remove_entry(path)
+                .map_err(ArtifactsError::io("remove the folder in the way of", path))?;
+            error.file
+        }
+        other => {
+            return other.map(drop).map_err(|error| ArtifactsError::Io {
+                action: "rename into",
+                path: path.to_path_buf(),
+                source: error.error,
+            });
+        }
+    };
     temporary
         .persist(path)
         .map(drop)
@@ -60,6 +76,10 @@ pub fn link_atomic(source: &Path, path: &Path) -> Result<(), ArtifactsError> {
     if std::fs::hard_link(source, &temporary).is_err() {
         let bytes = std::fs::read(source).map_err(ArtifactsError::io("read", source))?;
         return write_atomic(path, &bytes);
+    }
+    if std::fs::symlink_metadata(path).is_ok_and(|found| found.is_dir()) {
+        super::safe_files::remove_entry(path)
+            .map_err(ArtifactsError::io("remove the folder in the way of", path))?;
     }
     if let Err(source) = std::fs::rename(&temporary, path) {
         let _ = std::fs::remove_file(&temporary);
@@ -110,7 +130,12 @@ pub fn read_json<T: serde::de::DeserializeOwned>(
     path: &Path,
     what: &'static str,
 ) -> Result<T, ArtifactsError> {
-    let bytes = std::fs::read(path).map_err(ArtifactsError::io("read", path))?;
+    // Records live in folders an agent can write: a link or a FIFO in a record's place is
+    // refused, never followed or waited on.
+    let mut bytes = Vec::new();
+    super::safe_files::open_regular(path)
+        .and_then(|mut file| std::io::Read::read_to_end(&mut file, &mut bytes))
+        .map_err(ArtifactsError::io("read", path))?;
     serde_json::from_slice(&bytes).map_err(|source| ArtifactsError::Json {
         what,
         path: path.to_path_buf(),
@@ -120,7 +145,9 @@ pub fn read_json<T: serde::de::DeserializeOwned>(
 
 /// Writes a file that belongs to one step visit (a new folder per visit, so nobody reads it
 /// half-written: the manifest that points at it is written after it). It is fsynced but not
-/// renamed into place, which spares the file system a temporary inode per artifact.
+/// renamed into place, which spares the file system a temporary inode per artifact. The file
+/// is always a new one: whatever an agent left under its name in the folder it can write to
+/// (a link to the operator's `.git/config`, a FIFO) is removed, never written through.
 pub fn write_json_new<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), ArtifactsError> {
     write_json_with_mode(path, value, 0o666)
 }
@@ -133,7 +160,7 @@ pub fn write_json_unsynced<T: serde::Serialize>(
     value: &T,
 ) -> Result<(), ArtifactsError> {
     let bytes = json_bytes(path, value)?;
-    std::fs::write(path, bytes).map_err(ArtifactsError::io("write", path))
+    super::safe_files::write_new(path, &bytes).map_err(ArtifactsError::io("write", path))
 }
 
 /// [`write_json_new`] for a file only its owner may read (0600): one that holds copies of the
@@ -150,18 +177,12 @@ fn write_json_with_mode<T: serde::Serialize>(
     value: &T,
     mode: u32,
 ) -> Result<(), ArtifactsError> {
-    use std::os::unix::fs::OpenOptionsExt;
     let bytes = json_bytes(path, value)?;
     if let Some(folder) = path.parent() {
         std::fs::create_dir_all(folder).map_err(ArtifactsError::io("create", folder))?;
     }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(path)
-        .map_err(ArtifactsError::io("create", path))?;
+    let mut file =
+        super::safe_files::create_new(path, mode).map_err(ArtifactsError::io("create", path))?;
     file.write_all(&bytes)
         .map_err(ArtifactsError::io("write", path))?;
     file.sync_data().map_err(ArtifactsError::io("fsync", path))

@@ -71,6 +71,9 @@ pub enum EventType {
     ParamsChanged,
     /// An agent appended to the run log.
     AgentRunlog,
+    /// The agent left something (a link, a FIFO, a file) in its step folder under a name the
+    /// conductor writes: each entry describes one. It was replaced, never written through.
+    EvidenceTampered,
     /// The run ended at a STOP.
     RunCompleted,
     /// The run ended with a runtime error.
@@ -135,17 +138,23 @@ impl EventLog {
     /// numbers are contiguous.
     pub fn open(path: &Path, run_id: &str) -> Result<Self, ArtifactsError> {
         let (events, valid_bytes) = read_events(path)?;
+        use std::os::unix::fs::OpenOptionsExt;
         let mut file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .read(true)
             .write(true)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
             .open(path)
             .map_err(ArtifactsError::io("open", path))?;
-        let length = file
-            .metadata()
-            .map_err(ArtifactsError::io("stat", path))?
-            .len();
+        let metadata = file.metadata().map_err(ArtifactsError::io("stat", path))?;
+        if !metadata.is_file() {
+            return Err(ArtifactsError::io("open", path)(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "it is not a regular file",
+            )));
+        }
+        let length = metadata.len();
         if valid_bytes < length {
             file.set_len(valid_bytes)
                 .map_err(ArtifactsError::io("truncate the torn last line of", path))?;
@@ -236,7 +245,9 @@ fn read_events(path: &Path) -> Result<(Vec<Event>, u64), ArtifactsError> {
 /// unbroken sequence, and the damaged lines (a torn last line is not damage: a crash leaves
 /// one, and it is dropped).
 fn scan_events(path: &Path) -> Result<(Vec<Event>, u64, Vec<ArtifactsError>), ArtifactsError> {
-    let file = match File::open(path) {
+    // An agent can write the run directory: a link or a FIFO in the log's place is refused,
+    // never followed or waited on.
+    let file = match super::safe_files::open_regular(path) {
         Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             return Ok((Vec::new(), 0, Vec::new()));

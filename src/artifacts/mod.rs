@@ -12,6 +12,7 @@ mod manifest;
 mod record_schemas;
 mod run_dir;
 mod run_id;
+pub mod safe_files;
 mod status;
 
 pub use atomic::{
@@ -29,6 +30,25 @@ pub use run_id::{is_run_id, new_run_id};
 pub use status::{LifecycleState, RunMetadata, RunStatus, Termination};
 
 use std::path::PathBuf;
+
+/// The file of a RUN_AGENT visit holding the inputs its prompt was rendered with.
+pub const PROMPT_INPUTS_FILE: &str = "inputs.json";
+
+/// Files of a RUN_AGENT visit the conductor writes before the agent starts, besides the
+/// runner's own (`prompt.md`, the captures): after the agent each must still be a regular
+/// file of one name, or gone.
+pub const AGENT_VISIT_FILES_BEFORE: [&str; 2] =
+    [PROMPT_INPUTS_FILE, crate::workspace::GUARD_STATE_FILE];
+
+/// Files of a RUN_AGENT visit the conductor writes after the agent ends, besides the runner's
+/// own (`transcript.md`, `runner_metadata.json`): anything under these names when the agent
+/// ends was left there by it.
+pub const AGENT_VISIT_FILES_AFTER: [&str; 4] = [
+    "workspace.diff",
+    "workspace_status.json",
+    "policy_summary.json",
+    "manifest.json",
+];
 
 /// The schema version of every artifact format this release writes.
 pub const SCHEMA_VERSION: u32 = 1;

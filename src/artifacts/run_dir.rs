@@ -71,6 +71,22 @@ impl RunDir {
         self.step_dir(step_id).join(visit.to_string())
     }
 
+    /// Creates `artifacts/<step_id>/<visit>/` as real folders (a link or a file an agent left
+    /// in the place of one is replaced, never followed) and returns it.
+    pub fn create_visit_dir(
+        &self,
+        step_id: &str,
+        visit: u32,
+    ) -> Result<PathBuf, super::ArtifactsError> {
+        let visit_name = visit.to_string();
+        super::safe_files::create_real_folders(&self.root, &["artifacts", step_id, &visit_name])
+            .map(|(folder, _replaced)| folder)
+            .map_err(super::ArtifactsError::io(
+                "create the step folder",
+                self.visit_dir(step_id, visit),
+            ))
+    }
+
     /// `artifacts/<step_id>/manifest.json`: the latest visit's manifest.
     pub fn step_manifest(&self, step_id: &str) -> PathBuf {
         self.step_dir(step_id).join(MANIFEST)

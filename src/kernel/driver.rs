@@ -325,14 +325,35 @@ impl Driver<'_> {
     ) -> Result<(), DriveError> {
         let file = crate::tnh::runlog::RUNLOG_FILE;
         let path = self.recorder.run_dir().visit_dir(step_id, visit).join(file);
-        // The agent wrote this file: any bytes, any JSON. Each line that is a JSON object
-        // becomes an event of its own fields, as text of bounded length, named so they never
-        // collide with the event's own (`timestamp` is the kernel's; the agent's is
-        // `logged_at`). A line that is not one is skipped, and the skips are counted.
-        let Ok(bytes) = std::fs::read(&path) else {
-            return Ok(());
+        // The agent wrote this file: any bytes, any JSON, or no file at all but a FIFO (whose
+        // open would wait forever for a writer), a link to `/dev/zero` or a huge file. Only a
+        // regular file is read, and only its first `MAX_RUNLOG_BYTES`; each line that is a
+        // JSON object becomes an event of its own fields, as text of bounded length, named
+        // so they never collide with the event's own (`timestamp` is the kernel's; the
+        // agent's is `logged_at`), up to `MAX_RUNLOG_ENTRIES` events. What is not read —
+        // the whole file, its end, lines that are not objects — is said in one more event.
+        let read = crate::artifacts::safe_files::open_regular(&path).and_then(|opened| {
+            crate::artifacts::safe_files::read_bounded(opened, MAX_RUNLOG_BYTES)
+        });
+        let (mut bytes, oversized) = match read {
+            Ok(read) => read,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(error) => {
+                let message = format!("{file} was not read: {error}");
+                return self.record_runlog_problem(step_id, visit, message);
+            }
         };
+        if oversized {
+            // The cut may fall inside a line: that line is not read.
+            let whole = bytes
+                .iter()
+                .rposition(|byte| *byte == b'\n')
+                .map_or(0, |end| end + 1);
+            bytes.truncate(whole);
+        }
         let mut skipped = 0_usize;
+        let mut recorded = 0_usize;
+        let mut over_count = 0_usize;
         for line in bytes.split(|byte| *byte == b'\n') {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
@@ -341,35 +362,37 @@ impl Driver<'_> {
                 skipped += 1;
                 continue;
             };
-            let fields = [
-                ("kind", "kind", 64),
-                ("message", "message", 4096),
-                ("ref", "ref", 1024),
-                ("timestamp", "logged_at", 64),
-            ]
-            .into_iter()
-            .filter_map(|(key, name, limit)| {
-                let text = match entry.get(key)? {
-                    serde_json::Value::String(text) => text.clone(),
-                    other => other.to_string(),
-                };
-                Some((name.to_owned(), bounded_text(&text, limit).into()))
-            })
-            .collect();
-            self.recorder
-                .event(EventType::AgentRunlog, Some((step_id, visit)), fields)?;
+            if recorded == MAX_RUNLOG_ENTRIES {
+                over_count += 1;
+                continue;
+            }
+            self.recorder.event(
+                EventType::AgentRunlog,
+                Some((step_id, visit)),
+                runlog_fields(&entry),
+            )?;
+            recorded += 1;
         }
+        let mut problems = Vec::new();
         if skipped > 0 {
-            let fields = payload([
-                ("kind", "unreadable".into()),
-                (
-                    "message",
-                    format!("{skipped} line(s) of {file} were not JSON objects and were skipped")
-                        .into(),
-                ),
-            ]);
-            self.recorder
-                .event(EventType::AgentRunlog, Some((step_id, visit)), fields)?;
+            problems.push(format!(
+                "{skipped} line(s) of {file} were not JSON objects and were skipped"
+            ));
+        }
+        if over_count > 0 {
+            problems.push(format!(
+                "{over_count} entries past the first {MAX_RUNLOG_ENTRIES} were not recorded"
+            ));
+        }
+        if oversized {
+            problems.push(format!(
+                "{file} is larger than {} MiB: only its first {} MiB were read",
+                MAX_RUNLOG_BYTES >> 20,
+                MAX_RUNLOG_BYTES >> 20
+            ));
+        }
+        if !problems.is_empty() {
+            self.record_runlog_problem(step_id, visit, problems.join("; "))?;
         }
         manifest.artifacts.push(crate::artifacts::ArtifactEntry {
             role: crate::artifacts::ArtifactRole::AgentRunlog,
@@ -378,6 +401,20 @@ impl Driver<'_> {
             required: false,
             important: true,
         });
+        Ok(())
+    }
+
+    /// The `agent_runlog` event of kind `unreadable` that says what of the run log was not
+    /// turned into events, and why.
+    fn record_runlog_problem(
+        &mut self,
+        step_id: &str,
+        visit: u32,
+        message: String,
+    ) -> Result<(), DriveError> {
+        let fields = payload([("kind", "unreadable".into()), ("message", message.into())]);
+        self.recorder
+            .event(EventType::AgentRunlog, Some((step_id, visit)), fields)?;
         Ok(())
     }
 
@@ -471,6 +508,37 @@ pub(super) fn finish_with_error(
 }
 
 /// `text` cut to at most `limit` characters (an ellipsis marks the cut).
+/// The most of a step's run log that is read: 4 MiB (its first lines; the rest is said to be
+/// unread). `tnh runlog append` writes lines of a few KiB at most.
+const MAX_RUNLOG_BYTES: u64 = 4 << 20;
+
+/// The most `agent_runlog` events one step visit's run log becomes.
+const MAX_RUNLOG_ENTRIES: usize = 1000;
+
+/// The event fields of one run-log entry: `kind`, `message`, `ref` and the agent's
+/// `timestamp` (as `logged_at`), each as text of bounded length; a field that is absent or
+/// `null` is left out (a JSON `null` is no reference to a file named `null`).
+fn runlog_fields(
+    entry: &serde_json::Map<String, serde_json::Value>,
+) -> std::collections::BTreeMap<String, serde_json::Value> {
+    [
+        ("kind", "kind", 64),
+        ("message", "message", 4096),
+        ("ref", "ref", 1024),
+        ("timestamp", "logged_at", 64),
+    ]
+    .into_iter()
+    .filter_map(|(key, name, limit)| {
+        let text = match entry.get(key)? {
+            serde_json::Value::Null => return None,
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        Some((name.to_owned(), bounded_text(&text, limit).into()))
+    })
+    .collect()
+}
+
 fn bounded_text(text: &str, limit: usize) -> String {
     match text.char_indices().nth(limit) {
         Some((end, _)) => format!("{}…", &text[..end]),

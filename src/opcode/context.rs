@@ -60,17 +60,13 @@ impl StepContext<'_> {
         self.step.id.value.as_str()
     }
 
-    /// `artifacts/<step>/<visit>/`, created.
+    /// `artifacts/<step>/<visit>/`, created as real folders: an agent of an earlier step knows
+    /// the run directory and may have put a link to elsewhere in the place of a folder of a
+    /// visit to come; such a link is replaced, never followed.
     pub fn visit_dir(&self) -> Result<PathBuf, crate::artifacts::ArtifactsError> {
-        let dir = self
-            .recorder
+        self.recorder
             .run_dir()
-            .visit_dir(self.step_id(), self.visit);
-        std::fs::create_dir_all(&dir).map_err(crate::artifacts::ArtifactsError::io(
-            "create the step folder",
-            &dir,
-        ))?;
-        Ok(dir)
+            .create_visit_dir(self.step_id(), self.visit)
     }
 
     /// An artifact entry for a file in the visit folder.
@@ -289,7 +285,8 @@ pub const MAX_FINAL_RESPONSE_BYTES: usize = 256 * 1024;
 
 /// An agent step's final response (`final_response.md`), at most `MAX_FINAL_RESPONSE_BYTES`.
 fn final_response(path: &std::path::Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
+    // Read back from a step folder a later agent could write: a regular file only.
+    let text = crate::artifacts::safe_files::read_regular_text(path).ok()?;
     if text.len() <= MAX_FINAL_RESPONSE_BYTES {
         return Some(text);
     }

@@ -415,7 +415,8 @@ fn transcript_summary(context: &StepContext<'_>, last_agent: Option<&StepManifes
     let response = manifest
         .artifact(ArtifactRole::RunnerFinalResponse)
         .and_then(|entry| {
-            std::fs::read_to_string(context.recorder.run_dir().root().join(&entry.path)).ok()
+            let path = context.recorder.run_dir().root().join(&entry.path);
+            crate::artifacts::safe_files::read_regular_text(&path).ok()
         });
     match response {
         Some(mut text) => {
@@ -553,9 +554,10 @@ fn decide(
         Ok(backend) => {
             let prompt = if backend.reads_prompt() {
                 let text = planner_prompt(context, evaluate, envelope)?;
-                std::fs::write(visit_dir.join("planner_prompt.md"), &text).map_err(|error| {
-                    OpcodeError::Other(format!("cannot save the planner prompt: {error}"))
-                })?;
+                let path = visit_dir.join("planner_prompt.md");
+                crate::artifacts::safe_files::write_new(&path, text.as_bytes()).map_err(
+                    |error| OpcodeError::Other(format!("cannot save the planner prompt: {error}")),
+                )?;
                 prompt_saved = true;
                 text
             } else {

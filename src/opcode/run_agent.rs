@@ -29,15 +29,13 @@ pub(super) fn execute(
     })?;
     let (prompt, inputs) = render_prompt(context, agent)?;
     // `tnh context` shows the agent what its prompt was given.
-    crate::artifacts::write_json_unsynced(
-        &visit_dir.join(INPUTS_FILE),
-        &crate::artifacts::PromptInputs {
-            schema_version: crate::artifacts::SCHEMA_VERSION,
-            step_id: step.0.clone(),
-            prompt: prompt_reference(agent),
-            inputs,
-        },
-    )?;
+    let prompt_inputs = crate::artifacts::PromptInputs {
+        schema_version: crate::artifacts::SCHEMA_VERSION,
+        step_id: step.0.clone(),
+        prompt: prompt_reference(agent),
+        inputs,
+    };
+    crate::artifacts::write_json_unsynced(&visit_dir.join(INPUTS_FILE), &prompt_inputs)?;
     let request = StepRequest {
         agent_name: agent.agent.value.clone(),
         profile: resolve_profile(&agent.agent.value, &configured_profiles(context)?)?,
@@ -96,6 +94,17 @@ pub(super) fn execute(
     context
         .recorder
         .event(EventType::RunnerCompleted, Some((&step.0, step.1)), fields)?;
+    if !run.evidence_tampering.is_empty() {
+        // The runner removed what the agent put in the place of the inputs (if it did).
+        if std::fs::symlink_metadata(visit_dir.join(INPUTS_FILE)).is_err() {
+            crate::artifacts::write_json_unsynced(&visit_dir.join(INPUTS_FILE), &prompt_inputs)?;
+        }
+        context.recorder.event(
+            EventType::EvidenceTampered,
+            Some((&step.0, step.1)),
+            payload([("entries", run.evidence_tampering.clone().into())]),
+        )?;
+    }
     let Checked {
         report: guard_report,
         head,
@@ -229,7 +238,7 @@ fn configured_profiles(
 }
 
 /// The file of a step visit holding the inputs its prompt was rendered with.
-const INPUTS_FILE: &str = "inputs.json";
+const INPUTS_FILE: &str = crate::artifacts::PROMPT_INPUTS_FILE;
 
 /// The prompt reference (`family.name.vN`) of a library prompt, `None` for literal text.
 fn prompt_reference(agent: &RunAgent) -> Option<String> {

@@ -312,7 +312,7 @@ fn capture(
         }
         return Ok(capture);
     }
-    std::fs::write(patch_file, b"")
+    crate::artifacts::safe_files::write_new(patch_file, b"")
         .map_err(crate::artifacts::ArtifactsError::io("write", patch_file))?;
     Ok(Capture {
         status: WorkspaceStatus {
@@ -497,7 +497,7 @@ fn run_one(
     };
     let visit_dir = context.visit_dir()?;
     let folder = visit_dir.join("validators").join(&id);
-    std::fs::create_dir_all(&folder)
+    crate::artifacts::safe_files::create_real_folders(&visit_dir, &["validators", &id])
         .map_err(crate::artifacts::ArtifactsError::io("create", &folder))?;
     let (environment, dropped) =
         validator_environment(&context.run.host_env, &plan.env, &context.tnh_variables());
@@ -592,7 +592,7 @@ fn run_one(
         missing,
         refused,
         skipped,
-    } = collect_artifacts(&plan.cwd, &plan.globs, &folder.join("artifacts"));
+    } = collect_artifacts(&plan.cwd, &plan.globs, (&folder, "artifacts"));
     artifacts.extend(collected.iter().map(|path| {
         context.artifact(
             ArtifactRole::ValidationArtifact,
@@ -706,10 +706,10 @@ struct Collected {
     skipped: Vec<(String, String)>,
 }
 
-/// Copies files matching the globs (relative to `root`) into `into`. Patterns with `..` or an
+/// Copies files matching the globs (relative to `root`) into `base/name`. Patterns with `..` or an
 /// absolute path, and files whose real path leaves `root` (symlinks out), are refused and
 /// recorded; the per-file and per-validator size caps are recorded when hit.
-fn collect_artifacts(root: &Path, globs: &[String], into: &Path) -> Collected {
+fn collect_artifacts(root: &Path, globs: &[String], (base, name): (&Path, &str)) -> Collected {
     let mut collected = Collected::default();
     let Ok(real_root) = root.canonicalize() else {
         collected.missing = globs.to_vec();
@@ -772,11 +772,23 @@ fn collect_artifacts(root: &Path, globs: &[String], into: &Path) -> Collected {
                 ));
                 continue;
             }
-            let target = into.join(relative);
-            let copied = target
-                .parent()
-                .is_some_and(|parent| std::fs::create_dir_all(parent).is_ok())
-                && std::fs::copy(&source, &target).is_ok();
+            // The copy lands in the step folder, where what the validator ran (the agent's
+            // code) may have put links: folders on the way are real ones, the file a new one,
+            // and only a regular file is read (a FIFO would block the copy).
+            let mut folders = vec![name];
+            folders.extend(
+                Path::new(relative)
+                    .parent()
+                    .into_iter()
+                    .flat_map(Path::components)
+                    .filter_map(|part| part.as_os_str().to_str()),
+            );
+            let copied = crate::artifacts::safe_files::create_real_folders(base, &folders)
+                .and_then(|(folder, _)| {
+                    let target = folder.join(Path::new(relative).file_name().unwrap_or_default());
+                    crate::artifacts::safe_files::copy_regular(&source, &target, size)
+                })
+                .is_ok();
             if copied {
                 matched = true;
                 total += size;
@@ -877,7 +889,15 @@ fn harness_report(
     } else {
         (folder.join(&path), ReportPath::Collected(path.clone()))
     };
-    let Ok(text) = std::fs::read_to_string(&file) else {
+    // In the step folder or the worktree, both the agent's: a FIFO must not block the read,
+    // nor a link to `/dev/zero` fill memory.
+    let text = crate::artifacts::safe_files::open_regular_following(&file)
+        .and_then(|opened| {
+            crate::artifacts::safe_files::read_bounded(opened, MAX_ARTIFACT_FILE_BYTES)
+        })
+        .ok()
+        .and_then(|(bytes, _)| String::from_utf8(bytes).ok());
+    let Some(text) = text else {
         return (None, Some(format!("harness report `{path}` is missing")));
     };
     match serde_json::from_str::<serde_json::Value>(&text) {

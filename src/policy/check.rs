@@ -572,7 +572,8 @@ fn operations_of(file: &ChangedFile, ci: &Patterns) -> Vec<Operation> {
     if file.is_symlink() && !old_symlink {
         operations.push(Operation::AddSymlinks);
     }
-    if file.binary && file.is_new() {
+    // A rename is a new path too: git pairs a deleted text file with a new binary one.
+    if file.binary && (file.is_new() || file.kind == ChangeKind::Rename) {
         operations.push(Operation::AddBinaryFiles);
     }
     if let (Some(old), Some(new)) = (&file.old_mode, &file.new_mode)

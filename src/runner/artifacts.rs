@@ -153,10 +153,12 @@ pub fn runner_metadata_schema() -> serde_json::Value {
     serde_json::to_value(schema).unwrap_or(serde_json::Value::Null)
 }
 
-/// Writes `contents` to `dir/name`.
+/// Writes `contents` to `dir/name` as a new file: whatever the agent left under that name in
+/// its step folder (a link to a file of the operator's) is removed, never written through.
 pub(crate) fn write_file(dir: &Path, name: &str, contents: &[u8]) -> Result<(), RunnerError> {
     let path = dir.join(name);
-    std::fs::write(&path, contents).map_err(|error| RunnerError::io("write", &path, error))
+    crate::artifacts::safe_files::write_new(&path, contents)
+        .map_err(|error| RunnerError::io("write", &path, error))
 }
 
 /// Writes the metadata as pretty JSON.

@@ -98,13 +98,15 @@ pub(crate) struct StreamCapture {
 }
 
 impl StreamCapture {
-    /// Creates (truncating) the file that receives the stream.
+    /// Creates the file that receives the stream, as a new file: whatever held the name (an
+    /// earlier attempt's capture, or a link an agent planted) is removed, never written through.
     pub(crate) fn create(
         stream: Stream,
         format: CaptureFormat,
         path: &Path,
     ) -> Result<Self, RunnerError> {
-        let file = File::create(path).map_err(|error| RunnerError::io("create", path, error))?;
+        let file = crate::artifacts::safe_files::create_new(path, 0o666)
+            .map_err(|error| RunnerError::io("create", path, error))?;
         Ok(StreamCapture {
             stream,
             format,

@@ -36,6 +36,17 @@ pub enum RunnerError {
         #[source]
         source: std::io::Error,
     },
+    /// The step folder no longer leads where it did when the agent started: the agent put a
+    /// link to somewhere else in its place (or in the place of a folder above it).
+    #[error(
+        "the step folder `{path}` was replaced while the agent ran (it now leads to `{now}`); no evidence is written through it"
+    )]
+    FolderReplaced {
+        /// The step folder.
+        path: PathBuf,
+        /// Where it leads now (or why that cannot be known).
+        now: String,
+    },
     /// An agent profile is unusable.
     #[error("invalid agent profile `{agent}`: {message}")]
     Profile {
@@ -99,6 +110,10 @@ impl RunnerError {
             RunnerError::Io { .. } => {
                 Some("check that the step directory exists and is writable".to_owned())
             }
+            RunnerError::FolderReplaced { .. } => Some(
+                "the agent tampered with the run directory: inspect the folder and where it leads, then start a new run"
+                    .to_owned(),
+            ),
             RunnerError::Profile { .. } => {
                 Some("fix the `agents:` entry in .tnh/config.yaml".to_owned())
             }

@@ -194,7 +194,7 @@ pub async fn supervise_recorded(
     let recorded = group_record.and_then(|path| {
         let group = super::sweep::RecordedGroup::of_leader(pid)?;
         let text = serde_json::to_vec(&group).ok()?;
-        std::fs::write(path, text).ok()?;
+        crate::artifacts::safe_files::write_new(path, &text).ok()?;
         Some(path.to_owned())
     });
     let mut guard = GroupGuard {

@@ -5,9 +5,10 @@
 //! entry per event (assistant text, tool calls and results, retries, permission denials, the
 //! result), capped in size so a runaway agent cannot produce an unreadable page.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
+
+use crate::artifacts::safe_files::open_regular;
 
 use serde_json::Value;
 
@@ -28,8 +29,14 @@ pub const EVENT_CAP: usize = 32 * 1024 * 1024;
 
 /// Calls `visit` with every line of `path` (without its newline), holding at most `cap`
 /// bytes of a line: a longer line is passed truncated.
+///
+/// `path` is in the agent's step folder, so only a regular file is read (a link to `/dev/zero`
+/// or a FIFO put in the capture's place is refused), and no further than its length when
+/// opened.
 pub fn for_each_line(path: &Path, cap: usize, mut visit: impl FnMut(&[u8])) -> std::io::Result<()> {
-    let mut reader = BufReader::with_capacity(64 * 1024, File::open(path)?);
+    let file = open_regular(path)?;
+    let length = file.metadata()?.len();
+    let mut reader = BufReader::with_capacity(64 * 1024, file.take(length));
     let mut line = Vec::new();
     let mut pending = false;
     loop {
@@ -56,9 +63,9 @@ pub fn for_each_line(path: &Path, cap: usize, mut visit: impl FnMut(&[u8])) -> s
     }
 }
 
-/// The last `limit` bytes of a file as text (invalid UTF-8 replaced).
+/// The last `limit` bytes of a regular file as text (invalid UTF-8 replaced).
 pub fn read_end(path: &Path, limit: u64) -> std::io::Result<String> {
-    let mut file = File::open(path)?;
+    let mut file = open_regular(path)?;
     let length = file.metadata()?.len();
     file.seek(SeekFrom::Start(length.saturating_sub(limit)))?;
     let mut bytes = Vec::new();

@@ -493,7 +493,9 @@ fn write_patch(
     since: &Snapshot,
     patch_file: &Path,
 ) -> Result<Option<Vec<ChangedFile>>, WorkspaceError> {
-    let file = std::fs::File::create(patch_file)
+    // A new file, never one the agent left under this name in its step folder (a link to a
+    // git hook would receive the patch's lines).
+    let file = crate::artifacts::safe_files::create_new(patch_file, 0o666)
         .map_err(|source| WorkspaceError::io("create", patch_file, source))?;
     let mut sink = std::io::BufWriter::new(file);
     let args = [

@@ -2,6 +2,7 @@
 
 mod artifact_schemas;
 mod cli;
+mod evidence_folder;
 mod first_use;
 mod gate;
 mod journal;

@@ -536,6 +536,24 @@ fn a_nested_repository_in_a_forbidden_or_unallowed_folder_is_a_violation() {
     );
 }
 
+/// Review 1, defect 7: a new binary file that git paired with a deleted text file (a rename
+/// with `binary: true`) was not counted as an added binary file, so `add_binary_files` let it
+/// in. A rename is a new path: with binary content it is one; a text rename is not.
+#[test]
+fn a_binary_file_git_pairs_with_a_deleted_text_file_is_an_added_binary_file() {
+    let mut binary_by_rename = file("src/payload.bin", ChangeKind::Rename);
+    binary_by_rename.old_path = Some("src/data.txt".to_owned());
+    binary_by_rename.binary = true;
+    let mut text_renamed = file("src/new.rs", ChangeKind::Rename);
+    text_renamed.old_path = Some("src/old.rs".to_owned());
+    let forbidding = policy(&[], &[], &["add_binary_files"]);
+    assert_eq!(
+        verdicts(&forbidding, vec![binary_by_rename]),
+        one(ViolationClass::ForbiddenOperation, "add_binary_files")
+    );
+    assert_eq!(verdicts(&forbidding, vec![text_renamed]), vec![]);
+}
+
 #[test]
 fn every_operation_id_is_enforced() {
     use ViolationClass::ForbiddenOperation;

@@ -368,3 +368,103 @@ fn help_tells_an_agent_what_it_needs() {
         );
     }
 }
+
+/// Runs a one-step workflow whose command agent is the shell `script`; returns the repository,
+/// the run id and the run's `agent_runlog` events.
+fn run_logging_agent(script: &str) -> (RunRepo, String, Vec<serde_json::Value>) {
+    let repo = RunRepo::new();
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    let agent = repo.path().join(".tnh/runlog-agent.sh");
+    std::fs::write(&agent, script).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!(
+            "{config}  logger:\n    kind: command\n    argv: [sh, \"{}\"]\n",
+            agent.display()
+        ),
+    );
+    let workflow = repo.workflow_text("log.yaml", "workflow_id: log\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: logger\n    prompt: Log.\n    routes:\n      \"*\": STOP\n");
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(0), "{result}{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap().to_owned();
+    let runlog = repo
+        .events(&run_id)
+        .into_iter()
+        .filter(|event| event["event_type"] == "agent_runlog")
+        .collect();
+    (repo, run_id, runlog)
+}
+
+/// Review 1, defect 5: a FIFO at `$TNH_STEP_DIR/runlog.ndjson` hung the conductor forever in
+/// `open()` (SIGTERM could not end it), and nothing of the step was captured. Now the run log
+/// is read only if it is a regular file; a FIFO is reported in an `agent_runlog` event of kind
+/// `unreadable`, and the step is captured and checked as any other.
+#[test]
+fn a_fifo_in_place_of_the_run_log_is_reported_not_waited_on() {
+    let (repo, run_id, runlog) =
+        run_logging_agent("cat > /dev/null\nmkfifo \"$TNH_STEP_DIR/runlog.ndjson\"\n");
+    assert_eq!(runlog.len(), 1, "{runlog:?}");
+    assert_eq!(runlog[0]["kind"], "unreadable");
+    let message = runlog[0]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("runlog.ndjson was not read: ") && message.contains("a FIFO"),
+        "{message}"
+    );
+    let visit = repo.run_dir(&run_id).join("artifacts/work/1");
+    assert!(visit.join("policy_summary.json").is_file());
+    // Not listed as the step's run log: the manifest names files, not FIFOs.
+    let manifest = repo.json(&run_id, "artifacts/work/1/manifest.json");
+    assert!(
+        !manifest.to_string().contains("runlog.ndjson"),
+        "{manifest}"
+    );
+}
+
+/// Review 1, defect 5: the run log was read whole into memory, however large (a link to
+/// `/dev/zero` never ends), and every line became an event. Now at most its first 4 MiB are
+/// read and at most 1000 entries recorded; what was left is said in one `unreadable` event.
+#[test]
+fn an_oversized_run_log_is_read_up_to_its_bounds_and_the_rest_reported() {
+    // 200,000 entries of 40 bytes: 8 MB, past both bounds.
+    let (_repo, _run_id, runlog) = run_logging_agent(
+        "cat > /dev/null\nyes '{\"kind\":\"note\",\"message\":\"again and again\"}' | head -n 200000 > \"$TNH_STEP_DIR/runlog.ndjson\"\n",
+    );
+    assert_eq!(runlog.len(), 1001, "{:?}", runlog.last());
+    assert!(runlog[..1000].iter().all(|event| event["kind"] == "note"));
+    assert_eq!(runlog[1000]["kind"], "unreadable");
+    let message = runlog[1000]["message"].as_str().unwrap();
+    assert!(
+        message.contains("past the first 1000 were not recorded")
+            && message.contains("larger than 4 MiB"),
+        "{message}"
+    );
+    // A link to an endless device is not followed at all.
+    let (_repo, _run_id, runlog) =
+        run_logging_agent("cat > /dev/null\nln -s /dev/zero \"$TNH_STEP_DIR/runlog.ndjson\"\n");
+    assert_eq!(runlog.len(), 1, "{runlog:?}");
+    assert!(
+        runlog[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("symbolic link"),
+        "{runlog:?}"
+    );
+}
+
+/// Review 1, defect 8: an entry appended without `--ref` (`"ref": null` in the file) became an
+/// event with `"ref": "null"`, a reference to a file named `null`. A null or absent field is
+/// left out of the event.
+#[test]
+fn a_runlog_entry_without_a_reference_has_no_ref_field() {
+    let (_repo, _run_id, runlog) = run_logging_agent(&format!(
+        "cat > /dev/null\n{} runlog append --kind note --message 'no file to point at'\nprintf '{{\"kind\":null,\"message\":\"by hand\",\"ref\":null}}\\n' >> \"$TNH_STEP_DIR/runlog.ndjson\"\n",
+        env!("CARGO_BIN_EXE_tnh")
+    ));
+    assert_eq!(runlog.len(), 2, "{runlog:?}");
+    assert_eq!(runlog[0]["message"], "no file to point at");
+    assert_eq!(runlog[0]["kind"], "note");
+    for event in &runlog {
+        assert!(event.get("ref").is_none(), "{event}");
+    }
+    assert!(runlog[1].get("kind").is_none(), "{}", runlog[1]);
+}

@@ -75,8 +75,11 @@ pub(crate) fn summarize(
             _ => reading.summary.unparsed_lines += 1,
         }
     })?;
-    let written = std::fs::read_to_string(final_response_file)
+    // The CLI writes this file in the step folder, where the agent can put a FIFO or a link
+    // to `/dev/zero` instead: only a regular file is read, and only so much of it.
+    let written = crate::artifacts::safe_files::read_regular(final_response_file, EVENT_CAP as u64)
         .ok()
+        .and_then(|(bytes, _)| String::from_utf8(bytes).ok())
         .filter(|text| !text.trim().is_empty());
     Ok(conclude(reading, written))
 }

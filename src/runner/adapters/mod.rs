@@ -65,6 +65,9 @@ pub struct AgentRun {
     pub artifacts: Vec<ArtifactRecord>,
     /// The supervisor's own report.
     pub supervised: Supervised,
+    /// What the agent left in the step folder under names of the conductor's (a link, a FIFO,
+    /// a file of its own), each described; all of it was replaced, never written through.
+    pub evidence_tampering: Vec<String>,
 }
 
 /// The command an adapter wants run.
@@ -101,9 +104,13 @@ pub async fn run_agent(
         .map_err(|error| RunnerError::io("resolve", &request.step_dir, error))?;
     std::fs::create_dir_all(&step_dir)
         .map_err(|error| RunnerError::io("create", &step_dir, error))?;
+    // Where the folder really is: the agent can write it and the folders above it, and the
+    // evidence must not follow a link it puts in their place.
+    let real_folder = std::fs::canonicalize(&step_dir)
+        .map_err(|error| RunnerError::io("resolve", &step_dir, error))?;
     artifacts::write_file(&step_dir, names::PROMPT, request.prompt.as_bytes())?;
     // A stale answer from an earlier attempt must not pass for this one's.
-    let _ = std::fs::remove_file(step_dir.join(names::FINAL_RESPONSE));
+    let _ = crate::artifacts::safe_files::remove_entry(&step_dir.join(names::FINAL_RESPONSE));
     let invocation = match request.profile.kind {
         AgentKind::Command => command::invocation(&request.profile),
         AgentKind::Claude => claude::invocation(request),
@@ -141,7 +148,16 @@ pub async fn run_agent(
             crate::runner::supervise_recorded(spec, cancel, Some(&record)).await?
         }
     };
-    let mut summary = summarize(request.profile.kind, &step_dir, stdout_name)?;
+    let evidence_tampering = check_step_folder(request, &step_dir, &real_folder, stdout_name)?;
+    let mut summary = match summarize(request.profile.kind, &step_dir, stdout_name) {
+        Ok(summary) => summary,
+        // The agent replaced its own capture (with a FIFO, a link): what it said is unknown.
+        Err(error) if !evidence_tampering.is_empty() => StreamSummary {
+            failure: Some(format!("evidence_tampered: {error}")),
+            ..StreamSummary::default()
+        },
+        Err(error) => return Err(error),
+    };
     // A plain program's answer is the end of its stdout only when it ended by itself: what a
     // program stopped by a timeout or a policy was printing is not its answer.
     if request.profile.kind == AgentKind::Command && supervised.termination.reason.is_some() {
@@ -154,7 +170,78 @@ pub async fn run_agent(
         environment: &environment,
         step_dir: &step_dir,
     };
-    record(context, supervised, summary, outcome, cause)
+    let mut run = record(context, supervised, summary, outcome, cause)?;
+    run.evidence_tampering = evidence_tampering;
+    Ok(run)
+}
+
+/// After the agent: the step folder must still be the one it was (else nothing more is written
+/// there, see [`RunnerError::FolderReplaced`]), and each name the conductor wrote before the
+/// agent started or writes now must hold its own regular file or nothing. What the agent left
+/// instead is described and removed; the prompt, if it was, is written again (the captures
+/// cannot be: the event that reports their loss says so).
+fn check_step_folder(
+    request: &StepRequest,
+    step_dir: &Path,
+    real_folder: &Path,
+    stdout_name: &str,
+) -> Result<Vec<String>, RunnerError> {
+    match std::fs::canonicalize(step_dir) {
+        Ok(now) if now == real_folder => {}
+        now => {
+            return Err(RunnerError::FolderReplaced {
+                path: step_dir.to_path_buf(),
+                now: now.map_or_else(|error| error.to_string(), |now| now.display().to_string()),
+            });
+        }
+    }
+    let mut created_before = vec![names::PROMPT, stdout_name, names::STDERR];
+    created_before.extend(crate::artifacts::AGENT_VISIT_FILES_BEFORE);
+    // The supervisor removed its record of the process group when the group ended.
+    let mut written_after = vec![
+        names::TRANSCRIPT_MARKDOWN,
+        names::METADATA,
+        crate::runner::PROCESS_GROUP_FILE,
+    ];
+    // Codex writes its own answer to `final_response.md` (`-o`); any other agent's is the
+    // conductor's to write.
+    if request.profile.kind != AgentKind::Codex {
+        written_after.push(names::FINAL_RESPONSE);
+    }
+    written_after.extend(crate::artifacts::AGENT_VISIT_FILES_AFTER);
+    let mut found = crate::artifacts::safe_files::clear_unexpected_entries(
+        step_dir,
+        &created_before,
+        &written_after,
+    )
+    .map_err(|error| RunnerError::io("clear what the agent left in", step_dir, error))?;
+    let reported = |found: &[String], name: &str| {
+        found
+            .iter()
+            .any(|entry| entry.starts_with(&format!("`{name}` ")))
+    };
+    for name in [stdout_name, names::STDERR] {
+        if !reported(&found, name) && std::fs::symlink_metadata(step_dir.join(name)).is_err() {
+            found.push(format!("`{name}` was removed"));
+        }
+    }
+    // The prompt is the record of what the agent was asked: one it rewrote is put back.
+    let prompt = step_dir.join(names::PROMPT);
+    let limit = request.prompt.len() as u64;
+    match crate::artifacts::safe_files::read_regular(&prompt, limit) {
+        Ok((bytes, false)) if bytes == request.prompt.as_bytes() => {}
+        Ok(_) => {
+            found.push(format!("`{}` was rewritten", names::PROMPT));
+            artifacts::write_file(step_dir, names::PROMPT, request.prompt.as_bytes())?;
+        }
+        Err(_) => {
+            if !reported(&found, names::PROMPT) {
+                found.push(format!("`{}` was removed", names::PROMPT));
+            }
+            artifacts::write_file(step_dir, names::PROMPT, request.prompt.as_bytes())?;
+        }
+    }
+    Ok(found)
 }
 
 /// The highest cost seen, in the stream as it arrived or read again afterwards (costs are
@@ -173,7 +260,8 @@ fn not_started_for_budget(
     remaining_budget_usd: f64,
 ) -> Result<Supervised, RunnerError> {
     for path in [&spec.stdout_path, &spec.stderr_path] {
-        std::fs::write(path, b"").map_err(|error| RunnerError::io("create", path, error))?;
+        crate::artifacts::safe_files::write_new(path, b"")
+            .map_err(|error| RunnerError::io("create", path, error))?;
     }
     let reason = StopReason::BudgetSpent {
         remaining_budget_usd,
@@ -358,6 +446,7 @@ fn record(
         metadata,
         artifacts,
         supervised,
+        evidence_tampering: Vec::new(),
     })
 }
 
