@@ -238,7 +238,8 @@ pub fn clear_unexpected_entries(
     Ok(found)
 }
 
-fn kind_name(kind: std::fs::FileType) -> &'static str {
+/// What kind of entry a file type is, with its article ("a FIFO", "a folder").
+pub fn kind_name(kind: std::fs::FileType) -> &'static str {
     if kind.is_symlink() {
         "a symbolic link"
     } else if kind.is_dir() {

@@ -7,6 +7,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 
 use nix::fcntl::{Flock, FlockArg};
 
@@ -23,6 +24,16 @@ pub enum LockError {
         pid: Option<String>,
         /// The lock file.
         path: PathBuf,
+    },
+    /// Something else than a regular file stands where the lock file should be (a symbolic
+    /// link an agent planted, a FIFO): it is never opened through, so that taking the lock
+    /// cannot empty a file elsewhere or hang.
+    #[error("the lock file `{path}` is {what}, not a regular file: the conductor does not open it")]
+    NotAFile {
+        /// The lock file.
+        path: PathBuf,
+        /// What stands there.
+        what: String,
     },
     /// The lock file could not be used.
     #[error("failed to lock `{path}`: {source}")]
@@ -56,13 +67,32 @@ impl RunLock {
             path: path.to_path_buf(),
             source,
         };
+        // A link is not followed and a FIFO does not block the open: the file is checked to be
+        // a regular one before it is locked, truncated and written.
+        let not_a_file = |what: String| LockError::NotAFile {
+            path: path.to_path_buf(),
+            what,
+        };
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .read(true)
             .write(true)
+            .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
             .open(path)
-            .map_err(io)?;
+            .map_err(|error| {
+                if error.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) {
+                    not_a_file("a symbolic link".to_owned())
+                } else {
+                    io(error)
+                }
+            })?;
+        let kind = file.metadata().map_err(io)?.file_type();
+        if !kind.is_file() {
+            return Err(not_a_file(
+                crate::artifacts::safe_files::kind_name(kind).to_owned(),
+            ));
+        }
         let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => lock,
             Err((mut file, _)) => {
@@ -94,7 +124,7 @@ pub fn is_held(path: &Path) -> bool {
         return false;
     };
     let Ok(table) = std::fs::read_to_string("/proc/locks") else {
-        let pid = std::fs::read_to_string(path).unwrap_or_default();
+        let pid = crate::artifacts::safe_files::read_regular_text(path).unwrap_or_default();
         return pid.trim().parse().is_ok_and(is_conductor);
     };
     // `1: FLOCK  ADVISORY  WRITE 21206 fe:00:10010786 0 EOF`: device and inode last.

@@ -37,9 +37,10 @@ pub fn end_recorded_groups(visit_dir: &Path, orphans: KilledProcesses) -> Killed
         mut survivors,
     } = orphans;
     for record in group_records(visit_dir) {
-        let group = std::fs::read(&record)
+        // Only a regular file, and a small one: the agent could plant a FIFO or a link here.
+        let group = crate::artifacts::safe_files::read_regular(&record, 64 * 1024)
             .ok()
-            .and_then(|bytes| serde_json::from_slice::<RecordedGroup>(&bytes).ok());
+            .and_then(|(bytes, _)| serde_json::from_slice::<RecordedGroup>(&bytes).ok());
         if let Some(group) = group
             && let GroupEnding::Killed {
                 killed: members,

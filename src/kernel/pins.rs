@@ -59,7 +59,8 @@ pub fn pinned_script_modules(
             path: path.clone(),
             problem,
         };
-        let text = std::fs::read_to_string(&path)
+        // The run directory is writable by agents: only a regular file is read.
+        let text = crate::artifacts::safe_files::read_regular_text(&path)
             .map_err(|error| damaged(format!("it cannot be read: {error}")))?;
         let found = sha256_hex(text.as_bytes());
         if found != digest {
@@ -97,8 +98,10 @@ pub fn prompt_digests(repo: &Path) -> BTreeMap<String, String> {
                     .unwrap_or(&path)
                     .display()
                     .to_string();
-                let digest = std::fs::read(&path)
-                    .map(|bytes| sha256_hex(&bytes))
+                // `is_file` above does not follow links; opened without blocking (a FIFO
+                // swapped in meanwhile is refused, not waited on).
+                let digest = crate::artifacts::safe_files::read_regular(&path, u64::MAX)
+                    .map(|(bytes, _)| sha256_hex(&bytes))
                     .unwrap_or_else(|_| "unreadable".to_owned());
                 digests.insert(relative, digest);
             }

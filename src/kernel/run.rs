@@ -205,6 +205,12 @@ impl RunError {
                     .into(),
             ),
             // No other process is involved: the lock file itself could not be opened or written.
+            RunError::Lock(super::lock::LockError::NotAFile { path, .. }) => Some(format!(
+                "something replaced the run's lock file (an agent runs as you and can write the \
+                 run directory); once no process drives the run, remove it (`rm {}`) and try \
+                 again: the next command creates it afresh",
+                path.display()
+            )),
             RunError::Lock(super::lock::LockError::Io { .. }) => Some(
                 "make the run directory writable (a read-only mount or wrong owner) or free disk \
                  space, then try again"

@@ -1200,3 +1200,49 @@ fn a_decision_whose_workflow_file_is_gone_says_so_and_changes_nothing() {
         stderr_text(&approved)
     );
 }
+
+/// Review 11 (hostile agent), found while fixing defect 2: the lock file was opened through
+/// links, then truncated and given the pid, so an agent that replaced `lock` with a link to
+/// `.git/config` had that file emptied by the next `resume` or decision. A link (or a FIFO)
+/// there is refused, the file it leads to left as it was.
+#[test]
+fn a_lock_file_replaced_by_a_link_is_refused_and_its_target_left_alone() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let target = repo.path().join(".git/config");
+    let config = std::fs::read(&target).unwrap();
+    let lock = repo.run_dir(&run_id).join("lock");
+    std::fs::remove_file(&lock).unwrap();
+    std::os::unix::fs::symlink(&target, &lock).unwrap();
+    for args in [
+        &["gate", "approve", run_id.as_str(), "--as", "lead"][..],
+        &["resume", run_id.as_str()][..],
+    ] {
+        let refused = repo.conductor(args);
+        assert_eq!(
+            refused.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr_text(&refused)
+        );
+        let stderr = stderr_text(&refused);
+        assert!(
+            stderr.contains("is a symbolic link, not a regular file")
+                && stderr.contains("remove it"),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(&target).unwrap(),
+        config,
+        "the link's target was written"
+    );
+    std::fs::remove_file(&lock).unwrap();
+    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+}
