@@ -1,6 +1,7 @@
 //! `tnh-conductor runs clean [--older-than 7d] [--all]`: removes the worktrees of finished runs.
 //! Run directories, snapshot refs and work branches are kept (they are the evidence and the
-//! work) unless `--all`. Runs that have not ended are never touched.
+//! work), and the worktree's last state is first recorded as `refs/tnh/runs/<id>/final`,
+//! unless `--all`. Runs that have not ended are never touched.
 
 use std::path::Path;
 use std::time::SystemTime;
@@ -37,7 +38,17 @@ pub fn cmd_runs_clean(
         "removed worktree of"
     };
     for run_id in &report.cleaned {
-        output.print(&format!("{what} {run_id}\n"));
+        let kept = report
+            .kept
+            .iter()
+            .find(|(kept, _)| kept == run_id)
+            .map(|(_, reference)| {
+                format!(
+                    " (its last state is kept at {reference}: `git worktree add DIR {reference}` or `git diff {reference}^ {reference}` show it)"
+                )
+            })
+            .unwrap_or_default();
+        output.print(&format!("{what} {run_id}{kept}\n"));
     }
     for run_id in &report.running {
         output.note(&format!("kept {run_id}: not ended"));

@@ -204,6 +204,9 @@ pub struct CleanOptions {
 pub struct CleanReport {
     /// Runs whose worktree was removed.
     pub cleaned: Vec<String>,
+    /// Of those, the runs whose worktree's last state was kept first, with the ref that
+    /// holds it (`refs/tnh/runs/<run_id>/final`); not with `--all`, which removes the refs.
+    pub kept: Vec<(String, String)>,
     /// Runs kept because they have not ended.
     pub running: Vec<String>,
     /// Runs kept because they ended too recently.
@@ -231,6 +234,15 @@ pub fn clean_runs(repo_root: &Path, options: CleanOptions) -> Result<CleanReport
         if options.older_than.is_some_and(|minimum| age < minimum) {
             report.recent.push(run_id);
             continue;
+        }
+        // The agents' work is usually uncommitted in the worktree: its last state is kept
+        // under the run's refs before the folder goes (unless the refs go too).
+        let real_folder = std::fs::symlink_metadata(&entry.record.worktree_path)
+            .is_ok_and(|metadata| metadata.is_dir());
+        if !options.all && real_folder {
+            let workspace = Workspace::open(&entry.record)?;
+            let kept = workspace.snapshot_final()?;
+            report.kept.push((run_id.clone(), kept.reference));
         }
         Workspace::remove_worktree(&entry.record)?;
         if options.all {

@@ -142,6 +142,31 @@ impl Workspace {
         })
     }
 
+    /// Records the worktree as it is now as `refs/tnh/runs/<run_id>/final`, before `runs
+    /// clean` removes it: an agent's work is usually left uncommitted in the worktree, and the
+    /// work branch still names the base, so this ref is then the only copy of the run's end.
+    pub fn snapshot_final(&self) -> Result<Snapshot, WorkspaceError> {
+        let reference = format!("{}/final", refs_prefix(self.run_id()));
+        let tree = self.worktree_tree()?;
+        let message = format!(
+            "tnh snapshot: the worktree as runs clean removed it\n\nrun: {}\n",
+            self.run_id()
+        );
+        let (commit, base) = self
+            .write_snapshot_commit(&tree, &message, &[&reference])
+            .map_err(|error| WorkspaceError::Git {
+                command: "snapshot commit (libgit2)".to_owned(),
+                dir: self.path().to_owned(),
+                stderr: error.message().to_owned(),
+            })?;
+        Ok(Snapshot {
+            reference,
+            commit,
+            tree,
+            base,
+        })
+    }
+
     /// Writes a commit of `tree` whose parent is the worktree's HEAD and points `references`
     /// at it; returns the commit and the parent.
     fn write_snapshot_commit(

@@ -132,7 +132,14 @@ fn runs_clean_removes_only_finished_runs_worktrees_and_keeps_evidence() {
     let output = run_in(repo.path(), &["runs", "clean", "--older-than", "7d"]);
 
     assert!(output.status.success(), "{}", stderr_text(&output));
-    assert_eq!(stdout_text(&output), "removed worktree of old-run\n");
+    assert!(
+        stdout_text(&output).starts_with(
+            "removed worktree of old-run (its last state is kept at refs/tnh/runs/old-run/final"
+        ),
+        "{}",
+        stdout_text(&output)
+    );
+    assert_eq!(stdout_text(&output).lines().count(), 1);
     assert!(stderr_text(&output).contains("kept running-run: not ended"));
     assert!(!old.path().exists());
     assert!(recent.path().exists() && running.path().exists());
@@ -386,4 +393,49 @@ fn runs_clean_removes_a_link_in_place_of_a_runs_worktree_not_what_it_leads_to() 
     assert!(repo.git(&["worktree", "list"]).contains("feature"));
     assert!(std::fs::symlink_metadata(workspace.path()).is_err());
     assert!(!repo.git(&["worktree", "list"]).contains("linked-away"));
+}
+
+/// Review 11 (operator CLI), defect 1: `runs clean` removed the worktree of every ended run,
+/// and with it the only copy of the agents' work, which they leave uncommitted (the work
+/// branch still names the base; the snapshots are taken before each step). The worktree's
+/// last state is kept as `refs/tnh/runs/<id>/final` first; `--all` removes it with the refs.
+#[test]
+fn runs_clean_keeps_the_last_state_of_a_worktree_it_removes() {
+    let repo = TempRepo::new();
+    let run = create(&repo, "worked-run");
+    put(run.path(), "feature.txt", "the agent's work\n");
+    put(run.path(), "nested/new/deep.txt", "deep\n");
+    let tracked = repo.git(&["ls-files"]);
+    let first = tracked.lines().next().unwrap().to_owned();
+    std::fs::remove_file(run.path().join(&first)).unwrap();
+    write_metadata(repo.path(), &run, Some("2020-01-01T00:00:00Z"));
+
+    let output = run_in(repo.path(), &["runs", "clean"]);
+    assert!(output.status.success(), "{}", stderr_text(&output));
+    assert!(!run.path().exists());
+    let kept = "refs/tnh/runs/worked-run/final";
+    assert!(
+        stdout_text(&output).contains(kept),
+        "{}",
+        stdout_text(&output)
+    );
+    assert_eq!(
+        repo.git(&["show", &format!("{kept}:feature.txt")]),
+        "the agent's work"
+    );
+    assert_eq!(
+        repo.git(&["show", &format!("{kept}:nested/new/deep.txt")]),
+        "deep"
+    );
+    let files = repo.git(&["ls-tree", "-r", "--name-only", kept]);
+    assert!(!files.lines().any(|file| file == first), "{files}");
+    assert_eq!(
+        repo.git(&["rev-parse", &format!("{kept}^")]),
+        run.record().base_sha,
+        "a commit on the base, like the snapshots"
+    );
+
+    let all = run_in(repo.path(), &["runs", "clean", "--all"]);
+    assert!(all.status.success(), "{}", stderr_text(&all));
+    assert_eq!(repo.git(&["for-each-ref", "refs/tnh/runs/worked-run/"]), "");
 }
