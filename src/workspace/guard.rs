@@ -549,14 +549,7 @@ impl RefGuard {
             if !now.starts_with(SYMREF) || before == Some(now) {
                 continue;
             }
-            self.restore_ref(name, before)?;
-            report.ref_changes.push(RefChange {
-                refname: name.clone(),
-                class: RefClass::SymbolicRef,
-                before: before.cloned(),
-                after: Some(now.clone()),
-                restored: true,
-            });
+            self.put_back(report, name, RefClass::SymbolicRef, before, Some(now))?;
         }
         Ok(())
     }
@@ -589,15 +582,29 @@ impl RefGuard {
             } else {
                 RefClass::ProtectedBranch
             };
-            self.restore_ref(name, before)?;
-            report.ref_changes.push(RefChange {
-                refname: name.clone(),
-                class,
-                before: before.cloned(),
-                after: now.cloned(),
-                restored: true,
-            });
+            self.put_back(report, name, class, before, now)?;
         }
+        Ok(())
+    }
+
+    /// Puts ref `name` back to `before` and reports the change (`class`, from `before` to
+    /// `now`) as restored.
+    fn put_back(
+        &self,
+        report: &mut GuardReport,
+        name: &str,
+        class: RefClass,
+        before: Option<&String>,
+        now: Option<&String>,
+    ) -> Result<(), WorkspaceError> {
+        self.restore_ref(name, before)?;
+        report.ref_changes.push(RefChange {
+            refname: name.to_owned(),
+            class,
+            before: before.cloned(),
+            after: now.cloned(),
+            restored: true,
+        });
         Ok(())
     }
 

@@ -119,16 +119,28 @@ impl Workspace {
             return Err(WorkspaceError::InvalidRefName(step.to_string()));
         }
         let latest = format!("{prefix}/latest_pre_step");
-        let tree = self.worktree_tree()?;
         let message = format!(
             "tnh snapshot: before step {step} visit {visit}\n\nrun: {}\n",
             self.run_id()
         );
-        // The commit object and its refs are written in-process with libgit2: four git
-        // processes fewer per snapshot, and no dependence on the operator's identity or
-        // signing configuration.
+        self.snapshot_as(reference, &[&latest], &message)
+    }
+
+    /// Records the worktree as it is now as a commit on its HEAD, named by `reference` and
+    /// `also`. The commit object and its refs are written in-process with libgit2: four git
+    /// processes fewer per snapshot, and no dependence on the operator's identity or signing
+    /// configuration.
+    fn snapshot_as(
+        &self,
+        reference: String,
+        also: &[&str],
+        message: &str,
+    ) -> Result<Snapshot, WorkspaceError> {
+        let tree = self.worktree_tree()?;
+        let mut references = vec![reference.as_str()];
+        references.extend_from_slice(also);
         let (commit, base) = self
-            .write_snapshot_commit(&tree, &message, &[&reference, &latest])
+            .write_snapshot_commit(&tree, message, &references)
             .map_err(|error| WorkspaceError::Git {
                 command: "snapshot commit (libgit2)".to_owned(),
                 dir: self.path().to_owned(),
@@ -147,24 +159,11 @@ impl Workspace {
     /// work branch still names the base, so this ref is then the only copy of the run's end.
     pub fn snapshot_final(&self) -> Result<Snapshot, WorkspaceError> {
         let reference = format!("{}/final", refs_prefix(self.run_id()));
-        let tree = self.worktree_tree()?;
         let message = format!(
             "tnh snapshot: the worktree as runs clean removed it\n\nrun: {}\n",
             self.run_id()
         );
-        let (commit, base) = self
-            .write_snapshot_commit(&tree, &message, &[&reference])
-            .map_err(|error| WorkspaceError::Git {
-                command: "snapshot commit (libgit2)".to_owned(),
-                dir: self.path().to_owned(),
-                stderr: error.message().to_owned(),
-            })?;
-        Ok(Snapshot {
-            reference,
-            commit,
-            tree,
-            base,
-        })
+        self.snapshot_as(reference, &[], &message)
     }
 
     /// Writes a commit of `tree` whose parent is the worktree's HEAD and points `references`

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::{GuardReport, RefChange, RefClass, RefGuard, SYMREF};
+use super::{GuardReport, RefClass, RefGuard, SYMREF};
 use crate::workspace::error::WorkspaceError;
 use crate::workspace::operator_checkout::FileIdentity;
 use crate::workspace::runs::runs_dir;
@@ -126,14 +126,7 @@ impl RefGuard {
                 None if before.is_none() => continue,
                 None => RefClass::OperatorBranch,
             };
-            self.restore_ref(name, before)?;
-            report.ref_changes.push(RefChange {
-                refname: name.clone(),
-                class,
-                before: before.cloned(),
-                after: now.cloned(),
-                restored: true,
-            });
+            self.put_back(report, name, class, before, now)?;
         }
         Ok(())
     }
