@@ -95,10 +95,17 @@ impl Config {
         if explicit.is_none() && !path.exists() {
             return Ok(Self::default());
         }
-        let bytes = std::fs::read(&path).map_err(|source| ConfigError::Read {
-            path: path.clone(),
-            source,
-        })?;
+        // Only a regular file (a link to one is followed), opened without blocking: a FIFO in
+        // its place would hang every command.
+        let bytes = crate::artifacts::safe_files::open_regular_following(&path)
+            .and_then(|mut file| {
+                let mut bytes = Vec::new();
+                std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
+            })
+            .map_err(|source| ConfigError::Read {
+                path: path.clone(),
+                source,
+            })?;
         Self::parse(&bytes, &path)
     }
 

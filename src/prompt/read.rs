@@ -14,7 +14,10 @@ pub(crate) fn read_prompt_file(path: &Path, shown: &str) -> Result<String, Promp
         path: path.to_path_buf(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(read_error)?;
+    // A link is followed (a shared prompt library may be linked in), but only a regular file
+    // is read, opened without blocking: a FIFO left in `.tnh/prompts/` would otherwise hang
+    // every command that loads the catalog.
+    let file = crate::artifacts::safe_files::open_regular_following(path).map_err(read_error)?;
     let mut bytes = Vec::new();
     file.take(MAX_PROMPT_FILE_BYTES + 1)
         .read_to_end(&mut bytes)

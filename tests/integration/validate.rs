@@ -809,3 +809,57 @@ fn a_one_token_prompt_that_looks_like_a_reference_is_an_unknown_prompt() {
         assert_eq!(code, Some(0), "{prompt}: {stdout}");
     }
 }
+
+/// `tnh-conductor --repo REPO ARGS…`, failing (and killing it) if it has not ended within a
+/// minute, so that a command that hangs fails the test instead of holding it for ever.
+fn conductor_within_a_minute(repo: &Path, args: &[&str]) -> std::process::Output {
+    let child = conductor()
+        .arg("--repo")
+        .arg(repo)
+        .args(["--color", "never"])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (sender, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(child.wait_with_output());
+    });
+    match ended.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(output) => output.unwrap(),
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+            panic!("`tnh-conductor {args:?}` hung");
+        }
+    }
+}
+
+/// Review 11 (hostile agent), in the line of its defect 2: the configuration was read by path,
+/// so a FIFO at `.tnh/config.yaml` (an agent runs as the operator) hung every command that
+/// loads it. Only a regular file is read: the FIFO is named as not one. (The prompt catalog
+/// lists regular files only, and now also opens them as such.)
+#[test]
+fn a_fifo_as_the_configuration_is_reported_not_waited_on() {
+    let repo = crate::support::TempRepo::new();
+    let path = repo.path().join(".tnh/config.yaml");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let workflow = repo.path().join("wf.yaml");
+    std::fs::write(
+        &workflow,
+        "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\nsteps:\n  - id: a\n    opcode: STOP\n",
+    )
+    .unwrap();
+    let output = conductor_within_a_minute(repo.path(), &["validate", workflow.to_str().unwrap()]);
+    assert_ne!(output.status.code(), Some(0));
+    let said = format!("{}{}", stdout_text(&output), stderr_text(&output));
+    assert!(said.contains("a FIFO, not a regular file"), "{said}");
+}
