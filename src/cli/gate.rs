@@ -7,7 +7,9 @@ use clap::{Args, Subcommand};
 use super::{Cli, Output, repo_root};
 use crate::artifacts::{RunDir, RunMetadata, is_run_id, read_json};
 use crate::error::{Error, ExitStatus, Result};
-use crate::kernel::gate::{Decision, decide, notice_timeout, read_request, rollback_since_request};
+use crate::kernel::gate::{
+    Decision, decide, is_due, notice_timeout, read_request, rollback_since_request,
+};
 use crate::kernel::recorder::Recorder;
 use crate::kernel::run::{DEFAULT_ARTIFACTS_ROOT, RunError, find_run_dir};
 use crate::kernel::{Phase, RunState};
@@ -159,13 +161,16 @@ fn waiting_gates(repo: &std::path::Path) -> (Vec<Waiting>, Vec<(String, String)>
                     }
                 }
             };
-        // A gate past its deadline is resolved as soon as it is noticed (if no one drives the run).
-        if state_damage.is_none() && notice_timeout(&run_dir) {
+        let request_path = run_dir.visit_dir(&step_id, visit).join("gate_request.json");
+        let request = read_json::<serde_json::Value>(&request_path, "gate request");
+        // A gate past its deadline is resolved as soon as it is noticed (if no one drives the
+        // run); the request read here says whether it is due, so only then is it read again,
+        // under the lock.
+        if state_damage.is_none() && request.as_ref().is_ok_and(is_due) && notice_timeout(&run_dir)
+        {
             timed_out.push((name, step_id));
             continue;
         }
-        let request_path = run_dir.visit_dir(&step_id, visit).join("gate_request.json");
-        let request = read_json::<serde_json::Value>(&request_path, "gate request");
         let metadata = read_json::<RunMetadata>(&run_dir.metadata(), "run metadata");
         let damage = match (&metadata, &request) {
             _ if state_damage.is_some() => state_damage,

@@ -315,7 +315,7 @@ fn deadline_passed(run_dir: &crate::artifacts::RunDir) -> bool {
 }
 
 /// Whether a gate request's deadline has passed (a request without one never is).
-fn is_due(request: &serde_json::Value) -> bool {
+pub fn is_due(request: &serde_json::Value) -> bool {
     request["deadline"]
         .as_str()
         .and_then(|deadline| deadline.parse::<jiff::Timestamp>().ok())

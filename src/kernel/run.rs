@@ -748,14 +748,45 @@ pub fn workflow_of(recorder: &mut Recorder, state: &RunState) -> Result<Workflow
         })
     })?;
     let catalog = Catalog::load(Some(&repo))?;
-    let prompts = super::pins::prompt_digests(&repo);
-    let loaded = load_recorded_workflow(metadata, config, catalog)?;
-    check_current_step(&loaded, recorder.run_dir(), state)?;
-    let params = recheck_params(&loaded.workflow, &metadata.params)?;
+    let Continuation {
+        loaded,
+        params,
+        prompts,
+    } = continuation(&repo, metadata, config, catalog, recorder.run_dir(), state)?;
     record_workflow_change(recorder, digest(&loaded.source))?;
     record_params_change(recorder, &params)?;
     super::pins::record_prompts_change(recorder, prompts)?;
     Ok(loaded.workflow)
+}
+
+/// What a run continues with (by `resume` or a gate decision): its workflow as the file is
+/// now, its parameters resolved against it, and the digests of the repository's prompts.
+struct Continuation {
+    loaded: Loaded,
+    params: super::params::Rechecked,
+    prompts: std::collections::BTreeMap<String, String>,
+}
+
+/// Loads the run's workflow again and checks that the run still fits it — its current step is
+/// a step, its parameters the declared types — before anything is written: a refusal leaves
+/// the run as it was, resumable once fixed. The changes are recorded by the caller.
+fn continuation(
+    repo: &Path,
+    metadata: &RunMetadata,
+    config: Config,
+    catalog: Catalog,
+    run_dir: &RunDir,
+    state: &RunState,
+) -> Result<Continuation, RunError> {
+    let prompts = super::pins::prompt_digests(repo);
+    let loaded = load_recorded_workflow(metadata, config, catalog)?;
+    check_current_step(&loaded, run_dir, state)?;
+    let params = recheck_params(&loaded.workflow, &metadata.params)?;
+    Ok(Continuation {
+        loaded,
+        params,
+        prompts,
+    })
 }
 
 /// The run directory of a run id under the repository's default artifacts root.
@@ -822,18 +853,17 @@ pub fn resume_run(
     }
     let metadata: RunMetadata = recorder.metadata().clone();
     let catalog = Catalog::load(Some(repo))?;
-    let prompts = super::pins::prompt_digests(repo);
     let mut config = config;
     let recorded = config.planner_override.is_none();
     if recorded {
         config.planner_override = metadata.planner_override.clone();
     }
-    let loaded = load_recorded_workflow(&metadata, config, catalog)?;
+    let Continuation {
+        loaded,
+        params,
+        prompts,
+    } = continuation(repo, &metadata, config, catalog, &run_dir, &state)?;
     check_planner_override(&loaded.config, recorded)?;
-    // What the edited workflow and the run directory must fit, checked before anything is
-    // written: a refusal leaves the run as it was, resumable once fixed.
-    check_current_step(&loaded, &run_dir, &state)?;
-    let params = recheck_params(&loaded.workflow, &metadata.params)?;
     let pinned = super::pins::pinned_script_modules(&recorder)?;
     let record = workspace_record(&metadata);
     let (workspace, recreated) = if never_started {
