@@ -33,8 +33,8 @@ pub enum ViolationClass {
     OutsideAllowedPaths,
     /// The change performs a forbidden operation.
     ForbiddenOperation,
-    /// A protected branch, the operator's HEAD, one of the run's snapshot refs, a replace ref
-    /// or the stash was moved, created or deleted (restored, except the operator's HEAD); or
+    /// A protected branch, the operator's HEAD, one of the run's snapshot refs, a replace or
+    /// notes ref or the stash was moved, created or deleted (restored, except the operator's HEAD); or
     /// another of the operator's branches was moved or deleted, or another run's refs changed
     /// while it was not driven (restored).
     ProtectedBranchViolation,
@@ -446,6 +446,7 @@ impl Policy {
                 }
                 RefClass::Snapshot => (ViolationClass::ProtectedBranchViolation, "snapshot_refs"),
                 RefClass::Replace => (ViolationClass::ProtectedBranchViolation, "replace_refs"),
+                RefClass::Notes => (ViolationClass::ProtectedBranchViolation, "notes_refs"),
                 RefClass::Stash => (ViolationClass::ProtectedBranchViolation, "stash"),
                 RefClass::SymbolicRef => {
                     (ViolationClass::ProtectedBranchViolation, "symbolic_refs")

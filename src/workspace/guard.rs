@@ -58,6 +58,10 @@ pub enum RefClass {
     /// A replace ref (`refs/replace/…`, made by `git replace`): it makes every git command
     /// read another object in place of the one named, `main`'s commit included.
     Replace,
+    /// A notes ref (`refs/notes/…`, made by `git notes`): notes are shown beside commits by
+    /// `git log` and travel with a push of the notes ref, so an agent could attach "reviewed
+    /// and approved" to `main`'s commit. Put back.
+    Notes,
     /// `refs/stash`, which every worktree shares with the operator's checkout: an agent's
     /// `git stash drop` or `clear` would lose the operator's stashed work.
     Stash,
@@ -574,6 +578,8 @@ impl RefGuard {
                 RefClass::Snapshot
             } else if name.starts_with("refs/replace/") {
                 RefClass::Replace
+            } else if name.starts_with("refs/notes/") {
+                RefClass::Notes
             } else if name == "refs/stash" {
                 RefClass::Stash
             } else if name.starts_with("refs/remotes/") {
@@ -770,7 +776,7 @@ impl RefGuard {
         }
     }
 
-    /// Every branch, tag, remote-tracking and replace ref and every run's snapshot refs
+    /// Every branch, tag, remote-tracking, replace and notes ref and every run's snapshot refs
     /// (`refs/tnh/`), the work branch included.
     fn list_refs(&self) -> Result<Listing, WorkspaceError> {
         let listing = self.workspace.repo_git.text([
@@ -780,6 +786,7 @@ impl RefGuard {
             "refs/tags/",
             "refs/remotes/",
             "refs/replace/",
+            "refs/notes/",
             "refs/stash",
             "refs/tnh/",
         ])?;

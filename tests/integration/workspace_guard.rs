@@ -1020,6 +1020,63 @@ fn a_replace_ref_that_would_swap_mains_commit_is_removed_and_reported() {
     );
 }
 
+/// `git notes` writes `refs/notes/commits`, which `git log` shows beside `main`'s commits
+/// and a push of the notes ref carries away: an agent could note "reviewed and approved" on
+/// them. Before, notes refs were not listed by the guard at all and the step was clean.
+#[test]
+fn a_note_an_agent_attaches_to_mains_commit_is_removed_and_reported() {
+    let repo = TempRepo::new();
+    // A note the operator wrote before the run is theirs and must come back as it was.
+    let main = repo.git(&["rev-parse", "main"]);
+    repo.git(&[
+        "notes",
+        "--ref=review",
+        "add",
+        "-m",
+        "operator's note",
+        &main,
+    ]);
+    let review_before = repo.git(&["rev-parse", "refs/notes/review"]);
+    let workspace = create(&repo, "notes");
+    let guard = workspace.guard(&[]).unwrap();
+    let dir = workspace.path();
+    git_in(dir, &["notes", "add", "-m", "reviewed and approved", &main]);
+    git_in(dir, &["notes", "--ref=review", "remove", &main]);
+    assert!(
+        repo.git(&["log", "-1", "--notes", "main"])
+            .contains("reviewed and approved")
+    );
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    assert_eq!(repo.git(&["for-each-ref", "refs/notes/commits"]), "");
+    assert!(
+        !repo
+            .git(&["log", "-1", "--notes", "main"])
+            .contains("reviewed and approved")
+    );
+    assert_eq!(repo.git(&["rev-parse", "refs/notes/review"]), review_before);
+    let notes: Vec<&RefChange> = report
+        .ref_changes
+        .iter()
+        .filter(|change| change.class == RefClass::Notes)
+        .collect();
+    let names: Vec<&str> = notes.iter().map(|change| change.refname.as_str()).collect();
+    assert_eq!(
+        names,
+        ["refs/notes/commits", "refs/notes/review"],
+        "{report:?}"
+    );
+    assert!(notes.iter().all(|change| change.restored), "{report:?}");
+    assert!(
+        classes(&violations).contains(&(
+            ViolationClass::ProtectedBranchViolation,
+            "notes_refs".to_owned()
+        )),
+        "{violations:?}"
+    );
+}
+
 #[test]
 fn files_that_rewrite_history_as_git_reads_it_are_restored_and_reported() {
     let repo = TempRepo::new();
