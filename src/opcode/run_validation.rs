@@ -40,7 +40,23 @@ struct Ran {
     record: serde_json::Value,
     artifacts: Vec<ArtifactEntry>,
     proposed_goldens: bool,
+    /// What the validator left in its folder under the conductor's names (removed).
+    tampered: Vec<String>,
 }
+
+/// Files of a RUN_VALIDATION visit the conductor writes after the validators end: anything
+/// under these names then was left there by a validator (the project's code, which an agent
+/// may have written).
+const VALIDATION_VISIT_FILES_AFTER: [&str; 5] = [
+    "workspace.diff",
+    "workspace_status.json",
+    "validation_report.json",
+    "policy_summary.json",
+    "manifest.json",
+];
+
+/// A validator's captures, opened by the conductor before it starts.
+const VALIDATOR_CAPTURES: [&str; 2] = ["stdout.txt", "stderr.txt"];
 
 pub(super) fn execute(
     context: &mut StepContext<'_>,
@@ -89,6 +105,26 @@ pub(super) fn execute(
         report: guard_report,
         head,
     } = checked?;
+    let mut tampered: Vec<String> = ran
+        .iter()
+        .flat_map(|result| result.tampered.iter().cloned())
+        .collect();
+    tampered.extend(
+        crate::artifacts::safe_files::clear_unexpected_entries(
+            &visit_dir,
+            &[],
+            &VALIDATION_VISIT_FILES_AFTER,
+        )
+        .map_err(crate::artifacts::ArtifactsError::io("clear", &visit_dir))?,
+    );
+    if !tampered.is_empty() {
+        let step = context.step_id().to_owned();
+        context.recorder.event(
+            EventType::EvidenceTampered,
+            Some((&step, context.visit)),
+            payload([("entries", tampered.into())]),
+        )?;
+    }
     let Capture { status, tree } = capture(
         context.workspace,
         &baseline,
@@ -492,6 +528,7 @@ fn run_one(
                 record,
                 artifacts: Vec::new(),
                 proposed_goldens: false,
+                tampered: Vec::new(),
             });
         }
     };
@@ -573,6 +610,7 @@ fn run_one(
         })
         .map_err(|error| OpcodeError::Other(format!("the validator task failed: {error}")))??;
     let relative = |file: &str| format!("validators/{id}/{file}");
+    let tampered = check_validator_folder(&folder, &format!("validators/{id}"))?;
     let mut artifacts = vec![
         context.artifact(
             ArtifactRole::ValidationStdout,
@@ -622,7 +660,16 @@ fn run_one(
     });
     let mut outcome = supervised.outcome;
     let mut cause = supervised.cause.clone();
-    if outcome == Outcome::Completed && (!missing.is_empty() || report_problem.is_some()) {
+    // A capture the validator replaced or removed is lost: whatever its exit code said, what
+    // it printed cannot be audited, so it does not count as a pass.
+    if let Some(lost) = tampered.iter().find(|entry| {
+        VALIDATOR_CAPTURES
+            .iter()
+            .any(|name| entry.starts_with(&format!("`{}` ", relative(name))))
+    }) {
+        outcome = Outcome::Error;
+        cause = format!("evidence_tampered: {lost}");
+    } else if outcome == Outcome::Completed && (!missing.is_empty() || report_problem.is_some()) {
         outcome = Outcome::Error;
         cause = report_problem
             .unwrap_or_else(|| format!("declared artifacts missing: {}", missing.join(", ")));
@@ -656,7 +703,35 @@ fn run_one(
         record,
         artifacts,
         proposed_goldens,
+        tampered,
     })
+}
+
+/// After a validator: each capture must still be the regular file the conductor opened, and
+/// the supervisor's record of the process group gone. What the validator left instead is
+/// described (named by its place in the visit folder, `shown`) and removed.
+fn check_validator_folder(folder: &Path, shown: &str) -> Result<Vec<String>, OpcodeError> {
+    let mut found = crate::artifacts::safe_files::clear_unexpected_entries(
+        folder,
+        &VALIDATOR_CAPTURES,
+        &[crate::runner::PROCESS_GROUP_FILE],
+    )
+    .map_err(crate::artifacts::ArtifactsError::io("clear", folder))?;
+    for name in VALIDATOR_CAPTURES {
+        let reported = found
+            .iter()
+            .any(|entry| entry.starts_with(&format!("`{name}` ")));
+        if !reported && std::fs::symlink_metadata(folder.join(name)).is_err() {
+            found.push(format!("`{name}` was removed"));
+        }
+    }
+    Ok(found
+        .into_iter()
+        .map(|entry| match entry.strip_prefix('`') {
+            Some(rest) => format!("`{shown}/{rest}"),
+            None => entry,
+        })
+        .collect())
 }
 
 /// The validator's program by path, looked up on its own `PATH` in its working directory.

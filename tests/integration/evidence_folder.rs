@@ -184,3 +184,98 @@ ln -s '{elsewhere}' "$TNH_RUN_DIR/artifacts/second"
     assert!(std::fs::symlink_metadata(&second).unwrap().is_dir());
     assert!(Path::new(&second.join("1/manifest.json")).is_file());
 }
+
+/// A validator is the project's own code, which the agent may have written: before, what it
+/// left in its step folder was removed or replaced silently by the conductor's writes, and a
+/// validator that swapped its own output for a link (hiding what the tests printed) still
+/// counted as passed. Now the same check as for an agent runs after the validators: each
+/// planted entry is removed and named in an `evidence_tampered` event, and a validator whose
+/// capture is lost ends `error` (`evidence_tampered: …`), whatever its exit code.
+#[test]
+fn what_a_validator_plants_in_its_step_folder_is_removed_and_reported() {
+    let repo = RunRepo::new();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("notes.txt");
+    std::fs::write(&victim, "the operator's notes\n").unwrap();
+    let planting = format!(
+        r#"echo "3 tests failed"
+step="$TNH_STEP_DIR"
+rm -f "$step/validators/tests/stdout.txt"
+ln -s '{victim}' "$step/validators/tests/stdout.txt"
+ln -s '{victim}' "$step/validation_report.json"
+mkfifo "$step/workspace_status.json"
+exit 0
+"#,
+        victim = victim.display()
+    );
+    let script = outside.path().join("plant.sh");
+    std::fs::write(&script, planting).unwrap();
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!(
+            "{config}validators:\n  tests: {{argv: [sh, \"{}\"]}}\n",
+            script.display()
+        ),
+    );
+    let workflow = repo.workflow_text(
+        "plant.yaml",
+        "workflow_id: plant\nversion: 1\ndescription: d\nentry_step: check\nsteps:\n  - id: check\n    opcode: RUN_VALIDATION\n    run: [tests]\n    routes:\n      completed: STOP\n      \"*\": STOP\n",
+    );
+    let (_, result, output) = repo.run(&workflow, &[]);
+    let run_id = result["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{result}{}", stderr_text(&output)));
+
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "the operator's notes\n"
+    );
+    let visit = repo.run_dir(run_id).join("artifacts/check/1");
+    for name in [
+        "validation_report.json",
+        "workspace_status.json",
+        "validators/tests/stderr.txt",
+    ] {
+        let metadata = std::fs::symlink_metadata(visit.join(name)).unwrap();
+        assert!(
+            metadata.file_type().is_file() && metadata.nlink() == 1,
+            "{name}"
+        );
+    }
+    // The replaced capture is gone, not left pointing at the operator's file.
+    assert!(std::fs::symlink_metadata(visit.join("validators/tests/stdout.txt")).is_err());
+
+    let events = repo.events(run_id);
+    let tampered = first_event(&events, "evidence_tampered");
+    assert_eq!(tampered["step_id"], "check");
+    let entries: Vec<&str> = tampered["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry.as_str().unwrap())
+        .collect();
+    for expected in [
+        "`validators/tests/stdout.txt` is a symbolic link to `",
+        "`validation_report.json` is a symbolic link to `",
+        "`workspace_status.json` is a FIFO",
+    ] {
+        assert!(
+            entries.iter().any(|entry| entry.starts_with(expected)),
+            "{expected}: {entries:#?}"
+        );
+    }
+    // Its exit code said 0; what it printed is lost, so it is not a pass.
+    let report = repo.json(run_id, "artifacts/check/1/validation_report.json");
+    let record = &report["validators"]["tests"];
+    assert_eq!(record["exit_code"], 0, "{report}");
+    assert_eq!(record["outcome"], "error", "{report}");
+    assert!(
+        record["cause"]
+            .as_str()
+            .unwrap()
+            .starts_with("evidence_tampered: `validators/tests/stdout.txt`"),
+        "{report}"
+    );
+    assert_eq!(report["outcome"], "error", "{report}");
+}
