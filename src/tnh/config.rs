@@ -45,7 +45,9 @@ pub fn repo_root(checkout: &Path) -> Result<PathBuf, TnhError> {
                 "cannot find the repository of `{}`: {error}",
                 checkout.display()
             ),
-            "run tnh from a folder of a git repository (any checkout of it)",
+            error.hint().unwrap_or_else(|| {
+                "run tnh from a folder of a git repository (any checkout of it)".to_owned()
+            }),
         )
     })
 }

@@ -134,38 +134,36 @@ pub fn merge_base(root: &Path, reference: &str) -> Result<String, TnhError> {
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
-/// The repository's common git folder (a worktree's `.git` file points into it).
-pub fn common_dir(root: &Path) -> PathBuf {
+/// The checkout's own git folder: `root/.git`, or the folder its `.git` file names (a linked
+/// worktree's `<repo>/.git/worktrees/<name>`, a submodule's `../.git/modules/<name>`, a
+/// `--separate-git-dir` folder), relative to `root` when the file gives a relative path.
+fn git_dir(root: &Path) -> PathBuf {
     let dot_git = root.join(".git");
     if dot_git.is_dir() {
         return dot_git;
     }
-    // A worktree: `.git` holds `gitdir: <repo>/.git/worktrees/<name>`, whose `commondir` is `../..`.
-    let gitdir = std::fs::read_to_string(&dot_git).ok().and_then(|text| {
-        text.strip_prefix("gitdir:")
-            .map(|path| PathBuf::from(path.trim()))
-    });
-    match gitdir {
-        Some(gitdir) => {
-            let common = std::fs::read_to_string(gitdir.join("commondir"))
-                .map(|text| gitdir.join(text.trim()))
-                .unwrap_or(gitdir);
-            common.canonicalize().unwrap_or(common)
-        }
-        None => dot_git,
-    }
+    std::fs::read_to_string(&dot_git)
+        .ok()
+        .and_then(|text| {
+            text.strip_prefix("gitdir:")
+                .map(|path| root.join(path.trim()))
+        })
+        .unwrap_or(dot_git)
+}
+
+/// The repository's common git folder: the checkout's git folder, or for a linked worktree
+/// the one its `commondir` file names (relative to it).
+pub fn common_dir(root: &Path) -> PathBuf {
+    let git_dir = git_dir(root);
+    let common = std::fs::read_to_string(git_dir.join("commondir"))
+        .map(|text| git_dir.join(text.trim()))
+        .unwrap_or(git_dir);
+    common.canonicalize().unwrap_or(common)
 }
 
 /// The current branch, read from HEAD without running git (`None` when detached).
 pub fn branch(root: &Path) -> Option<String> {
-    let dot_git = root.join(".git");
-    let head_path = if dot_git.is_dir() {
-        dot_git.join("HEAD")
-    } else {
-        let text = std::fs::read_to_string(&dot_git).ok()?;
-        PathBuf::from(text.strip_prefix("gitdir:")?.trim()).join("HEAD")
-    };
-    let head = std::fs::read_to_string(head_path).ok()?;
+    let head = std::fs::read_to_string(git_dir(root).join("HEAD")).ok()?;
     head.trim()
         .strip_prefix("ref: refs/heads/")
         .map(str::to_owned)
