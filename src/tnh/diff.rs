@@ -11,7 +11,8 @@ use crate::error::ExitStatus;
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  tnh diff --stat\n  tnh diff --patch --max-lines 200 src/\n  tnh diff --name-only 'src/*.rs' | head\n  tnh diff --against main --stat\n\n\
-The base is TNH_BASE_SHA inside a run, else the merge-base with origin/HEAD, main or master. \
+The base is TNH_BASE_SHA inside a run, else the merge-base with origin/HEAD, main or master, else HEAD \
+(the empty tree while there is no commit yet: every file is new). \
 With --against REF the base is the merge-base of REF and HEAD instead: the change of a branch since it left REF, \
 plus what is not committed yet (a review run started with --base feature-branch reads the branch's change with \
 --against main). \

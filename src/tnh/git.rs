@@ -65,7 +65,8 @@ fn git_output(root: &Path, args: &[&str]) -> Result<std::process::Output, TnhErr
 }
 
 /// The root and the base: `TNH_BASE_SHA` inside a run, else the merge-base with the default
-/// branch (`origin/HEAD`, `main`, `master`), else `HEAD`.
+/// branch (`origin/HEAD`, `main`, `master`), else `HEAD`, or the empty tree while HEAD has no
+/// commit yet.
 pub fn place() -> Result<Place, TnhError> {
     let root = root()?;
     if let Ok(base) = std::env::var("TNH_BASE_SHA")
@@ -99,11 +100,36 @@ pub fn place() -> Result<Place, TnhError> {
             });
         }
     }
+    if head_is_unborn(&root, &common, &packed) {
+        // No commit yet: everything in the checkout is new, as against the empty tree.
+        let empty_tree = git(&root, &["hash-object", "-t", "tree", "/dev/null"])?;
+        return Ok(Place {
+            root,
+            base: empty_tree.trim().to_owned(),
+            base_source: "empty tree: no commit yet".into(),
+        });
+    }
     Ok(Place {
         root,
         base: "HEAD".into(),
         base_source: "HEAD (no default branch found)".into(),
     })
+}
+
+/// Whether HEAD names a branch that has no commit yet (a new repository, an orphan branch),
+/// read from the ref files; a reftable repository is taken to have its commit.
+fn head_is_unborn(root: &Path, common: &Path, packed: &str) -> bool {
+    let Ok(head) = std::fs::read_to_string(git_dir(root).join("HEAD")) else {
+        return false;
+    };
+    let Some(reference) = head.trim().strip_prefix("ref: ") else {
+        return false;
+    };
+    !common.join("reftable").exists()
+        && !common.join(reference).is_file()
+        && !packed
+            .lines()
+            .any(|line| line.ends_with(&format!(" {reference}")))
 }
 
 /// The merge-base of `reference` and HEAD: where the current branch left `reference`.

@@ -468,3 +468,39 @@ fn a_runlog_entry_without_a_reference_has_no_ref_field() {
     }
     assert!(runlog[1].get("kind").is_none(), "{}", runlog[1]);
 }
+
+/// Review defect #6: in a repository without a commit yet, `tnh context` and `tnh diff` failed
+/// with git's "bad revision 'HEAD'" (exit 2); with no commit, everything is new: the base is
+/// the empty tree, staged files are added and the others untracked.
+#[test]
+fn without_a_commit_yet_every_file_is_new() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::support::git_in(dir.path(), &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.path().join("staged.rs"), "fn staged() {}\n").unwrap();
+    std::fs::write(dir.path().join("new.txt"), "new\n").unwrap();
+    crate::support::git_in(dir.path(), &["add", "staged.rs"]);
+
+    let context = run_tnh(dir.path(), &["context"]);
+    assert_eq!(context.status.code(), Some(0), "{}", stderr_text(&context));
+    let text = stdout_text(&context);
+    assert!(
+        text.contains("branch: main")
+            && text.contains("(empty tree: no commit yet)")
+            && text.contains("changed (2):\n  A staged.rs\n  ? new.txt\n"),
+        "{text}"
+    );
+    let names = run_tnh(dir.path(), &["diff", "--name-only"]);
+    assert_eq!(names.status.code(), Some(0), "{}", stderr_text(&names));
+    assert_eq!(stdout_text(&names), "A\tstaged.rs\n?\tnew.txt\n");
+    let stat = stdout_text(&run_tnh(dir.path(), &["diff", "--stat"]));
+    assert!(
+        stat.contains("staged.rs | 1 +") && stat.contains("new.txt (new, untracked)"),
+        "{stat}"
+    );
+    let patch = stdout_text(&run_tnh(dir.path(), &["diff", "--patch"]));
+    assert!(
+        patch.contains("+++ b/staged.rs\n@@ -0,0 +1 @@\n+fn staged() {}")
+            && patch.contains("new untracked file: new.txt"),
+        "{patch}"
+    );
+}
