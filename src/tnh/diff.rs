@@ -16,7 +16,8 @@ The base is TNH_BASE_SHA inside a run, else the merge-base with origin/HEAD, mai
 With --against REF the base is the merge-base of REF and HEAD instead: the change of a branch since it left REF, \
 plus what is not committed yet (a review run started with --base feature-branch reads the branch's change with \
 --against main). \
-Untracked files are listed as new. PATHs are git pathspecs relative to the repository root, matched the same way \
+Untracked files are listed as new. Paths print as they are, except that one holding a `\"`, a `\\` or a control \
+character (a tab) is C-quoted as git does (`\"quo\\\"te.txt\"`), alike in every mode. PATHs are git pathspecs relative to the repository root, matched the same way \
 for tracked and untracked files in every mode: `src` is the folder src (not srcgen/), `src/*.rs` a glob. \
 --patch shows source files first, then tests (a test/ or tests/ folder, or a file named test_*, *_test.*, *.test.*, \
 test.* or tests.*), then docs (*.md, or under docs/ or doc/) and others; output longer than --max-lines ends with a line \
@@ -54,7 +55,7 @@ pub fn run(args: &DiffArgs) -> TnhResult {
     let mut text = if args.name_only {
         git::changes(&place, &args.paths)?
             .iter()
-            .map(|(status, path)| format!("{status}\t{path}\n"))
+            .map(|(status, path)| format!("{status}\t{}\n", git::quoted(path)))
             .collect()
     } else {
         let shape = if args.patch { "--patch" } else { "--stat" };
@@ -71,13 +72,13 @@ pub fn run(args: &DiffArgs) -> TnhResult {
         if args.patch {
             let mut text = key_hunks_first(&tracked);
             for path in untracked {
-                let _ = writeln!(text, "new untracked file: {path}");
+                let _ = writeln!(text, "new untracked file: {}", git::quoted(path));
             }
             text
         } else {
             let mut text = tracked;
             for path in untracked {
-                let _ = writeln!(text, " {path} (new, untracked)");
+                let _ = writeln!(text, " {} (new, untracked)", git::quoted(path));
             }
             text
         }
@@ -104,7 +105,7 @@ fn key_hunks_first(patch: &str) -> String {
     if let Some(from) = start {
         files.push(&patch[from..]);
     }
-    files.sort_by_key(|file| rank(patch_path(file)));
+    files.sort_by_cached_key(|file| rank(&patch_path(file)));
     files.concat()
 }
 
@@ -120,25 +121,44 @@ fn rank(path: &str) -> u8 {
 }
 
 /// The path one file's patch is about: its new name, else its old one (a deletion), else the
-/// header's (a mode change or a binary file).
-fn patch_path(file: &str) -> &str {
+/// header's (a mode change or a binary file). git C-quotes a name with a `"`, a `\` or a
+/// control character (`+++ "b/quo\"te.txt"`); the path is read back from that form too.
+fn patch_path(file: &str) -> String {
     let mut lines = file.lines();
     let header = lines.next().unwrap_or_default();
     let mut old = None;
     for line in lines.take_while(|line| !line.starts_with("@@")) {
-        if let Some(path) = line
-            .strip_prefix("+++ b/")
-            .or_else(|| line.strip_prefix("rename to "))
-            .or_else(|| line.strip_prefix("copy to "))
-        {
-            return path.trim_end_matches('\t');
+        let new = line
+            .strip_prefix("+++ ")
+            .and_then(|name| side(name, "b/"))
+            .or_else(|| {
+                line.strip_prefix("rename to ")
+                    .or_else(|| line.strip_prefix("copy to "))
+                    .map(|name| git::unquoted(name).into_owned())
+            });
+        if let Some(path) = new {
+            return path;
         }
-        if let Some(path) = line.strip_prefix("--- a/") {
-            old = Some(path.trim_end_matches('\t'));
+        if let Some(path) = line.strip_prefix("--- ").and_then(|name| side(name, "a/")) {
+            old = Some(path);
         }
     }
-    old.or_else(|| header.rsplit_once(" b/").map(|(_, path)| path))
-        .unwrap_or(header)
+    let from_header = if header.ends_with('"') {
+        header
+            .rfind(" \"b/")
+            .and_then(|at| side(&header[at + 1..], "b/"))
+    } else {
+        header.rsplit_once(" b/").map(|(_, path)| path.to_owned())
+    };
+    old.or(from_header).unwrap_or_else(|| header.to_owned())
+}
+
+/// The path of a `--- a/…` or `+++ b/…` name (git ends a name holding a space with a tab),
+/// without its `prefix`; `None` for `/dev/null`.
+fn side(name: &str, prefix: &str) -> Option<String> {
+    git::unquoted(name.trim_end_matches('\t'))
+        .strip_prefix(prefix)
+        .map(str::to_owned)
 }
 
 /// A test file: under a `test`, `tests` or `__tests__` folder, or named `test_*`, `*_test.*`,
@@ -191,7 +211,30 @@ pub fn truncate(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_test_path, rank};
+    use super::{is_test_path, patch_path, rank};
+    use crate::tnh::git::{quoted, unquoted};
+
+    /// Review defect #7: a quoted path was read back only by `--patch`'s ranking, which saw
+    /// the raw header; every path git may quote reads back to itself.
+    #[test]
+    fn quoted_paths_read_back_as_they_are() {
+        for path in [
+            "plain/naïve file.rs",
+            "quo\"te.txt",
+            "back\\slash.txt",
+            "tab\there\nnew\rline\x07\x08\x0b\x0c\x01\x7f.md",
+        ] {
+            assert_eq!(unquoted(&quoted(path)), path);
+        }
+        assert_eq!(quoted("plain/naïve file.rs"), "plain/naïve file.rs");
+        assert_eq!(quoted("a\"b\\c\td\x01"), "\"a\\\"b\\\\c\\td\\001\"");
+        let file = "diff --git \"a/tests/quo\\\"te.rs\" \"b/tests/quo\\\"te.rs\"\nindex 1..2 100644\n--- \"a/tests/quo\\\"te.rs\"\n+++ \"b/tests/quo\\\"te.rs\"\n@@ -1 +1 @@\n";
+        assert_eq!(patch_path(file), "tests/quo\"te.rs");
+        let mode_change = "diff --git \"a/docs/back\\\\slash\" \"b/docs/back\\\\slash\"\nold mode 100644\nnew mode 100755\n";
+        assert_eq!(patch_path(mode_change), "docs/back\\slash");
+        let deleted = "diff --git a/src/gone.rs b/src/gone.rs\ndeleted file mode 100644\n--- a/src/gone.rs\n+++ /dev/null\n";
+        assert_eq!(patch_path(deleted), "src/gone.rs");
+    }
 
     #[test]
     fn test_paths_are_matched_by_folder_or_file_name_pattern() {

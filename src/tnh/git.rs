@@ -248,6 +248,87 @@ pub fn as_strs(arguments: &[String]) -> Vec<&str> {
     arguments.iter().map(String::as_str).collect()
 }
 
+/// A path as git prints it in text with `core.quotePath` off, so every mode and command spells
+/// a path the same way: as it is, unless it holds a `"`, a `\` or a control character (a tab,
+/// a newline), which would break a line-oriented reading — then C-quoted (`"quo\"te.txt"`),
+/// as `git diff --stat` and `--patch` print it.
+pub fn quoted(path: &str) -> std::borrow::Cow<'_, str> {
+    if !path
+        .chars()
+        .any(|c| matches!(c, '"' | '\\') || c.is_ascii_control())
+    {
+        return path.into();
+    }
+    let mut text = String::with_capacity(path.len() + 2);
+    text.push('"');
+    for c in path.chars() {
+        match c {
+            '"' => text.push_str("\\\""),
+            '\\' => text.push_str("\\\\"),
+            '\x07' => text.push_str("\\a"),
+            '\x08' => text.push_str("\\b"),
+            '\t' => text.push_str("\\t"),
+            '\n' => text.push_str("\\n"),
+            '\x0b' => text.push_str("\\v"),
+            '\x0c' => text.push_str("\\f"),
+            '\r' => text.push_str("\\r"),
+            c if c.is_ascii_control() => text.push_str(&format!("\\{:03o}", u32::from(c))),
+            c => text.push(c),
+        }
+    }
+    text.push('"');
+    text.into()
+}
+
+/// The path a C-quoted `"…"` (as [`quoted`] and git write it) stands for; text that does not
+/// start with `"` is returned as it is.
+pub fn unquoted(text: &str) -> std::borrow::Cow<'_, str> {
+    let Some(inner) = text
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+    else {
+        return text.into();
+    };
+    let mut bytes = Vec::with_capacity(inner.len());
+    let mut rest = inner.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        rest = tail;
+        if byte != b'\\' {
+            bytes.push(byte);
+            continue;
+        }
+        let Some((&escape, tail)) = rest.split_first() else {
+            bytes.push(byte);
+            break;
+        };
+        rest = tail;
+        let plain = match escape {
+            b'a' => 0x07,
+            b'b' => 0x08,
+            b't' => b'\t',
+            b'n' => b'\n',
+            b'v' => 0x0b,
+            b'f' => 0x0c,
+            b'r' => b'\r',
+            b'0'..=b'7' => {
+                let digits: Vec<u8> = std::iter::once(escape)
+                    .chain(rest.iter().copied().take(2))
+                    .take_while(|digit| (b'0'..=b'7').contains(digit))
+                    .collect();
+                rest = &rest[digits.len() - 1..];
+                digits
+                    .iter()
+                    .fold(0u32, |value, digit| value * 8 + u32::from(digit - b'0'))
+                    .try_into()
+                    .unwrap_or(b'?')
+            }
+            other => other,
+        };
+        bytes.push(plain);
+    }
+    String::from_utf8_lossy(&bytes).into_owned().into()
+}
+
 /// The entries of `-z` output.
 pub fn split_nul(text: &str) -> Vec<&str> {
     text.split('\0').filter(|entry| !entry.is_empty()).collect()
