@@ -109,6 +109,29 @@ pub fn checkout_root(start: &Path) -> Option<PathBuf> {
     repository.workdir()?.canonicalize().ok()
 }
 
+/// What to tell someone working in `checkout` whose own `.tnh/config.yaml` is not read: every
+/// checkout uses the file of the main working tree `root` (unless a file is named explicitly),
+/// so a linked worktree's (or a run's worktree's) own file that differs from it is ignored.
+/// `None` when `checkout` is the main working tree, has no such file, or has the same one.
+/// The text names both files; the caller says how to pick another.
+pub fn ignored_checkout_config(checkout: &Path, root: &Path) -> Option<String> {
+    let checkout = checkout.canonicalize().ok()?;
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_owned());
+    let ignored = checkout.join(".tnh/config.yaml");
+    let used = root.join(".tnh/config.yaml");
+    if checkout == root || !ignored.is_file() {
+        return None;
+    }
+    if std::fs::read(&ignored).ok() == std::fs::read(&used).ok() {
+        return None;
+    }
+    Some(format!(
+        "ignoring `{}`: every checkout of this repository uses `{}`",
+        ignored.display(),
+        used.display()
+    ))
+}
+
 /// Loads the run `run_id` of the repository at `repo_root`.
 pub fn load_run(repo_root: &Path, run_id: &str) -> Result<RunEntry, WorkspaceError> {
     let run_error = |reason: String| WorkspaceError::Run {

@@ -504,3 +504,52 @@ fn without_a_commit_yet_every_file_is_new() {
         "{patch}"
     );
 }
+
+/// Review defect #9: in a linked worktree, `tnh test` read the main working tree's
+/// `.tnh/config.yaml` (as documented) but said nothing about the checkout's own, different
+/// file, which `tnh-conductor` names as ignored; now every `tnh` command that reads the
+/// configuration names it on stderr the same way, and stays quiet when the files agree.
+#[test]
+fn a_linked_worktrees_own_config_is_named_as_ignored() {
+    let repo = TempRepo::new();
+    let main_config = "validators:\n  tests: {argv: [sh, -c, \"echo MAIN config\"]}\n";
+    repo.write(".tnh/config.yaml", main_config);
+    let outside = tempfile::tempdir().unwrap();
+    let linked = outside.path().join("linked");
+    repo.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        linked.to_str().unwrap(),
+    ]);
+    let linked = linked.canonicalize().unwrap();
+    std::fs::create_dir_all(linked.join(".tnh")).unwrap();
+    std::fs::write(
+        linked.join(".tnh/config.yaml"),
+        "validators:\n  tests: {argv: [sh, -c, \"echo LINKED config\"]}\n",
+    )
+    .unwrap();
+    let warning = format!(
+        "warning: ignoring `{}`: every checkout of this repository uses `{}`\n",
+        linked.join(".tnh/config.yaml").display(),
+        repo.path()
+            .canonicalize()
+            .unwrap()
+            .join(".tnh/config.yaml")
+            .display()
+    );
+    let tested = run_tnh(&linked, &["test"]);
+    assert_eq!(tested.status.code(), Some(0), "{}", stderr_text(&tested));
+    assert!(stdout_text(&tested).contains("MAIN config"));
+    assert_eq!(stderr_text(&tested), warning);
+    for args in [&["context"][..], &["adr", "list"][..]] {
+        let output = run_tnh(&linked, args);
+        assert_eq!(output.status.code(), Some(0), "{args:?}");
+        assert_eq!(stderr_text(&output), warning, "{args:?}");
+    }
+    // The main checkout, and a linked worktree whose file is the same, hear nothing.
+    assert_eq!(stderr_text(&run_tnh(repo.path(), &["test"])), "");
+    std::fs::write(linked.join(".tnh/config.yaml"), main_config).unwrap();
+    assert_eq!(stderr_text(&run_tnh(&linked, &["test"])), "");
+}
