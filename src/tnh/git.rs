@@ -18,10 +18,17 @@ pub struct Place {
 
 /// The repository containing the current directory, without running git.
 pub fn root() -> Result<PathBuf, TnhError> {
-    let start = std::env::var_os("TNH_WORKTREE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_default();
+    let start = match std::env::var_os("TNH_WORKTREE") {
+        // Empty, it would be taken for a folder named "" (and git then fails to start there).
+        Some(worktree) if worktree.is_empty() => {
+            return Err(TnhError::new(
+                "TNH_WORKTREE is set but empty",
+                "inside a run tnh-conductor sets it to the run's worktree; outside one, unset it (`unset TNH_WORKTREE`) or set it to a folder of a checkout",
+            ));
+        }
+        Some(worktree) => PathBuf::from(worktree),
+        None => std::env::current_dir().unwrap_or_default(),
+    };
     start
         .ancestors()
         .find(|dir| dir.join(".git").exists())
@@ -72,6 +79,14 @@ pub fn place() -> Result<Place, TnhError> {
     if let Ok(base) = std::env::var("TNH_BASE_SHA")
         && !base.is_empty()
     {
+        // git would take it for an option (`--output=FILE` writes a file), as `--against`
+        // refuses it.
+        if base.starts_with('-') {
+            return Err(TnhError::new(
+                format!("TNH_BASE_SHA `{base}` is not a commit"),
+                "inside a run tnh-conductor sets it to the run's base commit; outside one, unset it (`unset TNH_BASE_SHA`) or set it to a commit (`git rev-parse HEAD`)",
+            ));
+        }
         return Ok(Place {
             root,
             base,

@@ -553,3 +553,58 @@ fn a_linked_worktrees_own_config_is_named_as_ignored() {
     std::fs::write(linked.join(".tnh/config.yaml"), main_config).unwrap();
     assert_eq!(stderr_text(&run_tnh(&linked, &["test"])), "");
 }
+
+/// Review defect #10: a `TNH_BASE_SHA` starting with `-` reached git as an option
+/// (`--output=FILE` made git write that file and `tnh diff` print "no changes"), and an empty
+/// `TNH_WORKTREE` was blamed on a missing git. Both are refused, naming the variable.
+#[test]
+fn strange_tnh_variables_are_refused_naming_the_variable() {
+    let repo = changed_repo();
+    let written = repo.path().join("written-by-git.txt");
+    let option = format!("--output={}", written.display());
+    for args in [
+        &["diff"][..],
+        &["diff", "--name-only"][..],
+        &["context"][..],
+    ] {
+        let output = tnh()
+            .current_dir(repo.path())
+            .args(args)
+            .env("TNH_BASE_SHA", &option)
+            .env_remove("TNH_WORKTREE")
+            .env_remove("TNH_RUN_DIR")
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = stderr_text(&output);
+        assert!(
+            stderr.contains(&format!("error: TNH_BASE_SHA `{option}` is not a commit"))
+                && stderr.contains("hint:"),
+            "{args:?}: {stderr}"
+        );
+        assert!(output.stdout.is_empty(), "{args:?}");
+        assert!(
+            !written.exists(),
+            "{args:?}: git wrote {}",
+            written.display()
+        );
+    }
+    for args in [&["diff"][..], &["context"][..], &["test"][..]] {
+        let output = tnh()
+            .current_dir(repo.path())
+            .args(args)
+            .env("TNH_WORKTREE", "")
+            .env_remove("TNH_BASE_SHA")
+            .env_remove("TNH_RUN_DIR")
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = stderr_text(&output);
+        assert!(
+            stderr.contains("error: TNH_WORKTREE is set but empty")
+                && stderr.contains("unset TNH_WORKTREE")
+                && !stderr.contains("install git"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
