@@ -19,8 +19,9 @@ plus what is not committed yet (a review run started with --base feature-branch 
 Untracked files are listed as new. Paths print as they are, except that one holding a `\"`, a `\\` or a control \
 character (a tab) is C-quoted as git does (`\"quo\\\"te.txt\"`), alike in every mode. PATHs are git pathspecs relative to the repository root, matched the same way \
 for tracked and untracked files in every mode: `src` is the folder src (not srcgen/), `src/*.rs` a glob. \
---patch shows source files first, then tests (a test/ or tests/ folder, or a file named test_*, *_test.*, *.test.*, \
-test.* or tests.*), then docs (*.md, or under docs/ or doc/) and others; output longer than --max-lines ends with a line \
+--patch shows source files first (with them every file that is neither a test nor a doc: build files, configuration), \
+then tests (a test/ or tests/ folder, or a file named test_*, *_test.*, *.test.*, \
+test.* or tests.*), then docs (*.md, or under docs/ or doc/), each group in git's order; output longer than --max-lines ends with a line \
 saying how much was left out; with nothing changed every mode prints `no changes`.\n\n\
 Exit codes: 0 printed (also when nothing changed); 2 bad usage, a PATH git refuses, an --against REF git cannot find, or outside a repository."
 )]
@@ -90,7 +91,9 @@ pub fn run(args: &DiffArgs) -> TnhResult {
     Ok(ExitStatus::Success)
 }
 
-/// Files of the patch reordered: source first, then tests, then docs and others.
+/// Files of the patch reordered: sources (and every file that is neither a test nor a doc:
+/// a build file or a configuration change is as much the change as code) first, then tests,
+/// then docs; git's order within each group.
 fn key_hunks_first(patch: &str) -> String {
     let mut files: Vec<&str> = Vec::new();
     let mut start = None;
@@ -109,7 +112,8 @@ fn key_hunks_first(patch: &str) -> String {
     files.concat()
 }
 
-/// Where a changed file goes in `--patch`: source 0, tests 1, docs 2.
+/// Where a changed file goes in `--patch`: tests 1, docs 2, anything else (sources, build
+/// files, configuration) 0.
 fn rank(path: &str) -> u8 {
     if is_test_path(path) {
         1

@@ -247,3 +247,51 @@ fn paths_git_quotes_are_quoted_alike_in_every_text_mode() {
         ])
     );
 }
+
+/// Review defect #11: `tnh diff --help` said `--patch` puts "others" after the docs, but a
+/// file that is neither a test nor a doc (a build file, a configuration) comes first, with the
+/// sources; the help now says what the command does.
+#[test]
+fn patch_puts_files_that_are_neither_tests_nor_docs_with_the_sources() {
+    let repo = TempRepo::new();
+    for path in [
+        "Makefile",
+        "config.json",
+        "src/z.rs",
+        "tests/t.rs",
+        "docs/a.md",
+    ] {
+        repo.write(path, "a\n");
+    }
+    repo.commit_all("base");
+    for path in [
+        "Makefile",
+        "config.json",
+        "src/z.rs",
+        "tests/t.rs",
+        "docs/a.md",
+    ] {
+        repo.write(path, "a\nb\n");
+    }
+    let patch = run_tnh(&repo, &["diff", "--patch"]);
+    let headers: Vec<&str> = patch
+        .lines()
+        .filter(|line| line.starts_with("diff --git "))
+        .collect();
+    assert_eq!(
+        headers,
+        [
+            "diff --git a/Makefile b/Makefile",
+            "diff --git a/config.json b/config.json",
+            "diff --git a/src/z.rs b/src/z.rs",
+            "diff --git a/tests/t.rs b/tests/t.rs",
+            "diff --git a/docs/a.md b/docs/a.md",
+        ]
+    );
+    let help = run_tnh(&repo, &["diff", "--help"]);
+    assert!(
+        help.contains("with them every file that is neither a test nor a doc")
+            && !help.contains("and others"),
+        "{help}"
+    );
+}
