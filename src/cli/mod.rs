@@ -205,19 +205,11 @@ fn note_ignored_checkout_config(cli: &Cli, output: &mut Output) {
     let (Some(checkout), Some(root)) = (checkout, root) else {
         return;
     };
-    let ignored = checkout.join(".tnh/config.yaml");
-    let used = root.join(".tnh/config.yaml");
-    if checkout == root || !ignored.is_file() {
-        return;
+    if let Some(ignored) = crate::workspace::runs::ignored_checkout_config(&checkout, &root) {
+        output.note(&format!(
+            "warning: {ignored} (pass --config FILE to use another)"
+        ));
     }
-    if std::fs::read(&ignored).ok() == std::fs::read(&used).ok() {
-        return;
-    }
-    output.note(&format!(
-        "warning: ignoring `{}`: every checkout of this repository uses `{}` (pass --config FILE to use another)",
-        ignored.display(),
-        used.display()
-    ));
 }
 
 /// The configuration for this invocation (`--config`, else the repository's, else defaults).

@@ -45,17 +45,31 @@ pub fn repo_root(checkout: &Path) -> Result<PathBuf, TnhError> {
                 "cannot find the repository of `{}`: {error}",
                 checkout.display()
             ),
-            "run tnh from a folder of a git repository (any checkout of it)",
+            error.hint().unwrap_or_else(|| {
+                "run tnh from a folder of a git repository (any checkout of it)".to_owned()
+            }),
         )
     })
 }
 
-/// The configuration file the commands run in `checkout` read (it may not exist).
+/// The configuration file the commands run in `checkout` read (it may not exist). When it is
+/// the main working tree's, a different `.tnh/config.yaml` of `checkout` itself is named on
+/// stderr as ignored, as `tnh-conductor` does.
 pub fn config_file(checkout: &Path) -> Result<PathBuf, TnhError> {
     if let Some(path) = recorded().and_then(|recorded| recorded.config_path) {
         return Ok(path);
     }
-    Ok(repo_root(checkout)?.join(".tnh/config.yaml"))
+    let root = repo_root(checkout)?;
+    warn_ignored_checkout_config(checkout, &root);
+    Ok(root.join(".tnh/config.yaml"))
+}
+
+/// Names `checkout`'s own `.tnh/config.yaml` on stderr when it differs from the one of the
+/// main working tree `root`, which is read instead.
+fn warn_ignored_checkout_config(checkout: &Path, root: &Path) {
+    if let Some(ignored) = crate::workspace::runs::ignored_checkout_config(checkout, root) {
+        super::note(&format!("warning: {ignored}"));
+    }
 }
 
 /// Loads the configuration for commands run in `checkout`.
@@ -68,6 +82,9 @@ pub fn load(checkout: &Path) -> Result<RunConfig, TnhError> {
     let explicit = recorded
         .as_ref()
         .and_then(|recorded| recorded.config_path.clone());
+    if explicit.is_none() {
+        warn_ignored_checkout_config(checkout, &repo);
+    }
     let path = explicit
         .clone()
         .unwrap_or_else(|| repo.join(".tnh/config.yaml"));

@@ -13,7 +13,8 @@ use crate::error::ExitStatus;
 #[command(
     after_help = "Examples:\n  tnh context\n  tnh context --json | jq .changed\n\nPrints the repository root, branch, base commit, files changed since the base, the run and step \
 (inside a tnh-conductor run), the step's inputs (the values its prompt was given, from TNH_STEP_DIR/inputs.json when present), \
-ADRs, and the tnh commands available. Paths are printed as they are, never quoted.\n\n\
+ADRs, and the tnh commands available. Paths are printed as they are (non-ASCII too), except that a path holding \
+a `\"`, a `\\` or a control character (a tab) is C-quoted as git does (`\"quo\\\"te.txt\"`); --json gives every path as it is.\n\n\
 Exit codes: 0 printed; 2 outside a repository, or a git query failed."
 )]
 pub struct ContextArgs {
@@ -78,7 +79,7 @@ pub fn run(args: &ContextArgs) -> TnhResult {
     }
     let _ = writeln!(text, "changed ({}):", changed.len());
     for (status, path) in changed.iter().take(50) {
-        let _ = writeln!(text, "  {status} {path}");
+        let _ = writeln!(text, "  {status} {}", git::quoted(path));
     }
     if changed.len() > 50 {
         let _ = writeln!(

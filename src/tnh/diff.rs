@@ -11,14 +11,17 @@ use crate::error::ExitStatus;
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  tnh diff --stat\n  tnh diff --patch --max-lines 200 src/\n  tnh diff --name-only 'src/*.rs' | head\n  tnh diff --against main --stat\n\n\
-The base is TNH_BASE_SHA inside a run, else the merge-base with origin/HEAD, main or master. \
+The base is TNH_BASE_SHA inside a run, else the merge-base with origin/HEAD, main or master, else HEAD \
+(the empty tree while there is no commit yet: every file is new). \
 With --against REF the base is the merge-base of REF and HEAD instead: the change of a branch since it left REF, \
 plus what is not committed yet (a review run started with --base feature-branch reads the branch's change with \
 --against main). \
-Untracked files are listed as new. PATHs are git pathspecs relative to the repository root, matched the same way \
+Untracked files are listed as new. Paths print as they are, except that one holding a `\"`, a `\\` or a control \
+character (a tab) is C-quoted as git does (`\"quo\\\"te.txt\"`), alike in every mode. PATHs are git pathspecs relative to the repository root, matched the same way \
 for tracked and untracked files in every mode: `src` is the folder src (not srcgen/), `src/*.rs` a glob. \
---patch shows source files first, then tests (a test/ or tests/ folder, or a file named test_*, *_test.*, *.test.*, \
-test.* or tests.*), then docs (*.md, or under docs/ or doc/) and others; output longer than --max-lines ends with a line \
+--patch shows source files first (with them every file that is neither a test nor a doc: build files, configuration), \
+then tests (a test/ or tests/ folder, or a file named test_*, *_test.*, *.test.*, \
+test.* or tests.*), then docs (*.md, or under docs/ or doc/), each group in git's order; output longer than --max-lines ends with a line \
 saying how much was left out; with nothing changed every mode prints `no changes`.\n\n\
 Exit codes: 0 printed (also when nothing changed); 2 bad usage, a PATH git refuses, an --against REF git cannot find, or outside a repository."
 )]
@@ -53,7 +56,7 @@ pub fn run(args: &DiffArgs) -> TnhResult {
     let mut text = if args.name_only {
         git::changes(&place, &args.paths)?
             .iter()
-            .map(|(status, path)| format!("{status}\t{path}\n"))
+            .map(|(status, path)| format!("{status}\t{}\n", git::quoted(path)))
             .collect()
     } else {
         let shape = if args.patch { "--patch" } else { "--stat" };
@@ -70,13 +73,13 @@ pub fn run(args: &DiffArgs) -> TnhResult {
         if args.patch {
             let mut text = key_hunks_first(&tracked);
             for path in untracked {
-                let _ = writeln!(text, "new untracked file: {path}");
+                let _ = writeln!(text, "new untracked file: {}", git::quoted(path));
             }
             text
         } else {
             let mut text = tracked;
             for path in untracked {
-                let _ = writeln!(text, " {path} (new, untracked)");
+                let _ = writeln!(text, " {} (new, untracked)", git::quoted(path));
             }
             text
         }
@@ -88,7 +91,9 @@ pub fn run(args: &DiffArgs) -> TnhResult {
     Ok(ExitStatus::Success)
 }
 
-/// Files of the patch reordered: source first, then tests, then docs and others.
+/// Files of the patch reordered: sources (and every file that is neither a test nor a doc:
+/// a build file or a configuration change is as much the change as code) first, then tests,
+/// then docs; git's order within each group.
 fn key_hunks_first(patch: &str) -> String {
     let mut files: Vec<&str> = Vec::new();
     let mut start = None;
@@ -103,11 +108,12 @@ fn key_hunks_first(patch: &str) -> String {
     if let Some(from) = start {
         files.push(&patch[from..]);
     }
-    files.sort_by_key(|file| rank(patch_path(file)));
+    files.sort_by_cached_key(|file| rank(&patch_path(file)));
     files.concat()
 }
 
-/// Where a changed file goes in `--patch`: source 0, tests 1, docs 2.
+/// Where a changed file goes in `--patch`: tests 1, docs 2, anything else (sources, build
+/// files, configuration) 0.
 fn rank(path: &str) -> u8 {
     if is_test_path(path) {
         1
@@ -119,25 +125,44 @@ fn rank(path: &str) -> u8 {
 }
 
 /// The path one file's patch is about: its new name, else its old one (a deletion), else the
-/// header's (a mode change or a binary file).
-fn patch_path(file: &str) -> &str {
+/// header's (a mode change or a binary file). git C-quotes a name with a `"`, a `\` or a
+/// control character (`+++ "b/quo\"te.txt"`); the path is read back from that form too.
+fn patch_path(file: &str) -> String {
     let mut lines = file.lines();
     let header = lines.next().unwrap_or_default();
     let mut old = None;
     for line in lines.take_while(|line| !line.starts_with("@@")) {
-        if let Some(path) = line
-            .strip_prefix("+++ b/")
-            .or_else(|| line.strip_prefix("rename to "))
-            .or_else(|| line.strip_prefix("copy to "))
-        {
-            return path.trim_end_matches('\t');
+        let new = line
+            .strip_prefix("+++ ")
+            .and_then(|name| side(name, "b/"))
+            .or_else(|| {
+                line.strip_prefix("rename to ")
+                    .or_else(|| line.strip_prefix("copy to "))
+                    .map(|name| git::unquoted(name).into_owned())
+            });
+        if let Some(path) = new {
+            return path;
         }
-        if let Some(path) = line.strip_prefix("--- a/") {
-            old = Some(path.trim_end_matches('\t'));
+        if let Some(path) = line.strip_prefix("--- ").and_then(|name| side(name, "a/")) {
+            old = Some(path);
         }
     }
-    old.or_else(|| header.rsplit_once(" b/").map(|(_, path)| path))
-        .unwrap_or(header)
+    let from_header = if header.ends_with('"') {
+        header
+            .rfind(" \"b/")
+            .and_then(|at| side(&header[at + 1..], "b/"))
+    } else {
+        header.rsplit_once(" b/").map(|(_, path)| path.to_owned())
+    };
+    old.or(from_header).unwrap_or_else(|| header.to_owned())
+}
+
+/// The path of a `--- a/…` or `+++ b/…` name (git ends a name holding a space with a tab),
+/// without its `prefix`; `None` for `/dev/null`.
+fn side(name: &str, prefix: &str) -> Option<String> {
+    git::unquoted(name.trim_end_matches('\t'))
+        .strip_prefix(prefix)
+        .map(str::to_owned)
 }
 
 /// A test file: under a `test`, `tests` or `__tests__` folder, or named `test_*`, `*_test.*`,
@@ -190,7 +215,30 @@ pub fn truncate(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_test_path, rank};
+    use super::{is_test_path, patch_path, rank};
+    use crate::tnh::git::{quoted, unquoted};
+
+    /// Review defect #7: a quoted path was read back only by `--patch`'s ranking, which saw
+    /// the raw header; every path git may quote reads back to itself.
+    #[test]
+    fn quoted_paths_read_back_as_they_are() {
+        for path in [
+            "plain/naïve file.rs",
+            "quo\"te.txt",
+            "back\\slash.txt",
+            "tab\there\nnew\rline\x07\x08\x0b\x0c\x01\x7f.md",
+        ] {
+            assert_eq!(unquoted(&quoted(path)), path);
+        }
+        assert_eq!(quoted("plain/naïve file.rs"), "plain/naïve file.rs");
+        assert_eq!(quoted("a\"b\\c\td\x01"), "\"a\\\"b\\\\c\\td\\001\"");
+        let file = "diff --git \"a/tests/quo\\\"te.rs\" \"b/tests/quo\\\"te.rs\"\nindex 1..2 100644\n--- \"a/tests/quo\\\"te.rs\"\n+++ \"b/tests/quo\\\"te.rs\"\n@@ -1 +1 @@\n";
+        assert_eq!(patch_path(file), "tests/quo\"te.rs");
+        let mode_change = "diff --git \"a/docs/back\\\\slash\" \"b/docs/back\\\\slash\"\nold mode 100644\nnew mode 100755\n";
+        assert_eq!(patch_path(mode_change), "docs/back\\slash");
+        let deleted = "diff --git a/src/gone.rs b/src/gone.rs\ndeleted file mode 100644\n--- a/src/gone.rs\n+++ /dev/null\n";
+        assert_eq!(patch_path(deleted), "src/gone.rs");
+    }
 
     #[test]
     fn test_paths_are_matched_by_folder_or_file_name_pattern() {

@@ -18,10 +18,17 @@ pub struct Place {
 
 /// The repository containing the current directory, without running git.
 pub fn root() -> Result<PathBuf, TnhError> {
-    let start = std::env::var_os("TNH_WORKTREE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_default();
+    let start = match std::env::var_os("TNH_WORKTREE") {
+        // Empty, it would be taken for a folder named "" (and git then fails to start there).
+        Some(worktree) if worktree.is_empty() => {
+            return Err(TnhError::new(
+                "TNH_WORKTREE is set but empty",
+                "inside a run tnh-conductor sets it to the run's worktree; outside one, unset it (`unset TNH_WORKTREE`) or set it to a folder of a checkout",
+            ));
+        }
+        Some(worktree) => PathBuf::from(worktree),
+        None => std::env::current_dir().unwrap_or_default(),
+    };
     start
         .ancestors()
         .find(|dir| dir.join(".git").exists())
@@ -65,12 +72,21 @@ fn git_output(root: &Path, args: &[&str]) -> Result<std::process::Output, TnhErr
 }
 
 /// The root and the base: `TNH_BASE_SHA` inside a run, else the merge-base with the default
-/// branch (`origin/HEAD`, `main`, `master`), else `HEAD`.
+/// branch (`origin/HEAD`, `main`, `master`), else `HEAD`, or the empty tree while HEAD has no
+/// commit yet.
 pub fn place() -> Result<Place, TnhError> {
     let root = root()?;
     if let Ok(base) = std::env::var("TNH_BASE_SHA")
         && !base.is_empty()
     {
+        // git would take it for an option (`--output=FILE` writes a file), as `--against`
+        // refuses it.
+        if base.starts_with('-') {
+            return Err(TnhError::new(
+                format!("TNH_BASE_SHA `{base}` is not a commit"),
+                "inside a run tnh-conductor sets it to the run's base commit; outside one, unset it (`unset TNH_BASE_SHA`) or set it to a commit (`git rev-parse HEAD`)",
+            ));
+        }
         return Ok(Place {
             root,
             base,
@@ -99,11 +115,36 @@ pub fn place() -> Result<Place, TnhError> {
             });
         }
     }
+    if head_is_unborn(&root, &common, &packed) {
+        // No commit yet: everything in the checkout is new, as against the empty tree.
+        let empty_tree = git(&root, &["hash-object", "-t", "tree", "/dev/null"])?;
+        return Ok(Place {
+            root,
+            base: empty_tree.trim().to_owned(),
+            base_source: "empty tree: no commit yet".into(),
+        });
+    }
     Ok(Place {
         root,
         base: "HEAD".into(),
         base_source: "HEAD (no default branch found)".into(),
     })
+}
+
+/// Whether HEAD names a branch that has no commit yet (a new repository, an orphan branch),
+/// read from the ref files; a reftable repository is taken to have its commit.
+fn head_is_unborn(root: &Path, common: &Path, packed: &str) -> bool {
+    let Ok(head) = std::fs::read_to_string(git_dir(root).join("HEAD")) else {
+        return false;
+    };
+    let Some(reference) = head.trim().strip_prefix("ref: ") else {
+        return false;
+    };
+    !common.join("reftable").exists()
+        && !common.join(reference).is_file()
+        && !packed
+            .lines()
+            .any(|line| line.ends_with(&format!(" {reference}")))
 }
 
 /// The merge-base of `reference` and HEAD: where the current branch left `reference`.
@@ -134,38 +175,36 @@ pub fn merge_base(root: &Path, reference: &str) -> Result<String, TnhError> {
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
-/// The repository's common git folder (a worktree's `.git` file points into it).
-pub fn common_dir(root: &Path) -> PathBuf {
+/// The checkout's own git folder: `root/.git`, or the folder its `.git` file names (a linked
+/// worktree's `<repo>/.git/worktrees/<name>`, a submodule's `../.git/modules/<name>`, a
+/// `--separate-git-dir` folder), relative to `root` when the file gives a relative path.
+fn git_dir(root: &Path) -> PathBuf {
     let dot_git = root.join(".git");
     if dot_git.is_dir() {
         return dot_git;
     }
-    // A worktree: `.git` holds `gitdir: <repo>/.git/worktrees/<name>`, whose `commondir` is `../..`.
-    let gitdir = std::fs::read_to_string(&dot_git).ok().and_then(|text| {
-        text.strip_prefix("gitdir:")
-            .map(|path| PathBuf::from(path.trim()))
-    });
-    match gitdir {
-        Some(gitdir) => {
-            let common = std::fs::read_to_string(gitdir.join("commondir"))
-                .map(|text| gitdir.join(text.trim()))
-                .unwrap_or(gitdir);
-            common.canonicalize().unwrap_or(common)
-        }
-        None => dot_git,
-    }
+    std::fs::read_to_string(&dot_git)
+        .ok()
+        .and_then(|text| {
+            text.strip_prefix("gitdir:")
+                .map(|path| root.join(path.trim()))
+        })
+        .unwrap_or(dot_git)
+}
+
+/// The repository's common git folder: the checkout's git folder, or for a linked worktree
+/// the one its `commondir` file names (relative to it).
+pub fn common_dir(root: &Path) -> PathBuf {
+    let git_dir = git_dir(root);
+    let common = std::fs::read_to_string(git_dir.join("commondir"))
+        .map(|text| git_dir.join(text.trim()))
+        .unwrap_or(git_dir);
+    common.canonicalize().unwrap_or(common)
 }
 
 /// The current branch, read from HEAD without running git (`None` when detached).
 pub fn branch(root: &Path) -> Option<String> {
-    let dot_git = root.join(".git");
-    let head_path = if dot_git.is_dir() {
-        dot_git.join("HEAD")
-    } else {
-        let text = std::fs::read_to_string(&dot_git).ok()?;
-        PathBuf::from(text.strip_prefix("gitdir:")?.trim()).join("HEAD")
-    };
-    let head = std::fs::read_to_string(head_path).ok()?;
+    let head = std::fs::read_to_string(git_dir(root).join("HEAD")).ok()?;
     head.trim()
         .strip_prefix("ref: refs/heads/")
         .map(str::to_owned)
@@ -222,6 +261,87 @@ pub fn with_paths(command: &[&str], paths: &[String]) -> Vec<String> {
 /// The arguments as `&str`, for `git`.
 pub fn as_strs(arguments: &[String]) -> Vec<&str> {
     arguments.iter().map(String::as_str).collect()
+}
+
+/// A path as git prints it in text with `core.quotePath` off, so every mode and command spells
+/// a path the same way: as it is, unless it holds a `"`, a `\` or a control character (a tab,
+/// a newline), which would break a line-oriented reading — then C-quoted (`"quo\"te.txt"`),
+/// as `git diff --stat` and `--patch` print it.
+pub fn quoted(path: &str) -> std::borrow::Cow<'_, str> {
+    if !path
+        .chars()
+        .any(|c| matches!(c, '"' | '\\') || c.is_ascii_control())
+    {
+        return path.into();
+    }
+    let mut text = String::with_capacity(path.len() + 2);
+    text.push('"');
+    for c in path.chars() {
+        match c {
+            '"' => text.push_str("\\\""),
+            '\\' => text.push_str("\\\\"),
+            '\x07' => text.push_str("\\a"),
+            '\x08' => text.push_str("\\b"),
+            '\t' => text.push_str("\\t"),
+            '\n' => text.push_str("\\n"),
+            '\x0b' => text.push_str("\\v"),
+            '\x0c' => text.push_str("\\f"),
+            '\r' => text.push_str("\\r"),
+            c if c.is_ascii_control() => text.push_str(&format!("\\{:03o}", u32::from(c))),
+            c => text.push(c),
+        }
+    }
+    text.push('"');
+    text.into()
+}
+
+/// The path a C-quoted `"…"` (as [`quoted`] and git write it) stands for; text that does not
+/// start with `"` is returned as it is.
+pub fn unquoted(text: &str) -> std::borrow::Cow<'_, str> {
+    let Some(inner) = text
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+    else {
+        return text.into();
+    };
+    let mut bytes = Vec::with_capacity(inner.len());
+    let mut rest = inner.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        rest = tail;
+        if byte != b'\\' {
+            bytes.push(byte);
+            continue;
+        }
+        let Some((&escape, tail)) = rest.split_first() else {
+            bytes.push(byte);
+            break;
+        };
+        rest = tail;
+        let plain = match escape {
+            b'a' => 0x07,
+            b'b' => 0x08,
+            b't' => b'\t',
+            b'n' => b'\n',
+            b'v' => 0x0b,
+            b'f' => 0x0c,
+            b'r' => b'\r',
+            b'0'..=b'7' => {
+                let digits: Vec<u8> = std::iter::once(escape)
+                    .chain(rest.iter().copied().take(2))
+                    .take_while(|digit| (b'0'..=b'7').contains(digit))
+                    .collect();
+                rest = &rest[digits.len() - 1..];
+                digits
+                    .iter()
+                    .fold(0u32, |value, digit| value * 8 + u32::from(digit - b'0'))
+                    .try_into()
+                    .unwrap_or(b'?')
+            }
+            other => other,
+        };
+        bytes.push(plain);
+    }
+    String::from_utf8_lossy(&bytes).into_owned().into()
 }
 
 /// The entries of `-z` output.

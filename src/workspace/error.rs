@@ -43,6 +43,12 @@ pub enum WorkspaceError {
     /// Worktrees need a working directory to start from.
     #[error("`{0}` is a bare repository")]
     BareRepository(PathBuf),
+    /// A linked worktree of a repository whose git folder is kept apart from its main working
+    /// tree (`git init --separate-git-dir`) without `core.worktree` naming that tree.
+    #[error(
+        "the main working tree of the repository in `{0}` is unknown: that git folder is kept apart from its checkout and sets no `core.worktree`"
+    )]
+    NoMainWorkingTree(PathBuf),
     /// There is no commit to branch from.
     #[error("repository `{0}` has no commits")]
     NoCommits(PathBuf),
@@ -155,6 +161,7 @@ impl WorkspaceError {
             WorkspaceError::NotARepository(_)
             | WorkspaceError::UnsupportedRepository { .. }
             | WorkspaceError::BareRepository(_)
+            | WorkspaceError::NoMainWorkingTree(_)
             | WorkspaceError::NoCommits(_)
             | WorkspaceError::UnresolvableBase { .. }
             | WorkspaceError::BranchExists(_)
@@ -219,7 +226,12 @@ impl WorkspaceError {
                  clone a reftable repository into the files format \
                  (`git clone --ref-format=files SRC DEST`) and run there"
             }
-            WorkspaceError::BareRepository(_) => "use a clone with a working directory",
+            WorkspaceError::BareRepository(_) => {
+                "a bare repository has no working tree for `.tnh/` and the runs' worktrees; use a clone with a working directory"
+            }
+            WorkspaceError::NoMainWorkingTree(_) => {
+                "run from the repository's main checkout (where `HEAD` of that git folder is checked out)"
+            }
             WorkspaceError::NoCommits(_) => {
                 "commit something first: the run's branch starts from a commit"
             }
@@ -267,17 +279,31 @@ impl WorkspaceError {
 
 /// The repository containing `start`, opened with libgit2. A directory outside any repository
 /// and a repository libgit2 cannot read are told apart.
+///
+/// Opened where it is found, not through the git folder found: a checkout whose `.git` is a
+/// file naming its git folder (`git init --separate-git-dir`) keeps that checkout as its
+/// working directory; `git2::Repository::discover` would open the git folder and take its
+/// parent folder for the working directory.
 pub(crate) fn discover(start: &Path) -> Result<git2::Repository, WorkspaceError> {
-    git2::Repository::discover(start).map_err(|error| {
-        let unsupported = error.class() == git2::ErrorClass::Repository
-            && error.message().contains("unsupported");
-        if unsupported {
-            WorkspaceError::UnsupportedRepository {
-                path: start.to_owned(),
-                detail: error.message().to_owned(),
-            }
-        } else {
-            WorkspaceError::NotARepository(start.to_owned())
+    git2::Repository::open_ext(
+        start,
+        git2::RepositoryOpenFlags::CROSS_FS,
+        std::iter::empty::<&std::ffi::OsStr>(),
+    )
+    .map_err(|error| open_error(start, error))
+}
+
+/// What libgit2 failing to open a repository at (or above) `path` means: a format it cannot
+/// read, else no repository there.
+pub(crate) fn open_error(path: &Path, error: git2::Error) -> WorkspaceError {
+    let unsupported =
+        error.class() == git2::ErrorClass::Repository && error.message().contains("unsupported");
+    if unsupported {
+        WorkspaceError::UnsupportedRepository {
+            path: path.to_owned(),
+            detail: error.message().to_owned(),
         }
-    })
+    } else {
+        WorkspaceError::NotARepository(path.to_owned())
+    }
 }

@@ -320,7 +320,11 @@ impl Workspace {
             links: BTreeMap::new(),
             hook_dirs: BTreeSet::new(),
             module_dirs: module_git_dirs(&self.common_dir),
-            checkout: operator_checkout::state(&self.repo_git, &self.record().repo_root)?,
+            checkout: operator_checkout::state(
+                &self.repo_git,
+                &self.record().repo_root,
+                &self.common_dir,
+            )?,
             scratch: FileIdentity::of(&self.scratch_index()),
         };
         let listing = guard.list_refs()?;
@@ -485,8 +489,11 @@ impl RefGuard {
         self.compare_branches_and_other_runs(&others, &mut report)?;
         self.check_operator_head(&mut report)?;
         self.restore_files(&mut report)?;
-        let checkout =
-            operator_checkout::state(&self.workspace.repo_git, &self.workspace.record().repo_root)?;
+        let checkout = operator_checkout::state(
+            &self.workspace.repo_git,
+            &self.workspace.record().repo_root,
+            &self.workspace.common_dir,
+        )?;
         report.operator_checkout_changed = operator_checkout::changed(&self.checkout, &checkout);
         // Then the worktree.
         if self.workspace.worktree_displaced_or_gone()? {

@@ -58,7 +58,13 @@ impl FileIdentity {
 
 /// Lists the checkout's state with one `git status` that takes no lock and writes nothing
 /// (`--no-optional-locks`), so it never gets in the way of the operator's own git commands.
-pub(super) fn state(repo_git: &Git, root: &Path) -> Result<CheckoutState, WorkspaceError> {
+/// `git_dir` is the main checkout's git folder (the repository's common folder), which holds
+/// its index — `root/.git` for most, elsewhere for a submodule or a `--separate-git-dir` one.
+pub(super) fn state(
+    repo_git: &Git,
+    root: &Path,
+    git_dir: &Path,
+) -> Result<CheckoutState, WorkspaceError> {
     let listing = repo_git.bytes([
         "--no-optional-locks",
         "status",
@@ -85,7 +91,7 @@ pub(super) fn state(repo_git: &Git, root: &Path) -> Result<CheckoutState, Worksp
     // `git status` believes an index entry flagged assume-unchanged or skip-worktree: an agent
     // that flags one of the operator's files and then edits it would be invisible to it. The
     // flagged files are watched by their identity instead.
-    for path in flagged(&root.join(".git").join("index")) {
+    for path in flagged(&git_dir.join("index")) {
         let identity = FileIdentity::of(&root.join(OsStr::from_bytes(&path)));
         state
             .entry(path)
@@ -140,8 +146,7 @@ fn conductor_files(root: &Path) -> Vec<Vec<u8>> {
 const FLAGGED: &[u8] = b"flagged in the index";
 
 /// The paths of the index at `index` flagged assume-unchanged or skip-worktree, read
-/// in-process; none when there is no readable index (a repository whose `.git` is elsewhere
-/// keeps it there, and `git status` then reads it anyway).
+/// in-process; none when there is no readable index.
 fn flagged(index: &Path) -> Vec<Vec<u8>> {
     let Ok(index) = git2::Index::open(index) else {
         return Vec::new();

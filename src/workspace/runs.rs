@@ -54,18 +54,52 @@ pub fn find_repo_root(start: &Path) -> Result<PathBuf, WorkspaceError> {
     main_working_tree(&repository)
 }
 
-/// The main working tree of `repository`: the folder holding its common `.git` directory.
+/// The main working tree of `repository`: where git checks out the repository's own `HEAD`.
+/// From the main checkout that is the repository's working directory as git defines it
+/// (`core.worktree`, as a submodule's git folder sets it; the folder whose `.git` file points
+/// at the git folder, as `git init --separate-git-dir` makes it; else the folder holding
+/// `.git`). From a linked worktree it is read from the common git folder: its `core.worktree`,
+/// else the folder holding it when it is a `.git`. A bare repository has none.
 pub(crate) fn main_working_tree(repository: &git2::Repository) -> Result<PathBuf, WorkspaceError> {
     let common_dir = repository.commondir();
     if repository.is_bare() {
         return Err(WorkspaceError::BareRepository(common_dir.to_owned()));
     }
-    let root = match common_dir.parent() {
-        Some(parent) if common_dir.file_name().is_some_and(|name| name == ".git") => parent,
-        _ => return Err(WorkspaceError::BareRepository(common_dir.to_owned())),
+    let root = if repository.is_worktree() {
+        linked_worktrees_main(common_dir)?
+    } else {
+        repository
+            .workdir()
+            .ok_or_else(|| WorkspaceError::BareRepository(common_dir.to_owned()))?
+            .to_owned()
     };
     root.canonicalize()
-        .map_err(|source| WorkspaceError::io("resolve", root, source))
+        .map_err(|source| WorkspaceError::io("resolve", &root, source))
+}
+
+/// The main working tree of the repository whose common git folder is `common_dir`, seen from
+/// one of its linked worktrees.
+fn linked_worktrees_main(common_dir: &Path) -> Result<PathBuf, WorkspaceError> {
+    let main = git2::Repository::open_ext(
+        common_dir,
+        git2::RepositoryOpenFlags::NO_SEARCH,
+        std::iter::empty::<&std::ffi::OsStr>(),
+    )
+    .map_err(|error| super::error::open_error(common_dir, error))?;
+    if main.is_bare() {
+        return Err(WorkspaceError::BareRepository(common_dir.to_owned()));
+    }
+    // libgit2 resolves `core.worktree` (relative to the git folder) when it is set, and
+    // otherwise takes the git folder's parent, which is right only for a `.git` folder.
+    let worktree_set = main
+        .config()
+        .and_then(|config| config.open_level(git2::ConfigLevel::Local))
+        .is_ok_and(|local| local.get_entry("core.worktree").is_ok());
+    let named_dot_git = common_dir.file_name().is_some_and(|name| name == ".git");
+    match main.workdir() {
+        Some(workdir) if worktree_set || named_dot_git => Ok(workdir.to_owned()),
+        _ => Err(WorkspaceError::NoMainWorkingTree(common_dir.to_owned())),
+    }
 }
 
 /// The working tree of the checkout containing `start` (a linked worktree's own folder, not
@@ -73,6 +107,29 @@ pub(crate) fn main_working_tree(repository: &git2::Repository) -> Result<PathBuf
 pub fn checkout_root(start: &Path) -> Option<PathBuf> {
     let repository = super::error::discover(start).ok()?;
     repository.workdir()?.canonicalize().ok()
+}
+
+/// What to tell someone working in `checkout` whose own `.tnh/config.yaml` is not read: every
+/// checkout uses the file of the main working tree `root` (unless a file is named explicitly),
+/// so a linked worktree's (or a run's worktree's) own file that differs from it is ignored.
+/// `None` when `checkout` is the main working tree, has no such file, or has the same one.
+/// The text names both files; the caller says how to pick another.
+pub fn ignored_checkout_config(checkout: &Path, root: &Path) -> Option<String> {
+    let checkout = checkout.canonicalize().ok()?;
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_owned());
+    let ignored = checkout.join(".tnh/config.yaml");
+    let used = root.join(".tnh/config.yaml");
+    if checkout == root || !ignored.is_file() {
+        return None;
+    }
+    if std::fs::read(&ignored).ok() == std::fs::read(&used).ok() {
+        return None;
+    }
+    Some(format!(
+        "ignoring `{}`: every checkout of this repository uses `{}`",
+        ignored.display(),
+        used.display()
+    ))
 }
 
 /// Loads the run `run_id` of the repository at `repo_root`.

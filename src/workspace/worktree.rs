@@ -130,9 +130,7 @@ impl Workspace {
             return Err(missing("the worktree folder is gone"));
         }
         let repo_git = Git::new(&record.repo_root);
-        let common_dir = record
-            .repo_root
-            .join(repo_git.text(["rev-parse", "--git-common-dir"])?);
+        let common_dir = common_dir_of(&repo_git, &record.repo_root)?;
         let Some(worktree_git_dir) = find_worktree_git_dir(&common_dir, &record.worktree_path)?
         else {
             return Err(missing(
@@ -182,9 +180,7 @@ impl Workspace {
                 ),
             });
         }
-        let common_dir = record
-            .repo_root
-            .join(repo_git.text(["rev-parse", "--git-common-dir"])?);
+        let common_dir = common_dir_of(&repo_git, &record.repo_root)?;
         let _turn = lock_worktrees(&common_dir)?;
         // Git still records the deleted worktree, and refuses to check its branch out again
         // until the record is dropped.
@@ -266,7 +262,7 @@ impl Workspace {
     pub fn remove_worktree(record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
         let repo_git = Git::new(&record.repo_root);
         // `prune` must not see another run's worktree while `git worktree add` creates it.
-        let _turn = lock_worktrees(&record.repo_root.join(".git"))?;
+        let _turn = lock_worktrees(&common_dir_of(&repo_git, &record.repo_root)?)?;
         if displaced(&record.worktree_path)? {
             // A link (or a file) where the folder was: removed, never followed — git would
             // resolve a link and remove the worktree it leads to, the operator's own linked
@@ -359,9 +355,17 @@ fn locate_repository(path: &Path) -> Result<LocatedRepository, WorkspaceError> {
         return Err(WorkspaceError::NoCommits(root));
     }
     Ok(LocatedRepository {
-        common_dir: root.join(".git"),
+        // Not `root/.git`: a submodule's or a `--separate-git-dir` checkout's `.git` is a file
+        // naming the git folder.
+        common_dir: repository.commondir().to_owned(),
         root,
     })
+}
+
+/// The common git folder of the repository whose main working tree is `repo_root`, as git
+/// names it from there.
+fn common_dir_of(repo_git: &Git, repo_root: &Path) -> Result<PathBuf, WorkspaceError> {
+    Ok(repo_root.join(repo_git.text(["rev-parse", "--git-common-dir"])?))
 }
 
 fn resolve_base(located: &LocatedRepository, base_ref: &str) -> Result<String, WorkspaceError> {

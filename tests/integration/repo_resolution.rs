@@ -202,3 +202,233 @@ fn a_repo_flag_naming_a_subfolder_works_like_running_there() {
         assert_eq!(run_ids(&listed), [run_id], "--repo REPO/{subfolder}");
     }
 }
+
+/// `.tnh/config.yaml` naming the scripted agent, and the gated workflow, in `checkout`.
+fn prepare_checkout(checkout: &Path) {
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents/scripted.py");
+    std::fs::create_dir_all(checkout.join(".tnh")).unwrap();
+    std::fs::write(
+        checkout.join(".tnh/config.yaml"),
+        format!(
+            "agents:\n  scripted:\n    kind: command\n    argv: [python3, \"{}\"]\n",
+            agent.display()
+        ),
+    )
+    .unwrap();
+    let workflow = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml")).unwrap();
+    std::fs::write(checkout.join("gate.yaml"), workflow).unwrap();
+}
+
+/// `tnh ARGS…` run in `dir`, outside any run.
+fn tnh_in(dir: &Path, args: &[&str]) -> Output {
+    crate::support::tnh()
+        .current_dir(dir)
+        .args(args)
+        .env_remove("TNH_BASE_SHA")
+        .env_remove("TNH_WORKTREE")
+        .env_remove("TNH_RUN_DIR")
+        .env_remove("TNH_STEP_DIR")
+        .env_remove("TNH_RUN_ID")
+        .output()
+        .unwrap()
+}
+
+/// Everything a checkout whose `.git` is a file naming a git folder elsewhere must allow:
+/// `tnh context` and `tnh test`, a run (agent step, guard, gate, resume), its listing, and
+/// `runs clean` — with `.tnh/` in the checkout and excluded through the real git folder.
+fn runs_work_in(checkout: &Path, git_folder: &Path) {
+    let checkout = checkout.canonicalize().unwrap();
+    prepare_checkout(&checkout);
+    std::fs::create_dir_all(checkout.join("src")).unwrap();
+    let context = tnh_in(&checkout.join("src"), &["context"]);
+    assert_eq!(context.status.code(), Some(0), "{}", stderr_text(&context));
+    assert!(
+        stdout_text(&context).contains(&format!("repo: {}\n", checkout.display())),
+        "{}",
+        stdout_text(&context)
+    );
+    std::fs::write(
+        checkout.join(".tnh/config.yaml"),
+        format!(
+            "{}validators:\n  tests: {{argv: [sh, -c, \"echo suite ran\"]}}\n",
+            std::fs::read_to_string(checkout.join(".tnh/config.yaml")).unwrap()
+        ),
+    )
+    .unwrap();
+    let tested = tnh_in(&checkout, &["test"]);
+    assert_eq!(tested.status.code(), Some(0), "{}", stderr_text(&tested));
+
+    let started = conductor_in(&checkout, &["run", "--json", "gate.yaml"]);
+    assert_eq!(started.status.code(), Some(3), "{}", stderr_text(&started));
+    let result: serde_json::Value = serde_json::from_slice(&started.stdout).unwrap();
+    let run_id = result["run_id"].as_str().unwrap().to_owned();
+    let worktree = checkout.join(".tnh/worktrees").join(&run_id);
+    assert!(
+        checkout
+            .join(".tnh/run")
+            .join(&run_id)
+            .join("metadata.json")
+            .is_file()
+    );
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("feature.txt")).unwrap(),
+        "the feature"
+    );
+    let exclude = std::fs::read_to_string(git_folder.join("info/exclude")).unwrap();
+    assert!(exclude.lines().any(|line| line == ".tnh/"), "{exclude}");
+    assert_eq!(
+        git_in(
+            &checkout,
+            &["status", "--porcelain", "--untracked-files=all"]
+        ),
+        "?? gate.yaml"
+    );
+    let listed = conductor_in(&checkout, &["runs", "list", "--json"]);
+    assert_eq!(run_ids(&listed), [run_id.as_str()]);
+    let approved = conductor_in(
+        &checkout,
+        &["gate", "approve", &run_id, "--as", "lead", "--resume"],
+    );
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+    let cleaned = conductor_in(&checkout, &["runs", "clean"]);
+    assert_eq!(cleaned.status.code(), Some(0), "{}", stderr_text(&cleaned));
+    assert!(!worktree.exists(), "runs clean removed the run's worktree");
+}
+
+/// Review defect #1: a submodule's checkout (`.git` is the file `gitdir: ../.git/modules/lib`)
+/// was refused as "a bare repository" by `tnh context`, `tnh test` and every `tnh-conductor`
+/// command, because only a git folder named `.git` was taken to have a working tree.
+#[test]
+fn a_submodule_checkout_is_a_repository_like_any_other() {
+    let lib = crate::support::TempRepo::new();
+    let superproject = crate::support::TempRepo::new();
+    git_in(
+        superproject.path(),
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            lib.path().to_str().unwrap(),
+            "lib",
+        ],
+    );
+    superproject.commit_all("the submodule");
+    let checkout = superproject.path().join("lib");
+    assert!(checkout.join(".git").is_file());
+    runs_work_in(&checkout, &superproject.path().join(".git/modules/lib"));
+    // The superproject's own checkout is untouched by the submodule's runs.
+    assert_eq!(
+        superproject.git(&["status", "--porcelain", "--ignore-submodules=untracked"]),
+        ""
+    );
+    // From a linked worktree of the submodule, the submodule's checkout is the main one
+    // (its git folder's `core.worktree`).
+    let outside = tempfile::tempdir().unwrap();
+    let linked = outside.path().join("linked");
+    git_in(
+        &checkout,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            linked.to_str().unwrap(),
+        ],
+    );
+    let listed = conductor_in(&linked, &["runs", "list", "--json"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr_text(&listed));
+    let context = tnh_in(&linked, &["test"]);
+    assert_eq!(context.status.code(), Some(0), "{}", stderr_text(&context));
+    assert!(stdout_text(&context).contains("suite ran"));
+}
+
+/// Review defect #1: a checkout made with `git init --separate-git-dir` was refused as "a bare
+/// repository"; a bare repository's linked worktree is still refused, with a hint, and so is
+/// a linked worktree of a separate git folder that does not say where its main checkout is.
+#[test]
+fn a_separate_git_dir_checkout_works_and_a_bare_repository_is_refused() {
+    let outside = tempfile::tempdir().unwrap();
+    let checkout = outside.path().join("checkout");
+    let git_folder = outside.path().join("checkout.git");
+    git_in(
+        outside.path(),
+        &[
+            "init",
+            "-q",
+            "-b",
+            "main",
+            "--separate-git-dir",
+            git_folder.to_str().unwrap(),
+            checkout.to_str().unwrap(),
+        ],
+    );
+    git_in(&checkout, &["commit", "-q", "--allow-empty", "-m", "one"]);
+    runs_work_in(&checkout, &git_folder);
+
+    let linked = outside.path().join("linked");
+    git_in(
+        &checkout,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            linked.to_str().unwrap(),
+        ],
+    );
+    let listed = conductor_in(&linked, &["runs", "list"]);
+    assert_eq!(listed.status.code(), Some(2));
+    let stderr = stderr_text(&listed);
+    assert!(
+        stderr.contains("main working tree")
+            && stderr.contains("hint: run from the repository's main checkout"),
+        "{stderr}"
+    );
+
+    let bare = outside.path().join("bare.git");
+    git_in(
+        outside.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            git_folder.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
+    let bare_linked = outside.path().join("bare-linked");
+    git_in(
+        &bare,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            bare_linked.to_str().unwrap(),
+        ],
+    );
+    for dir in [&bare, &bare_linked] {
+        let listed = conductor_in(dir, &["runs", "list"]);
+        assert_eq!(listed.status.code(), Some(2));
+        let stderr = stderr_text(&listed);
+        assert!(
+            stderr.contains("is a bare repository") && stderr.contains("hint:"),
+            "{stderr}"
+        );
+    }
+    let context = tnh_in(&bare_linked, &["context"]);
+    assert_eq!(context.status.code(), Some(2));
+    let stderr = stderr_text(&context);
+    assert!(
+        stderr.contains("is a bare repository")
+            && stderr.contains("hint: a bare repository has no working tree"),
+        "{stderr}"
+    );
+}

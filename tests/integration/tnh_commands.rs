@@ -468,3 +468,143 @@ fn a_runlog_entry_without_a_reference_has_no_ref_field() {
     }
     assert!(runlog[1].get("kind").is_none(), "{}", runlog[1]);
 }
+
+/// Review defect #6: in a repository without a commit yet, `tnh context` and `tnh diff` failed
+/// with git's "bad revision 'HEAD'" (exit 2); with no commit, everything is new: the base is
+/// the empty tree, staged files are added and the others untracked.
+#[test]
+fn without_a_commit_yet_every_file_is_new() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::support::git_in(dir.path(), &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.path().join("staged.rs"), "fn staged() {}\n").unwrap();
+    std::fs::write(dir.path().join("new.txt"), "new\n").unwrap();
+    crate::support::git_in(dir.path(), &["add", "staged.rs"]);
+
+    let context = run_tnh(dir.path(), &["context"]);
+    assert_eq!(context.status.code(), Some(0), "{}", stderr_text(&context));
+    let text = stdout_text(&context);
+    assert!(
+        text.contains("branch: main")
+            && text.contains("(empty tree: no commit yet)")
+            && text.contains("changed (2):\n  A staged.rs\n  ? new.txt\n"),
+        "{text}"
+    );
+    let names = run_tnh(dir.path(), &["diff", "--name-only"]);
+    assert_eq!(names.status.code(), Some(0), "{}", stderr_text(&names));
+    assert_eq!(stdout_text(&names), "A\tstaged.rs\n?\tnew.txt\n");
+    let stat = stdout_text(&run_tnh(dir.path(), &["diff", "--stat"]));
+    assert!(
+        stat.contains("staged.rs | 1 +") && stat.contains("new.txt (new, untracked)"),
+        "{stat}"
+    );
+    let patch = stdout_text(&run_tnh(dir.path(), &["diff", "--patch"]));
+    assert!(
+        patch.contains("+++ b/staged.rs\n@@ -0,0 +1 @@\n+fn staged() {}")
+            && patch.contains("new untracked file: new.txt"),
+        "{patch}"
+    );
+}
+
+/// Review defect #9: in a linked worktree, `tnh test` read the main working tree's
+/// `.tnh/config.yaml` (as documented) but said nothing about the checkout's own, different
+/// file, which `tnh-conductor` names as ignored; now every `tnh` command that reads the
+/// configuration names it on stderr the same way, and stays quiet when the files agree.
+#[test]
+fn a_linked_worktrees_own_config_is_named_as_ignored() {
+    let repo = TempRepo::new();
+    let main_config = "validators:\n  tests: {argv: [sh, -c, \"echo MAIN config\"]}\n";
+    repo.write(".tnh/config.yaml", main_config);
+    let outside = tempfile::tempdir().unwrap();
+    let linked = outside.path().join("linked");
+    repo.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        linked.to_str().unwrap(),
+    ]);
+    let linked = linked.canonicalize().unwrap();
+    std::fs::create_dir_all(linked.join(".tnh")).unwrap();
+    std::fs::write(
+        linked.join(".tnh/config.yaml"),
+        "validators:\n  tests: {argv: [sh, -c, \"echo LINKED config\"]}\n",
+    )
+    .unwrap();
+    let warning = format!(
+        "warning: ignoring `{}`: every checkout of this repository uses `{}`\n",
+        linked.join(".tnh/config.yaml").display(),
+        repo.path()
+            .canonicalize()
+            .unwrap()
+            .join(".tnh/config.yaml")
+            .display()
+    );
+    let tested = run_tnh(&linked, &["test"]);
+    assert_eq!(tested.status.code(), Some(0), "{}", stderr_text(&tested));
+    assert!(stdout_text(&tested).contains("MAIN config"));
+    assert_eq!(stderr_text(&tested), warning);
+    for args in [&["context"][..], &["adr", "list"][..]] {
+        let output = run_tnh(&linked, args);
+        assert_eq!(output.status.code(), Some(0), "{args:?}");
+        assert_eq!(stderr_text(&output), warning, "{args:?}");
+    }
+    // The main checkout, and a linked worktree whose file is the same, hear nothing.
+    assert_eq!(stderr_text(&run_tnh(repo.path(), &["test"])), "");
+    std::fs::write(linked.join(".tnh/config.yaml"), main_config).unwrap();
+    assert_eq!(stderr_text(&run_tnh(&linked, &["test"])), "");
+}
+
+/// Review defect #10: a `TNH_BASE_SHA` starting with `-` reached git as an option
+/// (`--output=FILE` made git write that file and `tnh diff` print "no changes"), and an empty
+/// `TNH_WORKTREE` was blamed on a missing git. Both are refused, naming the variable.
+#[test]
+fn strange_tnh_variables_are_refused_naming_the_variable() {
+    let repo = changed_repo();
+    let written = repo.path().join("written-by-git.txt");
+    let option = format!("--output={}", written.display());
+    for args in [
+        &["diff"][..],
+        &["diff", "--name-only"][..],
+        &["context"][..],
+    ] {
+        let output = tnh()
+            .current_dir(repo.path())
+            .args(args)
+            .env("TNH_BASE_SHA", &option)
+            .env_remove("TNH_WORKTREE")
+            .env_remove("TNH_RUN_DIR")
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = stderr_text(&output);
+        assert!(
+            stderr.contains(&format!("error: TNH_BASE_SHA `{option}` is not a commit"))
+                && stderr.contains("hint:"),
+            "{args:?}: {stderr}"
+        );
+        assert!(output.stdout.is_empty(), "{args:?}");
+        assert!(
+            !written.exists(),
+            "{args:?}: git wrote {}",
+            written.display()
+        );
+    }
+    for args in [&["diff"][..], &["context"][..], &["test"][..]] {
+        let output = tnh()
+            .current_dir(repo.path())
+            .args(args)
+            .env("TNH_WORKTREE", "")
+            .env_remove("TNH_BASE_SHA")
+            .env_remove("TNH_RUN_DIR")
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = stderr_text(&output);
+        assert!(
+            stderr.contains("error: TNH_WORKTREE is set but empty")
+                && stderr.contains("unset TNH_WORKTREE")
+                && !stderr.contains("install git"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

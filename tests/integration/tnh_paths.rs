@@ -1,5 +1,5 @@
-//! Paths in `tnh diff` and `tnh context`: printed as they are (never git's quoted form), and
-//! filtered with git's pathspecs the same way for tracked and untracked files in every mode.
+//! Paths in `tnh diff` and `tnh context`: printed as they are (non-ASCII included), C-quoted as
+//! git does only when they hold a `"`, a `\` or a control character, and filtered with git's pathspecs the same way for tracked and untracked files in every mode.
 
 use crate::support::{TempRepo, stderr_text, stdout_text, tnh};
 
@@ -175,4 +175,123 @@ fn patch_puts_sources_first_even_when_their_name_contains_test() {
     let tests = patch.find("diff --git a/app/tests/check.rs").unwrap();
     let docs = patch.find("diff --git a/docs/guide.md").unwrap();
     assert!(source < tests && tests < docs, "{patch}");
+}
+
+/// Review defect #7: `--name-only` (and `tnh context`) printed a path holding a `"`, a `\` or a
+/// tab as it is, while `--stat` and `--patch` C-quoted it, so one file had two spellings and a
+/// tab in a name broke the `STATUS<TAB>PATH` lines. Every text mode now spells such a path as
+/// git does (`"quo\"te.txt"`), JSON carries it as it is, the patch still applies, and
+/// `--patch` ranks a quoted path by its real name.
+#[test]
+fn paths_git_quotes_are_quoted_alike_in_every_text_mode() {
+    let repo = TempRepo::new();
+    repo.write("src/quo\"te.rs", "a\n");
+    repo.write("tests/back\\slash.rs", "a\n");
+    repo.write("docs/tab\there.md", "a\n");
+    repo.commit_all("base");
+    for path in [
+        "src/quo\"te.rs",
+        "tests/back\\slash.rs",
+        "docs/tab\there.md",
+    ] {
+        repo.write(path, "a\nb\n");
+    }
+    let patch = run_tnh(&repo, &["diff", "--patch"]);
+    let source = patch.find("+++ \"b/src/quo\\\"te.rs\"").unwrap();
+    let tests = patch.find("+++ \"b/tests/back\\\\slash.rs\"").unwrap();
+    let docs = patch.find("+++ \"b/docs/tab\\there.md\"").unwrap();
+    assert!(source < tests && tests < docs, "{patch}");
+    let scratch = tempfile::tempdir().unwrap();
+    let patch_file = scratch.path().join("reverse.patch");
+    std::fs::write(&patch_file, &patch).unwrap();
+    repo.git(&["apply", "-R", patch_file.to_str().unwrap()]);
+    assert_eq!(repo.git(&["status", "--porcelain"]), "");
+
+    for path in [
+        "src/quo\"te.rs",
+        "tests/back\\slash.rs",
+        "docs/tab\there.md",
+    ] {
+        repo.write(path, "a\nb\n");
+    }
+    repo.write("new\"file.txt", "n\n");
+    assert_eq!(
+        run_tnh(&repo, &["diff", "--name-only"]),
+        "M\t\"docs/tab\\there.md\"\nM\t\"src/quo\\\"te.rs\"\nM\t\"tests/back\\\\slash.rs\"\n?\t\"new\\\"file.txt\"\n"
+    );
+    let stat = run_tnh(&repo, &["diff", "--stat"]);
+    assert!(
+        stat.contains(" \"src/quo\\\"te.rs\" ")
+            && stat.contains(" \"tests/back\\\\slash.rs\" ")
+            && stat.contains(" \"new\\\"file.txt\" (new, untracked)"),
+        "{stat}"
+    );
+    assert!(
+        run_tnh(&repo, &["diff", "--patch"]).contains("new untracked file: \"new\\\"file.txt\"")
+    );
+    let context = run_tnh(&repo, &["context"]);
+    assert!(
+        context.contains("  M \"docs/tab\\there.md\"\n")
+            && context.contains("  ? \"new\\\"file.txt\"\n"),
+        "{context}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&run_tnh(&repo, &["context", "--json"])).unwrap();
+    assert_eq!(
+        json["changed"],
+        serde_json::json!([
+            "M docs/tab\there.md",
+            "M src/quo\"te.rs",
+            "M tests/back\\slash.rs",
+            "? new\"file.txt"
+        ])
+    );
+}
+
+/// Review defect #11: `tnh diff --help` said `--patch` puts "others" after the docs, but a
+/// file that is neither a test nor a doc (a build file, a configuration) comes first, with the
+/// sources; the help now says what the command does.
+#[test]
+fn patch_puts_files_that_are_neither_tests_nor_docs_with_the_sources() {
+    let repo = TempRepo::new();
+    for path in [
+        "Makefile",
+        "config.json",
+        "src/z.rs",
+        "tests/t.rs",
+        "docs/a.md",
+    ] {
+        repo.write(path, "a\n");
+    }
+    repo.commit_all("base");
+    for path in [
+        "Makefile",
+        "config.json",
+        "src/z.rs",
+        "tests/t.rs",
+        "docs/a.md",
+    ] {
+        repo.write(path, "a\nb\n");
+    }
+    let patch = run_tnh(&repo, &["diff", "--patch"]);
+    let headers: Vec<&str> = patch
+        .lines()
+        .filter(|line| line.starts_with("diff --git "))
+        .collect();
+    assert_eq!(
+        headers,
+        [
+            "diff --git a/Makefile b/Makefile",
+            "diff --git a/config.json b/config.json",
+            "diff --git a/src/z.rs b/src/z.rs",
+            "diff --git a/tests/t.rs b/tests/t.rs",
+            "diff --git a/docs/a.md b/docs/a.md",
+        ]
+    );
+    let help = run_tnh(&repo, &["diff", "--help"]);
+    assert!(
+        help.contains("with them every file that is neither a test nor a doc")
+            && !help.contains("and others"),
+        "{help}"
+    );
 }
