@@ -109,6 +109,9 @@ pub fn checkout_root(start: &Path) -> Option<PathBuf> {
     repository.workdir()?.canonicalize().ok()
 }
 
+/// How much of a configuration file [`ignored_checkout_config`] compares.
+const CONFIG_READ_LIMIT: u64 = 16 * 1024 * 1024;
+
 /// What to tell someone working in `checkout` whose own `.tnh/config.yaml` is not read: every
 /// checkout uses the file of the main working tree `root` (unless a file is named explicitly),
 /// so a linked worktree's (or a run's worktree's) own file that differs from it is ignored.
@@ -122,7 +125,14 @@ pub fn ignored_checkout_config(checkout: &Path, root: &Path) -> Option<String> {
     if checkout == root || !ignored.is_file() {
         return None;
     }
-    if std::fs::read(&ignored).ok() == std::fs::read(&used).ok() {
+    // Read as the configuration is: only a regular file (a link to one followed), without
+    // blocking, so a FIFO an agent leaves in either place cannot hang the command.
+    let read = |path: &Path| {
+        crate::artifacts::safe_files::open_regular_following(path)
+            .and_then(|file| crate::artifacts::safe_files::read_bounded(file, CONFIG_READ_LIMIT))
+            .ok()
+    };
+    if read(&ignored) == read(&used) {
         return None;
     }
     Some(format!(
@@ -426,6 +436,25 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A FIFO in the place of either configuration file made the comparison block forever
+    /// (a plain read); every `tnh` command an agent runs in its worktree makes it.
+    #[test]
+    fn a_fifo_in_the_place_of_a_configuration_never_blocks_the_comparison() {
+        let root = tempfile::tempdir().unwrap();
+        let checkout = tempfile::tempdir().unwrap();
+        for folder in [root.path(), checkout.path()] {
+            std::fs::create_dir(folder.join(".tnh")).unwrap();
+        }
+        nix::unistd::mkfifo(
+            &root.path().join(".tnh/config.yaml"),
+            nix::sys::stat::Mode::S_IRWXU,
+        )
+        .unwrap();
+        std::fs::write(checkout.path().join(".tnh/config.yaml"), "agents: {}\n").unwrap();
+        let note = ignored_checkout_config(checkout.path(), root.path()).unwrap();
+        assert!(note.starts_with("ignoring `"), "{note}");
+    }
 
     #[test]
     fn timestamps_parse_to_unix_seconds() {
