@@ -151,7 +151,7 @@ fn parse(root: &Path, relative: &Path) -> Option<Adr> {
             match key.trim() {
                 "title" => title = value,
                 "status" => status = value,
-                "id" => id = value.trim_start_matches("ADR-").to_uppercase(),
+                "id" => id = normalised_id(&value),
                 _ => {}
             }
         }
@@ -180,6 +180,16 @@ fn parse(root: &Path, relative: &Path) -> Option<Adr> {
     })
 }
 
+/// An ADR id as ids are compared: upper case, without an `ADR-` prefix in any case (`Adr-7`,
+/// `adr-7` and `7` are all `7`).
+fn normalised_id(text: &str) -> String {
+    let upper = text.trim().to_uppercase();
+    match upper.strip_prefix("ADR-") {
+        Some(rest) => rest.to_owned(),
+        None => upper,
+    }
+}
+
 /// Runs `tnh adr …`.
 pub fn run(command: &AdrCommand) -> TnhResult {
     let root = git::root()?;
@@ -203,10 +213,7 @@ pub fn run(command: &AdrCommand) -> TnhResult {
             Ok(ExitStatus::Success)
         }
         AdrCommand::Open { id } => {
-            let wanted = id
-                .trim_start_matches("ADR-")
-                .trim_start_matches("adr-")
-                .to_uppercase();
+            let wanted = normalised_id(id);
             let Some(adr) = adrs.iter().find(|adr| adr.id == wanted) else {
                 let known: Vec<&str> = adrs.iter().map(|adr| adr.id.as_str()).collect();
                 return Err(TnhError::new(
