@@ -29,7 +29,12 @@ pub fn run(args: &ContextArgs) -> TnhResult {
     let changed = git::changes(&place, &[])?;
     let variable = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
     let inputs = variable("TNH_STEP_DIR").and_then(|dir| step_inputs(Path::new(&dir)));
-    let adrs = super::adr::find(&place.root, &super::config::config_file(&place.root)?)
+    let found = super::adr::find(&place.root, &super::config::config_file(&place.root)?);
+    for line in &found.skipped {
+        super::note(line);
+    }
+    let adrs = found
+        .adrs
         .into_iter()
         .map(|adr| format!("{} {} ({})", adr.id, adr.title, adr.status))
         .collect::<Vec<_>>();
