@@ -17,7 +17,6 @@ use clap::Args;
 
 use super::{TnhError, TnhResult, git, print};
 use crate::error::ExitStatus;
-use crate::outcome::Outcome;
 use crate::runner::{
     Cancellation, CaptureFormat, Limits, ProcessKind, ProcessSpec, StopReason, StrayProcess,
     Supervised,
@@ -76,9 +75,11 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     }
 }
 
-/// What `tnh NAME --json` prints.
-#[derive(Debug, serde::Serialize)]
-struct CheckReport {
+/// What `tnh test|lint|typecheck --json` prints (`tnh-conductor schema tnh-check`).
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct CheckReport {
+    /// The format's version.
+    schema_version: u32,
     /// The validator's name (`tests`, `lint`, `typecheck`).
     validator: String,
     /// The command run.
@@ -87,7 +88,7 @@ struct CheckReport {
     detected: bool,
     /// `completed` (exit 0), `error` (another exit code, or a signal), `killed_timeout`, or
     /// `killed_policy` (stopped: tnh was signalled, or the tool waited for an answer).
-    outcome: Outcome,
+    outcome: String,
     /// Why, e.g. `exit code 1`, `timeout: wall-clock limit of 1s reached`.
     cause: String,
     /// The tool's exit code; `null` when it did not exit by itself.
@@ -189,10 +190,11 @@ pub fn run(name: &str, args: &CheckArgs) -> TnhResult {
         .duration_since(supervised.started_at)
         .unwrap_or_default();
     let report = CheckReport {
+        schema_version: crate::artifacts::SCHEMA_VERSION,
         validator: name.to_owned(),
         argv,
         detected: command.detected,
-        outcome: supervised.outcome,
+        outcome: supervised.outcome.as_str().to_owned(),
         cause: stop_cause(&supervised),
         exit_code: supervised.exit_code,
         signal: supervised.signal,
