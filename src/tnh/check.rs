@@ -33,7 +33,8 @@ macro_rules! check_help {
 npm scripts; Python: pytest / ruff / mypy). Prints the exit code, duration, failing tests or first errors, and \
 the tail.\n\nThe tool runs as RUN_VALIDATION runs it: the command returns when the tool's own process ends; \
 processes it leaves behind are killed (and named). After --timeout (default 1h) the tool and everything it \
-started are killed and the command says TIMED OUT; so do SIGTERM, SIGINT and SIGHUP sent to tnh.\n\n\
+started are killed and the command says TIMED OUT. SIGTERM, SIGINT or SIGHUP sent to tnh stop the tool the \
+same way (it says STOPPED).\n\n\
 Exit codes: 0 the tool passed; else the tool's exit code (codes above 4 become 1); 1 when it timed out or was \
 stopped; 2 also when no command is configured or detected, the tool cannot be started, or outside a repository."
         )
