@@ -64,6 +64,10 @@ pub enum SchemaName {
     RunsList,
     /// The output of `journal --format json`.
     Journal,
+    /// The output of `tnh context --json`.
+    TnhContext,
+    /// The output of `tnh test|lint|typecheck --json`.
+    TnhCheck,
 }
 
 /// The schema of `name`, when this release publishes it.
@@ -95,6 +99,8 @@ pub fn schema_of(name: SchemaName) -> Option<serde_json::Value> {
         SchemaName::RunResult => Some(schema_value::<super::run::RunResult>()),
         SchemaName::RunsList => Some(schema_value::<super::runs::RunsList>()),
         SchemaName::Journal => Some(crate::kernel::journal::journal_schema()),
+        SchemaName::TnhContext => Some(schema_value::<crate::tnh::ContextReport>()),
+        SchemaName::TnhCheck => Some(schema_value::<crate::tnh::CheckReport>()),
     }
 }
 

@@ -3,7 +3,7 @@
 //! front matter or headings.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use clap::Subcommand;
 
@@ -45,15 +45,36 @@ pub struct Adr {
     pub path: PathBuf,
 }
 
+/// What [`find`] found, and what it did not look at.
+pub struct Found {
+    /// The ADRs, sorted by id.
+    pub adrs: Vec<Adr>,
+    /// One line for each place not looked at (a symbolic link, a pattern leaving the
+    /// checkout, a walk cut short), for stderr.
+    pub skipped: Vec<String>,
+}
+
+/// The most folder entries one search reads: a pattern such as `**/*.md` in a huge checkout
+/// stops there (and says so) instead of walking on.
+const MAX_ENTRIES: usize = 100_000;
+/// The most links named in the notes; the rest are counted.
+const MAX_NOTED_LINKS: usize = 5;
+
 /// The ADRs of the checkout at `root`, sorted by id; `adr_paths` comes from the configuration
 /// file `config_file` (the main working tree's, see `tnh::config`).
-pub fn find(root: &Path, config_file: &Path) -> Vec<Adr> {
+///
+/// Only files of the checkout are read: no symbolic link is followed — not a linked file, not
+/// a linked folder met on the walk, not a link on a pattern's literal prefix (`docs -> /`) —
+/// and a prefix that leaves the checkout (`../x/*.md`, `/x/*.md`) is refused; each is named in
+/// [`Found::skipped`]. The walk reads at most [`MAX_ENTRIES`] folder entries.
+pub fn find(root: &Path, config_file: &Path) -> Found {
     let configured = super::config::adr_paths(config_file);
     let globs = if configured.is_empty() {
         vec!["docs/**/adr/*.md".to_owned()]
     } else {
         configured
     };
+    let mut walk = Walk::new(root, MAX_ENTRIES);
     let Ok(set) = globs
         .iter()
         .try_fold(globset::GlobSetBuilder::new(), |mut builder, pattern| {
@@ -65,13 +86,13 @@ pub fn find(root: &Path, config_file: &Path) -> Vec<Adr> {
             Ok::<_, globset::Error>(builder)
         })
     else {
-        return Vec::new();
+        return walk.into_found(Vec::new());
     };
     let Ok(set) = set.build() else {
-        return Vec::new();
+        return walk.into_found(Vec::new());
     };
     // Walk only below each pattern's literal prefix (`docs/` for `docs/**/adr/*.md`).
-    let mut starts: Vec<PathBuf> = globs
+    let mut prefixes: Vec<String> = globs
         .iter()
         .map(|pattern| {
             pattern
@@ -80,13 +101,15 @@ pub fn find(root: &Path, config_file: &Path) -> Vec<Adr> {
                 .collect::<Vec<_>>()
                 .join("/")
         })
-        .map(|prefix| root.join(prefix))
         .collect();
-    starts.sort();
-    starts.dedup();
-    let mut adrs: Vec<Adr> = starts
-        .iter()
-        .flat_map(|start| markdown_files(root, start))
+    prefixes.sort();
+    prefixes.dedup();
+    for prefix in &prefixes {
+        walk.walk_prefix(prefix, &set);
+    }
+    let found = std::mem::take(&mut walk.found);
+    let mut adrs: Vec<Adr> = found
+        .into_iter()
         .filter(|relative| set.is_match(relative))
         .filter_map(|relative| parse(root, &relative))
         .collect();
@@ -96,37 +119,153 @@ pub fn find(root: &Path, config_file: &Path) -> Vec<Adr> {
             .then_with(|| left.path.cmp(&right.path))
     });
     adrs.dedup_by(|left, right| left.path == right.path);
-    adrs
+    walk.into_found(adrs)
 }
 
-fn markdown_files(root: &Path, start: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut pending = vec![start.to_path_buf()];
-    while let Some(directory) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&directory) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            if name == ".git" || name == "target" || name == "node_modules" || name == ".tnh" {
-                continue;
-            }
-            let path = entry.path();
-            match entry.file_type() {
-                Ok(kind) if kind.is_dir() => pending.push(path),
-                Ok(kind)
-                    if kind.is_file()
-                        && path.extension().is_some_and(|extension| extension == "md") =>
-                {
-                    if let Ok(relative) = path.strip_prefix(root) {
-                        found.push(relative.to_path_buf());
-                    }
+/// A bounded walk for Markdown files below the checkout's root that follows no link.
+struct Walk<'a> {
+    root: &'a Path,
+    /// Folder entries that may still be read.
+    budget: usize,
+    /// The budget at the start.
+    limit: usize,
+    /// Markdown files found, relative to the root.
+    found: Vec<PathBuf>,
+    /// Why places were not looked at.
+    skipped: Vec<String>,
+    /// Symbolic links met (and not followed) beyond those named in `skipped`.
+    more_links: usize,
+    /// The budget ran out.
+    exhausted: bool,
+}
+
+impl<'a> Walk<'a> {
+    fn new(root: &'a Path, budget: usize) -> Self {
+        Walk {
+            root,
+            budget,
+            limit: budget,
+            found: Vec::new(),
+            skipped: Vec::new(),
+            more_links: 0,
+            exhausted: false,
+        }
+    }
+
+    fn into_found(mut self, adrs: Vec<Adr>) -> Found {
+        if self.more_links > 0 {
+            self.skipped.push(format!(
+                "adr: {} more symbolic link(s) not followed",
+                self.more_links
+            ));
+        }
+        if self.exhausted {
+            self.skipped.push(format!(
+                "adr: stopped looking for ADRs after reading {} folder entries; ADRs further on are not listed (narrow adr_paths in .tnh/config.yaml)",
+                self.limit
+            ));
+        }
+        Found {
+            adrs,
+            skipped: self.skipped,
+        }
+    }
+
+    /// Notes a symbolic link that is not followed.
+    fn link(&mut self, relative: &Path) {
+        let noted = self
+            .skipped
+            .iter()
+            .filter(|line| line.contains("symbolic link"))
+            .count();
+        if noted >= MAX_NOTED_LINKS {
+            self.more_links += 1;
+            return;
+        }
+        let target = std::fs::read_link(self.root.join(relative))
+            .map(|target| format!(" (to {})", target.display()))
+            .unwrap_or_default();
+        self.skipped.push(format!(
+            "adr: not following `{}`: it is a symbolic link{target}; ADRs are read only from the checkout's own files",
+            relative.display()
+        ));
+    }
+
+    /// Walks below the literal prefix of a pattern, checking each of its parts first: a link,
+    /// or a part that leaves the checkout, is named and not entered.
+    fn walk_prefix(&mut self, prefix: &str, set: &globset::GlobSet) {
+        let mut relative = PathBuf::new();
+        for part in Path::new(prefix).components() {
+            match part {
+                Component::Normal(name) => relative.push(name),
+                Component::CurDir => continue,
+                Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                    self.skipped.push(format!(
+                        "adr: not looking below `{prefix}`: it is outside the checkout (adr_paths are relative to the repository root)"
+                    ));
+                    return;
                 }
-                _ => {}
+            }
+            match std::fs::symlink_metadata(self.root.join(&relative)) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    self.link(&relative);
+                    return;
+                }
+                Ok(_) => {}
+                // Absent: nothing to find there.
+                Err(_) => return,
+            }
+        }
+        let start = self.root.join(&relative);
+        match std::fs::symlink_metadata(&start) {
+            Ok(meta) if meta.is_file() => self.found.push(relative),
+            Ok(meta) if meta.is_dir() => self.walk(start, set),
+            _ => {}
+        }
+    }
+
+    /// Walks the folder `start`; a link is named when it leads to a folder or when its name
+    /// matches the patterns (a link to an image is none of the ADRs' business).
+    fn walk(&mut self, start: PathBuf, set: &globset::GlobSet) {
+        let mut pending = vec![start];
+        while let Some(directory) = pending.pop() {
+            let Ok(entries) = std::fs::read_dir(&directory) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if self.budget == 0 {
+                    self.exhausted = true;
+                    return;
+                }
+                self.budget -= 1;
+                let name = entry.file_name();
+                if name == ".git" || name == "target" || name == "node_modules" || name == ".tnh" {
+                    continue;
+                }
+                let path = entry.path();
+                let Ok(relative) = path.strip_prefix(self.root).map(Path::to_path_buf) else {
+                    continue;
+                };
+                match entry.file_type() {
+                    Ok(kind) if kind.is_dir() => pending.push(path),
+                    Ok(kind)
+                        if kind.is_file()
+                            && path.extension().is_some_and(|extension| extension == "md") =>
+                    {
+                        self.found.push(relative);
+                    }
+                    Ok(kind)
+                        if kind.is_symlink()
+                            && (set.is_match(&relative)
+                                || std::fs::metadata(&path).is_ok_and(|meta| meta.is_dir())) =>
+                    {
+                        self.link(&relative);
+                    }
+                    _ => {}
+                }
             }
         }
     }
-    found
 }
 
 fn parse(root: &Path, relative: &Path) -> Option<Adr> {
@@ -151,7 +290,7 @@ fn parse(root: &Path, relative: &Path) -> Option<Adr> {
             match key.trim() {
                 "title" => title = value,
                 "status" => status = value,
-                "id" => id = value.trim_start_matches("ADR-").to_uppercase(),
+                "id" => id = normalised_id(&value),
                 _ => {}
             }
         }
@@ -180,10 +319,23 @@ fn parse(root: &Path, relative: &Path) -> Option<Adr> {
     })
 }
 
+/// An ADR id as ids are compared: upper case, without an `ADR-` prefix in any case (`Adr-7`,
+/// `adr-7` and `7` are all `7`).
+fn normalised_id(text: &str) -> String {
+    let upper = text.trim().to_uppercase();
+    match upper.strip_prefix("ADR-") {
+        Some(rest) => rest.to_owned(),
+        None => upper,
+    }
+}
+
 /// Runs `tnh adr …`.
 pub fn run(command: &AdrCommand) -> TnhResult {
     let root = git::root()?;
-    let adrs = find(&root, &super::config::config_file(&root)?);
+    let Found { adrs, skipped } = find(&root, &super::config::config_file(&root)?);
+    for line in &skipped {
+        super::note(line);
+    }
     match command {
         AdrCommand::List { status } => {
             let mut text = String::new();
@@ -203,10 +355,7 @@ pub fn run(command: &AdrCommand) -> TnhResult {
             Ok(ExitStatus::Success)
         }
         AdrCommand::Open { id } => {
-            let wanted = id
-                .trim_start_matches("ADR-")
-                .trim_start_matches("adr-")
-                .to_uppercase();
+            let wanted = normalised_id(id);
             let Some(adr) = adrs.iter().find(|adr| adr.id == wanted) else {
                 let known: Vec<&str> = adrs.iter().map(|adr| adr.id.as_str()).collect();
                 return Err(TnhError::new(
@@ -227,5 +376,43 @@ pub fn run(command: &AdrCommand) -> TnhResult {
             print(&text);
             Ok(ExitStatus::Success)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Review 2, defect 4: the walk had no bound (`docs -> /` read the whole file system). It
+    /// reads at most its budget of folder entries, then stops and says so.
+    #[test]
+    fn the_walk_stops_at_its_budget_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        for index in 0..10 {
+            let folder = dir.path().join(format!("docs/{index}/adr"));
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::write(folder.join("adr-1-x.md"), "# X\n").unwrap();
+        }
+        let set = globset::GlobSetBuilder::new()
+            .add(globset::Glob::new("docs/**/adr/*.md").unwrap())
+            .build()
+            .unwrap();
+        let mut walk = Walk::new(dir.path(), 7);
+        walk.walk_prefix("docs", &set);
+        assert!(walk.exhausted);
+        assert!(walk.found.len() < 10, "{:?}", walk.found);
+        let found = walk.into_found(Vec::new());
+        assert!(
+            found
+                .skipped
+                .iter()
+                .any(|line| line.contains("stopped looking for ADRs")),
+            "{:?}",
+            found.skipped
+        );
+        let mut unbounded = Walk::new(dir.path(), MAX_ENTRIES);
+        unbounded.walk_prefix("docs", &set);
+        assert!(!unbounded.exhausted);
+        assert_eq!(unbounded.found.len(), 10);
     }
 }

@@ -23,6 +23,35 @@ pub struct ContextArgs {
     pub json: bool,
 }
 
+/// What `tnh context --json` prints (`tnh-conductor schema tnh-context`).
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct ContextReport {
+    /// The format's version.
+    schema_version: u32,
+    /// The worktree or repository root.
+    root: String,
+    /// The branch checked out (empty when HEAD is detached).
+    branch: String,
+    /// The base commit changes are counted from.
+    base: String,
+    /// Where the base came from (`TNH_BASE_SHA`, `merge-base with main`, …).
+    base_source: String,
+    /// Each file changed since the base: its status letter, a space, its path.
+    changed: Vec<String>,
+    /// The run (`TNH_RUN_ID`), inside a run.
+    run_id: Option<String>,
+    /// The step (`TNH_STEP_ID`), inside a run.
+    step_id: Option<String>,
+    /// The step folder (`TNH_STEP_DIR`), inside a run.
+    step_dir: Option<String>,
+    /// The values the step's prompt was given (`inputs` of `$TNH_STEP_DIR/inputs.json`).
+    inputs: Option<serde_json::Value>,
+    /// Each ADR: `ID TITLE (STATUS)`.
+    adrs: Vec<String>,
+    /// The tnh commands available.
+    commands: Vec<String>,
+}
+
 /// Prints the context.
 pub fn run(args: &ContextArgs) -> TnhResult {
     let place = git::place()?;
@@ -30,7 +59,12 @@ pub fn run(args: &ContextArgs) -> TnhResult {
     let changed = git::changes(&place, &[])?;
     let variable = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
     let inputs = variable("TNH_STEP_DIR").and_then(|dir| step_inputs(Path::new(&dir)));
-    let adrs = super::adr::find(&place.root, &super::config::config_file(&place.root)?)
+    let found = super::adr::find(&place.root, &super::config::config_file(&place.root)?);
+    for line in &found.skipped {
+        super::note(line);
+    }
+    let adrs = found
+        .adrs
         .into_iter()
         .map(|adr| format!("{} {} ({})", adr.id, adr.title, adr.status))
         .collect::<Vec<_>>();
@@ -43,23 +77,30 @@ pub fn run(args: &ContextArgs) -> TnhResult {
         "tnh adr list|open ID",
         "tnh runlog append",
     ];
-    let value = serde_json::json!({
-        "root": place.root.display().to_string(),
-        "branch": branch,
-        "base": place.base,
-        "base_source": place.base_source,
-        "changed": changed.iter().map(|(status, path)| format!("{status} {path}")).collect::<Vec<_>>(),
-        "run_id": variable("TNH_RUN_ID"),
-        "step_id": variable("TNH_STEP_ID"),
-        "step_dir": variable("TNH_STEP_DIR"),
-        "inputs": inputs,
-        "adrs": adrs,
-        "commands": commands,
-    });
+    let report = ContextReport {
+        schema_version: crate::artifacts::SCHEMA_VERSION,
+        root: place.root.display().to_string(),
+        branch: branch.clone(),
+        base: place.base.clone(),
+        base_source: place.base_source.clone(),
+        changed: changed
+            .iter()
+            .map(|(status, path)| format!("{status} {path}"))
+            .collect(),
+        run_id: variable("TNH_RUN_ID"),
+        step_id: variable("TNH_STEP_ID"),
+        step_dir: variable("TNH_STEP_DIR"),
+        inputs,
+        adrs: adrs.clone(),
+        commands: commands
+            .iter()
+            .map(|command| (*command).to_owned())
+            .collect(),
+    };
     if args.json {
         print(&format!(
             "{}\n",
-            serde_json::to_string_pretty(&value).unwrap_or_default()
+            serde_json::to_string_pretty(&report).unwrap_or_default()
         ));
         return Ok(ExitStatus::Success);
     }
@@ -88,7 +129,7 @@ pub fn run(args: &ContextArgs) -> TnhResult {
             changed.len() - 50
         );
     }
-    if let Some(inputs) = value["inputs"].as_object() {
+    if let Some(inputs) = report.inputs.as_ref().and_then(|inputs| inputs.as_object()) {
         write_inputs(&mut text, inputs);
     }
     if !adrs.is_empty() {

@@ -10,7 +10,8 @@ mod diff;
 mod git;
 pub mod runlog;
 
-pub use check::tool_logs;
+pub use check::{CheckReport, tool_logs};
+pub use context::ContextReport;
 
 use std::io::Write;
 

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::kernel_support::RunRepo;
-use crate::support::{conductor, stderr_text, stdout_text};
+use crate::support::{TempRepo, conductor, stderr_text, stdout_text, tnh};
 
 /// An agent step (with a run-log entry), a validation step (a harness that reports, a refused
 /// entrypoint), a command planner, a queued and a blocking gate, then a ROLLBACK.
@@ -379,4 +379,71 @@ fn cli_json_outputs_match_their_published_schemas() {
         "{:#}",
         documents[3].1
     );
+}
+
+/// Review 2, defect 5: the JSON `tnh context --json` and `tnh test|lint|typecheck --json`
+/// print for agents and scripts had no `schema_version` and no published schema. Both are
+/// versioned now and match `tnh-conductor schema tnh-context` / `tnh-check` — a pass, a
+/// failure, and a timeout that killed what the tool left behind, inside a run's step folder
+/// and outside.
+#[test]
+fn tnh_json_outputs_match_their_published_schemas() {
+    let repo = TempRepo::new();
+    repo.write("docs/adr/adr-1-first.md", "# First\n**Status**: accepted\n");
+    repo.write(
+        ".tnh/config.yaml",
+        "validators:\n  tests: {argv: [sh, -c, \"echo ok\"]}\n  lint: {argv: [sh, -c, \"echo 'error: x' >&2; exit 3\"]}\n  typecheck: {argv: [sh, -c, \"sleep 1005 & echo started; exec sleep 1006\"]}\n",
+    );
+    repo.write("src/new.rs", "fn main() {}\n");
+    let step_dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        step_dir.path().join("inputs.json"),
+        r#"{"schema_version": 1, "step_id": "s", "prompt": null, "inputs": {"goal": "x"}}"#,
+    )
+    .unwrap();
+    let printed = |args: &[&str], in_run: bool| -> serde_json::Value {
+        let mut command = tnh();
+        command
+            .current_dir(repo.path())
+            .args(args)
+            .env_remove("TNH_BASE_SHA")
+            .env_remove("TNH_RUN_ID")
+            .env_remove("TNH_STEP_ID")
+            .env_remove("TNH_STEP_DIR");
+        if in_run {
+            command
+                .env("TNH_RUN_ID", "20260101T000000Z-abcdef")
+                .env("TNH_STEP_ID", "implement")
+                .env("TNH_STEP_DIR", step_dir.path());
+        }
+        let output = command.output().unwrap();
+        serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("{args:?}: {}", stderr_text(&output)))
+    };
+    let documents = [
+        ("tnh-context", printed(&["context", "--json"], false)),
+        ("tnh-context", printed(&["context", "--json"], true)),
+        ("tnh-check", printed(&["test", "--json"], false)),
+        ("tnh-check", printed(&["lint", "--json"], true)),
+        (
+            "tnh-check",
+            printed(&["typecheck", "--json", "--timeout", "300ms"], false),
+        ),
+    ];
+    let validators = validators(&documents.iter().map(|(name, _)| *name).collect());
+    for (name, document) in &documents {
+        assert_eq!(document["schema_version"], 1, "{name}: {document:#}");
+        let errors: Vec<String> = validators[*name]
+            .iter_errors(document)
+            .map(|error| format!("{error} at {}", error.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{name}: {errors:#?}\n{document:#}");
+    }
+    // The documents are the ones meant: every optional part filled in at least once.
+    assert_eq!(documents[1].1["inputs"]["goal"], "x");
+    assert_eq!(documents[1].1["adrs"][0], "1 First (accepted)");
+    assert_eq!(documents[3].1["exit_code"], 3);
+    assert!(documents[3].1["log"].is_string(), "{:#}", documents[3].1);
+    assert_eq!(documents[4].1["timed_out"], true);
+    assert_eq!(documents[4].1["outcome"], "killed_timeout");
 }

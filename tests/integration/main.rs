@@ -34,6 +34,8 @@ mod script_context;
 mod script_fields;
 mod starter_workflows;
 mod support;
+mod tnh_adrs;
+mod tnh_checks;
 mod tnh_commands;
 mod tnh_in_run;
 mod tnh_paths;

@@ -137,6 +137,8 @@ fn every_published_schema_compiles_and_real_records_match_it() {
         "state",
         "runlog-entry",
         "validate-output",
+        "tnh-context",
+        "tnh-check",
     ] {
         let output = conductor().args(["schema", name]).output().unwrap();
         assert_eq!(output.status.code(), Some(0), "schema {name}");
