@@ -29,6 +29,11 @@ use serde::{Deserialize, Serialize};
 /// The environment variable that marks every process of one step.
 pub const SUPERVISION_TOKEN_VARIABLE: &str = "TNH_SUPERVISION_ID";
 
+/// The token of the enclosing supervision, kept by a supervision started inside a supervised
+/// step (`tnh test` run by an agent supervises the tool with its own token): the step's sweep
+/// finds the tool by it even when `tnh` itself was killed before it could end the tool.
+pub const OUTER_SUPERVISION_TOKEN_VARIABLE: &str = "TNH_OUTER_SUPERVISION_ID";
+
 /// A process found alive that belonged to a step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StrayProcess {
@@ -346,8 +351,10 @@ pub(crate) struct Member {
 /// Only processes born since the step began can hold its token, so the environment (the
 /// costly read) is looked at only for those: on a busy host most processes are older.
 pub(crate) fn find_step_members(mark: &StepMark) -> Vec<Member> {
-    // NUL-framed, so one token cannot match as the suffix of another variable.
-    let needle = format!("\0{SUPERVISION_TOKEN_VARIABLE}={}\0", mark.token);
+    // NUL-framed, so one token cannot match as the suffix of another variable. A process of a
+    // supervision nested in the step holds the step's token as the outer one.
+    let needles = [SUPERVISION_TOKEN_VARIABLE, OUTER_SUPERVISION_TOKEN_VARIABLE]
+        .map(|name| format!("\0{name}={}\0", mark.token));
     let mut found = BTreeMap::new();
     let own_pid = std::process::id() as i32;
     for pid in candidates(mark) {
@@ -362,7 +369,7 @@ pub(crate) fn find_step_members(mark: &StepMark) -> Vec<Member> {
         }
         let in_group = stat.group == mark.pgid;
         let may_hold_token = stat.started >= mark.born_after;
-        if in_group || (may_hold_token && environment_contains(pid, needle.as_bytes())) {
+        if in_group || (may_hold_token && environment_contains_any(pid, &needles)) {
             let stray = StrayProcess {
                 pid,
                 command: read_command(pid),
@@ -446,13 +453,19 @@ pub(crate) fn read_stat(pid: i32) -> Option<Stat> {
 }
 
 pub(crate) fn environment_contains(pid: i32, needle: &[u8]) -> bool {
+    environment_contains_any(pid, &[needle])
+}
+
+/// [`environment_contains`] for any of `needles`, reading the environment once.
+pub(crate) fn environment_contains_any(pid: i32, needles: &[impl AsRef<[u8]>]) -> bool {
     // Other users' processes are unreadable (EACCES); they cannot be ours anyway.
     match std::fs::read(format!("/proc/{pid}/environ")) {
-        Ok(environment) => {
+        Ok(environment) => needles.iter().any(|needle| {
+            let needle = needle.as_ref();
             // The first variable has no NUL before it.
             environment.starts_with(&needle[1..])
                 || memchr::memmem::find(&environment, needle).is_some()
-        }
+        }),
         Err(_) => false,
     }
 }

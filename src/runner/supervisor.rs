@@ -22,7 +22,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use super::RunnerError;
 use super::cancel::Cancellation;
 use super::capture::{StreamCapture, TailLine};
-use super::process::{self, SUPERVISION_TOKEN_VARIABLE, StepMark, StrayProcess};
+use super::process::{
+    self, OUTER_SUPERVISION_TOKEN_VARIABLE, SUPERVISION_TOKEN_VARIABLE, StepMark, StrayProcess,
+};
 use super::progress::{CaptureFormat, Stream};
 use super::state::{State, StopReason, Termination};
 use crate::outcome::Outcome;
@@ -274,6 +276,13 @@ fn spawn(spec: &ProcessSpec, token: &str) -> Result<tokio::process::Child, Runne
         .stderr(Stdio::piped())
         // The child leads a new group, so one signal reaches all its descendants.
         .process_group(0);
+    // Started inside a supervised step (the step's token is in the environment given): the
+    // child keeps that token as the outer one, so the step's own sweep still finds it.
+    if let Some((_, outer)) = spec.env.iter().find(|(name, value)| {
+        name.as_str() == SUPERVISION_TOKEN_VARIABLE && value.as_str() != token
+    }) {
+        command.env(OUTER_SUPERVISION_TOKEN_VARIABLE, outer);
+    }
     command
         .spawn()
         .map_err(|error| RunnerError::spawn(spec.kind, &spec.agent, &spec.program, error))

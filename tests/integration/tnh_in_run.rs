@@ -282,3 +282,30 @@ fn a_run_started_with_config_keeps_that_file_for_resume_gate_and_tnh() {
     // The file is the one the run recorded: nothing to note.
     assert_eq!(std::fs::read_to_string(step.join("test.err")).unwrap(), "");
 }
+
+/// `tnh test` supervises the tool in a process group and under a token of its own, so when
+/// `tnh` itself was killed outright (SIGKILL: it cannot end the tool), the tool was neither in
+/// the agent's group nor marked with the step's token, and outlived the step. Now a
+/// supervision started inside a step keeps the step's token as the outer one, and the step's
+/// sweep ends the tool with everything else the agent left.
+#[test]
+fn a_tool_whose_tnh_was_killed_outright_is_ended_with_the_step() {
+    let repo = RunRepo::new();
+    let result = run_agent_script(
+        &repo,
+        "validators:\n  tests: {argv: [sh, -c, \"echo $$ > \\\"$TNH_STEP_DIR/tool.pid.new\\\"; mv \\\"$TNH_STEP_DIR/tool.pid.new\\\" \\\"$TNH_STEP_DIR/tool.pid\\\"; exec sleep 1003\"]}\n",
+        "    prompt: Run the tests.\n",
+        "$TNH test > /dev/null 2>&1 & tnh_pid=$!; \
+         while [ ! -e \"$TNH_STEP_DIR/tool.pid\" ]; do :; done; \
+         kill -9 $tnh_pid; echo done",
+    );
+    let pid: i32 = step_file(&repo, &result, "tool.pid")
+        .trim()
+        .parse()
+        .unwrap();
+    let command = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    assert!(
+        !String::from_utf8_lossy(&command).starts_with("sleep\x001003"),
+        "the tool {pid} outlived its step"
+    );
+}
