@@ -319,6 +319,43 @@ async fn a_final_answer_longer_than_the_line_cap_is_kept_whole() {
     assert_eq!(step.read("final_response.md").len(), 600 * 1024);
 }
 
+/// Review defect 2: a `result` line longer than the supervisor's 256 KiB line cap was never
+/// read for its cost while the agent ran, and the adapter's whole-line reading afterwards did
+/// not check the budget: a step that cost more than the run had left ended `completed`. Now
+/// the adapter's reading ends it `killed_policy` with `budget_exhausted`, like a short line.
+#[tokio::test]
+async fn a_cost_on_a_result_line_longer_than_the_line_cap_still_exhausts_the_run_budget() {
+    let mut step = claude("claude-huge-result");
+    step.request.remaining_run_budget_usd = Some(0.0001);
+    let run = step.run().await;
+    assert_eq!(run.outcome, Outcome::KilledPolicy, "{}", run.cause);
+    assert_eq!(
+        run.cause,
+        "budget_exhausted: reported cost $0.000148 exceeds the remaining run budget $0.0001"
+    );
+    assert_eq!(run.cost_usd, Some(0.00014800000000000002));
+    // Within budget, the same step completes.
+    step.request.remaining_run_budget_usd = Some(1.0);
+    assert_eq!(step.run().await.outcome, Outcome::Completed);
+}
+
+/// Review defect 2, the conservative half: a line too long even for the adapter's 32 MiB
+/// reading may be the `result` with a cost nobody could read; under a run budget it is not
+/// taken for a step within budget.
+#[tokio::test]
+async fn a_result_line_too_long_to_read_is_not_taken_for_a_step_within_budget() {
+    let mut step = claude("claude-giant-result");
+    step.request.remaining_run_budget_usd = Some(1.0);
+    let run = step.run().await;
+    assert_eq!(run.outcome, Outcome::KilledPolicy, "{}", run.cause);
+    assert!(
+        run.cause
+            .starts_with("budget_exhausted: a stream line longer than 32 MiB could not be read"),
+        "{}",
+        run.cause
+    );
+}
+
 #[tokio::test]
 async fn claude_profile_options_and_step_limits_become_flags() {
     let mut step = claude("claude-stream-success-tool-use");
