@@ -202,10 +202,13 @@ pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
             ),
         );
     }
+    // A failed or killed step hides nothing: it is reported as such (`partial`, `blocked`),
+    // and what it said before it stopped is no claim about finished work.
     if facts.claims_done
         && facts.empty_diff
         && facts.expects_changes
         && facts.mechanical_outcome != "error"
+        && !facts.mechanical_outcome.starts_with("killed_")
     {
         decision.raise(
             Status::Partial,
@@ -362,6 +365,33 @@ mod tests {
         assert_eq!(
             guard(Decision::status(Status::Success), &clean).status,
             Status::Success
+        );
+    }
+
+    /// Review defect 3: a killed step's words (Codex's mid-turn "Done: …") were taken for a
+    /// completion claim against the empty diff, and with an earlier contradiction the retry
+    /// became `unsafe`. A killed step stays `blocked` with its outcome as flag.
+    #[test]
+    fn a_killed_step_that_said_done_is_blocked_not_a_contradiction() {
+        let facts = Facts {
+            mechanical_outcome: "killed_idle".to_owned(),
+            claims_done: true,
+            empty_diff: true,
+            expects_changes: true,
+            previous_contradiction: true,
+            ..Facts::default()
+        };
+        let decided = guard(Decision::status(Status::Blocked), &facts);
+        assert_eq!(decided.status, Status::Blocked);
+        assert!(decided.risk_flags.is_empty(), "{:?}", decided.risk_flags);
+        let completed = Facts {
+            mechanical_outcome: "completed".to_owned(),
+            ..facts
+        };
+        assert_eq!(
+            guard(Decision::status(Status::Success), &completed).status,
+            Status::Unsafe,
+            "a step that ended by itself and claims done with an empty diff still contradicts"
         );
     }
 

@@ -274,6 +274,32 @@ async fn codex_reconnecting_forever_is_killed_idle() {
     );
 }
 
+/// Review defect 3: a Codex stopped mid-turn (killed idle) kept its last agent message, and
+/// the `-o` file it had written, as its final response; the guard read "Done: …" as a claim
+/// of completion against an empty diff, and a retry became `unsafe`. A step that did not end
+/// by itself now has no final response, whatever the agent kind.
+#[tokio::test]
+async fn a_codex_killed_mid_turn_has_no_final_response() {
+    let mut step = codex("codex-message-then-stall");
+    step.request.limits = limits(Duration::from_secs(30), Some(Duration::from_millis(800)));
+    let run = step.run().await;
+    assert_eq!(run.outcome, Outcome::KilledIdle, "{}", run.cause);
+    assert!(!run.metadata.final_response_present);
+    assert!(
+        std::fs::symlink_metadata(step.file("final_response.md")).is_err(),
+        "the -o file of the unfinished turn is not left as the answer"
+    );
+    assert!(
+        !run.artifacts
+            .iter()
+            .any(|artifact| artifact.role == "runner_final_response")
+    );
+    assert!(
+        step.read("stdout.jsonl").contains("Hello from mock."),
+        "the message stays in the stream"
+    );
+}
+
 #[tokio::test]
 async fn codex_reconnecting_forever_without_idle_limit_is_killed_by_the_wall_clock() {
     let mut step = codex("codex-reconnect-forever");

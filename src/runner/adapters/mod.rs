@@ -161,10 +161,18 @@ pub async fn run_agent(
         },
         Err(error) => return Err(error),
     };
-    // A plain program's answer is the end of its stdout only when it ended by itself: what a
-    // program stopped by a timeout or a policy was printing is not its answer.
-    if request.profile.kind == AgentKind::Command && supervised.termination.reason.is_some() {
+    // An agent's answer is its answer only when it ended by itself: what an agent stopped by a
+    // timeout, an idle timeout or a policy was printing (a plain program's stdout, Codex's
+    // agent message of an unfinished turn) is not its answer, and would read as a claim.
+    if supervised.termination.reason.is_some() {
         summary.final_response = None;
+    }
+    // Codex writes its `-o` file itself, even in a turn that never ended: with no answer,
+    // nothing may stand under the answer's name (its messages stay in the stream).
+    if summary.final_response.is_none() {
+        let path = step_dir.join(names::FINAL_RESPONSE);
+        crate::artifacts::safe_files::remove_entry(&path)
+            .map_err(|error| RunnerError::io("remove", &path, error))?;
     }
     let (outcome, cause) = refine(
         &supervised,
