@@ -327,6 +327,26 @@ async fn codex_without_a_final_message_is_an_error() {
     assert!(!step.file("final_response.md").exists());
 }
 
+/// Review defect 5: a Claude that exits 0 with its error on stderr only (a wrapper that
+/// swallows the exit status) ended with a bare `no_result` cause: stderr was read only for a
+/// non-zero exit, so `authentication_failed` and the reason were lost. Now the last stderr
+/// line is read whenever the stream said nothing.
+#[tokio::test]
+async fn a_claude_exiting_0_with_its_error_on_stderr_only_keeps_the_reason() {
+    let run = claude("claude-stderr-only-exit0").run().await;
+    assert_eq!(run.outcome, Outcome::Error);
+    assert_eq!(
+        run.cause,
+        "authentication_failed: Error: Invalid API key · Fix external API key"
+    );
+    let run = claude("claude-no-prompt-exit0").run().await;
+    assert_eq!(run.outcome, Outcome::Error);
+    assert_eq!(
+        run.cause,
+        "no_result: the stream ended without a `result` event; stderr: Error: Input must be provided either through stdin or as a prompt argument when using --print"
+    );
+}
+
 #[tokio::test]
 async fn garbage_and_invalid_utf8_in_the_stream_are_counted_not_fatal() {
     let step = claude("claude-garbage-then-success");

@@ -348,7 +348,9 @@ fn refine(
     let said_nothing = summary.failure.as_deref().is_some_and(|failure| {
         failure.starts_with("no_result") || failure.starts_with("no_final_message")
     });
-    let stderr_line = (supervised.outcome == Outcome::Error)
+    // Whatever the exit code: a CLI (or a wrapper) that exits 0 with its error on stderr
+    // only must not lose the reason.
+    let stderr_line = (supervised.outcome == Outcome::Error || said_nothing)
         .then(|| last_meaningful_line(&step_dir.join(names::STDERR)))
         .flatten();
     if let Some(cause) = authentication_cause(summary.failure.as_deref(), stderr_line.as_deref()) {
@@ -359,7 +361,11 @@ fn refine(
         .as_ref()
         .filter(|_| !(said_nothing && supervised.outcome == Outcome::Error))
     {
-        return (Outcome::Error, failure.clone());
+        let cause = match stderr_line.as_deref().filter(|_| said_nothing) {
+            Some(line) => format!("{failure}; stderr: {line}"),
+            None => failure.clone(),
+        };
+        return (Outcome::Error, cause);
     }
     if supervised.outcome == Outcome::Error {
         let cause = match stderr_line {
