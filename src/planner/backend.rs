@@ -853,6 +853,13 @@ fn ask_codex(
                 "codex's -o file holds more than {OUTPUT_LIMIT} bytes: the answer is refused"
             )),
         ),
+        Err(ReadError::Refused(why)) => (
+            run.stdout,
+            Err(format!(
+                "codex's -o file `{}` was not read: {why}; only a regular file is an answer",
+                answer_file.display()
+            )),
+        ),
         Err(ReadError::Missing) => (
             run.stdout.clone(),
             Err(match codex_failure(&run.stdout) {
@@ -900,22 +907,30 @@ fn codex_failure(stdout: &str) -> Option<String> {
 /// Why a bounded read gave nothing.
 #[derive(Debug)]
 enum ReadError {
-    /// The file is absent or unreadable.
+    /// The file is absent.
     Missing,
     /// The file holds more than [`OUTPUT_LIMIT`] bytes.
     TooLarge,
+    /// Something else than a regular file holds the name (a FIFO, a symbolic link, a
+    /// folder, a device), or it could not be read: why.
+    Refused(String),
 }
 
-/// Reads at most [`OUTPUT_LIMIT`] bytes of a file, decoded lossily, with the reason when it is
-/// not UTF-8.
+/// Reads at most [`OUTPUT_LIMIT`] bytes of a file the planner process could replace (its
+/// `-o` file, the folder of its captures), decoded lossily, with the reason when it is not
+/// UTF-8. Only a regular file is read, opened with `O_NOFOLLOW|O_NONBLOCK`
+/// ([`safe_files::open_regular`](crate::artifacts::safe_files::open_regular)): a FIFO without
+/// a writer would block a plain `open` forever, out of reach of the planner's timeout and of
+/// the operator's Ctrl-C, and a link could lead anywhere (`/dev/zero`, a secret).
 fn read_capped(path: &std::path::Path) -> Result<(String, Option<String>), ReadError> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|_| ReadError::Missing)?;
-    let mut bytes = Vec::new();
-    file.take(OUTPUT_LIMIT + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|_| ReadError::Missing)?;
-    if bytes.len() as u64 > OUTPUT_LIMIT {
+    let refused = |error: std::io::Error| match error.kind() {
+        std::io::ErrorKind::NotFound => ReadError::Missing,
+        _ => ReadError::Refused(error.to_string()),
+    };
+    let file = crate::artifacts::safe_files::open_regular(path).map_err(refused)?;
+    let (bytes, more) =
+        crate::artifacts::safe_files::read_bounded(file, OUTPUT_LIMIT).map_err(refused)?;
+    if more {
         return Err(ReadError::TooLarge);
     }
     Ok(decode(bytes))
@@ -1281,8 +1296,37 @@ fn run_process(
             record.as_deref(),
         ))
         .map_err(|error| format!("`{program}` could not run: {error}"))?;
-    // The supervisor kept at most OUTPUT_LIMIT bytes (and stopped the planner past them).
-    let (stdout, not_utf8) = read_capped(&folder.path().join("stdout")).unwrap_or_default();
+    // The supervisor kept at most OUTPUT_LIMIT bytes (and stopped the planner past them). The
+    // planner knows the folder (its `-o` path is in it) and can put a FIFO or a link in place
+    // of the capture: then its output is unknown, and the attempt failed.
+    let stdout_path = folder.path().join("stdout");
+    let (stdout, not_utf8, replaced) = match read_capped(&stdout_path) {
+        Ok((stdout, not_utf8)) => (stdout, not_utf8, None),
+        Err(ReadError::Refused(why)) => (
+            String::new(),
+            None,
+            Some(format!(
+                "`{program}`'s captured stdout `{}` was not read: {why}",
+                stdout_path.display()
+            )),
+        ),
+        Err(ReadError::Missing) => (
+            String::new(),
+            None,
+            Some(format!(
+                "`{program}`'s captured stdout `{}` was removed",
+                stdout_path.display()
+            )),
+        ),
+        Err(ReadError::TooLarge) => (
+            String::new(),
+            None,
+            Some(format!(
+                "`{program}`'s captured stdout `{}` holds more than {OUTPUT_LIMIT} bytes",
+                stdout_path.display()
+            )),
+        ),
+    };
     let failure = (supervised.outcome != crate::outcome::Outcome::Completed).then(|| {
         let tail = supervised
             .tail
@@ -1307,7 +1351,10 @@ fn run_process(
     Ok(Finished {
         stdout,
         not_utf8,
-        failure,
+        failure: match (failure, replaced) {
+            (Some(failure), Some(replaced)) => Some(format!("{failure}; {replaced}")),
+            (failure, replaced) => failure.or(replaced),
+        },
     })
 }
 

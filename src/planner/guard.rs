@@ -69,9 +69,7 @@ impl Facts {
             .as_str()
             .unwrap_or_default()
             .to_lowercase();
-        let claims_done = ["implemented", "done", "completed", "finished", "fixed"]
-            .iter()
-            .any(|word| transcript.contains(word));
+        let claims_done = claims_completion(&transcript);
         let diff = evidence["workspace_diff_summary"]
             .as_str()
             .unwrap_or_default()
@@ -162,6 +160,47 @@ impl Facts {
     }
 }
 
+/// The words that claim the work is finished.
+const CLAIM_WORDS: [&str; 5] = ["implemented", "done", "completed", "finished", "fixed"];
+
+/// Words that negate a claim word following them closely: "not done", "cannot be done",
+/// "nothing was fixed", "unable to get it finished". Any word ending in `n't` ("didn't",
+/// "couldn't", "isn't") negates too.
+const NEGATIONS: [&str; 8] = [
+    "not", "no", "never", "cannot", "nothing", "unable", "neither", "nor",
+];
+
+/// How many words before a claim word a negation reaches ("unable to get it completed": four).
+const NEGATION_REACH: usize = 4;
+
+/// Whether an agent's final response claims the work is finished: one of [`CLAIM_WORDS`] as
+/// a whole word (so "abandoned" is no "done", "unfinished" no "finished"), not negated by one
+/// of [`NEGATIONS`] among the [`NEGATION_REACH`] words before it in the same clause (clauses
+/// end at `.`, `,`, `;`, `:`, `!`, `?` and line breaks). Deliberately simple: one negated
+/// claim word does not hide another that is not ("not all done, but the parser is fixed"
+/// claims).
+pub fn claims_completion(text: &str) -> bool {
+    let lowered = text.to_lowercase();
+    lowered
+        .split(['.', ',', ';', ':', '!', '?', '\n'])
+        .any(|clause| {
+            let words: Vec<&str> = clause
+                .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '\u{2019}'))
+                .filter(|word| !word.is_empty())
+                .collect();
+            words.iter().enumerate().any(|(at, word)| {
+                CLAIM_WORDS.contains(word)
+                    && !words[at.saturating_sub(NEGATION_REACH)..at]
+                        .iter()
+                        .any(|before| negates(before))
+            })
+        })
+}
+
+fn negates(word: &str) -> bool {
+    NEGATIONS.contains(&word) || word.ends_with("n't") || word.ends_with("n\u{2019}t")
+}
+
 /// Applies every guard rule to a decision.
 pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
     // OA06 §4: `success` only when every required check is satisfied. A step killed by its
@@ -202,10 +241,13 @@ pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
             ),
         );
     }
+    // A failed or killed step hides nothing: it is reported as such (`partial`, `blocked`),
+    // and what it said before it stopped is no claim about finished work.
     if facts.claims_done
         && facts.empty_diff
         && facts.expects_changes
         && facts.mechanical_outcome != "error"
+        && !facts.mechanical_outcome.starts_with("killed_")
     {
         decision.raise(
             Status::Partial,
@@ -362,6 +404,84 @@ mod tests {
         assert_eq!(
             guard(Decision::status(Status::Success), &clean).status,
             Status::Success
+        );
+    }
+
+    /// Review defect 4: the completion check was a substring match, so an honest "this cannot
+    /// be done", "not implemented" or "abandoned" counted as a claim of finished work, and a
+    /// retry with the same honest answer became `unsafe`.
+    #[test]
+    fn completion_claims_are_whole_words_not_negated() {
+        let claims = [
+            "Done: implemented the change and all tests pass.",
+            "I fixed the parser.",
+            "The feature is implemented",
+            "Finished!",
+            "All tasks completed; see the diff.",
+            "Not all of it, but the parser is fixed.",
+            "It's done.",
+            "Implemented the retry loop as asked",
+        ];
+        let non_claims = [
+            "I have not changed anything: the README is generated, so this cannot be done by editing it.",
+            "Not done yet.",
+            "The change was abandoned.",
+            "This is not implemented.",
+            "Tests not completed.",
+            "I couldn't get it finished.",
+            "I didn\u{2019}t finish: nothing was fixed.",
+            "The work remains unfinished.",
+            "Unable to get it completed",
+            "It could not be completed in time",
+            "I never implemented it",
+            "No changes; the issue cannot be fixed here.",
+            "",
+        ];
+        for text in claims {
+            assert!(claims_completion(text), "a claim: {text:?}");
+        }
+        for text in non_claims {
+            assert!(!claims_completion(text), "no claim: {text:?}");
+        }
+        // Read from the envelope the same way: the review's honest refusal is no contradiction.
+        let envelope = serde_json::json!({"evidence": {
+            "transcript_summary": non_claims[0],
+            "workspace_diff_summary": "",
+            "validation": {"mechanical_outcome": "completed"},
+        }});
+        let facts = Facts::from_envelope(&envelope);
+        assert!(!facts.claims_done && facts.empty_diff);
+        assert!(
+            !crate::planner::rules::decide(&envelope)
+                .risk_flags
+                .contains(&"transcript_workspace_mismatch".to_owned())
+        );
+    }
+
+    /// Review defect 3: a killed step's words (Codex's mid-turn "Done: …") were taken for a
+    /// completion claim against the empty diff, and with an earlier contradiction the retry
+    /// became `unsafe`. A killed step stays `blocked` with its outcome as flag.
+    #[test]
+    fn a_killed_step_that_said_done_is_blocked_not_a_contradiction() {
+        let facts = Facts {
+            mechanical_outcome: "killed_idle".to_owned(),
+            claims_done: true,
+            empty_diff: true,
+            expects_changes: true,
+            previous_contradiction: true,
+            ..Facts::default()
+        };
+        let decided = guard(Decision::status(Status::Blocked), &facts);
+        assert_eq!(decided.status, Status::Blocked);
+        assert!(decided.risk_flags.is_empty(), "{:?}", decided.risk_flags);
+        let completed = Facts {
+            mechanical_outcome: "completed".to_owned(),
+            ..facts
+        };
+        assert_eq!(
+            guard(Decision::status(Status::Success), &completed).status,
+            Status::Unsafe,
+            "a step that ended by itself and claims done with an empty diff still contradicts"
         );
     }
 

@@ -598,3 +598,60 @@ steps:
     assert_eq!(planner["blockers"][0]["code"], "flaky_clock");
     assert_eq!(planner["risk_flags"], serde_json::json!(["test_weakened"]));
 }
+
+/// Review defect 1 (high): a `codex` planner that left a FIFO at its `-o` path hung the
+/// conductor forever (a plain blocking `open` of the FIFO, out of reach of the planner's
+/// timeout and of SIGTERM). Now the `-o` file is read only as a regular file: a FIFO, or a
+/// link to `/dev/zero`, is a failed attempt, and the decision is `blocked` `planner_error`.
+#[test]
+fn a_codex_planner_that_plants_a_fifo_or_a_link_at_its_o_path_is_a_planner_error_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    for (scenario, expected) in [
+        ("codex-planner-fifo", "a FIFO"),
+        ("codex-planner-link", "symbolic link"),
+    ] {
+        // The fake reads its scenario from the environment: a wrapper sets it, so this
+        // process's environment stays untouched.
+        let wrapper = dir.path().join(scenario);
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\nTNH_FAKE_SCENARIO={scenario} exec '{}' \"$@\"\n",
+                fake_cli("codex")
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            &wrapper,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let text = format!(
+            "planners:\n  judge:\n    kind: codex\n    binary: \"{}\"\n    timeout: 30s\n    attempts: 1\n",
+            wrapper.display()
+        );
+        let config =
+            tnh_conductor::config::Config::parse(text.as_bytes(), Path::new("config.yaml"))
+                .unwrap();
+        let backend = Backend::from_config("judge", &config).unwrap();
+        let envelope = vector_envelope("vector_success_clean");
+        // Asked on a thread of its own, so that a hang fails this test instead of blocking it.
+        let (sender, receiver) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = sender.send(ask(&backend, &envelope));
+        });
+        let (verdict, attempts) = receiver
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("{scenario}: the planner never returned"));
+        let (decision, decided_by) = decided(verdict);
+        assert_eq!(decision.status, Status::Blocked, "{scenario}");
+        assert_eq!(decided_by, "kernel", "{scenario}");
+        assert_eq!(decision.blockers[0].code, "planner_error", "{scenario}");
+        assert_eq!(attempts.len(), 1, "{scenario}");
+        let error = attempts[0].error.clone().unwrap();
+        assert!(
+            error.contains("-o file") && error.contains(expected),
+            "{scenario}: {error}"
+        );
+    }
+}

@@ -274,6 +274,32 @@ async fn codex_reconnecting_forever_is_killed_idle() {
     );
 }
 
+/// Review defect 3: a Codex stopped mid-turn (killed idle) kept its last agent message, and
+/// the `-o` file it had written, as its final response; the guard read "Done: …" as a claim
+/// of completion against an empty diff, and a retry became `unsafe`. A step that did not end
+/// by itself now has no final response, whatever the agent kind.
+#[tokio::test]
+async fn a_codex_killed_mid_turn_has_no_final_response() {
+    let mut step = codex("codex-message-then-stall");
+    step.request.limits = limits(Duration::from_secs(30), Some(Duration::from_millis(800)));
+    let run = step.run().await;
+    assert_eq!(run.outcome, Outcome::KilledIdle, "{}", run.cause);
+    assert!(!run.metadata.final_response_present);
+    assert!(
+        std::fs::symlink_metadata(step.file("final_response.md")).is_err(),
+        "the -o file of the unfinished turn is not left as the answer"
+    );
+    assert!(
+        !run.artifacts
+            .iter()
+            .any(|artifact| artifact.role == "runner_final_response")
+    );
+    assert!(
+        step.read("stdout.jsonl").contains("Hello from mock."),
+        "the message stays in the stream"
+    );
+}
+
 #[tokio::test]
 async fn codex_reconnecting_forever_without_idle_limit_is_killed_by_the_wall_clock() {
     let mut step = codex("codex-reconnect-forever");
@@ -301,6 +327,26 @@ async fn codex_without_a_final_message_is_an_error() {
     assert!(!step.file("final_response.md").exists());
 }
 
+/// Review defect 5: a Claude that exits 0 with its error on stderr only (a wrapper that
+/// swallows the exit status) ended with a bare `no_result` cause: stderr was read only for a
+/// non-zero exit, so `authentication_failed` and the reason were lost. Now the last stderr
+/// line is read whenever the stream said nothing.
+#[tokio::test]
+async fn a_claude_exiting_0_with_its_error_on_stderr_only_keeps_the_reason() {
+    let run = claude("claude-stderr-only-exit0").run().await;
+    assert_eq!(run.outcome, Outcome::Error);
+    assert_eq!(
+        run.cause,
+        "authentication_failed: Error: Invalid API key · Fix external API key"
+    );
+    let run = claude("claude-no-prompt-exit0").run().await;
+    assert_eq!(run.outcome, Outcome::Error);
+    assert_eq!(
+        run.cause,
+        "no_result: the stream ended without a `result` event; stderr: Error: Input must be provided either through stdin or as a prompt argument when using --print"
+    );
+}
+
 #[tokio::test]
 async fn garbage_and_invalid_utf8_in_the_stream_are_counted_not_fatal() {
     let step = claude("claude-garbage-then-success");
@@ -317,6 +363,43 @@ async fn a_final_answer_longer_than_the_line_cap_is_kept_whole() {
     let run = step.run().await;
     assert_eq!(run.outcome, Outcome::Completed, "{}", run.cause);
     assert_eq!(step.read("final_response.md").len(), 600 * 1024);
+}
+
+/// Review defect 2: a `result` line longer than the supervisor's 256 KiB line cap was never
+/// read for its cost while the agent ran, and the adapter's whole-line reading afterwards did
+/// not check the budget: a step that cost more than the run had left ended `completed`. Now
+/// the adapter's reading ends it `killed_policy` with `budget_exhausted`, like a short line.
+#[tokio::test]
+async fn a_cost_on_a_result_line_longer_than_the_line_cap_still_exhausts_the_run_budget() {
+    let mut step = claude("claude-huge-result");
+    step.request.remaining_run_budget_usd = Some(0.0001);
+    let run = step.run().await;
+    assert_eq!(run.outcome, Outcome::KilledPolicy, "{}", run.cause);
+    assert_eq!(
+        run.cause,
+        "budget_exhausted: reported cost $0.000148 exceeds the remaining run budget $0.0001"
+    );
+    assert_eq!(run.cost_usd, Some(0.00014800000000000002));
+    // Within budget, the same step completes.
+    step.request.remaining_run_budget_usd = Some(1.0);
+    assert_eq!(step.run().await.outcome, Outcome::Completed);
+}
+
+/// Review defect 2, the conservative half: a line too long even for the adapter's 32 MiB
+/// reading may be the `result` with a cost nobody could read; under a run budget it is not
+/// taken for a step within budget.
+#[tokio::test]
+async fn a_result_line_too_long_to_read_is_not_taken_for_a_step_within_budget() {
+    let mut step = claude("claude-giant-result");
+    step.request.remaining_run_budget_usd = Some(1.0);
+    let run = step.run().await;
+    assert_eq!(run.outcome, Outcome::KilledPolicy, "{}", run.cause);
+    assert!(
+        run.cause
+            .starts_with("budget_exhausted: a stream line longer than 32 MiB could not be read"),
+        "{}",
+        run.cause
+    );
 }
 
 #[tokio::test]

@@ -79,7 +79,11 @@ pub(crate) fn summarize(stdout: &Path) -> std::io::Result<StreamSummary> {
         match serde_json::from_slice::<Value>(line) {
             Ok(event) if event.is_object() => observe(&mut reading, event),
             _ if line.iter().all(u8::is_ascii_whitespace) => {}
-            _ => reading.summary.unparsed_lines += 1,
+            _ => {
+                reading.summary.unparsed_lines += 1;
+                // Cut at the cap: it may have been the `result`, with a cost nobody read.
+                reading.summary.overlong_event |= line.len() >= EVENT_CAP;
+            }
         }
     })?;
     Ok(conclude(reading))

@@ -90,6 +90,9 @@ pub(crate) struct StreamSummary {
     /// Set when the stream itself says the run failed: the cause.
     pub failure: Option<String>,
     pub unparsed_lines: u64,
+    /// A line longer than [`transcript::EVENT_CAP`] was cut and could not be read: if it was
+    /// the `result` event, the cost it reported is unknown (Claude).
+    pub overlong_event: bool,
 }
 
 /// Runs the agent described by `request` and writes its artifacts.
@@ -158,12 +161,25 @@ pub async fn run_agent(
         },
         Err(error) => return Err(error),
     };
-    // A plain program's answer is the end of its stdout only when it ended by itself: what a
-    // program stopped by a timeout or a policy was printing is not its answer.
-    if request.profile.kind == AgentKind::Command && supervised.termination.reason.is_some() {
+    // An agent's answer is its answer only when it ended by itself: what an agent stopped by a
+    // timeout, an idle timeout or a policy was printing (a plain program's stdout, Codex's
+    // agent message of an unfinished turn) is not its answer, and would read as a claim.
+    if supervised.termination.reason.is_some() {
         summary.final_response = None;
     }
-    let (outcome, cause) = refine(&supervised, &summary, &step_dir);
+    // Codex writes its `-o` file itself, even in a turn that never ended: with no answer,
+    // nothing may stand under the answer's name (its messages stay in the stream).
+    if summary.final_response.is_none() {
+        let path = step_dir.join(names::FINAL_RESPONSE);
+        crate::artifacts::safe_files::remove_entry(&path)
+            .map_err(|error| RunnerError::io("remove", &path, error))?;
+    }
+    let (outcome, cause) = refine(
+        &supervised,
+        &summary,
+        &step_dir,
+        request.remaining_run_budget_usd,
+    );
     let context = RecordContext {
         request,
         invocation: &invocation,
@@ -312,18 +328,29 @@ fn summarize(
     }
 }
 
-/// A killed outcome stands; otherwise the stream's own verdict can turn success into error.
-fn refine(supervised: &Supervised, summary: &StreamSummary, step_dir: &Path) -> (Outcome, String) {
+/// A killed outcome stands; then the run budget, checked again on the whole stream; otherwise
+/// the stream's own verdict can turn success into error.
+fn refine(
+    supervised: &Supervised,
+    summary: &StreamSummary,
+    step_dir: &Path,
+    remaining_budget_usd: Option<f64>,
+) -> (Outcome, String) {
     match supervised.outcome {
         Outcome::Completed | Outcome::Error => {}
         killed => return (killed, supervised.cause.clone()),
+    }
+    if let Some(verdict) = budget_verdict(supervised, summary, remaining_budget_usd) {
+        return verdict;
     }
     // A stream that says why it failed explains more than an exit code; a stream that is
     // merely missing (the CLI refused its arguments) does not, and stderr does.
     let said_nothing = summary.failure.as_deref().is_some_and(|failure| {
         failure.starts_with("no_result") || failure.starts_with("no_final_message")
     });
-    let stderr_line = (supervised.outcome == Outcome::Error)
+    // Whatever the exit code: a CLI (or a wrapper) that exits 0 with its error on stderr
+    // only must not lose the reason.
+    let stderr_line = (supervised.outcome == Outcome::Error || said_nothing)
         .then(|| last_meaningful_line(&step_dir.join(names::STDERR)))
         .flatten();
     if let Some(cause) = authentication_cause(summary.failure.as_deref(), stderr_line.as_deref()) {
@@ -334,7 +361,11 @@ fn refine(supervised: &Supervised, summary: &StreamSummary, step_dir: &Path) -> 
         .as_ref()
         .filter(|_| !(said_nothing && supervised.outcome == Outcome::Error))
     {
-        return (Outcome::Error, failure.clone());
+        let cause = match stderr_line.as_deref().filter(|_| said_nothing) {
+            Some(line) => format!("{failure}; stderr: {line}"),
+            None => failure.clone(),
+        };
+        return (Outcome::Error, cause);
     }
     if supervised.outcome == Outcome::Error {
         let cause = match stderr_line {
@@ -344,6 +375,38 @@ fn refine(supervised: &Supervised, summary: &StreamSummary, step_dir: &Path) -> 
         return (Outcome::Error, cause);
     }
     (Outcome::Completed, supervised.cause.clone())
+}
+
+/// The supervisor reads costs from lines of up to [`super::capture::LINE_CAP`] as they
+/// arrive; a longer line (a `result` carrying a long final answer) is read only here, whole,
+/// once the process ended. A cost found there that passes the remaining run budget ends the
+/// step as the supervisor would have (`killed_policy`, `budget_exhausted: …`); a line too long
+/// even for this reading may have carried a cost, so it is not taken for a step within budget.
+fn budget_verdict(
+    supervised: &Supervised,
+    summary: &StreamSummary,
+    remaining_budget_usd: Option<f64>,
+) -> Option<(Outcome, String)> {
+    let remaining = remaining_budget_usd?;
+    if let Some(cost) = highest_cost(summary, supervised)
+        .filter(|cost| super::state::exceeds_budget(*cost, remaining))
+    {
+        let reason = StopReason::BudgetExhausted {
+            reported_cost_usd: cost,
+            remaining_budget_usd: remaining,
+        };
+        return Some((reason.outcome(), reason.cause()));
+    }
+    summary.overlong_event.then(|| {
+        (
+            Outcome::KilledPolicy,
+            format!(
+                "budget_exhausted: a stream line longer than {} MiB could not be read, so the cost it may report is unknown and the remaining run budget ${} cannot be checked",
+                transcript::EVENT_CAP / (1024 * 1024),
+                super::state::dollars(remaining)
+            ),
+        )
+    })
 }
 
 /// An `authentication_failed: …` cause when the stream's failure or the last stderr line
