@@ -416,7 +416,12 @@ fn transcript_summary(context: &StepContext<'_>, last_agent: Option<&StepManifes
         .artifact(ArtifactRole::RunnerFinalResponse)
         .and_then(|entry| {
             let path = context.recorder.run_dir().root().join(&entry.path);
-            crate::artifacts::safe_files::read_regular_text(&path).ok()
+            // Read no further than the summary needs, and a few bytes more to know it was cut:
+            // the agent may have grown the file.
+            // More than `LIMIT` bytes read means more than `LIMIT` bytes of text: it is cut below.
+            let (bytes, _) =
+                crate::artifacts::safe_files::read_regular(&path, LIMIT as u64 + 4).ok()?;
+            Some(String::from_utf8_lossy(&bytes).into_owned())
         });
     match response {
         Some(mut text) => {
