@@ -87,6 +87,21 @@ pub fn tnh() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tnh"))
 }
 
+/// `tnh ARGS` run in `dir` as outside any run: none of the run's variables (which the test
+/// process could inherit) is passed on.
+pub fn run_tnh(dir: &Path, args: &[&str]) -> std::process::Output {
+    tnh()
+        .current_dir(dir)
+        .args(args)
+        .env_remove("TNH_BASE_SHA")
+        .env_remove("TNH_STEP_DIR")
+        .env_remove("TNH_RUN_DIR")
+        .env_remove("TNH_RUN_ID")
+        .env_remove("TNH_WORKTREE")
+        .output()
+        .unwrap()
+}
+
 /// The path of a file under `tests/fixtures/`.
 pub fn fixture(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -1,20 +1,6 @@
 //! `tnh adr list|open` and the ADRs of `tnh context`: ids, and only the checkout's files.
 
-use std::path::Path;
-use std::process::Output;
-
-use crate::support::{TempRepo, stderr_text, stdout_text, tnh};
-
-fn run_tnh(dir: &Path, args: &[&str]) -> Output {
-    tnh()
-        .current_dir(dir)
-        .args(args)
-        .env_remove("TNH_BASE_SHA")
-        .env_remove("TNH_STEP_DIR")
-        .env_remove("TNH_RUN_ID")
-        .output()
-        .unwrap()
-}
+use crate::support::{TempRepo, run_tnh, stderr_text, stdout_text};
 
 /// Review 2, defect 8: `tnh adr open Adr-1` failed (only `ADR-` and `adr-` were stripped),
 /// and an ADR whose front matter said `id: adr-7` got the id `ADR-7`, which `tnh adr open

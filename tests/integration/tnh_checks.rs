@@ -2,21 +2,9 @@
 //! ends, kill what it left behind, time out, and keep memory bounded whatever it prints.
 
 use std::path::Path;
-use std::process::Output;
 
 use crate::runner_support::is_alive;
-use crate::support::{TempRepo, stderr_text, stdout_text, tnh};
-
-fn run_tnh(dir: &Path, args: &[&str]) -> Output {
-    tnh()
-        .current_dir(dir)
-        .args(args)
-        .env_remove("TNH_BASE_SHA")
-        .env_remove("TNH_STEP_DIR")
-        .env_remove("TNH_RUN_ID")
-        .output()
-        .unwrap()
-}
+use crate::support::{TempRepo, run_tnh, stderr_text, stdout_text, tnh};
 
 /// A repository whose `tests` validator is `sh -c SCRIPT`.
 fn repo_with_tests(script: &str) -> TempRepo {

@@ -1,18 +1,7 @@
 //! The agent-facing `tnh` commands, inside and outside a run, with bad input.
 
 use crate::kernel_support::{RunRepo, first_event};
-use crate::support::{TempRepo, stderr_text, stdout_text, tnh};
-
-fn run_tnh(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
-    tnh()
-        .current_dir(dir)
-        .args(args)
-        .env_remove("TNH_BASE_SHA")
-        .env_remove("TNH_STEP_DIR")
-        .env_remove("TNH_RUN_ID")
-        .output()
-        .unwrap()
-}
+use crate::support::{TempRepo, run_tnh, stderr_text, stdout_text, tnh};
 
 fn changed_repo() -> TempRepo {
     let repo = TempRepo::new();
