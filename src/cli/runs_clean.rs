@@ -1,7 +1,10 @@
 //! `tnh-conductor runs clean [--older-than 7d] [--all]`: removes the worktrees of finished runs.
 //! Run directories, snapshot refs and work branches are kept (they are the evidence and the
 //! work), and the worktree's last state is first recorded as `refs/tnh/runs/<id>/final`,
-//! unless `--all`. Runs that have not ended are never touched.
+//! unless `--all`. Runs that have not ended are never touched. Each run is cleaned holding
+//! its lock (a run another process holds is skipped, saying so); with `--all` its directory
+//! is first renamed to `.tnh/run/.removing-<id>`, which a later `runs clean` finishes removing
+//! if this one is killed.
 
 use std::path::Path;
 use std::time::SystemTime;
@@ -56,8 +59,31 @@ pub fn cmd_runs_clean(
     for run_id in &report.recent {
         output.note(&format!("kept {run_id}: ended too recently"));
     }
+    for (run_id, holder) in &report.busy {
+        output.note(&format!(
+            "skipped {run_id}: {holder}; `runs clean` again once it is done"
+        ));
+    }
+    for run_id in &report.gone {
+        output.note(&format!(
+            "{run_id} was already removed (by another `runs clean`)"
+        ));
+    }
+    for run_id in &report.finished {
+        output.print(&format!(
+            "finished removing {run_id} (an interrupted `runs clean --all` had set it aside)\n"
+        ));
+    }
     for (run_id, reason) in &report.unreadable {
         output.note(&format!("skipped {run_id}: {reason}"));
     }
-    Ok(ExitStatus::Success)
+    // Everything cleaned is listed above; the first failure is the command's error.
+    let mut failed = report.failed.into_iter();
+    let Some((_, first)) = failed.next() else {
+        return Ok(ExitStatus::Success);
+    };
+    for (run_id, error) in failed {
+        output.note(&format!("failed to clean {run_id}: {error}"));
+    }
+    Err(first.into())
 }

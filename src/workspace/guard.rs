@@ -29,7 +29,9 @@ use super::operator_checkout::{self, CheckoutState, FileIdentity};
 use super::snapshot::refs_prefix;
 use super::worktree::Workspace;
 
+mod beside;
 mod foreign;
+pub use beside::LeftForRun;
 pub use foreign::RunActivity;
 
 /// How `git_config_changed` names the worktree's `.git` file.
@@ -123,6 +125,12 @@ pub struct GuardReport {
     /// taken, during the step): their own work, so not put back, but listed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_runs_refs_changed: Vec<String>,
+    /// Protected branches, tags and branches of the operator's moved during the step to a
+    /// commit of another run driven meanwhile (or away from one): that run's agent moved them,
+    /// so they are left for that run's guard, which puts them back and charges that run. Not
+    /// put back here, not a violation of this run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_for_other_runs: Vec<LeftForRun>,
     /// Git configuration files that changed and were restored: under `.git` (`config`,
     /// `hooks/pre-commit`, …), the worktree's `.git` file, and the operator's global and
     /// system configuration with the files it names (full paths, e.g. `/home/me/.gitconfig`).
@@ -135,6 +143,22 @@ pub struct GuardReport {
 }
 
 impl GuardReport {
+    /// Records that the change of `refname` was left for run `run_id`.
+    fn left_for(
+        &mut self,
+        refname: &str,
+        run_id: String,
+        before: Option<&String>,
+        after: Option<&String>,
+    ) {
+        self.left_for_other_runs.push(LeftForRun {
+            refname: refname.to_owned(),
+            run_id,
+            before: before.cloned(),
+            after: after.cloned(),
+        });
+    }
+
     /// True when the step touched nothing guarded.
     pub fn is_clean(&self) -> bool {
         *self == GuardReport::default()
@@ -483,18 +507,29 @@ impl RefGuard {
         // What lives in the repository first, with git run there: that does not depend on
         // the state the agent left its worktree in (deleted, its HEAD garbled).
         let listing = self.list_refs()?;
-        let (guarded, others) = self.split(listing.values.clone());
-        self.compare_refs(&guarded, &mut report)?;
+        let (mut guarded, others) = self.split(listing.values.clone());
+        let beside = beside::Beside::new(self, &listing);
+        // Stash entries other runs made stay; the stash is then settled here.
+        let stash_log = self.compare_stash(&guarded, &beside, &mut report)?;
+        if stash_log.is_some() {
+            match self.refs.get(STASH) {
+                Some(before) => guarded.insert(STASH.to_owned(), before.clone()),
+                None => guarded.remove(STASH),
+            };
+        }
+        self.compare_refs(&guarded, &beside, &mut report)?;
         self.compare_other_refs(&others, &mut report)?;
-        self.compare_branches_and_other_runs(&others, &mut report)?;
+        self.compare_branches_and_other_runs(&others, &beside, &mut report)?;
         self.check_operator_head(&mut report)?;
-        self.restore_files(&mut report)?;
+        let stash_log = stash_log.map(|contents| (self.stash_log(), contents));
+        self.restore_files(&mut report, stash_log)?;
         let checkout = operator_checkout::state(
             &self.workspace.repo_git,
             &self.workspace.record().repo_root,
             &self.workspace.common_dir,
         )?;
         report.operator_checkout_changed = operator_checkout::changed(&self.checkout, &checkout);
+        self.forget_checkout_changes_left_for_other_runs(&mut report)?;
         // Then the worktree.
         if self.workspace.worktree_displaced_or_gone()? {
             Workspace::open_or_recreate(self.workspace.record())?;
@@ -539,7 +574,7 @@ impl RefGuard {
                 .ok()
         });
         let attached = self.workspace.head_on_work_branch(&head);
-        report.commits = self.count_new_commits(head_now, &listing)?;
+        report.commits = self.count_new_commits(head_now, &listing, &report.left_for_other_runs)?;
         self.reattach_worktree_head(attached, branch_now.is_some(), &mut report)?;
         Ok(Checked {
             report,
@@ -568,6 +603,7 @@ impl RefGuard {
     fn compare_refs(
         &self,
         after: &BTreeMap<String, String>,
+        beside: &beside::Beside<'_>,
         report: &mut GuardReport,
     ) -> Result<(), WorkspaceError> {
         let names: BTreeSet<&String> = self.refs.keys().chain(after.keys()).collect();
@@ -595,6 +631,12 @@ impl RefGuard {
             } else {
                 RefClass::ProtectedBranch
             };
+            if matches!(class, RefClass::ProtectedBranch | RefClass::Tag)
+                && let Some(run) = beside.attribute(before, now)?
+            {
+                report.left_for(name, run, before, now);
+                continue;
+            }
             self.put_back(report, name, class, before, now)?;
         }
         Ok(())
@@ -665,9 +707,11 @@ impl RefGuard {
         &self,
         head_now: Option<String>,
         listing: &Listing,
+        left: &[LeftForRun],
     ) -> Result<u64, WorkspaceError> {
         let mut tips: BTreeSet<String> = head_now.into_iter().collect();
-        // Other runs' work branches are theirs: a run working beside this one commits there.
+        // Other runs' work branches are theirs: a run working beside this one commits there;
+        // so are the branches moved to their commits, left for their guards.
         let work_branch = self.workspace.branch_ref();
         tips.extend(
             listing
@@ -676,6 +720,7 @@ impl RefGuard {
                 .filter(|(name, _)| {
                     name.starts_with("refs/heads/")
                         && (!name.starts_with("refs/heads/tnh/") || **name == work_branch)
+                        && !left.iter().any(|change| change.refname == **name)
                 })
                 .map(|(_, sha)| sha.clone()),
         );
@@ -725,14 +770,23 @@ impl RefGuard {
         Ok(())
     }
 
-    fn restore_files(&self, report: &mut GuardReport) -> Result<(), WorkspaceError> {
+    /// Puts the guarded files back as they were; `settled` is a file and the contents it
+    /// must have instead (the stash's reflog when it keeps other runs' entries).
+    fn restore_files(
+        &self,
+        report: &mut GuardReport,
+        settled: Option<(PathBuf, Vec<u8>)>,
+    ) -> Result<(), WorkspaceError> {
         let mut paths: BTreeSet<PathBuf> = self.files.keys().cloned().collect();
         paths.extend(self.guarded_files()?);
         for path in paths {
             // The link first (a file the agent replaced by a symlink to another of the
             // operator's files must not be written through), then the contents.
             let link_changed = self.restore_link(&path)?;
-            let before = self.files.get(&path).cloned().flatten();
+            let before = match &settled {
+                Some((settled, contents)) if *settled == path => Some(contents.clone()),
+                _ => self.files.get(&path).cloned().flatten(),
+            };
             let now = read_optional(&path)?;
             let contents_changed = now != before;
             if contents_changed {
@@ -838,6 +892,11 @@ impl RefGuard {
         (listing, others)
     }
 
+    /// The stash's reflog, which holds every entry below the top one.
+    fn stash_log(&self) -> PathBuf {
+        self.workspace.common_dir.join("logs").join(STASH)
+    }
+
     fn guarded_files(&self) -> Result<Vec<PathBuf>, WorkspaceError> {
         let common = &self.workspace.common_dir;
         let mut paths = vec![
@@ -850,7 +909,7 @@ impl RefGuard {
             common.join("shallow"),
             common.join("objects").join("info").join("alternates"),
             // The operator's stash entries below the top one live only in its reflog.
-            common.join("logs").join("refs").join("stash"),
+            self.stash_log(),
             // What the operator's next checkout materialises.
             common.join("info").join("sparse-checkout"),
             self.workspace.worktree_git_dir.join("config.worktree"),
@@ -951,6 +1010,9 @@ impl Workspace {
 /// branch it names does not exist).
 /// How a symbolic ref's value is written in a listing: `ref: refs/heads/main`.
 const SYMREF: &str = "ref: ";
+
+/// The stash, shared by every worktree of the repository.
+const STASH: &str = "refs/stash";
 
 /// Refs as `git for-each-ref` lists them.
 #[derive(Debug, Default)]

@@ -35,8 +35,8 @@ pub use capture::{
 pub use error::WorkspaceError;
 pub use guard::{
     ALWAYS_PROTECTED, Bytes, Checked, CheckoutEntry, GIT_LINK, GUARD_STATE_FILE,
-    GUARD_STATE_SCHEMA_VERSION, GuardReport, GuardState, GuardedFile, RefChange, RefClass,
-    RefGuard, RunActivity, SCRATCH_INDEX,
+    GUARD_STATE_SCHEMA_VERSION, GuardReport, GuardState, GuardedFile, LeftForRun, RefChange,
+    RefClass, RefGuard, RunActivity, SCRATCH_INDEX,
 };
 pub use operator_checkout::FileIdentity;
 pub use rollback::{

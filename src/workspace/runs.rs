@@ -267,7 +267,7 @@ pub struct CleanOptions {
 }
 
 /// What `runs clean` did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct CleanReport {
     /// Runs whose worktree was removed.
     pub cleaned: Vec<String>,
@@ -278,66 +278,190 @@ pub struct CleanReport {
     pub running: Vec<String>,
     /// Runs kept because they ended too recently.
     pub recent: Vec<String>,
+    /// Runs skipped because another process holds their lock (a `resume`, a gate decision,
+    /// a `rollback` or another `runs clean`), with what the lock says of its holder.
+    pub busy: Vec<(String, String)>,
+    /// Runs that were gone by the time they were reached: removed by another `runs clean`.
+    pub gone: Vec<String>,
+    /// Run directories an interrupted `runs clean --all` had set aside
+    /// (`.tnh/run/.removing-<id>`) and that this one finished removing: their run ids.
+    pub finished: Vec<String>,
     /// Run directories that could not be read, with the reason.
     pub unreadable: Vec<(String, String)>,
+    /// Runs whose removal failed, with the reason; the others were still cleaned.
+    pub failed: Vec<(String, WorkspaceError)>,
+}
+
+/// The name a run directory is renamed to (`.tnh/run/.removing-<id>`) by `runs clean --all`
+/// before it is deleted: the rename is atomic, so a run directory is either whole or set
+/// aside, never half deleted. No listing takes it for a run (a run id never starts with a
+/// dot), and the next `runs clean` finishes removing it.
+pub const REMOVING_PREFIX: &str = ".removing-";
+
+/// What became of one run.
+enum Cleaned {
+    /// Removed (its worktree, or everything with `--all`); the ref its last state was kept at.
+    Removed(Option<String>),
+    NotEnded,
+    Recent,
+    /// Its lock is held by another process: what the lock says.
+    Busy(String),
+    /// Already gone.
+    Gone,
+    /// Its directory cannot be read as a run's: why.
+    Unreadable(String),
 }
 
 /// Removes the worktrees of finished runs (and, with `all`, everything else they left).
+///
+/// Each run is cleaned holding its lock (`<run dir>/lock`, the lock `resume`, gate decisions
+/// and `rollback` take): a run whose lock another process holds is skipped, and a run guard
+/// watching other runs' refs (`RunActivity`) sees the run was worked on, so the `final` ref
+/// written here, or the refs removed, are left as they are. A run already gone (another
+/// `runs clean` removed it) is reported as such, never an error.
 pub fn clean_runs(repo_root: &Path, options: CleanOptions) -> Result<CleanReport, WorkspaceError> {
     let mut report = CleanReport::default();
-    for run_id in list_run_ids(repo_root)? {
-        let entry = match load_run(repo_root, &run_id) {
-            Ok(entry) => entry,
-            Err(error) => {
-                report.unreadable.push((run_id, error.to_string()));
-                continue;
+    let (run_ids, leftovers) = list_run_ids(repo_root)?;
+    // What an interrupted `runs clean --all` set aside first.
+    for name in leftovers {
+        let trash = runs_dir(repo_root).join(&name);
+        let run_id = name[REMOVING_PREFIX.len()..].to_owned();
+        match remove_tree(&trash) {
+            Ok(()) => report.finished.push(run_id),
+            Err(error) => report.failed.push((run_id, error)),
+        }
+    }
+    for run_id in run_ids {
+        match clean_run(repo_root, &run_id, options) {
+            Ok(Cleaned::Removed(kept)) => {
+                if let Some(reference) = kept {
+                    report.kept.push((run_id.clone(), reference));
+                }
+                report.cleaned.push(run_id);
             }
-        };
-        let Some(ended_at) = entry.ended_at else {
-            report.running.push(run_id);
-            continue;
-        };
-        let age = options.now.duration_since(ended_at).unwrap_or_default();
-        if options.older_than.is_some_and(|minimum| age < minimum) {
-            report.recent.push(run_id);
-            continue;
+            Ok(Cleaned::NotEnded) => report.running.push(run_id),
+            Ok(Cleaned::Recent) => report.recent.push(run_id),
+            Ok(Cleaned::Busy(holder)) => report.busy.push((run_id, holder)),
+            Ok(Cleaned::Gone) => report.gone.push(run_id),
+            Ok(Cleaned::Unreadable(reason)) => report.unreadable.push((run_id, reason)),
+            Err(error) => report.failed.push((run_id, error)),
         }
-        // The agents' work is usually uncommitted in the worktree: its last state is kept
-        // under the run's refs before the folder goes (unless the refs go too).
-        let real_folder = std::fs::symlink_metadata(&entry.record.worktree_path)
-            .is_ok_and(|metadata| metadata.is_dir());
-        if !options.all && real_folder {
-            let workspace = Workspace::open(&entry.record)?;
-            let kept = workspace.snapshot_final()?;
-            report.kept.push((run_id.clone(), kept.reference));
-        }
-        Workspace::remove_worktree(&entry.record)?;
-        if options.all {
-            remove_run_refs(&entry.record)?;
-            std::fs::remove_dir_all(&entry.dir)
-                .map_err(|source| WorkspaceError::io("remove", &entry.dir, source))?;
-        }
-        report.cleaned.push(run_id);
     }
     Ok(report)
 }
 
-fn list_run_ids(repo_root: &Path) -> Result<Vec<String>, WorkspaceError> {
+/// Cleans run `run_id` if it has ended (long enough ago), holding its lock.
+fn clean_run(
+    repo_root: &Path,
+    run_id: &str,
+    options: CleanOptions,
+) -> Result<Cleaned, WorkspaceError> {
+    let dir = runs_dir(repo_root).join(run_id);
+    let gone = || {
+        std::fs::symlink_metadata(&dir)
+            .is_err_and(|error| error.kind() == std::io::ErrorKind::NotFound)
+    };
+    // Read once without the lock: a run that has not ended (or ended too recently) is not
+    // touched at all, its lock file included.
+    let entry = match load_run(repo_root, run_id) {
+        Ok(entry) => entry,
+        Err(_) if gone() => return Ok(Cleaned::Gone),
+        Err(error) => return Ok(Cleaned::Unreadable(error.to_string())),
+    };
+    let Some(ended_at) = entry.ended_at else {
+        return Ok(Cleaned::NotEnded);
+    };
+    let age = options.now.duration_since(ended_at).unwrap_or_default();
+    if options.older_than.is_some_and(|minimum| age < minimum) {
+        return Ok(Cleaned::Recent);
+    }
+    let lock_path = dir.join("lock");
+    let _lock = match crate::kernel::lock::RunLock::acquire(&lock_path) {
+        Ok(lock) => lock,
+        Err(held @ crate::kernel::lock::LockError::Held { .. }) => {
+            return Ok(Cleaned::Busy(held.to_string()));
+        }
+        Err(_) if gone() => return Ok(Cleaned::Gone),
+        Err(error) => {
+            return Err(WorkspaceError::io(
+                "lock",
+                &lock_path,
+                std::io::Error::other(error.to_string()),
+            ));
+        }
+    };
+    // Read again under the lock: another `runs clean` may have removed the run meanwhile
+    // (the lock taken is then that of a folder set aside).
+    let entry = match load_run(repo_root, run_id) {
+        Ok(entry) => entry,
+        Err(_) if gone() => return Ok(Cleaned::Gone),
+        Err(error) => return Ok(Cleaned::Unreadable(error.to_string())),
+    };
+    // The agents' work is usually uncommitted in the worktree: its last state is kept
+    // under the run's refs before the folder goes (unless the refs go too).
+    let real_folder = std::fs::symlink_metadata(&entry.record.worktree_path)
+        .is_ok_and(|metadata| metadata.is_dir());
+    let mut kept = None;
+    if !options.all && real_folder {
+        let workspace = Workspace::open(&entry.record)?;
+        kept = Some(workspace.snapshot_final()?.reference);
+    }
+    Workspace::remove_worktree(&entry.record)?;
+    if options.all {
+        remove_run_refs(&entry.record)?;
+        // Set aside in one rename, then deleted: killed halfway, the folder left is trash
+        // the next `runs clean` finishes, not a run without its metadata.
+        let trash = runs_dir(repo_root).join(format!("{REMOVING_PREFIX}{run_id}"));
+        remove_tree(&trash)?;
+        match std::fs::rename(&entry.dir, &trash) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Cleaned::Gone);
+            }
+            Err(source) => return Err(WorkspaceError::io("set aside", &entry.dir, source)),
+        }
+        remove_tree(&trash)?;
+    }
+    Ok(Cleaned::Removed(kept))
+}
+
+/// Removes a folder and everything in it; one already gone (or emptied by another process
+/// meanwhile) is no error.
+fn remove_tree(path: &Path) -> Result<(), WorkspaceError> {
+    match std::fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(_) if std::fs::symlink_metadata(path).is_err() => Ok(()),
+        Err(source) => Err(WorkspaceError::io("remove", path, source)),
+    }
+}
+
+/// The run directories' names, and apart the folders an interrupted `runs clean --all` set
+/// aside ([`REMOVING_PREFIX`]).
+fn list_run_ids(repo_root: &Path) -> Result<(Vec<String>, Vec<String>), WorkspaceError> {
     let dir = runs_dir(repo_root);
     let entries = match std::fs::read_dir(&dir) {
         Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((Vec::new(), Vec::new()));
+        }
         Err(source) => return Err(WorkspaceError::io("list", dir, source)),
     };
-    let mut ids = Vec::new();
+    let (mut ids, mut leftovers) = (Vec::new(), Vec::new());
     for entry in entries {
         let entry = entry.map_err(|source| WorkspaceError::io("list", &dir, source))?;
         if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-            ids.push(entry.file_name().to_string_lossy().into_owned());
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(REMOVING_PREFIX) && name.len() > REMOVING_PREFIX.len() {
+                leftovers.push(name);
+            } else {
+                ids.push(name);
+            }
         }
     }
     ids.sort();
-    Ok(ids)
+    leftovers.sort();
+    Ok((ids, leftovers))
 }
 
 fn remove_run_refs(record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
@@ -436,6 +560,24 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review 3, defect 8: of two `runs clean --all` at once, the one that reached a run the
+    /// other had just removed failed with exit 4 ("failed to remove …: No such file or
+    /// directory"). A run gone by the time it is reached is reported as gone, no error.
+    #[test]
+    fn a_run_removed_by_another_clean_meanwhile_counts_as_gone() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(runs_dir(root.path())).unwrap();
+        let options = CleanOptions {
+            older_than: None,
+            all: true,
+            now: SystemTime::now(),
+        };
+        let cleaned = clean_run(root.path(), "20260101T000000Z-abc123", options).unwrap();
+        assert!(matches!(cleaned, Cleaned::Gone));
+        // Its folder already set aside and emptied by the other one.
+        remove_tree(&runs_dir(root.path()).join(".removing-x")).unwrap();
+    }
 
     /// A FIFO in the place of either configuration file made the comparison block forever
     /// (a plain read); every `tnh` command an agent runs in its worktree makes it.

@@ -439,3 +439,142 @@ fn runs_clean_keeps_the_last_state_of_a_worktree_it_removes() {
     assert!(all.status.success(), "{}", stderr_text(&all));
     assert_eq!(repo.git(&["for-each-ref", "refs/tnh/runs/worked-run/"]), "");
 }
+
+/// A finished run with uncommitted work in its worktree, and its refs as `git for-each-ref`
+/// lists them.
+fn finished_run_with_work(repo: &TempRepo, run_id: &str) -> Workspace {
+    let run = create(repo, run_id);
+    write_metadata(repo.path(), &run, Some("2020-01-01T00:00:00Z"));
+    put(run.path(), "work.txt", "the run's uncommitted work\n");
+    run
+}
+
+/// Review 3, defect 4: `runs clean` wrote `refs/tnh/runs/<B>/final` (and removed B's worktree)
+/// without taking B's lock. Run A's guard, whose step was running meanwhile — or checking the
+/// interrupted step of a killed run A on resume, from its saved state — saw a new ref of a run
+/// that was not driven, deleted it as an agent's tampering (the only copy of B's uncommitted
+/// work) and failed A. Now `runs clean` holds B's lock while it works, A's guard sees B was
+/// worked on, and the `final` ref is left as B's, listed in `other_runs_refs_changed`.
+#[test]
+fn runs_clean_during_another_runs_step_leaves_the_final_ref_to_the_cleaned_run() {
+    for from_saved_state in [false, true] {
+        let repo = TempRepo::new();
+        let cleaned = finished_run_with_work(&repo, "cleaned-run");
+        let stepping = create(&repo, "stepping-run");
+        write_metadata(repo.path(), &stepping, None);
+        let mut guard = stepping.guard(&[]).unwrap();
+        if from_saved_state {
+            // The step's process died; `resume` checks the step from what was saved.
+            let saved = serde_json::to_string(&guard.state()).unwrap();
+            guard = stepping
+                .guard_from_state(serde_json::from_str(&saved).unwrap())
+                .unwrap();
+        }
+
+        let output = run_in(repo.path(), &["runs", "clean"]);
+        assert!(output.status.success(), "{}", stderr_text(&output));
+        assert!(!cleaned.path().exists());
+        let report = guard.check().unwrap().report;
+
+        let final_ref = "refs/tnh/runs/cleaned-run/final";
+        let kept = repo.git(&["show", &format!("{final_ref}:work.txt")]);
+        assert_eq!(kept, "the run's uncommitted work", "{from_saved_state}");
+        assert!(
+            report.ref_changes.is_empty(),
+            "{from_saved_state}: {report:?}"
+        );
+        assert_eq!(
+            report.other_runs_refs_changed,
+            [final_ref],
+            "{from_saved_state}"
+        );
+    }
+}
+
+/// Review 3, defects 4 and 8: a run whose lock another process holds (a `resume`, a gate
+/// decision, another `runs clean`) is skipped, saying who holds it; before, `runs clean`
+/// removed it from under that process (two `runs clean --all` at once failed with exit 4,
+/// racing on the same run).
+#[test]
+fn runs_clean_skips_a_run_whose_lock_another_process_holds() {
+    use tnh_conductor::kernel::lock::RunLock;
+    for all in [false, true] {
+        let repo = TempRepo::new();
+        let held = finished_run_with_work(&repo, "held-run");
+        let free = finished_run_with_work(&repo, "free-run");
+        let holder = RunLock::acquire(&repo.path().join(".tnh/run/held-run/lock")).unwrap();
+        let args: &[&str] = if all {
+            &["runs", "clean", "--all"]
+        } else {
+            &["runs", "clean"]
+        };
+
+        let output = run_in(repo.path(), args);
+
+        assert!(output.status.success(), "{}", stderr_text(&output));
+        let stderr = stderr_text(&output);
+        assert!(
+            stderr.contains(&format!(
+                "skipped held-run: run is being driven by process {}",
+                std::process::id()
+            )),
+            "{stderr}"
+        );
+        assert!(held.path().join("work.txt").exists(), "{all}");
+        assert!(repo.path().join(".tnh/run/held-run/metadata.json").exists());
+        assert!(!free.path().exists(), "{all}");
+        assert_eq!(
+            repo.path().join(".tnh/run/free-run").exists(),
+            !all,
+            "{all}"
+        );
+        drop(holder);
+        let output = run_in(repo.path(), args);
+        assert!(output.status.success(), "{}", stderr_text(&output));
+        assert!(!held.path().exists(), "{all}: cleaned once free");
+    }
+}
+
+/// Review 3, defect 6: a `runs clean --all` killed while it deleted a run directory left one
+/// without `metadata.json`, which no command could remove and which every journal listed as
+/// a blocker. The directory is now renamed to `.tnh/run/.removing-<id>` in one step before it
+/// is deleted; a folder left so (the state a kill leaves) is listed nowhere and the next
+/// `runs clean` finishes removing it.
+#[test]
+fn runs_clean_finishes_a_run_directory_an_interrupted_clean_set_aside() {
+    let repo = TempRepo::new();
+    let run_id = "20260101T000000Z-abc123";
+    let trash = repo.path().join(format!(".tnh/run/.removing-{run_id}"));
+    // What a kill part-way through the deletion leaves: no metadata, some artifacts.
+    put(&trash, "artifacts/work/1/result.json", "{}\n");
+    put(&trash, "status.json", "{}\n");
+
+    let listed = run_in(repo.path(), &["runs", "list"]);
+    assert!(listed.status.success(), "{}", stderr_text(&listed));
+    assert!(
+        !stdout_text(&listed).contains(run_id),
+        "{}",
+        stdout_text(&listed)
+    );
+    let journal = run_in(repo.path(), &["journal"]);
+    assert!(
+        !stdout_text(&journal).contains(run_id),
+        "{}",
+        stdout_text(&journal)
+    );
+
+    let output = run_in(repo.path(), &["runs", "clean"]);
+
+    assert!(output.status.success(), "{}", stderr_text(&output));
+    assert!(!trash.exists());
+    assert!(
+        stdout_text(&output).contains(&format!("finished removing {run_id}")),
+        "{}",
+        stdout_text(&output)
+    );
+    assert!(
+        !stderr_text(&output).contains("skipped"),
+        "{}",
+        stderr_text(&output)
+    );
+}

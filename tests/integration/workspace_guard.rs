@@ -2047,3 +2047,209 @@ fn rollback_to_a_pre_run_that_no_longer_names_the_base_is_refused() {
     assert_eq!(read(dir, "README.md"), "kept\n", "nothing rolled back");
     assert!(!dir.join("install.sh").exists());
 }
+
+/// Run `run`'s lock file, created (as the kernel does when the run starts), not held.
+fn run_lock(repo: &TempRepo, run: &str) -> std::path::PathBuf {
+    let lock = repo.path().join(format!(".tnh/run/{run}/lock"));
+    std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+    std::fs::write(&lock, "").unwrap();
+    lock
+}
+
+/// Review 3, defect 2: `refs/stash` is shared by every worktree. Run A's guard recorded it
+/// before run B's agent stashed its work (`git stash push -u`, to pop it later), saw a new
+/// entry and "put the stash back" — deleting B's entry: B's `git stash pop` failed and its
+/// work was lost, while A was charged with a violation. An entry made on another run's work
+/// branch while that run is driven is now that run's: left in place, listed in
+/// `other_runs_refs_changed`. The operator's entries are still always put back, and A's own
+/// entries are removed and charged as before.
+#[test]
+fn another_driven_runs_stash_entry_is_left_for_it_to_pop() {
+    use tnh_conductor::kernel::lock::RunLock;
+    for this_run_stashes_too in [false, true] {
+        let repo = TempRepo::new();
+        repo.write("README.md", "# the operator's unfinished idea\n");
+        repo.git(&["stash", "push", "-q", "-m", "operator"]);
+        let lock = run_lock(&repo, "beside");
+        let other = create(&repo, "beside");
+        let workspace = create(&repo, "this-run");
+        let guard = workspace.guard(&[]).unwrap();
+        // Run B is driven: its agent edits, stashes, and will pop after A's step ended.
+        let driver = RunLock::acquire(&lock).unwrap();
+        put(other.path(), "README.md", "B's edit\n");
+        put(other.path(), "feature.txt", "B's new file\n");
+        git_in(other.path(), &["stash", "push", "-q", "-u", "-m", "wip"]);
+        if this_run_stashes_too {
+            put(workspace.path(), "README.md", "A's edit\n");
+            git_in(workspace.path(), &["stash", "push", "-q", "-m", "mine"]);
+        }
+
+        let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+        let listed = repo.git(&["stash", "list"]);
+        assert_eq!(
+            listed.lines().collect::<Vec<_>>(),
+            [
+                "stash@{0}: On tnh/wf/beside: wip",
+                "stash@{1}: On main: operator"
+            ],
+            "{this_run_stashes_too}"
+        );
+        assert_eq!(report.other_runs_refs_changed, ["refs/stash"]);
+        let charged: Vec<(RefClass, bool)> = report
+            .ref_changes
+            .iter()
+            .map(|change| (change.class, change.restored))
+            .collect();
+        if this_run_stashes_too {
+            assert_eq!(charged, [(RefClass::Stash, true)], "{report:?}");
+            assert!(
+                classes(&violations)
+                    .contains(&(ViolationClass::ProtectedBranchViolation, "stash".to_owned())),
+                "{violations:?}"
+            );
+        } else {
+            assert!(charged.is_empty(), "{report:?}");
+            assert!(violations.is_empty(), "{violations:?}");
+        }
+        // B pops its own work back.
+        git_in(other.path(), &["stash", "pop", "-q"]);
+        assert_eq!(read(other.path(), "feature.txt"), "B's new file\n");
+        assert_eq!(read(other.path(), "README.md"), "B's edit\n");
+        assert_eq!(repo.git(&["stash", "list"]), "stash@{0}: On main: operator");
+        drop(driver);
+    }
+}
+
+/// Review 3, defect 3: with runs side by side, run B's agent moved `main` (and made a tag) to
+/// its commit; run A, whose step ended first, put them back and was charged, and B ended
+/// clean. A change of a protected branch or tag to a commit of another run driven during the
+/// step (its own work: on its work branch, not in its `pre_run`, not A's) is now left for that
+/// run's guard — listed in A's `left_for_other_runs`, not put back, not A's violation — and B's
+/// guard puts it back and charges B. A step of A that sees B's guard put it back (a move away
+/// from B's commit) leaves that too. A's own move of a branch is still A's.
+#[test]
+fn a_shared_ref_moved_to_another_driven_runs_commit_is_left_for_that_runs_guard() {
+    use tnh_conductor::kernel::lock::RunLock;
+    let repo = TempRepo::new();
+    repo.git(&["branch", "feature"]);
+    let base = repo.git(&["rev-parse", "main"]);
+    let lock = run_lock(&repo, "beside");
+    let other = create(&repo, "beside");
+    let workspace = create(&repo, "this-run");
+    // Run A is driven throughout (B's guard leaves A's refs to A).
+    let _this_driver = RunLock::acquire(&run_lock(&repo, "this-run")).unwrap();
+    let others_guard = other.guard(&[]).unwrap();
+    let guard = workspace.guard(&[]).unwrap();
+    let driver = RunLock::acquire(&lock).unwrap();
+    // B's agent commits and moves `main` and a new tag there.
+    put(other.path(), "b.txt", "B's work\n");
+    git_in(other.path(), &["add", "b.txt"]);
+    git_in(other.path(), &["commit", "-q", "-m", "B's work"]);
+    let bs_commit = git_in(other.path(), &["rev-parse", "HEAD"]);
+    git_in(other.path(), &["update-ref", "refs/heads/main", "HEAD"]);
+    git_in(other.path(), &["tag", "b-release"]);
+    // A's agent commits and moves `feature` to its own commit.
+    put(workspace.path(), "a.txt", "A's work\n");
+    git_in(workspace.path(), &["add", "a.txt"]);
+    git_in(workspace.path(), &["commit", "-q", "-m", "A's work"]);
+    git_in(
+        workspace.path(),
+        &["update-ref", "refs/heads/feature", "HEAD"],
+    );
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    assert_eq!(repo.git(&["rev-parse", "main"]), bs_commit, "left for B");
+    assert_eq!(repo.git(&["rev-parse", "b-release"]), bs_commit);
+    assert_eq!(
+        repo.git(&["rev-parse", "feature"]),
+        base,
+        "A's own put back"
+    );
+    let left: Vec<(&str, &str, Option<&str>, Option<&str>)> = report
+        .left_for_other_runs
+        .iter()
+        .map(|change| {
+            (
+                change.refname.as_str(),
+                change.run_id.as_str(),
+                change.before.as_deref(),
+                change.after.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        left,
+        [
+            (
+                "refs/heads/main",
+                "beside",
+                Some(base.as_str()),
+                Some(bs_commit.as_str())
+            ),
+            (
+                "refs/tags/b-release",
+                "beside",
+                None,
+                Some(bs_commit.as_str())
+            ),
+        ]
+    );
+    let restored: Vec<(RefClass, &str)> = report
+        .ref_changes
+        .iter()
+        .map(|change| (change.class, change.refname.as_str()))
+        .collect();
+    assert_eq!(restored, [(RefClass::OperatorBranch, "refs/heads/feature")]);
+    assert_eq!(report.commits, 1, "A's commit only: {report:?}");
+    // A answers for its own commit and branch move only: not for `main`, the tag, or the
+    // operator's checkout that looks changed while `main` is moved under it.
+    let found = classes(&violations);
+    assert!(
+        found.contains(&(
+            ViolationClass::ProtectedBranchViolation,
+            "operator_branches".to_owned()
+        )),
+        "{violations:?}"
+    );
+    assert!(
+        !violations.iter().any(|violation| {
+            violation.detail.contains("main")
+                || violation.detail.contains("b-release")
+                || violation.class == ViolationClass::PathEscape
+        }),
+        "{violations:?}"
+    );
+    assert!(report.operator_checkout_changed.is_empty(), "{report:?}");
+
+    // A's next step starts with `main` at B's commit; B's step ends and its guard puts it
+    // back (and charges B); A's step ends and leaves that too.
+    let next_guard = workspace.guard(&[]).unwrap();
+    let (others_report, others_violations) = finish_step(&other, &others_guard, &strict_policy());
+    assert_eq!(repo.git(&["rev-parse", "main"]), base);
+    assert_eq!(repo.git(&["tag", "--list", "b-release"]), "");
+    let charged: Vec<&str> = others_report
+        .ref_changes
+        .iter()
+        .filter(|change| change.restored)
+        .map(|change| change.refname.as_str())
+        .collect();
+    assert_eq!(charged, ["refs/heads/main", "refs/tags/b-release"]);
+    assert!(
+        classes(&others_violations).contains(&(
+            ViolationClass::ProtectedBranchViolation,
+            "protected_branches".to_owned()
+        )),
+        "{others_violations:?}"
+    );
+    let next = next_guard.check().unwrap().report;
+    assert_eq!(
+        repo.git(&["rev-parse", "main"]),
+        base,
+        "not put back on B's commit"
+    );
+    assert!(next.ref_changes.is_empty(), "{next:?}");
+    assert_eq!(next.left_for_other_runs.len(), 2, "{next:?}");
+    drop(driver);
+}

@@ -35,7 +35,7 @@ pub struct RunActivity {
 }
 
 impl RunActivity {
-    fn of(repo_root: &std::path::Path, run_id: &str) -> Self {
+    pub(super) fn of(repo_root: &std::path::Path, run_id: &str) -> Self {
         if run_id.is_empty() {
             // Refs under `refs/tnh/` of no run: nobody drives them.
             return Self {
@@ -55,7 +55,7 @@ impl RefGuard {
     /// The run a ref belongs to when it is another run's: `<id>` of `refs/tnh/runs/<id>/…`
     /// or of `refs/heads/tnh/…/<id>`; `""` for anything else under `refs/tnh/`; `None` for
     /// the operator's refs and this run's.
-    fn other_run(&self, name: &str) -> Option<String> {
+    pub(super) fn other_run(&self, name: &str) -> Option<String> {
         if *name == self.workspace.branch_ref() {
             return None;
         }
@@ -95,6 +95,7 @@ impl RefGuard {
     pub(super) fn compare_branches_and_other_runs(
         &self,
         after: &BTreeMap<String, String>,
+        beside: &super::beside::Beside<'_>,
         report: &mut GuardReport,
     ) -> Result<(), WorkspaceError> {
         let work_branch = self.workspace.branch_ref();
@@ -124,7 +125,13 @@ impl RefGuard {
                 }
                 // A new branch: the agent's own.
                 None if before.is_none() => continue,
-                None => RefClass::OperatorBranch,
+                None => {
+                    if let Some(run) = beside.attribute(before, now)? {
+                        report.left_for(name, run, before, now);
+                        continue;
+                    }
+                    RefClass::OperatorBranch
+                }
             };
             self.put_back(report, name, class, before, now)?;
         }
