@@ -504,6 +504,9 @@ impl RefGuard {
             stale_locks_removed: self.workspace.remove_stale_locks()?,
             ..GuardReport::default()
         };
+        // Git reads its configuration in every command: a FIFO (or a link to one, or to a
+        // device) the agent left in the place of a watched file would hang the first one.
+        self.clear_special_files(&mut report)?;
         // What lives in the repository first, with git run there: that does not depend on
         // the state the agent left its worktree in (deleted, its HEAD garbled).
         let listing = self.list_refs()?;
@@ -772,6 +775,41 @@ impl RefGuard {
 
     /// Puts the guarded files back as they were; `settled` is a file and the contents it
     /// must have instead (the stash's reflog when it keeps other runs' entries).
+    /// Before any git command: each watched file that is now a link it was not, or neither a
+    /// regular file nor a link (a FIFO, a socket, a device, a folder), is put back to a link
+    /// as it was or removed (its contents are written back by [`Self::restore_files`]), and
+    /// reported. A file that was already such an entry before the step is left alone.
+    fn clear_special_files(&self, report: &mut GuardReport) -> Result<(), WorkspaceError> {
+        let mut paths: BTreeSet<PathBuf> = self.files.keys().cloned().collect();
+        paths.extend(self.guarded_files()?);
+        for path in paths {
+            let recorded_special = self
+                .files
+                .get(&path)
+                .is_some_and(|before| before.as_deref() == Some(NOT_A_REGULAR_FILE));
+            if recorded_special {
+                continue;
+            }
+            let mut changed = self.restore_link(&path)?;
+            if let Ok(metadata) = path.symlink_metadata() {
+                let kind = metadata.file_type();
+                if kind.is_dir() {
+                    std::fs::remove_dir_all(&path)
+                        .map_err(|source| WorkspaceError::io("remove", &path, source))?;
+                    changed = true;
+                } else if !kind.is_file() && !kind.is_symlink() {
+                    std::fs::remove_file(&path)
+                        .map_err(|source| WorkspaceError::io("remove", &path, source))?;
+                    changed = true;
+                }
+            }
+            if changed {
+                report.git_config_changed.push(self.display_name(&path));
+            }
+        }
+        Ok(())
+    }
+
     fn restore_files(
         &self,
         report: &mut GuardReport,
@@ -792,8 +830,9 @@ impl RefGuard {
             if contents_changed {
                 write_optional(&path, before.as_deref())?;
             }
-            if link_changed || contents_changed {
-                report.git_config_changed.push(self.display_name(&path));
+            let name = self.display_name(&path);
+            if (link_changed || contents_changed) && !report.git_config_changed.contains(&name) {
+                report.git_config_changed.push(name);
             }
         }
         Ok(())
@@ -976,8 +1015,18 @@ impl Workspace {
         if self.common_dir.join("reftable").exists() {
             return Head::Unknown;
         }
-        let Ok(text) = std::fs::read_to_string(self.worktree_git_dir.join("HEAD")) else {
-            return Head::Unknown;
+        let path = self.worktree_git_dir.join("HEAD");
+        let text = match crate::artifacts::safe_files::read_regular(&path, 4096) {
+            Ok((bytes, _)) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(error) => {
+                // A FIFO (or a link, a folder) an agent put there would hang every git
+                // command in the worktree: it goes, and the worktree's HEAD is found missing
+                // and attached to the work branch again.
+                if error.kind() == std::io::ErrorKind::InvalidInput {
+                    let _ = std::fs::remove_file(&path);
+                }
+                return Head::Unknown;
+            }
         };
         let text = text.trim_end();
         if let Some(name) = text.strip_prefix("ref: ") {
@@ -1100,10 +1149,27 @@ fn list_hooks(hooks: &Path, paths: &mut Vec<PathBuf>) -> Result<(), WorkspaceErr
     }
 }
 
+/// What [`read_optional`] gives for an entry that is there but cannot be read as a regular
+/// file (a FIFO, a device, a folder, a file over [`WATCHED_FILE_LIMIT`]): never equal to a
+/// regular file's contents, so such an entry in the place of one reads as a change.
+const NOT_A_REGULAR_FILE: &[u8] = b"\0tnh-conductor: not a regular file\0";
+
+/// How much of a watched file is read: git's configuration and ref files are small.
+const WATCHED_FILE_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// The contents of the watched file `path` (a link followed), `None` when there is none. Read
+/// without blocking: a FIFO in its place is [`NOT_A_REGULAR_FILE`], never a hang.
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, WorkspaceError> {
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
+    use crate::artifacts::safe_files;
+    let read = safe_files::open_regular_following(path)
+        .and_then(|file| safe_files::read_bounded(file, WATCHED_FILE_LIMIT));
+    match read {
+        Ok((_, true)) => Ok(Some(NOT_A_REGULAR_FILE.to_vec())),
+        Ok((bytes, false)) => Ok(Some(bytes)),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) if error.kind() == std::io::ErrorKind::InvalidInput => {
+            Ok(Some(NOT_A_REGULAR_FILE.to_vec()))
+        }
         Err(source) => Err(WorkspaceError::io("read", path, source)),
     }
 }
@@ -1116,8 +1182,29 @@ fn write_optional(path: &Path, contents: Option<&[u8]>) -> Result<(), WorkspaceE
                 std::fs::create_dir_all(parent)
                     .map_err(|source| WorkspaceError::io("restore", parent, source))?;
             }
-            std::fs::write(path, bytes)
-                .map_err(|source| WorkspaceError::io("restore", path, source))
+            // What was not a regular file before the step cannot be written back.
+            if bytes == NOT_A_REGULAR_FILE {
+                return Ok(());
+            }
+            // Opened without blocking, and written only if it is a regular file: a link (kept
+            // as it was) may lead to a FIFO now.
+            use std::os::unix::fs::OpenOptionsExt;
+            let restore = |source| WorkspaceError::io("restore", path, source);
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+                .open(path)
+                .map_err(restore)?;
+            if !file.metadata().map_err(restore)?.file_type().is_file() {
+                return Err(restore(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "it is not a regular file",
+                )));
+            }
+            file.set_len(0).map_err(restore)?;
+            std::io::Write::write_all(&mut file, bytes).map_err(restore)
         }
         None => match std::fs::remove_file(path) {
             Ok(()) => Ok(()),

@@ -158,7 +158,12 @@ pub fn load_run(repo_root: &Path, run_id: &str) -> Result<RunEntry, WorkspaceErr
     }
     let dir = runs_dir(repo_root).join(run_id);
     let metadata_path = dir.join("metadata.json");
-    let text = match std::fs::read_to_string(&metadata_path) {
+    // Only a regular file, read without blocking and bounded: an agent knows the run folder.
+    let text = match crate::artifacts::safe_files::read_regular(&metadata_path, 16 * 1024 * 1024)
+        .and_then(|(bytes, _)| {
+            String::from_utf8(bytes)
+                .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidData, error))
+        }) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             return Err(run_error(format!(
@@ -577,6 +582,18 @@ mod tests {
         assert!(matches!(cleaned, Cleaned::Gone));
         // Its folder already set aside and emptied by the other one.
         remove_tree(&runs_dir(root.path()).join(".removing-x")).unwrap();
+    }
+
+    /// A FIFO an agent left as a run's `metadata.json` (it knows the run folder) hung every
+    /// command that lists or cleans runs.
+    #[test]
+    fn a_fifo_as_a_runs_metadata_is_an_error_not_a_hang() {
+        let root = tempfile::tempdir().unwrap();
+        let run = root.path().join(".tnh/run/20261122T051437Z-94cea2");
+        std::fs::create_dir_all(&run).unwrap();
+        nix::unistd::mkfifo(&run.join("metadata.json"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let error = load_run(root.path(), "20261122T051437Z-94cea2").unwrap_err();
+        assert!(error.to_string().contains("not a regular file"), "{error}");
     }
 
     /// A FIFO in the place of either configuration file made the comparison block forever

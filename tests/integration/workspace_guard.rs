@@ -2253,3 +2253,59 @@ fn a_shared_ref_moved_to_another_driven_runs_commit_is_left_for_that_runs_guard(
     assert_eq!(next.left_for_other_runs.len(), 2, "{next:?}");
     drop(driver);
 }
+
+/// A FIFO (or a link to one, or to `/dev/zero`) an agent puts in the place of a file the
+/// guard watches blocked the guard's read — and git's own, which reads `.git/config` in every
+/// command — so the conductor hung after the step, the fear of a run nobody sees stuck.
+/// Now what is there is looked at without blocking, removed before any git command runs, and
+/// the file put back as it was and reported.
+#[test]
+fn a_fifo_or_device_link_in_the_place_of_a_watched_git_file_is_put_back_without_hanging() {
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "fifo");
+    let common = repo.path().join(".git");
+    let files = ["config", "info/exclude", "info/attributes"];
+    let before: Vec<Option<Vec<u8>>> = files
+        .iter()
+        .map(|name| std::fs::read(common.join(name)).ok())
+        .collect();
+    // The worktree's own HEAD, which every git command in the worktree reads.
+    let head = std::path::PathBuf::from(git_in(
+        workspace.path(),
+        &["rev-parse", "--absolute-git-dir"],
+    ))
+    .join("HEAD");
+    let head_before = std::fs::read(&head).unwrap();
+    let guard = workspace.guard(&[]).unwrap();
+    for name in ["config", "info/exclude"] {
+        let _ = std::fs::remove_file(common.join(name));
+        nix::unistd::mkfifo(&common.join(name), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    }
+    std::os::unix::fs::symlink("/dev/zero", common.join("info/attributes")).unwrap();
+    std::fs::remove_file(&head).unwrap();
+    nix::unistd::mkfifo(&head, nix::sys::stat::Mode::S_IRWXU).unwrap();
+
+    let report = guard.verify().unwrap();
+
+    assert_eq!(std::fs::read(&head).unwrap(), head_before);
+
+    for (name, before) in files.iter().zip(&before) {
+        let path = common.join(name);
+        let metadata = std::fs::symlink_metadata(&path);
+        match before {
+            Some(bytes) => {
+                assert!(metadata.unwrap().file_type().is_file(), "{name}");
+                assert_eq!(&std::fs::read(&path).unwrap(), bytes, "{name}");
+            }
+            None => assert!(metadata.is_err(), "{name}"),
+        }
+        assert!(
+            report
+                .git_config_changed
+                .iter()
+                .any(|changed| changed == name),
+            "{name}: {report:?}"
+        );
+    }
+    assert_eq!(repo.git(&["rev-parse", "--abbrev-ref", "HEAD"]), "main");
+}

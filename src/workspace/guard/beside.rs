@@ -110,7 +110,9 @@ impl<'a> Beside<'a> {
             .join("worktrees")
             .join(run)
             .join("HEAD");
-        let text = std::fs::read_to_string(file).ok()?;
+        // Read without blocking: the other run's agent may have left a FIFO there.
+        let (bytes, _) = crate::artifacts::safe_files::read_regular(&file, 4096).ok()?;
+        let text = String::from_utf8_lossy(&bytes);
         let text = text.trim();
         match text.strip_prefix(SYMREF) {
             Some(name) => self.listing.resolved.get(name).cloned(),
