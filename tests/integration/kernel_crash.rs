@@ -362,6 +362,52 @@ fn a_lost_status_file_reads_as_blocked_and_resume_rewrites_it() {
     assert_eq!(rewritten["lifecycle_state"], "completed");
 }
 
+/// Review 3, defect 5: a killed run showed as `running` in `status`, `runs list` and
+/// `journal` whenever the pid in its `status.json` belonged to a live `tnh-conductor` process
+/// (another run's driver, a `status --watch`, which can be given the dead driver's pid), even
+/// though the kernel's lock table showed nobody holding the run's lock. The pid now counts only
+/// when that table cannot be read.
+#[test]
+fn a_killed_run_whose_pid_went_to_another_conductor_reads_as_blocked() {
+    let reference = uninterrupted(CRASH);
+    let kill_at = seq_of(&reference.events, "step_started", 1);
+    let (repo, run_id) = killed_at(CRASH, kill_at);
+    // A live process named `tnh-conductor` that does not hold the run's lock: a copy of
+    // `sleep` under that name, waiting until it is killed.
+    let bin = repo.path().join(".git/other-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let other = bin.join("tnh-conductor");
+    let sleep = ["/bin/sleep", "/usr/bin/sleep"]
+        .into_iter()
+        .find(|path| Path::new(path).is_file())
+        .expect("sleep");
+    std::fs::copy(sleep, &other).unwrap();
+    let mut other = std::process::Command::new(&other)
+        .arg("600")
+        .spawn()
+        .unwrap();
+    let status_file = repo.run_dir(&run_id).join("status.json");
+    let mut recorded: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&status_file).unwrap()).unwrap();
+    assert_eq!(recorded["lifecycle_state"], "running", "{recorded}");
+    recorded["pid"] = other.id().into();
+    std::fs::write(&status_file, recorded.to_string()).unwrap();
+
+    let status = repo.conductor(&["status", "--json", &run_id]);
+    let listed = repo.conductor(&["runs", "list", "--json"]);
+    let _ = other.kill();
+    let _ = other.wait();
+
+    assert_eq!(status.status.code(), Some(0), "{}", stderr_text(&status));
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["lifecycle_state"], "blocked", "{status}");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains(&run_id) && listed.contains("blocked") && !listed.contains("running"),
+        "{listed}"
+    );
+}
+
 #[test]
 fn resume_records_a_workflow_file_that_changed_since_the_run_started() {
     let reference = uninterrupted(CRASH);
