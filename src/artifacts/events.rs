@@ -54,6 +54,10 @@ pub enum EventType {
     ScriptOutput,
     /// The worktree differed from the recorded state and the operator accepted it.
     DriftAccepted,
+    /// `resume --accept-drift` of a run killed in an agent step: repository-wide refs and git
+    /// configuration files that changed since the step started (`ref_changes`,
+    /// `git_config_changed`) are kept as the operator's — left as they are, not put back.
+    RepositoryChangesKept,
     /// The worktree folder was gone on resume and was checked out again from the work branch.
     WorktreeRecreated,
     /// The workflow file differs from the one the run started (or last continued) with; the

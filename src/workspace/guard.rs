@@ -30,7 +30,9 @@ use super::snapshot::refs_prefix;
 use super::worktree::Workspace;
 
 mod foreign;
+mod scope;
 pub use foreign::RunActivity;
+pub use scope::Scope;
 
 /// How `git_config_changed` names the worktree's `.git` file.
 pub const GIT_LINK: &str = ".git (the worktree's link to its repository)";
@@ -285,6 +287,8 @@ pub struct RefGuard {
     checkout: CheckoutState,
     /// The scratch index as the conductor left it before the step.
     scratch: Option<FileIdentity>,
+    /// What a check compares and writes back ([`Scope`]).
+    scope: Scope,
 }
 
 impl Workspace {
@@ -326,6 +330,7 @@ impl Workspace {
                 &self.common_dir,
             )?,
             scratch: FileIdentity::of(&self.scratch_index()),
+            scope: Scope::Everything,
         };
         let listing = guard.list_refs()?;
         guard.worktree_head = match head_commit(&guard.workspace.read_head(), &listing.resolved) {
@@ -397,6 +402,7 @@ impl Workspace {
                 .map(|entry| (entry.path.into(), (entry.status.into(), entry.identity)))
                 .collect(),
             scratch: state.scratch_index,
+            scope: Scope::Everything,
         })
     }
 }
@@ -610,13 +616,18 @@ impl RefGuard {
         before: Option<&String>,
         now: Option<&String>,
     ) -> Result<(), WorkspaceError> {
-        self.restore_ref(name, before)?;
+        let Some(restore) = self.scope.of_ref(self.is_own_ref(name)) else {
+            return Ok(());
+        };
+        if restore {
+            self.restore_ref(name, before)?;
+        }
         report.ref_changes.push(RefChange {
             refname: name.to_owned(),
             class,
             before: before.cloned(),
             after: now.cloned(),
-            restored: true,
+            restored: restore,
         });
         Ok(())
     }
@@ -729,13 +740,21 @@ impl RefGuard {
         let mut paths: BTreeSet<PathBuf> = self.files.keys().cloned().collect();
         paths.extend(self.guarded_files()?);
         for path in paths {
+            let own = path.starts_with(&self.workspace.worktree_git_dir);
+            let Some(restore) = self.scope.of_ref(own) else {
+                continue;
+            };
             // The link first (a file the agent replaced by a symlink to another of the
             // operator's files must not be written through), then the contents.
-            let link_changed = self.restore_link(&path)?;
+            let link_changed = if restore {
+                self.restore_link(&path)?
+            } else {
+                std::fs::read_link(&path).ok().as_ref() != self.links.get(&path)
+            };
             let before = self.files.get(&path).cloned().flatten();
             let now = read_optional(&path)?;
             let contents_changed = now != before;
-            if contents_changed {
+            if contents_changed && restore {
                 write_optional(&path, before.as_deref())?;
             }
             if link_changed || contents_changed {

@@ -33,6 +33,7 @@ pub use capture::{
     diffstat_of, workspace_status_schema,
 };
 pub use error::WorkspaceError;
+pub use guard::Scope as GuardScope;
 pub use guard::{
     ALWAYS_PROTECTED, Bytes, Checked, CheckoutEntry, GIT_LINK, GUARD_STATE_FILE,
     GUARD_STATE_SCHEMA_VERSION, GuardReport, GuardState, GuardedFile, RefChange, RefClass,

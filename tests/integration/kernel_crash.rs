@@ -476,6 +476,108 @@ fn resume_records_a_configuration_that_changed_since_the_run_started() {
     );
 }
 
+/// Review 3, defect 1: `resume` of a run killed in an agent step checked the visit against the
+/// guard state saved when the dead step started, so the operator's own work since the kill — a
+/// commit on `main`, a new tag, a git configuration edit — was "put back" as the agent's
+/// (`main` rewound under the operator's checkout, the tag deleted) and the run went on to exit
+/// 0. Now `resume` refuses (exit 2), listing the changes and changing nothing; with
+/// `--accept-drift` they are kept as the operator's and listed in a `repository_changes_kept`
+/// event.
+#[test]
+fn resume_refuses_repository_changes_made_since_a_killed_agent_step_and_keeps_them_when_accepted() {
+    let reference = uninterrupted(CRASH);
+    let (repo, run_id) = killed_at(CRASH, seq_of(&reference.events, "runner_started", 1));
+    let saved = repo
+        .run_dir(&run_id)
+        .join("artifacts/extend/1/guard_state.json");
+    assert!(saved.is_file(), "killed while the agent step runs");
+    // The operator's work in their own checkout while the run is stopped.
+    let main_before = repo.repo.git(&["rev-parse", "main"]);
+    repo.repo.write("morning.txt", "the operator's work\n");
+    repo.repo.git(&["add", "morning.txt"]);
+    repo.repo.git(&["commit", "-qm", "operator: morning work"]);
+    repo.repo.git(&["tag", "v1.0"]);
+    repo.repo.git(&["config", "operator.setting", "yes"]);
+    let main = repo.repo.git(&["rev-parse", "main"]);
+    assert_ne!(main, main_before);
+    let events_before = repo.events(&run_id).len();
+
+    let refused = repo.conductor(&["resume", &run_id]);
+
+    let stderr = stderr_text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    for listed in [
+        format!(
+            "`refs/heads/main` (protected branch): {}",
+            &main_before[..12]
+        ),
+        format!("`refs/tags/v1.0` (tag): (none) → {}", &main[..12]),
+        "git configuration file `config` changed".to_owned(),
+        "--accept-drift".to_owned(),
+        "--put-back".to_owned(),
+    ] {
+        assert!(stderr.contains(&listed), "{listed:?} not in {stderr}");
+    }
+    assert_eq!(repo.repo.git(&["rev-parse", "main"]), main, "nothing moved");
+    assert_eq!(repo.repo.git(&["rev-parse", "v1.0"]), main);
+    assert_eq!(repo.repo.git(&["config", "operator.setting"]), "yes");
+    assert_eq!(
+        repo.events(&run_id).len(),
+        events_before,
+        "nothing recorded"
+    );
+    assert!(saved.is_file(), "the visit is still to be checked");
+
+    let accepted = repo.conductor(&["resume", "--accept-drift", &run_id]);
+
+    assert_eq!(
+        accepted.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&accepted)
+    );
+    assert_eq!(repo.repo.git(&["rev-parse", "main"]), main, "main kept");
+    assert_eq!(repo.repo.git(&["rev-parse", "v1.0"]), main, "tag kept");
+    assert_eq!(repo.repo.git(&["config", "operator.setting"]), "yes");
+    assert_eq!(
+        repo.repo
+            .git(&["status", "--porcelain", "--", "morning.txt"]),
+        "",
+        "the operator's checkout agrees with its HEAD"
+    );
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let kept = first_event(&events, "repository_changes_kept");
+    assert_eq!(
+        (&kept["step_id"], &kept["visit"]),
+        (&"extend".into(), &1.into())
+    );
+    let refs: Vec<&str> = kept["ref_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|change| change["refname"].as_str().unwrap())
+        .collect();
+    assert_eq!(refs, ["refs/heads/main", "refs/tags/v1.0"], "{kept}");
+    assert_eq!(kept["git_config_changed"], serde_json::json!(["config"]));
+    assert!(
+        !events
+            .iter()
+            .any(|event| event["event_type"] == "policy_violation"),
+        "the operator's changes were charged to the agent"
+    );
+    let interrupted = first_event(&events, "step_interrupted");
+    assert_eq!(
+        interrupted["guard_report"]["ref_changes"],
+        serde_json::json!([]),
+        "{interrupted}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        reference.final_state
+    );
+}
+
 /// The git on `PATH`.
 fn real_git() -> std::path::PathBuf {
     std::env::split_paths(&std::env::var_os("PATH").unwrap())
