@@ -39,6 +39,11 @@ pub enum EventType {
     StepFailed,
     /// A step visit was cut short by a crash or Ctrl-C.
     StepInterrupted,
+    /// The operator's `tnh-conductor rollback` is about to reset the worktree (`"by":
+    /// "operator"`, no step): its `target`, `snapshot`, and the worktree's `head_before` and
+    /// `tree_before`. Recorded first, so a rollback killed part-way leaves what it was undoing
+    /// in the record; its `rollback_completed` follows.
+    RollbackStarted,
     /// A rollback reset the worktree: a ROLLBACK step, or the operator's `tnh-conductor rollback`
     /// (`"by": "operator"`, no step).
     RollbackCompleted,

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::kernel_support::{RunRepo, assert_contiguous, event_types, first_event};
+use crate::kernel_support::{RunRepo, assert_contiguous, event_types, first_event, real_git};
 use crate::support::{conductor, git_in, stderr_text};
 
 /// The tree of a worktree's files (untracked included), without touching its index.
@@ -578,14 +578,6 @@ fn resume_refuses_repository_changes_made_since_a_killed_agent_step_and_keeps_th
     );
 }
 
-/// The git on `PATH`.
-fn real_git() -> std::path::PathBuf {
-    std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|dir| dir.join("git"))
-        .find(|path| path.is_file())
-        .expect("git on PATH")
-}
-
 /// When the conductor is killed during `git worktree add`: before git made anything, or once
 /// git made the branch and began the checkout (one tracked file not written yet).
 #[derive(Clone, Copy, Debug)]
@@ -983,20 +975,11 @@ fn a_signal_during_the_recovery_of_resume_ends_it_130_resumable() {
 /// A `PATH` whose `git` runs `during` (a shell snippet) when asked for `git worktree add`,
 /// then the real git; the folder holding it.
 fn git_on_path_doing(repo: &RunRepo, during: &str) -> std::ffi::OsString {
-    let bin = repo.path().join(".git/fake-bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let real = real_git();
-    let script = format!(
-        "#!/bin/sh\nif [ \"$1\" = worktree ] && [ \"$2\" = add ]; then\n  {during}\nfi\nexec \"{}\" \"$@\"\n",
-        real.display()
-    );
-    let git = bin.join("git");
-    std::fs::write(&git, script).unwrap();
-    std::fs::set_permissions(&git, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    std::env::join_paths(
-        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    crate::kernel_support::git_on_path_when(
+        repo,
+        "[ \"$1\" = worktree ] && [ \"$2\" = add ]",
+        during,
     )
-    .unwrap()
 }
 
 /// SIGTERM while `run` creates the worktree (`git worktree add` running) no longer kills the
