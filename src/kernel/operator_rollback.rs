@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 
 use crate::artifacts::{EventLog, EventType, RunDir, read_json, write_json_atomic, write_json_new};
 use crate::workspace::runs::load_run;
-use crate::workspace::{InterruptedRollback, RollbackRecord, RollbackTarget, Workspace};
+use crate::workspace::{
+    InterruptedRollback, RollbackRecord, RollbackStart, RollbackTarget, Workspace,
+};
 
 use super::lock::RunLock;
 use super::recorder::payload;
@@ -94,8 +96,8 @@ pub fn rollback_run(
     // part-way leaves it in the record, and the next one says so.
     let mut events = EventLog::open(&run_dir.events(), run_id)?;
     let interrupted_attempt = interrupted_attempt(&run_dir)?;
-    record_start(&mut events, &workspace, target)?;
-    let mut record = workspace.rollback(target)?;
+    let mut record =
+        workspace.rollback_announced(target, |start| record_start(&mut events, target, start))?;
     record.interrupted_attempt = interrupted_attempt;
     let record_file = save_record(&run_dir, &record)?;
 
@@ -176,23 +178,16 @@ pub fn rollback_run(
 /// killed rollback would otherwise leave recorded nowhere.
 fn record_start(
     events: &mut EventLog,
-    workspace: &Workspace,
     target: RollbackTarget,
+    start: &RollbackStart<'_>,
 ) -> Result<(), RunError> {
-    let snapshot = workspace.rollback_snapshot(target)?;
-    // A worktree whose HEAD names no commit (an agent left it on a deleted branch) has no
-    // fingerprint; its HEAD is then recorded as empty, which the rollback repairs.
-    let fingerprint = workspace.fingerprint().ok();
-    let head_before = fingerprint
-        .as_ref()
-        .map_or_else(|| workspace.head_commit(), |found| found.head.clone());
     let fields = payload([
         ("target", target.as_str().into()),
         ("by", "operator".into()),
-        ("snapshot", snapshot.reference.into()),
-        ("snapshot_commit", snapshot.commit.into()),
-        ("head_before", head_before.into()),
-        ("tree_before", fingerprint.map(|found| found.tree).into()),
+        ("snapshot", start.snapshot.reference.clone().into()),
+        ("snapshot_commit", start.snapshot.commit.clone().into()),
+        ("head_before", start.head_before.into()),
+        ("tree_before", start.tree_before.into()),
     ]);
     events.append(EventType::RollbackStarted, None, fields)?;
     events.sync()?;

@@ -41,8 +41,8 @@ pub use guard::{
 };
 pub use operator_checkout::FileIdentity;
 pub use rollback::{
-    InterruptedRollback, ROLLBACK_RECORD_SCHEMA_VERSION, RollbackRecord, RollbackTarget,
-    rollback_record_schema,
+    InterruptedRollback, ROLLBACK_RECORD_SCHEMA_VERSION, RollbackRecord, RollbackStart,
+    RollbackTarget, rollback_record_schema,
 };
 pub use snapshot::{Fingerprint, Snapshot, refs_prefix};
 pub use worktree::{Workspace, WorkspaceRecord, work_branch_name};

@@ -99,6 +99,17 @@ pub struct RollbackRecord {
     pub interrupted_attempt: Option<InterruptedRollback>,
 }
 
+/// What a rollback is about to undo, before it resets anything.
+#[derive(Debug, Clone, Copy)]
+pub struct RollbackStart<'a> {
+    /// The snapshot it goes back to.
+    pub snapshot: &'a Snapshot,
+    /// The worktree's HEAD commit (empty: HEAD named no commit).
+    pub head_before: &'a str,
+    /// The tree of the worktree's files, written to git's objects (`None`: it could not be).
+    pub tree_before: Option<&'a str>,
+}
+
 /// A rollback that was recorded as started (`rollback_started`) and never completed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InterruptedRollback {
@@ -119,7 +130,20 @@ impl Workspace {
     /// Rolls the worktree back to `target`.
     pub fn rollback(&self, target: RollbackTarget) -> Result<RollbackRecord, WorkspaceError> {
         let snapshot = self.rollback_snapshot(target)?;
-        self.rollback_to(target, snapshot)
+        type Silent = fn(&RollbackStart<'_>) -> Result<(), WorkspaceError>;
+        self.rollback_to(target, snapshot, None::<Silent>)
+    }
+
+    /// [`rollback`](Self::rollback), calling `announce` with what it is about to undo once it
+    /// has scanned the worktree and before it resets anything: an error from it stops the
+    /// rollback with nothing reset.
+    pub fn rollback_announced<E: From<WorkspaceError>>(
+        &self,
+        target: RollbackTarget,
+        announce: impl FnOnce(&RollbackStart<'_>) -> Result<(), E>,
+    ) -> Result<RollbackRecord, E> {
+        let snapshot = self.rollback_snapshot(target)?;
+        self.rollback_to(target, snapshot, Some(announce))
     }
 
     /// The snapshot a rollback to `target` goes back to.
@@ -144,11 +168,12 @@ impl Workspace {
             .unwrap_or_default()
     }
 
-    fn rollback_to(
+    fn rollback_to<E: From<WorkspaceError>>(
         &self,
         target: RollbackTarget,
         snapshot: Snapshot,
-    ) -> Result<RollbackRecord, WorkspaceError> {
+        announce: Option<impl FnOnce(&RollbackStart<'_>) -> Result<(), E>>,
+    ) -> Result<RollbackRecord, E> {
         // The worktree as it is, hashed into git's objects: what the rollback undoes. (Git
         // is told where the repository is, so a rewritten `.git` file is put back after.)
         let Scratch {
@@ -159,6 +184,16 @@ impl Workspace {
         self.repair_git_link()?;
         // An agent may have left HEAD on a deleted branch; that is what rollback repairs.
         let head_before = self.head_commit();
+        if let Some(announce) = announce {
+            // The files as they are, as a tree in git's objects (one `write-tree` of the
+            // index just refreshed).
+            let tree_before = scratch.text(["write-tree"]).ok();
+            announce(&RollbackStart {
+                snapshot: &snapshot,
+                head_before: &head_before,
+                tree_before: tree_before.as_deref(),
+            })?;
+        }
         // Its line counts come from those objects alone, so they are counted while git resets
         // the worktree; the scratch index is left alone until both are done.
         let (before, reset) = std::thread::scope(|scope| {
