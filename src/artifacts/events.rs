@@ -39,6 +39,11 @@ pub enum EventType {
     StepFailed,
     /// A step visit was cut short by a crash or Ctrl-C.
     StepInterrupted,
+    /// The operator's `tnh-conductor rollback` is about to reset the worktree (`"by":
+    /// "operator"`, no step): its `target`, `snapshot`, and the worktree's `head_before` and
+    /// `tree_before`. Recorded first, so a rollback killed part-way leaves what it was undoing
+    /// in the record; its `rollback_completed` follows.
+    RollbackStarted,
     /// A rollback reset the worktree: a ROLLBACK step, or the operator's `tnh-conductor rollback`
     /// (`"by": "operator"`, no step).
     RollbackCompleted,
@@ -54,6 +59,10 @@ pub enum EventType {
     ScriptOutput,
     /// The worktree differed from the recorded state and the operator accepted it.
     DriftAccepted,
+    /// `resume --accept-drift` of a run killed in an agent step: repository-wide refs and git
+    /// configuration files that changed since the step started (`ref_changes`,
+    /// `git_config_changed`) are kept as the operator's — left as they are, not put back.
+    RepositoryChangesKept,
     /// The worktree folder was gone on resume and was checked out again from the work branch.
     WorktreeRecreated,
     /// The workflow file differs from the one the run started (or last continued) with; the

@@ -84,6 +84,7 @@ pub fn cmd_demo(cli: &Cli, args: &DemoArgs, output: &mut Output) -> Result<ExitS
             summary.run_id.as_str(),
             config.clone(),
             false,
+            crate::kernel::run::RepositoryChanges::Refuse,
             observer(),
         )
         .map_err(run_error)?;

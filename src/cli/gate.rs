@@ -95,6 +95,7 @@ fn decide_gate(
             run_id: args.run_id.clone(),
             wait: false,
             accept_drift: false,
+            put_back: false,
             json: false,
         };
         return super::run::cmd_resume(cli, &resume, output);

@@ -45,6 +45,20 @@ pub fn cmd_rollback(
             done.worktree.display()
         ));
     }
+    if let Some(attempt) = &record.interrupted_attempt {
+        output.note(&format!(
+            "an earlier rollback of this run (to {}, started {}, event {}) was interrupted and may already have reset the worktree: HEAD was {} then{}; what it undid is not counted in `undone` below",
+            attempt.target,
+            attempt.started_at,
+            attempt.started_seq,
+            short(&attempt.head_before),
+            attempt
+                .tree_before
+                .as_deref()
+                .map(|tree| format!(" and its files were tree {tree}"))
+                .unwrap_or_default(),
+        ));
+    }
     if args.json {
         output.print(&format!("{}\n", serde_json::to_string_pretty(record)?));
     } else {

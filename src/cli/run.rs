@@ -8,7 +8,9 @@ use super::{Cli, Output, load_config, repo_root};
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::End;
 use crate::kernel::driver::RunEnd;
-use crate::kernel::run::{RunError, RunRequest, RunSummary, resume_run, start_run};
+use crate::kernel::run::{
+    RepositoryChanges, RunError, RunRequest, RunSummary, resume_run, start_run,
+};
 
 /// `run WORKFLOW`.
 #[derive(Debug, Args)]
@@ -40,9 +42,16 @@ pub struct ResumeArgs {
     /// Ask inline at blocking gates instead of exiting 3.
     #[arg(long)]
     pub wait: bool,
-    /// Continue although the worktree drifted from the recorded state.
+    /// Continue although the worktree drifted from the recorded state; for a run killed in an
+    /// agent or validation step, also keep the repository's refs and git configuration changed
+    /// since that step started as they are (yours).
     #[arg(long)]
     pub accept_drift: bool,
+    /// For a run killed in an agent or validation step: put the repository's refs and git
+    /// configuration changed since that step started back as they were (the step's), recorded
+    /// as policy violations of the interrupted visit.
+    #[arg(long)]
+    pub put_back: bool,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -89,6 +98,13 @@ pub fn cmd_resume(cli: &Cli, args: &ResumeArgs, output: &mut Output) -> Result<E
         &args.run_id,
         super::config_for_run(cli, &repo, &args.run_id)?,
         args.accept_drift,
+        if args.put_back {
+            RepositoryChanges::PutBack
+        } else if args.accept_drift {
+            RepositoryChanges::Keep
+        } else {
+            RepositoryChanges::Refuse
+        },
         super::progress::observer(!args.json && !cli.quiet),
     );
     if args.wait && super::wait::interactive() {

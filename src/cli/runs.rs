@@ -440,6 +440,31 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
                     field("undone"),
                     field("record")
                 );
+                if let Some(attempt) = event.payload.get("interrupted_attempt") {
+                    let head = attempt["head_before"].as_str().unwrap_or_default();
+                    let _ = writeln!(
+                        text,
+                        "      after an earlier rollback that was interrupted (event {}; HEAD was {} then)",
+                        attempt["started_seq"],
+                        head.get(..12).unwrap_or(head)
+                    );
+                }
+            }
+            // The operator's rollback killed part-way: what it was undoing.
+            EventType::RollbackStarted
+                if !events.iter().any(|later| {
+                    later.seq > event.seq
+                        && later.event_type == EventType::RollbackCompleted
+                        && later.step_id.is_none()
+                }) =>
+            {
+                let head = field("head_before");
+                let _ = writeln!(
+                    text,
+                    "  rollback by the operator to {}: started, never completed (HEAD was {} then); `tnh-conductor rollback` again finishes it",
+                    field("target"),
+                    head.get(..12).unwrap_or(&head)
+                );
             }
             _ => {}
         }

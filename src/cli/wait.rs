@@ -257,6 +257,7 @@ pub fn wait_at_gates(
                 })
             })?,
             false,
+            crate::kernel::run::RepositoryChanges::Refuse,
             super::progress::observer(!cli.quiet),
         );
     }

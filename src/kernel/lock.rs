@@ -119,24 +119,36 @@ impl RunLock {
 /// is not held; where the table cannot be read, the pid the holder wrote in the lock file is
 /// looked up instead.
 pub fn is_held(path: &Path) -> bool {
+    held_in_table(path).unwrap_or_else(|| holder_in_file_is_conductor(path))
+}
+
+/// Whether the kernel's table of locks shows the lock held; `None` when the table cannot be
+/// read (only then may a pid stand in for it).
+fn held_in_table(path: &Path) -> Option<bool> {
     use std::os::unix::fs::MetadataExt;
     let Ok(metadata) = std::fs::metadata(path) else {
-        return false;
+        return Some(false);
     };
-    let Ok(table) = std::fs::read_to_string("/proc/locks") else {
-        let pid = crate::artifacts::safe_files::read_regular_text(path).unwrap_or_default();
-        return pid.trim().parse().is_ok_and(is_conductor);
-    };
+    let table = std::fs::read_to_string(LOCK_TABLE).ok()?;
     // `1: FLOCK  ADVISORY  WRITE 21206 fe:00:10010786 0 EOF`: device and inode last.
     let inode = metadata.ino().to_string();
-    table.lines().any(|line| {
+    Some(table.lines().any(|line| {
         let fields: Vec<&str> = line.split_whitespace().collect();
         fields.get(1) == Some(&"FLOCK")
             && fields
                 .get(5)
                 .and_then(|place| place.rsplit(':').next())
                 .is_some_and(|found| found == inode)
-    })
+    }))
+}
+
+/// The kernel's table of locks.
+const LOCK_TABLE: &str = "/proc/locks";
+
+/// Whether the pid the holder wrote in the lock file is a live `tnh-conductor`.
+fn holder_in_file_is_conductor(path: &Path) -> bool {
+    let pid = crate::artifacts::safe_files::read_regular_text(path).unwrap_or_default();
+    pid.trim().parse().is_ok_and(is_conductor)
 }
 
 /// Whether process `pid` is alive and runs `tnh-conductor` (a pid the kernel gave to another
@@ -151,14 +163,21 @@ fn is_conductor(pid: u32) -> bool {
         .is_some_and(|name| name.as_bytes().starts_with(b"tnh-conductor"))
 }
 
-/// A status as it stands: one that says `running` while no process holds the run's lock (nor
-/// is its recorded driver a live `tnh-conductor`) was left by a driver that was killed, and is
-/// `blocked` until resumed. (A pid alone does not decide: it may have been reused.)
+/// A status as it stands: one that says `running` while no process holds the run's lock was
+/// left by a driver that was killed, and is `blocked` until resumed. The kernel's table of
+/// locks decides; the pids (the lock file's, `status.json`'s) are looked at only where that
+/// table cannot be read, since a pid alone may have been given to another process since —
+/// another `tnh-conductor` among them.
 pub fn checked_status(run_dir: &RunDir, mut status: RunStatus) -> RunStatus {
-    if status.lifecycle_state == LifecycleState::Running
-        && !is_held(&run_dir.lock())
-        && !status.pid.is_some_and(is_conductor)
-    {
+    if status.lifecycle_state != LifecycleState::Running {
+        return status;
+    }
+    let lock = run_dir.lock();
+    let driven = match held_in_table(&lock) {
+        Some(held) => held,
+        None => holder_in_file_is_conductor(&lock) || status.pid.is_some_and(is_conductor),
+    };
+    if !driven {
         status.lifecycle_state = LifecycleState::Blocked;
         status.pid = None;
         status.reason =

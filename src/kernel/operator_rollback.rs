@@ -2,8 +2,11 @@
 //! semantics, done from outside the driver, as part of the run's record.
 //!
 //! It holds the run lock, so it never races a process driving the run (nor a `resume` or a
-//! gate decision). The rollback record is kept as `rollbacks/<n>.json` and announced by a
-//! `rollback_completed` event (`"by": "operator"`, no step). A run that will continue (waiting
+//! gate decision). Before the worktree is reset, a `rollback_started` event records the target,
+//! the snapshot and the worktree's HEAD commit and file tree, so a rollback killed part-way
+//! leaves what it was undoing in the run's record, and the next rollback's record names that
+//! attempt (`interrupted_attempt`). The rollback record is kept as `rollbacks/<n>.json` and
+//! announced by a `rollback_completed` event (`"by": "operator"`, no step). A run that will continue (waiting
 //! at a gate, or stopped between two steps) is checkpointed with the rolled-back worktree as
 //! its fingerprint, so `resume` continues from it instead of refusing it as drift, and a
 //! policy violation stops making EVALUATE `unsafe`, as after a ROLLBACK step. A run stopped in
@@ -18,7 +21,9 @@ use std::path::{Path, PathBuf};
 
 use crate::artifacts::{EventLog, EventType, RunDir, read_json, write_json_atomic, write_json_new};
 use crate::workspace::runs::load_run;
-use crate::workspace::{RollbackRecord, RollbackTarget, Workspace};
+use crate::workspace::{
+    InterruptedRollback, RollbackRecord, RollbackStart, RollbackTarget, Workspace,
+};
 
 use super::lock::RunLock;
 use super::recorder::payload;
@@ -87,7 +92,13 @@ pub fn rollback_run(
         });
     }
     let (workspace, recreated) = Workspace::open_or_recreate(&entry.record)?;
-    let record = workspace.rollback(target)?;
+    // What is about to be undone is recorded before anything is reset: a rollback killed
+    // part-way leaves it in the record, and the next one says so.
+    let mut events = EventLog::open(&run_dir.events(), run_id)?;
+    let interrupted_attempt = interrupted_attempt(&run_dir)?;
+    let mut record =
+        workspace.rollback_announced(target, |start| record_start(&mut events, target, start))?;
+    record.interrupted_attempt = interrupted_attempt;
     let record_file = save_record(&run_dir, &record)?;
 
     let checkpoint_before = state.as_ref().and_then(|state| state.fingerprint.clone());
@@ -122,7 +133,6 @@ pub fn rollback_run(
         None => AfterRollback::NotStarted,
     };
     // The event is durable before the checkpoint that accounts for it.
-    let mut events = EventLog::open(&run_dir.events(), run_id)?;
     let cleared = match &after {
         AfterRollback::Continues {
             violation_cleared, ..
@@ -140,6 +150,13 @@ pub fn rollback_run(
             serde_json::to_value(&checkpoint_before).unwrap_or_default(),
         ),
     ]);
+    let mut fields = fields;
+    if let Some(attempt) = &record.interrupted_attempt {
+        fields.insert(
+            "interrupted_attempt".into(),
+            serde_json::to_value(attempt).unwrap_or_default(),
+        );
+    }
     events.append(EventType::RollbackCompleted, None, fields)?;
     events.sync()?;
     if let (Some(state), AfterRollback::Continues { .. }) = (&mut state, &after) {
@@ -154,6 +171,59 @@ pub fn rollback_run(
         branch: entry.record.branch.clone(),
         run: after,
     })
+}
+
+/// Records `rollback_started`, durably, before the worktree is reset: the target, the snapshot,
+/// and the worktree's HEAD commit and the tree of its files (kept in git's objects), which a
+/// killed rollback would otherwise leave recorded nowhere.
+fn record_start(
+    events: &mut EventLog,
+    target: RollbackTarget,
+    start: &RollbackStart<'_>,
+) -> Result<(), RunError> {
+    let fields = payload([
+        ("target", target.as_str().into()),
+        ("by", "operator".into()),
+        ("snapshot", start.snapshot.reference.clone().into()),
+        ("snapshot_commit", start.snapshot.commit.clone().into()),
+        ("head_before", start.head_before.into()),
+        ("tree_before", start.tree_before.into()),
+    ]);
+    events.append(EventType::RollbackStarted, None, fields)?;
+    events.sync()?;
+    Ok(())
+}
+
+/// The operator's last rollback of the run that was recorded as started and never completed
+/// (killed part-way), if any.
+fn interrupted_attempt(run_dir: &RunDir) -> Result<Option<InterruptedRollback>, RunError> {
+    let events = EventLog::read_all(&run_dir.events())?;
+    let by_operator = |event: &&crate::artifacts::Event| event.text("by") == Some("operator");
+    let Some(started) = events
+        .iter()
+        .rev()
+        .filter(by_operator)
+        .find(|event| event.event_type == EventType::RollbackStarted)
+    else {
+        return Ok(None);
+    };
+    let completed = events
+        .iter()
+        .filter(by_operator)
+        .any(|event| event.event_type == EventType::RollbackCompleted && event.seq > started.seq);
+    if completed {
+        return Ok(None);
+    }
+    Ok(Some(InterruptedRollback {
+        started_seq: started.seq,
+        started_at: started.timestamp.clone(),
+        target: started
+            .text("target")
+            .and_then(|target| target.parse().ok())
+            .unwrap_or(RollbackTarget::PreRun),
+        head_before: started.text("head_before").unwrap_or_default().to_owned(),
+        tree_before: started.text("tree_before").map(str::to_owned),
+    }))
 }
 
 /// Saves the record as the next `rollbacks/<n>.json` and returns that path, relative to the

@@ -22,7 +22,10 @@ use crate::runner::Cancellation;
 use crate::workflow::diagnostic::Diagnostic;
 use crate::workflow::load::check_file;
 use crate::workflow::model::{Opcode, Workflow};
-use crate::workspace::{Fingerprint, GUARD_STATE_FILE, RollbackTarget, Workspace, WorkspaceError};
+use crate::workspace::{
+    Fingerprint, GUARD_STATE_FILE, GuardReport, GuardScope, RollbackTarget, Workspace,
+    WorkspaceError,
+};
 
 /// The default parent of run directories.
 pub const DEFAULT_ARTIFACTS_ROOT: &str = ".tnh/run/";
@@ -152,6 +155,21 @@ pub enum RunError {
         /// Its visit.
         visit: u32,
     },
+    /// Refs or git configuration of the repository changed since the step (an agent or a
+    /// validation, whose guard state was saved) the run stopped in started: by its process
+    /// before it was killed, or by the operator since — the
+    /// guard cannot tell which. Refused before anything is written or put back.
+    #[error("run `{run_id}` stopped in the middle of step `{step_id}` (visit {visit}), and the repository changed since that step started:{}\nthese may be the step's (its agent or validator ran until it was killed) or yours since", changes.iter().map(|change| format!("\n  - {change}")).collect::<String>())]
+    RepositoryChanged {
+        /// The run.
+        run_id: String,
+        /// The step.
+        step_id: String,
+        /// Its visit.
+        visit: u32,
+        /// Each change: `REF (CLASS): BEFORE → NOW`, or a git configuration file that changed.
+        changes: Vec<String>,
+    },
     /// The workflow file the run was started from is no longer where it was.
     #[error("run `{run_id}` was started from the workflow `{}`, which is gone", path.display())]
     WorkflowGone {
@@ -180,6 +198,7 @@ impl RunError {
             | RunError::Prompt(_)
             | RunError::Drift { .. }
             | RunError::StepInProgress { .. }
+            | RunError::RepositoryChanged { .. }
             | RunError::StateMissing { .. }
             | RunError::UnknownPlanner { .. }
             | RunError::WorkflowGone { .. }
@@ -244,6 +263,7 @@ impl RunError {
             }
             RunError::StepRemoved { run_id, step_id, file, .. } => Some(format!("nothing was changed; restore step `{step_id}` in `{file}` (or the file as the run started with it: its SHA-256 is `workflow_sha256` in metadata.json), then `tnh-conductor resume {run_id}` again; the run stays resumable")),
             RunError::PinnedModule { run_id, file, .. } => Some(format!("nothing was changed; put the copy back (the run directory's `scripts/` holds the text of `{file}` as the run started; `git show BASE_SHA:{file}` gives it when it was committed), then resume again, or start a new run; the evidence of `{run_id}` stays in its directory")),
+            RunError::RepositoryChanged { run_id, .. } => Some(format!("nothing was changed or put back; if they are yours, `tnh-conductor resume {run_id} --accept-drift` keeps them as they are (recorded as a `repository_changes_kept` event); if they are the step's, `tnh-conductor resume {run_id} --put-back` puts them back as they were when the step started (recorded as policy violations of the interrupted visit)")),
             RunError::StepInProgress { run_id, .. } => Some(format!("`tnh-conductor resume {run_id}` puts that step's snapshot back and runs it again; roll back when the run waits at a gate or has ended")),
             RunError::Gate(super::gate::GateError::NotWaiting { .. }) => Some("list waiting gates with `tnh-conductor gate list`".into()),
             RunError::Gate(super::gate::GateError::DiedAtGate { run_id, .. }) => Some(format!("nothing was decided; `tnh-conductor resume {run_id}` requests the gate again (as a new visit), then decide it")),
@@ -285,6 +305,24 @@ pub struct RunSummary {
     pub worktree: PathBuf,
     /// How the drive ended.
     pub end: RunEnd,
+}
+
+/// What `resume` does with repository-wide changes — protected and operator branches, tags,
+/// stash, notes and replace refs, other runs' refs, git configuration files: anything the
+/// guard puts back — found since the step (an agent step or a validation) the run stopped in
+/// started. Its agent or validator may have made them before it was killed, or the operator
+/// since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RepositoryChanges {
+    /// Refuse, listing them (the default): nothing is changed until the operator decides.
+    #[default]
+    Refuse,
+    /// Keep them as the operator's (`--accept-drift`): left as they are, listed in a
+    /// `repository_changes_kept` event.
+    Keep,
+    /// Put them back as the agent's (`--put-back`): recorded as policy violations of the
+    /// interrupted visit.
+    PutBack,
 }
 
 /// A validated workflow with what a run needs around it.
@@ -809,6 +847,7 @@ pub fn resume_run(
     run_id: &str,
     config: Config,
     accept_drift: bool,
+    repository: RepositoryChanges,
     observer: Option<super::recorder::Observer>,
 ) -> Result<RunSummary, RunError> {
     // Before any work: a signal while the interrupted visit is recovered (orphans killed, its
@@ -899,6 +938,20 @@ pub fn resume_run(
             recreated,
         });
     }
+    // Refs and git configuration changed since the interrupted step started: refused
+    // (nothing written, nothing put back) until the operator says whose they are.
+    if repository == RepositoryChanges::Refuse
+        && let Some((step_id, visit, found)) =
+            repository_changes_of_interrupted_visit(&run_dir, &workspace, &state, &events)?
+        && !found.is_clean()
+    {
+        return Err(RunError::RepositoryChanged {
+            run_id: run_id.to_owned(),
+            step_id,
+            visit,
+            changes: describe_repository_changes(&found),
+        });
+    }
     // A gate decision recorded by a process that died before taking its route stands (its
     // events follow the checkpoint, so this comes before anything else is recorded).
     super::gate::finish_interrupted_decision(&mut recorder, &mut state)?;
@@ -931,6 +984,7 @@ pub fn resume_run(
         &workspace,
         &mut recorder,
         &mut state,
+        repository,
     )?;
     recorder.commit(&mut state, None)?;
     if super::gate::resolve_if_timed_out(&mut recorder, &mut state)? {
@@ -1326,6 +1380,7 @@ fn recover_interrupted_visit(
     workspace: &Workspace,
     recorder: &mut Recorder,
     state: &mut RunState,
+    repository: RepositoryChanges,
 ) -> Result<(), RunError> {
     let Phase::Running { step_id, visit } = state.phase.clone() else {
         return Ok(());
@@ -1415,6 +1470,7 @@ fn recover_interrupted_visit(
         recorder,
         (&step_id, visit),
         &mut fields,
+        repository,
     )?;
     if own_snapshot_is_latest(workspace, state, &step_id, visit)? {
         let record = workspace.rollback(RollbackTarget::PreStep)?;
@@ -1521,20 +1577,50 @@ fn record_interrupted_manifest(
 /// `policy_violation` events of the interrupted visit, by the rules that need no policy
 /// (protected refs, the operator's HEAD and checkout — the latter as `operator_checkout` in
 /// the configuration says).
+///
+/// With [`RepositoryChanges::Keep`] (`resume --accept-drift`), the repository-wide changes
+/// found now (once the visit's orphans are gone) are the operator's: listed in a
+/// `repository_changes_kept` event and left as they are; the guard then checks only the run's
+/// own refs and worktree (and reports the operator's HEAD and checkout). Otherwise —
+/// `--put-back`, or nothing changed when `resume` looked — everything is checked and put back.
 fn check_interrupted_agent(
     workspace: &Workspace,
     operator_checkout: OperatorCheckout,
     recorder: &mut Recorder,
     (step_id, visit): (&str, u32),
     fields: &mut Payload,
+    repository: RepositoryChanges,
 ) -> Result<(), RunError> {
     let saved = recorder
         .run_dir()
         .visit_dir(step_id, visit)
         .join(GUARD_STATE_FILE);
-    let Some(guard) = workspace.load_guard(&saved)? else {
+    let Some(mut guard) = workspace.load_guard(&saved)? else {
         return Ok(());
     };
+    let kept = match repository {
+        RepositoryChanges::Keep => Some(guard.compare()?).filter(|found| !found.is_clean()),
+        RepositoryChanges::Refuse | RepositoryChanges::PutBack => None,
+    };
+    if let Some(kept) = kept {
+        let changes = payload([
+            (
+                "ref_changes",
+                serde_json::to_value(&kept.ref_changes).unwrap_or_default(),
+            ),
+            (
+                "git_config_changed",
+                serde_json::to_value(&kept.git_config_changed).unwrap_or_default(),
+            ),
+            ("by", "operator".into()),
+        ]);
+        recorder.event(
+            EventType::RepositoryChangesKept,
+            Some((step_id, visit)),
+            changes,
+        )?;
+        guard = guard.with_scope(GuardScope::RunOwn);
+    }
     let report = guard.verify()?;
     fields.insert(
         "guard_report".into(),
@@ -1555,6 +1641,63 @@ fn check_interrupted_agent(
         recorder.event(EventType::PolicyViolation, Some((step_id, visit)), fields)?;
     }
     Ok(crate::opcode::remove_guard_state(&saved)?)
+}
+
+/// The repository-wide changes since the visit the run stopped in started (compared
+/// with the guard state it saved; nothing written), with the visit; `None` when the run did
+/// not stop in a visit still to be checked (no saved guard state, or the visit's end
+/// or its interruption already recorded).
+fn repository_changes_of_interrupted_visit(
+    run_dir: &RunDir,
+    workspace: &Workspace,
+    state: &RunState,
+    events: &[crate::artifacts::Event],
+) -> Result<Option<(String, u32, GuardReport)>, RunError> {
+    let Phase::Running { step_id, visit } = &state.phase else {
+        return Ok(None);
+    };
+    let settled = events.iter().any(|event| {
+        matches!(
+            event.event_type,
+            EventType::StepCompleted | EventType::StepInterrupted
+        ) && event.step_id.as_deref() == Some(step_id.as_str())
+            && event.visit == Some(*visit)
+    });
+    if settled {
+        return Ok(None);
+    }
+    let saved = run_dir.visit_dir(step_id, *visit).join(GUARD_STATE_FILE);
+    let Some(guard) = workspace.load_guard(&saved)? else {
+        return Ok(None);
+    };
+    Ok(Some((step_id.clone(), *visit, guard.compare()?)))
+}
+
+/// One line per repository-wide change: `REF (CLASS): BEFORE → NOW`, or the git
+/// configuration file that changed.
+fn describe_repository_changes(report: &GuardReport) -> Vec<String> {
+    let value = |value: &Option<String>| {
+        value
+            .as_deref()
+            .map_or_else(|| "(none)".to_owned(), |value| short(value).to_owned())
+    };
+    let refs = report.ref_changes.iter().map(|change| {
+        let class = serde_json::to_value(change.class)
+            .ok()
+            .and_then(|class| class.as_str().map(|class| class.replace('_', " ")))
+            .unwrap_or_default();
+        format!(
+            "`{}` ({class}): {} → {}",
+            change.refname,
+            value(&change.before),
+            value(&change.after)
+        )
+    });
+    let files = report
+        .git_config_changed
+        .iter()
+        .map(|file| format!("git configuration file `{file}` changed"));
+    refs.chain(files).collect()
 }
 
 fn take_recorded_route(

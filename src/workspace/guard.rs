@@ -31,8 +31,10 @@ use super::worktree::Workspace;
 
 mod beside;
 mod foreign;
+mod scope;
 pub use beside::LeftForRun;
 pub use foreign::RunActivity;
+pub use scope::Scope;
 
 /// How `git_config_changed` names the worktree's `.git` file.
 pub const GIT_LINK: &str = ".git (the worktree's link to its repository)";
@@ -309,6 +311,8 @@ pub struct RefGuard {
     checkout: CheckoutState,
     /// The scratch index as the conductor left it before the step.
     scratch: Option<FileIdentity>,
+    /// What a check compares and writes back ([`Scope`]).
+    scope: Scope,
 }
 
 impl Workspace {
@@ -350,6 +354,7 @@ impl Workspace {
                 &self.common_dir,
             )?,
             scratch: FileIdentity::of(&self.scratch_index()),
+            scope: Scope::Everything,
         };
         let listing = guard.list_refs()?;
         guard.worktree_head = match head_commit(&guard.workspace.read_head(), &listing.resolved) {
@@ -421,6 +426,7 @@ impl Workspace {
                 .map(|entry| (entry.path.into(), (entry.status.into(), entry.identity)))
                 .collect(),
             scratch: state.scratch_index,
+            scope: Scope::Everything,
         })
     }
 }
@@ -655,13 +661,18 @@ impl RefGuard {
         before: Option<&String>,
         now: Option<&String>,
     ) -> Result<(), WorkspaceError> {
-        self.restore_ref(name, before)?;
+        let Some(restore) = self.scope.of_ref(self.is_own_ref(name)) else {
+            return Ok(());
+        };
+        if restore {
+            self.restore_ref(name, before)?;
+        }
         report.ref_changes.push(RefChange {
             refname: name.to_owned(),
             class,
             before: before.cloned(),
             after: now.cloned(),
-            restored: true,
+            restored: restore,
         });
         Ok(())
     }
@@ -787,13 +798,19 @@ impl RefGuard {
                 .files
                 .get(&path)
                 .is_some_and(|before| before.as_deref() == Some(NOT_A_REGULAR_FILE));
+            let own = path.starts_with(&self.workspace.worktree_git_dir);
+            let Some(restore) = self.scope.of_ref(own) else {
+                continue;
+            };
             if recorded_special {
                 continue;
             }
-            let mut changed = self.restore_link(&path)?;
+            // A check that only compares (`resume` asking the operator first) still removes
+            // what would hang git, and nothing else.
+            let mut changed = restore && self.restore_link(&path)?;
             if let Ok(metadata) = path.symlink_metadata() {
                 let kind = metadata.file_type();
-                if kind.is_dir() {
+                if kind.is_dir() && restore {
                     std::fs::remove_dir_all(&path)
                         .map_err(|source| WorkspaceError::io("remove", &path, source))?;
                     changed = true;
@@ -818,16 +835,24 @@ impl RefGuard {
         let mut paths: BTreeSet<PathBuf> = self.files.keys().cloned().collect();
         paths.extend(self.guarded_files()?);
         for path in paths {
+            let own = path.starts_with(&self.workspace.worktree_git_dir);
+            let Some(restore) = self.scope.of_ref(own) else {
+                continue;
+            };
             // The link first (a file the agent replaced by a symlink to another of the
             // operator's files must not be written through), then the contents.
-            let link_changed = self.restore_link(&path)?;
+            let link_changed = if restore {
+                self.restore_link(&path)?
+            } else {
+                std::fs::read_link(&path).ok().as_ref() != self.links.get(&path)
+            };
             let before = match &settled {
                 Some((settled, contents)) if *settled == path => Some(contents.clone()),
                 _ => self.files.get(&path).cloned().flatten(),
             };
             let now = read_optional(&path)?;
             let contents_changed = now != before;
-            if contents_changed {
+            if contents_changed && restore {
                 write_optional(&path, before.as_deref())?;
             }
             let name = self.display_name(&path);

@@ -33,6 +33,7 @@ pub use capture::{
     diffstat_of, workspace_status_schema,
 };
 pub use error::WorkspaceError;
+pub use guard::Scope as GuardScope;
 pub use guard::{
     ALWAYS_PROTECTED, Bytes, Checked, CheckoutEntry, GIT_LINK, GUARD_STATE_FILE,
     GUARD_STATE_SCHEMA_VERSION, GuardReport, GuardState, GuardedFile, LeftForRun, RefChange,
@@ -40,7 +41,8 @@ pub use guard::{
 };
 pub use operator_checkout::FileIdentity;
 pub use rollback::{
-    ROLLBACK_RECORD_SCHEMA_VERSION, RollbackRecord, RollbackTarget, rollback_record_schema,
+    InterruptedRollback, ROLLBACK_RECORD_SCHEMA_VERSION, RollbackRecord, RollbackStart,
+    RollbackTarget, rollback_record_schema,
 };
 pub use snapshot::{Fingerprint, Snapshot, refs_prefix};
 pub use worktree::{Workspace, WorkspaceRecord, work_branch_name};

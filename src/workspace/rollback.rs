@@ -91,12 +91,64 @@ pub struct RollbackRecord {
     /// remove what they hold. Absent when there were none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub access_restored: Vec<String>,
+    /// An earlier rollback of the run by the operator that started (its `rollback_started`
+    /// event is recorded) but never completed — killed, possibly after it had reset the
+    /// worktree, so that `before` and `head_before` here may show less than was undone.
+    /// Absent when there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_attempt: Option<InterruptedRollback>,
+}
+
+/// What a rollback is about to undo, before it resets anything.
+#[derive(Debug, Clone, Copy)]
+pub struct RollbackStart<'a> {
+    /// The snapshot it goes back to.
+    pub snapshot: &'a Snapshot,
+    /// The worktree's HEAD commit (empty: HEAD named no commit).
+    pub head_before: &'a str,
+    /// The tree of the worktree's files, written to git's objects (`None`: it could not be).
+    pub tree_before: Option<&'a str>,
+}
+
+/// A rollback that was recorded as started (`rollback_started`) and never completed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct InterruptedRollback {
+    /// The sequence number of its `rollback_started` event.
+    pub started_seq: u64,
+    /// When it started (RFC 3339 UTC).
+    pub started_at: String,
+    /// Its target.
+    pub target: RollbackTarget,
+    /// The worktree's HEAD commit when it started (empty: HEAD named no commit).
+    pub head_before: String,
+    /// The tree of the worktree's files when it started (`null`: it could not be computed):
+    /// `git -C WORKTREE checkout TREE -- .` gets them back while git keeps the object.
+    pub tree_before: Option<String>,
 }
 
 impl Workspace {
     /// Rolls the worktree back to `target`.
     pub fn rollback(&self, target: RollbackTarget) -> Result<RollbackRecord, WorkspaceError> {
-        let snapshot = match target {
+        let snapshot = self.rollback_snapshot(target)?;
+        type Silent = fn(&RollbackStart<'_>) -> Result<(), WorkspaceError>;
+        self.rollback_to(target, snapshot, None::<Silent>)
+    }
+
+    /// [`rollback`](Self::rollback), calling `announce` with what it is about to undo once it
+    /// has scanned the worktree and before it resets anything: an error from it stops the
+    /// rollback with nothing reset.
+    pub fn rollback_announced<E: From<WorkspaceError>>(
+        &self,
+        target: RollbackTarget,
+        announce: impl FnOnce(&RollbackStart<'_>) -> Result<(), E>,
+    ) -> Result<RollbackRecord, E> {
+        let snapshot = self.rollback_snapshot(target)?;
+        self.rollback_to(target, snapshot, Some(announce))
+    }
+
+    /// The snapshot a rollback to `target` goes back to.
+    pub fn rollback_snapshot(&self, target: RollbackTarget) -> Result<Snapshot, WorkspaceError> {
+        Ok(match target {
             RollbackTarget::PreRun => self.pre_run()?,
             RollbackTarget::PreStep => {
                 self.latest_pre_step()?
@@ -105,15 +157,23 @@ impl Workspace {
                         target: target.as_str().to_owned(),
                     })?
             }
-        };
-        self.rollback_to(target, snapshot)
+        })
     }
 
-    fn rollback_to(
+    /// The worktree's HEAD commit; empty when HEAD names none (an agent may have left it on a
+    /// deleted branch, which a rollback repairs).
+    pub fn head_commit(&self) -> String {
+        self.git
+            .text(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+            .unwrap_or_default()
+    }
+
+    fn rollback_to<E: From<WorkspaceError>>(
         &self,
         target: RollbackTarget,
         snapshot: Snapshot,
-    ) -> Result<RollbackRecord, WorkspaceError> {
+        announce: Option<impl FnOnce(&RollbackStart<'_>) -> Result<(), E>>,
+    ) -> Result<RollbackRecord, E> {
         // The worktree as it is, hashed into git's objects: what the rollback undoes. (Git
         // is told where the repository is, so a rewritten `.git` file is put back after.)
         let Scratch {
@@ -123,10 +183,17 @@ impl Workspace {
         } = self.refresh_scratch_index()?;
         self.repair_git_link()?;
         // An agent may have left HEAD on a deleted branch; that is what rollback repairs.
-        let head_before = self
-            .git
-            .text(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
-            .unwrap_or_default();
+        let head_before = self.head_commit();
+        if let Some(announce) = announce {
+            // The files as they are, as a tree in git's objects (one `write-tree` of the
+            // index just refreshed).
+            let tree_before = scratch.text(["write-tree"]).ok();
+            announce(&RollbackStart {
+                snapshot: &snapshot,
+                head_before: &head_before,
+                tree_before: tree_before.as_deref(),
+            })?;
+        }
         // Its line counts come from those objects alone, so they are counted while git resets
         // the worktree; the scratch index is left alone until both are done.
         let (before, reset) = std::thread::scope(|scope| {
@@ -178,6 +245,7 @@ impl Workspace {
             before,
             after,
             access_restored,
+            interrupted_attempt: None,
         })
     }
 

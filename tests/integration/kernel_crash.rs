@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::kernel_support::{RunRepo, assert_contiguous, event_types, first_event};
+use crate::kernel_support::{RunRepo, assert_contiguous, event_types, first_event, real_git};
 use crate::support::{conductor, git_in, stderr_text};
 
 /// The tree of a worktree's files (untracked included), without touching its index.
@@ -362,6 +362,52 @@ fn a_lost_status_file_reads_as_blocked_and_resume_rewrites_it() {
     assert_eq!(rewritten["lifecycle_state"], "completed");
 }
 
+/// Review 3, defect 5: a killed run showed as `running` in `status`, `runs list` and
+/// `journal` whenever the pid in its `status.json` belonged to a live `tnh-conductor` process
+/// (another run's driver, a `status --watch`, which can be given the dead driver's pid), even
+/// though the kernel's lock table showed nobody holding the run's lock. The pid now counts only
+/// when that table cannot be read.
+#[test]
+fn a_killed_run_whose_pid_went_to_another_conductor_reads_as_blocked() {
+    let reference = uninterrupted(CRASH);
+    let kill_at = seq_of(&reference.events, "step_started", 1);
+    let (repo, run_id) = killed_at(CRASH, kill_at);
+    // A live process named `tnh-conductor` that does not hold the run's lock: a copy of
+    // `sleep` under that name, waiting until it is killed.
+    let bin = repo.path().join(".git/other-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let other = bin.join("tnh-conductor");
+    let sleep = ["/bin/sleep", "/usr/bin/sleep"]
+        .into_iter()
+        .find(|path| Path::new(path).is_file())
+        .expect("sleep");
+    std::fs::copy(sleep, &other).unwrap();
+    let mut other = std::process::Command::new(&other)
+        .arg("600")
+        .spawn()
+        .unwrap();
+    let status_file = repo.run_dir(&run_id).join("status.json");
+    let mut recorded: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&status_file).unwrap()).unwrap();
+    assert_eq!(recorded["lifecycle_state"], "running", "{recorded}");
+    recorded["pid"] = other.id().into();
+    std::fs::write(&status_file, recorded.to_string()).unwrap();
+
+    let status = repo.conductor(&["status", "--json", &run_id]);
+    let listed = repo.conductor(&["runs", "list", "--json"]);
+    let _ = other.kill();
+    let _ = other.wait();
+
+    assert_eq!(status.status.code(), Some(0), "{}", stderr_text(&status));
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["lifecycle_state"], "blocked", "{status}");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains(&run_id) && listed.contains("blocked") && !listed.contains("running"),
+        "{listed}"
+    );
+}
+
 #[test]
 fn resume_records_a_workflow_file_that_changed_since_the_run_started() {
     let reference = uninterrupted(CRASH);
@@ -430,12 +476,106 @@ fn resume_records_a_configuration_that_changed_since_the_run_started() {
     );
 }
 
-/// The git on `PATH`.
-fn real_git() -> std::path::PathBuf {
-    std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|dir| dir.join("git"))
-        .find(|path| path.is_file())
-        .expect("git on PATH")
+/// Review 3, defect 1: `resume` of a run killed in an agent step checked the visit against the
+/// guard state saved when the dead step started, so the operator's own work since the kill — a
+/// commit on `main`, a new tag, a git configuration edit — was "put back" as the agent's
+/// (`main` rewound under the operator's checkout, the tag deleted) and the run went on to exit
+/// 0. Now `resume` refuses (exit 2), listing the changes and changing nothing; with
+/// `--accept-drift` they are kept as the operator's and listed in a `repository_changes_kept`
+/// event.
+#[test]
+fn resume_refuses_repository_changes_made_since_a_killed_agent_step_and_keeps_them_when_accepted() {
+    let reference = uninterrupted(CRASH);
+    let (repo, run_id) = killed_at(CRASH, seq_of(&reference.events, "runner_started", 1));
+    let saved = repo
+        .run_dir(&run_id)
+        .join("artifacts/extend/1/guard_state.json");
+    assert!(saved.is_file(), "killed while the agent step runs");
+    // The operator's work in their own checkout while the run is stopped.
+    let main_before = repo.repo.git(&["rev-parse", "main"]);
+    repo.repo.write("morning.txt", "the operator's work\n");
+    repo.repo.git(&["add", "morning.txt"]);
+    repo.repo.git(&["commit", "-qm", "operator: morning work"]);
+    repo.repo.git(&["tag", "v1.0"]);
+    repo.repo.git(&["config", "operator.setting", "yes"]);
+    let main = repo.repo.git(&["rev-parse", "main"]);
+    assert_ne!(main, main_before);
+    let events_before = repo.events(&run_id).len();
+
+    let refused = repo.conductor(&["resume", &run_id]);
+
+    let stderr = stderr_text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    for listed in [
+        format!(
+            "`refs/heads/main` (protected branch): {}",
+            &main_before[..12]
+        ),
+        format!("`refs/tags/v1.0` (tag): (none) → {}", &main[..12]),
+        "git configuration file `config` changed".to_owned(),
+        "--accept-drift".to_owned(),
+        "--put-back".to_owned(),
+    ] {
+        assert!(stderr.contains(&listed), "{listed:?} not in {stderr}");
+    }
+    assert_eq!(repo.repo.git(&["rev-parse", "main"]), main, "nothing moved");
+    assert_eq!(repo.repo.git(&["rev-parse", "v1.0"]), main);
+    assert_eq!(repo.repo.git(&["config", "operator.setting"]), "yes");
+    assert_eq!(
+        repo.events(&run_id).len(),
+        events_before,
+        "nothing recorded"
+    );
+    assert!(saved.is_file(), "the visit is still to be checked");
+
+    let accepted = repo.conductor(&["resume", "--accept-drift", &run_id]);
+
+    assert_eq!(
+        accepted.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&accepted)
+    );
+    assert_eq!(repo.repo.git(&["rev-parse", "main"]), main, "main kept");
+    assert_eq!(repo.repo.git(&["rev-parse", "v1.0"]), main, "tag kept");
+    assert_eq!(repo.repo.git(&["config", "operator.setting"]), "yes");
+    assert_eq!(
+        repo.repo
+            .git(&["status", "--porcelain", "--", "morning.txt"]),
+        "",
+        "the operator's checkout agrees with its HEAD"
+    );
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let kept = first_event(&events, "repository_changes_kept");
+    assert_eq!(
+        (&kept["step_id"], &kept["visit"]),
+        (&"extend".into(), &1.into())
+    );
+    let refs: Vec<&str> = kept["ref_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|change| change["refname"].as_str().unwrap())
+        .collect();
+    assert_eq!(refs, ["refs/heads/main", "refs/tags/v1.0"], "{kept}");
+    assert_eq!(kept["git_config_changed"], serde_json::json!(["config"]));
+    assert!(
+        !events
+            .iter()
+            .any(|event| event["event_type"] == "policy_violation"),
+        "the operator's changes were charged to the agent"
+    );
+    let interrupted = first_event(&events, "step_interrupted");
+    assert_eq!(
+        interrupted["guard_report"]["ref_changes"],
+        serde_json::json!([]),
+        "{interrupted}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        reference.final_state
+    );
 }
 
 /// When the conductor is killed during `git worktree add`: before git made anything, or once
@@ -835,20 +975,11 @@ fn a_signal_during_the_recovery_of_resume_ends_it_130_resumable() {
 /// A `PATH` whose `git` runs `during` (a shell snippet) when asked for `git worktree add`,
 /// then the real git; the folder holding it.
 fn git_on_path_doing(repo: &RunRepo, during: &str) -> std::ffi::OsString {
-    let bin = repo.path().join(".git/fake-bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let real = real_git();
-    let script = format!(
-        "#!/bin/sh\nif [ \"$1\" = worktree ] && [ \"$2\" = add ]; then\n  {during}\nfi\nexec \"{}\" \"$@\"\n",
-        real.display()
-    );
-    let git = bin.join("git");
-    std::fs::write(&git, script).unwrap();
-    std::fs::set_permissions(&git, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    std::env::join_paths(
-        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    crate::kernel_support::git_on_path_when(
+        repo,
+        "[ \"$1\" = worktree ] && [ \"$2\" = add ]",
+        during,
     )
-    .unwrap()
 }
 
 /// SIGTERM while `run` creates the worktree (`git worktree add` running) no longer kills the

@@ -120,3 +120,31 @@ pub fn first_event<'a>(events: &'a [serde_json::Value], event_type: &str) -> &'a
         .find(|event| event["event_type"] == event_type)
         .unwrap_or_else(|| panic!("no {event_type} event in {:?}", event_types(events)))
 }
+
+/// The git on `PATH`.
+pub fn real_git() -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|dir| dir.join("git"))
+        .find(|path| path.is_file())
+        .expect("git on PATH")
+}
+
+/// A `PATH` whose `git` runs `during` (a shell snippet; `$REAL_GIT` is the real git) when
+/// `condition` (a shell condition over its arguments) holds, then the real git; the folder
+/// holding it is inside the repository's `.git`, where the operator's checkout does not see it.
+pub fn git_on_path_when(repo: &RunRepo, condition: &str, during: &str) -> std::ffi::OsString {
+    let bin = repo.path().join(".git/fake-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let real = real_git();
+    let script = format!(
+        "#!/bin/sh\nREAL_GIT=\"{}\"\nif {condition}; then\n  {during}\nfi\nexec \"$REAL_GIT\" \"$@\"\n",
+        real.display()
+    );
+    let git = bin.join("git");
+    std::fs::write(&git, script).unwrap();
+    std::fs::set_permissions(&git, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap()
+}

@@ -355,9 +355,106 @@ fn a_rollback_of_an_ended_run_is_recorded_after_its_end_and_leaves_its_state() {
     assert_contiguous(&events);
     let types = event_types(&events);
     assert_eq!(
-        types[types.len() - 2..],
-        ["run_completed".to_owned(), "rollback_completed".to_owned()]
+        types[types.len() - 3..],
+        ["run_completed", "rollback_started", "rollback_completed"]
     );
     let worktree = PathBuf::from(result["worktree"].as_str().unwrap());
     assert!(!worktree.join("hello.txt").exists());
+}
+
+/// Review 3, defect 7: an operator `rollback` killed after it had reset the worktree left no
+/// record of what it undid (no event, no `rollbacks/N.json`), and the retry recorded "no
+/// changes" — the record a gate then cites as the rollback. Now `rollback_started` (target,
+/// snapshot, HEAD and file tree before) is recorded before the reset, and the retry's record
+/// and event name the interrupted attempt with the HEAD it undid.
+#[test]
+fn a_rollback_killed_after_resetting_the_worktree_is_recorded_and_the_retry_names_it() {
+    let repo = RunRepo::new();
+    let (run_id, worktree) = waiting_run(&repo, "gate.yaml");
+    // The agent's work, committed on the work branch.
+    crate::support::git_in(&worktree, &["add", "-A"]);
+    crate::support::git_in(&worktree, &["commit", "-qm", "agent"]);
+    let agent_head = crate::support::git_in(&worktree, &["rev-parse", "HEAD"]);
+    // A git that SIGKILLs the conductor as soon as its `reset --hard` has run.
+    let path = crate::kernel_support::git_on_path_when(
+        &repo,
+        "case \" $* \" in *\" reset \"*\" --hard \"*) true;; *) false;; esac",
+        "\"$REAL_GIT\" \"$@\"; kill -9 $PPID; exit 1",
+    );
+
+    let killed = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["rollback", &run_id])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+
+    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    assert_ne!(
+        crate::support::git_in(&worktree, &["rev-parse", "HEAD"]),
+        agent_head,
+        "the reset ran before the kill"
+    );
+    assert!(!repo.run_dir(&run_id).join("rollbacks").exists());
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let started = events.last().unwrap();
+    assert_eq!(started["event_type"], "rollback_started", "{started}");
+    assert_eq!(started["by"], "operator");
+    assert_eq!(started["target"], "pre_run");
+    assert_eq!(started["head_before"], agent_head.as_str());
+    assert!(started["tree_before"].is_string(), "{started}");
+    assert!(
+        started["snapshot"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("{run_id}/pre_run")),
+        "{started}"
+    );
+
+    let show = stdout_text(&repo.conductor(&["runs", "show", &run_id]));
+    assert!(
+        show.contains(&format!(
+            "rollback by the operator to pre_run: started, never completed (HEAD was {} then)",
+            &agent_head[..12]
+        )),
+        "{show}"
+    );
+
+    let retried = repo.conductor(&["rollback", &run_id]);
+
+    assert_eq!(retried.status.code(), Some(0), "{}", stderr_text(&retried));
+    assert!(
+        stderr_text(&retried).contains("an earlier rollback of this run (to pre_run")
+            && stderr_text(&retried).contains(&agent_head[..12]),
+        "{}",
+        stderr_text(&retried)
+    );
+    let record = repo.json(&run_id, "rollbacks/1.json");
+    let attempt = &record["interrupted_attempt"];
+    assert_eq!(attempt["started_seq"], started["seq"], "{record}");
+    assert_eq!(attempt["head_before"], agent_head.as_str());
+    assert_eq!(attempt["tree_before"], started["tree_before"]);
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let [completed] = operator_rollbacks(&events)[..] else {
+        panic!("{:?}", event_types(&events));
+    };
+    assert_eq!(completed["interrupted_attempt"], *attempt);
+    // The records match their published schemas.
+    let validator = |name: &str| {
+        let output = conductor().args(["schema", name]).output().unwrap();
+        jsonschema::validator_for(&serde_json::from_slice(&output.stdout).unwrap()).unwrap()
+    };
+    assert!(validator("rollback-record").is_valid(&record), "{record}");
+    let event_schema = validator("event");
+    for event in &events {
+        assert!(event_schema.is_valid(event), "{event}");
+    }
+
+    // A rollback after a completed one names no interrupted attempt.
+    let again = repo.conductor(&["rollback", &run_id]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr_text(&again));
+    assert!(repo.json(&run_id, "rollbacks/2.json")["interrupted_attempt"].is_null());
 }

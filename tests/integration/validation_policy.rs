@@ -391,7 +391,19 @@ fn a_validation_whose_driving_process_died_is_checked_on_resume() {
         "the guard state was saved before the validator ran"
     );
 
-    let resumed = repo.conductor(&["resume", &run_id]);
+    // Review 3, defect 1: `main` moved since the step started may be the operator's work
+    // since the kill: refused, nothing put back, until told whose it is.
+    let moved = git_in(repo.path(), &["rev-parse", "main"]);
+    let refused = repo.conductor(&["resume", &run_id]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    assert!(
+        stderr_text(&refused).contains("`refs/heads/main` (protected branch)"),
+        "{}",
+        stderr_text(&refused)
+    );
+    assert_eq!(git_in(repo.path(), &["rev-parse", "main"]), moved);
+
+    let resumed = repo.conductor(&["resume", "--put-back", &run_id]);
     assert_eq!(resumed.status.code(), Some(1), "{}", stderr_text(&resumed));
     assert_eq!(git_in(repo.path(), &["rev-parse", "main"]), main_before);
     let events = repo.events(&run_id);

@@ -833,6 +833,10 @@ fn on_resume_the_configuration_still_decides_about_the_operators_checkout() {
 /// A run whose agent moves `main`, writes into the operator's checkout and kills the
 /// conductor, with `settings` in `.tnh/config.yaml`; resumed, it must be checked all the same
 /// and record `flags` (rule, path) as violations of the interrupted visit.
+///
+/// Review 3, defect 1: `main` moved since the step started may as well be the operator's work
+/// since the kill, so a plain `resume` refuses (exit 2) naming it and puts nothing back; the
+/// operator says it was the agent's with `--put-back`, which restores it as before.
 fn kill_and_resume(settings: &str, flags: &[(&str, &str)]) {
     let repo = crate::kernel_support::RunRepo::new();
     let main_before = repo.repo.git(&["rev-parse", "main"]);
@@ -878,7 +882,26 @@ fn kill_and_resume(settings: &str, flags: &[(&str, &str)]) {
     let state: serde_json::Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
     assert!(validator.is_valid(&state), "{state}");
 
-    let resumed = repo.conductor(&["resume", &run_id]);
+    let moved = repo.repo.git(&["rev-parse", "main"]);
+    let refused = repo.conductor(&["resume", &run_id]);
+    let stderr = crate::support::stderr_text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "`refs/heads/main` (protected branch): {} → {}",
+            &main_before[..12],
+            &moved[..12]
+        )),
+        "{stderr}"
+    );
+    assert_eq!(
+        repo.repo.git(&["rev-parse", "main"]),
+        moved,
+        "nothing put back"
+    );
+    assert!(saved.exists(), "the visit is still to be checked");
+
+    let resumed = repo.conductor(&["resume", "--put-back", &run_id]);
 
     assert_eq!(
         resumed.status.code(),

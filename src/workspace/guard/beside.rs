@@ -277,6 +277,10 @@ impl RefGuard {
         if before == now || now.is_some_and(|value| value.starts_with(SYMREF)) {
             return Ok(None);
         }
+        // The stash is the repository's, never the run's own.
+        let Some(restore) = self.scope.of_ref(false) else {
+            return Ok(None);
+        };
         let log = self.stash_log();
         let Some(recorded) = self.files.get(&log) else {
             return Ok(None);
@@ -318,13 +322,15 @@ impl RefGuard {
             .and_then(|line| std::str::from_utf8(line).ok())
             .and_then(|line| line.split(' ').nth(1))
             .map(str::to_owned);
-        self.restore_ref(STASH, top.as_ref())?;
+        if restore {
+            self.restore_ref(STASH, top.as_ref())?;
+        }
         report.ref_changes.push(RefChange {
             refname: STASH.to_owned(),
             class: RefClass::Stash,
             before: before.cloned(),
             after: now.cloned(),
-            restored: true,
+            restored: restore,
         });
         Ok(Some(contents))
     }
