@@ -131,6 +131,20 @@ pub fn read_regular(path: &Path, limit: u64) -> std::io::Result<(Vec<u8>, bool)>
     read_bounded(open_regular(path)?, limit)
 }
 
+/// [`read_regular`] for a path whose links its caller has checked (they are followed): at
+/// most `limit` bytes of the regular file it leads to, never blocking on a FIFO.
+pub fn read_regular_following(path: &Path, limit: u64) -> std::io::Result<(Vec<u8>, bool)> {
+    read_bounded(open_regular_following(path)?, limit)
+}
+
+/// The text of the regular file `path` leads to (links followed), at most `limit` bytes; a
+/// FIFO, a device or a folder is refused without blocking, and text that is not UTF-8 is an
+/// error (`InvalidData`).
+pub fn read_text_following(path: &Path, limit: u64) -> std::io::Result<String> {
+    let (bytes, _) = read_regular_following(path, limit)?;
+    String::from_utf8(bytes).map_err(|error| Error::new(ErrorKind::InvalidData, error))
+}
+
 /// At most `limit` bytes of `file`, and whether it held more.
 pub fn read_bounded(file: File, limit: u64) -> std::io::Result<(Vec<u8>, bool)> {
     let mut bytes = Vec::new();

@@ -11,6 +11,10 @@ use crate::kernel::gate::{
     Decision, decide, is_due, notice_timeout, read_request, rollback_since_request,
 };
 use crate::kernel::recorder::Recorder;
+
+/// The most of a gate's patch `gate show` reads (a run's files are the agent's to tamper with:
+/// the patch is read only as a regular file, without blocking, up to this).
+const MAX_SHOWN_PATCH_BYTES: u64 = 64 * 1024 * 1024;
 use crate::kernel::run::{DEFAULT_ARTIFACTS_ROOT, RunError, find_run_dir};
 use crate::kernel::{Phase, RunState};
 
@@ -359,7 +363,10 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
         );
     }
     if let Some(diff) = context["diff"].as_str()
-        && let Ok(patch) = std::fs::read_to_string(run_dir.root().join(diff))
+        && let Ok(patch) = crate::artifacts::safe_files::read_text_following(
+            &run_dir.root().join(diff),
+            MAX_SHOWN_PATCH_BYTES,
+        )
     {
         let _ = writeln!(text, "\n{patch}");
     }

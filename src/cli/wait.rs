@@ -165,7 +165,13 @@ pub fn wait_at_gates(
                         .as_str()
                         .map(|path| run_dir.join(path));
                     let text = diff
-                        .and_then(|path| std::fs::read_to_string(path).ok())
+                        .and_then(|path| {
+                            crate::artifacts::safe_files::read_text_following(
+                                &path,
+                                64 * 1024 * 1024,
+                            )
+                            .ok()
+                        })
                         .unwrap_or_else(|| "(no diff recorded)\n".into());
                     output.diagnostic(&text);
                 }

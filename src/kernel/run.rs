@@ -359,7 +359,8 @@ fn load_workflow(path: &Path, config: Config, catalog: Catalog) -> Result<Loaded
     let checked = check_file(path, &shown, &known);
     match checked.workflow {
         Some(workflow) if checked.is_valid() => {
-            let source = std::fs::read_to_string(path).unwrap_or_default();
+            let source = crate::artifacts::safe_files::read_text_following(path, 64 * 1024 * 1024)
+                .unwrap_or_default();
             Ok(Loaded {
                 workflow,
                 source,

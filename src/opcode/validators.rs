@@ -49,7 +49,11 @@ fn detect(name: &str, worktree: &Path) -> Option<Vec<String>> {
             _ => None,
         };
     }
-    if let Ok(text) = std::fs::read_to_string(worktree.join("package.json")) {
+    // The worktree is the agent's: a FIFO there must not hang the step.
+    if let Ok(text) = crate::artifacts::safe_files::read_text_following(
+        &worktree.join("package.json"),
+        16 * 1024 * 1024,
+    ) {
         let script = match name {
             "tests" => "test",
             other => other,

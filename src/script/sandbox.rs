@@ -66,7 +66,9 @@ impl Sandbox {
                 metadata.len()
             ));
         }
-        let bytes = fs::read(&resolved).map_err(|error| format!("`{path}`: {error}"))?;
+        // Only a regular file, without blocking: a FIFO the agent left would hang the script.
+        let (bytes, _) = crate::artifacts::safe_files::read_regular_following(&resolved, max_bytes)
+            .map_err(|error| format!("`{path}`: {error}"))?;
         String::from_utf8(bytes).map_err(|_| format!("`{path}` is not UTF-8 text"))
     }
 }

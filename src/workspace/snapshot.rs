@@ -436,8 +436,13 @@ impl Workspace {
         if !on_branch || exists {
             return None;
         }
-        let log =
-            std::fs::read_to_string(self.worktree_git_dir.join("logs/HEAD")).unwrap_or_default();
+        // Read without blocking: the agent can put a FIFO there.
+        let log = crate::artifacts::safe_files::read_regular(
+            &self.worktree_git_dir.join("logs/HEAD"),
+            64 * 1024 * 1024,
+        )
+        .map(|(bytes, _)| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default();
         let last_head = log
             .lines()
             .rev()

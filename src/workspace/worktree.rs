@@ -321,7 +321,9 @@ fn find_worktree_git_dir(
         .map_err(|source| WorkspaceError::io("resolve", worktree_path, source))?;
     for entry in entries {
         let entry = entry.map_err(|source| WorkspaceError::io("list", &worktrees, source))?;
-        let Ok(gitdir) = std::fs::read(entry.path().join("gitdir")) else {
+        let Ok((gitdir, _)) =
+            crate::artifacts::safe_files::read_regular(&entry.path().join("gitdir"), 64 * 1024)
+        else {
             continue;
         };
         // A relative path (`worktree.useRelativePaths`) is relative to the entry's folder.

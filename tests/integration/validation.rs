@@ -468,3 +468,30 @@ fn a_report_in_the_step_folder_is_read_there_and_one_elsewhere_is_refused() {
         "{record}"
     );
 }
+
+/// Detecting a validator reads the worktree's `package.json`, which the agent writes: a FIFO
+/// there blocked that read for good and the run hung in RUN_VALIDATION. Now it is read only as
+/// a regular file, without blocking: the FIFO is no `package.json`, and the unconfigured
+/// validator ends the run with its usual error.
+#[test]
+fn a_fifo_an_agent_leaves_as_package_json_does_not_hang_validator_detection() {
+    let repo = RunRepo::new();
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!(
+            "{config}  fifo:\n    kind: command\n    argv: [sh, -c, \"cat > /dev/null; mkfifo package.json\"]\n"
+        ),
+    );
+    let workflow = repo.workflow_text(
+        "fifo.yaml",
+        "workflow_id: fifo\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: fifo\n    prompt: Go.\n    routes:\n      \"*\": check\n  - id: check\n    opcode: RUN_VALIDATION\n    run: [lint]\n    routes:\n      \"*\": STOP\n",
+    );
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_ne!(code, Some(0), "{result}");
+    assert!(
+        format!("{result}{}", stderr_text(&output)).contains("lint"),
+        "{result}{}",
+        stderr_text(&output)
+    );
+}
