@@ -20,7 +20,7 @@ use crate::policy::{Policy, PolicySpec};
 use crate::prompt::Catalog;
 use crate::runner::Cancellation;
 use crate::workflow::diagnostic::Diagnostic;
-use crate::workflow::load::check_file;
+use crate::workflow::load::check_file_keeping_source;
 use crate::workflow::model::{Opcode, Workflow};
 use crate::workspace::{
     Fingerprint, GUARD_STATE_FILE, GuardReport, GuardScope, RollbackTarget, Workspace,
@@ -356,11 +356,11 @@ fn load_workflow(path: &Path, config: Config, catalog: Catalog) -> Result<Loaded
     let mut known = config.known_names();
     known.prompts = catalog.clone();
     let shown = path.display().to_string();
-    let checked = check_file(path, &shown, &known);
-    match checked.workflow {
-        Some(workflow) if checked.is_valid() => {
-            let source = crate::artifacts::safe_files::read_text_following(path, 64 * 1024 * 1024)
-                .unwrap_or_default();
+    let (checked, bytes) = check_file_keeping_source(path, &shown, &known);
+    let valid = checked.is_valid();
+    match (checked.workflow, bytes) {
+        (Some(workflow), Some(bytes)) if valid => {
+            let source = String::from_utf8_lossy(&bytes).into_owned();
             Ok(Loaded {
                 workflow,
                 source,

@@ -34,6 +34,16 @@ impl CheckedWorkflow {
 
 /// Reads and checks a workflow file. `display` names the file in diagnostics.
 pub fn check_file(path: &Path, display: &str, known: &KnownNames) -> CheckedWorkflow {
+    check_file_keeping_source(path, display, known).0
+}
+
+/// [`check_file`], also giving back the bytes it checked (`None` when it could not read them):
+/// the run records exactly the text that was checked, read once.
+pub fn check_file_keeping_source(
+    path: &Path,
+    display: &str,
+    known: &KnownNames,
+) -> (CheckedWorkflow, Option<Vec<u8>>) {
     let mut diagnostics = Diagnostics::new(display);
     let bytes = match read_bounded(path) {
         Ok(bytes) => bytes,
@@ -41,19 +51,21 @@ pub fn check_file(path: &Path, display: &str, known: &KnownNames) -> CheckedWork
             diagnostics
                 .error(Pos::new(1, 1), problem.code, problem.message)
                 .hint(problem.hint);
-            return CheckedWorkflow {
+            let checked = CheckedWorkflow {
                 diagnostics: diagnostics.into_sorted(),
                 workflow: None,
                 readable: problem.code != "read-error",
             };
+            return (checked, None);
         }
     };
     let workflow = check_bytes(&bytes, known, &mut diagnostics);
-    CheckedWorkflow {
+    let checked = CheckedWorkflow {
         diagnostics: diagnostics.into_sorted(),
         workflow,
         readable: true,
-    }
+    };
+    (checked, Some(bytes))
 }
 
 /// Checks workflow text already in memory.
