@@ -252,6 +252,20 @@ pub fn clear_unexpected_entries(
     Ok(found)
 }
 
+/// Adds "`NAME` was removed" to `found` (what [`clear_unexpected_entries`] reported) for each
+/// of `names` — files the conductor created before a step's process ran — that is now gone
+/// and not already reported.
+pub fn note_removed(folder: &Path, names: &[&str], found: &mut Vec<String>) {
+    for name in names {
+        let reported = found
+            .iter()
+            .any(|entry| entry.starts_with(&format!("`{name}` ")));
+        if !reported && std::fs::symlink_metadata(folder.join(name)).is_err() {
+            found.push(format!("`{name}` was removed"));
+        }
+    }
+}
+
 /// What kind of entry a file type is, with its article ("a FIFO", "a folder").
 pub fn kind_name(kind: std::fs::FileType) -> &'static str {
     if kind.is_symlink() {

@@ -717,14 +717,7 @@ fn check_validator_folder(folder: &Path, shown: &str) -> Result<Vec<String>, Opc
         &[crate::runner::PROCESS_GROUP_FILE],
     )
     .map_err(crate::artifacts::ArtifactsError::io("clear", folder))?;
-    for name in VALIDATOR_CAPTURES {
-        let reported = found
-            .iter()
-            .any(|entry| entry.starts_with(&format!("`{name}` ")));
-        if !reported && std::fs::symlink_metadata(folder.join(name)).is_err() {
-            found.push(format!("`{name}` was removed"));
-        }
-    }
+    crate::artifacts::safe_files::note_removed(folder, &VALIDATOR_CAPTURES, &mut found);
     Ok(found
         .into_iter()
         .map(|entry| match entry.strip_prefix('`') {
@@ -966,12 +959,8 @@ fn harness_report(
     };
     // In the step folder or the worktree, both the agent's: a FIFO must not block the read,
     // nor a link to `/dev/zero` fill memory.
-    let text = crate::artifacts::safe_files::open_regular_following(&file)
-        .and_then(|opened| {
-            crate::artifacts::safe_files::read_bounded(opened, MAX_ARTIFACT_FILE_BYTES)
-        })
-        .ok()
-        .and_then(|(bytes, _)| String::from_utf8(bytes).ok());
+    let text =
+        crate::artifacts::safe_files::read_text_following(&file, MAX_ARTIFACT_FILE_BYTES).ok();
     let Some(text) = text else {
         return (None, Some(format!("harness report `{path}` is missing")));
     };

@@ -189,6 +189,24 @@ pub(super) enum Head {
     Unknown,
 }
 
+impl Head {
+    /// What a `HEAD` file of the files ref backend says: `ref: NAME`, a commit id, or
+    /// something else (`Unknown`).
+    pub(super) fn parse(text: &str) -> Head {
+        let text = text.trim();
+        if let Some(name) = text.strip_prefix(SYMREF) {
+            return Head::Attached(name.to_owned());
+        }
+        let is_commit_id =
+            matches!(text.len(), 40 | 64) && text.bytes().all(|byte| byte.is_ascii_hexdigit());
+        if is_commit_id {
+            Head::Detached(text.to_owned())
+        } else {
+            Head::Unknown
+        }
+    }
+}
+
 /// Version of `guard_state.json`.
 pub const GUARD_STATE_SCHEMA_VERSION: u32 = 1;
 
@@ -1053,17 +1071,7 @@ impl Workspace {
                 return Head::Unknown;
             }
         };
-        let text = text.trim_end();
-        if let Some(name) = text.strip_prefix("ref: ") {
-            return Head::Attached(name.to_owned());
-        }
-        let is_commit_id = (text.len() == 40 || text.len() == 64)
-            && text.bytes().all(|byte| byte.is_ascii_hexdigit());
-        if is_commit_id {
-            Head::Detached(text.to_owned())
-        } else {
-            Head::Unknown
-        }
+        Head::parse(&text)
     }
 
     /// True when the worktree's HEAD is attached to the work branch.
@@ -1185,10 +1193,7 @@ const WATCHED_FILE_LIMIT: u64 = 64 * 1024 * 1024;
 /// The contents of the watched file `path` (a link followed), `None` when there is none. Read
 /// without blocking: a FIFO in its place is [`NOT_A_REGULAR_FILE`], never a hang.
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, WorkspaceError> {
-    use crate::artifacts::safe_files;
-    let read = safe_files::open_regular_following(path)
-        .and_then(|file| safe_files::read_bounded(file, WATCHED_FILE_LIMIT));
-    match read {
+    match crate::artifacts::safe_files::read_regular_following(path, WATCHED_FILE_LIMIT) {
         Ok((_, true)) => Ok(Some(NOT_A_REGULAR_FILE.to_vec())),
         Ok((bytes, false)) => Ok(Some(bytes)),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),

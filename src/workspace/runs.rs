@@ -128,9 +128,7 @@ pub fn ignored_checkout_config(checkout: &Path, root: &Path) -> Option<String> {
     // Read as the configuration is: only a regular file (a link to one followed), without
     // blocking, so a FIFO an agent leaves in either place cannot hang the command.
     let read = |path: &Path| {
-        crate::artifacts::safe_files::open_regular_following(path)
-            .and_then(|file| crate::artifacts::safe_files::read_bounded(file, CONFIG_READ_LIMIT))
-            .ok()
+        crate::artifacts::safe_files::read_regular_following(path, CONFIG_READ_LIMIT).ok()
     };
     if read(&ignored) == read(&used) {
         return None;

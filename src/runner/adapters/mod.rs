@@ -236,11 +236,7 @@ fn check_step_folder(
             .iter()
             .any(|entry| entry.starts_with(&format!("`{name}` ")))
     };
-    for name in [stdout_name, names::STDERR] {
-        if !reported(&found, name) && std::fs::symlink_metadata(step_dir.join(name)).is_err() {
-            found.push(format!("`{name}` was removed"));
-        }
-    }
+    crate::artifacts::safe_files::note_removed(step_dir, &[stdout_name, names::STDERR], &mut found);
     // The prompt is the record of what the agent was asked: one it rewrote is put back.
     let prompt = step_dir.join(names::PROMPT);
     let limit = request.prompt.len() as u64;

@@ -18,7 +18,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{GuardReport, Listing, RefChange, RefClass, RefGuard, STASH, SYMREF, read_optional};
+use super::{
+    GuardReport, Head, Listing, RefChange, RefClass, RefGuard, STASH, SYMREF, read_optional,
+};
 use crate::workspace::error::WorkspaceError;
 use crate::workspace::snapshot::refs_prefix;
 
@@ -112,13 +114,10 @@ impl<'a> Beside<'a> {
             .join("HEAD");
         // Read without blocking: the other run's agent may have left a FIFO there.
         let (bytes, _) = crate::artifacts::safe_files::read_regular(&file, 4096).ok()?;
-        let text = String::from_utf8_lossy(&bytes);
-        let text = text.trim();
-        match text.strip_prefix(SYMREF) {
-            Some(name) => self.listing.resolved.get(name).cloned(),
-            None => Some(text.to_owned()).filter(|id| {
-                matches!(id.len(), 40 | 64) && id.bytes().all(|byte| byte.is_ascii_hexdigit())
-            }),
+        match Head::parse(&String::from_utf8_lossy(&bytes)) {
+            Head::Attached(name) => self.listing.resolved.get(&name).cloned(),
+            Head::Detached(commit) => Some(commit),
+            Head::Unknown => None,
         }
     }
 
