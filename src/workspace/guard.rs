@@ -530,7 +530,8 @@ impl RefGuard {
         };
         // Git reads its configuration in every command: a FIFO (or a link to one, or to a
         // device) the agent left in the place of a watched file would hang the first one.
-        self.clear_special_files(&mut report)?;
+        let watched = self.watched_paths()?;
+        self.clear_special_files(&watched, &mut report)?;
         // What lives in the repository first, with git run there: that does not depend on
         // the state the agent left its worktree in (deleted, its HEAD garbled).
         let listing = self.list_refs()?;
@@ -549,7 +550,7 @@ impl RefGuard {
         self.compare_branches_and_other_runs(&others, &beside, &mut report)?;
         self.check_operator_head(&mut report)?;
         let stash_log = stash_log.map(|contents| (self.stash_log(), contents));
-        self.restore_files(&mut report, stash_log)?;
+        self.restore_files(&watched, &mut report, stash_log)?;
         let checkout = operator_checkout::state(
             &self.workspace.repo_git,
             &self.workspace.record().repo_root,
@@ -802,19 +803,28 @@ impl RefGuard {
         Ok(())
     }
 
-    /// Puts the guarded files back as they were; `settled` is a file and the contents it
-    /// must have instead (the stash's reflog when it keeps other runs' entries).
+    /// Every file the guard watches: those it recorded and those its configuration names now
+    /// (a hook the agent added). Listed once per check, for [`Self::clear_special_files`] and
+    /// [`Self::restore_files`].
+    fn watched_paths(&self) -> Result<BTreeSet<PathBuf>, WorkspaceError> {
+        let mut paths: BTreeSet<PathBuf> = self.files.keys().cloned().collect();
+        paths.extend(self.guarded_files()?);
+        Ok(paths)
+    }
+
     /// Before any git command: each watched file that is now a link it was not, or neither a
     /// regular file nor a link (a FIFO, a socket, a device, a folder), is put back to a link
     /// as it was or removed (its contents are written back by [`Self::restore_files`]), and
     /// reported. A file that was already such an entry before the step is left alone.
-    fn clear_special_files(&self, report: &mut GuardReport) -> Result<(), WorkspaceError> {
-        let mut paths: BTreeSet<PathBuf> = self.files.keys().cloned().collect();
-        paths.extend(self.guarded_files()?);
+    fn clear_special_files(
+        &self,
+        paths: &BTreeSet<PathBuf>,
+        report: &mut GuardReport,
+    ) -> Result<(), WorkspaceError> {
         for path in paths {
             let recorded_special = self
                 .files
-                .get(&path)
+                .get(path)
                 .is_some_and(|before| before.as_deref() == Some(NOT_A_REGULAR_FILE));
             let own = path.starts_with(&self.workspace.worktree_git_dir);
             let Some(restore) = self.scope.of_ref(own) else {
@@ -825,34 +835,35 @@ impl RefGuard {
             }
             // A check that only compares (`resume` asking the operator first) still removes
             // what would hang git, and nothing else.
-            let mut changed = restore && self.restore_link(&path)?;
+            let mut changed = restore && self.restore_link(path)?;
             if let Ok(metadata) = path.symlink_metadata() {
                 let kind = metadata.file_type();
                 if kind.is_dir() && restore {
-                    std::fs::remove_dir_all(&path)
-                        .map_err(|source| WorkspaceError::io("remove", &path, source))?;
+                    std::fs::remove_dir_all(path)
+                        .map_err(|source| WorkspaceError::io("remove", path, source))?;
                     changed = true;
                 } else if !kind.is_file() && !kind.is_symlink() {
-                    std::fs::remove_file(&path)
-                        .map_err(|source| WorkspaceError::io("remove", &path, source))?;
+                    std::fs::remove_file(path)
+                        .map_err(|source| WorkspaceError::io("remove", path, source))?;
                     changed = true;
                 }
             }
             if changed {
-                report.git_config_changed.push(self.display_name(&path));
+                report.git_config_changed.push(self.display_name(path));
             }
         }
         Ok(())
     }
 
+    /// Puts the watched files back as they were; `settled` is a file and the contents it
+    /// must have instead (the stash's reflog when it keeps other runs' entries).
     fn restore_files(
         &self,
+        paths: &BTreeSet<PathBuf>,
         report: &mut GuardReport,
         settled: Option<(PathBuf, Vec<u8>)>,
     ) -> Result<(), WorkspaceError> {
-        let mut paths: BTreeSet<PathBuf> = self.files.keys().cloned().collect();
-        paths.extend(self.guarded_files()?);
-        for path in paths {
+        for path in paths.iter().cloned() {
             let own = path.starts_with(&self.workspace.worktree_git_dir);
             let Some(restore) = self.scope.of_ref(own) else {
                 continue;

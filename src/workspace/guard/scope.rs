@@ -52,7 +52,8 @@ impl RefGuard {
         let guard = self.clone().with_scope(Scope::Repository);
         let mut report = GuardReport::default();
         // What would hang git (a FIFO in the place of `.git/config`) goes even so.
-        guard.clear_special_files(&mut report)?;
+        let watched = guard.watched_paths()?;
+        guard.clear_special_files(&watched, &mut report)?;
         let listing = guard.list_refs()?;
         let (mut guarded, others) = guard.split(listing.values.clone());
         let beside = super::beside::Beside::new(&guard, &listing);
@@ -67,7 +68,7 @@ impl RefGuard {
         guard.compare_other_refs(&others, &mut report)?;
         guard.compare_branches_and_other_runs(&others, &beside, &mut report)?;
         let stash_log = stash_log.map(|contents| (guard.stash_log(), contents));
-        guard.restore_files(&mut report, stash_log)?;
+        guard.restore_files(&watched, &mut report, stash_log)?;
         // Moved remote-tracking refs are evidence, never put back.
         report.remote_refs_changed.clear();
         Ok(report)
