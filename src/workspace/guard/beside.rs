@@ -54,6 +54,7 @@ pub(super) struct Beside<'a> {
     guard: &'a RefGuard,
     listing: &'a Listing,
     runs: OnceCell<BTreeMap<String, OtherRun>>,
+    own: OnceCell<Vec<String>>,
 }
 
 impl<'a> Beside<'a> {
@@ -62,6 +63,7 @@ impl<'a> Beside<'a> {
             guard,
             listing,
             runs: OnceCell::new(),
+            own: OnceCell::new(),
         }
     }
 
@@ -121,8 +123,13 @@ impl<'a> Beside<'a> {
         }
     }
 
-    /// This run's commits: its work branch now, its worktree's HEAD now and before the step.
-    fn own_tips(&self) -> Vec<String> {
+    /// This run's commits: its work branch now, its worktree's HEAD now and before the step
+    /// (read once per check).
+    fn own_tips(&self) -> &[String] {
+        self.own.get_or_init(|| self.read_own_tips())
+    }
+
+    fn read_own_tips(&self) -> Vec<String> {
         let guard = self.guard;
         let mut tips = vec![guard.worktree_head.clone()];
         tips.extend(
@@ -173,7 +180,7 @@ impl<'a> Beside<'a> {
             {
                 continue;
             }
-            if self.reached_by(commit, &self.own_tips())? {
+            if self.reached_by(commit, self.own_tips())? {
                 return Ok(None);
             }
             return Ok(Some(run.clone()));
