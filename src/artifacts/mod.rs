@@ -40,10 +40,10 @@ pub const PROMPT_INPUTS_FILE: &str = "inputs.json";
 pub const AGENT_VISIT_FILES_BEFORE: [&str; 2] =
     [PROMPT_INPUTS_FILE, crate::workspace::GUARD_STATE_FILE];
 
-/// Files of a RUN_AGENT visit the conductor writes after the agent ends, besides the runner's
-/// own (`transcript.md`, `runner_metadata.json`): anything under these names when the agent
-/// ends was left there by it.
-pub const AGENT_VISIT_FILES_AFTER: [&str; 4] = [
+/// Files of a RUN_AGENT or RUN_VALIDATION visit the conductor writes after the agent (or the
+/// validators) ended, besides the runner's own (`transcript.md`, `runner_metadata.json`) and
+/// RUN_VALIDATION's report: anything under these names then was left there by what ran.
+pub const STEP_VISIT_FILES_AFTER: [&str; 4] = [
     "workspace.diff",
     "workspace_status.json",
     "policy_summary.json",

@@ -44,16 +44,9 @@ struct Ran {
     tampered: Vec<String>,
 }
 
-/// Files of a RUN_VALIDATION visit the conductor writes after the validators end: anything
-/// under these names then was left there by a validator (the project's code, which an agent
-/// may have written).
-const VALIDATION_VISIT_FILES_AFTER: [&str; 5] = [
-    "workspace.diff",
-    "workspace_status.json",
-    "validation_report.json",
-    "policy_summary.json",
-    "manifest.json",
-];
+/// The report a RUN_VALIDATION visit writes after its validators, beside the files every
+/// step writes then ([`crate::artifacts::STEP_VISIT_FILES_AFTER`]).
+const VALIDATION_REPORT: &str = "validation_report.json";
 
 /// A validator's captures, opened by the conductor before it starts.
 const VALIDATOR_CAPTURES: [&str; 2] = ["stdout.txt", "stderr.txt"];
@@ -113,7 +106,11 @@ pub(super) fn execute(
         crate::artifacts::safe_files::clear_unexpected_entries(
             &visit_dir,
             &[],
-            &VALIDATION_VISIT_FILES_AFTER,
+            &[
+                &crate::artifacts::STEP_VISIT_FILES_AFTER[..],
+                &[VALIDATION_REPORT],
+            ]
+            .concat(),
         )
         .map_err(crate::artifacts::ArtifactsError::io("clear", &visit_dir))?,
     );
@@ -150,7 +147,7 @@ pub(super) fn execute(
         "outcome": outcome.as_str(),
         "validators": ran.iter().map(|result| (result.id.clone(), result.record.clone())).collect::<serde_json::Map<_, _>>(),
     });
-    write_json_new(&visit_dir.join("validation_report.json"), &report)?;
+    write_json_new(&visit_dir.join(VALIDATION_REPORT), &report)?;
     // The policy summary, with the validators' isolation beside it (top-level keys
     // `environment`, `network`, `entrypoints`).
     let mut policy_json = serde_json::to_value(&policy_summary)
@@ -174,7 +171,7 @@ pub(super) fn execute(
     let mut artifacts = vec![
         context.artifact(
             ArtifactRole::ValidationReport,
-            "validation_report.json",
+            VALIDATION_REPORT,
             "application/json",
             true,
         ),
@@ -298,7 +295,7 @@ fn refuse_unconfigured(
         "status": "not_configured",
         "validators": validators,
     });
-    write_json_new(&visit_dir.join("validation_report.json"), &report)?;
+    write_json_new(&visit_dir.join(VALIDATION_REPORT), &report)?;
     Ok(OpcodeError::ValidatorsNotConfigured {
         names: unconfigured.into_iter().map(|(name, _)| name).collect(),
     })

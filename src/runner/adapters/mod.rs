@@ -224,7 +224,7 @@ fn check_step_folder(
     if request.profile.kind != AgentKind::Codex {
         written_after.push(names::FINAL_RESPONSE);
     }
-    written_after.extend(crate::artifacts::AGENT_VISIT_FILES_AFTER);
+    written_after.extend(crate::artifacts::STEP_VISIT_FILES_AFTER);
     let mut found = crate::artifacts::safe_files::clear_unexpected_entries(
         step_dir,
         &created_before,
