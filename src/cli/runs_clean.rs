@@ -11,7 +11,8 @@ use std::time::SystemTime;
 
 use super::Output;
 use crate::error::{Error, ExitStatus, Result};
-use crate::workspace::runs::{CleanOptions, clean_runs, parse_duration};
+use crate::workflow::duration::parse_duration;
+use crate::workspace::runs::{CleanOptions, clean_runs};
 
 /// Removes finished runs' worktrees and reports which runs were cleaned and which kept.
 pub fn cmd_runs_clean(
@@ -22,9 +23,9 @@ pub fn cmd_runs_clean(
 ) -> Result<ExitStatus> {
     let older_than = match older_than {
         None => None,
-        Some(text) => Some(parse_duration(text).ok_or_else(|| {
+        Some(text) => Some(parse_duration(text).map_err(|error| {
             Error::usage(
-                format!("invalid duration `{text}` for --older-than"),
+                format!("invalid --older-than: {error}"),
                 "use a number and a unit: `90s`, `20m`, `24h`, `7d`, `2w`",
             )
         })?),

@@ -432,17 +432,18 @@ impl Driver<'_> {
         Ok(())
     }
 
-    /// An executor could not run the step. When it could not start for a reason the operator
-    /// fixes (a missing program, an unconfigured validator), nothing of it ran: the visit stays
-    /// marked running (as after Ctrl-C), the run is blocked, and `resume` runs the step again
-    /// after re-reading the configuration. Otherwise the run ends with a recorded runtime error.
+    /// An executor could not run the step. When it stopped for a reason the operator fixes (a
+    /// missing program, an unconfigured validator, a git that hung: see
+    /// [`OpcodeError::is_resumable`]), the visit stays marked running (as after Ctrl-C), the
+    /// run is blocked, and `resume` runs the step again after re-reading the configuration.
+    /// Otherwise the run ends with a recorded runtime error.
     fn step_failed(
         &mut self,
         step_id: &str,
         visit: u32,
         error: &OpcodeError,
     ) -> Result<RunEnd, DriveError> {
-        let resumable = error.is_configuration();
+        let resumable = error.is_resumable();
         let mut fields = payload([("error", error.to_string().into())]);
         if resumable {
             fields.insert("resumable".into(), true.into());

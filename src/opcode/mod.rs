@@ -125,12 +125,19 @@ impl OpcodeError {
 }
 
 impl OpcodeError {
-    /// True for a step that could not start for a reason the operator fixes in the
-    /// configuration or on the machine (a missing program, an unknown or invalid agent profile,
-    /// a validator neither configured nor detectable): nothing of the step ran, so the run
-    /// stops resumable instead of ending.
-    pub fn is_configuration(&self) -> bool {
+    /// True for a step stopped by something the operator fixes, after which `resume` runs
+    /// the step again from its snapshot:
+    /// - a step that could not start for a reason in the configuration or on the machine (a
+    ///   missing program, an unknown or invalid agent profile, a validator neither configured
+    ///   nor detectable): nothing of the step ran;
+    /// - a git of the conductor's killed at its limit (`TNH_GIT_TIMEOUT`), waiting on
+    ///   something that never came: the step stops where it was, as if the conductor had been
+    ///   killed there.
+    ///
+    /// The run stops resumable instead of ending.
+    pub fn is_resumable(&self) -> bool {
         use crate::runner::RunnerError;
+        use crate::workspace::WorkspaceError;
         matches!(
             self,
             OpcodeError::ValidatorsNotConfigured { .. }
@@ -139,6 +146,7 @@ impl OpcodeError {
                         | RunnerError::UnknownAgent { .. }
                         | RunnerError::Profile { .. }
                 )
+                | OpcodeError::Workspace(WorkspaceError::GitTimedOut { .. })
         )
     }
 }

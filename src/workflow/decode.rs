@@ -324,7 +324,7 @@ impl Decoder<'_> {
                         format!("{what} must be a duration with a unit, found a bare number"),
                     )
                     .hint(format!(
-                        "write e.g. `{}s` (units: ms, s, m, h, d)",
+                        "write e.g. `{}s` (units: ms, s, m, h, d, w)",
                         node.scalar_text()
                     ));
                 return None;

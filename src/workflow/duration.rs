@@ -1,4 +1,5 @@
-//! Durations as workflows write them: `90s`, `20m`, `24h`, `1h30m`, `500ms`, `7d`.
+//! Durations as workflows and the command line write them: `90s`, `20m`, `24h`, `1h30m`,
+//! `500ms`, `7d`, `2w`.
 
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ pub struct DurationError {
     pub reason: &'static str,
 }
 
-/// Parses one or more `<number><unit>` groups (units `ms`, `s`, `m`, `h`, `d`).
+/// Parses one or more `<number><unit>` groups (units `ms`, `s`, `m`, `h`, `d`, `w`).
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let error = |reason| DurationError {
         text: text.to_owned(),
@@ -46,8 +47,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
             "m" => 60_000,
             "h" => 3_600_000,
             "d" => 86_400_000,
-            "" => return Err(error("a unit is missing (ms, s, m, h or d)")),
-            _ => return Err(error("the unit must be ms, s, m, h or d")),
+            "w" => 604_800_000,
+            "" => return Err(error("a unit is missing (ms, s, m, h, d or w)")),
+            _ => return Err(error("the unit must be ms, s, m, h, d or w")),
         };
         rest = &rest[unit_length..];
         let part = number
@@ -72,6 +74,7 @@ mod tests {
         assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(604_800)));
+        assert_eq!(parse_duration("2w"), Ok(Duration::from_secs(1_209_600)));
     }
 
     #[test]

@@ -18,6 +18,21 @@ pub enum WorkspaceError {
         /// What git said.
         stderr: String,
     },
+    /// A git command ran past the limit (`TNH_GIT_TIMEOUT`) and was killed.
+    #[error(
+        "git {command} did not finish within {limit} in `{dir}` and was killed (with every process it started)"
+    )]
+    GitTimedOut {
+        /// The arguments after `git`.
+        command: String,
+        /// Where git ran.
+        dir: PathBuf,
+        /// The limit, as the operator would write it.
+        limit: String,
+    },
+    /// `TNH_GIT_TIMEOUT` is not a duration.
+    #[error("TNH_GIT_TIMEOUT: {0}")]
+    InvalidGitTimeout(crate::workflow::duration::DurationError),
     /// A file operation failed.
     #[error("failed to {action} `{path}`: {source}")]
     Io {
@@ -172,8 +187,10 @@ impl WorkspaceError {
             | WorkspaceError::BranchGone { .. }
             | WorkspaceError::SnapshotMoved { .. }
             | WorkspaceError::Run { .. } => ExitStatus::Usage,
+            WorkspaceError::InvalidGitTimeout(_) => ExitStatus::Usage,
             WorkspaceError::GitNotInstalled
             | WorkspaceError::Git { .. }
+            | WorkspaceError::GitTimedOut { .. }
             | WorkspaceError::Io { .. }
             | WorkspaceError::Missing { .. }
             | WorkspaceError::UnknownGuardState { .. }
@@ -218,6 +235,12 @@ impl WorkspaceError {
             }
             WorkspaceError::Git { .. } => {
                 "run the same git command by hand in that directory to see the problem"
+            }
+            WorkspaceError::GitTimedOut { .. } => {
+                "git was most likely waiting on a FIFO or a hung network file system named in its configuration (`git config --show-origin --list` in that directory shows which files it reads, `~/.gitconfig` and `core.excludesFile` included); fix that and resume the run, or raise the limit with TNH_GIT_TIMEOUT (say `30m`) for a very large repository"
+            }
+            WorkspaceError::InvalidGitTimeout(_) => {
+                "set TNH_GIT_TIMEOUT to a duration such as `90s`, `20m` or `1h`, or unset it for the default of 10 minutes"
             }
             WorkspaceError::Io { .. } => "check that the path exists and is writable",
             WorkspaceError::NotARepository(_) => "run inside a git repository or pass `--repo DIR`",

@@ -7,10 +7,19 @@
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::wait::{Id, WaitPidFlag, waitid};
+use nix::unistd::Pid;
 
 use super::error::WorkspaceError;
+use crate::workflow::duration::{DurationError, parse_duration};
 
 /// The identity of the snapshot commits, so they never depend on the operator's configuration.
 const IDENTITY_NAME: &str = "tnh-conductor";
@@ -138,8 +147,7 @@ impl Git {
             .env("LC_MESSAGES", "C")
             // Objects as they are: a replace ref (`git replace`) would make a snapshot, a
             // rollback or a capture read another commit or tree than the one named.
-            .env("GIT_NO_REPLACE_OBJECTS", "1")
-            .stdin(Stdio::null());
+            .env("GIT_NO_REPLACE_OBJECTS", "1");
         match &self.git_dir {
             Some(git_dir) => command
                 .env("GIT_DIR", git_dir)
@@ -248,28 +256,15 @@ impl Git {
         I: IntoIterator<Item = S> + Clone,
         S: AsRef<OsStr>,
     {
-        let mut child = self
-            .command(args.clone())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|source| spawn_error(&source, &self.dir))?;
-        let written = child.stdin.take().map(|mut stdin| {
-            use std::io::Write;
-            // Written whole before waiting: git reads it all before it answers.
-            stdin.write_all(input)
-        });
-        let output = child
-            .wait_with_output()
-            .map_err(|source| WorkspaceError::io("wait for git in", &self.dir, source))?;
-        if !output.status.success() {
-            return Err(self.failure(args, &output));
+        let mut written = Ok(());
+        let (_, ended) = self.run_bounded(args.clone(), Some((input, &mut written)), |stdout| {
+            std::io::copy(stdout, &mut std::io::sink())
+                .map_err(|source| WorkspaceError::io("read git's output in", &self.dir, source))
+        })?;
+        if !ended.status.success() {
+            return Err(self.failure(args, &ended));
         }
-        match written {
-            Some(Err(source)) => Err(WorkspaceError::io("write to git in", &self.dir, source)),
-            _ => Ok(()),
-        }
+        written.map_err(|source| WorkspaceError::io("write to git in", &self.dir, source))
     }
 
     /// Runs git with its stdout handed to `consume` as it is produced (for output that may be
@@ -284,14 +279,67 @@ impl Git {
         I: IntoIterator<Item = S> + Clone,
         S: AsRef<OsStr>,
     {
-        let mut child = self
-            .command(args.clone())
+        let (value, ended) = self.run_bounded(args.clone(), None, consume)?;
+        if ended.status.success() {
+            Ok(value)
+        } else {
+            Err(self.failure(args, &ended))
+        }
+    }
+
+    fn output<I, S>(&self, args: I) -> Result<Output, WorkspaceError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        let (stdout, ended) = self.run_bounded(args, None, |stdout| {
+            let mut bytes = Vec::new();
+            stdout
+                .read_to_end(&mut bytes)
+                .map_err(|source| WorkspaceError::io("read git's output in", &self.dir, source))?;
+            Ok(bytes)
+        })?;
+        Ok(Output {
+            status: ended.status,
+            stdout,
+            stderr: ended.stderr,
+        })
+    }
+
+    /// Runs git under the time limit ([`git_timeout`]): `input`, if any, is written whole to
+    /// its stdin first (git reads it all before it answers), then its stdout is handed to
+    /// `consume` as it is produced while stderr is drained beside it, then git is waited for.
+    /// A git still running at the limit is killed with every process it started (it runs in
+    /// a process group of its own), and that is the error whatever `consume` made of the
+    /// output cut short; otherwise an error of `consume` wins over git's exit status.
+    fn run_bounded<I, S, T>(
+        &self,
+        args: I,
+        input: Option<(&[u8], &mut std::io::Result<()>)>,
+        consume: impl FnOnce(&mut dyn BufRead) -> Result<T, WorkspaceError>,
+    ) -> Result<(T, Ended), WorkspaceError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        let limit = git_timeout()?;
+        let started = std::time::SystemTime::now();
+        let mut command = self.command(args.clone());
+        command
+            .stdin(if input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0);
+        let child = command
             .spawn()
             .map_err(|source| spawn_error(&source, &self.dir))?;
-        // Drained beside stdout, so a git that writes much to stderr never blocks on it.
-        let stderr = child.stderr.take();
+        let mut running = Running::watch(child, limit)
+            .map_err(|source| WorkspaceError::io("watch git in", &self.dir, source))?;
+        let stderr = running.child.stderr.take();
         let stderr_reader = std::thread::spawn(move || {
             let mut text = Vec::new();
             if let Some(mut stderr) = stderr {
@@ -300,54 +348,224 @@ impl Git {
             }
             text
         });
-        let consumed = match child.stdout.take() {
+        if let (Some((bytes, written)), Some(mut stdin)) = (input, running.child.stdin.take()) {
+            use std::io::Write;
+            // Closed when written, so git sees the end of its input.
+            *written = stdin.write_all(bytes);
+        }
+        let consumed = match running.child.stdout.take() {
             Some(stdout) => consume(&mut BufReader::with_capacity(1 << 16, stdout)),
             None => Err(WorkspaceError::Parse {
                 command: "git output",
                 detail: "git's stdout was not captured".to_owned(),
             }),
         };
-        let status = child
-            .wait()
+        let (status, timed_out) = running
+            .finish()
             .map_err(|source| WorkspaceError::io("wait for git in", &self.dir, source))?;
         let stderr = stderr_reader.join().unwrap_or_default();
-        let value = consumed?;
-        if status.success() {
-            Ok(value)
-        } else {
-            let output = Output {
-                status,
-                stdout: Vec::new(),
-                stderr,
-            };
-            Err(self.failure(args, &output))
+        if timed_out {
+            self.remove_lock_left_by_killed_git(started);
+            return Err(WorkspaceError::GitTimedOut {
+                command: describe(args),
+                dir: self.dir.clone(),
+                limit: format_limit(limit),
+            });
+        }
+        Ok((consumed?, Ended { status, stderr }))
+    }
+
+    /// After git was killed at the limit: the lock it held on the index it was writing, if it
+    /// took one, is removed, so the run's next git (after a `resume`) is not refused with
+    /// "Unable to create '….lock': File exists". Only the conductor's own indexes (a scratch
+    /// index, a run worktree's index) are looked at, and only a lock made after the killed git
+    /// started: nothing else writes them while a run's conductor holds its lock.
+    fn remove_lock_left_by_killed_git(&self, started: std::time::SystemTime) {
+        let index = match (&self.index_file, &self.git_dir) {
+            (Some(index), _) => index.clone(),
+            (None, Some(git_dir)) => git_dir.join("index"),
+            (None, None) => return,
+        };
+        let mut lock = index.into_os_string();
+        lock.push(".lock");
+        let lock = PathBuf::from(lock);
+        // File times come from a coarser clock than `SystemTime::now`, a tick behind it.
+        let since = started - Duration::from_secs(1);
+        let made_by_killed_git = std::fs::symlink_metadata(&lock)
+            .and_then(|metadata| metadata.modified())
+            .is_ok_and(|modified| modified >= since);
+        if made_by_killed_git {
+            // Nothing more can be done if it cannot be removed: the next git names it.
+            let _ = std::fs::remove_file(&lock);
         }
     }
 
-    fn output<I, S>(&self, args: I) -> Result<Output, WorkspaceError>
+    fn failure<I, S>(&self, args: I, output: &impl Stderr) -> WorkspaceError
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        self.command(args)
-            .output()
-            .map_err(|source| spawn_error(&source, &self.dir))
+        WorkspaceError::Git {
+            command: describe(args),
+            dir: self.dir.clone(),
+            stderr: String::from_utf8_lossy(output.stderr()).trim().to_owned(),
+        }
+    }
+}
+
+/// The arguments after `git`, as an error shows them.
+fn describe<I, S>(args: I) -> String
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    args.into_iter()
+        .map(|arg| arg.as_ref().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What an ended git left besides its stdout.
+struct Ended {
+    status: ExitStatus,
+    stderr: Vec<u8>,
+}
+
+/// What git said on stderr, from an [`Output`] or an [`Ended`].
+trait Stderr {
+    fn stderr(&self) -> &[u8];
+}
+
+impl Stderr for Output {
+    fn stderr(&self) -> &[u8] {
+        &self.stderr
+    }
+}
+
+impl Stderr for Ended {
+    fn stderr(&self) -> &[u8] {
+        &self.stderr
+    }
+}
+
+/// How long one git command may run before it is killed: `TNH_GIT_TIMEOUT` (a duration such
+/// as `90s` or `30m`), else [`DEFAULT_GIT_TIMEOUT`]. Every workspace operation is a few git
+/// commands that take seconds even on large repositories (creating a worktree of 20,000 files
+/// takes about 15 s); a git that runs for minutes is waiting on something that may never come
+/// (a FIFO or a hung network file system named in its configuration: `core.excludesFile`,
+/// an `include.path`, `~/.gitconfig` itself, which an agent running as the operator can
+/// write), and without a limit the run would hang after its step with nobody told.
+fn git_timeout() -> Result<Duration, WorkspaceError> {
+    static LIMIT: std::sync::OnceLock<Result<Duration, DurationError>> = std::sync::OnceLock::new();
+    LIMIT
+        .get_or_init(|| parse_git_timeout(std::env::var_os("TNH_GIT_TIMEOUT").as_deref()))
+        .clone()
+        .map_err(WorkspaceError::InvalidGitTimeout)
+}
+
+/// The limit when `TNH_GIT_TIMEOUT` is unset or empty.
+pub const DEFAULT_GIT_TIMEOUT: Duration = Duration::from_secs(600);
+
+fn parse_git_timeout(value: Option<&OsStr>) -> Result<Duration, DurationError> {
+    let Some(value) = value.filter(|value| !value.is_empty()) else {
+        return Ok(DEFAULT_GIT_TIMEOUT);
+    };
+    let text = value.to_string_lossy();
+    let limit = parse_duration(&text)?;
+    if limit.is_zero() {
+        return Err(DurationError {
+            text: text.into_owned(),
+            reason: "git would be killed as it starts: give a limit longer than zero",
+        });
+    }
+    Ok(limit)
+}
+
+/// A limit as the operator would write it (`10m`, `90s`, `1500ms`).
+fn format_limit(limit: Duration) -> String {
+    let millis = limit.as_millis();
+    if millis.is_multiple_of(60_000) {
+        format!("{}m", millis / 60_000)
+    } else if millis.is_multiple_of(1_000) {
+        format!("{}s", millis / 1_000)
+    } else {
+        format!("{millis}ms")
+    }
+}
+
+/// A git process under its time limit: a watchdog thread kills git's process group when the
+/// limit passes. git is reaped only after the watchdog has stopped, so the group it kills is
+/// always git's own: a process id is not given to another process before it is reaped.
+struct Running {
+    child: Child,
+    stop: Option<mpsc::Sender<()>>,
+    watchdog: Option<std::thread::JoinHandle<bool>>,
+}
+
+impl Running {
+    fn watch(mut child: Child, limit: Duration) -> std::io::Result<Self> {
+        let group = Pid::from_raw(child.id() as i32);
+        let (stop, stopped) = mpsc::channel::<()>();
+        let watchdog = std::thread::Builder::new()
+            .name("git-watchdog".to_owned())
+            .spawn(move || match stopped.recv_timeout(limit) {
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    // Errors mean the group is gone already.
+                    let _ = killpg(group, Signal::SIGKILL);
+                    true
+                }
+                _ => false,
+            });
+        match watchdog {
+            Ok(watchdog) => Ok(Self {
+                child,
+                stop: Some(stop),
+                watchdog: Some(watchdog),
+            }),
+            Err(error) => {
+                // No git runs unwatched.
+                let _ = killpg(group, Signal::SIGKILL);
+                let _ = child.wait();
+                Err(error)
+            }
+        }
     }
 
-    fn failure<I, S>(&self, args: I, output: &Output) -> WorkspaceError
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
-        let command = args
-            .into_iter()
-            .map(|arg| arg.as_ref().to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join(" ");
-        WorkspaceError::Git {
-            command,
-            dir: self.dir.clone(),
-            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+    /// Waits for git to end, stops the watchdog, then reaps git: its exit status, and whether
+    /// it was killed for running past the limit.
+    fn finish(mut self) -> std::io::Result<(ExitStatus, bool)> {
+        let pid = Pid::from_raw(self.child.id() as i32);
+        loop {
+            match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
+                Ok(_) => break,
+                Err(Errno::EINTR) => continue,
+                Err(errno) => return Err(std::io::Error::from(errno)),
+            }
+        }
+        let killed = self.stop_watchdog();
+        let status = self.child.wait()?;
+        // A git that ended on its own as the limit passed is not a timeout.
+        Ok((
+            status,
+            killed && status.signal() == Some(Signal::SIGKILL as i32),
+        ))
+    }
+
+    fn stop_watchdog(&mut self) -> bool {
+        drop(self.stop.take());
+        self.watchdog
+            .take()
+            .is_some_and(|watchdog| watchdog.join().unwrap_or(false))
+    }
+}
+
+impl Drop for Running {
+    /// A git left running by an early return (a panic in a consumer) is killed and reaped.
+    fn drop(&mut self) {
+        if self.watchdog.is_some() {
+            self.stop_watchdog();
+            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+            let _ = self.child.wait();
         }
     }
 }
@@ -382,4 +600,66 @@ fn supports_attr_source() -> bool {
         let (major, minor) = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
         (major, minor) >= (2, 40)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_git_limit_is_a_duration_longer_than_zero_defaulting_to_ten_minutes() {
+        assert_eq!(parse_git_timeout(None), Ok(DEFAULT_GIT_TIMEOUT));
+        assert_eq!(
+            parse_git_timeout(Some(OsStr::new(""))),
+            Ok(DEFAULT_GIT_TIMEOUT)
+        );
+        assert_eq!(
+            parse_git_timeout(Some(OsStr::new("90s"))),
+            Ok(Duration::from_secs(90))
+        );
+        assert_eq!(
+            parse_git_timeout(Some(OsStr::new("1h30m"))),
+            Ok(Duration::from_secs(5400))
+        );
+        for refused in ["0s", "10", "ten minutes", "-5m"] {
+            let error = parse_git_timeout(Some(OsStr::new(refused))).unwrap_err();
+            assert_eq!(error.text, refused);
+        }
+        assert_eq!(format_limit(DEFAULT_GIT_TIMEOUT), "10m");
+        assert_eq!(format_limit(Duration::from_secs(90)), "90s");
+        assert_eq!(format_limit(Duration::from_millis(1500)), "1500ms");
+    }
+
+    /// The watchdog kills the whole process group at the limit (a process the command left in
+    /// the background included) and says so; a command that ends first is not a timeout.
+    #[test]
+    fn a_watched_process_is_killed_with_its_group_at_the_limit() {
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(Stdio::piped())
+            .process_group(0);
+        let mut running =
+            Running::watch(command.spawn().unwrap(), Duration::from_millis(200)).unwrap();
+        let mut line = String::new();
+        BufReader::new(running.child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let sleeper: i32 = line.trim().parse().unwrap();
+        let (status, timed_out) = running.finish().unwrap();
+        assert!(timed_out, "{status:?}");
+        assert_eq!(status.signal(), Some(Signal::SIGKILL as i32));
+        // The background `sleep`, reparented and killed, is gone or a zombie being reaped.
+        let state = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap_or_default();
+        let alive = state
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'));
+        assert!(!alive, "{state}");
+
+        let mut quick = Command::new("true");
+        quick.process_group(0);
+        let running = Running::watch(quick.spawn().unwrap(), Duration::from_secs(60)).unwrap();
+        let (status, timed_out) = running.finish().unwrap();
+        assert!(status.success() && !timed_out);
+    }
 }

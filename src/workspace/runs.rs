@@ -485,23 +485,6 @@ fn remove_run_refs(record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
     Ok(())
 }
 
-/// Parses `7d`, `24h`, `20m`, `90s` (one number, one unit).
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number.parse().ok()?;
-    let seconds = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        "w" => 604_800,
-        _ => return None,
-    };
-    number.checked_mul(seconds).map(Duration::from_secs)
-}
-
 /// Parses an RFC 3339 time (`2026-04-05T10:00:00Z`, fractional seconds and offsets allowed).
 pub fn parse_timestamp(text: &str) -> Option<SystemTime> {
     let bytes = text.as_bytes();
@@ -623,15 +606,5 @@ mod tests {
         assert_eq!(at("2026-04-05T12:00:00.123+02:00"), Some(1_775_383_200));
         assert_eq!(at("2026-04-05"), None);
         assert_eq!(at("2026-13-05T10:00:00Z"), None);
-    }
-
-    #[test]
-    fn durations_parse_with_one_unit() {
-        assert_eq!(parse_duration("7d"), Some(Duration::from_secs(7 * 86_400)));
-        assert_eq!(parse_duration("90s"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_duration("20m"), Some(Duration::from_secs(1200)));
-        assert_eq!(parse_duration("7"), None);
-        assert_eq!(parse_duration("d"), None);
-        assert_eq!(parse_duration("7y"), None);
     }
 }

@@ -1173,3 +1173,163 @@ steps:
             .starts_with("completed success")
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// 4. A git of the conductor's own that never finishes.
+// ---------------------------------------------------------------------------------------------
+
+/// A git of the conductor's that waits forever after a step — here on a FIFO named as its
+/// `core.excludesFile`, as a git on a hung network file system would wait — with a process it
+/// started beside it. Both are killed at `TNH_GIT_TIMEOUT`, and the run ends as a runtime
+/// error (exit 4) that names the git command, the limit and what to look at, with the agent's
+/// step and the events recorded up to there kept.
+#[test]
+fn a_conductor_git_that_never_finishes_is_killed_at_the_limit_with_what_it_started() {
+    let repo = RunRepo::new();
+    let marks = tempfile::tempdir().unwrap();
+    let fifo = marks.path().join("excludes");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let sleeper = marks.path().join("sleeper");
+    // Only the `git add` that reads the worktree after the agent wrote `planted.txt` hangs.
+    let path = crate::kernel_support::git_on_path_when(
+        &repo,
+        "[ \"$1\" = add ] && [ -e planted.txt ]",
+        &format!(
+            "sleep 3600 & echo $! > '{}'; exec \"$REAL_GIT\" -c core.excludesFile='{}' \"$@\"",
+            sleeper.display(),
+            fifo.display()
+        ),
+    );
+    let workflow = repo.workflow_text(
+        "hang.yaml",
+        "workflow_id: hang
+version: 1
+description: an agent step after which the conductor's git hangs
+entry_step: plant
+steps:
+  - id: plant
+    opcode: RUN_AGENT
+    agent: scripted
+    prompt: |
+      WRITE planted.txt: the marker
+      SAY planted
+    routes:
+      completed: STOP
+      \"*\": failed
+  - id: failed
+    opcode: STOP
+    outcome: failure
+",
+    );
+    let mut child = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .arg("run")
+        .arg(&workflow)
+        .env("PATH", path)
+        .env("TNH_GIT_TIMEOUT", "2s")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Without the limit the conductor never ends. So that this test fails rather than hangs
+    // then, a watcher kills it at 120 s (far beyond the 2 s limit), which only happens when
+    // the fix is missing.
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let watcher = std::thread::spawn(move || {
+        if finished
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .is_err()
+        {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+    });
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let stderr_reader = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap());
+    let result = std::io::read_to_string(stdout).unwrap();
+    let status = child.wait().unwrap();
+    drop(done);
+    watcher.join().unwrap();
+    let stderr = stderr_reader.join().unwrap();
+    assert_eq!(status.code(), Some(4), "{result}\n{stderr}");
+    assert!(
+        stderr.contains("git add --all --ignore-errors did not finish within 2s")
+            && stderr.contains("TNH_GIT_TIMEOUT")
+            && stderr.contains("core.excludesFile"),
+        "the error names the command, the limit and the setting:\n{result}\n{stderr}"
+    );
+    assert_no_panic(
+        "the run",
+        &Output {
+            status,
+            stdout: Vec::new(),
+            stderr: stderr.clone().into_bytes(),
+        },
+    );
+    let run_id = only_run_id(&repo);
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let types = event_types(&events);
+    assert!(
+        types.iter().any(|kind| kind == "runner_completed"),
+        "the agent's step stays recorded: {types:?}"
+    );
+    let failed = crate::kernel_support::first_event(&events, "step_failed");
+    assert!(
+        failed["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("did not finish within 2s"))
+            && failed["resumable"] == true,
+        "the step's failure gives the reason and can be resumed: {failed}"
+    );
+    let final_state =
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap();
+    assert!(
+        final_state.starts_with("blocked stopped plant"),
+        "{final_state}"
+    );
+    // What the hung git started went with it.
+    let sleeper: i32 = std::fs::read_to_string(&sleeper)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let state = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap_or_default();
+    let alive = state
+        .rsplit_once(") ")
+        .is_some_and(|(_, rest)| !rest.starts_with('Z'));
+    assert!(
+        !alive,
+        "the process the hung git started still runs: {state}"
+    );
+    // Once git answers again, the run resumes: the step runs again from its snapshot and the
+    // run ends as it would have.
+    let resumed = repo.conductor(&["resume", &run_id]);
+    assert_eq!(
+        resumed.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout_text(&resumed),
+        stderr_text(&resumed)
+    );
+    let worktree = repo.json(&run_id, "metadata.json")["worktree_path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&worktree).join("planted.txt")).unwrap(),
+        "the marker"
+    );
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    assert_eq!(
+        event_types(&events)
+            .iter()
+            .filter(|kind| *kind == "runner_completed")
+            .count(),
+        2,
+        "the step ran again on resume"
+    );
+}

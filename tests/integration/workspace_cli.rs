@@ -179,7 +179,7 @@ fn runs_clean_refuses_a_bad_duration() {
     let repo = TempRepo::new();
     let output = run_in(repo.path(), &["runs", "clean", "--older-than", "soon"]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr_text(&output).contains("invalid duration `soon`"));
+    assert!(stderr_text(&output).contains("invalid --older-than: `soon` is not a duration"));
 }
 
 #[test]
