@@ -63,6 +63,9 @@ pub struct Config {
     pub protected_branches: Vec<String>,
     /// `script_allowlist`: folders where script validators may live.
     pub script_allowlist: Vec<String>,
+    /// `adr_paths`: globs of the ADRs `tnh adr` and `tnh context` read (empty when not set:
+    /// the default [`DEFAULT_ADR_PATHS`] applies).
+    pub adr_paths: Vec<String>,
     /// `operator_checkout`: what a change to the operator's checkout during an agent step is.
     pub operator_checkout: OperatorCheckout,
     /// `run --planner NAME`: the planner profile every EVALUATE uses (not read from the file).
@@ -177,6 +180,10 @@ impl Config {
                 Some("script_allowlist") => {
                     config.script_allowlist = strings(value, "script_allowlist")
                         .map_err(|(pos, message)| invalid(pos, message))?
+                }
+                Some("adr_paths") => {
+                    config.adr_paths =
+                        adr_paths(value).map_err(|(pos, message)| invalid(pos, message))?
                 }
                 // More keys are allowed (the modules that own them read them), but one that is
                 // a misspelling of a known key would silently drop what it configures (a
@@ -295,14 +302,69 @@ fn check_branch_globs(node: &Node) -> Result<(), (Pos, String)> {
     Ok(())
 }
 
+/// Where `tnh adr` and `tnh context` look for ADRs when `adr_paths` is not set.
+pub const DEFAULT_ADR_PATHS: &str = "docs/**/adr/*.md";
+
+/// `adr_paths`: a non-empty list of globs relative to the repository root, each compiling as
+/// `tnh adr` compiles it (`*` does not cross `/`). A mistake is reported where it is written:
+/// read leniently, a string, a number or a bad glob fell back to the default folder, and the
+/// agent was shown other ADRs than the ones configured.
+fn adr_paths(node: &Node) -> Result<Vec<String>, (Pos, String)> {
+    let example = "a list of globs relative to the repository root, such as `adr_paths: [\"decisions/*.md\"]`";
+    let Some(items) = node.as_seq() else {
+        return Err((
+            node.pos,
+            format!(
+                "`adr_paths` must be {example}, found {}",
+                node.value.kind_name()
+            ),
+        ));
+    };
+    if items.is_empty() {
+        return Err((
+            node.pos,
+            format!(
+                "`adr_paths` is empty: give at least one glob, or remove the key to use the default `{DEFAULT_ADR_PATHS}`"
+            ),
+        ));
+    }
+    let mut patterns = Vec::with_capacity(items.len());
+    for item in items {
+        let Some(pattern) = item.as_str().filter(|pattern| !pattern.trim().is_empty()) else {
+            return Err((
+                item.pos,
+                format!(
+                    "entries of `adr_paths` must be non-empty strings (globs such as `docs/adr/*.md`), found {}",
+                    item.value.kind_name()
+                ),
+            ));
+        };
+        if let Err(error) = globset::GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .build()
+        {
+            return Err((
+                item.pos,
+                format!(
+                    "invalid ADR pattern `{pattern}`: {} (a glob relative to the repository root, such as `docs/adr/*.md` or `docs/**/adr/*.md`)",
+                    error.kind()
+                ),
+            ));
+        }
+        patterns.push(pattern.to_owned());
+    }
+    Ok(patterns)
+}
+
 /// The keys this module reads.
-const KNOWN_KEYS: [&str; 6] = [
+const KNOWN_KEYS: [&str; 7] = [
     "agents",
     "validators",
     "planners",
     "protected_branches",
     "script_allowlist",
     "operator_checkout",
+    "adr_paths",
 ];
 
 /// The known key `key` is a likely misspelling of (a small edit away, or the same but for
@@ -474,6 +536,9 @@ mod tests {
             ("validator:\n  tests: {argv: [make]}\n", "validators"),
             ("planer: {}\n", "planners"),
             ("operator_chekout: report\n", "operator_checkout"),
+            ("adr_path: [decisions/*.md]\n", "adr_paths"),
+            ("Adr_paths: [decisions/*.md]\n", "adr_paths"),
+            ("adr-paths: [decisions/*.md]\n", "adr_paths"),
         ] {
             let error = parse(text).unwrap_err().to_string();
             assert!(
@@ -483,6 +548,42 @@ mod tests {
             );
         }
         assert!(parse("other_tool: {x: 1}\nnotes: text\n").is_ok());
+    }
+
+    /// Review 3, defect 4: `adr_paths` was read leniently by `tnh adr`, so a string, a number
+    /// or a glob that does not compile fell back to the default folder without a word.
+    #[test]
+    fn adr_paths_is_a_non_empty_list_of_globs_checked_where_written() {
+        let parse = |text: &str| Config::parse(text.as_bytes(), Path::new("c.yaml"));
+        assert_eq!(
+            parse("adr_paths: [decisions/*.md, \"docs/**/adr/*.md\"]\n")
+                .unwrap()
+                .adr_paths,
+            ["decisions/*.md", "docs/**/adr/*.md"]
+        );
+        assert!(parse("agents: {}\n").unwrap().adr_paths.is_empty());
+        for (text, expected) in [
+            (
+                "adr_paths: \"decisions/*.md\"\n",
+                "c.yaml:1:12: `adr_paths` must be a list of globs",
+            ),
+            (
+                "adr_paths: 5\n",
+                "c.yaml:1:12: `adr_paths` must be a list of globs",
+            ),
+            ("adr_paths: []\n", "c.yaml:1:12: `adr_paths` is empty"),
+            (
+                "adr_paths:\n  - docs/adr/*.md\n  - 7\n",
+                "c.yaml:3:5: entries of `adr_paths` must be non-empty strings",
+            ),
+            (
+                "adr_paths:\n  - \"[bad\"\n",
+                "c.yaml:2:5: invalid ADR pattern `[bad`: unclosed character class",
+            ),
+        ] {
+            let error = parse(text).unwrap_err().to_string();
+            assert!(error.starts_with(expected), "{text}: {error}");
+        }
     }
 
     #[test]

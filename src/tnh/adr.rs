@@ -8,6 +8,7 @@ use std::path::{Component, Path, PathBuf};
 use clap::Subcommand;
 
 use super::{TnhError, TnhResult, git, print};
+use crate::config::DEFAULT_ADR_PATHS;
 use crate::error::ExitStatus;
 
 /// `tnh adr …`.
@@ -16,7 +17,7 @@ pub enum AdrCommand {
     /// Every ADR: id, status and title, one a line.
     #[command(
         after_help = "Examples:\n  tnh adr list\n  tnh adr list --status accepted\n\nADRs are Markdown files of this checkout matching `adr_paths` in .tnh/config.yaml of the repository's \
-main working tree (default docs/**/adr/*.md).\n\nExit codes: 0 listed (also when none are found); 2 outside a repository."
+main working tree (default docs/**/adr/*.md).\n\nExit codes: 0 listed (also when none are found); 2 outside a repository, or .tnh/config.yaml is invalid (its file, line and column named)."
     )]
     List {
         /// Only ADRs with this status (case-insensitive).
@@ -25,7 +26,8 @@ main working tree (default docs/**/adr/*.md).\n\nExit codes: 0 listed (also when
     },
     /// Print one ADR in full.
     #[command(
-        after_help = "Examples:\n  tnh adr open OA04\n  tnh adr open ADR-OA04.1\n\nThe id is case-insensitive and the `ADR-` prefix is optional.\n\nExit codes: 0 printed; 2 for an unknown id or outside a repository."
+        after_help = "Examples:\n  tnh adr open OA04\n  tnh adr open ADR-OA04.1\n  tnh adr open ADR-12\n\nThe id is case-insensitive, the `ADR-` prefix is optional and a number's leading zeros do not count \
+(ADR-12, 12 and 0012 name the file 0012-….md).\n\nExit codes: 0 printed; 2 for an unknown id, outside a repository, or when .tnh/config.yaml is invalid."
     )]
     Open {
         /// The ADR id.
@@ -60,22 +62,20 @@ const MAX_ENTRIES: usize = 100_000;
 /// The most links named in the notes; the rest are counted.
 const MAX_NOTED_LINKS: usize = 5;
 
-/// The ADRs of the checkout at `root`, sorted by id; `adr_paths` comes from the configuration
-/// file `config_file` (the main working tree's, see `tnh::config`).
+/// The ADRs of the checkout at `root`, sorted by id, matching `patterns` (the `adr_paths` of
+/// the configuration — the main working tree's, see `tnh::config` — already checked by
+/// [`crate::config::Config::parse`]; empty for the default [`DEFAULT_ADR_PATHS`]).
 ///
 /// Only files of the checkout are read: no symbolic link is followed — not a linked file, not
 /// a linked folder met on the walk, not a link on a pattern's literal prefix (`docs -> /`) —
 /// and a prefix that leaves the checkout (`../x/*.md`, `/x/*.md`) is refused; each is named in
 /// [`Found::skipped`]. The walk reads at most [`MAX_ENTRIES`] folder entries.
-pub fn find(root: &Path, config_file: &Path) -> Found {
-    let configured = super::config::adr_paths(config_file);
-    let globs = if configured.is_empty() {
-        vec!["docs/**/adr/*.md".to_owned()]
-    } else {
-        configured
-    };
+pub fn find(root: &Path, patterns: &[String]) -> Found {
+    let globs = effective_patterns(patterns);
     let mut walk = Walk::new(root, MAX_ENTRIES);
-    let Ok(set) = globs
+    // The configuration checked every pattern when it was loaded; should one still not
+    // compile, it is said, not passed over.
+    let set = globs
         .iter()
         .try_fold(globset::GlobSetBuilder::new(), |mut builder, pattern| {
             builder.add(
@@ -85,11 +85,14 @@ pub fn find(root: &Path, config_file: &Path) -> Found {
             );
             Ok::<_, globset::Error>(builder)
         })
-    else {
-        return walk.into_found(Vec::new());
-    };
-    let Ok(set) = set.build() else {
-        return walk.into_found(Vec::new());
+        .and_then(|builder| builder.build());
+    let set = match set {
+        Ok(set) => set,
+        Err(error) => {
+            walk.skipped
+                .push(format!("adr: not looking for ADRs: {error}"));
+            return walk.into_found(Vec::new());
+        }
     };
     // Walk only below each pattern's literal prefix (`docs/` for `docs/**/adr/*.md`).
     let mut prefixes: Vec<String> = globs
@@ -120,6 +123,15 @@ pub fn find(root: &Path, config_file: &Path) -> Found {
     });
     adrs.dedup_by(|left, right| left.path == right.path);
     walk.into_found(adrs)
+}
+
+/// The patterns searched: the configured ones, else the default.
+fn effective_patterns(patterns: &[String]) -> Vec<String> {
+    if patterns.is_empty() {
+        vec![DEFAULT_ADR_PATHS.to_owned()]
+    } else {
+        patterns.to_vec()
+    }
 }
 
 /// A bounded walk for Markdown files below the checkout's root that follows no link.
@@ -280,14 +292,17 @@ fn parse(root: &Path, relative: &Path) -> Option<Adr> {
         .to_uppercase();
     let mut title = String::new();
     let mut status = String::new();
-    if let Some(front) = text
+    let text = text.replace("\r\n", "\n");
+    let mut body = text.as_str();
+    if let Some((front, rest)) = text
         .strip_prefix("---\n")
-        .and_then(|rest| rest.split_once("\n---").map(|(front, _)| front))
+        .and_then(|rest| rest.split_once("\n---"))
     {
+        body = rest;
         for line in front.lines() {
             let (key, value) = line.split_once(':').unwrap_or_default();
-            let value = value.trim().trim_matches('"').to_owned();
-            match key.trim() {
+            let value = value.trim().trim_matches(['"', '\'']).to_owned();
+            match key.trim().to_ascii_lowercase().as_str() {
                 "title" => title = value,
                 "status" => status = value,
                 "id" => id = normalised_id(&value),
@@ -295,16 +310,26 @@ fn parse(root: &Path, relative: &Path) -> Option<Adr> {
             }
         }
     }
-    for line in text.lines() {
+    let mut lines = body.lines();
+    while let Some(line) = lines.next() {
         if title.is_empty()
             && let Some(heading) = line.strip_prefix("# ")
         {
             title = heading.trim().to_owned();
         }
-        if status.is_empty()
-            && let Some(rest) = line.split_once("**Status**:").map(|(_, rest)| rest)
-        {
-            status = rest.trim().to_owned();
+        if !status.is_empty() {
+            continue;
+        }
+        if let Some(value) = status_line(line) {
+            status = value;
+        } else if is_status_heading(line) {
+            // `## Status` then the status on the first line that is not blank (adr-tools,
+            // MADR): `Accepted`, `Superseded by [3. …](0003-….md)`.
+            if let Some(next) = lines.by_ref().map(str::trim).find(|next| !next.is_empty())
+                && !next.starts_with('#')
+            {
+                status = clean_status(next);
+            }
         }
     }
     Some(Adr {
@@ -319,6 +344,43 @@ fn parse(root: &Path, relative: &Path) -> Option<Adr> {
     })
 }
 
+/// The status a line such as `Status: Accepted`, `**Status**: Accepted`, `**Status:**
+/// Accepted` or `- Status: accepted` gives, if it is one.
+fn status_line(line: &str) -> Option<String> {
+    let plain = line
+        .trim()
+        .trim_start_matches(['-', '*', '>', '+', ' '])
+        .replace("**", "")
+        .replace("__", "");
+    let rest = plain.trim_start();
+    let head = rest.get(..6)?;
+    if !head.eq_ignore_ascii_case("status") {
+        return None;
+    }
+    let value = rest[6..].trim_start().strip_prefix(':')?;
+    Some(clean_status(value)).filter(|value| !value.is_empty())
+}
+
+/// A heading `Status` of any level (`## Status`), in any case.
+fn is_status_heading(line: &str) -> bool {
+    let trimmed = line.trim();
+    let text = trimmed.trim_start_matches('#');
+    text.len() < trimmed.len()
+        && text.starts_with([' ', '\t'])
+        && text
+            .trim()
+            .trim_end_matches(':')
+            .eq_ignore_ascii_case("status")
+}
+
+/// A status as written, without emphasis or list markers around it.
+fn clean_status(text: &str) -> String {
+    text.trim()
+        .trim_start_matches(['-', '+', '>', ' '])
+        .trim_matches(['*', '_', '`', '"', ' '])
+        .to_owned()
+}
+
 /// An ADR id as ids are compared: upper case, without an `ADR-` prefix in any case (`Adr-7`,
 /// `adr-7` and `7` are all `7`).
 fn normalised_id(text: &str) -> String {
@@ -329,10 +391,27 @@ fn normalised_id(text: &str) -> String {
     }
 }
 
+/// The key two ids are matched by: [`normalised_id`] without the leading zeros of a number
+/// (`ADR-12`, `12`, `0012` and `ADR-0012` are one ADR; `OA04` keeps its zero).
+fn id_key(text: &str) -> String {
+    let id = normalised_id(text);
+    let digits = id.chars().take_while(char::is_ascii_digit).count();
+    if digits == 0 {
+        return id;
+    }
+    let zeros = id[..digits]
+        .chars()
+        .take_while(|digit| *digit == '0')
+        .count();
+    // Keep one digit of an all-zero number (`000` is `0`).
+    id[zeros.min(digits - 1)..].to_owned()
+}
+
 /// Runs `tnh adr …`.
 pub fn run(command: &AdrCommand) -> TnhResult {
     let root = git::root()?;
-    let Found { adrs, skipped } = find(&root, &super::config::config_file(&root)?);
+    let config = super::config::load(&root)?;
+    let Found { adrs, skipped } = find(&root, &config.config.adr_paths);
     for line in &skipped {
         super::note(line);
     }
@@ -347,16 +426,23 @@ pub fn run(command: &AdrCommand) -> TnhResult {
                 let _ = writeln!(text, "{}\t{}\t{}", adr.id, adr.status, adr.title);
             }
             if adrs.is_empty() {
-                text.push_str(
-                    "no ADRs found (docs/**/adr/*.md, or adr_paths in .tnh/config.yaml)\n",
+                let _ = writeln!(
+                    text,
+                    "no ADRs found ({}: {})",
+                    if config.config.adr_paths.is_empty() {
+                        "the default; set adr_paths in .tnh/config.yaml"
+                    } else {
+                        "adr_paths of .tnh/config.yaml"
+                    },
+                    effective_patterns(&config.config.adr_paths).join(", ")
                 );
             }
             print(&text);
             Ok(ExitStatus::Success)
         }
         AdrCommand::Open { id } => {
-            let wanted = normalised_id(id);
-            let Some(adr) = adrs.iter().find(|adr| adr.id == wanted) else {
+            let wanted = id_key(id);
+            let Some(adr) = adrs.iter().find(|adr| id_key(&adr.id) == wanted) else {
                 let known: Vec<&str> = adrs.iter().map(|adr| adr.id.as_str()).collect();
                 return Err(TnhError::new(
                     format!("no ADR `{id}`"),
@@ -382,6 +468,39 @@ pub fn run(command: &AdrCommand) -> TnhResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numeric_ids_match_whatever_their_leading_zeros() {
+        for id in ["12", "0012", "ADR-12", "adr-0012", " 012 "] {
+            assert_eq!(id_key(id), "12", "{id}");
+        }
+        assert_eq!(id_key("0000"), "0");
+        assert_eq!(id_key("OA04.1"), "OA04.1");
+        assert_eq!(id_key("007a"), "7A");
+    }
+
+    #[test]
+    fn the_common_ways_of_writing_a_status_are_read() {
+        for line in [
+            "Status: Accepted",
+            "status: accepted",
+            "**Status**: Accepted",
+            "**Status:** Accepted",
+            "- Status: Accepted",
+            "* **Status**: *Accepted*",
+        ] {
+            assert_eq!(
+                status_line(line).as_deref().map(str::to_lowercase),
+                Some("accepted".to_owned()),
+                "{line}"
+            );
+        }
+        for line in ["Statusquo: x", "The status: x", "Status:", "## Status"] {
+            assert_eq!(status_line(line), None, "{line}");
+        }
+        assert!(is_status_heading("## Status") && is_status_heading("# status:"));
+        assert!(!is_status_heading("## Statuses") && !is_status_heading("Status"));
+    }
 
     /// Review 2, defect 4: the walk had no bound (`docs -> /` read the whole file system). It
     /// reads at most its budget of folder entries, then stops and says so.

@@ -52,18 +52,6 @@ pub fn repo_root(checkout: &Path) -> Result<PathBuf, TnhError> {
     })
 }
 
-/// The configuration file the commands run in `checkout` read (it may not exist). When it is
-/// the main working tree's, a different `.tnh/config.yaml` of `checkout` itself is named on
-/// stderr as ignored, as `tnh-conductor` does.
-pub fn config_file(checkout: &Path) -> Result<PathBuf, TnhError> {
-    if let Some(path) = recorded().and_then(|recorded| recorded.config_path) {
-        return Ok(path);
-    }
-    let root = repo_root(checkout)?;
-    warn_ignored_checkout_config(checkout, &root);
-    Ok(root.join(".tnh/config.yaml"))
-}
-
 /// Names `checkout`'s own `.tnh/config.yaml` on stderr when it differs from the one of the
 /// main working tree `root`, which is read instead.
 fn warn_ignored_checkout_config(checkout: &Path, root: &Path) {
@@ -108,19 +96,6 @@ pub fn load(checkout: &Path) -> Result<RunConfig, TnhError> {
         })
     });
     Ok(RunConfig { config, path, note })
-}
-
-/// The `adr_paths:` globs of the configuration file at `path`, when set.
-pub fn adr_paths(path: &Path) -> Vec<String> {
-    let Ok(bytes) = std::fs::read(path) else {
-        return Vec::new();
-    };
-    let Ok(node) = crate::workflow::yaml::parse(&bytes) else {
-        return Vec::new();
-    };
-    node.get("adr_paths")
-        .and_then(crate::workflow::yaml::Node::string_items)
-        .unwrap_or_default()
 }
 
 /// The run's metadata, when `TNH_RUN_DIR` names a run directory.

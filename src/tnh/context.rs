@@ -15,7 +15,7 @@ use crate::error::ExitStatus;
 (inside a tnh-conductor run), the step's inputs (the values its prompt was given, from TNH_STEP_DIR/inputs.json when present), \
 ADRs, and the tnh commands available. Paths are printed as they are (non-ASCII too), except that a path holding \
 a `\"`, a `\\` or a control character (a tab) is C-quoted as git does (`\"quo\\\"te.txt\"`); --json gives every path as it is.\n\n\
-Exit codes: 0 printed; 2 outside a repository, or a git query failed."
+Exit codes: 0 printed; 2 outside a repository, a git query failed, or .tnh/config.yaml is invalid (its file, line and column named)."
 )]
 pub struct ContextArgs {
     /// Print JSON instead of text.
@@ -59,7 +59,8 @@ pub fn run(args: &ContextArgs) -> TnhResult {
     let changed = git::changes(&place, &[])?;
     let variable = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
     let inputs = variable("TNH_STEP_DIR").and_then(|dir| step_inputs(Path::new(&dir)));
-    let found = super::adr::find(&place.root, &super::config::config_file(&place.root)?);
+    let config = super::config::load(&place.root)?;
+    let found = super::adr::find(&place.root, &config.config.adr_paths);
     for line in &found.skipped {
         super::note(line);
     }
