@@ -1,6 +1,7 @@
 //! The operator's command line (`tnh-conductor`): argument parsing and one file per subcommand.
 //! Only this layer and `tnh` print.
 
+mod completions;
 mod demo;
 mod gate;
 mod graph;
@@ -69,7 +70,7 @@ pub enum Command {
     /// The demo's scripted agent (directives on stdin).
     #[command(hide = true)]
     DemoAgent,
-    /// Write `.tnh/config.yaml` with commented defaults.
+    /// Write `.tnh/config.yaml` (with `--config FILE`: FILE) with commented defaults.
     Init(stub::InitArgs),
     /// Check workflow files statically; nothing runs.
     Validate(validate::ValidateArgs),
@@ -100,7 +101,7 @@ pub enum Command {
     /// Print a JSON Schema of a document or artifact format.
     Schema(schema::SchemaArgs),
     /// Print shell completions.
-    Completions(stub::CompletionsArgs),
+    Completions(completions::CompletionsArgs),
 }
 
 /// Runs a parsed command line and returns how the process should exit.
@@ -110,7 +111,7 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
         Command::Validate(args) => validate::cmd_validate(&cli, args, output),
         Command::Schema(args) => schema::cmd_schema(args, output),
         Command::Graph(args) => graph::cmd_graph(&cli, args, output),
-        Command::Completions(args) => stub::cmd_completions(args, output),
+        Command::Completions(args) => completions::cmd_completions(args, output),
         Command::Init(args) => demo::cmd_init(&cli, args.force, output),
         Command::Demo(args) => demo::cmd_demo(&cli, args, output),
         Command::DemoAgent => demo::cmd_demo_agent(output),

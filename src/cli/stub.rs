@@ -6,13 +6,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use super::Output;
-use crate::error::{ExitStatus, Result};
-
 /// `init`.
 #[derive(Debug, Args)]
 pub struct InitArgs {
-    /// Overwrite an existing `.tnh/config.yaml`.
+    /// Overwrite an existing `.tnh/config.yaml` (or the `--config FILE` to write).
     #[arg(long)]
     pub force: bool,
 }
@@ -82,20 +79,4 @@ impl PlannerCommand {
             PlannerCommand::Check { .. } => "check",
         }
     }
-}
-
-/// `completions SHELL`.
-#[derive(Debug, Args)]
-pub struct CompletionsArgs {
-    /// The shell to generate completions for.
-    pub shell: clap_complete::Shell,
-}
-
-/// Prints shell completions for the whole command tree.
-pub fn cmd_completions(args: &CompletionsArgs, output: &mut Output) -> Result<ExitStatus> {
-    let mut command = <super::Cli as clap::CommandFactory>::command();
-    let mut buffer = Vec::new();
-    clap_complete::generate(args.shell, &mut command, "tnh-conductor", &mut buffer);
-    output.print(&String::from_utf8_lossy(&buffer));
-    Ok(ExitStatus::Success)
 }

@@ -128,6 +128,84 @@ fn completions_are_generated_for_bash() {
     assert!(stdout_text(&output).contains("tnh-conductor"));
 }
 
+/// Review 3, defect 6: the Bash completions completed only the first word (`gate <TAB>`,
+/// `schema <TAB>` and `run --<TAB>` gave nothing: clap_complete's states and case arms
+/// disagree for a hyphenated program name, clap-rs/clap#6421), and offered the hidden
+/// `demo-agent`. The script is loaded into a real bash and asked as bash's programmable
+/// completion asks it: the function `complete -p tnh-conductor` names, with COMP_WORDS and
+/// COMP_CWORD set.
+#[test]
+fn bash_completes_subcommands_and_flags_at_every_level() {
+    let output = conductor().args(["completions", "bash"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("tnh-conductor.bash");
+    std::fs::write(&script, &output.stdout).unwrap();
+    let complete = |words: &[&str]| -> Vec<String> {
+        let driver = r#"
+source "$1"; shift
+spec=$(complete -p tnh-conductor) || exit 3
+function=${spec#*-F }; function=${function%% *}
+COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 )); COMPREPLY=()
+"$function" tnh-conductor "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+printf '%s\n' "${COMPREPLY[@]}"
+"#;
+        let output = std::process::Command::new("bash")
+            .args(["--norc", "--noprofile", "-c", driver, "driver"])
+            .arg(&script)
+            .args(words)
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{words:?}: {}",
+            stderr_text(&output)
+        );
+        stdout_text(&output).lines().map(str::to_owned).collect()
+    };
+    let has = |words: &[&str], wanted: &[&str]| {
+        let offered = complete(words);
+        for word in wanted {
+            assert!(
+                offered.iter().any(|offered| offered == word),
+                "{words:?}: no {word} in {offered:?}"
+            );
+        }
+        offered
+    };
+    assert_eq!(complete(&["tnh-conductor", "ru"]), ["run", "runs"]);
+    let top = has(
+        &["tnh-conductor", ""],
+        &["gate", "run", "--repo", "completions"],
+    );
+    assert!(!top.iter().any(|word| word == "demo-agent"), "{top:?}");
+    has(
+        &["tnh-conductor", "gate", ""],
+        &["list", "show", "approve", "reject"],
+    );
+    has(
+        &["tnh-conductor", "schema", ""],
+        &["workflow", "harness-report", "tnh-check"],
+    );
+    has(
+        &["tnh-conductor", "run", "--"],
+        &["--base", "--wait", "--param", "--planner"],
+    );
+    has(
+        &["tnh-conductor", "--repo", "/tmp", "gate", "approve", "--"],
+        &["--comment", "--as", "--resume"],
+    );
+    assert_eq!(complete(&["tnh-conductor", "runs", "l"]), ["list"]);
+    let help = has(&["tnh-conductor", "help", ""], &["gate", "run"]);
+    assert!(!help.iter().any(|word| word == "demo-agent"), "{help:?}");
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let output = conductor().args(["completions", shell]).output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{shell}");
+        assert!(!stdout_text(&output).contains("demo-agent"), "{shell}");
+    }
+}
+
 #[test]
 fn every_integration_test_file_is_wired_into_main() {
     let directory = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/integration");
