@@ -204,12 +204,27 @@ operator_checkout: forbid
 
 # Where script validators may live besides the run directory.
 script_allowlist: []
+
+# Where `tnh adr` and `tnh context` look for ADRs (globs relative to the repository root;
+# default docs/**/adr/*.md).
+# adr_paths: ["docs/**/adr/*.md", "decisions/*.md"]
 "#;
 
-/// `init`: writes `.tnh/config.yaml` (refuses to overwrite without `--force`).
+/// `init`: writes `.tnh/config.yaml` of the repository, or the file `--config FILE` names
+/// (refuses to overwrite either without `--force`).
 pub fn cmd_init(cli: &Cli, force: bool, output: &mut Output) -> Result<ExitStatus> {
-    let repo = super::repo_root(cli)?;
-    let path = repo.join(".tnh/config.yaml");
+    let path = match &cli.config {
+        // The file every later command given the same `--config FILE` reads: no repository
+        // is needed to write it.
+        Some(file) => file.clone(),
+        None => super::repo_root(cli)?.join(".tnh/config.yaml"),
+    };
+    if path.is_dir() {
+        return Err(Error::usage(
+            format!("`{}` is a folder", path.display()),
+            "name the configuration file to write, e.g. --config ci/tnh.yaml",
+        ));
+    }
     if path.exists() && !force {
         return Err(Error::usage(
             format!("`{}` already exists", path.display()),
@@ -222,9 +237,20 @@ pub fn cmd_init(cli: &Cli, force: bool, output: &mut Output) -> Result<ExitStatu
         source,
     };
     crate::config::Config::parse(INIT_CONFIG.as_bytes(), &path)?;
-    std::fs::create_dir_all(repo.join(".tnh")).map_err(io)?;
+    if let Some(parent) = path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(parent).map_err(io)?;
+    }
     std::fs::write(&path, INIT_CONFIG).map_err(io)?;
     output.note(&format!("wrote {}", path.display()));
+    if cli.config.is_some() {
+        output.note(&format!(
+            "pass --config {} to the commands that should read it (a run started with it records it; `resume`, gate decisions and the agents' `tnh` commands keep reading it)",
+            path.display()
+        ));
+    }
     Ok(ExitStatus::Success)
 }
 
@@ -244,6 +270,7 @@ mod tests {
                 Some(rest)
                     if rest.starts_with("agents:")
                         || rest.starts_with("validators:")
+                        || rest.starts_with("adr_paths:")
                         || rest.starts_with("  ") =>
                 {
                     format!("{rest}\n")
@@ -261,5 +288,6 @@ mod tests {
             config.validators.keys().collect::<Vec<_>>(),
             ["lint", "tests"]
         );
+        assert_eq!(config.adr_paths, ["docs/**/adr/*.md", "decisions/*.md"]);
     }
 }

@@ -192,3 +192,122 @@ fn init_writes_a_configuration_that_loads_and_keeps_an_existing_one() {
             .contains("planners:")
     );
 }
+
+/// Review 3, defect 10: `tnh-conductor --config FILE init` wrote `<repo>/.tnh/config.yaml` and
+/// left FILE unwritten. It writes FILE (creating its folder), which the next command given
+/// `--config FILE` reads, leaves the repository's own file alone, and refuses to overwrite
+/// FILE without `--force`.
+#[test]
+fn init_with_config_writes_that_file() {
+    let repo = TempRepo::new();
+    let file = repo.path().join("ci/tnh.yaml");
+    let init = |extra: &[&str]| {
+        conductor()
+            .arg("--repo")
+            .arg(repo.path())
+            .arg("--config")
+            .arg(&file)
+            .arg("init")
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let first = init(&[]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr_text(&first));
+    assert!(
+        stderr_text(&first).contains(&format!("wrote {}", file.display())),
+        "{}",
+        stderr_text(&first)
+    );
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("planners:")
+    );
+    assert!(!repo.path().join(".tnh/config.yaml").exists());
+    let checked = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .arg("--config")
+        .arg(&file)
+        .args(["planner", "check"])
+        .arg(crate::support::fixture("planner_vectors"))
+        .args(["--planner", "default"])
+        .output()
+        .unwrap();
+    assert_eq!(checked.status.code(), Some(0), "{}", stderr_text(&checked));
+    std::fs::write(&file, "agents: {}\n").unwrap();
+    let again = init(&[]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        stderr_text(&again).contains(&format!("`{}` already exists", file.display())),
+        "{}",
+        stderr_text(&again)
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "agents: {}\n");
+    let forced = init(&["--force"]);
+    assert_eq!(forced.status.code(), Some(0), "{}", stderr_text(&forced));
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("planners:")
+    );
+    // A folder is not a configuration file.
+    let folder = conductor()
+        .arg("--config")
+        .arg(repo.path())
+        .arg("init")
+        .output()
+        .unwrap();
+    assert_eq!(folder.status.code(), Some(2));
+    assert!(
+        stderr_text(&folder).contains("is a folder"),
+        "{}",
+        stderr_text(&folder)
+    );
+}
+
+/// Review 3, defect 9: the README said to put repository prompts in
+/// `.tnh/prompts/<role>/…`; the folder is the `prompt_id`'s family. The paths the README gives
+/// are the ones the library loads, and a prompt put under its role instead is refused.
+#[test]
+fn readme_names_the_folder_repository_prompts_live_in() {
+    let readme = include_str!("../../README.md");
+    assert!(
+        readme.contains("`.tnh/prompts/<family>/<name>.v<N>.md`")
+            && !readme.contains(".tnh/prompts/<role>/"),
+        "README's \"Writing a prompt\" names the wrong folder"
+    );
+    let prompt = "---\nprompt_id: mine.fix\nversion: 1\nrole: task\nsummary: s\n---\nhi\n";
+    let repo = TempRepo::new();
+    assert!(readme.contains("`.tnh/prompts/mine/fix.v1.md`"));
+    repo.write(".tnh/prompts/mine/fix.v1.md", prompt);
+    let list = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["prompts", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(list.status.code(), Some(0), "{}", stderr_text(&list));
+    assert!(
+        stdout_text(&list).contains("mine.fix.v1"),
+        "{}",
+        stdout_text(&list)
+    );
+    let misplaced = TempRepo::new();
+    misplaced.write(".tnh/prompts/task/fix.v1.md", prompt);
+    let list = conductor()
+        .arg("--repo")
+        .arg(misplaced.path())
+        .args(["prompts", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(list.status.code(), Some(1));
+    assert!(
+        stdout_text(&list).contains("mine/fix.v1.md")
+            || stderr_text(&list).contains("mine/fix.v1.md"),
+        "{}{}",
+        stdout_text(&list),
+        stderr_text(&list)
+    );
+}
