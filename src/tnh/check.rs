@@ -35,8 +35,10 @@ the tail.\n\nThe tool runs as RUN_VALIDATION runs it: the command returns when t
 processes it leaves behind are killed (and named). After --timeout (default 1h) the tool and everything it \
 started are killed and the command says TIMED OUT. SIGTERM, SIGINT or SIGHUP sent to tnh stop the tool the \
 same way (it says STOPPED).\n\n\
-Exit codes: 0 the tool passed; else the tool's exit code (codes above 4 become 1); 1 when it timed out or was \
-stopped; 2 also when no command is configured or detected, the tool cannot be started, or outside a repository."
+Exit codes: 0 the tool passed (it exited 0); 1 it ran and did not pass: any other exit code (2, 101, 127…), \
+a signal, timed out or stopped — its own exit code is printed (`FAILED (exit N`) and is `exit_code` in --json; \
+2 the tool was not run: no command configured or detected, it cannot be started, a bad option, an invalid \
+.tnh/config.yaml, or outside a repository."
         )
     };
 }
@@ -215,12 +217,18 @@ pub fn run(name: &str, args: &CheckArgs) -> TnhResult {
     } else {
         print(&summary(&report, &supervised, duration));
     }
-    Ok(
-        match (&supervised.termination.reason, supervised.exit_code) {
-            (Some(_), _) | (None, None) => ExitStatus::Failure,
-            (None, Some(code)) => exit_code(code),
-        },
-    )
+    Ok(exit_status(&supervised))
+}
+
+/// How `tnh test|lint|typecheck` exits: 0 when the tool exited 0 by itself, 1 for every other
+/// end of a tool that ran (its own code is in the summary and the JSON). Not the tool's code:
+/// a tool's 2 (pytest interrupted, eslint's configuration error) would read as tnh's own 2
+/// (the tool was not run), and codes above 4 could not be told from a failure anyway.
+fn exit_status(supervised: &Supervised) -> ExitStatus {
+    match (&supervised.termination.reason, supervised.exit_code) {
+        (None, Some(0)) => ExitStatus::Success,
+        _ => ExitStatus::Failure,
+    }
 }
 
 /// Supervises the tool to its end; SIGTERM, SIGINT and SIGHUP sent to tnh meanwhile stop it.
@@ -380,17 +388,6 @@ fn append(to: &Path, from: &Path) -> bool {
     match crate::artifacts::safe_files::open_regular(from) {
         Ok(mut source) => std::io::copy(&mut source, &mut log).is_ok(),
         Err(_) => true,
-    }
-}
-
-/// The tool's own exit code.
-fn exit_code(code: i32) -> ExitStatus {
-    match code {
-        0 => ExitStatus::Success,
-        2 => ExitStatus::Usage,
-        3 => ExitStatus::Waiting,
-        4 => ExitStatus::Runtime,
-        _ => ExitStatus::Failure,
     }
 }
 

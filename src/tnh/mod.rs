@@ -23,8 +23,8 @@ use crate::error::ExitStatus;
 ///
 /// Inside a run, the TNH_RUN_ID, TNH_RUN_DIR, TNH_STEP_ID, TNH_STEP_DIR, TNH_WORKTREE and
 /// TNH_BASE_SHA variables tell each command where it is. Exit codes: 0 success, 1 the checked
-/// tool failed (its own exit code for test/lint/typecheck), 2 bad usage or not in a repository
-/// or run.
+/// tool ran and did not pass (test/lint/typecheck print its own exit code), 2 bad usage, not in
+/// a repository or run, or the tool could not be run.
 #[derive(Debug, Parser)]
 #[command(name = "tnh", version, about, long_about)]
 pub struct TnhCli {
@@ -39,15 +39,15 @@ pub enum TnhCommand {
     Context(context::ContextArgs),
     /// Changes against the run's base (TNH_BASE_SHA, else the merge-base with main/master).
     Diff(diff::DiffArgs),
-    /// Run the `tests` validator and print a short summary; exits with the tool's exit code.
+    /// Run the `tests` validator and print a short summary; exits 0 if it passed, 1 if not.
     #[command(after_help = check::check_help!(
         "  tnh test\n  tnh test -- --nocapture my_test\n  tnh test --json"
     ))]
     Test(check::CheckArgs),
-    /// Run the `lint` validator and print a short summary; exits with the tool's exit code.
+    /// Run the `lint` validator and print a short summary; exits 0 if it passed, 1 if not.
     #[command(after_help = check::check_help!("  tnh lint\n  tnh lint --json\n  tnh lint -- --fix"))]
     Lint(check::CheckArgs),
-    /// Run the `typecheck` validator and print a short summary; exits with the tool's exit code.
+    /// Run the `typecheck` validator and print a short summary; exits 0 if it passed, 1 if not.
     #[command(after_help = check::check_help!("  tnh typecheck\n  tnh typecheck --json"))]
     Typecheck(check::CheckArgs),
     /// Architecture decision records: `tnh adr list`, `tnh adr open ID`.

@@ -217,3 +217,52 @@ fn a_check_printing_hundreds_of_megabytes_keeps_memory_bounded() {
         "{text}"
     );
 }
+
+/// Review 3, defect 7: the docs said `tnh test` exits with the tool's exit code; codes above 4
+/// became 1, and a tool's own 2 read as tnh's 2 ("not configured", bad usage). The contract is
+/// now one an agent can act on: 0 the tool passed, 1 it ran and did not pass (its own code is
+/// printed and in `--json`), 2 it was not run.
+#[test]
+fn tnh_check_exits_0_passed_1_failed_2_not_run() {
+    for code in [0, 1, 2, 3, 4, 5, 42, 127, 255] {
+        let repo = repo_with_tests(&format!("echo ran; exit {code}"));
+        let text = run_tnh(repo.path(), &["test"]);
+        let expected = if code == 0 { 0 } else { 1 };
+        assert_eq!(
+            text.status.code(),
+            Some(expected),
+            "tool exit {code}: {}",
+            stdout_text(&text)
+        );
+        let verdict = if code == 0 {
+            "tests: passed (exit 0,".to_owned()
+        } else {
+            format!("tests: FAILED (exit {code},")
+        };
+        assert!(
+            stdout_text(&text).starts_with(&verdict),
+            "{code}: {}",
+            stdout_text(&text)
+        );
+        let json = run_tnh(repo.path(), &["test", "--json"]);
+        assert_eq!(json.status.code(), Some(expected), "{code}");
+        let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        assert_eq!(report["exit_code"], code, "{report}");
+    }
+    // Not run: nothing configured or detected, a program that does not exist, a bad option.
+    let bare = TempRepo::new();
+    assert_eq!(run_tnh(bare.path(), &["test"]).status.code(), Some(2));
+    let missing = TempRepo::new();
+    missing.write(
+        ".tnh/config.yaml",
+        "validators:\n  tests: {argv: [/nonexistent/tool]}\n",
+    );
+    let output = run_tnh(missing.path(), &["test"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout_text(&output));
+    assert_eq!(
+        run_tnh(missing.path(), &["test", "--no-such-option"])
+            .status
+            .code(),
+        Some(2)
+    );
+}

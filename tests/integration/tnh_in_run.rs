@@ -73,7 +73,8 @@ fn tnh_test_in_a_run_uses_the_configured_validator_not_the_detected_one() {
         "{json}"
     );
     assert_eq!(json["argv"][0], "sh", "{json}");
-    assert_eq!(step_file(&repo, &result, "test.code").trim(), "3");
+    // A tool that ran and failed is exit 1 whatever its own code (which the JSON keeps).
+    assert_eq!(step_file(&repo, &result, "test.code").trim(), "1");
     // The file is the one the run recorded: nothing to note.
     assert_eq!(step_file(&repo, &result, "test.err"), "");
     // The whole output is kept in the step folder, and the visit's manifest lists it.
