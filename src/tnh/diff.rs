@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use clap::Args;
 
-use super::{TnhResult, git, print};
+use super::{TnhError, TnhResult, git, print};
 use crate::error::ExitStatus;
 
 /// `tnh diff [--stat|--name-only|--patch] [--against REF] [--max-lines N] [PATH…]`.
@@ -16,13 +16,16 @@ The base is TNH_BASE_SHA inside a run, else the merge-base with origin/HEAD, mai
 With --against REF the base is the merge-base of REF and HEAD instead: the change of a branch since it left REF, \
 plus what is not committed yet (a review run started with --base feature-branch reads the branch's change with \
 --against main). \
-Untracked files are listed as new. Paths print as they are, except that one holding a `\"`, a `\\` or a control \
+Untracked files are included as new: --stat and --name-only list them, --patch shows them as `new file mode` \
+diffs (binary files of every kind as `GIT binary patch`, after every other file), so that its output applies with \
+`git apply` (unless truncated); the checkout's index is not changed. Paths print as they are, except that one holding a `\"`, a `\\` or a control \
 character (a tab) is C-quoted as git does (`\"quo\\\"te.txt\"`), alike in every mode. PATHs are git pathspecs relative to the repository root, matched the same way \
 for tracked and untracked files in every mode: `src` is the folder src (not srcgen/), `src/*.rs` a glob. \
 --patch shows source files first (with them every file that is neither a test nor a doc: build files, configuration), \
 then tests (a test/ or tests/ folder, or a file named test_*, *_test.*, *.test.*, \
 test.* or tests.*), then docs (*.md, or under docs/ or doc/), each group in git's order; output longer than --max-lines ends with a line \
-saying how much was left out; with nothing changed every mode prints `no changes`.\n\n\
+saying how much was left out (--patch reads at most 32 MiB of git's patch, whole files, and says so); \
+with nothing changed every mode prints `no changes`.\n\n\
 Exit codes: 0 printed (also when nothing changed); 2 bad usage, a PATH git refuses, an --against REF git cannot find, or outside a repository."
 )]
 pub struct DiffArgs {
@@ -53,42 +56,158 @@ pub fn run(args: &DiffArgs) -> TnhResult {
         place.base = git::merge_base(&place.root, against)?;
         place.base_source = format!("merge-base with {against}");
     }
+    if args.patch {
+        let (text, cut) = patch(&place, &args.paths)?;
+        let mut shown = truncate(
+            if text.is_empty() && !cut {
+                "no changes\n"
+            } else {
+                &text
+            },
+            args.max_lines,
+        );
+        if cut {
+            let _ = writeln!(
+                shown,
+                "… truncated: the patch is longer than {} MiB; the files after it were not read (narrow with PATH…)",
+                MAX_PATCH_BYTES >> 20
+            );
+        }
+        print(&shown);
+        return Ok(ExitStatus::Success);
+    }
     let mut text = if args.name_only {
         git::changes(&place, &args.paths)?
             .iter()
             .map(|(status, path)| format!("{status}\t{}\n", git::quoted(path)))
             .collect()
     } else {
-        let shape = if args.patch { "--patch" } else { "--stat" };
         let tracked = git::with_paths(
-            &["diff", "-M", "--no-color", shape, &place.base],
+            &["diff", "-M", "--no-color", "--stat", &place.base],
             &args.paths,
         );
-        let (tracked, untracked) = git::git_pair(
+        let (mut text, untracked) = git::git_pair(
             &place.root,
             &git::as_strs(&tracked),
             &git::as_strs(&git::untracked_args(&args.paths)),
         )?;
-        let untracked = git::split_nul(&untracked);
-        if args.patch {
-            let mut text = key_hunks_first(&tracked);
-            for path in untracked {
-                let _ = writeln!(text, "new untracked file: {}", git::quoted(path));
-            }
-            text
-        } else {
-            let mut text = tracked;
-            for path in untracked {
-                let _ = writeln!(text, " {} (new, untracked)", git::quoted(path));
-            }
-            text
+        for path in git::split_nul(&untracked) {
+            let _ = writeln!(text, " {} (new, untracked)", git::quoted(path));
         }
+        text
     };
     if text.is_empty() {
         text = "no changes\n".into();
     }
     print(&truncate(&text, args.max_lines));
     Ok(ExitStatus::Success)
+}
+
+/// The most of git's patch read: a longer one (a huge new file) is cut there, between files.
+const MAX_PATCH_BYTES: usize = 32 << 20;
+
+/// `--patch`: the change against the base as one patch `git apply` takes — new (untracked)
+/// files as `new file mode` diffs, binary files as `GIT binary patch` — in [`key_hunks_first`]
+/// order, and whether it was cut at [`MAX_PATCH_BYTES`] (only whole files are kept then).
+///
+/// git shows an untracked file in a diff only when the index has it (as intent-to-add), and
+/// `tnh diff` changes nothing of the checkout: the untracked files are added with `git add
+/// --intent-to-add` to a copy of the index in a temporary folder, which the diff then reads
+/// (`GIT_INDEX_FILE`). The checkout's index, files and objects are untouched.
+fn patch(place: &git::Place, paths: &[String]) -> Result<(String, bool), TnhError> {
+    let untracked = git::git(&place.root, &git::as_strs(&git::untracked_args(paths)))?;
+    let untracked = git::split_nul(&untracked);
+    let diff = git::with_paths(
+        &[
+            "diff",
+            "-M",
+            "--no-color",
+            "--binary",
+            "--patch",
+            &place.base,
+        ],
+        paths,
+    );
+    let diff = git::as_strs(&diff);
+    if untracked.is_empty() {
+        let (text, cut) = git::git_capped(&place.root, &diff, None, MAX_PATCH_BYTES)?;
+        return Ok((key_hunks_first(&whole_files(&text, cut)), cut));
+    }
+    match intent_to_add_index(&place.root, &untracked) {
+        Ok(scratch) => {
+            let index = scratch.path().join("index");
+            let (text, cut) = git::git_capped(&place.root, &diff, Some(&index), MAX_PATCH_BYTES)?;
+            Ok((key_hunks_first(&whole_files(&text, cut)), cut))
+        }
+        // Should git refuse the scratch index, the new files are still named, as before.
+        Err(error) => {
+            super::note(&format!(
+                "warning: new files are listed, not shown: {error}"
+            ));
+            let (text, cut) = git::git_capped(&place.root, &diff, None, MAX_PATCH_BYTES)?;
+            let mut text = key_hunks_first(&whole_files(&text, cut));
+            for path in untracked {
+                let _ = writeln!(text, "new untracked file: {}", git::quoted(path));
+            }
+            Ok((text, cut))
+        }
+    }
+}
+
+/// A temporary folder holding `index`: a copy of the checkout's index with `untracked` added
+/// as intent-to-add.
+fn intent_to_add_index(
+    root: &std::path::Path,
+    untracked: &[&str],
+) -> Result<tempfile::TempDir, String> {
+    let scratch = tempfile::Builder::new()
+        .prefix("tnh-diff-")
+        .tempdir()
+        .map_err(|error| format!("cannot create a temporary folder: {error}"))?;
+    let index = scratch.path().join("index");
+    let source = git::index_file(root);
+    if source.is_file() {
+        std::fs::copy(&source, &index)
+            .map_err(|error| format!("cannot copy {}: {error}", source.display()))?;
+    }
+    let list = scratch.path().join("untracked");
+    let mut names = Vec::new();
+    for path in untracked {
+        names.extend_from_slice(path.as_bytes());
+        names.push(0);
+    }
+    std::fs::write(&list, names)
+        .map_err(|error| format!("cannot write {}: {error}", list.display()))?;
+    let list_argument = format!("--pathspec-from-file={}", list.display());
+    // The names are the files' own (`--literal-pathspecs`: a `*` in one is no glob); a split
+    // index would write a shared index file into the repository's git folder.
+    git::git_capped(
+        root,
+        &[
+            "-c",
+            "core.splitIndex=false",
+            "--literal-pathspecs",
+            "add",
+            "--intent-to-add",
+            &list_argument,
+            "--pathspec-file-nul",
+        ],
+        Some(&index),
+        1 << 20,
+    )
+    .map_err(|error| error.message)?;
+    Ok(scratch)
+}
+
+/// `patch` without its last file when git's output was cut inside it.
+fn whole_files(patch: &str, cut: bool) -> String {
+    if !cut {
+        return patch.to_owned();
+    }
+    match patch.rfind("\ndiff --git ") {
+        Some(end) => patch[..=end].to_owned(),
+        None => String::new(),
+    }
 }
 
 /// Files of the patch reordered: sources (and every file that is neither a test nor a doc:
@@ -108,7 +227,11 @@ fn key_hunks_first(patch: &str) -> String {
     if let Some(from) = start {
         files.push(&patch[from..]);
     }
-    files.sort_by_cached_key(|file| rank(&patch_path(file)));
+    files.sort_by_cached_key(|file| {
+        // A binary file's patch (base85 lines nobody reads) comes after everything else.
+        let binary = file.contains("\nGIT binary patch\n");
+        (binary, rank(&patch_path(file)))
+    });
     files.concat()
 }
 

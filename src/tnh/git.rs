@@ -71,6 +71,86 @@ fn git_output(root: &Path, args: &[&str]) -> Result<std::process::Output, TnhErr
         })
 }
 
+/// Runs git in `root` with the index `index` (`GIT_INDEX_FILE`) when given, keeping at most
+/// `cap` bytes of its stdout: beyond that git is killed and the second value is `true`. Memory
+/// stays bounded whatever git prints (a huge new file in a patch).
+pub fn git_capped(
+    root: &Path,
+    args: &[&str],
+    index: Option<&Path>,
+    cap: usize,
+) -> Result<(String, bool), TnhError> {
+    use std::io::Read as _;
+    let mut command = Command::new("git");
+    command
+        .current_dir(root)
+        .args(["-c", "core.quotePath=off"])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    if let Some(index) = index {
+        command.env("GIT_INDEX_FILE", index);
+    }
+    let mut child = command.spawn().map_err(|error| {
+        TnhError::new(
+            format!("cannot run git: {error}"),
+            "install git and put it on PATH",
+        )
+    })?;
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(TnhError::new("cannot read git's output", "try again"));
+    };
+    // stderr is drained meanwhile (a git blocked writing it would never finish stdout); only
+    // its start is kept, for the error message.
+    let errors = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let mut stderr = stderr;
+        let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut kept);
+        let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+        kept
+    });
+    let mut bytes = Vec::new();
+    let read = stdout
+        .take(u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1))
+        .read_to_end(&mut bytes);
+    let cut = bytes.len() > cap;
+    if cut {
+        bytes.truncate(cap);
+        let _ = child.kill();
+    }
+    let status = child.wait();
+    let stderr = errors.join().unwrap_or_default();
+    if let Err(error) = read {
+        return Err(TnhError::new(
+            format!("cannot read the output of git {}: {error}", args.join(" ")),
+            "try again",
+        ));
+    }
+    if !cut && !status.as_ref().is_ok_and(std::process::ExitStatus::success) {
+        return Err(TnhError::new(
+            format!(
+                "git {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&stderr).trim()
+            ),
+            "check the repository state",
+        ));
+    }
+    Ok((String::from_utf8_lossy(&bytes).into_owned(), cut))
+}
+
+/// The index file git uses for the checkout at `root`: `GIT_INDEX_FILE` when set, else the
+/// checkout's own git folder's `index`.
+pub fn index_file(root: &Path) -> PathBuf {
+    match std::env::var_os("GIT_INDEX_FILE").filter(|file| !file.is_empty()) {
+        Some(file) => root.join(file),
+        None => git_dir(root).join("index"),
+    }
+}
+
 /// The root and the base: `TNH_BASE_SHA` inside a run, else the merge-base with the default
 /// branch (`origin/HEAD`, `main`, `master`), else `HEAD`, or the empty tree while HEAD has no
 /// commit yet.

@@ -489,7 +489,8 @@ fn without_a_commit_yet_every_file_is_new() {
     let patch = stdout_text(&run_tnh(dir.path(), &["diff", "--patch"]));
     assert!(
         patch.contains("+++ b/staged.rs\n@@ -0,0 +1 @@\n+fn staged() {}")
-            && patch.contains("new untracked file: new.txt"),
+            && patch.contains("diff --git a/new.txt b/new.txt\nnew file mode 100644\n")
+            && patch.contains("+++ b/new.txt\n@@ -0,0 +1 @@\n+new\n"),
         "{patch}"
     );
 }
@@ -596,4 +597,133 @@ fn strange_tnh_variables_are_refused_naming_the_variable() {
             "{args:?}: {stderr}"
         );
     }
+}
+
+/// Review 3, defect 8: `tnh diff --patch` showed a new (untracked) file only as a trailing
+/// `new untracked file: PATH` line, so `git apply` of the output dropped every new file. New
+/// files are `new file mode` diffs now (a binary one a `GIT binary patch`, ranked after every
+/// other file; an executable keeps its mode, a symbolic link its target), in the sources /
+/// tests / docs order, and the output applied in a clean clone gives the checkout's files. The
+/// checkout's index and status are left as they were.
+#[test]
+fn patch_shows_new_files_and_applies_in_a_clean_clone() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let repo = TempRepo::new();
+    repo.write("src/a.rs", "a\n");
+    repo.write("src/old.rs", "gone\n");
+    repo.write("docs/x.md", "d\n");
+    repo.commit_all("base");
+    repo.write("src/a.rs", "a\nb\n");
+    std::fs::remove_file(repo.path().join("src/old.rs")).unwrap();
+    repo.write("src/new.rs", "pub fn new_api() {}\n");
+    repo.write("tests/new_test.rs", "#[test] fn t() {}\n");
+    repo.write("docs/new guide.md", "# Guide\n");
+    repo.write("src/quo\"te.rs", "quoted\n");
+    repo.write("src/staged.rs", "staged\n");
+    repo.git(&["add", "src/staged.rs"]);
+    let binary: Vec<u8> = (0..=255u8).chain([0, 0xff, 0xfe, 0]).collect();
+    std::fs::create_dir_all(repo.path().join("assets")).unwrap();
+    std::fs::write(repo.path().join("assets/logo.png"), &binary).unwrap();
+    let script = repo.write("run.sh", "#!/bin/sh\necho hi\n");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("src/a.rs", repo.path().join("link")).unwrap();
+    let status = || repo.git(&["status", "--porcelain", "--untracked-files=all"]);
+    let index = || std::fs::read(repo.path().join(".git/index")).unwrap();
+    let (status_before, index_before) = (status(), index());
+
+    let output = run_tnh(repo.path(), &["diff", "--patch", "--max-lines", "100000"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
+    assert_eq!(stderr_text(&output), "");
+    let patch = stdout_text(&output);
+    assert!(!patch.contains("new untracked file"), "{patch}");
+    for (path, mode) in [
+        ("src/new.rs", "100644"),
+        ("tests/new_test.rs", "100644"),
+        ("run.sh", "100755"),
+        ("link", "120000"),
+        ("assets/logo.png", "100644"),
+    ] {
+        assert!(
+            patch.contains(&format!(
+                "diff --git a/{path} b/{path}\nnew file mode {mode}\n"
+            )),
+            "{path}: {patch}"
+        );
+    }
+    assert!(
+        patch.contains("+++ b/src/new.rs\n@@ -0,0 +1 @@\n+pub fn new_api() {}\n"),
+        "{patch}"
+    );
+    assert!(patch.contains("\nGIT binary patch\n"), "{patch}");
+    let at = |needle: &str| {
+        patch
+            .find(needle)
+            .unwrap_or_else(|| panic!("no {needle} in {patch}"))
+    };
+    let (source, test, doc, binary_at) = (
+        at("diff --git a/src/new.rs"),
+        at("diff --git a/tests/new_test.rs"),
+        at("diff --git a/docs/new guide.md b/docs/new guide.md\nnew file mode 100644\n"),
+        at("diff --git a/assets/logo.png"),
+    );
+    assert!(source < test && test < doc && doc < binary_at, "{patch}");
+    assert_eq!(status(), status_before);
+    assert_eq!(index(), index_before, "the checkout's index changed");
+
+    let clone = tempfile::tempdir().unwrap();
+    crate::support::git_in(
+        clone.path(),
+        &["clone", "-q", repo.path().to_str().unwrap(), "."],
+    );
+    let patch_file = clone.path().join(".git/tnh.patch");
+    std::fs::write(&patch_file, &patch).unwrap();
+    crate::support::git_in(clone.path(), &["apply", patch_file.to_str().unwrap()]);
+    for path in [
+        "src/a.rs",
+        "src/new.rs",
+        "src/staged.rs",
+        "src/quo\"te.rs",
+        "tests/new_test.rs",
+        "docs/new guide.md",
+        "assets/logo.png",
+        "run.sh",
+    ] {
+        assert_eq!(
+            std::fs::read(clone.path().join(path)).unwrap(),
+            std::fs::read(repo.path().join(path)).unwrap(),
+            "{path}"
+        );
+    }
+    let mode = std::fs::metadata(clone.path().join("run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o111, 0o111, "run.sh is not executable");
+    assert_eq!(
+        std::fs::read_link(clone.path().join("link")).unwrap(),
+        std::path::Path::new("src/a.rs")
+    );
+    assert!(!clone.path().join("src/old.rs").exists());
+}
+
+/// The patch `--patch` reads is bounded (a huge new file, say a log nobody ignored): git's
+/// output past 32 MiB is not read, the file cut there is left out whole, and the output says so.
+#[test]
+fn a_patch_past_its_bound_is_cut_between_files_and_says_so() {
+    let repo = TempRepo::new();
+    repo.write("a.rs", "small\n");
+    let line = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n";
+    repo.write("big/huge.log", &line.repeat((33 << 20) / line.len()));
+    let output = run_tnh(repo.path(), &["diff", "--patch"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
+    let patch = stdout_text(&output);
+    assert!(
+        patch.starts_with("diff --git a/a.rs b/a.rs\nnew file mode 100644\n")
+            && !patch.contains("big/huge.log")
+            && patch.ends_with(
+                "… truncated: the patch is longer than 32 MiB; the files after it were not read (narrow with PATH…)\n"
+            ),
+        "{}",
+        &patch[..patch.len().min(2000)]
+    );
 }

@@ -72,7 +72,7 @@ fn non_ascii_paths_are_printed_as_they_are_not_quoted() {
     let patch = run_tnh(&repo, &["diff", "--patch"]);
     assert!(
         patch.contains("diff --git a/src/naïve.rs b/src/naïve.rs")
-            && patch.contains("new untracked file: docs/ünï.md"),
+            && patch.contains("diff --git a/docs/ünï.md b/docs/ünï.md\nnew file mode 100644\n"),
         "{patch}"
     );
     for output in [&context, &names, &stat, &patch] {
@@ -134,7 +134,8 @@ fn globs_match_in_every_mode() {
     assert!(!stat.contains("srcgen"), "{stat}");
     let patch = run_tnh(&repo, &["diff", "--patch", "src/*.rs"]);
     assert!(
-        patch.contains("diff --git a/src/a.rs") && patch.contains("new untracked file: src/new.rs"),
+        patch.contains("diff --git a/src/a.rs")
+            && patch.contains("diff --git a/src/new.rs b/src/new.rs\nnew file mode 100644\n"),
         "{patch}"
     );
     assert!(!patch.contains("srcgen"), "{patch}");
@@ -226,8 +227,12 @@ fn paths_git_quotes_are_quoted_alike_in_every_text_mode() {
             && stat.contains(" \"new\\\"file.txt\" (new, untracked)"),
         "{stat}"
     );
+    let patch = run_tnh(&repo, &["diff", "--patch"]);
     assert!(
-        run_tnh(&repo, &["diff", "--patch"]).contains("new untracked file: \"new\\\"file.txt\"")
+        patch.contains(
+            "diff --git \"a/new\\\"file.txt\" \"b/new\\\"file.txt\"\nnew file mode 100644\n"
+        ),
+        "{patch}"
     );
     let context = run_tnh(&repo, &["context"]);
     assert!(
