@@ -293,7 +293,11 @@ fn patch_puts_files_that_are_neither_tests_nor_docs_with_the_sources() {
             "diff --git a/docs/a.md b/docs/a.md",
         ]
     );
-    let help = run_tnh(&repo, &["diff", "--help"]);
+    // Read as words: clap wraps the help wherever the text before puts the line ends.
+    let help = run_tnh(&repo, &["diff", "--help"])
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     assert!(
         help.contains("with them every file that is neither a test nor a doc")
             && !help.contains("and others"),
