@@ -712,7 +712,7 @@ fn ask(
 fn model_prompt(request: &Request<'_>) -> String {
     let envelope = serde_json::to_string_pretty(request.envelope).unwrap_or_default();
     format!(
-        "{}\n\n## Evidence envelope (OA06 §2)\n\n```json\n{envelope}\n```\n\nAnswer with one JSON object that conforms to the planner decision schema: `status` (success, partial, blocked, unsafe or needs_human), `next_step` (one of allowed_next_steps, or null), `fix_instructions` (object or null), `blockers` (list of {{code, summary}}), `risk_flags` (list of strings). Do not edit any file.\n",
+        "{}\n\n## Evidence envelope (OA06 §2)\n\n```json\n{envelope}\n```\n\nAnswer with one JSON object that conforms to the planner decision schema: `status` (success, partial, blocked, unsafe or needs_human), `next_step` (one of allowed_next_steps, or null), `fix_instructions` (null, or {{objective, constraints: [strings], edits: [{{target, action, rationale}}], verification: [{{command, expected_signal}}]}} with `objective` required), `blockers` (list of {{code, summary}}), `risk_flags` (list of strings). Do not edit any file.\n",
         request.prompt.trim_end()
     )
 }
@@ -1449,7 +1449,12 @@ mod tests {
                 .contains("a risk flag")
         );
         decision.risk_flags.clear();
-        decision.fix_instructions = Some(serde_json::json!("x".repeat(20_000)));
+        decision.fix_instructions = Some(crate::planner::FixInstructions {
+            objective: "x".repeat(20_000),
+            constraints: Vec::new(),
+            edits: Vec::new(),
+            verification: Vec::new(),
+        });
         assert!(
             within_limits(&decision)
                 .unwrap_err()
