@@ -14,6 +14,7 @@ mod mutation;
 mod operator_rollback;
 mod planner;
 mod planner_backends;
+mod planner_check;
 mod planner_contract;
 mod planner_limits;
 mod policy;
