@@ -16,6 +16,7 @@ mod planner;
 mod planner_backends;
 mod planner_check;
 mod planner_contract;
+mod planner_http;
 mod planner_limits;
 mod policy;
 mod prompt_limits;
