@@ -18,6 +18,7 @@ mod planner_check;
 mod planner_contract;
 mod planner_http;
 mod planner_limits;
+mod planner_resolution;
 mod policy;
 mod prompt_limits;
 mod prompts;
