@@ -55,7 +55,7 @@ pub fn cmd_prompts(cli: &Cli, command: &PromptsCommand, output: &mut Output) -> 
         PromptsCommand::Show { reference } => output.print(&describe(catalog.resolve(reference)?)),
         PromptsCommand::Render { reference, inputs } => {
             let prompt = catalog.resolve(reference)?;
-            let values = parse_inputs(inputs)?;
+            let values = parse_inputs(inputs, prompt)?;
             output.print(&render(prompt, &values)?);
         }
     }
@@ -119,44 +119,58 @@ fn describe(prompt: &Prompt) -> String {
     text
 }
 
-/// `name=value` pairs, values parsed as YAML (so `3` is a number and `[a, b]` a list); like
-/// `run -p`, a pair without a name and a name given twice are refused.
-pub fn parse_inputs(pairs: &[String]) -> Result<serde_json::Map<String, serde_json::Value>> {
+/// `name=value` pairs for `prompt`, values parsed as YAML (so `3` is a number and `[a, b]` a
+/// list). As `run -p` does for a `string` parameter (docs/kernel.md, Parameters), an input the
+/// prompt declares `string` takes the text as given whenever YAML reads it as something else
+/// (`-i adr_id=7`, `-i "bug=panic: at x"`, `-i "bug=[flaky] test"`). A pair without a name
+/// and a name given twice are refused.
+pub fn parse_inputs(
+    pairs: &[String],
+    prompt: &Prompt,
+) -> Result<serde_json::Map<String, serde_json::Value>> {
     let mut values = serde_json::Map::new();
     for pair in pairs {
-        let (name, value) = parse_input(pair)?;
-        if values.contains_key(&name) {
+        let (name, text) = split_input(pair)?;
+        let text_input = prompt.inputs.iter().any(|input| {
+            input.name == name && input.input_type == crate::prompt::InputType::String
+        });
+        let value = match parse_value(name, text) {
+            Ok(value) if !text_input || value.is_string() => value,
+            _ if text_input => serde_json::Value::String(text.to_owned()),
+            other => other?,
+        };
+        if values.contains_key(name) {
             return Err(Error::usage(
                 format!("input `{name}` is given twice"),
                 "give each input once",
             ));
         }
-        values.insert(name, value);
+        values.insert(name.to_owned(), value);
     }
     Ok(values)
 }
 
-fn parse_input(pair: &str) -> Result<(String, serde_json::Value)> {
-    let (name, text) = pair
-        .split_once('=')
+fn split_input(pair: &str) -> Result<(&str, &str)> {
+    pair.split_once('=')
         .filter(|(name, _)| !name.trim().is_empty())
         .ok_or_else(|| {
             Error::usage(
                 format!("`{pair}` is not NAME=VALUE"),
                 "write inputs as `-i name=value`",
             )
-        })?;
-    let value = if text.trim().is_empty() {
-        serde_json::Value::String(String::new())
-    } else {
-        yaml::parse(text.as_bytes())
-            .map(|node| node.to_json())
-            .map_err(|error| {
-                Error::usage(
-                    format!("the value of `{name}` is not valid YAML: {}", error.message),
-                    "quote text values: -i name='a: b'",
-                )
-            })?
-    };
-    Ok((name.to_owned(), value))
+        })
+}
+
+fn parse_value(name: &str, text: &str) -> Result<serde_json::Value> {
+    if text.trim().is_empty() {
+        return Ok(serde_json::Value::String(String::new()));
+    }
+    yaml::parse(text.as_bytes())
+        .map(|node| node.to_json())
+        .map_err(|error| {
+            Error::usage(
+                format!("the value of `{name}` is not valid YAML: {}", error.message),
+                "quote text values: -i name='a: b'",
+            )
+        })
 }

@@ -712,7 +712,7 @@ fn ask(
 fn model_prompt(request: &Request<'_>) -> String {
     let envelope = serde_json::to_string_pretty(request.envelope).unwrap_or_default();
     format!(
-        "{}\n\n## Evidence envelope (OA06 §2)\n\n```json\n{envelope}\n```\n\nAnswer with one JSON object that conforms to the planner decision schema: `status` (success, partial, blocked, unsafe or needs_human), `next_step` (one of allowed_next_steps, or null), `fix_instructions` (object or null), `blockers` (list of {{code, summary}}), `risk_flags` (list of strings). Do not edit any file.\n",
+        "{}\n\n## Evidence envelope (OA06 §2)\n\n```json\n{envelope}\n```\n\nAnswer with one JSON object that conforms to the planner decision schema: `status` (success, partial, blocked, unsafe or needs_human), `next_step` (one of allowed_next_steps, or null), `fix_instructions` (null, or {{objective, constraints: [strings], edits: [{{target, action, rationale}}], verification: [{{command, expected_signal}}]}} with `objective` required), `blockers` (list of {{code, summary}}), `risk_flags` (list of strings). Do not edit any file.\n",
         request.prompt.trim_end()
     )
 }
@@ -992,6 +992,7 @@ fn ask_http(
         status,
         text,
         retry_after,
+        location,
     } = match exchange {
         Ok(exchange) => exchange,
         Err(error) => {
@@ -1000,6 +1001,21 @@ fn ask_http(
         }
     };
     let text = redact(&text, url);
+    // Redirects are not followed: a 302 would become a GET without the envelope, and what
+    // another URL answers would be taken as the judgement of this evidence.
+    if status.is_redirection() {
+        let target = match location {
+            Some(location) => format!(" to `{}`", redact(&redact(&location, &location), url)),
+            None => " without a Location".to_owned(),
+        };
+        return (
+            text,
+            Err(format!(
+                "the server answered HTTP {status}, a redirect{target}, which a planner does not follow; set the planner's `url` to the endpoint itself"
+            )),
+            None,
+        );
+    }
     if !status.is_success() {
         let head: String = text.chars().take(200).collect();
         let wait = (status.as_u16() == 429).then(|| {
@@ -1037,13 +1053,17 @@ struct Exchange {
     status: ureq::http::StatusCode,
     text: String,
     retry_after: Option<Duration>,
+    /// The `Location` of a redirect.
+    location: Option<String>,
 }
 
-/// One POST with a global timeout, reading at most [`BODY_LIMIT`] of the answer.
+/// One POST with a global timeout, reading at most [`BODY_LIMIT`] of the answer; a redirect
+/// is returned as it is, never followed.
 fn post(url: &str, timeout: Duration, key: Option<&str>, body: String) -> Result<Exchange, String> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
         .http_status_as_error(false)
+        .max_redirects(0)
         .build()
         .into();
     let mut call = agent.post(url).header("Content-Type", "application/json");
@@ -1059,6 +1079,12 @@ fn post(url: &str, timeout: Duration, key: Option<&str>, body: String) -> Result
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.trim().parse::<u64>().ok())
         .map(Duration::from_secs);
+    let location = response.headers().get("location").map(|value| {
+        String::from_utf8_lossy(value.as_bytes())
+            .chars()
+            .take(500)
+            .collect()
+    });
     let text = response
         .body_mut()
         .with_config()
@@ -1069,6 +1095,7 @@ fn post(url: &str, timeout: Duration, key: Option<&str>, body: String) -> Result
         status,
         text,
         retry_after,
+        location,
     })
 }
 
@@ -1449,7 +1476,12 @@ mod tests {
                 .contains("a risk flag")
         );
         decision.risk_flags.clear();
-        decision.fix_instructions = Some(serde_json::json!("x".repeat(20_000)));
+        decision.fix_instructions = Some(crate::planner::FixInstructions {
+            objective: "x".repeat(20_000),
+            constraints: Vec::new(),
+            edits: Vec::new(),
+            verification: Vec::new(),
+        });
         assert!(
             within_limits(&decision)
                 .unwrap_err()

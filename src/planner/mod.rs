@@ -74,6 +74,76 @@ impl Status {
     }
 }
 
+/// What a fix step should do (OA06 §3 `fix_instructions`). Only `objective` is required;
+/// the lists may be absent or `null` (read as empty). The shipped `task.fix_*` prompts render
+/// `objective`, each constraint, each edit's `action`, `target` and `rationale`, and each
+/// verification's `command` and `expected_signal`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FixInstructions {
+    /// What the fix must achieve.
+    pub objective: String,
+    /// Limits the fix must respect.
+    #[serde(default, deserialize_with = "null_as_empty")]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub constraints: Vec<String>,
+    /// The changes to make.
+    #[serde(default, deserialize_with = "null_as_empty")]
+    #[schemars(with = "Option<Vec<Edit>>")]
+    pub edits: Vec<Edit>,
+    /// How to show that the fix worked.
+    #[serde(default, deserialize_with = "null_as_empty")]
+    #[schemars(with = "Option<Vec<Verification>>")]
+    pub verification: Vec<Verification>,
+}
+
+/// One change a fix should make.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Edit {
+    /// The file or symbol to change.
+    pub target: String,
+    /// What to do to it.
+    pub action: String,
+    /// Why.
+    pub rationale: String,
+}
+
+/// One check that shows a fix worked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Verification {
+    /// The command to run.
+    pub command: String,
+    /// What it shows when the fix worked (`exit 0`).
+    pub expected_signal: String,
+}
+
+/// A list given as `null` is an empty list.
+fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// `fix_instructions`, with an error that names the field and the shape it must have.
+fn fix_instructions<'de, D>(deserializer: D) -> Result<Option<FixInstructions>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::de::Error as _;
+    let Some(value) = Option::<serde_json::Value>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    FixInstructions::deserialize(value).map(Some).map_err(|error| {
+        D::Error::custom(format!(
+            "`fix_instructions`: {error}; it must be null or an object with a string `objective` and optionally `constraints` (strings), `edits` (objects with string `target`, `action`, `rationale`) and `verification` (objects with string `command`, `expected_signal`) (OA06 §3)"
+        ))
+    })
+}
+
 /// The planner's answer (OA06 §3).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -83,9 +153,11 @@ pub struct Decision {
     /// The step the planner intends (must be in `allowed_next_steps`).
     #[serde(default)]
     pub next_step: Option<String>,
-    /// What a fix step should do.
-    #[serde(default)]
-    pub fix_instructions: Option<serde_json::Value>,
+    /// What a fix step should do (OA06 §3): `null`, or an object with a string `objective`.
+    // The shipped fix prompts render its fields: an answer of another shape is a failed
+    // attempt here, not a fix step that cannot render later.
+    #[serde(default, deserialize_with = "fix_instructions")]
+    pub fix_instructions: Option<FixInstructions>,
     /// What blocks progress.
     #[serde(default)]
     pub blockers: Vec<Blocker>,

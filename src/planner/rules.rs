@@ -3,7 +3,7 @@
 //! consistency, then the guard raises it where the evidence demands.
 
 use super::guard::{Facts, guard};
-use super::{Decision, Status};
+use super::{Decision, FixInstructions, Status, Verification};
 
 /// Decides from an OA06 envelope.
 pub fn decide(envelope: &serde_json::Value) -> Decision {
@@ -27,12 +27,18 @@ fn base(facts: &Facts) -> Decision {
     }
     if outcome != "completed" || facts.validator_failed || facts.report_passed == Some(false) {
         let mut decision = Decision::status(Status::Partial);
-        decision.fix_instructions = Some(serde_json::json!({
-            "objective": "make the failing checks pass",
-            "constraints": ["keep the change within the policy", "do not weaken or delete tests"],
-            "edits": [],
-            "verification": [{ "command": "tnh test", "expected_signal": "exit 0" }],
-        }));
+        decision.fix_instructions = Some(FixInstructions {
+            objective: "make the failing checks pass".into(),
+            constraints: vec![
+                "keep the change within the policy".into(),
+                "do not weaken or delete tests".into(),
+            ],
+            edits: Vec::new(),
+            verification: vec![Verification {
+                command: "tnh test".into(),
+                expected_signal: "exit 0".into(),
+            }],
+        });
         return decision;
     }
     Decision::status(Status::Success)

@@ -2,9 +2,50 @@
 //! "risk_flags"}}` files run against a backend; the status must match exactly and each listed
 //! flag must be present.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::backend::{Backend, Request, Verdict, decide};
+
+/// Why the vectors of a folder cannot be run. Every file is checked before any is run, so a
+/// malformed one never comes after paid planner calls whose results would be lost.
+#[derive(Debug, thiserror::Error)]
+pub enum VectorsError {
+    /// The folder cannot be listed.
+    #[error("cannot read `{}`: {source}", folder.display())]
+    Folder {
+        /// The folder.
+        folder: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Some files are not decision vectors: each names its file and what is wrong.
+    #[error(
+        "{} of the {total} vector file(s) in `{}` cannot be used, so no vector was run:\n{}",
+        problems.len(),
+        folder.display(),
+        problems.iter().map(|problem| format!("  {problem}")).collect::<Vec<_>>().join("\n")
+    )]
+    Malformed {
+        /// The folder.
+        folder: PathBuf,
+        /// How many `*.json` files it holds.
+        total: usize,
+        /// One line per bad file, in file name order.
+        problems: Vec<String>,
+    },
+}
+
+/// A checked vector, ready to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vector {
+    /// The file it was read from.
+    pub file: PathBuf,
+    /// Its name.
+    pub name: String,
+    envelope: serde_json::Value,
+    expected: String,
+    risk_flags: Vec<String>,
+}
 
 /// The result of one vector.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,19 +58,29 @@ pub struct VectorResult {
     pub actual: String,
     /// Expected flags that were missing.
     pub missing_flags: Vec<String>,
+    /// Why the planner gave no decision of its own, when it did not (it could not run, its
+    /// answers were invalid — the kernel decided `planner_error` — or it named an illegal
+    /// `next_step`), unless the vector expects `planner_error`.
+    pub planner_failure: Option<String>,
 }
 
 impl VectorResult {
-    /// Whether the vector passed.
+    /// Whether the vector passed: the planner answered, with the status and flags expected.
     pub fn passed(&self) -> bool {
-        self.expected == self.actual && self.missing_flags.is_empty()
+        self.planner_failure.is_none()
+            && self.expected == self.actual
+            && self.missing_flags.is_empty()
     }
 }
 
-/// Runs every `*.json` vector of a folder, sorted by file name.
-pub fn run_vectors(folder: &Path, backend: &Backend) -> Result<Vec<VectorResult>, String> {
+/// Reads and checks every `*.json` vector of a folder, sorted by file name; any bad file is
+/// an error listing every bad file, before a planner is asked anything.
+pub fn load_vectors(folder: &Path) -> Result<Vec<Vector>, VectorsError> {
     let mut files: Vec<_> = std::fs::read_dir(folder)
-        .map_err(|error| format!("cannot read `{}`: {error}", folder.display()))?
+        .map_err(|source| VectorsError::Folder {
+            folder: folder.to_path_buf(),
+            source,
+        })?
         .flatten()
         .map(|entry| entry.path())
         .filter(|path| {
@@ -38,50 +89,100 @@ pub fn run_vectors(folder: &Path, backend: &Backend) -> Result<Vec<VectorResult>
         })
         .collect();
     files.sort();
-    files
-        .iter()
-        .map(|path| {
-            let text = std::fs::read_to_string(path)
-                .map_err(|error| format!("cannot read `{}`: {error}", path.display()))?;
-            let vector: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|error| format!("`{}` is not JSON: {error}", path.display()))?;
-            let Expectation {
-                name,
-                status: expected,
-                risk_flags,
-            } = check_vector(&vector).map_err(|problem| {
-                format!("`{}` is not a decision vector: {problem}", path.display())
-            })?;
-            let request = Request {
-                envelope: &vector["envelope"],
-                prompt: super::backend::DEFAULT_PROMPT,
-                cwd: None,
-                run_variables: None,
-                cancellation: &crate::runner::Cancellation::never(),
-            };
-            let (decision, actual) = match decide(backend, &request).0 {
-                Verdict::Decided { decision, .. } => {
-                    let actual = decision.status.name().to_owned();
-                    (decision, actual)
-                }
-                Verdict::Illegal { decision, .. } => (decision, "illegal next_step".to_owned()),
-                Verdict::Interrupted => (
-                    crate::planner::Decision::status(crate::planner::Status::Blocked),
-                    "interrupted".to_owned(),
-                ),
-            };
-            let missing_flags = risk_flags
-                .into_iter()
-                .filter(|flag| !decision.risk_flags.iter().any(|found| found == flag))
-                .collect();
-            Ok(VectorResult {
-                name,
-                expected,
-                actual,
-                missing_flags,
-            })
+    let mut vectors = Vec::new();
+    let mut problems = Vec::new();
+    for path in &files {
+        match load_vector(path) {
+            Ok(vector) => vectors.push(vector),
+            Err(problem) => problems.push(problem),
+        }
+    }
+    if problems.is_empty() {
+        Ok(vectors)
+    } else {
+        Err(VectorsError::Malformed {
+            folder: folder.to_path_buf(),
+            total: files.len(),
+            problems,
         })
-        .collect()
+    }
+}
+
+fn load_vector(path: &Path) -> Result<Vector, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| format!("cannot read `{}`: {error}", path.display()))?;
+    let vector: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|error| format!("`{}` is not JSON: {error}", path.display()))?;
+    let Expectation {
+        name,
+        status,
+        risk_flags,
+    } = check_vector(&vector)
+        .map_err(|problem| format!("`{}` is not a decision vector: {problem}", path.display()))?;
+    Ok(Vector {
+        file: path.to_path_buf(),
+        name,
+        envelope: vector["envelope"].clone(),
+        expected: status,
+        risk_flags,
+    })
+}
+
+/// Runs one vector through the backend and the guard.
+pub fn run_vector(vector: &Vector, backend: &Backend) -> VectorResult {
+    let request = Request {
+        envelope: &vector.envelope,
+        prompt: super::backend::DEFAULT_PROMPT,
+        cwd: None,
+        run_variables: None,
+        cancellation: &crate::runner::Cancellation::never(),
+    };
+    let expects_planner_error = vector.risk_flags.iter().any(|flag| flag == "planner_error");
+    let (decision, actual, planner_failure) = match decide(backend, &request).0 {
+        Verdict::Decided {
+            decision,
+            decided_by,
+            ..
+        } => {
+            let actual = decision.status.name().to_owned();
+            // The kernel decided: the planner gave no usable answer. Its reason is the
+            // `planner_error` blocker's summary.
+            let failure = (decided_by == "kernel" && !expects_planner_error).then(|| {
+                decision
+                    .blockers
+                    .iter()
+                    .find(|blocker| blocker.code == "planner_error")
+                    .map_or_else(
+                        || "the planner gave no usable answer".to_owned(),
+                        |blocker| blocker.summary.clone(),
+                    )
+            });
+            (decision, actual, failure)
+        }
+        Verdict::Illegal { decision, reason } => (
+            decision,
+            "illegal next_step".to_owned(),
+            Some(format!("the planner's answer is illegal: {reason}")),
+        ),
+        Verdict::Interrupted => (
+            crate::planner::Decision::status(crate::planner::Status::Blocked),
+            "interrupted".to_owned(),
+            Some("interrupted".to_owned()),
+        ),
+    };
+    let missing_flags = vector
+        .risk_flags
+        .iter()
+        .filter(|flag| !decision.risk_flags.iter().any(|found| found == *flag))
+        .cloned()
+        .collect();
+    VectorResult {
+        name: vector.name.clone(),
+        expected: vector.expected.clone(),
+        actual,
+        missing_flags,
+        planner_failure,
+    }
 }
 
 /// What a well-formed vector expects.

@@ -172,7 +172,7 @@ fn the_http_backend_reads_a_decision_and_survives_malformed_json_a_500_and_a_han
     assert_eq!(decision.status, Status::Partial);
     assert_eq!(decision.next_step.as_deref(), Some("fix"));
     assert_eq!(
-        decision.fix_instructions.unwrap()["objective"],
+        decision.fix_instructions.unwrap().objective,
         "make the parser test pass"
     );
     assert_eq!(decided_by, "local");

@@ -364,3 +364,67 @@ fn the_fix_prompt_never_says_a_validator_exited_none() {
     );
     assert!(!text.to_lowercase().contains("exited none"), "{text}");
 }
+
+/// `prompts render -i` types values as `run -p` does: an input the prompt declares `string`
+/// takes the text as given whenever YAML reads it as something else (`7`, `panic: at x`,
+/// `[flaky] test`), so checking a prompt by hand renders what a run with the same value sends
+/// the agent. Other types are still parsed and checked.
+#[test]
+fn prompts_render_types_a_string_input_as_run_types_a_string_parameter() {
+    let repo = crate::kernel_support::RunRepo::new();
+    repo.repo.write(
+        ".tnh/prompts/task/hello.v1.md",
+        "---\nprompt_id: task.hello\nversion: 1\nrole: task\nsummary: s\ninputs:\n  - {name: adr_id, type: string, required: true}\n  - {name: count, type: int, required: false}\n---\nImplement ADR {{ adr_id }}\nSAY done\n",
+    );
+    let workflow = repo.workflow_text(
+        "hello.yaml",
+        "workflow_id: hello\nversion: 1\ndescription: d\nentry_step: work\nparams:\n  adr_id: {type: string, required: true}\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: task.hello.v1\n    inputs: [adr_id]\n    routes:\n      \"*\": STOP\n",
+    );
+    for value in ["7", "panic: at x", "[flaky] test", "true", "'quoted: text'"] {
+        let rendered = repo.conductor(&[
+            "prompts",
+            "render",
+            "task.hello.v1",
+            "-i",
+            &format!("adr_id={value}"),
+        ]);
+        assert_eq!(
+            rendered.status.code(),
+            Some(0),
+            "{value}: {}",
+            stderr_text(&rendered)
+        );
+        let (code, result, output) = repo.run(&workflow, &["-p", &format!("adr_id={value}")]);
+        assert_eq!(code, Some(0), "{value}: {result}\n{}", stderr_text(&output));
+        let sent = std::fs::read_to_string(
+            repo.run_dir(result["run_id"].as_str().unwrap())
+                .join("artifacts/work/1/prompt.md"),
+        )
+        .unwrap();
+        assert_eq!(stdout_text(&rendered), sent, "{value}");
+        let text = if value == "'quoted: text'" {
+            "quoted: text"
+        } else {
+            value
+        };
+        assert!(
+            sent.contains(&format!("Implement ADR {text}\n")),
+            "{value}: {sent}"
+        );
+    }
+    let wrong = repo.conductor(&[
+        "prompts",
+        "render",
+        "task.hello.v1",
+        "-i",
+        "adr_id=7",
+        "-i",
+        "count=three",
+    ]);
+    assert_eq!(wrong.status.code(), Some(2), "{}", stdout_text(&wrong));
+    assert!(
+        stderr_text(&wrong).contains("count"),
+        "{}",
+        stderr_text(&wrong)
+    );
+}
