@@ -563,6 +563,12 @@ pub fn cmd_runs_events(
     let run_dir = run_dir(cli, run_id)?;
     let mut printed = 0;
     loop {
+        // The status is read before the events: a run records its last events before the
+        // status that says it ended, so once that status is seen, the events read after it
+        // hold everything the run wrote (`run_completed` included), however long printing
+        // the previous batch took.
+        let running = follow
+            && status_of(&run_dir)?.lifecycle_state == crate::artifacts::LifecycleState::Running;
         let (events, damage) = EventLog::read_readable(&run_dir.events()).map_err(artifacts)?;
         let mut text = String::new();
         for event in events.iter().skip(printed) {
@@ -574,9 +580,7 @@ pub fn cmd_runs_events(
             return damaged(damage);
         }
         // Follow while a process drives the run; stop once it ends, waits or was killed.
-        if !follow
-            || status_of(&run_dir)?.lifecycle_state != crate::artifacts::LifecycleState::Running
-        {
+        if !running {
             return Ok(ExitStatus::Success);
         }
         std::thread::sleep(POLL_INTERVAL);
