@@ -194,6 +194,8 @@ pub fn decide(
 ) -> Result<Phase, RunError> {
     let run_dir = find_run_dir(repo, run_id)?;
     let _lock = RunLock::acquire(&run_dir.lock())?;
+    // A run a newer release wrote is refused before anything of it is opened for writing.
+    super::state::check_run_versions(&run_dir)?;
     if !run_dir.state().is_file() {
         return Err(RunError::StateMissing {
             run_id: run_id.to_owned(),
@@ -202,7 +204,7 @@ pub fn decide(
         });
     }
     let mut recorder = Recorder::open(run_dir.clone())?;
-    let mut state: RunState = read_json(&run_dir.state(), "run state")?;
+    let mut state = super::state::read_state(&run_dir.state())?;
     let (step_id, visit) = match waiting(&state) {
         Ok(gate) => gate,
         Err(error) => return Err(not_waiting(&run_dir, &state, error)),
@@ -290,9 +292,13 @@ pub fn notice_timeout(run_dir: &crate::artifacts::RunDir) -> bool {
     let Ok(_lock) = RunLock::acquire(&run_dir.lock()) else {
         return false;
     };
+    // A run a newer release wrote is left to that release.
+    if super::state::check_run_versions(run_dir).is_err() {
+        return false;
+    }
     let (Ok(mut recorder), Ok(mut state)) = (
         Recorder::open(run_dir.clone()),
-        read_json::<RunState>(&run_dir.state(), "run state"),
+        super::state::read_state(&run_dir.state()),
     ) else {
         return false;
     };

@@ -1092,6 +1092,178 @@ fn gate_list_shows_a_waiting_gate_whose_state_file_is_damaged() {
     );
 }
 
+/// The files of a run directory, byte for byte, by name (the lock and the worktree left out).
+fn run_files(repo: &RunRepo, run_id: &str) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let root = repo.run_dir(run_id);
+    let mut files = std::collections::BTreeMap::new();
+    let mut folders = vec![root.clone()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if entry.file_name() != "lock" {
+                let name = path.strip_prefix(&root).unwrap().display().to_string();
+                files.insert(name, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// Review 2 (after a run started), defect 3: a `state.json` a newer release wrote
+/// (`schema_version` 2, with a field this release does not know) was decided and continued
+/// without a word, the unknown field dropped from the rewritten file, which still claimed
+/// version 2. Deciding, resuming and rolling back refuse it (exit 2, nothing written), naming
+/// the file and the version; `status` and `gate list` look without resolving its timeout. A
+/// `metadata.json` whose recorded versions are newer is refused the same way.
+#[test]
+fn a_run_a_newer_release_wrote_is_refused_and_left_as_it_is() {
+    let repo = RunRepo::new();
+    let text = gate_timing_out_at_once();
+    let run_id = waiting_run(&repo, Some(text));
+    let state_path = repo.run_dir(&run_id).join("state.json");
+    let mut state = repo.json(&run_id, "state.json");
+    state["schema_version"] = 2.into();
+    state["budget_ledger"] = serde_json::json!({"spent_usd": 12.5});
+    std::fs::write(&state_path, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+    let before = run_files(&repo, &run_id);
+    for args in [
+        &["status", &run_id][..],
+        &["gate", "list"][..],
+        &["runs", "show", &run_id][..],
+    ] {
+        let looked = repo.conductor(args);
+        assert_eq!(
+            looked.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr_text(&looked)
+        );
+        assert!(
+            format!("{}{}", stdout_text(&looked), stderr_text(&looked))
+                .contains("was written by a newer tnh-conductor"),
+            "{args:?}: {}",
+            stdout_text(&looked)
+        );
+    }
+    for args in [
+        &["gate", "approve", &run_id, "--as", "lead", "--resume"][..],
+        &["gate", "reject", &run_id, "--as", "lead"][..],
+        &["resume", &run_id][..],
+        &["rollback", &run_id, "--target", "pre_run"][..],
+    ] {
+        let refused = repo.conductor(args);
+        assert_eq!(
+            refused.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr_text(&refused)
+        );
+        let said = stderr_text(&refused);
+        assert!(
+            said.contains(&format!(
+                "`{}` was written by a newer tnh-conductor: its `schema_version` is 2",
+                state_path.display()
+            )) && said.contains("use the newer tnh-conductor"),
+            "{args:?}: {said}"
+        );
+    }
+    assert!(
+        run_files(&repo, &run_id) == before,
+        "the run directory changed"
+    );
+
+    // The same run, its state as this release wrote it, but its metadata from a newer one.
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let metadata_path = repo.run_dir(&run_id).join("metadata.json");
+    let mut metadata = repo.json(&run_id, "metadata.json");
+    metadata["schema_versions"]["event"] = 3.into();
+    std::fs::write(
+        &metadata_path,
+        serde_json::to_vec_pretty(&metadata).unwrap(),
+    )
+    .unwrap();
+    let before = run_files(&repo, &run_id);
+    let refused = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    assert!(
+        stderr_text(&refused).contains("its `schema_versions.event` is 3"),
+        "{}",
+        stderr_text(&refused)
+    );
+    assert!(
+        run_files(&repo, &run_id) == before,
+        "the run directory changed"
+    );
+}
+
+/// Review 2, defect 8 (low): a run whose `state.json` was damaged looked healthy in `status`,
+/// `runs list` and `runs show` (a normal waiting run); only `gate list` said so. Then deciding
+/// and resuming it failed with exit 4, although nothing was done. The views say what is
+/// damaged and what to do; deciding and resuming refuse with exit 2.
+#[test]
+fn a_run_whose_state_file_is_damaged_says_so_everywhere_and_is_refused_with_exit_2() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let state_path = repo.run_dir(&run_id).join("state.json");
+    let state = std::fs::read(&state_path).unwrap();
+    std::fs::write(&state_path, &state[..100]).unwrap();
+    let damage = format!("`{}` is not a valid run state", state_path.display());
+    for args in [
+        &["status", &run_id][..],
+        &["runs", "show", &run_id][..],
+        &["runs", "list"][..],
+    ] {
+        let looked = repo.conductor(args);
+        assert_eq!(
+            looked.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr_text(&looked)
+        );
+        let text = stdout_text(&looked);
+        assert!(
+            text.contains(&damage)
+                || text.contains(&format!("{run_id}  waiting")) && text.contains("(damaged)"),
+            "{args:?}: {text}"
+        );
+        assert!(
+            stderr_text(&looked).contains(&damage) || args[0] == "status",
+            "{args:?}: {}",
+            stderr_text(&looked)
+        );
+    }
+    let listed = repo.conductor(&["runs", "list", "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert!(
+        listed["runs"][0]["damaged"]
+            .as_str()
+            .is_some_and(|damaged| damaged.contains(&damage)),
+        "{listed}"
+    );
+    for args in [
+        &["gate", "approve", &run_id, "--as", "lead"][..],
+        &["resume", &run_id][..],
+    ] {
+        let refused = repo.conductor(args);
+        assert_eq!(
+            refused.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr_text(&refused)
+        );
+        assert!(
+            stderr_text(&refused).contains(&damage)
+                && stderr_text(&refused).contains("nothing was changed"),
+            "{args:?}: {}",
+            stderr_text(&refused)
+        );
+    }
+    assert_eq!(std::fs::read(&state_path).unwrap(), &state[..100]);
+}
+
 /// Review 11, defect 7: a decision without `--resume` that routes to a step left
 /// `final-state.txt` saying `blocked interrupted review`, as after a crash or a Ctrl-C; it
 /// says `blocked decided undo` (the step `resume` runs next).

@@ -149,8 +149,9 @@ fn status_of_a_run_without_readable_status_or_state_does_not_promise_a_resume() 
         ) && !status.contains("continues the run and rewrites it"),
         "{status}"
     );
+    // Nothing was done: exit 2 (review 2, defect 8), naming the file.
     let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(4), "{}", stderr_text(&resumed));
+    assert_eq!(resumed.status.code(), Some(2), "{}", stderr_text(&resumed));
 
     let journal = repo.conductor(&["journal", "--format", "json"]);
     let data: serde_json::Value = serde_json::from_slice(&journal.stdout).unwrap();
