@@ -98,6 +98,7 @@ fn decide_gate(
         let resume = super::run::ResumeArgs {
             run_id: args.run_id.clone(),
             wait: false,
+            reviewer: None,
             accept_drift: false,
             put_back: false,
             json: false,

@@ -466,6 +466,253 @@ fn run_wait_honours_the_gate_timeout_while_asking() {
     assert!(transcript.trim_end().ends_with("exit=1"), "{transcript}");
 }
 
+/// `run --wait ARGS… WORKFLOW` on a pseudo-terminal as `$USER` `user`, typing `answers` as in
+/// [`run_wait_answering`].
+fn run_wait_as(
+    repo: &RunRepo,
+    workflow: &std::path::Path,
+    args: &[&str],
+    user: &str,
+    answers: &[&str],
+) -> String {
+    let output = std::process::Command::new("python3")
+        .arg(crate::support::fixture("pty/answer.py"))
+        .args(answers)
+        .args(["--", env!("CARGO_BIN_EXE_tnh-conductor"), "--repo"])
+        .arg(repo.path())
+        .args(["run", "--wait"])
+        .args(args)
+        .arg(workflow)
+        .env("USER", user)
+        .output()
+        .unwrap();
+    stdout_text(&output)
+}
+
+/// The gate fixture, its gate timing out `timeout` after it is requested.
+fn gate_timing_out_after(timeout: &str) -> String {
+    gate_timing_out_at_once().replace("timeout: 1ms", &format!("timeout: {timeout}"))
+}
+
+/// A shell command (for an answer `$…`) that returns once the deadline of the repository's one
+/// waiting gate has passed, then runs `then`.
+fn after_the_deadline(repo: &RunRepo, then: &str) -> String {
+    let script = repo.repo.write(
+        ".tnh/after_deadline.py",
+        "import glob, json, sys, time, datetime\n\
+         path = glob.glob(sys.argv[1] + '/.tnh/run/*/artifacts/review/1/gate_request.json')[0]\n\
+         text = json.load(open(path))['deadline']\n\
+         day, clock = text.rstrip('Z').split('T')\n\
+         whole, _, fraction = clock.partition('.')\n\
+         deadline = datetime.datetime.fromisoformat(day + 'T' + whole).replace(tzinfo=datetime.timezone.utc).timestamp() + float('0.' + (fraction or '0'))\n\
+         while time.time() <= deadline + 0.05:\n    time.sleep(0.05)\n",
+    );
+    format!(
+        "$python3 \"{}\" \"{}\" && {then}",
+        script.display(),
+        repo.path().display()
+    )
+}
+
+/// Review 2 (after a run started), defect 5: the operator approved at the `--wait` prompt
+/// before the gate's deadline, which passed while the comment prompt waited: the approval was
+/// dropped, the gate timed out, and the prompt said "decided by another process meanwhile" —
+/// there was none. The decision is as of the answer: recorded with the comment typed after
+/// the deadline, `decided_at` the moment `a` was answered.
+#[test]
+fn run_wait_decides_as_of_the_answer_when_the_deadline_passes_at_the_comment() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text("gate.yaml", &gate_timing_out_after("5s"));
+    let wait = after_the_deadline(&repo, "true");
+    let transcript = run_wait_as(
+        &repo,
+        &workflow,
+        &[],
+        "alice",
+        &[
+            "[a/r/s/l]: =a",
+            &format!("comment (optional): ={wait}"),
+            "=typed after the deadline",
+        ],
+    );
+    assert!(transcript.trim_end().ends_with("exit=0"), "{transcript}");
+    assert!(
+        !transcript.contains("another process") && !transcript.contains("time ran out"),
+        "{transcript}"
+    );
+    let run_id = repo.only_run_id();
+    let outcome = repo.json(&run_id, "artifacts/review/1/gate_outcome.json");
+    assert_eq!(
+        (
+            outcome["decision"].as_str(),
+            outcome["reviewer"].as_str(),
+            outcome["comment"].as_str()
+        ),
+        (
+            Some("gate_approved"),
+            Some("alice"),
+            Some("typed after the deadline")
+        )
+    );
+    let request = repo.json(&run_id, "artifacts/review/1/gate_request.json");
+    let at =
+        |value: &serde_json::Value| value.as_str().unwrap().parse::<jiff::Timestamp>().unwrap();
+    assert!(
+        at(&outcome["decided_at"]) < at(&request["deadline"]),
+        "decided as of the answer: {outcome}"
+    );
+}
+
+/// The same, when another command (`gate list` here) noticed the deadline first and resolved
+/// the gate as timed out while the comment was being typed: the prompt says so, instead of
+/// "decided by another process", and the run takes its timeout route.
+#[test]
+fn run_wait_says_the_gate_timed_out_when_another_command_resolved_it_at_the_comment() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text("gate.yaml", &gate_timing_out_after("5s"));
+    let list = format!(
+        "\"{}\" --repo \"{}\" gate list >/dev/null 2>&1",
+        env!("CARGO_BIN_EXE_tnh-conductor"),
+        repo.path().display()
+    );
+    let wait = after_the_deadline(&repo, &list);
+    let transcript = run_wait_as(
+        &repo,
+        &workflow,
+        &[],
+        "alice",
+        &[
+            "[a/r/s/l]: =a",
+            &format!("comment (optional): ={wait}"),
+            "=late",
+        ],
+    );
+    assert!(transcript.trim_end().ends_with("exit=1"), "{transcript}");
+    assert!(
+        transcript.contains("gate `review` timed out before your decision was recorded")
+            && !transcript.contains("decided by another process"),
+        "{transcript}"
+    );
+    let run_id = repo.only_run_id();
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        "failed failure timed_out\n"
+    );
+}
+
+/// Review 3 (docs), defect 2: the inline prompt always decided as `$USER`, so at a gate whose
+/// approvers do not include it (`implement_adr`'s `final_review`, `approvers: [lead]`, the
+/// README's first command) every approval was refused and asked again for ever. The prompt
+/// says so before asking and asks which approver to decide as; `--as NAME` decides as NAME.
+#[test]
+fn run_wait_asks_which_approver_to_decide_as_and_takes_as() {
+    let repo = RunRepo::new();
+    let text = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
+        .unwrap()
+        .replace("approvers: [lead, alice]", "approvers: [lead]");
+    let workflow = repo.workflow_text("gate.yaml", &text);
+    let transcript = run_wait_as(
+        &repo,
+        &workflow,
+        &[],
+        "alice",
+        &[
+            "[a/r/s/l]: =a",
+            "go back): =bob",
+            "go back): =",
+            "[a/r/s/l]: =a",
+            "go back): =lead",
+            "comment (optional): =fine",
+        ],
+    );
+    assert!(transcript.trim_end().ends_with("exit=0"), "{transcript}");
+    let run_id = repo.only_run_id();
+    let warned = transcript
+        .find("`alice` is not an approver of this gate (approvers: lead)")
+        .unwrap_or_else(|| panic!("{transcript}"));
+    assert!(
+        warned < transcript.find("[a/r/s/l]").unwrap()
+            && transcript.contains(&format!(
+                "`tnh-conductor gate approve {run_id} --as lead --resume`"
+            ))
+            && transcript.contains("`bob` is not an approver of this gate"),
+        "{transcript}"
+    );
+    let outcome = repo.json(&run_id, "artifacts/review/1/gate_outcome.json");
+    assert_eq!(
+        (outcome["reviewer"].as_str(), outcome["comment"].as_str()),
+        (Some("lead"), Some("fine"))
+    );
+
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text("gate.yaml", &text);
+    let transcript = run_wait_as(
+        &repo,
+        &workflow,
+        &["--as", "lead"],
+        "alice",
+        &["[a/r/s/l]: =a", "comment (optional): ="],
+    );
+    assert!(transcript.trim_end().ends_with("exit=0"), "{transcript}");
+    assert!(!transcript.contains("not an approver"), "{transcript}");
+    let run_id = repo.only_run_id();
+    assert_eq!(
+        repo.json(&run_id, "artifacts/review/1/gate_outcome.json")["reviewer"],
+        "lead"
+    );
+}
+
+/// The gate fixture with a step after the approval, so the run goes on after the prompt.
+fn gate_then_a_step() -> String {
+    std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
+        .unwrap()
+        .replace("gate_approved: STOP", "gate_approved: finish")
+        + "  - id: finish\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: \"WRITE done.txt: done\"\n    routes:\n      \"*\": STOP\n"
+}
+
+/// Review 2, defect 6 (low): after a decision at the `--wait` prompt the live progress line was
+/// left on the terminal and the summary appended to it (`… · run_completedrun 2026…`); and
+/// with `--json` the run's progress still showed once it went on after the decision.
+#[test]
+fn run_wait_clears_the_progress_line_and_keeps_json_quiet() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text("gate.yaml", &gate_then_a_step());
+    let transcript = run_wait_as(
+        &repo,
+        &workflow,
+        &[],
+        "alice",
+        &["[a/r/s/l]: =a", "comment (optional): ="],
+    );
+    assert!(transcript.trim_end().ends_with("exit=0"), "{transcript}");
+    let run_id = repo.only_run_id();
+    let summary = transcript
+        .find(&format!("run {run_id}: completed"))
+        .unwrap_or_else(|| panic!("{transcript}"));
+    assert!(
+        transcript[..summary].ends_with('\n') || transcript[..summary].ends_with("\r\x1b[K"),
+        "the summary starts a line of its own: {transcript:?}"
+    );
+    assert!(transcript.contains("finish #1"), "{transcript}");
+
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text("gate.yaml", &gate_then_a_step());
+    let transcript = run_wait_as(
+        &repo,
+        &workflow,
+        &["--json"],
+        "alice",
+        &["[a/r/s/l]: =a", "comment (optional): ="],
+    );
+    assert!(transcript.trim_end().ends_with("exit=0"), "{transcript}");
+    let after = &transcript[transcript.find("comment (optional): ").unwrap()..];
+    assert!(
+        !after.contains("finish #1") && !after.contains('▶'),
+        "no progress with --json: {after}"
+    );
+    assert!(after.contains("\"state\": \"completed\""), "{after}");
+}
+
 /// The workflow file is read again when a run continues, so an edit made while a run waits can
 /// leave the decided outcome without a route: the run ends with a recorded runtime error.
 #[test]
