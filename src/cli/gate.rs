@@ -98,6 +98,7 @@ fn decide_gate(
         let resume = super::run::ResumeArgs {
             run_id: args.run_id.clone(),
             wait: false,
+            reviewer: None,
             accept_drift: false,
             put_back: false,
             json: false,
@@ -148,7 +149,7 @@ fn waiting_gates(repo: &std::path::Path) -> (Vec<Waiting>, Vec<(String, String)>
         // A waiting gate is listed even when its run is damaged, with what is wrong: hidden,
         // it would wait for ever. A damaged state.json leaves status.json to say it waits.
         let (step_id, visit, state_damage) =
-            match read_json::<RunState>(&run_dir.state(), "run state") {
+            match crate::kernel::state::read_state(&run_dir.state()) {
                 Ok(state) => match state.phase {
                     Phase::Waiting { step_id, visit } => (step_id, visit, None),
                     _ => continue,
@@ -161,7 +162,15 @@ fn waiting_gates(repo: &std::path::Path) -> (Vec<Waiting>, Vec<(String, String)>
                             current_step_id: Some(step_id),
                             visit: Some(visit),
                             ..
-                        }) => (step_id, visit, Some(error.to_string())),
+                        }) => {
+                            let advice = match error {
+                                crate::kernel::state::StateError::Newer { .. } => {
+                                    "use the newer tnh-conductor that wrote it to decide this gate"
+                                }
+                                _ => "restore the file (from a backup) to decide this gate",
+                            };
+                            (step_id, visit, Some(format!("{error}; {advice}")))
+                        }
                         _ => continue,
                     }
                 }
@@ -179,7 +188,9 @@ fn waiting_gates(repo: &std::path::Path) -> (Vec<Waiting>, Vec<(String, String)>
         let metadata = read_json::<RunMetadata>(&run_dir.metadata(), "run metadata");
         let damage = match (&metadata, &request) {
             _ if state_damage.is_some() => state_damage,
-            (Err(error), _) | (Ok(_), Err(error)) => Some(error.to_string()),
+            (Err(error), _) | (Ok(_), Err(error)) => Some(format!(
+                "{error}; restore the file (from a backup) to decide this gate"
+            )),
             (Ok(_), Ok(_)) => None,
         };
         let request = request.unwrap_or_default();
@@ -238,10 +249,7 @@ fn list(cli: &Cli, output: &mut Output) -> Result<ExitStatus> {
             gate.reason
         );
         if let Some(damage) = &gate.damage {
-            let _ = writeln!(
-                text,
-                "    damaged: {damage}; restore the file (from a backup) to decide this gate"
-            );
+            let _ = writeln!(text, "    damaged: {damage}");
         }
     }
     output.print(&text);

@@ -9,7 +9,7 @@ use crate::kernel::journal::build_journal;
 /// `journal`.
 #[derive(Debug, Args)]
 pub struct JournalArgs {
-    /// The day to report, `YYYY-MM-DD` (default: today, UTC).
+    /// The day to report, `YYYY-MM-DD`, up to today (default: today, UTC).
     #[arg(long, conflicts_with = "since")]
     pub date: Option<String>,
     /// Report every day from this one through today.
@@ -44,20 +44,35 @@ fn day(text: &str) -> Result<String> {
 pub fn cmd_journal(cli: &Cli, args: &JournalArgs, output: &mut Output) -> Result<ExitStatus> {
     let repo = repo_root(cli)?;
     let today = jiff::Timestamp::now().strftime("%Y-%m-%d").to_string();
-    let (date, until) = match (&args.date, &args.since) {
-        (Some(date), _) => (day(date)?, None),
-        (None, Some(since)) => {
-            let since = day(since)?;
-            // Dates of the same form compare as text.
-            if since > today {
-                return Err(Error::usage(
-                    format!("--since {since} is after today ({today})"),
-                    "give a day up to today, or `--date DAY` for one day",
-                ));
-            }
-            (since, Some(today))
+    // A day after today has no runs yet: the journal would list today's waiting runs as in
+    // progress on it. Dates of the same form compare as text.
+    let up_to_today = |option: &str, date: String, hint: &str| {
+        if date > today {
+            return Err(Error::usage(
+                format!("{option} {date} is after today ({today}, UTC)"),
+                hint,
+            ));
         }
-        (None, None) => (today, None),
+        Ok(date)
+    };
+    let (date, until) = match (&args.date, &args.since) {
+        (Some(date), _) => (
+            up_to_today(
+                "--date",
+                day(date)?,
+                "give a day up to today; without --date the journal is today's",
+            )?,
+            None,
+        ),
+        (None, Some(since)) => (
+            up_to_today(
+                "--since",
+                day(since)?,
+                "give a day up to today, or `--date DAY` for one day",
+            )?,
+            Some(today.clone()),
+        ),
+        (None, None) => (today.clone(), None),
     };
     let journal = build_journal(&repo, &date, until.as_deref());
     match args.format {

@@ -29,6 +29,19 @@ struct View {
     current: String,
 }
 
+/// The live status line is the view's own: it is erased when the view ends (the run's driving
+/// returned), so what is printed next — the run's summary, a gate's question — starts on a
+/// clean line instead of being appended to `▶ step · 3s · run_completed`.
+impl Drop for View {
+    fn drop(&mut self) {
+        if self.live && !self.current.is_empty() {
+            let mut stderr = std::io::stderr().lock();
+            let _ = write!(stderr, "\r\x1b[K");
+            let _ = stderr.flush();
+        }
+    }
+}
+
 impl View {
     fn show(&mut self, event: &Event) {
         let step = event.step_id.as_deref().unwrap_or("-");

@@ -29,6 +29,10 @@ pub struct RunArgs {
     /// Ask inline at blocking gates instead of exiting 3.
     #[arg(long)]
     pub wait: bool,
+    /// With --wait: the name to decide as at the prompt (checked against the gate's
+    /// `approvers`; default: $USER).
+    #[arg(long = "as", value_name = "NAME", requires = "wait")]
+    pub reviewer: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -42,6 +46,10 @@ pub struct ResumeArgs {
     /// Ask inline at blocking gates instead of exiting 3.
     #[arg(long)]
     pub wait: bool,
+    /// With --wait: the name to decide as at the prompt (checked against the gate's
+    /// `approvers`; default: $USER).
+    #[arg(long = "as", value_name = "NAME", requires = "wait")]
+    pub reviewer: Option<String>,
     /// Continue although the worktree drifted from the recorded state; for a run killed in an
     /// agent or validation step, also keep the repository's refs and git configuration changed
     /// since that step started as they are (yours).
@@ -85,7 +93,11 @@ pub fn cmd_run(cli: &Cli, args: &RunArgs, output: &mut Output) -> Result<ExitSta
     let repo = request.repo.clone();
     let mut result = start_run(request);
     if args.wait && super::wait::interactive() {
-        result = super::wait::wait_at_gates(cli, &repo, result, output);
+        let options = super::wait::WaitOptions {
+            reviewer: args.reviewer.as_deref(),
+            progress: !args.json && !cli.quiet,
+        };
+        result = super::wait::wait_at_gates(cli, &repo, result, options, output);
     }
     report(result, args.json, output)
 }
@@ -108,7 +120,11 @@ pub fn cmd_resume(cli: &Cli, args: &ResumeArgs, output: &mut Output) -> Result<E
         super::progress::observer(!args.json && !cli.quiet),
     );
     if args.wait && super::wait::interactive() {
-        result = super::wait::wait_at_gates(cli, &repo, result, output);
+        let options = super::wait::WaitOptions {
+            reviewer: args.reviewer.as_deref(),
+            progress: !args.json && !cli.quiet,
+        };
+        result = super::wait::wait_at_gates(cli, &repo, result, options, output);
     }
     report(result, args.json, output)
 }

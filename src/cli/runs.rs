@@ -38,6 +38,40 @@ fn artifacts(error: crate::artifacts::ArtifactsError) -> Error {
     Error::Run(Box::new(crate::kernel::run::RunError::Artifacts(error)))
 }
 
+/// What is wrong with the run's `state.json`, which its `status.json` (what these views show)
+/// does not say, and what to do: damaged or written by a newer release (`resume`, gate
+/// decisions and `rollback` refuse the run until it is dealt with), or gone while the run
+/// waits at a gate. `None` when the state is sound, or when the status was itself read from
+/// it and already says so.
+fn state_damage(run_dir: &RunDir, status: Option<&RunStatus>) -> Option<String> {
+    use crate::kernel::state::StateError;
+    let path = run_dir.state();
+    let (problem, advice) = if path.is_file() {
+        match crate::kernel::state::read_state(&path) {
+            Ok(_) => return None,
+            Err(error @ StateError::Newer { .. }) => (
+                error.to_string(),
+                "use the newer tnh-conductor that wrote it to resume, decide or roll back the run",
+            ),
+            Err(error) => (
+                error.to_string(),
+                "restore the file (from a backup) to resume, decide or roll back the run",
+            ),
+        }
+    } else if status.is_some_and(|status| status.lifecycle_state == LifecycleState::Waiting) {
+        (
+            format!("`{}` is missing", path.display()),
+            "restore the file (from a backup) to decide the run's gate",
+        )
+    } else {
+        return None;
+    };
+    let said = status
+        .and_then(|status| status.reason.as_deref())
+        .is_some_and(|reason| reason.contains(&problem));
+    (!said).then(|| format!("{problem}; {advice}"))
+}
+
 /// Prints a run's status.
 pub fn cmd_status(cli: &Cli, args: &StatusArgs, output: &mut Output) -> Result<ExitStatus> {
     let run_dir = run_dir(cli, &args.run_id)?;
@@ -50,14 +84,32 @@ pub fn cmd_status(cli: &Cli, args: &StatusArgs, output: &mut Output) -> Result<E
     let mut shown_key = String::new();
     let mut shown_frame = String::new();
     let mut rendered_at: Option<std::time::Instant> = None;
+    let mut warned = false;
     loop {
         let status = status_of(&run_dir)?;
+        // `status.json` may look sound while the state the run continues from is not.
+        let damage = state_damage(&run_dir, Some(&status));
+        if args.json
+            && !warned
+            && let Some(damage) = &damage
+        {
+            output.note(&format!(
+                "warning: run {} is damaged: {damage}",
+                args.run_id
+            ));
+            warned = true;
+        }
         // The state too: a driver killed meanwhile leaves the same `updated_at`, and the
         // watch must end by showing it blocked, not with `running` on the screen.
         let key = format!("{} {}", status.updated_at, status.lifecycle_state.name());
         let aged = rendered_at.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(1));
         if key != shown_key || (!args.json && aged) {
-            let frame = render_status(&run_dir, &status, args.json)?;
+            let mut frame = render_status(&run_dir, &status, args.json)?;
+            if !args.json
+                && let Some(damage) = &damage
+            {
+                let _ = writeln!(frame, "  damaged: {damage}");
+            }
             rendered_at = Some(std::time::Instant::now());
             shown_key = key;
             if frame != shown_frame {
@@ -214,7 +266,9 @@ pub struct RunRow {
     pub workflow_id: Option<String>,
     /// When it started (RFC 3339); absent when its metadata is damaged.
     pub started_at: Option<String>,
-    /// What is wrong with its `metadata.json`, when it cannot be read.
+    /// What is wrong with its files, when something is: a `metadata.json` that cannot be
+    /// read, a `state.json` that is damaged, written by a newer release, or missing while the
+    /// run waits at a gate; with what to do.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub damaged: Option<String>,
 }
@@ -249,6 +303,7 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
         };
         // A run whose metadata cannot be read is listed, not hidden: with what `status.json`
         // says of it, and what is wrong.
+        let mut damage = Vec::new();
         match read_json::<RunMetadata>(&run_dir.metadata(), "run metadata") {
             Ok(metadata) => {
                 row.workflow_id = Some(metadata.workflow_id);
@@ -256,17 +311,20 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
             }
             Err(error) => {
                 row.workflow_id = status.as_ref().map(|status| status.workflow_id.clone());
-                row.damaged = Some(error.to_string());
+                damage.push(format!(
+                    "{error}; restore the file (from a backup) to resume or decide the run"
+                ));
             }
+        }
+        damage.extend(state_damage(&run_dir, status.as_ref()));
+        if !damage.is_empty() {
+            row.damaged = Some(damage.join("; and "));
         }
         rows.push(row);
     }
     for row in &rows {
         if let Some(damage) = &row.damaged {
-            output.note(&format!(
-                "warning: run {} is damaged: {damage}; restore the file (from a backup) to resume or decide the run",
-                row.run_id
-            ));
+            output.note(&format!("warning: run {} is damaged: {damage}", row.run_id));
         }
     }
     if json {
@@ -339,6 +397,10 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
             run_dir.root().display()
         )
     };
+    if let Some(damage) = state_damage(&run_dir, Some(&status)) {
+        let _ = writeln!(text, "  damaged:   {damage}");
+        output.note(&format!("warning: run {run_id} is damaged: {damage}"));
+    }
     if let Some(termination) = &metadata.termination {
         let _ = writeln!(
             text,
@@ -563,6 +625,12 @@ pub fn cmd_runs_events(
     let run_dir = run_dir(cli, run_id)?;
     let mut printed = 0;
     loop {
+        // The status is read before the events: a run records its last events before the
+        // status that says it ended, so once that status is seen, the events read after it
+        // hold everything the run wrote (`run_completed` included), however long printing
+        // the previous batch took.
+        let running = follow
+            && status_of(&run_dir)?.lifecycle_state == crate::artifacts::LifecycleState::Running;
         let (events, damage) = EventLog::read_readable(&run_dir.events()).map_err(artifacts)?;
         let mut text = String::new();
         for event in events.iter().skip(printed) {
@@ -574,9 +642,7 @@ pub fn cmd_runs_events(
             return damaged(damage);
         }
         // Follow while a process drives the run; stop once it ends, waits or was killed.
-        if !follow
-            || status_of(&run_dir)?.lifecycle_state != crate::artifacts::LifecycleState::Running
-        {
+        if !running {
             return Ok(ExitStatus::Success);
         }
         std::thread::sleep(POLL_INTERVAL);

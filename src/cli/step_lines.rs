@@ -13,6 +13,11 @@ pub fn describe_visit(manifest: &StepManifest, run_dir: &RunDir) -> Vec<String> 
     let mut lines: Vec<String> = describe_summary(&manifest.opcode, summary)
         .into_iter()
         .collect();
+    // Why a planner gave no usable answer (connection refused, HTTP 500, not JSON), or what
+    // it found in the way: said where the operator looks, not only in planner_decision.json.
+    if manifest.opcode == "EVALUATE" {
+        lines.extend(blocker_lines(summary));
+    }
     // Who decided a gate, and what they said.
     if let Some(entry) = manifest.artifact(ArtifactRole::GateOutcome) {
         let outcome: Option<Value> =
@@ -45,6 +50,51 @@ pub fn describe_visit(manifest: &StepManifest, run_dir: &RunDir) -> Vec<String> 
                 describe_violation(Some(violation))
             ));
         }
+    }
+    lines
+}
+
+/// The most blockers of one decision `runs show` lists, and the most characters of each.
+const MAX_BLOCKERS: usize = 5;
+const MAX_BLOCKER_CHARS: usize = 300;
+
+/// One line per blocker of an EVALUATE's decision (its code and summary, on one line and
+/// bounded), the first [`MAX_BLOCKERS`] of them.
+fn blocker_lines(summary: &Value) -> Vec<String> {
+    let blockers: Vec<&Value> = summary
+        .get("decision")
+        .and_then(|decision| decision.get("blockers"))
+        .and_then(Value::as_array)
+        .map(|blockers| blockers.iter().collect())
+        .unwrap_or_default();
+    let mut lines: Vec<String> = blockers
+        .iter()
+        .take(MAX_BLOCKERS)
+        .map(|blocker| {
+            let (code, text) = match blocker {
+                Value::String(text) => ("", text.as_str()),
+                _ => (
+                    blocker["code"].as_str().unwrap_or_default(),
+                    blocker["summary"].as_str().unwrap_or_default(),
+                ),
+            };
+            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            let text = match text.char_indices().nth(MAX_BLOCKER_CHARS) {
+                Some((end, _)) => format!("{}…", &text[..end]),
+                None => text,
+            };
+            match (code, text.is_empty()) {
+                ("", _) => format!("blocker: {text}"),
+                (code, true) => format!("blocker `{code}`"),
+                (code, false) => format!("blocker `{code}`: {text}"),
+            }
+        })
+        .collect();
+    if blockers.len() > MAX_BLOCKERS {
+        lines.push(format!(
+            "… and {} more blocker(s) in planner_decision.json",
+            blockers.len() - MAX_BLOCKERS
+        ));
     }
     lines
 }
@@ -298,6 +348,42 @@ mod tests {
             "requires approval; waited for a decision"
         );
         assert_eq!(describe_summary("SOMETHING_ELSE", &json!({})), None);
+    }
+
+    #[test]
+    fn an_evaluate_lists_its_blockers_on_one_bounded_line_each() {
+        let summary = json!({
+            "status": "blocked",
+            "decision": {"planner": "judge", "decided_by": "kernel", "blockers": [
+                {"code": "planner_error", "severity": "medium",
+                 "summary": "planner `judge` failed 1 time(s); last: POST http://127.0.0.1:9/v1: io: Connection refused (os error 111)"},
+                {"code": "tests_failing", "summary": "two\nlines"},
+                "no tests",
+                {"code": "long", "summary": "x".repeat(1000)},
+                {"code": "quiet"},
+                {"code": "sixth", "summary": "left out"},
+                {"code": "seventh", "summary": "left out"}
+            ]}
+        });
+        let lines = blocker_lines(&summary);
+        assert_eq!(
+            lines[..3],
+            [
+                "blocker `planner_error`: planner `judge` failed 1 time(s); last: POST http://127.0.0.1:9/v1: io: Connection refused (os error 111)",
+                "blocker `tests_failing`: two lines",
+                "blocker: no tests",
+            ]
+        );
+        assert_eq!(
+            lines[3],
+            format!("blocker `long`: {}…", "x".repeat(MAX_BLOCKER_CHARS))
+        );
+        assert_eq!(lines[4], "blocker `quiet`");
+        assert_eq!(lines[5], "… and 2 more blocker(s) in planner_decision.json");
+        assert_eq!(lines.len(), 6);
+        assert!(
+            blocker_lines(&json!({"status": "success", "decision": {"blockers": []}})).is_empty()
+        );
     }
 
     #[test]

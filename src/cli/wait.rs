@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::{Cli, Output};
 use crate::artifacts::RunDir;
 use crate::kernel::driver::RunEnd;
-use crate::kernel::gate::{Decision, decide, read_request};
+use crate::kernel::gate::{Decision, GateError, decide_as_of, read_request};
 use crate::kernel::recorder::Recorder;
 use crate::kernel::run::{RunError, RunSummary, resume_run};
 use crate::runner::Cancellation;
@@ -98,6 +98,26 @@ pub fn interactive() -> bool {
     std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
 }
 
+/// How `run --wait` and `resume --wait` ask.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitOptions<'a> {
+    /// `--as NAME`: who decides at the prompt (default: `$USER`, else `operator`).
+    pub reviewer: Option<&'a str>,
+    /// Whether the run's live progress shows when it goes on after a decision (not with
+    /// `--json` or `-q`).
+    pub progress: bool,
+}
+
+/// What the operator answered at a gate.
+struct Answer {
+    decision: Decision,
+    /// When `a` or `r` was answered: the decision is as of then, whatever the name and
+    /// comment asked after it take.
+    answered_at: jiff::Timestamp,
+    /// The approver decided as.
+    reviewer: String,
+}
+
 /// Keeps asking at each blocking gate the run reaches, until it ends or the operator leaves it
 /// waiting. Ctrl-C, SIGTERM or SIGHUP at the prompt ends the command at once (exit 130), the run
 /// left waiting.
@@ -105,10 +125,16 @@ pub fn wait_at_gates(
     cli: &Cli,
     repo: &std::path::Path,
     mut result: Result<RunSummary, RunError>,
+    options: WaitOptions<'_>,
     output: &mut Output,
 ) -> Result<RunSummary, RunError> {
     let cancellation = crate::kernel::interrupts::listen().map_err(RunError::Runtime)?;
     let input = operator_input(cancellation);
+    let identity = options
+        .reviewer
+        .map(str::to_owned)
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| "operator".into());
     loop {
         let (summary, step_id) = match &result {
             Ok(
@@ -126,11 +152,28 @@ pub fn wait_at_gates(
         let deadline = request["deadline"]
             .as_str()
             .and_then(|text| text.parse::<jiff::Timestamp>().ok());
-        let reviewer = std::env::var("USER").unwrap_or_else(|_| "operator".into());
+        let approvers: Vec<String> = request["approvers"]
+            .as_array()
+            .map(|names| {
+                names
+                    .iter()
+                    .filter_map(|name| name.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let approver = approvers.is_empty() || approvers.contains(&identity);
         output.note(&format!(
             "\ngate `{step_id}`: {}",
             request["reason"].as_str().unwrap_or_default()
         ));
+        if !approver {
+            // Said before anything is asked: the gate would refuse the decision.
+            output.note(&format!(
+                "`{identity}` is not an approver of this gate (approvers: {}): answering a or r asks which of them you decide as; or leave it waiting (l) and decide with `tnh-conductor gate approve {run_id} --as {} --resume`",
+                approvers.join(", "),
+                approvers[0]
+            ));
+        }
         let interrupted = |signal: &str, output: &mut Output| {
             output.note(&format!(
                 "\ninterrupted ({signal}): the run is left waiting at gate `{step_id}`; decide it with `tnh-conductor gate approve|reject {run_id} --resume`"
@@ -142,7 +185,7 @@ pub fn wait_at_gates(
                 ..summary.clone()
             })
         };
-        let decision = loop {
+        let answer = loop {
             let answer = match ask(
                 &input,
                 "approve / reject / show diff / leave waiting [a/r/s/l]: ",
@@ -157,9 +200,10 @@ pub fn wait_at_gates(
                 }
                 Reply::Interrupted(signal) => return interrupted(&signal, output),
             };
-            match answer.trim() {
-                "a" | "approve" => break Some(Decision::Approve),
-                "r" | "reject" => break Some(Decision::Reject),
+            let answered_at = jiff::Timestamp::now();
+            let decision = match answer.trim() {
+                "a" | "approve" => Decision::Approve,
+                "r" | "reject" => Decision::Reject,
                 "s" | "show" | "show diff" => {
                     let diff = request["context"]["diff"]
                         .as_str()
@@ -174,24 +218,54 @@ pub fn wait_at_gates(
                         })
                         .unwrap_or_else(|| "(no diff recorded)\n".into());
                     output.diagnostic(&text);
+                    continue;
                 }
                 "l" | "leave" | "leave waiting" => return result,
-                _ => output.note("answer a, r, s or l"),
+                _ => {
+                    output.note("answer a, r, s or l");
+                    continue;
+                }
+            };
+            if approver {
+                break Some(Answer {
+                    decision,
+                    answered_at,
+                    reviewer: identity.clone(),
+                });
+            }
+            // The decision stands as of the answer; the name asked now is not timed.
+            match ask_approver(&input, &approvers, output) {
+                Named::Approver(reviewer) => {
+                    break Some(Answer {
+                        decision,
+                        answered_at,
+                        reviewer,
+                    });
+                }
+                Named::InputEnded => {
+                    output.note("\ninput ended: the run is left waiting at the gate");
+                    return result;
+                }
+                Named::Interrupted(signal) => return interrupted(&signal, output),
+                // No name: nothing decided, asked again.
+                Named::Back => {}
             }
         };
-        if let Some(decision) = decision {
-            let comment = match ask(&input, "comment (optional): ", deadline) {
+        if let Some(answer) = answer {
+            // The comment is asked after the decision was made: not timed either.
+            let comment = match ask(&input, "comment (optional): ", None) {
                 Reply::Line(text) if !text.trim().is_empty() => Some(text),
                 Reply::Interrupted(signal) => return interrupted(&signal, output),
                 _ => None,
             };
-            match decide(
+            match decide_as_of(
                 repo,
                 &run_id,
-                decision,
-                &reviewer,
+                answer.decision,
+                &answer.reviewer,
                 comment.as_deref(),
                 false,
+                Some(answer.answered_at),
             ) {
                 // The decision routed straight to a STOP: the run is over.
                 Ok(crate::kernel::Phase::Finished { end, reason, .. }) => {
@@ -201,26 +275,33 @@ pub fn wait_at_gates(
                     });
                 }
                 Ok(_) => {}
-                Err(error @ RunError::Gate(_)) => {
+                Err(RunError::Gate(error)) => {
                     // The prompt's view may be stale: the gate may have been decided (and the
-                    // run driven on) from another shell meanwhile. What the run is now decides.
-                    match phase_of(&run_dir) {
-                        Some(crate::kernel::Phase::Waiting {
-                            step_id: now_waiting,
-                            visit: now_visit,
-                        }) if now_waiting == step_id && now_visit == visit => {
-                            // Still this gate: the decision itself was refused (not an
-                            // approver…); ask again.
-                            output.note(&format!("error: {error}"));
-                            continue;
-                        }
+                    // run driven on) from another shell meanwhile, or resolved as timed out by
+                    // a command that noticed its deadline. What the run is now decides.
+                    let now = phase_of(&run_dir);
+                    if let Some(crate::kernel::Phase::Waiting {
+                        step_id: now_waiting,
+                        visit: now_visit,
+                    }) = &now
+                        && *now_waiting == step_id
+                        && *now_visit == visit
+                    {
+                        // Still this gate: the decision itself was refused; ask again.
+                        output.note(&format!("error: {error}"));
+                        continue;
+                    }
+                    let how = match &error {
+                        GateError::TimedOut { .. } => error.to_string(),
+                        _ => resolution(&run_dir, &step_id, visit),
+                    };
+                    match now {
                         Some(crate::kernel::Phase::Waiting {
                             step_id: now_waiting,
                             ..
                         }) => {
-                            output.note(&format!(
-                                "gate `{step_id}` was decided by another process meanwhile; the run now waits at gate `{now_waiting}`"
-                            ));
+                            output
+                                .note(&format!("{how}; the run now waits at gate `{now_waiting}`"));
                             result = Ok(RunSummary {
                                 end: RunEnd::Waiting {
                                     step_id: now_waiting,
@@ -230,10 +311,7 @@ pub fn wait_at_gates(
                             continue;
                         }
                         Some(crate::kernel::Phase::Finished { end, reason, .. }) => {
-                            output.note(&format!(
-                                "gate `{step_id}` was decided by another process meanwhile; the run has ended ({})",
-                                end.name()
-                            ));
+                            output.note(&format!("{how}; the run has ended ({})", end.name()));
                             return Ok(RunSummary {
                                 end: RunEnd::Finished { end, reason },
                                 ..summary
@@ -241,9 +319,7 @@ pub fn wait_at_gates(
                         }
                         // Decided but not continued (or its state unreadable): resuming
                         // continues the run, or says who drives it.
-                        _ => output.note(&format!(
-                            "gate `{step_id}` was decided by another process meanwhile"
-                        )),
+                        _ => output.note(&how),
                     }
                 }
                 Err(error) => return Err(error),
@@ -264,8 +340,65 @@ pub fn wait_at_gates(
             })?,
             false,
             crate::kernel::run::RepositoryChanges::Refuse,
-            super::progress::observer(!cli.quiet),
+            super::progress::observer(options.progress),
         );
+    }
+}
+
+/// What asking for an approver's name gave.
+enum Named {
+    /// One of the gate's approvers.
+    Approver(String),
+    /// An empty answer: nothing decided, the gate is asked again.
+    Back,
+    /// The terminal closed its input.
+    InputEnded,
+    /// Ctrl-C, SIGTERM or SIGHUP (named).
+    Interrupted(String),
+}
+
+/// Asks which of the gate's `approvers` the operator decides as, until one is named or the
+/// answer is empty (back to the gate's question).
+fn ask_approver(input: &Receiver<Input>, approvers: &[String], output: &mut Output) -> Named {
+    let question = format!("decide as ({}; empty to go back): ", approvers.join(", "));
+    loop {
+        let name = match ask(input, &question, None) {
+            Reply::Line(name) => name.trim().to_owned(),
+            Reply::Interrupted(signal) => return Named::Interrupted(signal),
+            Reply::InputEnded | Reply::TimedOut => return Named::InputEnded,
+        };
+        if name.is_empty() {
+            return Named::Back;
+        }
+        if approvers.contains(&name) {
+            return Named::Approver(name);
+        }
+        output.note(&format!(
+            "`{name}` is not an approver of this gate (approvers: {})",
+            approvers.join(", ")
+        ));
+    }
+}
+
+/// How the gate of `visit` was resolved by another process, from the run's events.
+fn resolution(run_dir: &std::path::Path, step_id: &str, visit: u32) -> String {
+    let events =
+        crate::artifacts::EventLog::read_all(&RunDir::at(run_dir).events()).unwrap_or_default();
+    let resolved = events.iter().rev().find(|event| {
+        event.event_type == crate::artifacts::EventType::GateResolved
+            && event.step_id.as_deref() == Some(step_id)
+            && event.visit == Some(visit)
+    });
+    match resolved {
+        Some(event) if event.text("decision") == Some("gate_timed_out") => format!(
+            "gate `{step_id}` timed out before your decision was recorded: its deadline had passed and another command (`gate list`, `status`) resolved it as gate_timed_out"
+        ),
+        Some(event) => format!(
+            "gate `{step_id}` was decided by another process meanwhile ({} by {})",
+            event.text("decision").unwrap_or("?"),
+            event.text("reviewer").unwrap_or("?")
+        ),
+        None => format!("gate `{step_id}` was decided by another process meanwhile"),
     }
 }
 

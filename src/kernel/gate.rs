@@ -192,8 +192,33 @@ pub fn decide(
     comment: Option<&str>,
     accept_drift: bool,
 ) -> Result<Phase, RunError> {
+    decide_as_of(
+        repo,
+        run_id,
+        decision,
+        reviewer,
+        comment,
+        accept_drift,
+        None,
+    )
+}
+
+/// [`decide`], for a decision the reviewer made at `answered_at` and that is recorded later:
+/// the `--wait` prompt asks for a name and a comment after the answer. A gate whose deadline
+/// passed in between is decided as of that answer (its `decided_at`), not timed out.
+pub fn decide_as_of(
+    repo: &Path,
+    run_id: &str,
+    decision: Decision,
+    reviewer: &str,
+    comment: Option<&str>,
+    accept_drift: bool,
+    answered_at: Option<jiff::Timestamp>,
+) -> Result<Phase, RunError> {
     let run_dir = find_run_dir(repo, run_id)?;
     let _lock = RunLock::acquire(&run_dir.lock())?;
+    // A run a newer release wrote is refused before anything of it is opened for writing.
+    super::state::check_run_versions(&run_dir)?;
     if !run_dir.state().is_file() {
         return Err(RunError::StateMissing {
             run_id: run_id.to_owned(),
@@ -202,7 +227,7 @@ pub fn decide(
         });
     }
     let mut recorder = Recorder::open(run_dir.clone())?;
-    let mut state: RunState = read_json(&run_dir.state(), "run state")?;
+    let mut state = super::state::read_state(&run_dir.state())?;
     let (step_id, visit) = match waiting(&state) {
         Ok(gate) => gate,
         Err(error) => return Err(not_waiting(&run_dir, &state, error)),
@@ -218,7 +243,9 @@ pub fn decide(
     let request = read_request(&recorder, &step_id, visit)?;
     // A decision after the deadline is too late: the gate times out now, as `gate list` or
     // `status` would have noticed.
-    if resolve_if_timed_out(&mut recorder, &mut state)? {
+    let answered_in_time =
+        answered_at.filter(|at| deadline_of(&request).is_none_or(|deadline| *at < deadline));
+    if answered_in_time.is_none() && resolve_if_timed_out(&mut recorder, &mut state)? {
         return Err(RunError::Gate(GateError::TimedOut {
             run_id: state.run_id.clone(),
             step_id,
@@ -272,8 +299,8 @@ pub fn decide(
         &mut state,
         (&step_id, visit),
         outcome,
-        Some(reviewer),
-        comment,
+        Some((reviewer, comment)),
+        answered_in_time,
     )?;
     Ok(state.phase)
 }
@@ -290,9 +317,13 @@ pub fn notice_timeout(run_dir: &crate::artifacts::RunDir) -> bool {
     let Ok(_lock) = RunLock::acquire(&run_dir.lock()) else {
         return false;
     };
+    // A run a newer release wrote is left to that release.
+    if super::state::check_run_versions(run_dir).is_err() {
+        return false;
+    }
     let (Ok(mut recorder), Ok(mut state)) = (
         Recorder::open(run_dir.clone()),
-        read_json::<RunState>(&run_dir.state(), "run state"),
+        super::state::read_state(&run_dir.state()),
     ) else {
         return false;
     };
@@ -316,10 +347,14 @@ fn deadline_passed(run_dir: &crate::artifacts::RunDir) -> bool {
 
 /// Whether a gate request's deadline has passed (a request without one never is).
 pub fn is_due(request: &serde_json::Value) -> bool {
+    deadline_of(request).is_some_and(|deadline| deadline <= jiff::Timestamp::now())
+}
+
+/// A gate request's deadline, when it has one.
+fn deadline_of(request: &serde_json::Value) -> Option<jiff::Timestamp> {
     request["deadline"]
         .as_str()
         .and_then(|deadline| deadline.parse::<jiff::Timestamp>().ok())
-        .is_some_and(|deadline| deadline <= jiff::Timestamp::now())
 }
 
 /// Resolves a waiting gate whose deadline has passed as `gate_timed_out`; returns whether it did.
@@ -347,20 +382,22 @@ pub fn resolve_if_timed_out(
     Ok(due)
 }
 
-/// Records the decision `outcome` on the waiting gate and takes its route. `workflow` is read
-/// by the caller before anything is recorded: a workflow file that became invalid refuses the
-/// decision with nothing of it written.
+/// Records the decision `outcome` on the waiting gate — by a reviewer, with their comment, or
+/// by its deadline — and takes its route. `decided_at` is when the reviewer answered, when
+/// that was before now. `workflow` is read by the caller before anything is recorded: a
+/// workflow file that became invalid refuses the decision with nothing of it written.
 fn resolve(
     workflow: &crate::workflow::model::Workflow,
     recorder: &mut Recorder,
     state: &mut RunState,
     (step_id, visit): (&str, u32),
     outcome: Outcome,
-    reviewer: Option<&str>,
-    comment: Option<&str>,
+    by: Option<(&str, Option<&str>)>,
+    decided_at: Option<jiff::Timestamp>,
 ) -> Result<(), RunError> {
+    let (reviewer, comment) = (by.map(|(reviewer, _)| reviewer), by.and_then(|(_, c)| c));
     let visit_dir = recorder.run_dir().visit_dir(step_id, visit);
-    let decided_at = crate::artifacts::now();
+    let decided_at = decided_at.map_or_else(crate::artifacts::now, |at| at.to_string());
     let gate_outcome = serde_json::json!({
         "schema_version": crate::artifacts::SCHEMA_VERSION,
         "run_id": state.run_id,

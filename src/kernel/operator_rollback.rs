@@ -19,7 +19,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::artifacts::{EventLog, EventType, RunDir, read_json, write_json_atomic, write_json_new};
+use crate::artifacts::{EventLog, EventType, RunDir, write_json_atomic, write_json_new};
 use crate::workspace::runs::load_run;
 use crate::workspace::{
     InterruptedRollback, RollbackRecord, RollbackStart, RollbackTarget, Workspace,
@@ -77,8 +77,9 @@ pub fn rollback_run(
     let entry = load_run(repo_root, run_id)?;
     let run_dir = RunDir::at(entry.dir.clone());
     let _lock = RunLock::acquire(&run_dir.lock())?;
+    super::state::check_run_versions(&run_dir)?;
     let mut state: Option<RunState> = if run_dir.state().is_file() {
-        Some(read_json(&run_dir.state(), "run state")?)
+        Some(super::state::read_state(&run_dir.state())?)
     } else {
         None
     };

@@ -10,7 +10,7 @@ use super::state::{Phase, RunState};
 use super::transition::StepReport;
 use crate::artifacts::{
     ArtifactsError, EventLog, EventType, RunDir, RunMetadata, SCHEMA_VERSION, is_run_id,
-    new_run_id, now, read_json,
+    new_run_id, now,
 };
 use crate::config::{Config, OperatorCheckout};
 use crate::ids::{RunId, StepId, WorkflowId};
@@ -78,6 +78,9 @@ pub enum RunError {
     /// The async runtime could not start.
     #[error("failed to start the async runtime: {0}")]
     Runtime(std::io::Error),
+    /// The run's state cannot be used: damaged, or written by a newer release.
+    #[error(transparent)]
+    State(#[from] super::state::StateError),
     /// Driving failed.
     #[error(transparent)]
     Drive(#[from] DriveError),
@@ -206,6 +209,7 @@ impl RunError {
             | RunError::PinnedModule { .. }
             | RunError::Gate(_) => true,
             RunError::Workspace(error) => error.exit_status() == crate::error::ExitStatus::Usage,
+            RunError::State(error) => error.is_usage(),
             _ => false,
         }
     }
@@ -271,6 +275,7 @@ impl RunError {
             RunError::Gate(super::gate::GateError::NotApprover { .. }) => Some("decide as one of the approvers: `--as NAME`".into()),
             RunError::Gate(super::gate::GateError::AlreadyDecided { run_id, .. }) => Some(format!("its route is taken now: `tnh-conductor resume {run_id}` continues the run")),
             RunError::Gate(super::gate::GateError::TimedOut { run_id, .. }) => Some(format!("the run follows its `gate_timed_out` route: `tnh-conductor resume {run_id}` continues it; a longer `timeout:` on the gate gives reviewers more time")),
+            RunError::State(error) => error.hint(),
             RunError::Drive(error) => error.hint(),
             RunError::Runtime(_) => None,
         }
@@ -856,6 +861,8 @@ pub fn resume_run(
     let cancellation = super::interrupts::listen().map_err(RunError::Runtime)?;
     let run_dir = find_run_dir(repo, run_id)?;
     let _lock = RunLock::acquire(&run_dir.lock())?;
+    // A run a newer release wrote is refused before anything of it is opened for writing.
+    super::state::check_run_versions(&run_dir)?;
     let mut recorder = Recorder::open(run_dir.clone())?;
     recorder.observe(super::interrupts::with_test_signal(observer, &cancellation));
     let events = EventLog::read_all(&run_dir.events())?;
@@ -864,7 +871,7 @@ pub fn resume_run(
     // lost its state.json is refused: starting over would run its visits again under the same
     // numbers, over their artifacts.
     let mut state: RunState = if run_dir.state().is_file() {
-        read_json(&run_dir.state(), "run state")?
+        super::state::read_state(&run_dir.state())?
     } else {
         if let Some(evidence) = checkpointed_evidence(&run_dir, &events) {
             return Err(RunError::StateMissing {

@@ -2,8 +2,11 @@
 //! atomically to `state.json` at every transition.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use crate::artifacts::{ArtifactsError, RunDir, SCHEMA_VERSION, read_json};
 
 /// Where the run is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -139,4 +142,118 @@ impl RunState {
     pub fn visits_of(&self, step_id: &str) -> u32 {
         self.visits.get(step_id).copied().unwrap_or(0)
     }
+}
+
+/// Why a run's recorded state cannot be used. Refused before anything of the run is written.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The file could not be read at all (gone, not a regular file, a permission).
+    #[error(transparent)]
+    Read(ArtifactsError),
+    /// `state.json` holds no run state (truncated, edited, overwritten).
+    #[error("`{}` is not a valid run state: {message}", path.display())]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with its line and column.
+        message: String,
+    },
+    /// A file of the run was written by a newer release, whose fields this one does not know:
+    /// continuing would drop them from the files it rewrites.
+    #[error(
+        "`{}` was written by a newer tnh-conductor: its `{field}` is {found}, and this release ({}) reads up to {supported}",
+        path.display(),
+        env!("CARGO_PKG_VERSION")
+    )]
+    Newer {
+        /// The file.
+        path: PathBuf,
+        /// The version field (`schema_version`, `schema_versions.event`, …).
+        field: String,
+        /// The version it holds.
+        found: u64,
+        /// The newest version this release reads.
+        supported: u32,
+    },
+}
+
+impl StateError {
+    /// Whether the run is left as it was (nothing was read into it or written): the files
+    /// need the operator, not another try.
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, StateError::Read(_))
+    }
+
+    /// What to do about it.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            StateError::Read(error) => error.hint(),
+            StateError::Damaged { path, .. } => Some(format!(
+                "nothing was changed; put `{}` back (from a backup or a copy of the run \
+                 directory) and try again, or start a new run; `tnh-conductor runs show RUN_ID` \
+                 shows what the other files say",
+                path.display()
+            )),
+            StateError::Newer { .. } => Some(
+                "nothing was changed; use the newer tnh-conductor that wrote this run to resume, \
+                 decide or roll it back (`tnh-conductor --version` says which release this is)"
+                    .to_owned(),
+            ),
+        }
+    }
+}
+
+/// `field` of a record, refused when it is newer than `supported`.
+fn check_version(
+    path: &Path,
+    field: &str,
+    value: Option<&serde_json::Value>,
+) -> Result<(), StateError> {
+    match value.and_then(serde_json::Value::as_u64) {
+        Some(found) if found > u64::from(SCHEMA_VERSION) => Err(StateError::Newer {
+            path: path.to_path_buf(),
+            field: field.to_owned(),
+            found,
+            supported: SCHEMA_VERSION,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Reads `state.json`: a file a newer release wrote (a higher `schema_version`) is refused,
+/// never read with its unknown fields dropped.
+pub fn read_state(path: &Path) -> Result<RunState, StateError> {
+    let damaged = |message: String| StateError::Damaged {
+        path: path.to_path_buf(),
+        message,
+    };
+    let value: serde_json::Value = read_json(path, "run state").map_err(|error| match error {
+        ArtifactsError::Json { source, .. } => damaged(source.to_string()),
+        other => StateError::Read(other),
+    })?;
+    check_version(path, "schema_version", value.get("schema_version"))?;
+    serde_json::from_value(value).map_err(|error| damaged(error.to_string()))
+}
+
+/// Refuses a run whose `metadata.json` or `state.json` a newer release wrote (their
+/// `schema_version`, or a version in the metadata's `schema_versions`, is higher than this
+/// release's), before anything of the run is opened for writing. Files that cannot be read are
+/// left to the readers that need them, which say what is wrong.
+pub fn check_run_versions(run_dir: &RunDir) -> Result<(), StateError> {
+    let metadata = run_dir.metadata();
+    if let Ok(value) = read_json::<serde_json::Value>(&metadata, "run metadata") {
+        check_version(&metadata, "schema_version", value.get("schema_version"))?;
+        if let Some(versions) = value.get("schema_versions").and_then(|v| v.as_object()) {
+            for (name, version) in versions {
+                check_version(&metadata, &format!("schema_versions.{name}"), Some(version))?;
+            }
+        }
+    }
+    let state = run_dir.state();
+    if state.is_file()
+        && let Ok(value) = read_json::<serde_json::Value>(&state, "run state")
+    {
+        check_version(&state, "schema_version", value.get("schema_version"))?;
+    }
+    Ok(())
 }

@@ -466,6 +466,253 @@ fn run_wait_honours_the_gate_timeout_while_asking() {
     assert!(transcript.trim_end().ends_with("exit=1"), "{transcript}");
 }
 
+/// `run --wait ARGS… WORKFLOW` on a pseudo-terminal as `$USER` `user`, typing `answers` as in
+/// [`run_wait_answering`].
+fn run_wait_as(
+    repo: &RunRepo,
+    workflow: &std::path::Path,
+    args: &[&str],
+    user: &str,
+    answers: &[&str],
+) -> String {
+    let output = std::process::Command::new("python3")
+        .arg(crate::support::fixture("pty/answer.py"))
+        .args(answers)
+        .args(["--", env!("CARGO_BIN_EXE_tnh-conductor"), "--repo"])
+        .arg(repo.path())
+        .args(["run", "--wait"])
+        .args(args)
+        .arg(workflow)
+        .env("USER", user)
+        .output()
+        .unwrap();
+    stdout_text(&output)
+}
+
+/// The gate fixture, its gate timing out `timeout` after it is requested.
+fn gate_timing_out_after(timeout: &str) -> String {
+    gate_timing_out_at_once().replace("timeout: 1ms", &format!("timeout: {timeout}"))
+}
+
+/// A shell command (for an answer `$…`) that returns once the deadline of the repository's one
+/// waiting gate has passed, then runs `then`.
+fn after_the_deadline(repo: &RunRepo, then: &str) -> String {
+    let script = repo.repo.write(
+        ".tnh/after_deadline.py",
+        "import glob, json, sys, time, datetime\n\
+         path = glob.glob(sys.argv[1] + '/.tnh/run/*/artifacts/review/1/gate_request.json')[0]\n\
+         text = json.load(open(path))['deadline']\n\
+         day, clock = text.rstrip('Z').split('T')\n\
+         whole, _, fraction = clock.partition('.')\n\
+         deadline = datetime.datetime.fromisoformat(day + 'T' + whole).replace(tzinfo=datetime.timezone.utc).timestamp() + float('0.' + (fraction or '0'))\n\
+         while time.time() <= deadline + 0.05:\n    time.sleep(0.05)\n",
+    );
+    format!(
+        "$python3 \"{}\" \"{}\" && {then}",
+        script.display(),
+        repo.path().display()
+    )
+}
+
+/// Review 2 (after a run started), defect 5: the operator approved at the `--wait` prompt
+/// before the gate's deadline, which passed while the comment prompt waited: the approval was
+/// dropped, the gate timed out, and the prompt said "decided by another process meanwhile" —
+/// there was none. The decision is as of the answer: recorded with the comment typed after
+/// the deadline, `decided_at` the moment `a` was answered.
+#[test]
+fn run_wait_decides_as_of_the_answer_when_the_deadline_passes_at_the_comment() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text("gate.yaml", &gate_timing_out_after("5s"));
+    let wait = after_the_deadline(&repo, "true");
+    let transcript = run_wait_as(
+        &repo,
+        &workflow,
+        &[],
+        "alice",
+        &[
+            "[a/r/s/l]: =a",
+            &format!("comment (optional): ={wait}"),
+            "=typed after the deadline",
+        ],
+    );
+    assert!(transcript.trim_end().ends_with("exit=0"), "{transcript}");
+    assert!(
+        !transcript.contains("another process") && !transcript.contains("time ran out"),
+        "{transcript}"
+    );
+    let run_id = repo.only_run_id();
+    let outcome = repo.json(&run_id, "artifacts/review/1/gate_outcome.json");
+    assert_eq!(
+        (
+            outcome["decision"].as_str(),
+            outcome["reviewer"].as_str(),
+            outcome["comment"].as_str()
+        ),
+        (
+            Some("gate_approved"),
+            Some("alice"),
+            Some("typed after the deadline")
+        )
+    );
+    let request = repo.json(&run_id, "artifacts/review/1/gate_request.json");
+    let at =
+        |value: &serde_json::Value| value.as_str().unwrap().parse::<jiff::Timestamp>().unwrap();
+    assert!(
+        at(&outcome["decided_at"]) < at(&request["deadline"]),
+        "decided as of the answer: {outcome}"
+    );
+}
+
+/// The same, when another command (`gate list` here) noticed the deadline first and resolved
+/// the gate as timed out while the comment was being typed: the prompt says so, instead of
+/// "decided by another process", and the run takes its timeout route.
+#[test]
+fn run_wait_says_the_gate_timed_out_when_another_command_resolved_it_at_the_comment() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text("gate.yaml", &gate_timing_out_after("5s"));
+    let list = format!(
+        "\"{}\" --repo \"{}\" gate list >/dev/null 2>&1",
+        env!("CARGO_BIN_EXE_tnh-conductor"),
+        repo.path().display()
+    );
+    let wait = after_the_deadline(&repo, &list);
+    let transcript = run_wait_as(
+        &repo,
+        &workflow,
+        &[],
+        "alice",
+        &[
+            "[a/r/s/l]: =a",
+            &format!("comment (optional): ={wait}"),
+            "=late",
+        ],
+    );
+    assert!(transcript.trim_end().ends_with("exit=1"), "{transcript}");
+    assert!(
+        transcript.contains("gate `review` timed out before your decision was recorded")
+            && !transcript.contains("decided by another process"),
+        "{transcript}"
+    );
+    let run_id = repo.only_run_id();
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        "failed failure timed_out\n"
+    );
+}
+
+/// Review 3 (docs), defect 2: the inline prompt always decided as `$USER`, so at a gate whose
+/// approvers do not include it (`implement_adr`'s `final_review`, `approvers: [lead]`, the
+/// README's first command) every approval was refused and asked again for ever. The prompt
+/// says so before asking and asks which approver to decide as; `--as NAME` decides as NAME.
+#[test]
+fn run_wait_asks_which_approver_to_decide_as_and_takes_as() {
+    let repo = RunRepo::new();
+    let text = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
+        .unwrap()
+        .replace("approvers: [lead, alice]", "approvers: [lead]");
+    let workflow = repo.workflow_text("gate.yaml", &text);
+    let transcript = run_wait_as(
+        &repo,
+        &workflow,
+        &[],
+        "alice",
+        &[
+            "[a/r/s/l]: =a",
+            "go back): =bob",
+            "go back): =",
+            "[a/r/s/l]: =a",
+            "go back): =lead",
+            "comment (optional): =fine",
+        ],
+    );
+    assert!(transcript.trim_end().ends_with("exit=0"), "{transcript}");
+    let run_id = repo.only_run_id();
+    let warned = transcript
+        .find("`alice` is not an approver of this gate (approvers: lead)")
+        .unwrap_or_else(|| panic!("{transcript}"));
+    assert!(
+        warned < transcript.find("[a/r/s/l]").unwrap()
+            && transcript.contains(&format!(
+                "`tnh-conductor gate approve {run_id} --as lead --resume`"
+            ))
+            && transcript.contains("`bob` is not an approver of this gate"),
+        "{transcript}"
+    );
+    let outcome = repo.json(&run_id, "artifacts/review/1/gate_outcome.json");
+    assert_eq!(
+        (outcome["reviewer"].as_str(), outcome["comment"].as_str()),
+        (Some("lead"), Some("fine"))
+    );
+
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text("gate.yaml", &text);
+    let transcript = run_wait_as(
+        &repo,
+        &workflow,
+        &["--as", "lead"],
+        "alice",
+        &["[a/r/s/l]: =a", "comment (optional): ="],
+    );
+    assert!(transcript.trim_end().ends_with("exit=0"), "{transcript}");
+    assert!(!transcript.contains("not an approver"), "{transcript}");
+    let run_id = repo.only_run_id();
+    assert_eq!(
+        repo.json(&run_id, "artifacts/review/1/gate_outcome.json")["reviewer"],
+        "lead"
+    );
+}
+
+/// The gate fixture with a step after the approval, so the run goes on after the prompt.
+fn gate_then_a_step() -> String {
+    std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
+        .unwrap()
+        .replace("gate_approved: STOP", "gate_approved: finish")
+        + "  - id: finish\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: \"WRITE done.txt: done\"\n    routes:\n      \"*\": STOP\n"
+}
+
+/// Review 2, defect 6 (low): after a decision at the `--wait` prompt the live progress line was
+/// left on the terminal and the summary appended to it (`… · run_completedrun 2026…`); and
+/// with `--json` the run's progress still showed once it went on after the decision.
+#[test]
+fn run_wait_clears_the_progress_line_and_keeps_json_quiet() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text("gate.yaml", &gate_then_a_step());
+    let transcript = run_wait_as(
+        &repo,
+        &workflow,
+        &[],
+        "alice",
+        &["[a/r/s/l]: =a", "comment (optional): ="],
+    );
+    assert!(transcript.trim_end().ends_with("exit=0"), "{transcript}");
+    let run_id = repo.only_run_id();
+    let summary = transcript
+        .find(&format!("run {run_id}: completed"))
+        .unwrap_or_else(|| panic!("{transcript}"));
+    assert!(
+        transcript[..summary].ends_with('\n') || transcript[..summary].ends_with("\r\x1b[K"),
+        "the summary starts a line of its own: {transcript:?}"
+    );
+    assert!(transcript.contains("finish #1"), "{transcript}");
+
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text("gate.yaml", &gate_then_a_step());
+    let transcript = run_wait_as(
+        &repo,
+        &workflow,
+        &["--json"],
+        "alice",
+        &["[a/r/s/l]: =a", "comment (optional): ="],
+    );
+    assert!(transcript.trim_end().ends_with("exit=0"), "{transcript}");
+    let after = &transcript[transcript.find("comment (optional): ").unwrap()..];
+    assert!(
+        !after.contains("finish #1") && !after.contains('▶'),
+        "no progress with --json: {after}"
+    );
+    assert!(after.contains("\"state\": \"completed\""), "{after}");
+}
+
 /// The workflow file is read again when a run continues, so an edit made while a run waits can
 /// leave the decided outcome without a route: the run ends with a recorded runtime error.
 #[test]
@@ -1090,6 +1337,178 @@ fn gate_list_shows_a_waiting_gate_whose_state_file_is_damaged() {
         text.contains("damaged:") && text.contains("state.json"),
         "{text}"
     );
+}
+
+/// The files of a run directory, byte for byte, by name (the lock and the worktree left out).
+fn run_files(repo: &RunRepo, run_id: &str) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let root = repo.run_dir(run_id);
+    let mut files = std::collections::BTreeMap::new();
+    let mut folders = vec![root.clone()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if entry.file_name() != "lock" {
+                let name = path.strip_prefix(&root).unwrap().display().to_string();
+                files.insert(name, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// Review 2 (after a run started), defect 3: a `state.json` a newer release wrote
+/// (`schema_version` 2, with a field this release does not know) was decided and continued
+/// without a word, the unknown field dropped from the rewritten file, which still claimed
+/// version 2. Deciding, resuming and rolling back refuse it (exit 2, nothing written), naming
+/// the file and the version; `status` and `gate list` look without resolving its timeout. A
+/// `metadata.json` whose recorded versions are newer is refused the same way.
+#[test]
+fn a_run_a_newer_release_wrote_is_refused_and_left_as_it_is() {
+    let repo = RunRepo::new();
+    let text = gate_timing_out_at_once();
+    let run_id = waiting_run(&repo, Some(text));
+    let state_path = repo.run_dir(&run_id).join("state.json");
+    let mut state = repo.json(&run_id, "state.json");
+    state["schema_version"] = 2.into();
+    state["budget_ledger"] = serde_json::json!({"spent_usd": 12.5});
+    std::fs::write(&state_path, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+    let before = run_files(&repo, &run_id);
+    for args in [
+        &["status", &run_id][..],
+        &["gate", "list"][..],
+        &["runs", "show", &run_id][..],
+    ] {
+        let looked = repo.conductor(args);
+        assert_eq!(
+            looked.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr_text(&looked)
+        );
+        assert!(
+            format!("{}{}", stdout_text(&looked), stderr_text(&looked))
+                .contains("was written by a newer tnh-conductor"),
+            "{args:?}: {}",
+            stdout_text(&looked)
+        );
+    }
+    for args in [
+        &["gate", "approve", &run_id, "--as", "lead", "--resume"][..],
+        &["gate", "reject", &run_id, "--as", "lead"][..],
+        &["resume", &run_id][..],
+        &["rollback", &run_id, "--target", "pre_run"][..],
+    ] {
+        let refused = repo.conductor(args);
+        assert_eq!(
+            refused.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr_text(&refused)
+        );
+        let said = stderr_text(&refused);
+        assert!(
+            said.contains(&format!(
+                "`{}` was written by a newer tnh-conductor: its `schema_version` is 2",
+                state_path.display()
+            )) && said.contains("use the newer tnh-conductor"),
+            "{args:?}: {said}"
+        );
+    }
+    assert!(
+        run_files(&repo, &run_id) == before,
+        "the run directory changed"
+    );
+
+    // The same run, its state as this release wrote it, but its metadata from a newer one.
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let metadata_path = repo.run_dir(&run_id).join("metadata.json");
+    let mut metadata = repo.json(&run_id, "metadata.json");
+    metadata["schema_versions"]["event"] = 3.into();
+    std::fs::write(
+        &metadata_path,
+        serde_json::to_vec_pretty(&metadata).unwrap(),
+    )
+    .unwrap();
+    let before = run_files(&repo, &run_id);
+    let refused = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    assert!(
+        stderr_text(&refused).contains("its `schema_versions.event` is 3"),
+        "{}",
+        stderr_text(&refused)
+    );
+    assert!(
+        run_files(&repo, &run_id) == before,
+        "the run directory changed"
+    );
+}
+
+/// Review 2, defect 8 (low): a run whose `state.json` was damaged looked healthy in `status`,
+/// `runs list` and `runs show` (a normal waiting run); only `gate list` said so. Then deciding
+/// and resuming it failed with exit 4, although nothing was done. The views say what is
+/// damaged and what to do; deciding and resuming refuse with exit 2.
+#[test]
+fn a_run_whose_state_file_is_damaged_says_so_everywhere_and_is_refused_with_exit_2() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let state_path = repo.run_dir(&run_id).join("state.json");
+    let state = std::fs::read(&state_path).unwrap();
+    std::fs::write(&state_path, &state[..100]).unwrap();
+    let damage = format!("`{}` is not a valid run state", state_path.display());
+    for args in [
+        &["status", &run_id][..],
+        &["runs", "show", &run_id][..],
+        &["runs", "list"][..],
+    ] {
+        let looked = repo.conductor(args);
+        assert_eq!(
+            looked.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr_text(&looked)
+        );
+        let text = stdout_text(&looked);
+        assert!(
+            text.contains(&damage)
+                || text.contains(&format!("{run_id}  waiting")) && text.contains("(damaged)"),
+            "{args:?}: {text}"
+        );
+        assert!(
+            stderr_text(&looked).contains(&damage) || args[0] == "status",
+            "{args:?}: {}",
+            stderr_text(&looked)
+        );
+    }
+    let listed = repo.conductor(&["runs", "list", "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert!(
+        listed["runs"][0]["damaged"]
+            .as_str()
+            .is_some_and(|damaged| damaged.contains(&damage)),
+        "{listed}"
+    );
+    for args in [
+        &["gate", "approve", &run_id, "--as", "lead"][..],
+        &["resume", &run_id][..],
+    ] {
+        let refused = repo.conductor(args);
+        assert_eq!(
+            refused.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr_text(&refused)
+        );
+        assert!(
+            stderr_text(&refused).contains(&damage)
+                && stderr_text(&refused).contains("nothing was changed"),
+            "{args:?}: {}",
+            stderr_text(&refused)
+        );
+    }
+    assert_eq!(std::fs::read(&state_path).unwrap(), &state[..100]);
 }
 
 /// Review 11, defect 7: a decision without `--resume` that routes to a step left

@@ -163,6 +163,32 @@ fn a_since_day_after_today_is_refused() {
     assert_eq!(today.status.code(), Some(0), "{}", stderr_text(&today));
 }
 
+/// Review 2 (after a run started), defect 11 (low): `journal --date` a day after today printed
+/// a journal listing today's waiting runs as in progress on that day, while `--since` refused
+/// it. Both refuse a day after today (exit 2, nothing printed on stdout).
+#[test]
+fn a_date_after_today_is_refused_like_since() {
+    let repo = RunRepo::new();
+    let (code, waiting, output) = repo.run(&repo.workflow("gate.yaml"), &[]);
+    assert_eq!(code, Some(3), "{waiting}{}", stderr_text(&output));
+    let output = repo.conductor(&["journal", "--date", "2099-01-01"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout_text(&output));
+    assert!(stdout_text(&output).is_empty(), "{}", stdout_text(&output));
+    assert!(
+        stderr_text(&output).contains("--date 2099-01-01 is after today"),
+        "{}",
+        stderr_text(&output)
+    );
+    let today = jiff::Timestamp::now().strftime("%Y-%m-%d").to_string();
+    let output = repo.conductor(&["journal", "--date", &today]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
+    assert!(
+        stdout_text(&output).contains(waiting["run_id"].as_str().unwrap()),
+        "{}",
+        stdout_text(&output)
+    );
+}
+
 /// Review 11 (operator CLI), defect 3: the journal chose runs by the day they started only, so
 /// a gate waiting since the evening before was missing from today's journal, and a run that
 /// ended the next day was reported as completed on the day it started. A run belongs to every

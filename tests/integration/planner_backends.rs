@@ -13,7 +13,7 @@ use tnh_conductor::planner::Status;
 use tnh_conductor::planner::backend::{Attempt, Backend, Request, Verdict, decide};
 
 use crate::kernel_support::{RunRepo, first_event};
-use crate::support::{conductor, fixture, stderr_text};
+use crate::support::{conductor, fixture, stderr_text, stdout_text};
 
 /// What the test server does with one request.
 #[derive(Clone, Copy, Debug)]
@@ -654,4 +654,37 @@ fn a_codex_planner_that_plants_a_fifo_or_a_link_at_its_o_path_is_a_planner_error
             "{scenario}: {error}"
         );
     }
+}
+
+/// Review 2 (after a run started), defect 7 (low): `runs show` said only "1 blocker(s)" for a
+/// planner that gave no usable answer; why (connection refused, HTTP 500, not JSON) was only in
+/// planner_decision.json. Each blocker is listed with its code and summary.
+#[test]
+fn runs_show_says_why_the_planner_gave_no_usable_answer() {
+    let repo = repo_with_command_judge("this is not a decision");
+    let workflow = repo.workflow_text("evaluated.yaml", EVALUATED);
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let decision = repo.json(run_id, "artifacts/evaluate/1/planner_decision.json");
+    let why = decision["blockers"][0]["summary"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(why.contains("planner `judge` failed"), "{decision}");
+    let shown = repo.conductor(&["runs", "show", run_id]);
+    assert_eq!(shown.status.code(), Some(0), "{}", stderr_text(&shown));
+    let text = stdout_text(&shown);
+    let line = text
+        .lines()
+        .find(|line| line.trim_start().starts_with("blocker `planner_error`: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        why.starts_with(
+            line.trim_start()
+                .trim_start_matches("blocker `planner_error`: ")
+                .trim_end_matches('…')
+        ),
+        "{line}\n{why}"
+    );
 }

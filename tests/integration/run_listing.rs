@@ -149,8 +149,9 @@ fn status_of_a_run_without_readable_status_or_state_does_not_promise_a_resume() 
         ) && !status.contains("continues the run and rewrites it"),
         "{status}"
     );
+    // Nothing was done: exit 2 (review 2, defect 8), naming the file.
     let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(4), "{}", stderr_text(&resumed));
+    assert_eq!(resumed.status.code(), Some(2), "{}", stderr_text(&resumed));
 
     let journal = repo.conductor(&["journal", "--format", "json"]);
     let data: serde_json::Value = serde_json::from_slice(&journal.stdout).unwrap();
@@ -491,4 +492,110 @@ fn a_run_without_its_metadata_file_is_still_found() {
             "{args:?}: {stderr}"
         );
     }
+}
+
+/// Review 2 (after a run started), defect 1: `runs events --follow` printed the events it had
+/// read, then looked at `status.json` and ended once the run had: the events written in
+/// between — the run's last ones, `run_completed` included — were never printed. A reader slow
+/// to take the output (a pager, a pipe to another host) widened the gap to whole steps. Here
+/// the follower is blocked on a full pipe while the run finishes.
+#[test]
+fn runs_events_follow_prints_every_event_up_to_the_runs_end() {
+    use std::io::{BufRead, Read};
+    let repo = RunRepo::new();
+    let fifos = tempfile::tempdir().unwrap();
+    let started = fifos.path().join("started");
+    let go = fifos.path().join("go");
+    for fifo in [&started, &go] {
+        let made = std::process::Command::new("mkfifo")
+            .arg(fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+    }
+    // A first step whose run log becomes a thousand large events (more than a pipe holds),
+    // then a step that holds the run until the test lets it go.
+    let burst = repo.repo.write(
+        ".tnh/burst.py",
+        "import json, os, sys\nsys.stdin.read()\nwith open(os.path.join(os.environ['TNH_STEP_DIR'], 'runlog.ndjson'), 'w') as f:\n    for i in range(1000):\n        f.write(json.dumps({'kind': 'note', 'message': 'entry %d ' % i + 'x' * 1000}) + '\\n')\nprint('done')\n",
+    );
+    let held = repo.repo.write(
+        ".tnh/held.sh",
+        &format!(
+            "#!/bin/sh\ncat >/dev/null\necho started > '{}'\nread line < '{}'\necho done\n",
+            started.display(),
+            go.display()
+        ),
+    );
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!(
+            "agents:\n  burst: {{kind: command, argv: [python3, \"{}\"]}}\n  held: {{kind: command, argv: [sh, \"{}\"]}}\n",
+            burst.display(),
+            held.display()
+        ),
+    );
+    let workflow = repo.workflow_text(
+        "follow.yaml",
+        "workflow_id: follow\nversion: 1\ndescription: d\nentry_step: one\nsteps:\n  - {id: one, opcode: RUN_AGENT, agent: burst, prompt: burst, routes: {\"*\": two}}\n  - {id: two, opcode: RUN_AGENT, agent: held, prompt: hold, routes: {\"*\": STOP}}\n",
+    );
+    let running = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["run", "--json"])
+        .arg(&workflow)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started_path = started.clone();
+    let watcher = std::thread::spawn(move || {
+        let mut running = running;
+        let code = running.wait().unwrap().code();
+        // A run that ended before its second step would leave the read below blocked.
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&started_path);
+        code
+    });
+    assert_eq!(
+        std::fs::read_to_string(&started).unwrap(),
+        "started\n",
+        "the run ended before its second step"
+    );
+    let run_id = repo.only_run_id();
+    let mut follow = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["runs", "events", &run_id, "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(follow.stdout.take().unwrap());
+    // The first line printed: the follower has read the log and is blocked printing it.
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    // The run ends while the follower cannot print.
+    std::fs::write(&go, "go\n").unwrap();
+    assert_eq!(watcher.join().unwrap(), Some(0));
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert!(follow.wait().unwrap().success());
+    let printed: Vec<serde_json::Value> = format!("{first}{rest}")
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let recorded = repo.events(&run_id);
+    assert_eq!(
+        (
+            printed.len(),
+            printed.last().map(|event| event["event_type"].clone())
+        ),
+        (recorded.len(), Some("run_completed".into())),
+        "the follower printed {} of {} events",
+        printed.len(),
+        recorded.len()
+    );
 }
