@@ -863,3 +863,42 @@ fn a_fifo_as_the_configuration_is_reported_not_waited_on() {
     let said = format!("{}{}", stdout_text(&output), stderr_text(&output));
     assert!(said.contains("a FIFO, not a regular file"), "{said}");
 }
+
+/// A FIFO given as the workflow blocked `open()` forever, in `validate` and in `run` (which
+/// then ignored Ctrl-C as well); a device was read and called "too large" with a size of 0.
+/// Anything that is not a regular file is refused from its `fstat`, without blocking.
+#[test]
+fn a_fifo_or_a_device_as_the_workflow_is_refused_without_blocking() {
+    let repo = crate::support::TempRepo::new();
+    let fifo = repo.path().join("wf.yaml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let link = repo.path().join("link.yaml");
+    std::os::unix::fs::symlink(&fifo, &link).unwrap();
+    for file in [&fifo, &link] {
+        let shown = file.display().to_string();
+        let output = conductor_within_a_minute(repo.path(), &["validate", &shown]);
+        let stdout = stdout_text(&output);
+        assert_eq!(output.status.code(), Some(2), "{stdout}");
+        assert!(
+            stdout.contains(&format!(
+                "{shown}:1:1: error: `{shown}` is a FIFO, not a regular file [read-error]"
+            )),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("hint: pass the workflow's .yaml file"),
+            "{stdout}"
+        );
+    }
+    let output = conductor_within_a_minute(repo.path(), &["run", fifo.to_str().unwrap()]);
+    let said = format!("{}{}", stdout_text(&output), stderr_text(&output));
+    assert_eq!(output.status.code(), Some(2), "{said}");
+    assert!(said.contains("is a FIFO, not a regular file"), "{said}");
+    let output = conductor_within_a_minute(repo.path(), &["validate", "/dev/zero"]);
+    let stdout = stdout_text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stdout}");
+    assert!(
+        stdout.contains("`/dev/zero` is a device, not a regular file [read-error]"),
+        "{stdout}"
+    );
+}
