@@ -187,6 +187,32 @@ fn an_alias_bomb_is_stopped_within_bounded_memory() {
     );
 }
 
+/// Review 1 (defect 4): every anchored collection was copied with its whole subtree into the
+/// anchor table, so 30 nested anchors that no alias used held 30 copies of the nodes inside
+/// them (143 MB here, 1.1 GB for a 1.8 MB file). Only anchors an alias refers to are copied.
+#[test]
+fn nested_anchors_without_aliases_cost_no_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nested.yaml");
+    let mut text = String::from("x: ");
+    for level in 0..30 {
+        text.push_str(&format!("&a{level} {{k{level}: "));
+    }
+    text.push('[');
+    text.push_str(&vec!["1"; 100_000].join(","));
+    text.push(']');
+    text.push_str(&"}".repeat(30));
+    text.push('\n');
+    std::fs::write(&file, text).unwrap();
+    let (code, stdout, peak_kib) = validate_measuring_memory(&file);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.contains("[missing-field]"), "{stdout}");
+    assert!(
+        peak_kib < 40 * 1024,
+        "validate used {peak_kib} KiB on nested anchors"
+    );
+}
+
 #[test]
 fn empty_binary_and_directory_inputs_get_diagnostics_not_panics() {
     let dir = tempfile::tempdir().unwrap();
