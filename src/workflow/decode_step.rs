@@ -74,7 +74,7 @@ impl Decoder<'_> {
         }
         let id = node
             .get("id")
-            .and_then(|value| self.identifier(value, "step id"))
+            .and_then(|value| self.id(value, "step id"))
             .map(|id| At::new(StepId::new(id.value), id.pos));
         let owner = id
             .as_ref()
