@@ -53,6 +53,21 @@ pub(crate) struct Origin {
 }
 
 impl Origin {
+    /// Where the workflow's `script`, read from a file of `lines`, starts: Rhai's positions map
+    /// onto the file when its scalar is written as its value is (a `|` block, whose empty first
+    /// lines count too); otherwise (escapes, folded lines) every position is the scalar's own.
+    pub(crate) fn of_script<S: AsRef<str>>(
+        lines: &[S],
+        script: &crate::workflow::model::At<String>,
+    ) -> Self {
+        let start = crate::workflow::expressions::code_start(lines, script.pos, &script.value);
+        Origin {
+            pos: start.unwrap_or(script.pos),
+            kind: CodeKind::Script,
+            precise: start.is_some(),
+        }
+    }
+
     /// The file position of a Rhai position inside this code.
     fn map(&self, position: Position) -> Pos {
         if !self.precise || position.is_none() {

@@ -314,6 +314,7 @@ impl ScriptHost {
                         .map_err(|message| ScriptError::value(self.file(), &origin, message))?;
                     (offset - 3, offset + code.len() + 2, rendered)
                 }
+                Piece::Escaped { offset } => (offset, offset + 3, "${".to_owned()),
                 Piece::Unclosed { offset } => {
                     return Err(ScriptError::value(
                         self.file(),

@@ -17,7 +17,7 @@ use rhai::{AST, Dynamic, Engine, EvalAltResult, Module, Position, Scope};
 
 use super::context::{ChangedFile, Context, ContextData};
 use super::engine::{Limits, sandboxed_engine};
-use super::error::{CodeKind, Origin, SCRIPT_SOURCE, ScriptError, Translator};
+use super::error::{Origin, SCRIPT_SOURCE, ScriptError, Translator};
 use super::memory::{MemoryWatch, resident_bytes};
 use super::resolver::Resolver;
 use super::sandbox::Sandbox;
@@ -399,11 +399,7 @@ impl ScriptHost {
     /// Compiles the workflow's `script` and runs its top level once (imports, constants), so
     /// its functions can be called from every expression and hook of the run.
     pub fn load_script(&mut self, script: &At<String>) -> Result<(), ScriptError> {
-        let origin = Origin {
-            pos: script.pos,
-            kind: CodeKind::Script,
-            precise: true,
-        };
+        let origin = Origin::of_script(self.lines(), script);
         let mut ast = self
             .engine
             .compile(&script.value)

@@ -95,14 +95,15 @@ pub fn check_imports(script: &str) -> Result<(), Vec<RefusedImport>> {
     );
     let mut problems = Vec::new();
     // Rhai resolves these imports without positions, and each path once: every `import` of
-    // the quoted path locates one.
+    // the path, in double quotes or backticks, locates one.
     for (path, message) in refused {
-        let quoted = format!("\"{path}\"");
-        let positions: Vec<(usize, usize)> = script
-            .match_indices(&quoted)
+        let mut positions: Vec<(usize, usize)> = [format!("\"{path}\""), format!("`{path}`")]
+            .iter()
+            .flat_map(|quoted| script.match_indices(quoted.as_str()))
             .filter(|(offset, _)| script[..*offset].trim_end().ends_with("import"))
             .map(|(offset, _)| line_and_column(script, offset))
             .collect();
+        positions.sort_unstable();
         if positions.is_empty() {
             problems.push((message.clone(), None));
         }

@@ -68,7 +68,7 @@ pub fn decode_workflow(root: &Node, diagnostics: &mut Diagnostics) -> Option<Wor
     let fields = decoder.mapping(root, "the workflow document", DOCUMENT_KEYS)?;
     let workflow_id = decoder
         .required(&fields, "workflow_id", "the workflow")
-        .and_then(|node| decoder.identifier(node, "workflow_id"))
+        .and_then(|node| decoder.id(node, "workflow_id"))
         .map(|id| At::new(WorkflowId::new(id.value), id.pos));
     let version = decoder
         .required(&fields, "version", "the workflow")
@@ -263,9 +263,47 @@ impl Decoder<'_> {
         Some(text)
     }
 
-    /// A step or workflow id: letters, digits, `_`, `-`, `.`, starting with a letter or `_`.
+    /// A name used as written (a parameter, an input, a validator): letters, digits, `_`, `-`,
+    /// `.`, starting with a letter or `_`. `${…}` is refused as in any literal field.
     pub fn identifier(&mut self, node: &Node, what: &str) -> Option<At<String>> {
+        let text = self.string(node, what)?;
+        self.identifier_syntax(node, what, text)
+    }
+
+    /// The workflow's or a step's id: an [`identifier`](Self::identifier) where routing is
+    /// decided (`${…}` is an `expression-in-routing`), which also becomes part of git ref names
+    /// (the run's branch `tnh/<workflow_id>/<run_id>`, a step's snapshots
+    /// `refs/tnh/runs/<run_id>/pre_step/<step_id>/<visit>`), so git's rules for them apply. An
+    /// id that breaks only those is reported and kept, so nothing that names it is reported too.
+    pub fn id(&mut self, node: &Node, what: &str) -> Option<At<String>> {
         let text = self.routing_string(node, what)?;
+        let text = self.identifier_syntax(node, what, text)?;
+        if !fits_in_a_ref_name(&text.value) {
+            let used = if what == "workflow_id" {
+                "the run's branch `tnh/<workflow_id>/<run_id>`"
+            } else {
+                "the step's snapshots `refs/tnh/runs/<run_id>/pre_step/<step_id>/<visit>`"
+            };
+            self.diagnostics
+                .error(
+                    node.pos,
+                    "invalid-id",
+                    format!(
+                        "{what} `{}` cannot be part of a git ref name, as in {used}",
+                        text.value
+                    ),
+                )
+                .hint("git refuses `..` anywhere and a name ending in `.lock`: rename it (`a.b`, `foo-lock`)");
+        }
+        Some(text)
+    }
+
+    fn identifier_syntax(
+        &mut self,
+        node: &Node,
+        what: &str,
+        text: At<String>,
+    ) -> Option<At<String>> {
         let mut chars = text.value.chars();
         let valid_start = chars
             .next()
@@ -745,6 +783,15 @@ pub fn value_has_type(node: &Node, param_type: ParamType) -> bool {
             | (Value::Seq(_), ParamType::List)
             | (Value::Map(_), ParamType::Map)
     )
+}
+
+/// Whether an id can be one part of a git ref name, by the check the workspace makes when it
+/// names the run's branch and a step's snapshots (`git2::Reference::is_valid_name`, and no
+/// `..`, which libgit2 would accept in some places).
+pub fn fits_in_a_ref_name(id: &str) -> bool {
+    !id.contains("..")
+        && git2::Reference::is_valid_name(&format!("refs/heads/tnh/{id}/run"))
+        && git2::Reference::is_valid_name(&format!("refs/tnh/runs/run/pre_step/{id}/1"))
 }
 
 #[cfg(test)]

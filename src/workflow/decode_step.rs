@@ -74,7 +74,7 @@ impl Decoder<'_> {
         }
         let id = node
             .get("id")
-            .and_then(|value| self.identifier(value, "step id"))
+            .and_then(|value| self.id(value, "step id"))
             .map(|id| At::new(StepId::new(id.value), id.pos));
         let owner = id
             .as_ref()
@@ -237,7 +237,7 @@ impl Decoder<'_> {
                 let timeout = field("timeout").and_then(|value| self.duration(value, "timeout"));
                 StepBody::Gate(Gate {
                     gate: gate?,
-                    reason: field("reason").cloned(),
+                    reason: self.reason(field("reason")),
                     approvers,
                     timeout,
                 })
@@ -263,11 +263,28 @@ impl Decoder<'_> {
                 });
                 StepBody::Stop(Stop {
                     outcome: outcome.map(|at| at.value).unwrap_or_default(),
-                    reason: field("reason").cloned(),
+                    reason: self.reason(field("reason")),
                 })
             }
         };
         Some(body)
+    }
+
+    /// A GATE or STOP `reason`: text (with `${…}` and `${{ … }}`), as the schema says; a
+    /// mapping or a list would have been rendered as JSON.
+    fn reason(&mut self, node: Option<&Node>) -> Option<Node> {
+        let node = node?;
+        if node.as_str().is_none() {
+            self.diagnostics
+                .error(
+                    node.pos,
+                    "wrong-type",
+                    format!("reason must be a string, found {}", node.value.kind_name()),
+                )
+                .hint("write the reason as text; to show a computed value, use `reason: \"${{ to_json(value) }}\"`");
+            return None;
+        }
+        Some(node.clone())
     }
 
     fn evaluate(&mut self, node: &Node, owner: &str) -> Option<StepBody> {

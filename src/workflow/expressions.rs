@@ -29,6 +29,11 @@ pub enum Piece<'t> {
         /// Byte offset of the code in the string.
         offset: usize,
     },
+    /// `$${`: a literal `${` (the three bytes stand for the two).
+    Escaped {
+        /// Byte offset of the first `$` in the string.
+        offset: usize,
+    },
     /// An opening `${` or `${{` without its closing brace(s).
     Unclosed {
         /// Byte offset of `$` in the string.
@@ -36,15 +41,24 @@ pub enum Piece<'t> {
     },
 }
 
-/// Finds every substitution and expression in a string, in order.
+/// Finds every substitution, expression and escaped `$${` in a string, in order.
+///
+/// An expression ends at the first `}}` outside the braces and string literals of its code,
+/// so `${{ #{a: #{b: 1}} }}` is one expression; when the code's braces do not balance, at the
+/// first `}}` (and the code is then reported as it does not compile).
 pub fn scan(text: &str) -> Vec<Piece<'_>> {
     let mut pieces = Vec::new();
     let mut from = 0;
     while let Some(found) = text[from..].find("${") {
         let start = from + found;
+        if start > from && text.as_bytes()[start - 1] == b'$' {
+            pieces.push(Piece::Escaped { offset: start - 1 });
+            from = start + 2;
+            continue;
+        }
         if text[start..].starts_with("${{") {
             let code_start = start + 3;
-            match text[code_start..].find("}}") {
+            match expression_length(&text[code_start..]) {
                 Some(length) => {
                     pieces.push(Piece::Expression {
                         code: &text[code_start..code_start + length],
@@ -75,6 +89,38 @@ pub fn scan(text: &str) -> Vec<Piece<'_>> {
         }
     }
     pieces
+}
+
+/// The length of the code before the `}}` that closes an expression (see [`scan`]).
+fn expression_length(rest: &str) -> Option<usize> {
+    let bytes = rest.as_bytes();
+    let mut depth = 0usize;
+    let mut index = 0;
+    while index < bytes.len() {
+        match bytes[index] {
+            quote @ (b'"' | b'\'' | b'`') => {
+                // A string, character or template literal: skip to its closing quote.
+                let mut end = index + 1;
+                while end < bytes.len() && bytes[end] != quote {
+                    end += if bytes[end] == b'\\' && quote != b'`' {
+                        2
+                    } else {
+                        1
+                    };
+                }
+                if end >= bytes.len() {
+                    break;
+                }
+                index = end;
+            }
+            b'{' => depth += 1,
+            b'}' if depth > 0 => depth -= 1,
+            b'}' if bytes.get(index + 1) == Some(&b'}') => return Some(index),
+            _ => {}
+        }
+        index += 1;
+    }
+    rest.find("}}")
 }
 
 /// Checks expressions and substitutions across a workflow.
@@ -113,9 +159,17 @@ impl<'a> ExpressionChecker<'a> {
         if let Some(script) = &workflow.script {
             let compiled = self.engine.compile(&script.value);
             functions = compiled.as_ref().ok().map(hook_functions);
-            if let Err(error) = compiled {
-                let (line, column) = within_code(&script.value, error.1.line(), error.1.position());
-                let pos = offset_pos(script.pos, line, column);
+            // Where Rhai's positions inside the script are in the file, when they can be told.
+            let start = code_start(&self.lines, script.pos, &script.value);
+            let at = |line: Option<usize>, column: Option<usize>| match start {
+                Some(start) => {
+                    let (line, column) = within_code(&script.value, line, column);
+                    offset_pos(start, line, column)
+                }
+                None => script.pos,
+            };
+            if let Err(error) = &compiled {
+                let pos = at(error.1.line(), error.1.position());
                 diagnostics
                     .error(
                         pos,
@@ -123,11 +177,27 @@ impl<'a> ExpressionChecker<'a> {
                         format!("the script does not compile: {}", error.0),
                     )
                     .hint("fix the Rhai code at this position");
-            } else if script.value.contains("import")
+            }
+            if let Ok(ast) = &compiled
+                && let Some((count, extra)) = too_many_variables(ast, self.engine.max_variables())
+            {
+                diagnostics
+                    .error(
+                        at(extra.line(), extra.position()),
+                        "script-limits",
+                        format!(
+                            "the script's top level defines {count} variables: a run allows {} alive at once, and runs the top level when it loads the script, so it would fail here",
+                            self.engine.max_variables()
+                        ),
+                    )
+                    .hint("keep values in fewer variables (an array or a map), or move them into the functions that use them");
+            }
+            if compiled.is_ok()
+                && script.value.contains("import")
                 && let Err(refused) = crate::script::check_imports(&script.value)
             {
-                for (message, at) in refused {
-                    let pos = offset_pos(script.pos, at.map(|at| at.0), at.map(|at| at.1));
+                for (message, import) in refused {
+                    let pos = at(import.map(|at| at.0), import.map(|at| at.1));
                     diagnostics.error(pos, "script-import", message).hint(
                         "import `tnh/<name>` from the standard library or `.tnh/scripts/<name>` from the repository",
                     );
@@ -189,7 +259,8 @@ impl<'a> ExpressionChecker<'a> {
             if let Piece::Expression { offset, .. } = piece {
                 diagnostics
                     .error(
-                        self.locate(agent.prompt.pos, text, offset),
+                        self.locate(agent.prompt.pos, text, offset)
+                            .unwrap_or(agent.prompt.pos),
                         "expression-not-allowed",
                         "prompt text allows `${name}` substitution, not `${{ … }}` expressions",
                     )
@@ -217,18 +288,26 @@ impl<'a> ExpressionChecker<'a> {
             match piece {
                 Piece::Unclosed { offset } => diagnostics
                     .error(
-                        self.locate(pos, text, offset),
+                        self.locate(pos, text, offset).unwrap_or(pos),
                         "unclosed-expression",
                         "`${` is not closed",
                     )
-                    .hint("close `${name}` with `}` and `${{ expr }}` with `}}`"),
-                Piece::Substitution { name, offset } => {
-                    self.check_substitution(name, self.locate(pos, text, offset), diagnostics)
-                }
+                    .hint("close `${name}` with `}` and `${{ expr }}` with `}}`; for a literal `${`, write `$${`"),
+                Piece::Substitution { name, offset } => self.check_substitution(
+                    name,
+                    self.locate(pos, text, offset).unwrap_or(pos),
+                    diagnostics,
+                ),
                 Piece::Expression { code, offset } if expressions => {
-                    self.check_expression(code, self.locate(pos, text, offset), diagnostics);
+                    // Positions inside the code are added only when the code's place in the
+                    // file is known; otherwise every problem is at the scalar itself.
+                    let at = match self.locate(pos, text, offset) {
+                        Some(start) => CodeAt::Exact(start),
+                        None => CodeAt::Scalar(pos),
+                    };
+                    self.check_expression(code, at, diagnostics);
                 }
-                Piece::Expression { .. } => {}
+                Piece::Expression { .. } | Piece::Escaped { .. } => {}
             }
         }
     }
@@ -253,7 +332,10 @@ impl<'a> ExpressionChecker<'a> {
                 .suggest(
                     name,
                     candidates.iter().map(String::as_str),
-                    format!("known: {}, params.NAME", SUBSTITUTIONS.join(", ")),
+                    format!(
+                        "known: {}, params.NAME; for a literal `${{` (a shell's `${{{name}}}`), write `$${{`: `$${{{name}}}`",
+                        SUBSTITUTIONS.join(", ")
+                    ),
                 );
         }
     }
@@ -275,17 +357,26 @@ impl<'a> ExpressionChecker<'a> {
         }
     }
 
-    fn check_expression(&self, code: &str, pos: Pos, diagnostics: &mut Diagnostics) {
+    fn check_expression(&self, code: &str, at: CodeAt, diagnostics: &mut Diagnostics) {
         if code.trim().is_empty() {
             diagnostics
-                .error(pos, "script-syntax", "the expression `${{ }}` is empty")
+                .error(
+                    at.pos(),
+                    "script-syntax",
+                    "the expression `${{ }}` is empty",
+                )
                 .hint("write a Rhai expression between the braces");
             return;
         }
         if let Err(error) = self.engine.compile_expression(code) {
+            let hint = "`${{ … }}` holds one Rhai expression; put statements in a `script` function and call it";
             diagnostics
-                .error(offset_pos(pos, error.1.line(), error.1.position()), "script-syntax", format!("the expression does not compile: {}", error.0))
-                .hint("`${{ … }}` holds one Rhai expression; put statements in a `script` function and call it");
+                .error(
+                    at.inside(error.1.line(), error.1.position()),
+                    "script-syntax",
+                    format!("the expression does not compile: {}", error.0),
+                )
+                .hint(hint);
             return;
         }
         for (offset, _) in code.match_indices("params.") {
@@ -304,7 +395,7 @@ impl<'a> ExpressionChecker<'a> {
             if !name.is_empty() {
                 self.check_param(
                     &name,
-                    Pos::new(pos.line, pos.column + char_count(&code[..offset])),
+                    at.inside(Some(1), Some(char_count(&code[..offset]) as usize + 1)),
                     diagnostics,
                 );
             }
@@ -312,13 +403,50 @@ impl<'a> ExpressionChecker<'a> {
     }
 
     /// The position of byte `offset` of a scalar that starts at `pos`, when the scalar is on one
-    /// line of the source; otherwise the scalar's own position.
-    fn locate(&self, pos: Pos, text: &str, offset: usize) -> Pos {
+    /// line of the source, written as its value is.
+    fn locate(&self, pos: Pos, text: &str, offset: usize) -> Option<Pos> {
         self.lines
             .get(pos.line.saturating_sub(1) as usize)
             .and_then(|line| locate_in(line, pos, text, offset))
-            .unwrap_or(pos)
     }
+}
+
+/// Where the code of an expression is: its first character exactly, or only its scalar (whose
+/// text differs from its value, or spans lines), where every problem inside it is reported.
+#[derive(Debug, Clone, Copy)]
+enum CodeAt {
+    Exact(Pos),
+    Scalar(Pos),
+}
+
+impl CodeAt {
+    fn pos(self) -> Pos {
+        match self {
+            CodeAt::Exact(pos) | CodeAt::Scalar(pos) => pos,
+        }
+    }
+
+    /// A Rhai position inside the code, in the file.
+    fn inside(self, line: Option<usize>, column: Option<usize>) -> Pos {
+        match self {
+            CodeAt::Exact(start) => offset_pos(start, line, column),
+            CodeAt::Scalar(pos) => pos,
+        }
+    }
+}
+
+/// The number of variables the script's top level defines and the first one past `limit`,
+/// when there are more than `limit`: a run evaluates the top level when it loads the script,
+/// where each `let` and `const` stays alive to the end, and Rhai stops at the variables limit.
+fn too_many_variables(ast: &rhai::AST, limit: usize) -> Option<(usize, rhai::Position)> {
+    let variables: Vec<rhai::Position> = ast
+        .statements()
+        .iter()
+        .filter(|statement| matches!(statement, rhai::Stmt::Var(..)))
+        .map(rhai::Stmt::position)
+        .collect();
+    let extra = *variables.get(limit)?;
+    Some((variables.len(), extra))
 }
 
 /// A function of the workflow's script, as a hook (a policy `check`) sees it.
@@ -354,8 +482,9 @@ pub(crate) fn locate_in(line: &str, pos: Pos, text: &str, offset: usize) -> Opti
         .sum();
     let rest = line.get(start..)?;
     let quoted = rest.starts_with(['"', '\'']);
+    let written = if quoted { &rest[1..] } else { rest };
     let first_line = text.lines().next().unwrap_or_default();
-    if text.contains('\n') || offset > first_line.len() || !rest.contains(first_line) {
+    if text.contains('\n') || offset > first_line.len() || !written.starts_with(first_line) {
         return None;
     }
     let extra = u32::from(quoted);
@@ -394,6 +523,50 @@ fn within_code(
     }
 }
 
+/// Where the first character of `code`, the value of a scalar written at `pos`, is in the file
+/// whose `lines` are given, when each line of the code is written as it is in the source from
+/// there: a block scalar (`|`; its position is its first line with content, so empty lines
+/// before it are counted back), or a plain or quoted scalar on one line without escapes. Rhai's
+/// positions inside the code then map onto the file with [`offset_pos`]. `None` when the
+/// scalar's text differs from its value (escapes, folded lines, a quoted scalar over several
+/// lines): a position inside it can only be the scalar's own.
+pub(crate) fn code_start<S: AsRef<str>>(lines: &[S], pos: Pos, code: &str) -> Option<Pos> {
+    let first = lines.get(pos.line.checked_sub(1)? as usize)?.as_ref();
+    let indent = pos.column.saturating_sub(1) as usize;
+    let quoted = first
+        .chars()
+        .nth(indent)
+        .is_some_and(|ch| ch == '"' || ch == '\'');
+    let start = if quoted {
+        Pos::new(pos.line, pos.column + 1)
+    } else {
+        let empty = code.lines().take_while(|line| line.is_empty()).count();
+        Pos::new(pos.line.checked_sub(saturate(empty))?, pos.column)
+    };
+    for (index, text) in code.lines().enumerate() {
+        let number = (start.line as usize - 1).checked_add(index)?;
+        let source = lines.get(number)?.as_ref();
+        let skip = (start.column as usize).saturating_sub(1);
+        let written = source
+            .char_indices()
+            .nth(skip)
+            .map_or("", |(byte, _)| &source[byte..]);
+        let same = if text.is_empty() {
+            written.trim().is_empty()
+        } else {
+            written.starts_with(text)
+        };
+        if !same {
+            return None;
+        }
+    }
+    Some(start)
+}
+
+fn saturate(count: usize) -> u32 {
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
 /// Maps a Rhai position (1-based line and column inside the code) onto the file.
 pub(crate) fn offset_pos(start: Pos, line: Option<usize>, column: Option<usize>) -> Pos {
     let line = u32::try_from(line.unwrap_or(1)).unwrap_or(1).max(1);
@@ -425,7 +598,29 @@ mod tests {
             ]
         );
         assert_eq!(scan("x ${{ 1 + 2"), vec![Piece::Unclosed { offset: 2 }]);
+        assert_eq!(
+            scan("$${HOME} and $$${run_id}"),
+            vec![Piece::Escaped { offset: 0 }, Piece::Escaped { offset: 14 }]
+        );
         assert_eq!(scan("x ${run_id"), vec![Piece::Unclosed { offset: 2 }]);
         assert!(scan("plain $HOME text").is_empty());
+    }
+
+    /// An expression ends at the `}}` outside its own braces and strings.
+    #[test]
+    fn an_expression_ends_at_the_braces_that_close_it() {
+        let code = |text: &'static str| match scan(text).as_slice() {
+            [Piece::Expression { code, .. }] => *code,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            code("${{ to_json(#{a: #{b: 1}}) }}"),
+            " to_json(#{a: #{b: 1}}) "
+        );
+        assert_eq!(code("${{ #{a: 1}}}"), " #{a: 1}");
+        assert_eq!(code("${{ \"}}\" + '}' + `}}` }}"), " \"}}\" + '}' + `}}` ");
+        // Unbalanced: the first `}}`, as before (the code then does not compile).
+        assert_eq!(code("${{ { }} x"), " { ");
+        assert_eq!(code("${{ \"}} x"), " \"");
     }
 }

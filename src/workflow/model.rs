@@ -419,10 +419,13 @@ impl NodeList {
 
 /// True when a string is exactly one `${{ EXPR }}`, which keeps the expression's type.
 pub fn is_whole_expression(text: &str) -> bool {
+    use super::expressions::{Piece, scan};
     let trimmed = text.trim();
     trimmed.starts_with("${{")
-        && trimmed.ends_with("}}")
-        && trimmed[3..].find("}}") == Some(trimmed.len() - 5)
+        && matches!(
+            scan(trimmed).as_slice(),
+            [Piece::Expression { code, offset: 3 }] if 3 + code.len() + 2 == trimmed.len()
+        )
 }
 
 /// A policy: a `policy.*` prompt reference or an inline definition.

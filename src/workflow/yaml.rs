@@ -268,12 +268,19 @@ fn build_tree(bytes: &[u8], builder: &mut TreeBuilder) -> Result<Node, ParseErro
             "a workflow needs workflow_id, version, description, entry_step and steps",
         ));
     }
+    builder.aliased = aliased_anchors(text);
+    let lines = saturate(text.lines().count() as u64);
     for item in saphyr_parser::Parser::new_from_str(text) {
         let (event, span) = item.map_err(|error| scan_error(&error, text))?;
-        let pos = Pos::new(
+        let mut pos = Pos::new(
             saturate(span.start.line() as u64),
             saturate(span.start.col() as u64 + 1),
         );
+        if pos.line > lines {
+            // The end of the input (an empty document, a missing value at the end) is past
+            // the last line: name the end of the last line, a place in the file.
+            pos = within_text(text, pos);
+        }
         builder.event(event, pos)?;
     }
     builder.root.take().ok_or_else(|| {
@@ -286,27 +293,68 @@ fn build_tree(bytes: &[u8], builder: &mut TreeBuilder) -> Result<Node, ParseErro
     })
 }
 
+/// The anchors some alias refers to, found by a first pass over the parser's events (only when
+/// the text has both an `&` and a `*`): the tree builder keeps a copy of these anchors only, so
+/// an anchor nothing refers to costs nothing (nested anchors were each copied with their whole
+/// subtree, depth × nodes). The pass stops after as many aliases as the alias budget allows,
+/// since the builder refuses the document at the next one anyway.
+fn aliased_anchors(text: &str) -> HashSet<usize> {
+    let mut aliased = HashSet::new();
+    if !(text.contains('&') && text.contains('*')) {
+        return aliased;
+    }
+    let mut aliases = 0usize;
+    for item in saphyr_parser::Parser::new_from_str(text) {
+        // A syntax error is reported by the second pass, at the same place.
+        let Ok((Event::Alias(id), _)) = item else {
+            if item.is_err() {
+                break;
+            }
+            continue;
+        };
+        aliased.insert(id);
+        aliases += 1;
+        if aliases > MAX_ALIAS_NODES {
+            break;
+        }
+    }
+    aliased
+}
+
 /// A collection being built.
 enum Frame {
     Seq {
         pos: Pos,
         anchor: usize,
+        /// The node count before this collection was opened: its size is the difference when
+        /// it closes.
+        start: usize,
         items: Vec<Node>,
     },
     Map {
         pos: Pos,
         anchor: usize,
+        /// As for `Seq`.
+        start: usize,
         entries: Vec<(Node, Node)>,
         key: Option<Node>,
         seen: Option<HashSet<String>>,
     },
 }
 
+/// What an alias copies: the anchored node and its size in nodes, or only its size when it
+/// did not fit in the alias budget (an alias to it would exceed the budget).
+type Anchored = (Option<Node>, usize);
+
 /// Turns parser events into a tree without recursion, enforcing the limits.
 #[derive(Default)]
 struct TreeBuilder {
     stack: Vec<Frame>,
-    anchors: HashMap<usize, (Node, usize)>,
+    /// The anchors an alias refers to (see [`aliased_anchors`]); no other is kept.
+    aliased: HashSet<usize>,
+    anchors: HashMap<usize, Anchored>,
+    /// Nodes held in `anchors`: at most [`MAX_ALIAS_NODES`].
+    anchored_nodes: usize,
     root: Option<Node>,
     documents: usize,
     nodes: usize,
@@ -337,6 +385,7 @@ impl TreeBuilder {
                 Frame::Seq {
                     pos,
                     anchor,
+                    start: self.nodes,
                     items: Vec::new(),
                 },
                 pos,
@@ -346,6 +395,7 @@ impl TreeBuilder {
                     Frame::Map {
                         pos,
                         anchor,
+                        start: self.nodes,
                         entries: Vec::new(),
                         key: None,
                         seen: None,
@@ -355,7 +405,7 @@ impl TreeBuilder {
             }
             Event::SequenceEnd | Event::MappingEnd => self.close(pos)?,
             Event::Alias(id) => {
-                let (mut node, size) = self.anchors.get(&id).cloned().ok_or_else(|| {
+                let (anchored, size) = self.anchors.get(&id).ok_or_else(|| {
                     ParseError::new(
                         pos,
                         "yaml-syntax",
@@ -363,11 +413,17 @@ impl TreeBuilder {
                         "define `&name` before using `*name`",
                     )
                 })?;
-                node.pos = pos;
+                let size = *size;
                 self.alias_nodes = self.alias_nodes.saturating_add(size);
-                if self.alias_nodes > MAX_ALIAS_NODES {
+                let Some(anchored) = anchored
+                    .as_ref()
+                    .filter(|_| self.alias_nodes <= MAX_ALIAS_NODES)
+                else {
                     return Err(ParseError::limit(pos, "alias expansion"));
-                }
+                };
+                // The copy is where the alias is written, down to its last node: a problem in
+                // it is reported at the alias (as well as at the anchor, when it is there too).
+                let node = relocated(anchored, pos);
                 self.complete(node, 0, size)?;
             }
             _ => {}
@@ -385,17 +441,24 @@ impl TreeBuilder {
     }
 
     fn close(&mut self, pos: Pos) -> Result<(), ParseError> {
-        let (node, anchor) = match self.stack.pop() {
-            Some(Frame::Seq { pos, anchor, items }) => (
+        let (node, anchor, start) = match self.stack.pop() {
+            Some(Frame::Seq {
+                pos,
+                anchor,
+                start,
+                items,
+            }) => (
                 Node {
                     pos,
                     value: Value::Seq(items),
                 },
                 anchor,
+                start,
             ),
             Some(Frame::Map {
                 pos,
                 anchor,
+                start,
                 entries,
                 ..
             }) => (
@@ -404,6 +467,7 @@ impl TreeBuilder {
                     value: Value::Map(entries),
                 },
                 anchor,
+                start,
             ),
             None => {
                 return Err(ParseError::new(
@@ -414,8 +478,10 @@ impl TreeBuilder {
                 ));
             }
         };
-        // The collection's own node was counted when it opened.
-        self.complete(node, anchor, 0)
+        // The collection's own node was counted when it opened, and so was everything in it
+        // (entries left out as duplicate keys too: the size errs on the large side).
+        let size = self.nodes - start;
+        self.place(node, anchor, size)
     }
 
     fn count(&mut self, pos: Pos, size: usize) -> Result<(), ParseError> {
@@ -426,12 +492,23 @@ impl TreeBuilder {
         Ok(())
     }
 
-    /// Places a finished node: as the root, a sequence item, a mapping key or a value.
+    /// Counts a finished scalar or alias copy of `size` nodes, then places it.
     fn complete(&mut self, node: Node, anchor: usize, size: usize) -> Result<(), ParseError> {
         self.count(node.pos, size)?;
-        if anchor != 0 {
-            let total = node_count(&node);
-            self.anchors.insert(anchor, (node.clone(), total));
+        self.place(node, anchor, size)
+    }
+
+    /// Places a finished node of `size` nodes (already counted): as the root, a sequence item,
+    /// a mapping key or a value. An anchored node is copied only when an alias refers to it,
+    /// and only while the copies fit in the alias budget.
+    fn place(&mut self, node: Node, anchor: usize, size: usize) -> Result<(), ParseError> {
+        if anchor != 0 && self.aliased.contains(&anchor) {
+            let fits = self.anchored_nodes.saturating_add(size) <= MAX_ALIAS_NODES;
+            if fits {
+                self.anchored_nodes += size;
+            }
+            self.anchors
+                .insert(anchor, (fits.then(|| node.clone()), size));
         }
         match self.stack.last_mut() {
             None => self.root = Some(node),
@@ -450,18 +527,20 @@ impl TreeBuilder {
     }
 }
 
-/// Nodes in a subtree; bounded by the depth cap and the node budget.
-fn node_count(node: &Node) -> usize {
-    match &node.value {
-        Value::Seq(items) => 1 + items.iter().map(node_count).sum::<usize>(),
-        Value::Map(entries) => {
-            1 + entries
+/// A copy of `node` with every position in it set to `pos` (recursion bounded by the depth
+/// cap; the copy by the alias budget).
+fn relocated(node: &Node, pos: Pos) -> Node {
+    let value = match &node.value {
+        Value::Seq(items) => Value::Seq(items.iter().map(|item| relocated(item, pos)).collect()),
+        Value::Map(entries) => Value::Map(
+            entries
                 .iter()
-                .map(|(key, value)| node_count(key) + node_count(value))
-                .sum::<usize>()
-        }
-        _ => 1,
-    }
+                .map(|(key, value)| (relocated(key, pos), relocated(value, pos)))
+                .collect(),
+        ),
+        scalar => scalar.clone(),
+    };
+    Node { pos, value }
 }
 
 /// Small mappings are searched; large ones keep a set of their keys.
@@ -907,6 +986,66 @@ mod hostile_tests {
         assert_eq!(parse(b"a: 1\n---\nb: 2\n").unwrap_err().code, "yaml-limits");
     }
 
+    /// The builder after parsing `text`, to look at what it kept.
+    fn built(text: &str) -> TreeBuilder {
+        let mut builder = TreeBuilder {
+            max_nodes: MAX_NODES,
+            ..TreeBuilder::default()
+        };
+        build_tree(text.as_bytes(), &mut builder).unwrap();
+        builder
+    }
+
+    #[test]
+    fn anchors_no_alias_refers_to_are_not_copied() {
+        let mut text = String::from("x: ");
+        for level in 0..30 {
+            text.push_str(&format!("&a{level} {{k{level}: "));
+        }
+        text.push_str("[1, 2, 3]");
+        text.push_str(&"}".repeat(30));
+        text.push_str("\nglob: 'src/**'\n");
+        let builder = built(&text);
+        assert!(builder.anchors.is_empty());
+        assert_eq!(builder.anchored_nodes, 0);
+        // Only the anchor used is kept, with its size.
+        let builder = built("a: &a [1, 2]\nb: &b {k: v}\nc: *b\n");
+        assert_eq!(builder.anchors.len(), 1);
+        assert_eq!(
+            builder.anchors[&builder.aliased.iter().copied().next().unwrap()].1,
+            3
+        );
+        assert_eq!(builder.anchored_nodes, 3);
+    }
+
+    #[test]
+    fn nested_anchors_that_are_all_aliased_stay_within_the_alias_budget() {
+        // Every anchor is used: the copies kept are bounded by the alias budget, and an alias
+        // to one that did not fit is refused as alias expansion, at the alias.
+        let mut text = String::from("x: ");
+        for level in 0..30 {
+            text.push_str(&format!("&a{level} {{k{level}: "));
+        }
+        text.push_str(&format!("[{}]", vec!["1"; MAX_ALIAS_NODES].join(",")));
+        text.push_str(&"}".repeat(30));
+        text.push('\n');
+        for level in 0..30 {
+            text.push_str(&format!("y{level}: *a{level}\n"));
+        }
+        let mut builder = TreeBuilder {
+            max_nodes: MAX_NODES,
+            ..TreeBuilder::default()
+        };
+        let error = build_tree(text.as_bytes(), &mut builder).unwrap_err();
+        assert_eq!(
+            (error.code, error.pos.line),
+            ("yaml-limits", 2),
+            "{error:?}"
+        );
+        assert!(builder.anchored_nodes <= MAX_ALIAS_NODES);
+        assert!(builder.anchors.values().all(|(node, _)| node.is_none()));
+    }
+
     #[test]
     fn block_scalars_start_at_their_first_content_line() {
         let node = parse(b"script: |\n  let x = 1;\n").unwrap();
@@ -948,10 +1087,30 @@ mod scalar_tests {
 
     #[test]
     fn aliases_copy_their_anchor_at_the_alias_position() {
-        let node = parse(b"base: &b {x: 1}\ncopy: *b\n").unwrap();
+        let node = parse(b"base: &b {x: 1, y: [2]}\ncopy: *b\n").unwrap();
         let copy = node.get("copy").unwrap();
         assert_eq!(copy.pos, Pos::new(2, 7));
         assert_eq!(copy.get("x").unwrap().value, Value::Int(1));
+        // Every node of the copy is at the alias, so a problem in it is reported there.
+        let (key, value) = &copy.as_map().unwrap()[1];
+        assert_eq!((key.pos, value.pos), (Pos::new(2, 7), Pos::new(2, 7)));
+        assert_eq!(value.as_seq().unwrap()[0].pos, Pos::new(2, 7));
+        // The anchor itself keeps its positions.
+        assert_eq!(
+            node.get("base").unwrap().get("x").unwrap().pos,
+            Pos::new(1, 14)
+        );
+    }
+
+    #[test]
+    fn the_end_of_the_input_is_a_position_in_the_file() {
+        let node = parse(b"---\n").unwrap();
+        assert_eq!(
+            (node.value.clone(), node.pos),
+            (Value::Null, Pos::new(1, 4))
+        );
+        let node = parse(b"a: 1\nb:").unwrap();
+        assert_eq!(node.get("b").unwrap().pos.line, 2);
     }
 
     #[test]

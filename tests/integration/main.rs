@@ -47,6 +47,7 @@ mod validate;
 mod validation;
 mod validation_policy;
 mod validator_process;
+mod workflow_text;
 mod workspace;
 mod workspace_access;
 mod workspace_cli;

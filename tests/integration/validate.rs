@@ -187,6 +187,32 @@ fn an_alias_bomb_is_stopped_within_bounded_memory() {
     );
 }
 
+/// Review 1 (defect 4): every anchored collection was copied with its whole subtree into the
+/// anchor table, so 30 nested anchors that no alias used held 30 copies of the nodes inside
+/// them (143 MB here, 1.1 GB for a 1.8 MB file). Only anchors an alias refers to are copied.
+#[test]
+fn nested_anchors_without_aliases_cost_no_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nested.yaml");
+    let mut text = String::from("x: ");
+    for level in 0..30 {
+        text.push_str(&format!("&a{level} {{k{level}: "));
+    }
+    text.push('[');
+    text.push_str(&vec!["1"; 100_000].join(","));
+    text.push(']');
+    text.push_str(&"}".repeat(30));
+    text.push('\n');
+    std::fs::write(&file, text).unwrap();
+    let (code, stdout, peak_kib) = validate_measuring_memory(&file);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.contains("[missing-field]"), "{stdout}");
+    assert!(
+        peak_kib < 40 * 1024,
+        "validate used {peak_kib} KiB on nested anchors"
+    );
+}
+
 #[test]
 fn empty_binary_and_directory_inputs_get_diagnostics_not_panics() {
     let dir = tempfile::tempdir().unwrap();
@@ -862,4 +888,43 @@ fn a_fifo_as_the_configuration_is_reported_not_waited_on() {
     assert_ne!(output.status.code(), Some(0));
     let said = format!("{}{}", stdout_text(&output), stderr_text(&output));
     assert!(said.contains("a FIFO, not a regular file"), "{said}");
+}
+
+/// A FIFO given as the workflow blocked `open()` forever, in `validate` and in `run` (which
+/// then ignored Ctrl-C as well); a device was read and called "too large" with a size of 0.
+/// Anything that is not a regular file is refused from its `fstat`, without blocking.
+#[test]
+fn a_fifo_or_a_device_as_the_workflow_is_refused_without_blocking() {
+    let repo = crate::support::TempRepo::new();
+    let fifo = repo.path().join("wf.yaml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let link = repo.path().join("link.yaml");
+    std::os::unix::fs::symlink(&fifo, &link).unwrap();
+    for file in [&fifo, &link] {
+        let shown = file.display().to_string();
+        let output = conductor_within_a_minute(repo.path(), &["validate", &shown]);
+        let stdout = stdout_text(&output);
+        assert_eq!(output.status.code(), Some(2), "{stdout}");
+        assert!(
+            stdout.contains(&format!(
+                "{shown}:1:1: error: `{shown}` is a FIFO, not a regular file [read-error]"
+            )),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("hint: pass the workflow's .yaml file"),
+            "{stdout}"
+        );
+    }
+    let output = conductor_within_a_minute(repo.path(), &["run", fifo.to_str().unwrap()]);
+    let said = format!("{}{}", stdout_text(&output), stderr_text(&output));
+    assert_eq!(output.status.code(), Some(2), "{said}");
+    assert!(said.contains("is a FIFO, not a regular file"), "{said}");
+    let output = conductor_within_a_minute(repo.path(), &["validate", "/dev/zero"]);
+    let stdout = stdout_text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stdout}");
+    assert!(
+        stdout.contains("`/dev/zero` is a device, not a regular file [read-error]"),
+        "{stdout}"
+    );
 }

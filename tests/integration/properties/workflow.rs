@@ -400,6 +400,8 @@ proptest! {
         let mut document = document(&which);
         let ids = step_ids(&document);
         prop_assume!(!ids.contains(&fresh));
+        // Ids are parts of git ref names: `..` and a trailing `.lock` are refused.
+        prop_assume!(tnh_conductor::workflow::decode::fits_in_a_ref_name(&fresh));
         let renamable: Vec<&String> = ids.iter().filter(|id| *id != "STOP").collect();
         let from = step.get(&renamable).to_string();
         rename_step(&mut document, &from, &fresh);
