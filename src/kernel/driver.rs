@@ -451,6 +451,7 @@ impl Driver<'_> {
         if let Some(hint) = error.hint() {
             fields.insert("hint".into(), hint.into());
         }
+        fields.extend(error.event_fields());
         self.recorder
             .event(EventType::StepFailed, Some((step_id, visit)), fields)?;
         if !resumable {

@@ -382,8 +382,9 @@ fn load_workflow(path: &Path, config: Config, catalog: Catalog) -> Result<Loaded
 }
 
 /// The context a run is driven with. Its script's repository modules come from `pinned` (the
-/// copies the run pinned when it started) when given, else from the worktree (a run that has
-/// not pinned them yet, which then pins what its script loaded).
+/// copies the run pinned when it started) when given, else from the repository's
+/// `.tnh/scripts/` (a run that has not pinned them yet, which then pins what its script
+/// loaded).
 fn run_context(
     loaded: Loaded,
     params: serde_json::Map<String, serde_json::Value>,
@@ -404,6 +405,11 @@ fn run_context(
         limits: crate::script::Limits::default(),
     };
     let mut script = crate::script::ScriptHost::new(options)?;
+    // Repository modules come from the operator's repository, as its prompts do (`validate`
+    // checked they are there), never from the worktree agents edit.
+    if let Some(repository) = loaded.catalog.repository() {
+        script.read_modules_from(repository)?;
+    }
     if let Some(modules) = pinned {
         script.use_pinned_modules(modules);
     }

@@ -207,6 +207,14 @@ impl StepContext<'_> {
                 })
                 .unwrap_or(serde_json::Value::Null)
         };
+        // Every declared parameter is there: one declared without a default and not given is
+        // `null` (`()` in Rhai, empty text in `${params.NAME}`), never missing.
+        let mut params = self.run.params.clone();
+        for param in &self.run.workflow.params {
+            params
+                .entry(param.name.value.clone())
+                .or_insert(serde_json::Value::Null);
+        }
         serde_json::json!({
             "run": {
                 "id": self.state.run_id,
@@ -214,7 +222,7 @@ impl StepContext<'_> {
                 "workflow": self.state.workflow_id,
                 "started_at": self.run.started_at,
             },
-            "params": self.run.params,
+            "params": params,
             "step": {
                 "id": self.step_id(),
                 "visit": self.visit,

@@ -73,6 +73,18 @@ pub enum OpcodeError {
         /// Why it is refused.
         reason: String,
     },
+    /// A RUN_AGENT step's `cwd` is absolute, leaves the worktree or is not a folder of it.
+    #[error("step `{step}`: `cwd` `{cwd}` ({at}) {reason}")]
+    AgentCwd {
+        /// The step.
+        step: String,
+        /// The `cwd` as evaluated.
+        cwd: String,
+        /// Where it is written: `FILE:LINE:COLUMN`.
+        at: String,
+        /// Why it is refused.
+        reason: String,
+    },
     /// Something else, described.
     #[error("{0}")]
     Other(String),
@@ -119,12 +131,31 @@ impl OpcodeError {
                 "validators run inside the run's worktree: make `cwd` a folder relative to its root, without `..` above it or a link out of it (e.g. `crates/core`)"
                     .into(),
             ),
+            OpcodeError::AgentCwd { .. } => Some(
+                "agents run inside the run's worktree: make `cwd` a folder of it, relative to its root, without `..` above it or a link out of it (e.g. `crates/core`)"
+                    .into(),
+            ),
             OpcodeError::Other(_) => None,
         }
     }
 }
 
 impl OpcodeError {
+    /// Where the error is, for the `step_failed` event beside its `error` and `hint`: for a
+    /// script error the workflow `file`, `line` and `column`, the kind of `code` and the
+    /// `code_position` inside it (docs/scripting.md); empty for other errors.
+    pub fn event_fields(&self) -> Payload {
+        match self {
+            OpcodeError::Script(error) => {
+                let mut fields = error.event_payload();
+                fields.remove("message");
+                fields.remove("hint");
+                fields
+            }
+            _ => Payload::new(),
+        }
+    }
+
     /// True for a step stopped by something the operator fixes, after which `resume` runs
     /// the step again from its snapshot:
     /// - a step that could not start for a reason in the configuration or on the machine (a
@@ -152,14 +183,27 @@ impl OpcodeError {
 }
 
 /// Runs one visit of the context's step.
+///
+/// What scripts print (`print`, `debug`) is recorded as `script_output` events: output still
+/// pending when the visit starts (the script's top level, run when the run loaded it) as the
+/// run's, without a step; output of the visit's expressions and hooks (a gate's or STOP's
+/// `reason`, computed inputs, validator fields) under the visit, whether the step succeeded
+/// or failed.
 pub fn execute(context: &mut StepContext<'_>) -> Result<StepResult, OpcodeError> {
-    match &context.step.body {
+    step_policy::record_run_output(context)?;
+    let result = match &context.step.body {
         StepBody::RunAgent(agent) => run_agent::execute(context, agent),
         StepBody::Rollback(rollback) => rollback::execute(context, rollback),
         StepBody::Stop(stop) => stop::execute(context, stop),
         StepBody::RunValidation(validation) => run_validation::execute(context, validation),
         StepBody::Evaluate(evaluate) => evaluate::execute(context, evaluate),
         StepBody::Gate(gate) => gate::execute(context, gate),
+    };
+    let recorded = step_policy::record_script_output(context);
+    match result {
+        // A failure that could not be recorded does not hide the step's own error.
+        Err(error) => Err(error),
+        Ok(result) => recorded.map(|()| result),
     }
 }
 

@@ -28,6 +28,7 @@ pub(super) fn execute(
             .snapshot_pre_step(&context.step.id.value, context.visit)
     })?;
     let (prompt, inputs) = render_prompt(context, agent)?;
+    let (cwd, env) = place(context, agent)?;
     // `tnh context` shows the agent what its prompt was given.
     let prompt_inputs = crate::artifacts::PromptInputs {
         schema_version: crate::artifacts::SCHEMA_VERSION,
@@ -40,7 +41,7 @@ pub(super) fn execute(
         agent_name: agent.agent.value.clone(),
         profile: resolve_profile(&agent.agent.value, &configured_profiles(context)?)?,
         prompt,
-        worktree: context.workspace.path().to_path_buf(),
+        worktree: cwd,
         step_dir: visit_dir.clone(),
         limits: runner_limits(&agent.limits, &context.run.workflow.defaults.limits),
         max_turns: limit(
@@ -61,6 +62,7 @@ pub(super) fn execute(
             .map(|budget| budget.value - context.state.spent_usd),
         tnh_variables: context.tnh_variables(),
         host_env: context.run.host_env.clone(),
+        env,
     };
     // Recorded last before the agent starts: rendering the prompt may capture the worktree
     // (a `diff` input), which rewrites the conductor's scratch index the guard watches.
@@ -176,6 +178,47 @@ pub(super) fn execute(
         waiting: false,
         fingerprint: Some(Fingerprint { tree, head }),
     })
+}
+
+/// Where the agent works and what it is given besides the filtered environment: the step's
+/// `cwd` (relative to the worktree root, refused when it is absolute, climbs out with `..`, is
+/// not a folder of the worktree or leads out of it through a symbolic link — the rules of a
+/// validator's `cwd`), else the worktree's root; and the step's `env` (a value of `()` leaves
+/// the variable unset).
+fn place(
+    context: &StepContext<'_>,
+    agent: &RunAgent,
+) -> Result<(std::path::PathBuf, Vec<(String, String)>), OpcodeError> {
+    let worktree = context.workspace.path().to_path_buf();
+    if agent.cwd.is_none() && agent.env.is_empty() {
+        return Ok((worktree, Vec::new()));
+    }
+    let script_context = context.script_context()?;
+    let script = &context.run.script;
+    let cwd = match &agent.cwd {
+        Some(node) => match script.evaluate_field_text(node, &script_context, "`cwd`")? {
+            Some(given) => {
+                super::validators::working_directory(&worktree, &given).map_err(|reason| {
+                    OpcodeError::AgentCwd {
+                        step: context.step_id().to_owned(),
+                        at: format!("{}:{}", context.recorder.metadata().workflow_path, node.pos),
+                        cwd: given,
+                        reason,
+                    }
+                })?
+            }
+            None => worktree,
+        },
+        None => worktree,
+    };
+    let mut env = Vec::new();
+    for (name, node) in &agent.env {
+        let what = format!("the `env` value of `{}`", name.value);
+        if let Some(value) = script.evaluate_field_text(node, &script_context, &what)? {
+            env.push((name.value.clone(), value));
+        }
+    }
+    Ok((cwd, env))
 }
 
 /// Adds up the time spent in timed calls.

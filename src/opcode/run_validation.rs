@@ -63,6 +63,15 @@ pub(super) fn execute(
     if !unconfigured.is_empty() {
         return Err(refuse_unconfigured(&visit_dir, validation, unconfigured)?);
     }
+    // Every validator's computed fields (`args`, `entrypoint`, `cwd`, `env`, `artifacts`,
+    // `report`) are evaluated before the first validator runs: an expression that fails stops
+    // the step before anything ran, never between two validators, where what the first one
+    // did would escape the capture and the policy check.
+    let evaluated = validation
+        .run
+        .iter()
+        .map(|entry| evaluate(context, entry))
+        .collect::<Result<Vec<_>, _>>()?;
     // A validator (or a harness an agent wrote) may change the worktree and the repository
     // like an agent: its changes are captured against the worktree as it was when the step
     // started and checked against the policy, and the guard runs around it. No snapshot is
@@ -76,11 +85,11 @@ pub(super) fn execute(
     write_json_private(&guard_state, &guard.state())?;
     let mut ran = Vec::new();
     let mut failure = None;
-    for entry in &validation.run {
-        match run_one(context, entry, &validation.limits) {
+    for (entry, fields) in validation.run.iter().zip(evaluated) {
+        match run_one(context, entry, fields, &validation.limits) {
             Ok(result) => ran.push(result),
             Err(error) => {
-                failure = Some(error);
+                failure = Some((entry.id().value.clone(), error));
                 break;
             }
         }
@@ -91,20 +100,78 @@ pub(super) fn execute(
     if checked.is_ok() {
         remove_guard_state(&guard_state)?;
     }
-    if let Some(error) = failure {
-        return Err(error);
+    let checked = match (checked, failure) {
+        (Ok(checked), None) => checked,
+        (Err(error), None) => return Err(error.into()),
+        (Err(_), Some((_, error))) => return Err(error),
+        // A validator could not be run (a program found nowhere, a `cwd` a validator before
+        // it did not create, the run directory failing): what the validators before it did is
+        // still recorded — their results, the capture of the worktree, the policy check and
+        // the visit's manifest — and then the error stops the step.
+        (Ok(checked), Some((id, error))) => {
+            ran.push(not_run(
+                &id,
+                Outcome::Error,
+                format!("could not run: {error}"),
+            ));
+            let after = validation
+                .run
+                .iter()
+                .skip_while(|entry| entry.id().value != id)
+                .skip(1);
+            for entry in after {
+                ran.push(not_run(
+                    &entry.id().value,
+                    Outcome::Error,
+                    format!("not run: validator `{id}` before it could not run"),
+                ));
+            }
+            // Best effort: what cannot be recorded after the failure does not hide it.
+            if let Ok(mut result) = finish(context, validation, &visit_dir, &baseline, checked, ran)
+            {
+                result.manifest.evidence_summary["step_failed"] = error.to_string().into();
+                let _ = context.recorder.write_manifest(&result.manifest);
+            }
+            return Err(error);
+        }
+    };
+    finish(context, validation, &visit_dir, &baseline, checked, ran)
+}
+
+/// A validator that did not run, recorded with why.
+fn not_run(id: &str, outcome: Outcome, cause: String) -> Ran {
+    Ran {
+        id: id.to_owned(),
+        outcome,
+        record: serde_json::json!({ "outcome": outcome.as_str(), "cause": cause, "exit_code": null, "network": "not run" }),
+        artifacts: Vec::new(),
+        proposed_goldens: false,
+        tampered: Vec::new(),
     }
+}
+
+/// What follows the validators: the check of the visit's folder, the capture of the worktree
+/// since `baseline`, the policy check, `validation_report.json`, `policy_summary.json`, the
+/// events, and the visit's result (its manifest, for the driver to write).
+fn finish(
+    context: &mut StepContext<'_>,
+    validation: &RunValidation,
+    visit_dir: &Path,
+    baseline: &Snapshot,
+    checked: Checked,
+    ran: Vec<Ran>,
+) -> Result<StepResult, OpcodeError> {
     let Checked {
         report: guard_report,
         head,
-    } = checked?;
+    } = checked;
     let mut tampered: Vec<String> = ran
         .iter()
         .flat_map(|result| result.tampered.iter().cloned())
         .collect();
     tampered.extend(
         crate::artifacts::safe_files::clear_unexpected_entries(
-            &visit_dir,
+            visit_dir,
             &[],
             &[
                 &crate::artifacts::STEP_VISIT_FILES_AFTER[..],
@@ -112,7 +179,7 @@ pub(super) fn execute(
             ]
             .concat(),
         )
-        .map_err(crate::artifacts::ArtifactsError::io("clear", &visit_dir))?,
+        .map_err(crate::artifacts::ArtifactsError::io("clear", visit_dir))?,
     );
     if !tampered.is_empty() {
         let step = context.step_id().to_owned();
@@ -124,7 +191,7 @@ pub(super) fn execute(
     }
     let Capture { status, tree } = capture(
         context.workspace,
-        &baseline,
+        baseline,
         &visit_dir.join("workspace.diff"),
     )?;
     write_json_new(&visit_dir.join("workspace_status.json"), &status)?;
@@ -403,6 +470,59 @@ fn evaluate_list(
         .evaluate_field_list(list, &script_context, what)?)
 }
 
+/// What an inline validator's fields gave, evaluated before any validator of the step runs
+/// (all `None`/empty for a registered validator named by itself).
+#[derive(Debug, Default)]
+struct Evaluated {
+    args: Vec<String>,
+    entrypoint: Option<String>,
+    /// The `cwd` as given, with where it is written.
+    cwd: Option<(String, crate::workflow::yaml::Pos)>,
+    env: Vec<(String, String)>,
+    globs: Vec<String>,
+    report: Option<String>,
+}
+
+/// Evaluates the expressions of one entry of `run`: nothing here touches the worktree or
+/// starts a process.
+fn evaluate(context: &StepContext<'_>, entry: &ValidatorEntry) -> Result<Evaluated, OpcodeError> {
+    let ValidatorEntry::Spec(spec) = entry else {
+        return Ok(Evaluated::default());
+    };
+    let entrypoint = match (&spec.kind.value, &spec.entrypoint) {
+        (ValidatorKind::Script, Some(node)) => evaluate_text(context, node, "`entrypoint`")?,
+        _ => None,
+    };
+    let cwd = match &spec.cwd {
+        // `()` leaves it unset: the worktree's root.
+        Some(node) => evaluate_text(context, node, "`cwd`")?.map(|given| (given, node.pos)),
+        None => None,
+    };
+    let mut env = Vec::new();
+    for (name, node) in &spec.env {
+        let what = format!("the `env` value of `{}`", name.value);
+        if let Some(value) = evaluate_text(context, node, &what)? {
+            env.push((name.value.clone(), value));
+        }
+    }
+    if let Some(node) = &spec.env_expression {
+        let script_context = context.script_context()?;
+        env.extend(context.run.script.evaluate_env(node, &script_context)?);
+    }
+    let report = match &spec.report {
+        Some(node) => evaluate_text(context, node, "`report`")?,
+        None => None,
+    };
+    Ok(Evaluated {
+        args: evaluate_list(context, &spec.args, "`args`")?,
+        entrypoint,
+        cwd,
+        env,
+        globs: evaluate_list(context, &spec.artifacts, "`artifacts`")?,
+        report,
+    })
+}
+
 /// The command, cwd, extra environment, artifacts globs, report path and network of an entry.
 struct Plan {
     command: Result<Command, (Outcome, String)>,
@@ -414,10 +534,14 @@ struct Plan {
     timeout: Option<std::time::Duration>,
 }
 
+/// Resolves an entry just before it runs: its command (a registered validator, or a script
+/// entrypoint, whose file a validator before it may have written) and its `cwd` (which one
+/// before it may have created).
 fn plan(
     context: &StepContext<'_>,
     spec: Option<&ValidatorSpec>,
     id: &str,
+    evaluated: Evaluated,
 ) -> Result<Plan, OpcodeError> {
     let worktree = context.workspace.path().to_path_buf();
     let Some(spec) = spec else {
@@ -433,7 +557,14 @@ fn plan(
             timeout: None,
         });
     };
-    let args = evaluate_list(context, &spec.args, "`args`")?;
+    let Evaluated {
+        args,
+        entrypoint,
+        cwd,
+        env,
+        globs,
+        report,
+    } = evaluated;
     let command = match spec.kind.value {
         ValidatorKind::Builtin => validators::registered(id, &context.run.config, &worktree)
             .map(|mut command| {
@@ -442,13 +573,9 @@ fn plan(
             })
             .map_err(|reason| (Outcome::Error, reason)),
         ValidatorKind::Script => {
-            let entrypoint = match &spec.entrypoint {
-                Some(node) => evaluate_text(context, node, "`entrypoint`")?.unwrap_or_default(),
-                None => String::new(),
-            };
             let record = context.workspace.record();
             validators::script(
-                &entrypoint,
+                &entrypoint.unwrap_or_default(),
                 args,
                 context.recorder.run_dir().root(),
                 &record.repo_root,
@@ -458,47 +585,30 @@ fn plan(
             .map_err(|reason| (Outcome::KilledPolicy, format!("refused: {reason}")))
         }
     };
-    let cwd = match &spec.cwd {
-        Some(node) => match evaluate_text(context, node, "`cwd`")? {
-            Some(given) => validators::working_directory(&worktree, &given).map_err(|reason| {
+    let cwd = match cwd {
+        Some((given, pos)) => {
+            validators::working_directory(&worktree, &given).map_err(|reason| {
                 OpcodeError::ValidatorCwd {
                     step: context.step_id().to_owned(),
                     validator: id.to_owned(),
-                    at: format!("{}:{}", context.recorder.metadata().workflow_path, node.pos),
+                    at: format!("{}:{}", context.recorder.metadata().workflow_path, pos),
                     cwd: given,
                     reason,
                 }
-            })?,
-            // `()`: the default, the worktree's root.
-            None => worktree,
-        },
+            })?
+        }
         None => worktree,
     };
-    let mut env = Vec::new();
-    for (name, node) in &spec.env {
-        let what = format!("the `env` value of `{}`", name.value);
-        if let Some(value) = evaluate_text(context, node, &what)? {
-            env.push((name.value.clone(), value));
-        }
-    }
-    if let Some(node) = &spec.env_expression {
-        let script_context = context.script_context()?;
-        env.extend(context.run.script.evaluate_env(node, &script_context)?);
-    }
     let network = if spec.kind.value == ValidatorKind::Script {
         spec.network
     } else {
         NetworkAccess::Allow
     };
-    let report = match &spec.report {
-        Some(node) => evaluate_text(context, node, "`report`")?,
-        None => None,
-    };
     Ok(Plan {
         command,
         cwd,
         env,
-        globs: evaluate_list(context, &spec.artifacts, "`artifacts`")?,
+        globs,
         report,
         network,
         timeout: spec.timeout.as_ref().map(|timeout| timeout.value),
@@ -508,26 +618,17 @@ fn plan(
 fn run_one(
     context: &mut StepContext<'_>,
     entry: &ValidatorEntry,
+    evaluated: Evaluated,
     limits: &Limits,
 ) -> Result<Ran, OpcodeError> {
     let (id, spec) = match entry {
         ValidatorEntry::Named(name) => (name.value.clone(), None),
         ValidatorEntry::Spec(spec) => (spec.id.value.clone(), Some(spec.as_ref())),
     };
-    let plan = plan(context, spec, &id)?;
+    let plan = plan(context, spec, &id, evaluated)?;
     let command = match plan.command.clone() {
         Ok(command) => command,
-        Err((outcome, reason)) => {
-            let record = serde_json::json!({ "outcome": outcome.as_str(), "cause": reason, "exit_code": null, "network": "not run" });
-            return Ok(Ran {
-                id,
-                outcome,
-                record,
-                artifacts: Vec::new(),
-                proposed_goldens: false,
-                tampered: Vec::new(),
-            });
-        }
+        Err((outcome, reason)) => return Ok(not_run(&id, outcome, reason)),
     };
     let visit_dir = context.visit_dir()?;
     let folder = visit_dir.join("validators").join(&id);

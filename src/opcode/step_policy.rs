@@ -156,6 +156,17 @@ pub(super) fn record_script_output(context: &mut StepContext<'_>) -> Result<(), 
     Ok(())
 }
 
+/// Script output pending before a visit starts — printed by the script's top level when the
+/// run loaded it — recorded as the run's (events without a step).
+pub(super) fn record_run_output(context: &mut StepContext<'_>) -> Result<(), OpcodeError> {
+    for message in context.run.script.take_output() {
+        context
+            .recorder
+            .event(EventType::ScriptOutput, None, message.event_payload())?;
+    }
+    Ok(())
+}
+
 /// The step's policy, else the workflow default, else an empty one (protected refs and path
 /// escapes are checked whatever the policy).
 fn effective_policy(

@@ -91,6 +91,9 @@ pub const BUILTIN_FILES: &[(&str, &str)] = &[
 pub struct Catalog {
     prompts: BTreeMap<String, Prompt>,
     broken: Vec<BrokenPrompt>,
+    /// The repository the catalog was loaded for, whose `.tnh/` also holds the workflow's
+    /// repository modules (`.tnh/scripts/`).
+    repository: Option<std::path::PathBuf>,
 }
 
 /// A repository prompt file that could not be loaded, with every problem found in it.
@@ -142,12 +145,19 @@ pub fn builtin_catalog() -> Result<&'static Catalog, &'static PromptError> {
 }
 
 impl Catalog {
+    /// The repository the catalog was loaded for (`None` for the built-in library alone):
+    /// where the workflow's repository modules (`.tnh/scripts/`) are read from too.
+    pub fn repository(&self) -> Option<&Path> {
+        self.repository.as_deref()
+    }
+
     /// The built-in library plus `<repo>/.tnh/prompts/**/*.md`, which take precedence. A file
     /// with problems is kept aside as a [`BrokenPrompt`]: it hides the built-in of the same
     /// reference (it was meant to replace it), and resolving it is an error listing its
     /// problems. Only an unreadable folder fails the whole load.
     pub fn load(repo: Option<&Path>) -> Result<Self, PromptError> {
         let mut catalog = builtin_catalog().map_err(clone_error)?.clone();
+        catalog.repository = repo.map(Path::to_path_buf);
         if let Some(folder) = repo
             .map(|repo| repo.join(".tnh/prompts"))
             .filter(|folder| folder.is_dir())

@@ -107,6 +107,25 @@ pub fn agent_environment(
     environment.into_iter().collect()
 }
 
+/// An agent's environment with its step's `env` added: a step variable replaces a variable of
+/// the same name (`PATH` too), except the kernel's `TNH_*` variables, which a step never
+/// replaces (`validate` refuses such names).
+pub fn with_step_env(
+    environment: Vec<(String, String)>,
+    step_env: &[(String, String)],
+) -> Vec<(String, String)> {
+    if step_env.is_empty() {
+        return environment;
+    }
+    let mut merged: BTreeMap<String, String> = environment.into_iter().collect();
+    for (name, value) in step_env {
+        if !name.starts_with("TNH_") {
+            merged.insert(name.clone(), value.clone());
+        }
+    }
+    merged.into_iter().collect()
+}
+
 /// Parts of a variable name that mark a secret: validators never see such variables.
 pub const SECRET_MARKERS: [&str; 5] = ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"];
 
@@ -176,6 +195,28 @@ mod tests {
         assert_eq!(names, ["CARGO_HOME", "JAVA_HOME", "PATH", "RUSTUP_HOME"]);
         let agent = agent_environment(&host, &[], &step);
         assert_eq!(agent.len(), 4, "{agent:?}");
+    }
+
+    #[test]
+    fn a_steps_env_is_added_to_the_agents_but_never_replaces_the_kernels_variables() {
+        let host = HostEnv::from_pairs([("PATH", "/usr/bin"), ("SECRET_TOKEN", "t")]);
+        let step = BTreeMap::from([("TNH_RUN_ID".to_owned(), "r".to_owned())]);
+        let environment = with_step_env(
+            agent_environment(&host, &[], &step),
+            &[
+                ("MODE".to_owned(), "fast".to_owned()),
+                ("PATH".to_owned(), "/opt/bin".to_owned()),
+                ("TNH_RUN_ID".to_owned(), "forged".to_owned()),
+            ],
+        );
+        assert_eq!(
+            environment,
+            [
+                ("MODE".to_owned(), "fast".to_owned()),
+                ("PATH".to_owned(), "/opt/bin".to_owned()),
+                ("TNH_RUN_ID".to_owned(), "r".to_owned()),
+            ]
+        );
     }
 
     #[test]

@@ -129,6 +129,33 @@ fn add_change_functions(module: &mut Module, state: &Arc<HostState>) {
             |files| files.iter().map(ChangedFile::to_dynamic).collect::<Array>(),
         ))
     });
+    let first = Arc::clone(state);
+    module.set_native_fn("changed_files", move |max: rhai::INT| {
+        first.check_deadline()?;
+        let Ok(max) = usize::try_from(max) else {
+            return Err(refuse(
+                "changed_files",
+                &format!("the number of changes to give is negative ({max})"),
+            ));
+        };
+        let files = first
+            .changes()
+            .map_err(|error| refuse("changed_files", &error))?;
+        let count = max.min(files.len());
+        if count > first.limits.max_array_items {
+            return Err(refuse(
+                "changed_files",
+                &format!(
+                    "{count} changes asked for, more than the {} items one value may hold",
+                    first.limits.max_array_items
+                ),
+            ));
+        }
+        Ok(files[..count]
+            .iter()
+            .map(ChangedFile::to_dynamic)
+            .collect::<Array>())
+    });
     let paths = Arc::clone(state);
     module.set_native_fn("changed_paths", move |patterns: Dynamic, kinds: Dynamic| {
         paths.check_deadline()?;
@@ -276,9 +303,13 @@ fn path_matches(
 
 /// The worktree files matching any pattern, sorted. `.git` is never entered, symlinked
 /// directories are not followed, and symlinked files are listed only when they stay inside.
+/// Only the folders a pattern can match something in are entered (`src/*.txt` lists the root
+/// and `src/`, never a `build/` of 100,000 files), so the bound on the entries visited is a
+/// bound on what the patterns reach.
 fn glob(state: &HostState, patterns: &[String]) -> Result<Array, Box<EvalAltResult>> {
     let sandbox = state.sandbox().map_err(|error| refuse("glob", &error))?;
     let set = glob_set("glob", patterns)?;
+    let folders = Folders::new(patterns);
     let mut found = Vec::new();
     let mut pending: Vec<(PathBuf, String)> = vec![(sandbox.root().to_path_buf(), String::new())];
     let mut visited = 0usize;
@@ -289,10 +320,15 @@ fn glob(state: &HostState, patterns: &[String]) -> Result<Array, Box<EvalAltResu
         for entry in entries.flatten() {
             visited += 1;
             if visited > state.limits.max_glob_entries {
+                let shown = if prefix.is_empty() {
+                    "the worktree's root"
+                } else {
+                    &prefix
+                };
                 return Err(refuse(
                     "glob",
                     &format!(
-                        "more than {} entries to search; use a narrower pattern",
+                        "more than {} entries to search (the folders the patterns reach hold more; the limit was reached listing `{shown}`): start the pattern with the folder to search (`src/**/*.rs`) rather than `**`, or keep large generated folders out of what it reaches",
                         state.limits.max_glob_entries
                     ),
                 ));
@@ -305,7 +341,7 @@ fn glob(state: &HostState, patterns: &[String]) -> Result<Array, Box<EvalAltResu
                 continue;
             };
             if kind.is_dir() {
-                if name != ".git" {
+                if name != ".git" && folders.may_hold_matches(&relative) {
                     pending.push((entry.path(), format!("{relative}/")));
                 }
             } else if (kind.is_file() || is_inside_file(sandbox, &relative, kind))
@@ -317,6 +353,81 @@ fn glob(state: &HostState, patterns: &[String]) -> Result<Array, Box<EvalAltResu
     }
     found.sort();
     Ok(found.into_iter().map(Dynamic::from).collect())
+}
+
+/// One `/`-separated part of a glob pattern.
+#[derive(Debug)]
+enum Part {
+    /// `**` (or a part holding it): any number of folders.
+    AnyDepth,
+    /// A part matched against one folder name.
+    Name(globset::GlobMatcher),
+}
+
+/// Which folders can hold a file that one of the patterns matches: a folder is entered only
+/// when the start of some pattern matches its path part by part. A pattern whose parts cannot
+/// be told apart (a `{…}` or `[…]` holding a `/`, an escape) makes every folder a candidate.
+#[derive(Debug)]
+struct Folders {
+    /// The patterns' parts; `None` when every folder must be entered.
+    patterns: Option<Vec<Vec<Part>>>,
+}
+
+impl Folders {
+    fn new(patterns: &[String]) -> Self {
+        let parts = patterns
+            .iter()
+            .map(|pattern| Self::parts(&normalise(pattern).ok()?))
+            .collect::<Option<Vec<_>>>();
+        Folders { patterns: parts }
+    }
+
+    fn parts(pattern: &str) -> Option<Vec<Part>> {
+        if pattern.contains('\\') {
+            return None;
+        }
+        pattern
+            .split('/')
+            .map(|part| {
+                let balanced = part.matches('{').count() == part.matches('}').count()
+                    && part.matches('[').count() == part.matches(']').count();
+                if !balanced {
+                    return None;
+                }
+                if part.contains("**") {
+                    return Some(Part::AnyDepth);
+                }
+                GlobBuilder::new(part)
+                    .literal_separator(true)
+                    .build()
+                    .ok()
+                    .map(|glob| Part::Name(glob.compile_matcher()))
+            })
+            .collect()
+    }
+
+    /// Whether the folder at `relative` (`/`-separated, from the root) may hold a match.
+    fn may_hold_matches(&self, relative: &str) -> bool {
+        let Some(patterns) = &self.patterns else {
+            return true;
+        };
+        let folder: Vec<&str> = relative.split('/').collect();
+        patterns.iter().any(|parts| Self::reaches(parts, &folder))
+    }
+
+    fn reaches(parts: &[Part], folder: &[&str]) -> bool {
+        match (parts.first(), folder.first()) {
+            (Some(Part::AnyDepth), _) => true,
+            // The folder's whole path matched the start of the pattern, and parts are left
+            // for what it holds.
+            (Some(Part::Name(_)), None) => true,
+            (Some(Part::Name(matcher)), Some(name)) => {
+                matcher.is_match(name) && Self::reaches(&parts[1..], &folder[1..])
+            }
+            // The pattern names this folder itself (or less deep): nothing inside matches.
+            (None, _) => false,
+        }
+    }
 }
 
 fn is_inside_file(sandbox: &Sandbox, relative: &str, kind: fs::FileType) -> bool {
@@ -367,6 +478,31 @@ mod tests {
                 binary: false,
             })
             .collect()
+    }
+
+    fn folders(patterns: &[&str]) -> Folders {
+        Folders::new(&patterns.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn glob_enters_only_the_folders_a_pattern_can_match_in() {
+        let only_src = folders(&["src/*.txt"]);
+        assert!(only_src.may_hold_matches("src"));
+        assert!(!only_src.may_hold_matches("build"));
+        assert!(!only_src.may_hold_matches("src/deeper"));
+        let deep = folders(&["./src/**/*.rs", "docs/*/index.md"]);
+        assert!(deep.may_hold_matches("src/a/b/c"));
+        assert!(deep.may_hold_matches("docs/guide"));
+        assert!(!deep.may_hold_matches("docs/guide/images"));
+        assert!(!deep.may_hold_matches("target"));
+        let anywhere = folders(&["**/*.md"]);
+        assert!(anywhere.may_hold_matches("build/x"));
+        let alternatives = folders(&["{src,tests}/*.rs"]);
+        assert!(alternatives.may_hold_matches("tests"));
+        assert!(!alternatives.may_hold_matches("build"));
+        // Parts that a `/` inside braces would cut apart: every folder is entered.
+        let unsplittable = folders(&["{src/a,b}/*.rs"]);
+        assert!(unsplittable.may_hold_matches("build"));
     }
 
     /// Review §10: a policy `check` runs once per changed file, and each call rebuilt the whole

@@ -113,6 +113,9 @@ pub(crate) struct HostState {
     pinned_modules: Mutex<Option<BTreeMap<String, String>>>,
     /// The repository modules this host loaded (file path → text), for the run to pin.
     loaded_modules: Mutex<BTreeMap<String, String>>,
+    /// Where repository modules are read from (`ScriptHost::read_modules_from`): the
+    /// operator's repository for a run; `None` reads them from the worktree.
+    modules: Mutex<Option<Sandbox>>,
     current: RwLock<Option<Arc<ContextData>>>,
     clock: Arc<dyn Clock>,
     deadline: Mutex<Option<Instant>>,
@@ -228,6 +231,15 @@ impl HostState {
             .map(|modules| modules.get(file).cloned())
     }
 
+    /// The sandbox repository modules are read from, and what it is called in messages: the
+    /// repository given to [`ScriptHost::read_modules_from`], else the worktree.
+    pub(crate) fn modules_sandbox(&self) -> Result<Sandbox, String> {
+        match &*self.modules.lock().unwrap_or_else(PoisonError::into_inner) {
+            Some(sandbox) => Ok(sandbox.clone()),
+            None => self.sandbox().cloned(),
+        }
+    }
+
     /// Notes the text of a repository module the host loaded.
     pub(crate) fn note_module(&self, file: &str, text: &str) {
         self.loaded_modules
@@ -325,6 +337,7 @@ impl ScriptHost {
             repository_sealed: AtomicBool::new(false),
             pinned_modules: Mutex::new(None),
             loaded_modules: Mutex::new(BTreeMap::new()),
+            modules: Mutex::new(None),
             current: RwLock::new(None),
             clock,
             deadline: Mutex::new(None),
@@ -375,6 +388,20 @@ impl ScriptHost {
             .pinned_modules
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(modules);
+    }
+
+    /// Repository modules (`.tnh/scripts/…`) are read from `repository` — the operator's
+    /// repository, where `.tnh/prompts/` is read too, so a module need not be committed —
+    /// instead of the worktree. Call before [`ScriptHost::load_script`].
+    pub fn read_modules_from(&self, repository: &std::path::Path) -> Result<(), ScriptError> {
+        let sandbox = Sandbox::named(repository, "the repository")
+            .map_err(|message| ScriptError::Context { message })?;
+        *self
+            .state
+            .modules
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(sandbox);
+        Ok(())
     }
 
     /// The repository modules the workflow's script loaded (directly or through another

@@ -30,5 +30,5 @@ pub use engine::Limits;
 pub use error::{CodeKind, Location, ScriptError};
 pub use host::{HostOptions, MessageKind, ScriptHost, ScriptMessage};
 pub use policy::{PolicyStage, Violation};
-pub use resolver::{STDLIB_MODULES, check_imports};
+pub use resolver::{STDLIB_MODULES, check_imports, check_imports_in};
 pub use value::{dynamic_to_json, json_to_dynamic};

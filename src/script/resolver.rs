@@ -21,6 +21,7 @@ type RhaiResultOf<T> = Result<T, Box<EvalAltResult>>;
 
 use super::engine::{Limits, sandboxed_engine};
 use super::host::HostState;
+use super::sandbox::Sandbox;
 
 /// The standard library: import path and source.
 pub const STDLIB_MODULES: [(&str, &str); 4] = [
@@ -83,8 +84,21 @@ pub type RefusedImport = (String, Option<(usize, usize)>);
 /// Every refused import is returned, in the order of the script, each with its message and
 /// the 1-based line and column of its path in the script (when it can be found).
 pub fn check_imports(script: &str) -> Result<(), Vec<RefusedImport>> {
+    check_imports_in(script, None)
+}
+
+/// [`check_imports`], and with `repository` each repository module the script imports
+/// (directly or through another module) must be a file of `repository`'s `.tnh/scripts/` —
+/// where a run reads it — and compile: a missing or broken module is refused at its import.
+pub fn check_imports_in(
+    script: &str,
+    repository: Option<&std::path::Path>,
+) -> Result<(), Vec<RefusedImport>> {
     let mut engine = sandboxed_engine(&Limits::STANDARD);
-    let checker = Arc::new(ImportChecker::default());
+    let checker = Arc::new(ImportChecker {
+        repository: repository.and_then(|root| Sandbox::named(root, "the repository").ok()),
+        ..ImportChecker::default()
+    });
     engine.set_module_resolver(SharedChecker(Arc::clone(&checker)));
     let compiled = engine.compile_into_self_contained(&Scope::new(), script);
     let refused = std::mem::take(
@@ -147,6 +161,58 @@ fn line_and_column(text: &str, offset: usize) -> (usize, usize) {
 #[derive(Debug, Default)]
 struct ImportChecker {
     refused: Mutex<Vec<(String, String)>>,
+    /// Where repository modules must be, when their existence is checked.
+    repository: Option<Sandbox>,
+    /// The repository modules being checked (an import cycle is the run's to report).
+    checking: Mutex<HashSet<String>>,
+}
+
+impl ImportChecker {
+    fn refuse(&self, path: &str, message: String) {
+        self.refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((path.to_owned(), message));
+    }
+
+    /// A repository module must be in the repository and compile; the modules it imports are
+    /// checked the same way.
+    fn check_module(&self, engine: &Engine, sandbox: &Sandbox, path: &str, file: &str) {
+        let fresh = self
+            .checking
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(file.to_owned());
+        if !fresh {
+            return;
+        }
+        let shown = sandbox.root().join(file);
+        match sandbox.read_text(file, Limits::STANDARD.max_read_bytes) {
+            Err(error) => self.refuse(
+                path,
+                format!(
+                    "import `{path}` is refused: {error} (`{}`); repository modules are read from the repository's `.tnh/scripts/`, committed or not",
+                    shown.display()
+                ),
+            ),
+            Ok(text) => {
+                if let Err(error) = engine.compile_into_self_contained(&Scope::new(), &text) {
+                    let message = match *error {
+                        EvalAltResult::ErrorRuntime(message, _) => message.to_string(),
+                        other => other.to_string(),
+                    };
+                    self.refuse(
+                        path,
+                        format!("module `{file}` does not compile: {message}"),
+                    );
+                }
+            }
+        }
+        self.checking
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(file);
+    }
 }
 
 /// The checker as the engine's resolver, shared with `check_imports`, which reads what it
@@ -157,17 +223,19 @@ struct SharedChecker(Arc<ImportChecker>);
 impl ModuleResolver for SharedChecker {
     fn resolve(
         &self,
-        _engine: &Engine,
+        engine: &Engine,
         _source: Option<&str>,
         path: &str,
         _pos: Position,
     ) -> RhaiResultOf<SharedModule> {
-        if let Err(message) = classify(path) {
-            self.0
-                .refused
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push((path.to_owned(), message));
+        match classify(path) {
+            Err(message) => self.0.refuse(path, message),
+            Ok(ModulePath::Repository(file)) => {
+                if let Some(sandbox) = &self.0.repository {
+                    self.0.check_module(engine, sandbox, path, &file);
+                }
+            }
+            Ok(ModulePath::Stdlib(_)) => {}
         }
         Ok(Module::new().into())
     }
@@ -209,11 +277,17 @@ impl Resolver {
                              the worktree, which agents change); start a new run to use it"
                         ));
                     }
-                    None => self
-                        .state
-                        .sandbox()?
-                        .read_text(&file, self.state.limits.max_read_bytes)
-                        .map_err(|error| format!("import `{path}` failed: {error}"))?,
+                    None => {
+                        let sandbox = self.state.modules_sandbox()?;
+                        sandbox
+                            .read_text(&file, self.state.limits.max_read_bytes)
+                            .map_err(|error| {
+                                format!(
+                                    "import `{path}` failed: {error} (`{}`)",
+                                    sandbox.root().join(&file).display()
+                                )
+                            })?
+                    }
                 };
                 self.state.note_module(&file, &text);
                 Ok(text)

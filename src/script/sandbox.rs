@@ -11,18 +11,25 @@ use std::path::{Component, Path, PathBuf};
 #[derive(Debug, Clone)]
 pub(crate) struct Sandbox {
     root: PathBuf,
+    /// What the root is, for messages: "the worktree", "the repository".
+    place: &'static str,
 }
 
 impl Sandbox {
-    /// A sandbox rooted at `root`, which must exist.
+    /// A sandbox rooted at the worktree `root`, which must exist.
     pub(crate) fn new(root: &Path) -> Result<Self, String> {
+        Self::named(root, "the worktree")
+    }
+
+    /// A sandbox rooted at `root` (which must exist), called `place` in messages.
+    pub(crate) fn named(root: &Path, place: &'static str) -> Result<Self, String> {
         let root = root.canonicalize().map_err(|error| {
             format!(
-                "the worktree root `{}` is unusable: {error}",
+                "the root of {place}, `{}`, is unusable: {error}",
                 root.display()
             )
         })?;
-        Ok(Self { root })
+        Ok(Self { root, place })
     }
 
     /// The canonical root.
@@ -45,7 +52,8 @@ impl Sandbox {
         };
         if !resolved.starts_with(&self.root) {
             return Err(format!(
-                "`{path}` is a symlink that leads outside the worktree"
+                "`{path}` is a symlink that leads outside {}",
+                self.place
             ));
         }
         Ok(Some(resolved))
@@ -55,7 +63,7 @@ impl Sandbox {
     pub(crate) fn read_text(&self, path: &str, max_bytes: u64) -> Result<String, String> {
         let resolved = self
             .existing(path)?
-            .ok_or_else(|| format!("`{path}` does not exist in the worktree"))?;
+            .ok_or_else(|| format!("`{path}` does not exist in {}", self.place))?;
         let metadata = fs::metadata(&resolved).map_err(|error| format!("`{path}`: {error}"))?;
         if !metadata.is_file() {
             return Err(format!("`{path}` is not a file"));

@@ -129,6 +129,8 @@ pub struct ExpressionChecker<'a> {
     lines: Vec<&'a str>,
     params: Vec<String>,
     engine: rhai::Engine,
+    /// The repository whose `.tnh/scripts/` the script's repository modules must be in.
+    repository: Option<&'a std::path::Path>,
 }
 
 impl<'a> ExpressionChecker<'a> {
@@ -144,7 +146,15 @@ impl<'a> ExpressionChecker<'a> {
                 .map(|param| param.name.value.clone())
                 .collect(),
             engine,
+            repository: None,
         }
+    }
+
+    /// Checks that the repository modules the script imports are in `repository`'s
+    /// `.tnh/scripts/` and compile (`None`: only their names are checked).
+    pub fn with_repository(mut self, repository: Option<&'a std::path::Path>) -> Self {
+        self.repository = repository;
+        self
     }
 
     /// Runs every check. Returns the functions of the script (see [`ScriptFunction`]): none
@@ -194,7 +204,8 @@ impl<'a> ExpressionChecker<'a> {
             }
             if compiled.is_ok()
                 && script.value.contains("import")
-                && let Err(refused) = crate::script::check_imports(&script.value)
+                && let Err(refused) =
+                    crate::script::check_imports_in(&script.value, self.repository)
             {
                 for (message, import) in refused {
                     let pos = at(import.map(|at| at.0), import.map(|at| at.1));

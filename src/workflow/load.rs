@@ -87,7 +87,9 @@ pub fn check_bytes(
     validate_workflow(&workflow, known, diagnostics);
     // Parsing succeeded, so the bytes are UTF-8.
     let source = std::str::from_utf8(bytes).unwrap_or_default();
-    let functions = ExpressionChecker::new(source, &workflow).check(&workflow, diagnostics);
+    let functions = ExpressionChecker::new(source, &workflow)
+        .with_repository(known.prompts.repository())
+        .check(&workflow, diagnostics);
     // A script that does not compile is reported; what it defines is then unknown.
     if let Some(functions) = functions {
         super::prompts_check::check_policy_functions(

@@ -343,7 +343,11 @@ fn unknown_name(
 
 fn check_names(step: &Step, known: &KnownNames, diagnostics: &mut Diagnostics) {
     match &step.body {
-        StepBody::RunAgent(agent) if !known.agents.contains(&agent.agent.value) => {
+        StepBody::RunAgent(agent) => {
+            check_agent_place(step, agent, diagnostics);
+            if known.agents.contains(&agent.agent.value) {
+                return;
+            }
             unknown_name(
                 diagnostics,
                 agent.agent.pos,
@@ -458,6 +462,38 @@ fn check_validator_cwd(
                 ),
             )
             .hint("validators run inside the run's worktree: give a folder relative to its root, without `..` above it (e.g. `cwd: crates/core`)");
+    }
+}
+
+/// A RUN_AGENT step's literal `cwd` must stay inside the worktree, as a validator's does (a
+/// computed one is checked when the step runs), and its `env` may not name the kernel's
+/// `TNH_*` variables.
+fn check_agent_place(step: &Step, agent: &super::model::RunAgent, diagnostics: &mut Diagnostics) {
+    if let Some(node) = &agent.cwd
+        && let Some(text) = node.as_str().filter(|text| !text.contains("${"))
+        && let Some(reason) = cwd_leaves_worktree(text)
+    {
+        diagnostics
+            .error(
+                node.pos,
+                "cwd-outside-worktree",
+                format!("`cwd` `{text}` of step `{}` {reason}", step.id.value),
+            )
+            .hint("agents run inside the run's worktree: give a folder relative to its root, without `..` above it (e.g. `cwd: crates/core`)");
+    }
+    for (name, _) in &agent.env {
+        if name.value.starts_with("TNH_") {
+            diagnostics
+                .error(
+                    name.pos,
+                    "invalid-value",
+                    format!(
+                        "`{}` in the `env` of step `{}` is a name the conductor sets for every agent",
+                        name.value, step.id.value
+                    ),
+                )
+                .hint("`TNH_*` variables (`TNH_RUN_ID`, `TNH_STEP_DIR`, …) are the conductor's; give the variable another name");
+        }
     }
 }
 

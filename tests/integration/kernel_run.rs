@@ -754,15 +754,19 @@ fn an_agent_that_cannot_start_says_what_to_do() {
 }
 
 /// A workflow script that fails as it loads (a top-level `throw`, or a repository module that
-/// is missing) ends the run with that reason recorded and the run named, instead of leaving it
-/// marked running with nothing said; resume then says the run is over.
+/// throws at its top level) ends the run with that reason recorded and the run named, instead
+/// of leaving it marked running with nothing said; resume then says the run is over. (A
+/// repository module that is missing is refused before the run starts:
+/// `script_runs::a_missing_or_broken_repository_module_is_refused_before_anything_starts`.)
 #[test]
 fn a_script_that_fails_to_load_ends_the_run_with_its_reason() {
     for (name, script) in [
         ("throws", "  throw \"at load\";\n"),
-        ("missing", "  import \".tnh/scripts/missing\" as m;\n"),
+        ("module throws", "  import \".tnh/scripts/throws\" as m;\n"),
     ] {
         let repo = RunRepo::new();
+        repo.repo
+            .write(".tnh/scripts/throws.rhai", "throw \"module at load\";\n");
         let workflow = repo.workflow_text(
             "load.yaml",
             &format!("workflow_id: load\nversion: 1\ndescription: d\nentry_step: g\nscript: |\n{script}steps:\n  - id: g\n    opcode: GATE\n    gate: queue_for_review\n    routes: {{gate_queued: STOP}}\n"),

@@ -1,5 +1,6 @@
 //! The one integration-test binary: one module per feature.
 
+mod agent_cwd_env;
 mod artifact_schemas;
 mod cli;
 mod evidence_folder;
@@ -36,6 +37,7 @@ mod schema;
 mod script;
 mod script_context;
 mod script_fields;
+mod script_runs;
 mod starter_workflows;
 mod support;
 mod tnh_adrs;

@@ -513,3 +513,134 @@ steps:
     assert_eq!(agent.len(), 1, "{agent:?}");
     assert_eq!(agent[0]["rule"], "modify_lockfiles");
 }
+
+/// `repo_with_validator` plus a second registered validator, `second`, running `argv`.
+fn repo_with_two_validators(first: &str, second: &str) -> RunRepo {
+    let repo = repo_with_validator(first);
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("{config}  second:\n    argv: {second}\n"),
+    );
+    repo
+}
+
+/// Review 1 §1: the second validator's `args` expression failed after the first validator had
+/// run and written outside `allowed_paths`: the run ended without the capture or the policy
+/// check, the first validator's result was lost. Every validator's expressions are evaluated
+/// before any validator runs, so the step stops before anything ran, naming the expression.
+#[test]
+fn a_validator_expression_that_fails_stops_the_step_before_any_validator_runs() {
+    let repo = repo_with_two_validators("echo forbidden > outside.txt", "[\"true\"]");
+    let workflow = repo.workflow_text(
+        "args_fail.yaml",
+        r#"workflow_id: args_fail
+version: 1
+description: the second validator's args fail
+entry_step: check
+defaults:
+  policy: {allowed_paths: ["src/**"]}
+script: |
+  fn boom() { throw "args failed" }
+steps:
+  - id: check
+    opcode: RUN_VALIDATION
+    run:
+      - tests
+      - {id: second, kind: builtin, args: ["${{ boom() }}"]}
+    routes: {"*": STOP}
+"#,
+    );
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let events = repo.events(run_id);
+    let types = crate::kernel_support::event_types(&events);
+    assert!(
+        !types.iter().any(|kind| kind == "runner_started"),
+        "no validator ran: {types:?}"
+    );
+    let worktree = repo.path().join(".tnh/worktrees").join(run_id);
+    assert!(!worktree.join("outside.txt").exists());
+    // The failure names the expression's position, as fields of the event too (review 1 §12g).
+    let failed = crate::kernel_support::first_event(&events, "step_failed");
+    assert!(
+        failed["error"].as_str().unwrap().contains("args failed"),
+        "{failed}"
+    );
+    assert!(
+        failed["file"].as_str().unwrap().ends_with("args_fail.yaml"),
+        "{failed}"
+    );
+    // The `throw` in the script's `boom`, called from the second validator's `args`.
+    assert_eq!(failed["line"], 8, "{failed}");
+    assert!(failed["column"].is_u64(), "{failed}");
+    assert_eq!(failed["code"], "script", "{failed}");
+}
+
+/// Review 1 §1, the rest of it: when a validator cannot be run after another one ran (here a
+/// program found nowhere), what the first one did is still recorded — its result, the capture,
+/// the policy check with its violation, the visit's manifest — and the step stops resumable.
+#[test]
+fn a_validator_that_cannot_run_after_another_ran_keeps_the_first_ones_evidence_and_violation() {
+    let repo = repo_with_two_validators(
+        "echo forbidden > outside.txt; echo first-validator-output",
+        "[\"no-such-validator-program-xyz\"]",
+    );
+    let workflow = repo.workflow_text(
+        "spawn_fail.yaml",
+        r#"workflow_id: spawn_fail
+version: 1
+description: the second validator cannot be run
+entry_step: check
+defaults:
+  policy: {allowed_paths: ["src/**"]}
+steps:
+  - id: check
+    opcode: RUN_VALIDATION
+    run: [tests, second]
+    routes: {"*": STOP}
+"#,
+    );
+    let (code, result, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let events = repo.events(run_id);
+    let violations = violations_of(&events, "check", 1);
+    assert!(
+        violations
+            .iter()
+            .any(|violation| violation["path"] == "outside.txt"),
+        "{violations:?}"
+    );
+    let types = crate::kernel_support::event_types(&events);
+    assert!(
+        types.iter().any(|kind| kind == "runner_completed"),
+        "{types:?}"
+    );
+    let report = repo.json(run_id, "artifacts/check/1/validation_report.json");
+    assert_eq!(report["validators"]["tests"]["exit_code"], 0, "{report}");
+    assert!(
+        report["validators"]["second"]["cause"]
+            .as_str()
+            .unwrap()
+            .contains("could not run"),
+        "{report}"
+    );
+    let stdout = std::fs::read_to_string(
+        repo.run_dir(run_id)
+            .join("artifacts/check/1/validators/tests/stdout.txt"),
+    )
+    .unwrap();
+    assert!(stdout.contains("first-validator-output"), "{stdout}");
+    let manifest = repo.json(run_id, "artifacts/check/1/manifest.json");
+    assert_eq!(manifest["termination"], "error", "{manifest}");
+    assert_eq!(
+        manifest["evidence_summary"]["policy_violations"], 1,
+        "{manifest}"
+    );
+    let summary = repo.json(run_id, "artifacts/check/1/policy_summary.json");
+    assert_eq!(summary["verdict"], "violation", "{summary}");
+    let failed = crate::kernel_support::first_event(&events, "step_failed");
+    assert_eq!(failed["resumable"], true, "{failed}");
+}

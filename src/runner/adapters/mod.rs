@@ -15,7 +15,7 @@ use super::RunnerError;
 use super::artifacts::{self, ArtifactRecord, PermissionDenial, RunnerMetadata, TokenUsage, names};
 use super::cancel::Cancellation;
 use super::clock::rfc3339;
-use super::env::{HostEnv, agent_environment};
+use super::env::{HostEnv, agent_environment, with_step_env};
 use super::profile::{AgentKind, AgentProfile};
 use super::progress::CaptureFormat;
 use super::state::{BUDGET_TOLERANCE_USD, StopReason, Termination};
@@ -32,7 +32,7 @@ pub struct StepRequest {
     pub profile: AgentProfile,
     /// The rendered prompt, written to stdin and saved as `runner_prompt`.
     pub prompt: String,
-    /// The worktree the agent works in (its cwd).
+    /// The folder the agent works in (its cwd): the worktree, or the step's `cwd` inside it.
     pub worktree: PathBuf,
     /// The step's artifact directory (created if missing).
     pub step_dir: PathBuf,
@@ -48,6 +48,9 @@ pub struct StepRequest {
     pub tnh_variables: BTreeMap<String, String>,
     /// The conductor's environment, filtered before the agent sees it.
     pub host_env: HostEnv,
+    /// The step's own `env`, added to the filtered environment (a `TNH_*` name never replaces
+    /// the kernel's variable).
+    pub env: Vec<(String, String)>,
 }
 
 /// The result of an agent step.
@@ -120,10 +123,13 @@ pub async fn run_agent(
         AgentKind::Codex => codex::invocation(request, &step_dir),
     };
     let stdout_name = stdout_name(invocation.format);
-    let environment = agent_environment(
-        &request.host_env,
-        &request.profile.pass_env,
-        &request.tnh_variables,
+    let environment = with_step_env(
+        agent_environment(
+            &request.host_env,
+            &request.profile.pass_env,
+            &request.tnh_variables,
+        ),
+        &request.env,
     );
     let spec = ProcessSpec {
         kind: crate::runner::ProcessKind::Agent,

@@ -82,8 +82,17 @@ fn validate_refuses_imports_outside_stdlib_and_repository_modules() {
         "workflow_id: x\nversion: 1\ndescription: d\nentry_step: a\nscript: |\n  import \"tnh/paths\" as paths;\n  import \".tnh/scripts/local\" as local;\n  import \"/etc/passwd\" as secrets;\nsteps:\n  - id: a\n    opcode: STOP\n",
     )
     .unwrap();
+    // The repository module is there: `validate` checks that it exists in the repository.
+    write(
+        directory.path(),
+        ".tnh/scripts/local.rhai",
+        "fn local() { 1 }\n",
+    );
+    crate::support::git_in(directory.path(), &["init", "-q", "-b", "main"]);
     let output = conductor()
-        .args(["--color", "never", "validate"])
+        .args(["--color", "never", "--repo"])
+        .arg(directory.path())
+        .arg("validate")
         .arg(&file)
         .output()
         .unwrap();

@@ -112,6 +112,39 @@ fn glob_stops_at_the_entry_limit() {
     failure(&bench, "glob_deep", "more than 3 entries");
 }
 
+/// Review 1 §5: `glob` walked the whole worktree whatever the pattern, so one large folder (a
+/// git-ignored `build/` an agent or a validator filled) made `glob("src/*.txt")` fail, with a
+/// hint no narrower pattern could follow. Only the folders a pattern can match in are entered.
+#[test]
+fn glob_enters_only_the_folders_its_patterns_reach() {
+    const PRUNED: &str = r#"values:
+  sources: "${{ glob(\"src/*.txt\") }}"
+  nested: "${{ glob([\"src/**/*.txt\", \"docs/*.md\"]) }}"
+  top: "${{ glob(\"src/**\") }}"
+  everywhere: "${{ glob(\"**/*.txt\") }}"
+"#;
+    let limits = Limits {
+        max_glob_entries: 50,
+        ..Limits::STANDARD
+    };
+    let bench = Bench::with_limits(PRUNED, limits);
+    for index in 0..200 {
+        bench.write(&format!("build/o{index}.txt"), "x");
+    }
+    bench.write("src/a.txt", "a");
+    bench.write("src/deep/b.txt", "b");
+    bench.write("docs/guide.md", "g");
+    assert_eq!(bench.ok("sources"), json!(["src/a.txt"]));
+    assert_eq!(
+        bench.ok("nested"),
+        json!(["docs/guide.md", "src/a.txt", "src/deep/b.txt"])
+    );
+    assert_eq!(bench.ok("top"), json!(["src/a.txt", "src/deep/b.txt"]));
+    // A pattern that reaches the large folder still meets the bound, and says where.
+    let error = failure(&bench, "everywhere", "more than 50 entries to search");
+    assert!(error.to_string().contains("`build/`"), "{error}");
+}
+
 #[test]
 fn changed_files_and_diff_stat_come_from_the_supplied_changes() {
     let bench = bench();

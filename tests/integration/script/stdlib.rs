@@ -267,11 +267,17 @@ const MANY: &str = r#"script: |
       }
   }
   fn limit() { policy::max_changed_files(100) }
+  fn summary(n) { inputs::diff_summary(n) }
+  fn first(n) { changed_files(n).map(|c| c.path) }
 values:
   reason: "${{ review_reason(`parser::empty`) }}"
   helpers: "${{ helpers() }}"
   changed: "${{ changed_files().len() }}"
   limit: "${{ limit() }}"
+  summary: "${{ summary(2) }}"
+  summary_none: "${{ summary(0) }}"
+  first: "${{ first(3) }}"
+  negative: "${{ first(-1) }}"
 "#;
 
 /// Review §7: each change is a 6-entry map and Rhai counts the entries of all maps in a value
@@ -318,5 +324,49 @@ fn more_changes_than_a_value_holds_are_refused_by_name_and_still_counted() {
     assert_eq!(
         bench.eval_in("limit", &ctx).unwrap(),
         json!("20001 files changed; the policy allows at most 100")
+    );
+}
+
+/// Review 1 §10: `inputs::diff_summary(n)` looped over `changed_files()`, so it failed once more
+/// than 20,000 files changed (vendoring, generated files). It reads only the first `n` changes
+/// now (`changed_files(n)`), whatever their number.
+#[test]
+fn diff_summary_works_beyond_the_changes_one_value_holds() {
+    let bench = Bench::new(MANY);
+    let ctx = with_changes(json!({}), many_changes(50_000));
+    assert_eq!(
+        bench
+            .eval_in("summary", &ctx)
+            .unwrap_or_else(|error| panic!("{error}")),
+        json!(
+            "50000 files changed (+50000 -0): 50000 added, 0 modified, 0 deleted, 0 renamed\nadded tests/module_0/case_0.rs (+1 -0)\nadded src/module_0/file_1.rs (+1 -0)\n... and 49998 more"
+        )
+    );
+    assert_eq!(
+        bench.eval_in("summary_none", &ctx).unwrap(),
+        json!(
+            "50000 files changed (+50000 -0): 50000 added, 0 modified, 0 deleted, 0 renamed\n... and 50000 more"
+        )
+    );
+    assert_eq!(
+        bench.eval_in("first", &ctx).unwrap(),
+        json!([
+            "tests/module_0/case_0.rs",
+            "src/module_0/file_1.rs",
+            "src/module_0/file_2.rs"
+        ])
+    );
+    let error = bench.eval_in("negative", &ctx).unwrap_err().to_string();
+    assert!(
+        error.contains("changed_files: the number of changes to give is negative (-1)"),
+        "{error}"
+    );
+    // Fewer changes than asked for: all of them, and no "more" line.
+    let few = with_changes(json!({}), many_changes(2));
+    assert_eq!(
+        bench.eval_in("summary", &few).unwrap(),
+        json!(
+            "2 files changed (+2 -0): 2 added, 0 modified, 0 deleted, 0 renamed\nadded tests/module_0/case_0.rs (+1 -0)\nadded src/module_0/file_1.rs (+1 -0)"
+        )
     );
 }
