@@ -606,10 +606,10 @@ fn drive(
     }
 }
 
-/// A run whose workflow script cannot be loaded — it throws or loops at its top level, or a
-/// module it imports is missing or does not compile (modules resolve in the run's worktree, so
-/// this is only known once it exists) — ends with that reason recorded, instead of staying
-/// marked running with nothing said.
+/// A run whose workflow script cannot be loaded — it, or a module it imports, throws or loops
+/// at its top level (a module that is missing or does not compile is refused before the run
+/// starts, when the workflow is validated) — ends with that reason recorded, instead of
+/// staying marked running with nothing said.
 fn unloadable(
     recorder: &mut Recorder,
     state: &mut RunState,
