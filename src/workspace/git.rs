@@ -636,25 +636,34 @@ mod tests {
     fn a_watched_process_is_killed_with_its_group_at_the_limit() {
         let mut command = Command::new("sh");
         command
-            .args(["-c", "sleep 30 & echo $!; wait"])
+            .args(["-c", "sleep 3600 & echo $!; wait"])
             .stdout(Stdio::piped())
             .process_group(0);
         let mut running =
             Running::watch(command.spawn().unwrap(), Duration::from_millis(200)).unwrap();
+        let mut stdout = BufReader::new(running.child.stdout.take().unwrap());
         let mut line = String::new();
-        BufReader::new(running.child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        stdout.read_line(&mut line).unwrap();
         let sleeper: i32 = line.trim().parse().unwrap();
         let (status, timed_out) = running.finish().unwrap();
         assert!(timed_out, "{status:?}");
         assert_eq!(status.signal(), Some(Signal::SIGKILL as i32));
-        // The background `sleep`, reparented and killed, is gone or a zombie being reaped.
-        let state = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap_or_default();
-        let alive = state
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z'));
-        assert!(!alive, "{state}");
+        // The background `sleep` holds the shell's stdout: the end of that output is the event
+        // of its death. Waited for on a channel, so a `sleep` left alive fails the test (after
+        // a bound only a broken kill reaches) instead of hanging it for an hour.
+        let (ended, end) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+            let _ = ended.send(());
+        });
+        let gone = end.recv_timeout(Duration::from_secs(60)).is_ok();
+        if !gone {
+            let _ = nix::sys::signal::kill(Pid::from_raw(sleeper), Signal::SIGKILL);
+        }
+        assert!(
+            gone,
+            "the background process {sleeper} outlived its group's kill"
+        );
 
         let mut quick = Command::new("true");
         quick.process_group(0);

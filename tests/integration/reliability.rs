@@ -1290,20 +1290,6 @@ steps:
         final_state.starts_with("blocked stopped plant"),
         "{final_state}"
     );
-    // What the hung git started went with it.
-    let sleeper: i32 = std::fs::read_to_string(&sleeper)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let state = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap_or_default();
-    let alive = state
-        .rsplit_once(") ")
-        .is_some_and(|(_, rest)| !rest.starts_with('Z'));
-    assert!(
-        !alive,
-        "the process the hung git started still runs: {state}"
-    );
     // Once git answers again, the run resumes: the step runs again from its snapshot and the
     // run ends as it would have.
     let resumed = repo.conductor(&["resume", &run_id]);
@@ -1331,5 +1317,20 @@ steps:
             .count(),
         2,
         "the step ran again on resume"
+    );
+    // What the hung git started went with it (looked at only now, long after its kill, so
+    // its exit is complete).
+    let sleeper: i32 = std::fs::read_to_string(&sleeper)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let state = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap_or_default();
+    let alive = state
+        .rsplit_once(") ")
+        .is_some_and(|(_, rest)| !rest.starts_with('Z'));
+    assert!(
+        !alive,
+        "the process the hung git started still runs: {state}"
     );
 }
