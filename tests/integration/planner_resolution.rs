@@ -28,30 +28,9 @@ const SHIPPED: [(&str, &[&str], &str); 5] = [
     ("generative_eval.yaml", &[], "evaluate"),
 ];
 
-/// The starter-workflow setup (the scripted agent as `claude-code` and `codex`, the starter
-/// task prompts, passing validators) with `planners` appended to the configuration.
+/// The starter-workflow setup with `planners` appended to the configuration.
 fn starter_repo(planners: &str) -> RunRepo {
-    let repo = RunRepo::new();
-    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents/scripted.py");
-    let profile = format!(
-        "{{kind: command, argv: [python3, \"{}\"]}}",
-        agent.display()
-    );
-    repo.repo.write(
-        ".tnh/config.yaml",
-        &format!(
-            "agents:\n  claude-code: {profile}\n  codex: {profile}\nvalidators:\n  tests: {{argv: [sh, -c, \"exit 0\"]}}\n  lint: {{argv: [sh, -c, \"exit 0\"]}}\n  typecheck: {{argv: [sh, -c, \"exit 0\"]}}\n{planners}"
-        ),
-    );
-    for entry in std::fs::read_dir(fixture("starter/prompts/task")).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        repo.repo.write(
-            &format!(".tnh/prompts/task/{name}"),
-            &std::fs::read_to_string(&path).unwrap(),
-        );
-    }
-    repo
+    crate::starter_workflows::starter_repo_with(planners)
 }
 
 fn first_decision(repo: &RunRepo, workflow: &str, args: &[&str], step: &str) -> serde_json::Value {

@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use crate::kernel_support::RunRepo;
 use crate::support::{fixture, stderr_text};
 
-fn starter_repo() -> RunRepo {
+/// The starter-workflow setup: the scripted agent as `claude-code` and `codex`, the starter
+/// task prompts, passing validators, and `extra_config` appended to the configuration (say a
+/// `planners:` section).
+pub fn starter_repo_with(extra_config: &str) -> RunRepo {
     let repo = RunRepo::new();
     let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents/scripted.py");
     let profile = format!(
@@ -18,7 +21,7 @@ fn starter_repo() -> RunRepo {
     repo.repo.write(
         ".tnh/config.yaml",
         &format!(
-            "agents:\n  claude-code: {profile}\n  codex: {profile}\nvalidators:\n  tests: {{argv: [sh, -c, \"exit 0\"]}}\n  lint: {{argv: [sh, -c, \"exit 0\"]}}\n  typecheck: {{argv: [sh, -c, \"exit 0\"]}}\n"
+            "agents:\n  claude-code: {profile}\n  codex: {profile}\nvalidators:\n  tests: {{argv: [sh, -c, \"exit 0\"]}}\n  lint: {{argv: [sh, -c, \"exit 0\"]}}\n  typecheck: {{argv: [sh, -c, \"exit 0\"]}}\n{extra_config}"
         ),
     );
     for entry in std::fs::read_dir(fixture("starter/prompts/task")).unwrap() {
@@ -30,6 +33,10 @@ fn starter_repo() -> RunRepo {
         );
     }
     repo
+}
+
+fn starter_repo() -> RunRepo {
+    starter_repo_with("")
 }
 
 fn shipped(name: &str) -> PathBuf {
