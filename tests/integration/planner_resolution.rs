@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::kernel_support::RunRepo;
-use crate::support::{fixture, stderr_text};
+use crate::support::stderr_text;
 
 /// The shipped workflows with an EVALUATE step, their parameters, and their first EVALUATE.
 const SHIPPED: [(&str, &[&str], &str); 5] = [
