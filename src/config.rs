@@ -286,10 +286,7 @@ fn check_branch_globs(node: &Node) -> Result<(), (Pos, String)> {
         let Some(pattern) = item.as_str() else {
             continue;
         };
-        if let Err(error) = globset::GlobBuilder::new(pattern)
-            .literal_separator(true)
-            .build()
-        {
+        if let Err(error) = compile_glob(pattern) {
             return Err((
                 item.pos,
                 format!(
@@ -300,6 +297,14 @@ fn check_branch_globs(node: &Node) -> Result<(), (Pos, String)> {
         }
     }
     Ok(())
+}
+
+/// Compiles a configured glob as its users do (the workspace guard, `tnh adr`): `*` does not
+/// cross `/`.
+fn compile_glob(pattern: &str) -> Result<globset::Glob, globset::Error> {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
 }
 
 /// Where `tnh adr` and `tnh context` look for ADRs when `adr_paths` is not set.
@@ -339,10 +344,7 @@ fn adr_paths(node: &Node) -> Result<Vec<String>, (Pos, String)> {
                 ),
             ));
         };
-        if let Err(error) = globset::GlobBuilder::new(pattern)
-            .literal_separator(true)
-            .build()
-        {
+        if let Err(error) = compile_glob(pattern) {
             return Err((
                 item.pos,
                 format!(

@@ -46,29 +46,47 @@ pub fn root() -> Result<PathBuf, TnhError> {
 pub fn git(root: &Path, args: &[&str]) -> Result<String, TnhError> {
     let output = git_output(root, args)?;
     if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(TnhError::new(
-            format!("git {} failed: {}", args.join(" "), stderr.trim()),
-            "check the repository state",
-        ));
+        return Err(git_failed(args, &output.stderr));
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// git in `root`, paths unquoted (`core.quotePath=off`).
+fn git_command(root: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new("git");
+    command
+        .current_dir(root)
+        .args(["-c", "core.quotePath=off"])
+        .args(args);
+    command
+}
+
+/// git could not be started.
+fn cannot_run_git(error: &std::io::Error) -> TnhError {
+    TnhError::new(
+        format!("cannot run git: {error}"),
+        "install git and put it on PATH",
+    )
+}
+
+/// git ran and failed, saying `stderr`.
+fn git_failed(args: &[&str], stderr: &[u8]) -> TnhError {
+    TnhError::new(
+        format!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(stderr).trim()
+        ),
+        "check the repository state",
+    )
 }
 
 /// Runs git in `root` (paths unquoted: `core.quotePath=off`) and returns what it did; only a
 /// git that cannot be started is an error here.
 fn git_output(root: &Path, args: &[&str]) -> Result<std::process::Output, TnhError> {
-    Command::new("git")
-        .current_dir(root)
-        .args(["-c", "core.quotePath=off"])
-        .args(args)
+    git_command(root, args)
         .output()
-        .map_err(|error| {
-            TnhError::new(
-                format!("cannot run git: {error}"),
-                "install git and put it on PATH",
-            )
-        })
+        .map_err(|error| cannot_run_git(&error))
 }
 
 /// Runs git in `root` with the index `index` (`GIT_INDEX_FILE`) when given, keeping at most
@@ -81,23 +99,15 @@ pub fn git_capped(
     cap: usize,
 ) -> Result<(String, bool), TnhError> {
     use std::io::Read as _;
-    let mut command = Command::new("git");
+    let mut command = git_command(root, args);
     command
-        .current_dir(root)
-        .args(["-c", "core.quotePath=off"])
-        .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     if let Some(index) = index {
         command.env("GIT_INDEX_FILE", index);
     }
-    let mut child = command.spawn().map_err(|error| {
-        TnhError::new(
-            format!("cannot run git: {error}"),
-            "install git and put it on PATH",
-        )
-    })?;
+    let mut child = command.spawn().map_err(|error| cannot_run_git(&error))?;
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         let _ = child.kill();
         let _ = child.wait();
@@ -130,14 +140,7 @@ pub fn git_capped(
         ));
     }
     if !cut && !status.as_ref().is_ok_and(std::process::ExitStatus::success) {
-        return Err(TnhError::new(
-            format!(
-                "git {} failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&stderr).trim()
-            ),
-            "check the repository state",
-        ));
+        return Err(git_failed(args, &stderr));
     }
     Ok((String::from_utf8_lossy(&bytes).into_owned(), cut))
 }
