@@ -119,62 +119,51 @@ fn read_error(message: String, hint: &str) -> ReadProblem {
 
 /// Reads a file, refusing anything that is not a regular file (a directory, a FIFO, a device,
 /// a socket; a symbolic link is followed) and anything larger than the parser accepts, without
-/// reading more than that into memory. The file is opened with `O_NONBLOCK`, so a FIFO with no
-/// writer cannot block the open: it is refused from its `fstat`.
+/// reading more than that into memory. The file is opened as the run directory's files are
+/// ([`safe_files::open_regular_following`]: a FIFO with no writer cannot block the open).
 fn read_bounded(path: &Path) -> Result<Vec<u8>, ReadProblem> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
+    use crate::artifacts::safe_files;
     let shown = path.display();
-    let flags = nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOCTTY;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits())
-        .open(path)
-        .map_err(|error| {
-            let hint = if error.kind() == std::io::ErrorKind::PermissionDenied {
-                "check the file's permissions"
-            } else {
-                "check the path; pass workflow .yaml files"
-            };
-            read_error(format!("cannot read `{shown}`: {error}"), hint)
-        })?;
-    let metadata = file.metadata().map_err(|error| {
-        read_error(
-            format!("cannot read `{shown}`: {error}"),
-            "check the path; pass workflow .yaml files",
-        )
-    })?;
-    let kind = metadata.file_type();
-    if kind.is_dir() {
-        return Err(read_error(
-            format!("`{shown}` is a directory, not a workflow file"),
-            "pass the workflow's .yaml file(s), e.g. `dir/*.yaml`",
-        ));
-    }
-    if !kind.is_file() {
-        return Err(read_error(
-            format!(
-                "`{shown}` is {}, not a regular file",
-                crate::artifacts::safe_files::kind_name(kind)
+    let file = safe_files::open_regular_following(path).map_err(|error| {
+        // Not a regular file: `stat`, which opens nothing, says what it is.
+        let kind = std::fs::metadata(path).map(|metadata| metadata.file_type());
+        match kind {
+            Ok(kind) if kind.is_dir() => read_error(
+                format!("`{shown}` is a directory, not a workflow file"),
+                "pass the workflow's .yaml file(s), e.g. `dir/*.yaml`",
             ),
-            "pass the workflow's .yaml file: a FIFO, a device or a socket is not read, as it may never end",
-        ));
-    }
-    let limit = yaml::MAX_DOCUMENT_BYTES as u64 + 1;
-    let mut bytes = Vec::new();
-    file.take(limit).read_to_end(&mut bytes).map_err(|error| {
+            Ok(kind) if !kind.is_file() => read_error(
+                format!(
+                    "`{shown}` is {}, not a regular file",
+                    safe_files::kind_name(kind)
+                ),
+                "pass the workflow's .yaml file: a FIFO, a device or a socket is not read, as it may never end",
+            ),
+            _ => {
+                let hint = if error.kind() == std::io::ErrorKind::PermissionDenied {
+                    "check the file's permissions"
+                } else {
+                    "check the path; pass workflow .yaml files"
+                };
+                read_error(format!("cannot read `{shown}`: {error}"), hint)
+            }
+        }
+    })?;
+    let size = file.metadata().map(|metadata| metadata.len()).unwrap_or(0);
+    let limit = yaml::MAX_DOCUMENT_BYTES as u64;
+    let (bytes, more) = safe_files::read_bounded(file, limit).map_err(|error| {
         read_error(
             format!("cannot read `{shown}`: {error}"),
             "check the file's permissions",
         )
     })?;
-    if bytes.len() as u64 == limit {
+    if more {
         // The real size comes from the metadata of the regular file: the rest is never read.
         return Err(ReadProblem {
             code: "file-too-large",
             message: format!(
                 "the file is {} bytes; workflow files are limited to {} bytes",
-                metadata.len().max(limit),
+                size.max(limit + 1),
                 yaml::MAX_DOCUMENT_BYTES
             ),
             hint: "split the workflow or move large data into files it references".to_owned(),
