@@ -193,7 +193,7 @@ impl Git {
             let warnings = String::from_utf8_lossy(&output.stderr).into_owned();
             Ok((output.stdout, warnings))
         } else {
-            Err(self.failure(args, &output))
+            Err(self.failure(args, &output.stderr))
         }
     }
 
@@ -236,7 +236,7 @@ impl Git {
         if output.status.success() || all_tolerated {
             Ok(stderr.into_owned())
         } else {
-            Err(self.failure(args, &output))
+            Err(self.failure(args, &output.stderr))
         }
     }
 
@@ -262,7 +262,7 @@ impl Git {
                 .map_err(|source| WorkspaceError::io("read git's output in", &self.dir, source))
         })?;
         if !ended.status.success() {
-            return Err(self.failure(args, &ended));
+            return Err(self.failure(args, &ended.stderr));
         }
         written.map_err(|source| WorkspaceError::io("write to git in", &self.dir, source))
     }
@@ -283,7 +283,7 @@ impl Git {
         if ended.status.success() {
             Ok(value)
         } else {
-            Err(self.failure(args, &ended))
+            Err(self.failure(args, &ended.stderr))
         }
     }
 
@@ -400,7 +400,7 @@ impl Git {
         }
     }
 
-    fn failure<I, S>(&self, args: I, output: &impl Stderr) -> WorkspaceError
+    fn failure<I, S>(&self, args: I, stderr: &[u8]) -> WorkspaceError
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
@@ -408,7 +408,7 @@ impl Git {
         WorkspaceError::Git {
             command: describe(args),
             dir: self.dir.clone(),
-            stderr: String::from_utf8_lossy(output.stderr()).trim().to_owned(),
+            stderr: String::from_utf8_lossy(stderr).trim().to_owned(),
         }
     }
 }
@@ -429,23 +429,6 @@ where
 struct Ended {
     status: ExitStatus,
     stderr: Vec<u8>,
-}
-
-/// What git said on stderr, from an [`Output`] or an [`Ended`].
-trait Stderr {
-    fn stderr(&self) -> &[u8];
-}
-
-impl Stderr for Output {
-    fn stderr(&self) -> &[u8] {
-        &self.stderr
-    }
-}
-
-impl Stderr for Ended {
-    fn stderr(&self) -> &[u8] {
-        &self.stderr
-    }
 }
 
 /// How long one git command may run before it is killed: `TNH_GIT_TIMEOUT` (a duration such
