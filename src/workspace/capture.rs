@@ -182,18 +182,20 @@ impl Workspace {
             access_restored,
             unrecorded: folders,
         } = self.refresh_scratch_index()?;
-        let mut files = match write_patch(&scratch, since, patch_file)? {
+        // Written once here, the trees of the changed folders are found by the next snapshot.
+        let tree = scratch.text(["write-tree"])?;
+        // The patch is the change between the two trees, from their blobs alone: it shows
+        // what the tree records even if a process the agent left behind still writes.
+        let mut files = match write_patch(&self.git, since, &tree, patch_file)? {
             Some(files) => files,
             // The patch's sections did not line up with git's records, which this reader does
             // not expect: git counts the lines itself.
-            None => changes_against(&scratch, since)?,
+            None => self.changes_between(&since.tree, &tree)?,
         };
         files.extend(folders.iter().map(|path| unrecorded(path)));
         Ok(Capture {
             status: self.status_of(since, files, access_restored)?,
-            // Written once here, the trees of the changed folders are found by the next
-            // snapshot.
-            tree: scratch.text(["write-tree"])?,
+            tree,
         })
     }
 
@@ -217,7 +219,8 @@ impl Workspace {
 
     /// The changed paths between two trees of the worktree (say `pre_run`'s and the tree a
     /// checkpoint recorded), sorted by path, read from git's objects alone: neither the worktree
-    /// nor the scratch index is touched, so a step's guard never sees the read.
+    /// nor the scratch index is touched, so a step's guard never sees the read, and the
+    /// worktree may change meanwhile (a rollback counts what it undoes while it resets).
     pub fn changes_between(
         &self,
         from_tree: &str,
@@ -226,7 +229,8 @@ impl Workspace {
         if from_tree == to_tree {
             return Ok(Vec::new());
         }
-        let raw = self.git.bytes([
+        let (_no_index, git) = blobs_only(&self.git)?;
+        let raw = git.bytes([
             "diff-tree",
             "-r",
             "-z",
@@ -312,8 +316,9 @@ fn unrecorded(path: &str) -> ChangedFile {
     }
 }
 
-/// The changed paths between `since` and the scratch index, read from git's objects alone
-/// (the worktree is not looked at, so it may change meanwhile).
+/// The changed paths between `since` and the scratch index. Not from git's objects alone:
+/// where the scratch index says a file matches its object, git reads the worktree's file
+/// instead, so the worktree must not change meanwhile (`changes_between` two trees may).
 fn changes_against(scratch: &Git, since: &Snapshot) -> Result<Vec<ChangedFile>, WorkspaceError> {
     let raw = scratch.bytes([
         "diff-index",
@@ -328,7 +333,7 @@ fn changes_against(scratch: &Git, since: &Snapshot) -> Result<Vec<ChangedFile>, 
     parse_raw_numstat(&raw)
 }
 
-/// The totals of the change between `since` and the scratch index, from git's objects alone.
+/// The totals of the change between `since` and the scratch index (see `changes_against`).
 pub(crate) fn diffstat_against(
     scratch: &Git,
     since: &Snapshot,
@@ -488,9 +493,20 @@ fn quote_path(prefix: &[u8], path: &[u8], out: &mut Vec<u8>) {
 /// Writes the binary-safe patch from `since` to the scratch index into `patch_file`, and
 /// returns the changed files with the lines each adds and removes as counted in the patch's
 /// hunks (`None` when the sections do not line up with git's records).
+/// `git` reading an index that does not exist, with the folder that would hold it (kept
+/// while `git` is used). Where an index says a worktree file matches a blob being diffed,
+/// git reads the file instead of the blob; with no index, it reads blobs only.
+fn blobs_only(git: &Git) -> Result<(tempfile::TempDir, Git), WorkspaceError> {
+    let folder = tempfile::tempdir()
+        .map_err(|source| WorkspaceError::io("create a folder in", std::env::temp_dir(), source))?;
+    let git = git.with_index(&folder.path().join("index"));
+    Ok((folder, git))
+}
+
 fn write_patch(
-    scratch: &Git,
+    git: &Git,
     since: &Snapshot,
+    tree: &str,
     patch_file: &Path,
 ) -> Result<Option<Vec<ChangedFile>>, WorkspaceError> {
     // A new file, never one the agent left under this name in its step folder (a link to a
@@ -503,8 +519,8 @@ fn write_patch(
         // operator's configuration says.
         "-c",
         "core.quotePath=true",
-        "diff-index",
-        "--cached",
+        "diff-tree",
+        "-r",
         "-z",
         "--raw",
         "-p",
@@ -514,11 +530,13 @@ fn write_patch(
         "--no-ext-diff",
         "--no-textconv",
         since.tree.as_str(),
+        tree,
     ];
-    let counted = scratch.stream(args, |output| {
+    let (_no_index, git) = blobs_only(git)?;
+    let counted = git.stream(args, |output| {
         read_raw_and_patch(output, &mut sink).map_err(|broken| match broken {
             Broken::Read(source) => {
-                WorkspaceError::io("read git diff-index output for", patch_file, source)
+                WorkspaceError::io("read git diff-tree output for", patch_file, source)
             }
             Broken::Write(source) => WorkspaceError::io("write", patch_file, source),
             Broken::Record(token) => parse_error(&token),
@@ -692,7 +710,7 @@ mod tests {
 
     use super::*;
     use crate::ids::StepId;
-    use crate::workspace::test_support::{committed_workspace, put};
+    use crate::workspace::test_support::{committed_workspace, git, put};
 
     /// A workspace whose worktree holds every kind of change since its `pre_step` snapshot,
     /// including names git quotes and contents that look like patch headers.
@@ -742,9 +760,10 @@ mod tests {
         let scratch_dir = tempfile::tempdir().unwrap();
         let (workspace, snapshot) = changed_workspace(scratch_dir.path());
         let scratch = workspace.refresh_scratch_index().unwrap().git;
+        let tree = scratch.text(["write-tree"]).unwrap();
         let patch = scratch_dir.path().join("change.patch");
 
-        let from_patch = write_patch(&scratch, &snapshot, &patch)
+        let from_patch = write_patch(&workspace.git, &snapshot, &tree, &patch)
             .unwrap()
             .expect("every section lines up with its record");
         let from_numstat = changes_against(&scratch, &snapshot).unwrap();
@@ -783,6 +802,78 @@ mod tests {
             String::from_utf8_lossy(&written).contains("\"b/quote\\\"and\\\\back.txt\""),
             "quoted header"
         );
+    }
+
+    /// git reads a file from the worktree instead of its blob where an index says the two
+    /// match; the changes between two trees are read from the blobs alone, so a worktree a
+    /// rollback is rewriting meanwhile cannot change them.
+    #[test]
+    fn changes_between_two_trees_never_read_the_worktree() {
+        let root = tempfile::tempdir().unwrap();
+        let (workspace, from) = workspace_trusting_stat(root.path());
+        let dir = workspace.path();
+        rewrite_keeping_stat(dir, b"b\nb\n");
+        git(dir, &["add", "f.txt"]);
+        let to = String::from_utf8(git(dir, &["write-tree"])).unwrap();
+        let to = to.trim();
+        rewrite_keeping_stat(dir, b"cccc");
+        let read_through_index = git(dir, &["diff-tree", "-r", "--numstat", &from.tree, to]);
+        assert_eq!(
+            String::from_utf8_lossy(&read_through_index),
+            "1\t1\tf.txt\n",
+            "git read the rewritten file, not the blob: the case this guards against"
+        );
+
+        let files = workspace.changes_between(&from.tree, to).unwrap();
+
+        assert_eq!(files.len(), 1, "{files:?}");
+        assert_eq!((files[0].lines_added, files[0].lines_removed), (2, 1));
+    }
+
+    /// A capture's patch is the change to the tree it records, even where a file was
+    /// rewritten after git hashed it (a process the agent left behind).
+    #[test]
+    fn a_captures_patch_shows_what_its_tree_records() {
+        let root = tempfile::tempdir().unwrap();
+        let (workspace, since) = workspace_trusting_stat(root.path());
+        let dir = workspace.path();
+        rewrite_keeping_stat(dir, b"b\nb\n");
+        workspace.refresh_scratch_index().unwrap();
+        rewrite_keeping_stat(dir, b"cccc");
+        let patch = root.path().join("change.patch");
+
+        let capture = workspace.capture_since(&since, &patch).unwrap();
+
+        let recorded = git(dir, &["cat-file", "-p", &format!("{}:f.txt", capture.tree)]);
+        assert_eq!(recorded, b"b\nb\n", "git kept the hash it trusted");
+        let patch = std::fs::read_to_string(&patch).unwrap();
+        assert!(patch.contains("\n+b\n+b\n"), "{patch}");
+        assert!(!patch.contains("cccc"), "{patch}");
+        let file = &capture.status.files[0];
+        assert_eq!((file.lines_added, file.lines_removed), (2, 1));
+    }
+
+    /// A workspace on one commit holding `f.txt`, whose git trusts a file's size and
+    /// whole-second time alone (as configuration may ask), and its `pre_run` snapshot.
+    fn workspace_trusting_stat(root: &Path) -> (Workspace, Snapshot) {
+        let workspace = committed_workspace(root, &[("f.txt", b"aaaa\n")], "objects");
+        let dir = workspace.path();
+        git(dir, &["config", "core.checkStat", "minimal"]);
+        git(dir, &["config", "core.trustctime", "false"]);
+        let pre_run = workspace.pre_run().unwrap();
+        (workspace, pre_run)
+    }
+
+    /// Rewrites `f.txt` in place with `contents` (the same size each time) and one fixed
+    /// time long ago: to such a git, the file passes for what it hashed before.
+    fn rewrite_keeping_stat(dir: &Path, contents: &[u8]) {
+        put(dir, "f.txt", contents);
+        let file = std::fs::File::options()
+            .write(true)
+            .open(dir.join("f.txt"))
+            .unwrap();
+        let long_ago = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1 << 30);
+        file.set_modified(long_ago).unwrap();
     }
 
     /// A patch that cannot be written (a full disk) is an error naming the file, and git,

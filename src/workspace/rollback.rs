@@ -184,29 +184,42 @@ impl Workspace {
         self.repair_git_link()?;
         // An agent may have left HEAD on a deleted branch; that is what rollback repairs.
         let head_before = self.head_commit();
+        // The files as they are, as a tree in git's objects (one `write-tree` of the index
+        // just refreshed).
+        let tree_before = scratch.text(["write-tree"]).ok();
         if let Some(announce) = announce {
-            // The files as they are, as a tree in git's objects (one `write-tree` of the
-            // index just refreshed).
-            let tree_before = scratch.text(["write-tree"]).ok();
             announce(&RollbackStart {
                 snapshot: &snapshot,
                 head_before: &head_before,
                 tree_before: tree_before.as_deref(),
             })?;
         }
-        // Its line counts come from those objects alone, so they are counted while git resets
-        // the worktree; the scratch index is left alone until both are done.
-        let (before, reset) = std::thread::scope(|scope| {
-            let counting = scope.spawn(|| super::capture::diffstat_against(&scratch, &snapshot));
-            let reset = self.reset_hard_with_access(target, &snapshot);
-            let before = counting.join().unwrap_or_else(|_| {
-                Err(WorkspaceError::Parse {
-                    command: "diff-index --numstat",
-                    detail: "counting the lines to undo failed".to_owned(),
-                })
-            });
-            (before, reset)
-        });
+        // The line counts of that tree against the snapshot's come from git's objects alone,
+        // so they are counted while git resets the worktree. They are counted between the two
+        // trees, not against the scratch index: `diff-index --cached` reads a file from the
+        // worktree instead of its object when the index says the two match, and the reset
+        // may remove or rewrite it in between, which counted a removed new file as empty.
+        let (before, reset) = match &tree_before {
+            Some(tree) => std::thread::scope(|scope| {
+                let counting = scope.spawn(|| {
+                    self.changes_between(&snapshot.tree, tree)
+                        .map(|files| super::capture::diffstat_of(&files))
+                });
+                let reset = self.reset_hard_with_access(target, &snapshot);
+                let before = counting.join().unwrap_or_else(|_| {
+                    Err(WorkspaceError::Parse {
+                        command: "diff-tree --numstat",
+                        detail: "counting the lines to undo failed".to_owned(),
+                    })
+                });
+                (before, reset)
+            }),
+            // No tree could be written: counted from the scratch index before the reset.
+            None => {
+                let before = super::capture::diffstat_against(&scratch, &snapshot);
+                (before, self.reset_hard_with_access(target, &snapshot))
+            }
+        };
         access_restored.extend(reset?);
         access_restored.sort();
         access_restored.dedup();
