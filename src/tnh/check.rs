@@ -148,7 +148,7 @@ pub fn run(name: &str, args: &CheckArgs) -> TnhResult {
         .ok()
         .filter(|dir| !dir.is_empty())
         .filter(|dir| std::fs::create_dir_all(dir).is_ok())
-        .map(|dir| Path::new(&dir).join(log_name(name)));
+        .and_then(|dir| reserve_log(Path::new(&dir), name));
     let stdout_path = log.clone().unwrap_or_else(|| scratch.path().join("stdout"));
     let stderr_path = scratch.path().join("stderr");
     let spec = ProcessSpec {
@@ -333,7 +333,7 @@ fn first_failures(files: &[&Path]) -> Vec<String> {
         let text = String::from_utf8_lossy(line);
         let lower = text.to_lowercase();
         if (lower.contains("error") || lower.contains("failed") || lower.contains("panicked"))
-            && !lower.contains("0 failed")
+            && !says_none_failed(&lower)
         {
             found.push(text.into_owned());
         }
@@ -370,6 +370,41 @@ fn first_failures(files: &[&Path]) -> Vec<String> {
     found
 }
 
+/// Whether a lowercase summary line says `0 failed` (the number zero, not the end of `10`):
+/// a passing summary (`test result: ok. 5 passed; 0 failed`), not a failure.
+fn says_none_failed(lower: &str) -> bool {
+    lower.match_indices("0 failed").any(|(at, _)| {
+        !lower[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|before| before.is_ascii_digit())
+    })
+}
+
+/// Reserves a new log for `tnh NAME` in the step folder `dir`: `tnh-NAME.log` for the
+/// step's first call, then `tnh-NAME.2.log`, `tnh-NAME.3.log`, …, so that a later call never
+/// erases the output of one the agent was pointed to. `None` when none can be created.
+fn reserve_log(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::OpenOptionsExt;
+    for call in 1..=MAX_LOGS {
+        let path = dir.join(log_name(name, call));
+        let created = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(&path);
+        match created {
+            Ok(_) => return Some(path),
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// The most logs of one tool kept in a step folder.
+const MAX_LOGS: u32 = 10_000;
+
 /// Appends the file `from` to the log `to`, streaming; false when the log is no longer a
 /// regular file (the tool replaced it) or cannot be written.
 fn append(to: &Path, from: &Path) -> bool {
@@ -391,16 +426,20 @@ fn append(to: &Path, from: &Path) -> bool {
     }
 }
 
-/// The file in the step folder that keeps the whole output of `tnh NAME`.
-fn log_name(name: &str) -> String {
-    format!("{LOG_PREFIX}{name}{LOG_SUFFIX}")
+/// The file in the step folder that keeps the whole output of the step's `call`th `tnh NAME`.
+fn log_name(name: &str, call: u32) -> String {
+    if call == 1 {
+        format!("{LOG_PREFIX}{name}{LOG_SUFFIX}")
+    } else {
+        format!("{LOG_PREFIX}{name}.{call}{LOG_SUFFIX}")
+    }
 }
 
 const LOG_PREFIX: &str = "tnh-";
 const LOG_SUFFIX: &str = ".log";
 
-/// The `tnh test|lint|typecheck` logs in a step folder (regular files named `tnh-<name>.log`),
-/// sorted, for the visit's manifest.
+/// The `tnh test|lint|typecheck` logs in a step folder (regular files named `tnh-<name>.log`,
+/// `tnh-<name>.<N>.log`), by name and then in the order of the calls, for the visit's manifest.
 pub fn tool_logs(visit_dir: &std::path::Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(visit_dir) else {
         return Vec::new();
@@ -415,6 +454,12 @@ pub fn tool_logs(visit_dir: &std::path::Path) -> Vec<String> {
                 && name.ends_with(LOG_SUFFIX)
         })
         .collect();
-    names.sort();
+    names.sort_by_cached_key(|name| {
+        let middle = &name[LOG_PREFIX.len()..name.len() - LOG_SUFFIX.len()];
+        middle
+            .rsplit_once('.')
+            .and_then(|(tool, call)| Some((tool.to_owned(), call.parse::<u32>().ok()?)))
+            .unwrap_or_else(|| (middle.to_owned(), 1))
+    });
     names
 }

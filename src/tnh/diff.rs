@@ -83,7 +83,16 @@ pub fn run(args: &DiffArgs) -> TnhResult {
             .collect()
     } else {
         let tracked = git::with_paths(
-            &["diff", "-M", "--no-color", "--stat", &place.base],
+            // Wide enough that git never shortens a path to `.../` (the agent must be able
+            // to use every path it is shown); the bars keep git's usual width.
+            &[
+                "diff",
+                "-M",
+                "--no-color",
+                "--stat=1000000",
+                "--stat-graph-width=40",
+                &place.base,
+            ],
             &args.paths,
         );
         let (mut text, untracked) = git::git_pair(

@@ -69,17 +69,36 @@ fn cannot_run_git(error: &std::io::Error) -> TnhError {
     )
 }
 
-/// git ran and failed, saying `stderr`.
+/// git ran and failed, saying `stderr`. Two failures an agent causes are named as such: a
+/// `TNH_BASE_SHA` that is not a commit of the repository, and a PATH outside it.
 fn git_failed(args: &[&str], stderr: &[u8]) -> TnhError {
-    TnhError::new(
-        format!(
-            "git {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(stderr).trim()
-        ),
-        "check the repository state",
-    )
+    let said = String::from_utf8_lossy(stderr);
+    let said = said.trim();
+    let base = std::env::var("TNH_BASE_SHA").unwrap_or_default();
+    let about_revision = [
+        "bad revision",
+        "unknown revision",
+        "bad object",
+        "not a valid",
+    ]
+    .iter()
+    .any(|phrase| said.contains(phrase));
+    if !base.is_empty() && args.contains(&base.as_str()) && about_revision && said.contains(&base) {
+        return TnhError::new(
+            format!("TNH_BASE_SHA `{base}` is not a commit of this repository: {said}"),
+            BASE_HINT,
+        );
+    }
+    let hint = if said.contains("is outside repository") {
+        "PATHs are relative to the repository root, not to the current folder (`src/lib.rs`, not `../src/lib.rs`)"
+    } else {
+        "check the repository state"
+    };
+    TnhError::new(format!("git {} failed: {said}", args.join(" ")), hint)
 }
+
+/// What to do about a `TNH_BASE_SHA` that is not a commit.
+const BASE_HINT: &str = "inside a run tnh-conductor sets it to the run's base commit; outside one, unset it (`unset TNH_BASE_SHA`) or set it to a commit (`git rev-parse HEAD`)";
 
 /// Runs git in `root` (paths unquoted: `core.quotePath=off`) and returns what it did; only a
 /// git that cannot be started is an error here.
@@ -167,7 +186,7 @@ pub fn place() -> Result<Place, TnhError> {
         if base.starts_with('-') {
             return Err(TnhError::new(
                 format!("TNH_BASE_SHA `{base}` is not a commit"),
-                "inside a run tnh-conductor sets it to the run's base commit; outside one, unset it (`unset TNH_BASE_SHA`) or set it to a commit (`git rev-parse HEAD`)",
+                BASE_HINT,
             ));
         }
         return Ok(Place {

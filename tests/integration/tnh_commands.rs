@@ -727,3 +727,120 @@ fn a_patch_past_its_bound_is_cut_between_files_and_says_so() {
         &patch[..patch.len().min(2000)]
     );
 }
+
+/// A long path is printed whole in the diffstat (git shortens it to `.../` at 80 columns):
+/// the agent must be able to use every path it is shown.
+#[test]
+fn the_diffstat_prints_long_paths_whole() {
+    let repo = TempRepo::new();
+    let long = "src/a/folder/path/that/goes/on/and/on/and/on/module_with_a_long_name/implementation_file.rs";
+    repo.write(long, "one\n");
+    repo.commit_all("base");
+    repo.write(long, "one\ntwo\n");
+    for args in [&["diff"][..], &["diff", "--stat"][..]] {
+        let text = stdout_text(&run_tnh(repo.path(), args));
+        assert!(text.contains(&format!(" {long} ")), "{args:?}: {text}");
+        assert!(!text.contains(".../"), "{args:?}: {text}");
+        assert!(
+            text.contains("| 1 +\n"),
+            "{args:?}: the bars stay short: {text}"
+        );
+    }
+}
+
+/// Each `tnh test` of a step keeps its own log: a later call never erases the output of a
+/// failing one the agent was pointed to, and the manifest lists them in the order of the calls.
+#[test]
+fn every_check_of_a_step_keeps_its_own_log() {
+    let repo = changed_repo();
+    repo.write(
+        ".tnh/config.yaml",
+        "validators:\n  tests: {argv: [sh, -c, \"if [ -e .passes ]; then echo call-passed; else : > .passes; echo call-failed; exit 1; fi\"]}\n",
+    );
+    let step_dir = tempfile::tempdir().unwrap();
+    let check = || {
+        let output = tnh()
+            .current_dir(repo.path())
+            .args(["test", "--json"])
+            .env("TNH_STEP_DIR", step_dir.path())
+            .env_remove("TNH_BASE_SHA")
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        report["log"].as_str().unwrap().to_owned()
+    };
+    let first = check();
+    let second = check();
+    let third = check();
+
+    assert_ne!(first, second);
+    assert!(first.ends_with("/tnh-tests.log"), "{first}");
+    assert!(second.ends_with("/tnh-tests.2.log"), "{second}");
+    assert!(
+        std::fs::read_to_string(&first)
+            .unwrap()
+            .contains("call-failed")
+    );
+    assert!(
+        std::fs::read_to_string(&second)
+            .unwrap()
+            .contains("call-passed")
+    );
+    assert!(
+        std::fs::read_to_string(&third)
+            .unwrap()
+            .contains("call-passed")
+    );
+    let names: Vec<String> = (2..=11)
+        .map(|call| format!("tnh-tests.{call}.log"))
+        .collect();
+    for name in &names[2..] {
+        std::fs::write(step_dir.path().join(name), "").unwrap();
+    }
+    let mut listed = vec!["tnh-tests.log".to_owned()];
+    listed.extend(names);
+    assert_eq!(tnh_conductor::tnh::tool_logs(step_dir.path()), listed);
+}
+
+/// A summary counting 10 (or 20…) failures is a failure line, as 9 is; `0 failed` is not.
+#[test]
+fn failure_counts_ending_in_zero_are_failures() {
+    let repo = changed_repo();
+    repo.write(
+        ".tnh/config.yaml",
+        "validators:\n  tests: {argv: [sh, -c, \"echo 'test result: ok. 3 passed; 0 failed'; echo 'test result: FAILED. 5 passed; 10 failed'; exit 1\"]}\n",
+    );
+    let output = run_tnh(repo.path(), &["test", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        report["failures"],
+        serde_json::json!(["test result: FAILED. 5 passed; 10 failed"])
+    );
+}
+
+/// git's refusals an agent causes are named: a `TNH_BASE_SHA` that is no commit of the
+/// repository, and a PATH given relative to a subfolder.
+#[test]
+fn a_base_that_is_no_commit_and_a_path_outside_the_root_are_named() {
+    let repo = changed_repo();
+    let output = tnh()
+        .current_dir(repo.path())
+        .arg("context")
+        .env("TNH_BASE_SHA", "deadbeef")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let error = stderr_text(&output);
+    assert!(
+        error.contains("TNH_BASE_SHA `deadbeef` is not a commit of this repository"),
+        "{error}"
+    );
+    assert!(error.contains("unset TNH_BASE_SHA"), "{error}");
+    let output = run_tnh(&repo.path().join("src"), &["diff", "../README.md"]);
+    assert_eq!(output.status.code(), Some(2));
+    let error = stderr_text(&output);
+    assert!(
+        error.contains("PATHs are relative to the repository root"),
+        "{error}"
+    );
+}
