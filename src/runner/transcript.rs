@@ -3,7 +3,8 @@
 //!
 //! The raw streams stay the evidence; this file is a view of them: the prompt, then one short
 //! entry per event (assistant text, tool calls and results, retries, permission denials, the
-//! result), capped in size so a runaway agent cannot produce an unreadable page.
+//! result), capped in size so a runaway agent cannot produce an unreadable page, with control
+//! characters other than newline and tab shown escaped (`\x1b`, `\x00`).
 
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
@@ -96,7 +97,11 @@ pub fn render(format: CaptureFormat, prompt: &str, stdout: &Path, stderr: &Path)
         }
     }
     page.push_str(&text_section("stderr", stderr));
-    page
+    // A page to be read in a terminal or an editor: what the agent printed keeps its text, but
+    // a NUL (which makes tools take the page for binary) or an escape sequence (which would
+    // clear or retitle the operator's terminal) is shown escaped, as the CLI shows it; the raw
+    // streams keep the bytes.
+    crate::cli::terminal_safe(&page).into_owned()
 }
 
 fn text_section(name: &str, path: &Path) -> String {

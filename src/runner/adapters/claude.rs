@@ -70,6 +70,8 @@ struct Reading {
     authentication_failed: bool,
     result: Option<Value>,
     highest_cost: Option<f64>,
+    /// A line too long to read came after the last readable cost: what it reported is unknown.
+    unread_since_cost: bool,
 }
 
 /// Reads the stream: session, turns, cost, usage, denials, the answer, and any failure.
@@ -82,10 +84,13 @@ pub(crate) fn summarize(stdout: &Path) -> std::io::Result<StreamSummary> {
             _ => {
                 reading.summary.unparsed_lines += 1;
                 // Cut at the cap: it may have been the `result`, with a cost nobody read.
-                reading.summary.overlong_event |= line.len() >= EVENT_CAP;
+                reading.unread_since_cost |= line.len() >= EVENT_CAP;
             }
         }
     })?;
+    // Costs are cumulative: a readable cost after an unreadable line bounds whatever that line
+    // reported, so only one with no readable cost after it leaves the cost unknown.
+    reading.summary.overlong_event = reading.unread_since_cost;
     Ok(conclude(reading))
 }
 
@@ -106,6 +111,7 @@ fn observe(reading: &mut Reading, event: Value) {
                 let cost = cost.max(0.0);
                 reading.highest_cost =
                     Some(reading.highest_cost.map_or(cost, |seen| seen.max(cost)));
+                reading.unread_since_cost = false;
             }
             reading.result = Some(event);
         }

@@ -93,8 +93,9 @@ pub(crate) struct StreamSummary {
     /// Set when the stream itself says the run failed: the cause.
     pub failure: Option<String>,
     pub unparsed_lines: u64,
-    /// A line longer than [`transcript::EVENT_CAP`] was cut and could not be read: if it was
-    /// the `result` event, the cost it reported is unknown (Claude).
+    /// A line longer than [`transcript::EVENT_CAP`] was cut and could not be read, with no
+    /// readable cost after it: if it was the `result` event, the cost it reported is unknown
+    /// (Claude; costs are cumulative, so a readable cost after it bounds it).
     pub overlong_event: bool,
 }
 
