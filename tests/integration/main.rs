@@ -4,6 +4,7 @@ mod agent_cwd_env;
 mod artifact_schemas;
 mod cli;
 mod evidence_folder;
+mod exclude_rule;
 mod first_use;
 mod gate;
 mod journal;
