@@ -410,8 +410,15 @@ fn lock_worktrees(common_dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>,
         .map_err(|(_, errno)| WorkspaceError::io("lock", &path, errno.into()))
 }
 
-/// Adds `.tnh/` to `.git/info/exclude` once, so run directories and worktrees never show up
-/// in the operator's `git status`.
+/// The exclude line the conductor writes: anchored to the repository's root, so only
+/// `<repo>/.tnh/` (run directories, managed worktrees) is ignored, never a `.tnh` folder deeper
+/// down, which an agent could otherwise fill unseen.
+const EXCLUDE_LINE: &str = "/.tnh/";
+
+/// Adds `/.tnh/` to `.git/info/exclude` once, so run directories and worktrees never show up
+/// in the operator's `git status`. An unanchored `.tnh/` or `.tnh` line (written by an earlier
+/// version, which hid a `.tnh` folder at any depth) is rewritten in place as `/.tnh/`; every
+/// other line stays byte for byte.
 fn ensure_excluded(common_dir: &Path) -> Result<(), WorkspaceError> {
     let info = common_dir.join("info");
     let exclude = info.join("exclude");
@@ -420,19 +427,45 @@ fn ensure_excluded(common_dir: &Path) -> Result<(), WorkspaceError> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(source) => return Err(WorkspaceError::io("read", &exclude, source)),
     };
-    if existing
-        .lines()
-        .any(|line| matches!(line.trim(), ".tnh/" | ".tnh" | "/.tnh/" | "/.tnh"))
-    {
+    let (mut text, anchored, upgraded) = anchor_exclude_lines(&existing);
+    if anchored && !upgraded {
         return Ok(());
     }
-    std::fs::create_dir_all(&info).map_err(|source| WorkspaceError::io("create", &info, source))?;
-    let mut text = existing;
-    if !text.is_empty() && !text.ends_with('\n') {
+    if !anchored {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str("# tnh-conductor: run directories and managed worktrees\n");
+        text.push_str(EXCLUDE_LINE);
         text.push('\n');
     }
-    text.push_str("# tnh-conductor: run directories and managed worktrees\n.tnh/\n");
+    std::fs::create_dir_all(&info).map_err(|source| WorkspaceError::io("create", &info, source))?;
     std::fs::write(&exclude, text).map_err(|source| WorkspaceError::io("write", &exclude, source))
+}
+
+/// `text` with every unanchored `.tnh/` / `.tnh` line replaced by `/.tnh/`, whether a line
+/// then excludes the root `.tnh` folder, and whether any line was replaced. Git ignores
+/// trailing spaces in a pattern, not leading ones, so only the end is trimmed.
+fn anchor_exclude_lines(text: &str) -> (String, bool, bool) {
+    let mut out = String::with_capacity(text.len() + EXCLUDE_LINE.len());
+    let (mut anchored, mut upgraded) = (false, false);
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end();
+        match body {
+            ".tnh/" | ".tnh" => {
+                out.push_str(EXCLUDE_LINE);
+                out.push_str(&line[body.len()..]);
+                anchored = true;
+                upgraded = true;
+            }
+            "/.tnh/" | "/.tnh" => {
+                out.push_str(line);
+                anchored = true;
+            }
+            _ => out.push_str(line),
+        }
+    }
+    (out, anchored, upgraded)
 }
 
 /// Whether something other than a folder (a symlink, even to a folder, or a file) stands at

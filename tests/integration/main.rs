@@ -5,6 +5,7 @@ mod agent_output;
 mod artifact_schemas;
 mod cli;
 mod evidence_folder;
+mod exclude_rule;
 mod first_use;
 mod gate;
 mod journal;

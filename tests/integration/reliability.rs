@@ -220,7 +220,7 @@ fn eight_runs_started_at_once_in_one_repository_stay_apart() {
         "the operator's exclude rule was lost:\n{exclude}"
     );
     assert_eq!(
-        exclude.lines().filter(|line| *line == ".tnh/").count(),
+        exclude.lines().filter(|line| *line == "/.tnh/").count(),
         1,
         "{exclude}"
     );

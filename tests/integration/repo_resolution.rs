@@ -275,7 +275,7 @@ fn runs_work_in(checkout: &Path, git_folder: &Path) {
         "the feature"
     );
     let exclude = std::fs::read_to_string(git_folder.join("info/exclude")).unwrap();
-    assert!(exclude.lines().any(|line| line == ".tnh/"), "{exclude}");
+    assert!(exclude.lines().any(|line| line == "/.tnh/"), "{exclude}");
     assert_eq!(
         git_in(
             &checkout,

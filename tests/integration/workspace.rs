@@ -82,7 +82,7 @@ fn create_makes_a_worktree_on_the_work_branch_from_head() {
     assert!(
         read(repo.path(), ".git/info/exclude")
             .lines()
-            .any(|line| line == ".tnh/")
+            .any(|line| line == "/.tnh/")
     );
     assert_eq!(
         repo.git(&["rev-parse", "refs/tnh/runs/20260405T100000Z-abc123/pre_run"]),
@@ -96,7 +96,7 @@ fn create_makes_a_worktree_on_the_work_branch_from_head() {
     // A second run adds no second exclude line.
     create(&repo, "run-2");
     let exclude = read(repo.path(), ".git/info/exclude");
-    assert_eq!(exclude.lines().filter(|line| *line == ".tnh/").count(), 1);
+    assert_eq!(exclude.lines().filter(|line| *line == "/.tnh/").count(), 1);
 }
 
 #[test]
