@@ -187,32 +187,52 @@ impl Driver<'_> {
         // A signal that arrived once the step's work was done (the agent had ended on its own,
         // its result was being captured) keeps the visit: it is recorded as completed, and the
         // run stops before the next step. Only a visit the signal cut short (an error, or a
-        // process the cancellation stopped) is left running, for `resume` to run again.
-        if self.run.cancellation.is_cancelled()
-            && self.cut_short(&step_id, visit, result.as_ref().ok())
+        // process the cancellation stopped) is left running, for `resume` to run again. So is
+        // a visit whose agent a stop signal from outside ended (see [`stopped_from_outside`]),
+        // whether or not the conductor got one too: that is no ending of the agent's own.
+        let cancelled = self.run.cancellation.is_cancelled();
+        let outside = result
+            .as_ref()
+            .ok()
+            .and_then(|result| self.stopped_from_outside(&step_id, visit, result, cancelled));
+        if outside.is_some() || (cancelled && self.cut_short(&step_id, visit, result.as_ref().ok()))
         {
-            let signal = self.signal();
+            let (cause, reason) = match outside {
+                Some(signal) if !cancelled => (
+                    format!("the agent was stopped by {signal} from outside the conductor"),
+                    format!("the agent was stopped by {signal} from outside the conductor"),
+                ),
+                _ => {
+                    let signal = self.signal();
+                    (
+                        format!("operator interrupt ({signal})"),
+                        format!("interrupted by the operator ({signal})"),
+                    )
+                }
+            };
+            // What the agent said in its run log before it was stopped is said now.
+            ingest_runlog(self.recorder, &step_id, visit)?;
             // The visit stays marked running: `resume` records it as interrupted, restores its
             // pre-step snapshot and runs the step again, exactly as after a crash.
             self.recorder.event(
                 EventType::RunInterrupted,
                 Some((&step_id, visit)),
-                payload([("cause", format!("operator interrupt ({signal})").into())]),
+                payload([("cause", cause.into())]),
             )?;
-            self.recorder.commit(
-                &mut self.state,
-                Some(&format!("interrupted by the operator ({signal})")),
-            )?;
-            self.recorder.write_blocked(&format!(
-                "interrupted by the operator ({signal}); `tnh-conductor resume` continues it"
-            ))?;
+            self.recorder.commit(&mut self.state, Some(&reason))?;
+            self.recorder
+                .write_blocked(&format!("{reason}; `tnh-conductor resume` continues it"))?;
             return Ok(Some(RunEnd::Interrupted { step_id }));
         }
         let result = match result {
             Ok(result) => result,
             Err(error) => match run_dir_failure(error, self.recorder.run_dir().root()) {
                 Ok(failure) => return Err(failure.into()),
-                Err(error) => return self.step_failed(&step_id, visit, &error).map(Some),
+                Err(error) => {
+                    // The agent may have run before the step failed: its run log is said too.
+                    ingest_runlog(self.recorder, &step_id, visit)?;
+                    return self.step_failed(&step_id, visit, &error).map(Some);
+                }
             },
         };
         let mut result = result;
@@ -286,6 +306,48 @@ impl Driver<'_> {
             .any(|event| event.payload.values().any(stopped))
     }
 
+    /// The stop signal (`SIGHUP`, `SIGINT`, `SIGTERM`) that ended the agent of a RUN_AGENT
+    /// visit when the conductor did not send it: the agent's leader died of it while the
+    /// supervisor had stopped nothing (`runner_metadata.json`: a `signal` and no
+    /// `termination.reason`). While the conductor is itself being interrupted (`cancelled`),
+    /// an exit code of 128 + one of them counts too: that is how programs that catch the
+    /// signal report it. Such an ending is not the agent's own: `systemctl stop` with
+    /// `KillMode=control-group`, a `kill` to every process or a container runtime signal the
+    /// whole tree, and the agent may get the signal a moment before the conductor (or alone).
+    /// A death by any other signal (a crash, SIGKILL from the OOM killer) stays an `error`.
+    fn stopped_from_outside(
+        &self,
+        step_id: &str,
+        visit: u32,
+        result: &opcode::StepResult,
+        cancelled: bool,
+    ) -> Option<&'static str> {
+        if result.manifest.opcode != "RUN_AGENT"
+            || result.report.outcome != crate::outcome::Outcome::Error
+        {
+            return None;
+        }
+        let path = self
+            .recorder
+            .run_dir()
+            .visit_dir(step_id, visit)
+            .join(crate::runner::artifacts::names::METADATA);
+        let metadata: crate::runner::RunnerMetadata =
+            crate::artifacts::read_json(&path, "runner metadata").ok()?;
+        if metadata.termination.reason.is_some() {
+            return None;
+        }
+        let reported = metadata
+            .exit_code
+            .filter(|_| cancelled)
+            .and_then(|code| code.checked_sub(128));
+        let number = metadata.signal.or(reported)?;
+        STOP_SIGNALS
+            .iter()
+            .find(|(signal, _)| *signal as i32 == number)
+            .map(|(_, name)| *name)
+    }
+
     /// The signal that cancelled the run, as events name it (`Ctrl-C`, `SIGTERM`, …).
     fn signal(&self) -> String {
         self.run
@@ -315,106 +377,16 @@ impl Driver<'_> {
         Ok(RunEnd::Interrupted { step_id })
     }
 
-    /// Turns the agent's `tnh runlog append` entries into `agent_runlog` events: the agent
-    /// writes only its step folder, the kernel alone numbers events.
+    /// [`ingest_runlog`] for a visit that ended: the run log is listed in its manifest.
     fn ingest_runlog(
         &mut self,
         step_id: &str,
         visit: u32,
         manifest: &mut crate::artifacts::StepManifest,
     ) -> Result<(), DriveError> {
-        let file = crate::tnh::runlog::RUNLOG_FILE;
-        let path = self.recorder.run_dir().visit_dir(step_id, visit).join(file);
-        // The agent wrote this file: any bytes, any JSON, or no file at all but a FIFO (whose
-        // open would wait forever for a writer), a link to `/dev/zero` or a huge file. Only a
-        // regular file is read, and only its first `MAX_RUNLOG_BYTES`; each line that is a
-        // JSON object becomes an event of its own fields, as text of bounded length, named
-        // so they never collide with the event's own (`timestamp` is the kernel's; the
-        // agent's is `logged_at`), up to `MAX_RUNLOG_ENTRIES` events. What is not read —
-        // the whole file, its end, lines that are not objects — is said in one more event.
-        let read = crate::artifacts::safe_files::open_regular(&path).and_then(|opened| {
-            crate::artifacts::safe_files::read_bounded(opened, MAX_RUNLOG_BYTES)
-        });
-        let (mut bytes, oversized) = match read {
-            Ok(read) => read,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(error) => {
-                let message = format!("{file} was not read: {error}");
-                return self.record_runlog_problem(step_id, visit, message);
-            }
-        };
-        if oversized {
-            // The cut may fall inside a line: that line is not read.
-            let whole = bytes
-                .iter()
-                .rposition(|byte| *byte == b'\n')
-                .map_or(0, |end| end + 1);
-            bytes.truncate(whole);
+        if let Some(entry) = ingest_runlog(self.recorder, step_id, visit)? {
+            manifest.artifacts.push(entry);
         }
-        let mut skipped = 0_usize;
-        let mut recorded = 0_usize;
-        let mut over_count = 0_usize;
-        for line in bytes.split(|byte| *byte == b'\n') {
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let Ok(serde_json::Value::Object(entry)) = serde_json::from_slice(line) else {
-                skipped += 1;
-                continue;
-            };
-            if recorded == MAX_RUNLOG_ENTRIES {
-                over_count += 1;
-                continue;
-            }
-            self.recorder.event(
-                EventType::AgentRunlog,
-                Some((step_id, visit)),
-                runlog_fields(&entry),
-            )?;
-            recorded += 1;
-        }
-        let mut problems = Vec::new();
-        if skipped > 0 {
-            problems.push(format!(
-                "{skipped} line(s) of {file} were not JSON objects and were skipped"
-            ));
-        }
-        if over_count > 0 {
-            problems.push(format!(
-                "{over_count} entries past the first {MAX_RUNLOG_ENTRIES} were not recorded"
-            ));
-        }
-        if oversized {
-            problems.push(format!(
-                "{file} is larger than {} MiB: only its first {} MiB were read",
-                MAX_RUNLOG_BYTES >> 20,
-                MAX_RUNLOG_BYTES >> 20
-            ));
-        }
-        if !problems.is_empty() {
-            self.record_runlog_problem(step_id, visit, problems.join("; "))?;
-        }
-        manifest.artifacts.push(crate::artifacts::ArtifactEntry {
-            role: crate::artifacts::ArtifactRole::AgentRunlog,
-            path: format!("artifacts/{step_id}/{visit}/{file}"),
-            media_type: "application/x-ndjson".into(),
-            required: false,
-            important: true,
-        });
-        Ok(())
-    }
-
-    /// The `agent_runlog` event of kind `unreadable` that says what of the run log was not
-    /// turned into events, and why.
-    fn record_runlog_problem(
-        &mut self,
-        step_id: &str,
-        visit: u32,
-        message: String,
-    ) -> Result<(), DriveError> {
-        let fields = payload([("kind", "unreadable".into()), ("message", message.into())]);
-        self.recorder
-            .event(EventType::AgentRunlog, Some((step_id, visit)), fields)?;
         Ok(())
     }
 
@@ -508,6 +480,132 @@ pub(super) fn finish_with_error(
         reason,
     })
 }
+
+/// Turns the agent's `tnh runlog append` entries into `agent_runlog` events: the agent
+/// writes only its step folder, the kernel alone numbers events. Returns the manifest entry
+/// of the run log, when there is one.
+///
+/// Done once per visit: when the visit ends (completed or failed), when the operator's
+/// interrupt cuts it short, or — for a visit left running by a crash — when `resume`
+/// records it as interrupted ([`runlog_recorded`] says whether it was done already).
+pub(super) fn ingest_runlog(
+    recorder: &mut Recorder,
+    step_id: &str,
+    visit: u32,
+) -> Result<Option<crate::artifacts::ArtifactEntry>, ArtifactsError> {
+    let file = crate::tnh::runlog::RUNLOG_FILE;
+    let path = recorder.run_dir().visit_dir(step_id, visit).join(file);
+    // The agent wrote this file: any bytes, any JSON, or no file at all but a FIFO (whose
+    // open would wait forever for a writer), a link to `/dev/zero` or a huge file. Only a
+    // regular file is read, and only its first `MAX_RUNLOG_BYTES`; each line that is a
+    // JSON object becomes an event of its own fields, as text of bounded length, named
+    // so they never collide with the event's own (`timestamp` is the kernel's; the
+    // agent's is `logged_at`), up to `MAX_RUNLOG_ENTRIES` events. What is not read —
+    // the whole file, its end, lines that are not objects — is said in one more event.
+    let read = crate::artifacts::safe_files::open_regular(&path)
+        .and_then(|opened| crate::artifacts::safe_files::read_bounded(opened, MAX_RUNLOG_BYTES));
+    let (mut bytes, oversized) = match read {
+        Ok(read) => read,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => {
+            let message = format!("{file} was not read: {error}");
+            record_runlog_problem(recorder, step_id, visit, message)?;
+            return Ok(None);
+        }
+    };
+    if oversized {
+        // The cut may fall inside a line: that line is not read.
+        let whole = bytes
+            .iter()
+            .rposition(|byte| *byte == b'\n')
+            .map_or(0, |end| end + 1);
+        bytes.truncate(whole);
+    }
+    let mut skipped = 0_usize;
+    let mut recorded = 0_usize;
+    let mut over_count = 0_usize;
+    for line in bytes.split(|byte| *byte == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let Ok(serde_json::Value::Object(entry)) = serde_json::from_slice(line) else {
+            skipped += 1;
+            continue;
+        };
+        if recorded == MAX_RUNLOG_ENTRIES {
+            over_count += 1;
+            continue;
+        }
+        recorder.event(
+            EventType::AgentRunlog,
+            Some((step_id, visit)),
+            runlog_fields(&entry),
+        )?;
+        recorded += 1;
+    }
+    let mut problems = Vec::new();
+    if skipped > 0 {
+        problems.push(format!(
+            "{skipped} line(s) of {file} were not JSON objects and were skipped"
+        ));
+    }
+    if over_count > 0 {
+        problems.push(format!(
+            "{over_count} entries past the first {MAX_RUNLOG_ENTRIES} were not recorded"
+        ));
+    }
+    if oversized {
+        problems.push(format!(
+            "{file} is larger than {} MiB: only its first {} MiB were read",
+            MAX_RUNLOG_BYTES >> 20,
+            MAX_RUNLOG_BYTES >> 20
+        ));
+    }
+    if !problems.is_empty() {
+        record_runlog_problem(recorder, step_id, visit, problems.join("; "))?;
+    }
+    Ok(Some(crate::artifacts::ArtifactEntry {
+        role: crate::artifacts::ArtifactRole::AgentRunlog,
+        path: format!("artifacts/{step_id}/{visit}/{file}"),
+        media_type: "application/x-ndjson".into(),
+        required: false,
+        important: true,
+    }))
+}
+
+/// The `agent_runlog` event of kind `unreadable` that says what of the run log was not
+/// turned into events, and why.
+fn record_runlog_problem(
+    recorder: &mut Recorder,
+    step_id: &str,
+    visit: u32,
+    message: String,
+) -> Result<(), ArtifactsError> {
+    let fields = payload([("kind", "unreadable".into()), ("message", message.into())]);
+    recorder.event(EventType::AgentRunlog, Some((step_id, visit)), fields)?;
+    Ok(())
+}
+
+/// Whether the run log of a visit was turned into events already: an `agent_runlog` event of
+/// the visit is recorded.
+pub(super) fn runlog_recorded(
+    events: &[crate::artifacts::Event],
+    (step_id, visit): (&str, u32),
+) -> bool {
+    events.iter().any(|event| {
+        event.event_type == EventType::AgentRunlog
+            && event.step_id.as_deref() == Some(step_id)
+            && event.visit == Some(visit)
+    })
+}
+
+/// The signals that stop a process when someone outside it wants it stopped, with their
+/// names: a death by one of them the conductor did not send leaves a visit interrupted.
+const STOP_SIGNALS: [(nix::sys::signal::Signal, &str); 3] = [
+    (nix::sys::signal::Signal::SIGHUP, "SIGHUP"),
+    (nix::sys::signal::Signal::SIGINT, "SIGINT"),
+    (nix::sys::signal::Signal::SIGTERM, "SIGTERM"),
+];
 
 /// `text` cut to at most `limit` characters (an ellipsis marks the cut).
 /// The most of a step's run log that is read: 4 MiB (its first lines; the rest is said to be

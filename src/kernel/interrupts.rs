@@ -7,6 +7,11 @@
 //!
 //! The handlers are installed once and stay: a signal is never lost between two phases, nor
 //! between the end of a drive and the `--wait` prompt.
+//!
+//! A signal that was ignored when the process started stays ignored: `nohup tnh-conductor
+//! run …` ignores SIGHUP so that closing the terminal does not stop the run, and a
+//! non-interactive shell starts a job `&` with SIGINT (and SIGQUIT) ignored. Those launchers
+//! asked for exactly that; the conductor keeps it (and its agents inherit it).
 
 use std::sync::Mutex;
 
@@ -18,7 +23,8 @@ use crate::runner::{CancelHandle, Cancellation};
 static LISTENING: Mutex<Option<Cancellation>> = Mutex::new(None);
 
 /// Listens to Ctrl-C, SIGTERM and SIGHUP (once per process; later calls return the same
-/// cancellation). From the moment this returns, none of them has its default action.
+/// cancellation). From the moment this returns, none of them has its default action; one that
+/// was ignored when this was first called (`nohup`, a background job) stays ignored.
 pub fn listen() -> std::io::Result<Cancellation> {
     let mut listening = LISTENING
         .lock()
@@ -30,6 +36,8 @@ pub fn listen() -> std::io::Result<Cancellation> {
         .enable_io()
         .build()?;
     let (handle, cancellation) = CancelHandle::new();
+    // Read before any handler is installed: installing one replaces the disposition.
+    let ignored = ignored_signals();
     // Registered here, before returning: a signal from now on is counted.
     let streams = {
         let _entered = runtime.enter();
@@ -39,6 +47,7 @@ pub fn listen() -> std::io::Result<Cancellation> {
             (SignalKind::hangup(), "SIGHUP"),
         ]
         .into_iter()
+        .filter(|(kind, _)| !is_in(ignored, kind.as_raw_value()))
         .map(|(kind, name)| signal(kind).map(|stream| (stream, name)))
         .collect::<std::io::Result<Vec<_>>>()?
     };
@@ -60,6 +69,28 @@ pub fn listen() -> std::io::Result<Cancellation> {
         })?;
     *listening = Some(cancellation.clone());
     Ok(cancellation)
+}
+
+/// The signals this process ignores, as the `SigIgn` mask of `/proc/self/status` (bit `n - 1`
+/// for signal `n`); none when it cannot be read (every signal is then listened to).
+fn ignored_signals() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| parse_ignored(&status))
+        .unwrap_or(0)
+}
+
+/// The `SigIgn` mask of a `/proc/PID/status` text.
+fn parse_ignored(status: &str) -> Option<u64> {
+    let mask = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))?;
+    u64::from_str_radix(mask.trim(), 16).ok()
+}
+
+/// Whether signal `number` is in `mask`.
+fn is_in(mask: u64, number: i32) -> bool {
+    (1..=64).contains(&number) && mask & (1 << (number - 1)) != 0
 }
 
 /// Test hook: `TNH_TEST_SIGNAL_AT_EVENT=N` makes the process send itself SIGTERM right after
@@ -92,4 +123,21 @@ pub(crate) fn with_test_signal(
             observer(event);
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ignored_signals_are_read_from_the_status_mask() {
+        // SIGHUP (1) and SIGINT (2) ignored, as under `nohup` in a background job.
+        let status = "Name:\ttnh-conductor\nSigBlk:\t0000000000000000\nSigIgn:\t0000000000000003\nSigCgt:\t0000000000000000\n";
+        let mask = parse_ignored(status).unwrap();
+        assert!(is_in(mask, 1) && is_in(mask, 2));
+        assert!(!is_in(mask, 15));
+        assert!(!is_in(mask, 0) && !is_in(mask, 65));
+        assert_eq!(parse_ignored("Name:\tx\n"), None);
+        assert_eq!(parse_ignored("SigIgn:\tzz\n"), None);
+    }
 }

@@ -1506,8 +1506,9 @@ fn recover_interrupted_visit(
 
 /// The manifest of a visit that did not finish (termination `interrupted`), listing the files
 /// its agent left in the visit's folder (prompt, raw output, stderr, run log), so the
-/// evidence of an interrupted visit is in the run's record like any other's. A visit that
-/// already has its manifest keeps it.
+/// evidence of an interrupted visit is in the run's record like any other's; the entries of
+/// its run log become `agent_runlog` events unless they already are. A visit that already has
+/// its manifest keeps it.
 fn record_interrupted_manifest(
     workflow: &Workflow,
     recorder: &mut Recorder,
@@ -1520,6 +1521,11 @@ fn record_interrupted_manifest(
     let run_dir = recorder.run_dir().clone();
     if run_dir.visit_manifest(step_id, visit).exists() {
         return Ok(());
+    }
+    // The agent's run-log entries become events once: here, unless the driver did it when the
+    // operator's interrupt cut the visit short.
+    if !super::driver::runlog_recorded(events, (step_id, visit)) {
+        super::driver::ingest_runlog(recorder, step_id, visit)?;
     }
     let visit_dir = run_dir.visit_dir(step_id, visit);
     let tool_logs = crate::tnh::tool_logs(&visit_dir);

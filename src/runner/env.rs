@@ -5,6 +5,9 @@
 //! explicitly passes through (`pass_env`, e.g. `ANTHROPIC_API_KEY`), and the `TNH_*` variables
 //! the kernel gives for the step. The host environment is passed in as a value rather than
 //! read here, so the library stays testable without mutating process-global state.
+//!
+//! Agents call `tnh` (the prompts tell them to): when the operator's `PATH` does not find the
+//! `tnh` beside the running conductor first, that folder is put first on the agent's `PATH`.
 
 use std::collections::BTreeMap;
 
@@ -44,18 +47,22 @@ pub const TOOLCHAIN: [&str; 20] = [
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostEnv {
     variables: BTreeMap<String, String>,
+    /// The folder put first on an agent's `PATH` so that its `tnh` is the one beside the
+    /// running conductor (see [`tnh_folder`]).
+    tnh_dir: Option<String>,
 }
 
 impl HostEnv {
-    /// The current process environment (variables that are not UTF-8 are skipped).
+    /// The current process environment (variables that are not UTF-8 are skipped), and the
+    /// folder of the `tnh` beside this executable when `PATH` would not find that one.
     pub fn from_process() -> HostEnv {
-        HostEnv {
-            variables: std::env::vars_os()
-                .filter_map(|(name, value)| {
-                    Some((name.into_string().ok()?, value.into_string().ok()?))
-                })
-                .collect(),
-        }
+        let variables: BTreeMap<String, String> = std::env::vars_os()
+            .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+            .collect();
+        let tnh_dir = std::env::current_exe()
+            .ok()
+            .and_then(|exe| tnh_folder(&exe, variables.get("PATH").map(String::as_str)));
+        HostEnv { variables, tnh_dir }
     }
 
     /// An environment made of the given pairs (tests, embedding).
@@ -70,6 +77,7 @@ impl HostEnv {
                 .into_iter()
                 .map(|(name, value)| (name.into(), value.into()))
                 .collect(),
+            tnh_dir: None,
         }
     }
 
@@ -77,6 +85,53 @@ impl HostEnv {
     pub fn get(&self, name: &str) -> Option<&str> {
         self.variables.get(name).map(String::as_str)
     }
+
+    /// This environment with `folder` put first on agents' `PATH` (tests, embedding; see
+    /// [`tnh_folder`]).
+    #[must_use]
+    pub fn with_tnh_dir(mut self, folder: &str) -> HostEnv {
+        self.tnh_dir = Some(folder.to_owned());
+        self
+    }
+
+    /// The folder put first on agents' `PATH`, when there is one.
+    pub fn tnh_dir(&self) -> Option<&str> {
+        self.tnh_dir.as_deref()
+    }
+}
+
+/// Where a bare program name is looked for when `PATH` is not set (as `execvp` does).
+const DEFAULT_PATH: &str = "/bin:/usr/bin";
+
+/// The folder to put first on an agent's `PATH` so that the `tnh` it calls is the one beside
+/// `exe` (the running conductor): the same version, which reads the run's files as this
+/// conductor writes them. `None` when there is no executable `tnh` beside `exe`, when `path`
+/// already finds that very file first (an installed conductor: the agent's `PATH` stays the
+/// operator's, in the operator's order), or when the folder cannot be written in `PATH` (not
+/// UTF-8, or holding a `:`).
+pub fn tnh_folder(exe: &std::path::Path, path: Option<&str>) -> Option<String> {
+    let folder = exe.parent()?;
+    let sibling = std::fs::canonicalize(folder.join("tnh")).ok()?;
+    if !is_executable_file(&sibling) {
+        return None;
+    }
+    let found_first = path
+        .unwrap_or(DEFAULT_PATH)
+        .split(':')
+        .map(|entry| if entry.is_empty() { "." } else { entry })
+        .map(|entry| std::path::Path::new(entry).join("tnh"))
+        .find(|candidate| is_executable_file(candidate));
+    if found_first.and_then(|found| std::fs::canonicalize(found).ok()) == Some(sibling) {
+        return None;
+    }
+    let folder = folder.to_str()?;
+    (!folder.contains(':')).then(|| folder.to_owned())
+}
+
+fn is_executable_file(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .is_ok_and(|metadata| metadata.is_file() && metadata.permissions().mode() & 0o111 != 0)
 }
 
 /// The complete environment of an agent process.
@@ -98,6 +153,10 @@ pub fn agent_environment(
         if let Some(value) = host.get(name) {
             environment.insert(name.to_owned(), value.to_owned());
         }
+    }
+    if let Some(folder) = host.tnh_dir() {
+        let path = host.get("PATH").unwrap_or(DEFAULT_PATH);
+        environment.insert("PATH".to_owned(), format!("{folder}:{path}"));
     }
     for (name, value) in tnh_variables {
         if name.starts_with("TNH_") {
@@ -217,6 +276,64 @@ mod tests {
                 ("TNH_RUN_ID".to_owned(), "r".to_owned()),
             ]
         );
+    }
+
+    #[test]
+    fn the_folder_of_the_conductors_tnh_comes_first_on_the_agents_path() {
+        let host = HostEnv::from_pairs([("PATH", "/usr/bin:/bin")]).with_tnh_dir("/opt/tnh");
+        let environment = agent_environment(&host, &[], &BTreeMap::new());
+        assert_eq!(
+            environment,
+            [("PATH".to_owned(), "/opt/tnh:/usr/bin:/bin".to_owned())]
+        );
+        // With no `PATH` at all, the agent still finds what `execvp` would.
+        let bare = HostEnv::default().with_tnh_dir("/opt/tnh");
+        let environment = agent_environment(&bare, &[], &BTreeMap::new());
+        assert_eq!(
+            environment,
+            [("PATH".to_owned(), "/opt/tnh:/bin:/usr/bin".to_owned())]
+        );
+        // A step's own `PATH` replaces it, as it replaces the host's.
+        let stepped = with_step_env(
+            agent_environment(&host, &[], &BTreeMap::new()),
+            &[("PATH".to_owned(), "/mine".to_owned())],
+        );
+        assert_eq!(stepped, [("PATH".to_owned(), "/mine".to_owned())]);
+    }
+
+    #[test]
+    fn the_conductors_folder_is_added_only_when_path_finds_another_tnh_or_none() {
+        use std::os::unix::fs::PermissionsExt;
+        let make = |dir: &std::path::Path, name: &str, mode: u32| {
+            std::fs::create_dir_all(dir).unwrap();
+            let file = dir.join(name);
+            std::fs::write(&file, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+            file
+        };
+        let root = tempfile::tempdir().unwrap();
+        let release = root.path().join("release");
+        let exe = make(&release, "tnh-conductor", 0o755);
+        make(&release, "tnh", 0o755);
+        let other = root.path().join("other");
+        make(&other, "tnh", 0o755);
+        let folder = release.to_str().unwrap();
+        let other_folder = other.to_str().unwrap();
+        // Not on PATH: added.
+        assert_eq!(tnh_folder(&exe, Some("/usr/bin")), Some(folder.to_owned()));
+        assert_eq!(tnh_folder(&exe, None), Some(folder.to_owned()));
+        // On PATH, found first: PATH is left as it is.
+        let on_path = format!("{folder}:/usr/bin");
+        assert_eq!(tnh_folder(&exe, Some(&on_path)), None);
+        // Another `tnh` (an older install) would be found first: added before it.
+        let shadowed = format!("{other_folder}:{folder}");
+        assert_eq!(tnh_folder(&exe, Some(&shadowed)), Some(folder.to_owned()));
+        // No `tnh` beside the conductor, or one that cannot run: nothing to add.
+        let lonely = root.path().join("lonely");
+        let lonely_exe = make(&lonely, "tnh-conductor", 0o755);
+        assert_eq!(tnh_folder(&lonely_exe, Some("/usr/bin")), None);
+        make(&lonely, "tnh", 0o644);
+        assert_eq!(tnh_folder(&lonely_exe, Some("/usr/bin")), None);
     }
 
     #[test]

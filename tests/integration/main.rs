@@ -15,6 +15,7 @@ mod kernel_run;
 mod kernel_support;
 mod mutation;
 mod operator_rollback;
+mod outside_signals;
 mod planner;
 mod planner_backends;
 mod planner_check;
