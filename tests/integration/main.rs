@@ -54,4 +54,5 @@ mod workspace;
 mod workspace_access;
 mod workspace_cli;
 mod workspace_guard;
+mod workspace_hostile_files;
 mod workspace_rollback;
