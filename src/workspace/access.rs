@@ -13,7 +13,13 @@ use std::fs::File;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use nix::sys::stat::{FchmodatFlags, Mode, fchmodat};
+use std::ffi::{CStr, CString};
+
+use nix::dir::{Dir, Type};
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, renameat};
+use nix::sys::stat::{FchmodatFlags, Mode, SFlag, fchmodat, fstatat};
+use nix::unistd::{UnlinkatFlags, unlinkat};
 
 use super::error::WorkspaceError;
 
@@ -105,6 +111,233 @@ pub(crate) fn restore_owner_access(root: &Path) -> Result<Vec<String>, Workspace
     }
     restored.sort();
     Ok(restored)
+}
+
+/// The longest path, in bytes, the kernel accepts (`PATH_MAX` counts the final NUL).
+const PATH_MAX: usize = nix::libc::PATH_MAX as usize;
+
+/// An entry of the worktree git cannot reach: its path relative to the worktree, which git
+/// uses, is too long for the kernel (`ENAMETOOLONG`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TooLong {
+    /// Relative to the worktree.
+    pub(crate) path: Vec<u8>,
+    /// A folder (it stands for everything in it), else a file or a symlink.
+    pub(crate) folder: bool,
+}
+
+/// Opens the folder `name` in `parent`, never through a symlink.
+fn open_folder_at(parent: impl std::os::fd::AsFd, name: &CStr) -> nix::Result<Dir> {
+    Dir::openat(
+        parent,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// The entries of `folder` but `.` and `..`, with whether each is a folder (never following
+/// a symlink).
+fn entries_of(folder: &mut Dir) -> nix::Result<Vec<(CString, bool)>> {
+    let mut names = Vec::new();
+    for entry in folder.iter() {
+        let entry = entry?;
+        let name = entry.file_name();
+        if matches!(name.to_bytes(), b"." | b"..") {
+            continue;
+        }
+        names.push((name.to_owned(), entry.file_type()));
+    }
+    names
+        .into_iter()
+        .map(|(name, kind)| {
+            let is_folder = match kind {
+                Some(kind) => kind == Type::Directory,
+                None => {
+                    let stat = fstatat(&*folder, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)?;
+                    SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFDIR
+                }
+            };
+            Ok((name, is_folder))
+        })
+        .collect()
+}
+
+/// The entries under `root` whose path relative to `root` is too long for git to open a
+/// folder (`PATH_MAX - 1` bytes and more: git opens it as `path/`) or to stat a file
+/// (`PATH_MAX` bytes and more); the first such entry on each branch, not what it holds.
+/// With `remove`, each is removed, a folder with everything in it. Walked relative to each
+/// open folder (`openat`), so the absolute path's length never matters, and never through a
+/// symlink; `root`'s own `.git` is skipped. A whole walk: called only when git complained.
+pub(crate) fn too_long_paths(root: &Path, remove: bool) -> Result<Vec<TooLong>, WorkspaceError> {
+    let failed = |action: &'static str, relative: &[u8], errno: Errno| {
+        let shown = String::from_utf8_lossy(relative);
+        WorkspaceError::io(action, root.join(shown.as_ref()), errno.into())
+    };
+    let mut top = Dir::open(
+        root,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|errno| failed("open", b"", errno))?;
+    let mut found = Vec::new();
+    let mut relative = Vec::new();
+    walk_too_long(&mut top, &mut relative, remove, &mut found)
+        .map_err(|(action, path, errno)| failed(action, &path, errno))?;
+    Ok(found)
+}
+
+type WalkError = (&'static str, Vec<u8>, Errno);
+
+fn walk_too_long(
+    folder: &mut Dir,
+    relative: &mut Vec<u8>,
+    remove: bool,
+    found: &mut Vec<TooLong>,
+) -> Result<(), WalkError> {
+    let entries = entries_of(folder).map_err(|errno| ("list", relative.clone(), errno))?;
+    for (name, is_folder) in entries {
+        let bytes = name.to_bytes();
+        if relative.is_empty() && bytes == b".git" {
+            continue;
+        }
+        let mark = relative.len();
+        if !relative.is_empty() {
+            relative.push(b'/');
+        }
+        relative.extend_from_slice(bytes);
+        let limit = if is_folder { PATH_MAX - 1 } else { PATH_MAX };
+        if relative.len() >= limit {
+            if remove {
+                remove_at(&*folder, &name, is_folder)
+                    .map_err(|errno| ("remove", relative.clone(), errno))?;
+            }
+            found.push(TooLong {
+                path: relative.clone(),
+                folder: is_folder,
+            });
+        } else if is_folder {
+            let mut child = open_folder_at(&*folder, &name)
+                .map_err(|errno| ("open", relative.clone(), errno))?;
+            walk_too_long(&mut child, relative, remove, found)?;
+        }
+        relative.truncate(mark);
+    }
+    Ok(())
+}
+
+/// Removes the entry `name` of `parent`, a folder with everything in it, never through a
+/// symlink. A folder is emptied one level at a time: each non-empty folder inside is moved up
+/// beside it first, so a tree of any depth is removed with two folders open.
+fn remove_at(parent: &Dir, name: &CStr, is_folder: bool) -> nix::Result<()> {
+    if !is_folder {
+        match unlinkat(parent, name, UnlinkatFlags::NoRemoveDir) {
+            Err(Errno::EISDIR) => {}
+            other => return other,
+        }
+    }
+    let mut queue = vec![name.to_owned()];
+    let mut moved = 0_u64;
+    while let Some(folder_name) = queue.pop() {
+        let mut folder = open_folder_at(parent, folder_name.as_c_str())?;
+        for (entry, _) in entries_of(&mut folder)? {
+            match unlinkat(&folder, entry.as_c_str(), UnlinkatFlags::NoRemoveDir) {
+                Err(Errno::EISDIR) => {}
+                other => {
+                    other?;
+                    continue;
+                }
+            }
+            match unlinkat(&folder, entry.as_c_str(), UnlinkatFlags::RemoveDir) {
+                Err(Errno::ENOTEMPTY | Errno::EEXIST) => {}
+                other => {
+                    other?;
+                    continue;
+                }
+            }
+            let beside = loop {
+                moved += 1;
+                let candidate =
+                    CString::new(format!(".tnh-removing-{moved}")).map_err(|_| Errno::EINVAL)?;
+                match fstatat(parent, candidate.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+                    Err(Errno::ENOENT) => break candidate,
+                    Err(errno) => return Err(errno),
+                    Ok(_) => {}
+                }
+            };
+            renameat(&folder, entry.as_c_str(), parent, beside.as_c_str())?;
+            queue.push(beside);
+        }
+        drop(folder);
+        unlinkat(parent, folder_name.as_c_str(), UnlinkatFlags::RemoveDir)?;
+    }
+    Ok(())
+}
+
+/// Opens the folder `relative` under `root` one component at a time, never through a
+/// symlink; `None` when it is not there or not a folder.
+fn open_beneath(root: &Path, relative: &[u8]) -> Result<Option<Dir>, WorkspaceError> {
+    let mut folder = Dir::open(
+        root,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|errno| WorkspaceError::io("open", root, errno.into()))?;
+    for component in relative.split(|byte| *byte == b'/') {
+        if component.is_empty() {
+            continue;
+        }
+        let Ok(name) = CString::new(component) else {
+            return Ok(None);
+        };
+        folder = match open_folder_at(&folder, name.as_c_str()) {
+            Ok(next) => next,
+            Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) => return Ok(None),
+            Err(errno) => {
+                let path = root.join(String::from_utf8_lossy(relative).as_ref());
+                return Err(WorkspaceError::io("open", &path, errno.into()));
+            }
+        };
+    }
+    Ok(Some(folder))
+}
+
+/// Removes everything in the folder `relative` under `root` (the folder stays), never
+/// through a symlink; returns whether it held anything. Nothing happens when it is not a
+/// folder.
+pub(crate) fn empty_folder(root: &Path, relative: &[u8]) -> Result<bool, WorkspaceError> {
+    let Some(mut folder) = open_beneath(root, relative)? else {
+        return Ok(false);
+    };
+    let path = || root.join(String::from_utf8_lossy(relative).as_ref());
+    let entries = entries_of(&mut folder)
+        .map_err(|errno| WorkspaceError::io("list", path(), errno.into()))?;
+    for (name, is_folder) in &entries {
+        remove_at(&folder, name, *is_folder).map_err(|errno| {
+            let entry = path().join(String::from_utf8_lossy(name.to_bytes()).as_ref());
+            WorkspaceError::io("remove", &entry, errno.into())
+        })?;
+    }
+    Ok(!entries.is_empty())
+}
+
+/// Removes the file `relative` under `root`, reaching it without following a symlink.
+pub(crate) fn remove_file_beneath(root: &Path, relative: &[u8]) -> Result<(), WorkspaceError> {
+    let (folder, name) = match relative.iter().rposition(|byte| *byte == b'/') {
+        Some(slash) => (&relative[..slash], &relative[slash + 1..]),
+        None => (&b""[..], relative),
+    };
+    let path = || root.join(String::from_utf8_lossy(relative).as_ref());
+    let Some(folder) = open_beneath(root, folder)? else {
+        return Ok(());
+    };
+    let name = CString::new(name).map_err(|_| {
+        WorkspaceError::io("remove", path(), std::io::ErrorKind::InvalidInput.into())
+    })?;
+    match unlinkat(&folder, name.as_c_str(), UnlinkatFlags::NoRemoveDir) {
+        Ok(()) | Err(Errno::ENOENT) => Ok(()),
+        Err(errno) => Err(WorkspaceError::io("remove", path(), errno.into())),
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::WorkspaceError;
 use super::git::Git;
-use super::snapshot::{Scratch, Snapshot};
+use super::snapshot::{Scratch, Snapshot, Unrecorded};
 use super::worktree::Workspace;
 
 /// Version of the `workspace_status` format.
@@ -164,7 +164,7 @@ impl Workspace {
     pub fn status_since(&self, since: &Snapshot) -> Result<WorkspaceStatus, WorkspaceError> {
         let scratch = self.refresh_scratch_index()?;
         let mut files = changes_against(&scratch.git, since)?;
-        files.extend(scratch.unrecorded.iter().map(|path| unrecorded(path)));
+        files.extend(scratch.unrecorded.iter().map(unrecorded));
         self.status_of(since, files, scratch.access_restored)
     }
 
@@ -192,7 +192,7 @@ impl Workspace {
             // not expect: git counts the lines itself.
             None => self.changes_between(&since.tree, &tree)?,
         };
-        files.extend(folders.iter().map(|path| unrecorded(path)));
+        files.extend(folders.iter().map(unrecorded));
         Ok(Capture {
             status: self.status_of(since, files, access_restored)?,
             tree,
@@ -300,15 +300,20 @@ impl Workspace {
     }
 }
 
-/// A folder git cannot record (a repository created with no commit) as a change: a new
-/// nested repository (mode `160000`), which the policy checks as the folder it is.
-fn unrecorded(path: &str) -> ChangedFile {
+/// A path git cannot record as a change: a new path, a folder (mode `160000`: a repository
+/// created with no commit, a folder too deep for git, a submodule's folder never checked
+/// out that holds files) standing for everything in it, which the policy checks as such.
+fn unrecorded(entry: &Unrecorded) -> ChangedFile {
     ChangedFile {
-        path: path.to_owned(),
+        path: entry.path.clone(),
         old_path: None,
-        kind: ChangeKind::Add,
+        kind: if entry.mode == MODE_SYMLINK {
+            ChangeKind::Symlink
+        } else {
+            ChangeKind::Add
+        },
         old_mode: None,
-        new_mode: Some("160000".to_owned()),
+        new_mode: Some(entry.mode.to_owned()),
         binary: false,
         symlink_target: None,
         lines_added: 0,

@@ -227,17 +227,39 @@ impl Git {
         I: IntoIterator<Item = S> + Clone,
         S: AsRef<OsStr>,
     {
-        let output = self.output(args.clone())?;
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        self.run_tolerating_with_input(args, None, tolerated)
+    }
+
+    /// [`run_tolerating`](Self::run_tolerating) with `input`, if any, on git's stdin.
+    pub(crate) fn run_tolerating_with_input<I, S>(
+        &self,
+        args: I,
+        input: Option<&[u8]>,
+        tolerated: impl Fn(&str) -> bool,
+    ) -> Result<String, WorkspaceError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        let mut written = Ok(());
+        let (_, ended) = self.run_bounded(
+            args.clone(),
+            input.map(|bytes| (bytes, &mut written)),
+            |stdout| {
+                std::io::copy(stdout, &mut std::io::sink())
+                    .map_err(|source| WorkspaceError::io("read git's output in", &self.dir, source))
+            },
+        )?;
+        let stderr = String::from_utf8_lossy(&ended.stderr);
         let all_tolerated = stderr
             .lines()
             .filter(|line| !line.trim().is_empty())
             .all(tolerated);
-        if output.status.success() || all_tolerated {
-            Ok(stderr.into_owned())
-        } else {
-            Err(self.failure(args, &output.stderr))
+        if !(ended.status.success() || all_tolerated) {
+            return Err(self.failure(args, &ended.stderr));
         }
+        written.map_err(|source| WorkspaceError::io("write to git in", &self.dir, source))?;
+        Ok(stderr.into_owned())
     }
 
     /// Runs git and reports whether it exited 0 (for questions such as "does this ref exist").

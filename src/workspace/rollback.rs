@@ -11,7 +11,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::access::{access_denied, restore_owner_access};
+use super::access::{
+    access_denied, empty_folder, remove_file_beneath, restore_owner_access, too_long_paths,
+};
 use super::capture::DiffStat;
 use super::error::WorkspaceError;
 use super::snapshot::{Scratch, Snapshot};
@@ -91,6 +93,12 @@ pub struct RollbackRecord {
     /// remove what they hold. Absent when there were none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub access_restored: Vec<String>,
+    /// Files the rollback kept whose inode had other links (a hard link to a file outside the
+    /// worktree, the operator's checkout say, has the same bytes, so git sees no change): each
+    /// was removed before the reset and written afresh, so no later write to the worktree's
+    /// file reaches the other. Absent when there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hard_links_replaced: Vec<String>,
     /// An earlier rollback of the run by the operator that started (its `rollback_started`
     /// event is recorded) but never completed — killed, possibly after it had reset the
     /// worktree, so that `before` and `head_before` here may show less than was undone.
@@ -181,6 +189,7 @@ impl Workspace {
             mut access_restored,
             unrecorded,
         } = self.refresh_scratch_index()?;
+        let scratch_index = self.scratch_index();
         self.repair_git_link()?;
         // An agent may have left HEAD on a deleted branch; that is what rollback repairs.
         let head_before = self.head_commit();
@@ -194,6 +203,9 @@ impl Workspace {
                 tree_before: tree_before.as_deref(),
             })?;
         }
+        // A file with other links keeps sharing its inode through a reset that finds its
+        // content unchanged: removed now, the reset writes it afresh.
+        let hard_links_replaced = self.remove_hard_links(&scratch_index)?;
         // The line counts of that tree against the snapshot's come from git's objects alone,
         // so they are counted while git resets the worktree. They are counted between the two
         // trees, not against the scratch index: `diff-index --cached` reads a file from the
@@ -224,8 +236,16 @@ impl Workspace {
         access_restored.sort();
         access_restored.dedup();
         let mut before = before?;
-        // Repositories with no commit are not in the tree, but the clean removes them.
+        // What git cannot record is not in the tree, but the rollback removes it: the clean
+        // removes repositories with no commit, names git refuses and paths too long for it
+        // (see `clean`); git never looks into a submodule's folder never checked out.
         before.files_changed += unrecorded.len() as u64;
+        for entry in unrecorded.iter().filter(|entry| entry.mode == "160000") {
+            let folder = self.path().join(&entry.path);
+            if std::fs::symlink_metadata(folder.join(".git")).is_err() {
+                empty_folder(self.path(), entry.path.as_bytes())?;
+            }
+        }
         // HEAD and the index are at the snapshot's commit now: a clean status proves the files
         // equal it, untracked ones included, in one stat pass.
         let exact = self.matches_head_exactly()?;
@@ -258,6 +278,7 @@ impl Workspace {
             before,
             after,
             access_restored,
+            hard_links_replaced,
             interrupted_attempt: None,
         })
     }
@@ -281,7 +302,34 @@ impl Workspace {
             "--ignore-submodules=dirty",
             "--no-renames",
         ])?;
-        Ok(status.is_empty() && !access_denied(&warnings))
+        Ok(status.is_empty() && !access_denied(&warnings) && !warnings.contains("could not "))
+    }
+
+    /// Removes every regular file of the index at `index` (just brought up to date with the
+    /// worktree) whose inode has other links; returns their paths. One `lstat` per file,
+    /// only in a rollback.
+    fn remove_hard_links(&self, index: &std::path::Path) -> Result<Vec<String>, WorkspaceError> {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::MetadataExt;
+        const FILE_TYPE: u32 = 0o170_000;
+        const REGULAR: u32 = 0o100_000;
+        let Ok(index) = git2::Index::open(index) else {
+            return Ok(Vec::new());
+        };
+        let mut removed = Vec::new();
+        for entry in index.iter() {
+            if entry.mode & FILE_TYPE != REGULAR {
+                continue;
+            }
+            let path = self.path().join(std::ffi::OsStr::from_bytes(&entry.path));
+            let linked = std::fs::symlink_metadata(&path)
+                .is_ok_and(|metadata| metadata.is_file() && metadata.nlink() > 1);
+            if linked {
+                remove_file_beneath(self.path(), &entry.path)?;
+                removed.push(String::from_utf8_lossy(&entry.path).into_owned());
+            }
+        }
+        Ok(removed)
     }
 
     /// `reset_hard`; when git is refused access to a path (a file to rewrite or remove in a
@@ -336,7 +384,17 @@ impl Workspace {
             RollbackTarget::PreRun => "-ffdxq",
             RollbackTarget::PreStep => "-ffdq",
         };
-        self.git.run(["clean", clean_flags])
+        match self.git.run(["clean", clean_flags]) {
+            // A path too long for git (`could not lstat`): removed here, relative to each
+            // open folder, then the clean runs again.
+            Err(WorkspaceError::Git { stderr, .. })
+                if stderr.contains("could not lstat") || stderr.contains("could not open") =>
+            {
+                too_long_paths(self.path(), true)?;
+                self.git.run(["clean", clean_flags])
+            }
+            other => other,
+        }
     }
 
     /// An agent killed in the middle of a git command (a timeout during `git commit`) leaves

@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::access::{access_denied, restore_owner_access, restore_root_access};
+use super::access::{
+    TooLong, access_denied, restore_owner_access, restore_root_access, too_long_paths,
+};
 use super::error::WorkspaceError;
 use super::git::Git;
 use super::worktree::Workspace;
@@ -32,9 +34,80 @@ pub(crate) struct Scratch {
     /// Paths whose owner had lost access and was given it back first, relative to the
     /// worktree, sorted; empty normally.
     pub(crate) access_restored: Vec<String>,
-    /// Folders git cannot record: repositories created inside the worktree with no commit
-    /// (`git init`), relative to the worktree, without a trailing `/`.
-    pub(crate) unrecorded: Vec<String>,
+    /// What git cannot record, sorted by path: repositories created inside the worktree
+    /// with no commit (`git init`), names git refuses to index, paths too long for git, the
+    /// folders of submodules never checked out that hold files.
+    pub(crate) unrecorded: Vec<Unrecorded>,
+}
+
+/// A path of the worktree git cannot record; the capture lists it as a new path so the policy
+/// checks it, and a rollback removes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unrecorded {
+    /// Relative to the worktree, without a trailing `/`.
+    pub(crate) path: String,
+    /// The git mode it is reported with: `160000` for a folder, which then stands for
+    /// everything in it (as a nested repository does), else a file's or a symlink's.
+    pub(crate) mode: &'static str,
+}
+
+/// A folder that stands for everything in it.
+const MODE_GITLINK: &str = "160000";
+
+/// How the scratch index is brought up to date with the worktree.
+const ADD_ALL: [&str; 3] = ["add", "--all", "--ignore-errors"];
+
+/// git's warning for a folder it skips.
+const COULD_NOT_OPEN: &str = "warning: could not open directory '";
+
+/// `git add --all --ignore-errors` into the index `git` is bound to, leaving out the paths
+/// `too_long` (git dies on a file it cannot stat); the lines it tolerates are those about
+/// paths it cannot record, which the caller lists, and folders it could not open, which the
+/// caller judges.
+fn add_all(git: &Git, too_long: &[TooLong]) -> Result<String, WorkspaceError> {
+    let tolerated = |line: &str| {
+        nested_without_commit(line).is_some()
+            || refused_path(line).is_some()
+            || (line.starts_with("error: unable to add '") && line.ends_with("' to index"))
+            || line.starts_with(COULD_NOT_OPEN)
+    };
+    if too_long.is_empty() {
+        return git.run_tolerating(ADD_ALL, tolerated);
+    }
+    let mut pathspecs = b".\0".to_vec();
+    for entry in too_long {
+        pathspecs.extend_from_slice(b":(exclude,literal)");
+        pathspecs.extend_from_slice(&entry.path);
+        pathspecs.push(0);
+    }
+    let mut args = ADD_ALL.to_vec();
+    args.extend(["--pathspec-from-file=-", "--pathspec-file-nul"]);
+    git.run_tolerating_with_input(args, Some(&pathspecs), tolerated)
+}
+
+/// The folder of `error: '<folder>' does not have a commit checked out`: a repository an
+/// agent created with `git init` and no commit, which cannot be recorded (and which `git
+/// clean -ff` removes on rollback).
+fn nested_without_commit(line: &str) -> Option<&str> {
+    line.strip_prefix("error: '")?
+        .strip_suffix("' does not have a commit checked out")
+}
+
+/// The path of `error: invalid path '<path>'`: a name git refuses to index (with
+/// `core.protectNTFS`, on by default: `GIT~1`, `.git.`, anything under a `.Git` folder; a
+/// `.gitmodules` symlink).
+fn refused_path(line: &str) -> Option<&str> {
+    line.strip_prefix("error: invalid path '")?
+        .strip_suffix('\'')
+}
+
+/// True when git's messages say it skipped a folder or died on a file, not for a refused
+/// access: a path too long for it may be why (its message is cut at 4 KiB, the reason with it).
+fn skipped_too_long(messages: &str) -> bool {
+    messages.lines().any(|line| {
+        (line.starts_with(COULD_NOT_OPEN) || line.contains("fatal: unable to stat '"))
+            && !access_denied(line)
+    })
 }
 
 fn unix_now() -> i64 {
@@ -195,7 +268,11 @@ impl Workspace {
     /// Brings the scratch index up to date with the worktree (every file, untracked ones
     /// included, ignored ones excluded) and returns git bound to it. When git is refused
     /// access to a path, the owner's access is given back (`access`) and git runs again; a
-    /// path still refused then is an error, never a change left out.
+    /// path still refused then is an error, never a change left out. What git cannot record
+    /// is listed in `unrecorded` instead of failing the whole refresh: a repository with no
+    /// commit, a name git refuses to index (`GIT~1`, `.git.`, a `.gitmodules` symlink), a path
+    /// too long for git to reach, files in a submodule folder never checked out. Any other
+    /// folder git says it could not open is an error.
     pub(crate) fn refresh_scratch_index(&self) -> Result<Scratch, WorkspaceError> {
         let mut access_restored = Vec::new();
         if restore_root_access(self.path())? {
@@ -209,50 +286,105 @@ impl Workspace {
             clear_index_flags(&self.git.with_index(&scratch))?;
         }
         let git = self.git.with_index(&scratch);
-        self.forget_nested_repositories(&git, &scratch)?;
-        let add = ["add", "--all", "--ignore-errors"];
-        // A repository an agent created with `git init` and no commit cannot be recorded;
-        // it is left out (and `git clean -ff` removes it on rollback) rather than failing.
-        let nested_without_commit = |line: &str| {
-            line.starts_with("error: '") && line.ends_with("' does not have a commit checked out")
+        let mut unpopulated = self.forget_nested_repositories(&git, &scratch)?;
+        // Paths too long for git, looked for only once git has complained (a whole walk).
+        let mut too_long: Option<Vec<TooLong>> = None;
+        let mut access_given_back = false;
+        let warnings = loop {
+            let outcome = add_all(&git, too_long.as_deref().unwrap_or_default());
+            // An unreadable folder is only a warning to git, and its files would be left out.
+            let denied = match &outcome {
+                Ok(warnings) => access_denied(warnings),
+                Err(error) => error.is_access_denied(),
+            };
+            if denied && !access_given_back {
+                access_given_back = true;
+                access_restored.extend(restore_owner_access(self.path())?);
+                // A nested repository git could not see into before may show its `.git` now.
+                unpopulated = self.forget_nested_repositories(&git, &scratch)?;
+                continue;
+            }
+            match outcome {
+                Ok(warnings) if denied => {
+                    return Err(WorkspaceError::Git {
+                        command: ADD_ALL.join(" "),
+                        dir: self.path().to_owned(),
+                        stderr: warnings.trim().to_owned(),
+                    });
+                }
+                // git dies on a file whose path is too long to stat, and skips a folder too
+                // long to open with a warning: both are found and left out of the next add.
+                Err(error) if too_long.is_none() && skipped_too_long(&error.to_string()) => {
+                    too_long = Some(too_long_paths(self.path(), false)?);
+                }
+                Ok(warnings) if too_long.is_none() && skipped_too_long(&warnings) => {
+                    too_long = Some(too_long_paths(self.path(), false)?);
+                }
+                Ok(warnings) => break warnings,
+                Err(error) => return Err(error),
+            }
         };
-        // An unreadable folder is only a warning to git, and its files would be left out.
-        let mut warnings = match git.run_tolerating(add, nested_without_commit) {
-            Ok(warnings) if access_denied(&warnings) => None,
-            Err(error) if error.is_access_denied() => None,
-            other => Some(other?),
-        };
-        if warnings.is_none() {
-            access_restored.extend(restore_owner_access(self.path())?);
-            // A nested repository git could not see into before may show its `.git` now.
-            self.forget_nested_repositories(&git, &scratch)?;
-            let again = git.run_tolerating(add, nested_without_commit)?;
-            if access_denied(&again) {
+        let mut unrecorded = Vec::new();
+        for line in warnings.lines() {
+            if let Some(path) = nested_without_commit(line) {
+                unrecorded.push(Unrecorded {
+                    path: path.trim_end_matches('/').to_owned(),
+                    mode: MODE_GITLINK,
+                });
+            } else if let Some(path) = refused_path(line) {
+                unrecorded.push(Unrecorded {
+                    path: path.to_owned(),
+                    mode: self.mode_of(path),
+                });
+            } else if line.starts_with(COULD_NOT_OPEN) {
+                // Not a path too long (those were left out), not a refused access: a folder
+                // whose files would be left out unseen.
                 return Err(WorkspaceError::Git {
-                    command: add.join(" "),
+                    command: ADD_ALL.join(" "),
                     dir: self.path().to_owned(),
-                    stderr: again.trim().to_owned(),
+                    stderr: line.to_owned(),
                 });
             }
-            warnings = Some(again);
         }
-        // Left out of the tree, such a folder must still show in the capture: what the agent
-        // put there escapes the patch but not the policy.
-        let unrecorded = warnings
-            .unwrap_or_default()
-            .lines()
-            .filter(|line| nested_without_commit(line))
-            .filter_map(|line| {
-                let path = line.strip_prefix("error: '")?;
-                let path = path.strip_suffix("' does not have a commit checked out")?;
-                Some(path.trim_end_matches('/').to_owned())
-            })
-            .collect();
+        for entry in too_long.unwrap_or_default() {
+            unrecorded.push(Unrecorded {
+                path: String::from_utf8_lossy(&entry.path).into_owned(),
+                mode: if entry.folder { MODE_GITLINK } else { "100644" },
+            });
+        }
+        // git never looks into a gitlink's folder: files there are listed by the folder.
+        for path in unpopulated {
+            if self.folder_holds_anything(&path) {
+                unrecorded.push(Unrecorded {
+                    path: String::from_utf8_lossy(&path).into_owned(),
+                    mode: MODE_GITLINK,
+                });
+            }
+        }
+        unrecorded.sort_by(|left, right| left.path.cmp(&right.path));
+        unrecorded.dedup_by(|left, right| left.path == right.path);
         Ok(Scratch {
             git,
             access_restored,
             unrecorded,
         })
+    }
+
+    /// The git mode a path git refused to index would have: `120000` for a symlink (so the
+    /// policy checks where it points), `100644` otherwise.
+    fn mode_of(&self, path: &str) -> &'static str {
+        match std::fs::symlink_metadata(self.path().join(path)) {
+            Ok(metadata) if metadata.file_type().is_symlink() => "120000",
+            _ => "100644",
+        }
+    }
+
+    /// True when the folder `path` of the worktree (not through a symlink) holds any entry.
+    fn folder_holds_anything(&self, path: &[u8]) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let folder = self.path().join(std::ffi::OsStr::from_bytes(path));
+        std::fs::symlink_metadata(&folder).is_ok_and(|metadata| metadata.is_dir())
+            && std::fs::read_dir(&folder).is_ok_and(|mut entries| entries.next().is_some())
     }
 
     /// Drops from the scratch index (bound to `git`) every nested repository (gitlink) whose
@@ -262,11 +394,17 @@ impl Workspace {
     /// configuration names (a `core.fsmonitor` hook, a clean filter) — the configuration of a
     /// repository the agent may have created and written. A gitlink with no `.git` in its
     /// folder (a submodule never checked out in the worktree) stays: git asks nothing there,
-    /// and `add` would otherwise drop it as deleted. Nested repositories' contents are never
-    /// recorded, so whether they are dirty does not matter to a snapshot.
-    fn forget_nested_repositories(&self, git: &Git, index: &Path) -> Result<(), WorkspaceError> {
+    /// and `add` would otherwise drop it as deleted; those are returned, since git never
+    /// looks at what their folders hold. Nested repositories' contents are never recorded, so
+    /// whether they are dirty does not matter to a snapshot.
+    fn forget_nested_repositories(
+        &self,
+        git: &Git,
+        index: &Path,
+    ) -> Result<Vec<Vec<u8>>, WorkspaceError> {
         use std::os::unix::ffi::OsStrExt;
         let mut nested = Vec::new();
+        let mut unpopulated = Vec::new();
         for path in gitlinks(git, index)? {
             let dot_git = self
                 .path()
@@ -275,12 +413,14 @@ impl Workspace {
             if std::fs::symlink_metadata(dot_git).is_ok() {
                 nested.extend_from_slice(&path);
                 nested.push(0);
+            } else {
+                unpopulated.push(path);
             }
         }
-        if nested.is_empty() {
-            return Ok(());
+        if !nested.is_empty() {
+            git.run_with_input(["update-index", "--force-remove", "-z", "--stdin"], &nested)?;
         }
-        git.run_with_input(["update-index", "--force-remove", "-z", "--stdin"], &nested)
+        Ok(unpopulated)
     }
 
     /// Starts the scratch index from the worktree's real index, reusing its stat cache so only

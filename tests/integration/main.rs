@@ -57,4 +57,5 @@ mod workspace;
 mod workspace_access;
 mod workspace_cli;
 mod workspace_guard;
+mod workspace_hostile_files;
 mod workspace_rollback;
