@@ -249,6 +249,7 @@ fn quick() -> Limits {
         prompt_settle: Duration::from_secs(2),
         leak_timeout: Duration::from_millis(200),
         max_stdout_bytes: None,
+        max_stderr_bytes: None,
     }
 }
 

@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::RunnerError;
 use super::progress::{CaptureFormat, LineSignal, Stream};
@@ -92,9 +92,13 @@ pub(crate) struct StreamCapture {
     partial: Vec<u8>,
     partial_length: usize,
     /// The most bytes written to the file, if limited.
-    limit: Option<u64>,
+    pub limit: Option<u64>,
     /// More than `limit` bytes arrived: the rest was dropped.
     pub over_limit: bool,
+    /// Where the stream is written.
+    pub path: PathBuf,
+    /// Writing to the file failed (the disk is full, …): nothing more is written.
+    pub write_error: Option<std::io::ErrorKind>,
 }
 
 impl StreamCapture {
@@ -117,6 +121,8 @@ impl StreamCapture {
             partial_length: 0,
             limit: None,
             over_limit: false,
+            path: path.to_path_buf(),
+            write_error: None,
         })
     }
 
@@ -140,10 +146,13 @@ impl StreamCapture {
             }
             _ => chunk,
         };
-        if chunk.is_empty() {
+        if chunk.is_empty() || self.write_error.is_some() {
             return Ok(ChunkSignals::default());
         }
-        self.file.write_all(chunk)?;
+        if let Err(error) = self.file.write_all(chunk) {
+            self.write_error = Some(error.kind());
+            return Err(error);
+        }
         self.bytes += chunk.len() as u64;
         if !self.format.examines_lines() {
             self.ingest_text(chunk, tail);
@@ -236,6 +245,29 @@ impl StreamCapture {
     /// Flushes the file to the kernel.
     pub(crate) fn flush(&mut self) -> std::io::Result<()> {
         self.file.flush()
+    }
+
+    /// The file's name, for causes (`stdout.txt`).
+    pub(crate) fn file_name(&self) -> String {
+        self.path.file_name().map_or_else(
+            || self.path.display().to_string(),
+            |name| name.to_string_lossy().into_owned(),
+        )
+    }
+
+    /// Gives back up to `room` bytes of disk by cutting the end of the file (its first bytes
+    /// stay): what a capture that filled the disk gives so the step can still be recorded.
+    /// Returns the bytes dropped.
+    pub(crate) fn release_room(&mut self, room: u64) -> u64 {
+        let Ok(length) = self.file.metadata().map(|meta| meta.len()) else {
+            return 0;
+        };
+        let kept = length.saturating_sub(room);
+        if self.file.set_len(kept).is_err() {
+            return 0;
+        }
+        self.bytes = self.bytes.min(kept);
+        length - kept
     }
 
     fn extend_partial(&mut self, piece: &[u8]) {

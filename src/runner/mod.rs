@@ -30,7 +30,9 @@ pub use clock::rfc3339;
 pub use env::{HostEnv, TOOLCHAIN, is_secret_name, validator_environment};
 pub use error::RunnerError;
 pub use process::{StrayProcess, processes_with_variable};
-pub use profile::{AgentKind, AgentProfile, builtin_profiles, resolve_profile};
+pub use profile::{
+    AgentKind, AgentProfile, DEFAULT_MAX_OUTPUT_MIB, builtin_profiles, resolve_profile,
+};
 pub use progress::{CaptureFormat, Stream};
 pub use state::{StopReason, Termination};
 pub use supervisor::{Limits, ProcessKind, ProcessSpec, Supervised, supervise, supervise_recorded};

@@ -67,7 +67,16 @@ pub struct AgentProfile {
     /// Arguments appended after the adapter's own (escape hatch for new CLI flags).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_args: Vec<String>,
+    /// The most output kept per stream (stdout, stderr) and visit, in MiB (default
+    /// [`DEFAULT_MAX_OUTPUT_MIB`]): past it the agent is stopped, `killed_policy` with cause
+    /// `output_limit: …`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_output_mib: Option<u64>,
 }
+
+/// The default per-stream output limit of an agent, in MiB.
+pub const DEFAULT_MAX_OUTPUT_MIB: u64 = 256;
 
 /// A scalar value of a Codex `-c key=value` pair.
 ///
@@ -153,7 +162,15 @@ impl AgentProfile {
             append_system_prompt: None,
             pass_env: Vec::new(),
             extra_args: Vec::new(),
+            max_output_mib: None,
         }
+    }
+
+    /// The most bytes of output kept per stream and visit: `max_output_mib`, or the default.
+    pub fn max_output_bytes(&self) -> u64 {
+        self.max_output_mib
+            .unwrap_or(DEFAULT_MAX_OUTPUT_MIB)
+            .saturating_mul(1024 * 1024)
     }
 
     /// A `command` profile running `argv`.
@@ -164,8 +181,15 @@ impl AgentProfile {
         }
     }
 
-    /// Checks what serde cannot: `argv` exactly for commands.
+    /// Checks what serde cannot: `argv` exactly for commands, a positive output limit.
     pub fn check(&self, name: &str) -> Result<(), RunnerError> {
+        if self.max_output_mib == Some(0) {
+            return Err(RunnerError::Profile {
+                agent: name.to_owned(),
+                message: "`max_output_mib` must be at least 1 (MiB of output kept per stream)"
+                    .to_owned(),
+            });
+        }
         let problem = match self.kind {
             AgentKind::Command if self.argv.is_empty() => {
                 Some("`kind: command` needs a non-empty `argv`")
@@ -245,6 +269,19 @@ pub fn resolve_profile(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_output_limit_defaults_to_the_documented_256_mib_per_stream() {
+        let profile = AgentProfile::command(["true"]);
+        assert_eq!(profile.max_output_bytes(), 256 * 1024 * 1024);
+        let limited = AgentProfile {
+            max_output_mib: Some(3),
+            ..profile
+        };
+        assert_eq!(limited.max_output_bytes(), 3 * 1024 * 1024);
+        let documented = include_str!("../../docs/runners.md");
+        assert!(documented.contains("profile's `max_output_mib` (default **256 MiB**"));
+    }
 
     #[test]
     fn design_example_profiles_parse() {

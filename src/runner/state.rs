@@ -23,6 +23,8 @@ use crate::outcome::Outcome;
 /// After SIGKILL, how long output is still drained before pipes held by unkillable (escaped
 /// and untraceable) processes are abandoned.
 const DRAIN_AFTER_KILL: Duration = Duration::from_millis(500);
+/// How much of a capture that filled the disk is given back so the step can be recorded.
+const RECORD_ROOM: u64 = 8 * 1024 * 1024;
 /// A deadline far enough away to mean "no timer".
 const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
 
@@ -61,10 +63,14 @@ pub enum StopReason {
     },
     /// The operator cancelled the run.
     Cancelled,
-    /// The process printed more on stdout than its limit allows (planners).
+    /// The process printed more on a stream than its limit allows (agents: the profile's
+    /// `max_output_mib` per stream; planners: 4 MiB of stdout).
     OutputLimit {
         /// The limit, in bytes.
         limit_bytes: u64,
+        /// The file that reached it (`stdout.txt`, `stderr.txt`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file: Option<String>,
     },
     /// Output could not be written to disk.
     CaptureFailed {
@@ -125,12 +131,46 @@ impl StopReason {
                 dollars(*remaining_budget_usd)
             ),
             StopReason::Cancelled => "cancelled: the operator interrupted the run".to_owned(),
-            StopReason::OutputLimit { limit_bytes } => format!(
+            StopReason::OutputLimit {
+                limit_bytes,
+                file: None,
+            } => format!(
                 "output_limit: more than {limit_bytes} bytes on stdout; the rest was not kept"
+            ),
+            StopReason::OutputLimit {
+                limit_bytes,
+                file: Some(file),
+            } => format!(
+                "output_limit: {file} reached the output limit of {} ({limit_bytes} bytes); the process was stopped and only the first {limit_bytes} bytes were kept",
+                human_size(*limit_bytes)
             ),
             StopReason::CaptureFailed { message } => format!("capture_failed: {message}"),
         }
     }
+}
+
+/// Whether a write failed for lack of space (a full disk, an exhausted quota).
+fn is_disk_full(kind: std::io::ErrorKind) -> bool {
+    matches!(
+        kind,
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
+}
+
+/// The cause of a capture that could not be written: the file, the error, and for a full
+/// disk which disk and what to do.
+fn capture_failure(capture: &StreamCapture, error: &std::io::Error) -> String {
+    let file = capture.file_name();
+    if !is_disk_full(error.kind()) {
+        return format!("cannot write {file}: {error}");
+    }
+    let folder = capture
+        .path
+        .parent()
+        .map_or_else(String::new, |folder| folder.display().to_string());
+    format!(
+        "cannot write {file}: {error}: the disk holding {folder} is full; the process was stopped (hint: free space on that disk)"
+    )
 }
 
 /// Costs within this of each other are equal: a run budget less the sum of float costs is
@@ -155,6 +195,16 @@ pub(crate) fn dollars(amount: f64) -> String {
         format!("{amount:.2}")
     } else {
         trimmed.to_owned()
+    }
+}
+
+/// `1048576` → `1 MiB`, `1000` → `1000 bytes`.
+fn human_size(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} bytes")
     }
 }
 
@@ -304,18 +354,17 @@ impl State {
         } else {
             capture.ingest(&buffer[..count], tail)
         };
-        if capture.over_limit && matches!(stream, Stream::Stdout) {
-            let limit_bytes = capture.bytes;
-            self.begin_stop(StopReason::OutputLimit { limit_bytes }, now);
+        let over_limit = capture.over_limit.then(|| StopReason::OutputLimit {
+            limit_bytes: capture.limit.unwrap_or(capture.bytes),
+            file: Some(capture.file_name()),
+        });
+        let signals = signals.map_err(|error| capture_failure(capture, &error));
+        if let Some(reason) = over_limit {
+            self.begin_stop(reason, now);
         }
         match signals {
             Ok(signals) => self.on_signals(signals, now),
-            Err(error) => self.begin_stop(
-                StopReason::CaptureFailed {
-                    message: error.to_string(),
-                },
-                now,
-            ),
+            Err(message) => self.begin_stop(StopReason::CaptureFailed { message }, now),
         }
         self.watch_for_prompt(stream, now);
     }
@@ -467,6 +516,26 @@ impl State {
         }
     }
 
+    /// A capture that failed because the disk is full leaves no room for the step's record
+    /// (metadata, transcript, events): the end of that capture is given back, up to
+    /// [`RECORD_ROOM`], and the cause says how much.
+    fn make_room_to_record(&mut self) {
+        let Some(StopReason::CaptureFailed { message }) = self.termination.reason.as_mut() else {
+            return;
+        };
+        for capture in [&mut self.stdout, &mut self.stderr] {
+            if capture.write_error.is_some_and(is_disk_full) {
+                let dropped = capture.release_room(RECORD_ROOM);
+                if dropped > 0 {
+                    message.push_str(&format!(
+                        "; the last {dropped} bytes of {} were dropped to make room to record the step (its last lines are in output_tail)",
+                        capture.file_name()
+                    ));
+                }
+            }
+        }
+    }
+
     fn millis_since_start(&self, now: Instant) -> u64 {
         now.saturating_duration_since(self.started).as_millis() as u64
     }
@@ -482,6 +551,7 @@ impl State {
         self.termination.survivors = swept.survivors;
         let _ = self.stdout.flush();
         let _ = self.stderr.flush();
+        self.make_room_to_record();
         let (exit_code, signal) = status_parts(self.exit.and_then(|(_, status)| status));
         let (outcome, cause) = classify(self.termination.reason.as_ref(), exit_code, signal);
         Supervised {

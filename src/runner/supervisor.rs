@@ -50,8 +50,11 @@ pub struct Limits {
     /// How long pipes may stay open after the leader exits before holders are killed.
     pub leak_timeout: Duration,
     /// The most stdout kept: past it nothing more is written and the process is stopped
-    /// (`killed_policy`, cause `output_limit`). `None` keeps everything (agents, validators).
+    /// (`killed_policy`, cause `output_limit`). `None` keeps everything (validators); an
+    /// agent step left at `None` gets its profile's `max_output_mib` (default 256 MiB).
     pub max_stdout_bytes: Option<u64>,
+    /// The same limit for stderr.
+    pub max_stderr_bytes: Option<u64>,
 }
 
 impl Default for Limits {
@@ -63,6 +66,7 @@ impl Default for Limits {
             prompt_settle: Duration::from_secs(2),
             leak_timeout: Duration::from_millis(500),
             max_stdout_bytes: None,
+            max_stderr_bytes: None,
         }
     }
 }
@@ -186,7 +190,8 @@ pub async fn supervise_recorded(
     }
     let stdout = StreamCapture::create(Stream::Stdout, spec.format, &spec.stdout_path)?
         .limited(spec.limits.max_stdout_bytes);
-    let stderr = StreamCapture::create(Stream::Stderr, spec.format, &spec.stderr_path)?;
+    let stderr = StreamCapture::create(Stream::Stderr, spec.format, &spec.stderr_path)?
+        .limited(spec.limits.max_stderr_bytes);
     let mut mark = StepMark::before_start();
     let started_at = SystemTime::now();
     let mut child = spawn(&spec, &mark.token)?;

@@ -112,6 +112,7 @@ pub fn limits(timeout: Duration, idle: Option<Duration>) -> Limits {
         prompt_settle: Duration::from_millis(200),
         leak_timeout: Duration::from_millis(200),
         max_stdout_bytes: None,
+        max_stderr_bytes: None,
     }
 }
 

@@ -143,7 +143,7 @@ pub async fn run_agent(
         stdout_path: step_dir.join(stdout_name),
         stderr_path: step_dir.join(names::STDERR),
         format: invocation.format,
-        limits: request.limits,
+        limits: output_limited(request),
         remaining_budget_usd: request.remaining_run_budget_usd,
     };
     let supervised = match request
@@ -196,6 +196,18 @@ pub async fn run_agent(
     let mut run = record(context, supervised, summary, outcome, cause)?;
     run.evidence_tampering = evidence_tampering;
     Ok(run)
+}
+
+/// The step's limits with an output limit on both streams: the request's own, else the
+/// profile's `max_output_mib` (default 256 MiB), so an agent printing without end stops there
+/// instead of filling the disk.
+fn output_limited(request: &StepRequest) -> Limits {
+    let profile_limit = Some(request.profile.max_output_bytes());
+    Limits {
+        max_stdout_bytes: request.limits.max_stdout_bytes.or(profile_limit),
+        max_stderr_bytes: request.limits.max_stderr_bytes.or(profile_limit),
+        ..request.limits
+    }
 }
 
 /// After the agent: the step folder must still be the one it was (else nothing more is written
@@ -341,7 +353,15 @@ fn refine(
 ) -> (Outcome, String) {
     match supervised.outcome {
         Outcome::Completed | Outcome::Error => {}
-        killed => return (killed, supervised.cause.clone()),
+        killed => {
+            let hint = match supervised.termination.reason {
+                Some(StopReason::OutputLimit { .. }) => {
+                    "; hint: if the agent must print this much, raise `max_output_mib` in its profile (.tnh/config.yaml)"
+                }
+                _ => "",
+            };
+            return (killed, format!("{}{hint}", supervised.cause));
+        }
     }
     if let Some(verdict) = budget_verdict(supervised, summary, remaining_budget_usd) {
         return verdict;
