@@ -15,7 +15,9 @@ use super::error::PolicyError;
 use super::folder::FolderPattern;
 use super::normalize::{LinkLookup, lookup_on_disk, normalize_path, resolve_symlink};
 use super::spec::{CI_PATHS, LOCKFILES, Operation, PolicySpec};
-use crate::workspace::{ChangeKind, ChangedFile, GuardReport, RefClass, WorkspaceStatus};
+use crate::workspace::{
+    ChangeKind, ChangedFile, CommittedChange, GuardReport, RefClass, WorkspaceStatus,
+};
 
 /// The per-file hook (a policy's Rhai `check` function, wired by the scripting layer): returns
 /// a reason when the change is not acceptable.
@@ -303,6 +305,39 @@ impl Policy {
             }
         }
         self.check_guard(guard, &mut violations);
+        violations
+    }
+
+    /// Checks what the step committed on the work branch
+    /// ([`Workspace::committed_changes`](crate::workspace::Workspace::committed_changes)) with
+    /// the rules of a changed file (paths, operations, the hook), leaving out the paths the
+    /// capture `status` lists, which [`Policy::check`] judged already. Each violation's detail
+    /// names the commit: what it judges is not in the worktree's files, only on the branch.
+    pub fn check_committed(
+        &self,
+        committed: &[CommittedChange],
+        status: &WorkspaceStatus,
+        hook: Option<&CheckHook<'_>>,
+    ) -> Vec<Violation> {
+        let captured: BTreeSet<&str> = status
+            .files
+            .iter()
+            .flat_map(|file| std::iter::once(file.path.as_str()).chain(file.old_path.as_deref()))
+            .collect();
+        let mut violations = Vec::new();
+        for change in committed {
+            if captured.contains(change.file.path.as_str()) {
+                continue;
+            }
+            let first = violations.len();
+            self.check_file_with(&change.file, hook, &HashMap::new(), &mut violations);
+            for violation in &mut violations[first..] {
+                violation.detail = format!(
+                    "{}; committed on the work branch in {}, not in the worktree's files",
+                    violation.detail, change.commit
+                );
+            }
+        }
         violations
     }
 

@@ -22,6 +22,7 @@ mod planner_http;
 mod planner_limits;
 mod planner_resolution;
 mod policy;
+mod policy_commits;
 mod prompt_limits;
 mod prompts;
 mod properties;
