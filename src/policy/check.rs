@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
+use crate::cli::one_line;
 use crate::config::OperatorCheckout;
 
 use super::error::PolicyError;
@@ -77,7 +78,8 @@ impl std::fmt::Display for Violation {
         if operation {
             write!(formatter, " `{}`", self.rule)?;
         }
-        match (&self.path, operation) {
+        // A path is the agent's choice: one line (`\n` for a newline), as in the detail.
+        match (self.path.as_deref().map(one_line), operation) {
             (Some(path), true) => write!(formatter, " on `{path}`")?,
             (Some(path), false) => write!(formatter, " `{path}`")?,
             (None, _) => {}
@@ -92,17 +94,22 @@ impl std::fmt::Display for Violation {
 }
 
 impl Violation {
+    /// A violation; `path` is kept exact, while `detail`, a sentence for the operator that
+    /// quotes paths, link targets and hook reasons an agent chose, is made one line (control
+    /// characters escaped: `\n`), so that it cannot add lines of its own to an end reason,
+    /// the journal or `runs show`.
     fn new(
         class: ViolationClass,
         path: Option<&str>,
         rule: &str,
         detail: impl Into<String>,
     ) -> Self {
+        let detail = detail.into();
         Self {
             class,
             path: path.map(str::to_owned),
             rule: rule.to_owned(),
-            detail: detail.into(),
+            detail: one_line(&detail).into_owned(),
         }
     }
 }

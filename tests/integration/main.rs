@@ -1,6 +1,7 @@
 //! The one integration-test binary: one module per feature.
 
 mod agent_cwd_env;
+mod agent_text;
 mod artifact_schemas;
 mod cli;
 mod evidence_folder;
