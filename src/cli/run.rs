@@ -213,9 +213,12 @@ fn report(
         };
         output.print(&format!("{}\n", serde_json::to_string_pretty(&value)?));
     } else {
+        // The detail may hold text an agent chose (a file name, a STOP reason read from a
+        // file): one line, so it cannot print lines of its own.
         output.print(&format!(
-            "run {}: {state} — {detail}\n  run directory: {}\n  worktree:      {}\n",
+            "run {}: {state} — {}\n  run directory: {}\n  worktree:      {}\n",
             summary.run_id,
+            super::one_line(&detail),
             summary.run_dir.display(),
             summary.worktree.display()
         ));

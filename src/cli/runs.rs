@@ -5,6 +5,7 @@ use std::path::Path;
 
 use clap::Args;
 
+use super::output::one_line;
 use super::step_lines::{describe_violation, describe_visit};
 use super::{Cli, Output, repo_root};
 use crate::artifacts::{
@@ -148,7 +149,7 @@ fn render_status(run_dir: &RunDir, status: &RunStatus, json: bool) -> Result<Str
         }
     }
     if let Some(reason) = &status.reason {
-        let _ = writeln!(text, "  why:   {reason}");
+        let _ = writeln!(text, "  why:   {}", one_line(reason));
     }
     let _ = writeln!(
         text,
@@ -405,7 +406,9 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
         let _ = writeln!(
             text,
             "  ended:     {} at `{}`: {}",
-            termination.kind, termination.step_id, termination.reason
+            termination.kind,
+            one_line(&termination.step_id),
+            one_line(&termination.reason)
         );
     }
     text.push_str("steps:\n");
@@ -427,14 +430,14 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
                 let _ = writeln!(
                     text,
                     "  {step} #{visit}: {}",
-                    visit_in_progress(&events, &step, visit, &status)
+                    one_line(&visit_in_progress(&events, &step, visit, &status))
                 );
             }
             EventType::StepFailed => {
                 let _ = writeln!(
                     text,
                     "  {step} #{visit}: could not run — {}",
-                    field("error")
+                    one_line(&field("error"))
                 );
             }
             EventType::StepCompleted => {
@@ -473,12 +476,16 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
                     .iter()
                     .flat_map(|manifest| describe_visit(manifest, &run_dir))
                 {
-                    let _ = writeln!(text, "      {line}");
+                    let _ = writeln!(text, "      {}", one_line(&line));
                 }
             }
             // A visit whose process died: what the guard found when `resume` checked it.
             EventType::StepInterrupted => {
-                let _ = writeln!(text, "  {step} #{visit}: interrupted — {}", field("cause"));
+                let _ = writeln!(
+                    text,
+                    "  {step} #{visit}: interrupted — {}",
+                    one_line(&field("cause"))
+                );
                 let violations = events.iter().filter(|other| {
                     other.event_type == EventType::PolicyViolation
                         && other.step_id == event.step_id
@@ -488,7 +495,7 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
                     let _ = writeln!(
                         text,
                         "      policy violation — {}",
-                        describe_violation(violation.payload.get("violation"))
+                        one_line(&describe_violation(violation.payload.get("violation")))
                     );
                 }
             }

@@ -13,6 +13,7 @@ use crate::artifacts::{
     ArtifactRole, Event, EventLog, EventType, LifecycleState, RunDir, RunMetadata, RunStatus,
     StepManifest, is_run_id, read_json,
 };
+use crate::cli::one_line;
 use crate::policy::Violation;
 
 /// The journal's data (also what `--format json` prints).
@@ -552,21 +553,28 @@ fn describe_diffstat(value: &serde_json::Value) -> String {
 impl Journal {
     /// The journal in Markdown (OA01.1 format).
     pub fn to_markdown(&self) -> String {
+        // Every value on one line: a file name an agent chose, a STOP reason read from a file
+        // it wrote or a planner's blocker holding a newline would otherwise start lines of its
+        // own — a forged heading, task or "none" (the JSON format keeps them exact).
+        let l = |text: &str| one_line(text).into_owned();
         let range = self
             .until
             .as_ref()
-            .map(|until| format!(" to {until}"))
+            .map(|until| format!(" to {}", l(until)))
             .unwrap_or_default();
         let mut text = format!(
             "# TNH-Journal: {}{range}\n\n## Completed Tasks\n",
-            self.date
+            l(&self.date)
         );
         list(
             &mut text,
             self.completed.iter().map(|run| {
                 format!(
                     "- [x] {} `{}`: {} ({})",
-                    run.workflow, run.run_id, run.detail, run.diffstat
+                    l(&run.workflow),
+                    l(&run.run_id),
+                    l(&run.detail),
+                    l(&run.diffstat)
                 )
             }),
         );
@@ -576,7 +584,11 @@ impl Journal {
             self.in_progress.iter().map(|run| {
                 format!(
                     "- [ ] {} `{}`: {} — {} ({})",
-                    run.workflow, run.run_id, run.state, run.detail, run.diffstat
+                    l(&run.workflow),
+                    l(&run.run_id),
+                    l(&run.state),
+                    l(&run.detail),
+                    l(&run.diffstat)
                 )
             }),
         );
@@ -587,25 +599,36 @@ impl Journal {
                 let flags = if review.risk_flags.is_empty() {
                     String::new()
                 } else {
-                    format!(" — risk: {}", review.risk_flags.join(", "))
+                    format!(" — risk: {}", l(&review.risk_flags.join(", ")))
                 };
                 format!(
                     "- [ ] {} `{}` / {}: {} ({}){flags}",
-                    review.kind, review.run_id, review.step_id, review.reason, review.request
+                    l(&review.kind),
+                    l(&review.run_id),
+                    l(&review.step_id),
+                    l(&review.reason),
+                    l(&review.request)
                 )
             }),
         );
         text.push_str("\n## Blockers & Decisions Needed\n");
         list(
             &mut text,
-            self.blockers.iter().map(|blocker| format!("- {blocker}")),
+            self.blockers
+                .iter()
+                .map(|blocker| format!("- {}", l(blocker))),
         );
         text.push_str("\n## Policy Violations\n");
         list(
             &mut text,
-            self.policy_violations
-                .iter()
-                .map(|entry| format!("- `{}` / {}: {}", entry.run_id, entry.step, entry.violation)),
+            self.policy_violations.iter().map(|entry| {
+                format!(
+                    "- `{}` / {}: {}",
+                    l(&entry.run_id),
+                    l(&entry.step),
+                    l(&entry.violation.to_string())
+                )
+            }),
         );
         text.push_str("\n## Planner Assessments\n");
         list(
@@ -613,13 +636,20 @@ impl Journal {
             self.planner_assessments.iter().map(|assessment| {
                 let mut line = format!(
                     "→ {} / `{}` / step: {}\n  Status: {}",
-                    assessment.workflow, assessment.run_id, assessment.step, assessment.status
+                    l(&assessment.workflow),
+                    l(&assessment.run_id),
+                    l(&assessment.step),
+                    l(&assessment.status)
                 );
                 for blocker in &assessment.blockers {
-                    let _ = write!(line, "\n  Blocker: \"{blocker}\"");
+                    let _ = write!(line, "\n  Blocker: \"{}\"", l(blocker));
                 }
                 if !assessment.risk_flags.is_empty() {
-                    let _ = write!(line, "\n  Risk flags: {}", assessment.risk_flags.join(", "));
+                    let _ = write!(
+                        line,
+                        "\n  Risk flags: {}",
+                        l(&assessment.risk_flags.join(", "))
+                    );
                 }
                 line
             }),
@@ -630,13 +660,15 @@ impl Journal {
             self.provenance.iter().map(|run| {
                 let mut line = format!(
                     "- Run `{}`: workflow {}, run directory {}",
-                    run.run_id, run.workflow, run.run_dir
+                    l(&run.run_id),
+                    l(&run.workflow),
+                    l(&run.run_dir)
                 );
                 if !run.agents.is_empty() {
-                    let _ = write!(line, "\n  - Agents: {}", run.agents.join(", "));
+                    let _ = write!(line, "\n  - Agents: {}", l(&run.agents.join(", ")));
                 }
                 for transcript in &run.transcripts {
-                    let _ = write!(line, "\n  - Transcript: {transcript}");
+                    let _ = write!(line, "\n  - Transcript: {}", l(transcript));
                 }
                 line
             }),

@@ -1,7 +1,7 @@
 //! The policy check a mutable step (RUN_AGENT, RUN_VALIDATION) makes once its processes
-//! ended: its diff and what the guard found are checked against the effective policy (the
-//! step's `policy`, else the workflow default, else an empty one), and each violation is
-//! recorded as a `policy_violation` event of the visit.
+//! ended: its diff, what it committed on the work branch and what the guard found are checked
+//! against the effective policy (the step's `policy`, else the workflow default, else an empty
+//! one), and each violation is recorded as a `policy_violation` event of the visit.
 
 use crate::artifacts::{ArtifactEntry, ArtifactRole, EventType};
 use crate::kernel::recorder::payload;
@@ -39,6 +39,13 @@ pub(super) fn check(
     for operation in exempt {
         policy = policy.without_operation(*operation);
     }
+    // What the step committed on the work branch (and the worktree no longer shows).
+    let committed = match &guard_report.work_branch_moved {
+        Some(moved) => context
+            .workspace
+            .committed_changes(moved, &status.since_tree)?,
+        None => Vec::new(),
+    };
     let violations = match &requested.check {
         Some(function) => {
             // The check judges the step's capture: scripts see exactly its changes.
@@ -51,9 +58,15 @@ pub(super) fn check(
                 Ok(verdict) => verdict,
                 Err(error) => Some(format!("the check function failed: {error}")),
             };
-            policy.check(status, &guard_report, Some(&hook))
+            let mut violations = policy.check(status, &guard_report, Some(&hook));
+            violations.extend(policy.check_committed(&committed, status, Some(&hook)));
+            violations
         }
-        None => policy.check(status, &guard_report, None),
+        None => {
+            let mut violations = policy.check(status, &guard_report, None);
+            violations.extend(policy.check_committed(&committed, status, None));
+            violations
+        }
     };
     record_script_output(context)?;
     let summary = PolicySummary::new(

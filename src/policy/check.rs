@@ -9,13 +9,16 @@ use std::path::{Path, PathBuf};
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
+use crate::cli::one_line;
 use crate::config::OperatorCheckout;
 
 use super::error::PolicyError;
 use super::folder::FolderPattern;
 use super::normalize::{LinkLookup, lookup_on_disk, normalize_path, resolve_symlink};
 use super::spec::{CI_PATHS, LOCKFILES, Operation, PolicySpec};
-use crate::workspace::{ChangeKind, ChangedFile, GuardReport, RefClass, WorkspaceStatus};
+use crate::workspace::{
+    ChangeKind, ChangedFile, CommittedChange, GuardReport, RefClass, WorkspaceStatus,
+};
 
 /// The per-file hook (a policy's Rhai `check` function, wired by the scripting layer): returns
 /// a reason when the change is not acceptable.
@@ -75,7 +78,8 @@ impl std::fmt::Display for Violation {
         if operation {
             write!(formatter, " `{}`", self.rule)?;
         }
-        match (&self.path, operation) {
+        // A path is the agent's choice: one line (`\n` for a newline), as in the detail.
+        match (self.path.as_deref().map(one_line), operation) {
             (Some(path), true) => write!(formatter, " on `{path}`")?,
             (Some(path), false) => write!(formatter, " `{path}`")?,
             (None, _) => {}
@@ -90,17 +94,22 @@ impl std::fmt::Display for Violation {
 }
 
 impl Violation {
+    /// A violation; `path` is kept exact, while `detail`, a sentence for the operator that
+    /// quotes paths, link targets and hook reasons an agent chose, is made one line (control
+    /// characters escaped: `\n`), so that it cannot add lines of its own to an end reason,
+    /// the journal or `runs show`.
     fn new(
         class: ViolationClass,
         path: Option<&str>,
         rule: &str,
         detail: impl Into<String>,
     ) -> Self {
+        let detail = detail.into();
         Self {
             class,
             path: path.map(str::to_owned),
             rule: rule.to_owned(),
-            detail: detail.into(),
+            detail: one_line(&detail).into_owned(),
         }
     }
 }
@@ -303,6 +312,39 @@ impl Policy {
             }
         }
         self.check_guard(guard, &mut violations);
+        violations
+    }
+
+    /// Checks what the step committed on the work branch
+    /// ([`Workspace::committed_changes`](crate::workspace::Workspace::committed_changes)) with
+    /// the rules of a changed file (paths, operations, the hook), leaving out the paths the
+    /// capture `status` lists, which [`Policy::check`] judged already. Each violation's detail
+    /// names the commit: what it judges is not in the worktree's files, only on the branch.
+    pub fn check_committed(
+        &self,
+        committed: &[CommittedChange],
+        status: &WorkspaceStatus,
+        hook: Option<&CheckHook<'_>>,
+    ) -> Vec<Violation> {
+        let captured: BTreeSet<&str> = status
+            .files
+            .iter()
+            .flat_map(|file| std::iter::once(file.path.as_str()).chain(file.old_path.as_deref()))
+            .collect();
+        let mut violations = Vec::new();
+        for change in committed {
+            if captured.contains(change.file.path.as_str()) {
+                continue;
+            }
+            let first = violations.len();
+            self.check_file_with(&change.file, hook, &HashMap::new(), &mut violations);
+            for violation in &mut violations[first..] {
+                violation.detail = format!(
+                    "{}; committed on the work branch in {}, not in the worktree's files",
+                    violation.detail, change.commit
+                );
+            }
+        }
         violations
     }
 

@@ -30,9 +30,11 @@ use super::snapshot::refs_prefix;
 use super::worktree::Workspace;
 
 mod beside;
+mod commits;
 mod foreign;
 mod scope;
 pub use beside::LeftForRun;
+pub use commits::{BranchMove, CommittedChange};
 pub use foreign::RunActivity;
 pub use scope::Scope;
 
@@ -105,6 +107,12 @@ pub struct GuardReport {
     pub ref_changes: Vec<RefChange>,
     /// Commits the step created (on the work branch or wherever it moved HEAD).
     pub commits: u64,
+    /// The work branch's tip before and after the step, when the step moved it (a commit, a
+    /// reset, a merge): what the branch carries out of the run changed, so the paths those
+    /// commits changed are judged by the policy too
+    /// ([`Workspace::committed_changes`]). Absent when the branch did not move.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_branch_moved: Option<BranchMove>,
     /// The worktree's HEAD had left the work branch (or the branch was deleted) and was
     /// re-attached (the branch recreated where it was before the step).
     pub worktree_head_restored: bool,
@@ -604,6 +612,13 @@ impl RefGuard {
         let attached = self.workspace.head_on_work_branch(&head);
         report.commits = self.count_new_commits(head_now, &listing, &report.left_for_other_runs)?;
         self.reattach_worktree_head(attached, branch_now.is_some(), &mut report)?;
+        report.work_branch_moved = branch_now
+            .as_ref()
+            .filter(|after| **after != self.worktree_head)
+            .map(|after| BranchMove {
+                before: self.worktree_head.clone(),
+                after: after.clone(),
+            });
         Ok(Checked {
             report,
             // Re-attached to the work branch, which was recreated at the old HEAD if it was gone.

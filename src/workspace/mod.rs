@@ -35,9 +35,9 @@ pub use capture::{
 pub use error::WorkspaceError;
 pub use guard::Scope as GuardScope;
 pub use guard::{
-    ALWAYS_PROTECTED, Bytes, Checked, CheckoutEntry, GIT_LINK, GUARD_STATE_FILE,
-    GUARD_STATE_SCHEMA_VERSION, GuardReport, GuardState, GuardedFile, LeftForRun, RefChange,
-    RefClass, RefGuard, RunActivity, SCRATCH_INDEX,
+    ALWAYS_PROTECTED, BranchMove, Bytes, Checked, CheckoutEntry, CommittedChange, GIT_LINK,
+    GUARD_STATE_FILE, GUARD_STATE_SCHEMA_VERSION, GuardReport, GuardState, GuardedFile, LeftForRun,
+    RefChange, RefClass, RefGuard, RunActivity, SCRATCH_INDEX,
 };
 pub use operator_checkout::FileIdentity;
 pub use rollback::{

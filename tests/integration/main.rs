@@ -2,6 +2,7 @@
 
 mod agent_cwd_env;
 mod agent_output;
+mod agent_text;
 mod artifact_schemas;
 mod cli;
 mod evidence_folder;
@@ -24,6 +25,7 @@ mod planner_http;
 mod planner_limits;
 mod planner_resolution;
 mod policy;
+mod policy_commits;
 mod prompt_limits;
 mod prompts;
 mod properties;
