@@ -17,6 +17,7 @@ pub mod policy;
 pub mod prompt;
 pub mod runner;
 pub mod script;
+pub mod text;
 pub mod tnh;
 pub mod workflow;
 pub mod workspace;

@@ -27,7 +27,6 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::error::{Error, ExitStatus, Result};
 use crate::workspace::WorkspaceError;
 pub use output::{Output, one_line};
-pub(crate) use output::terminal_safe;
 
 /// Run AI coding-agent workflows safely in isolated git worktrees.
 #[derive(Debug, Parser)]

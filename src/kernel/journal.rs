@@ -13,8 +13,8 @@ use crate::artifacts::{
     ArtifactRole, Event, EventLog, EventType, LifecycleState, RunDir, RunMetadata, RunStatus,
     StepManifest, is_run_id, read_json,
 };
-use crate::cli::one_line;
 use crate::policy::Violation;
+use crate::text::one_line;
 
 /// The journal's data (also what `--format json` prints).
 #[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]

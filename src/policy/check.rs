@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
-use crate::cli::one_line;
 use crate::config::OperatorCheckout;
+use crate::text::one_line;
 
 use super::error::PolicyError;
 use super::folder::FolderPattern;

@@ -101,7 +101,7 @@ pub fn render(format: CaptureFormat, prompt: &str, stdout: &Path, stderr: &Path)
     // a NUL (which makes tools take the page for binary) or an escape sequence (which would
     // clear or retitle the operator's terminal) is shown escaped, as the CLI shows it; the raw
     // streams keep the bytes.
-    crate::cli::terminal_safe(&page).into_owned()
+    crate::text::terminal_safe(&page).into_owned()
 }
 
 fn text_section(name: &str, path: &Path) -> String {
