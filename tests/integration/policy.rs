@@ -399,8 +399,8 @@ fn a_nested_repository_is_checked_as_the_folder_it_is() {
 
 /// Runs `unsafe.yaml` with the step policy `policy` (YAML flow map) and an agent running the
 /// shell `script` in the worktree, in a repository prepared by `prepare`; returns the exit
-/// code and the step's `policy_summary.json` findings as (class, path, rule).
-fn run_with_agent(
+/// code and the step's `policy_summary.json` findings as (class, path, rule), and the summary.
+pub(crate) fn run_with_agent(
     prepare: impl FnOnce(&crate::support::TempRepo),
     policy: &str,
     script: &str,

@@ -155,44 +155,17 @@ fn committing_what_the_worktree_already_held_before_the_step_is_no_violation() {
     );
 }
 
-/// Runs a one-step workflow whose agent runs the shell `script` in the worktree, with the
-/// step policy `policy`; returns the exit code and the step's `policy_summary.json`.
+/// Runs a one-step workflow whose agent runs the shell `script` in the worktree (a repository
+/// holding `src/main.rs` and `secret/key.txt`), with the step policy `policy`; returns the exit
+/// code and the step's `policy_summary.json`.
 fn run_agent(policy: &str, script: &str) -> (Option<i32>, serde_json::Value) {
-    let repo = crate::kernel_support::RunRepo::new();
-    repo.repo.write("src/main.rs", "fn main() {}\n");
-    repo.repo.write("secret/key.txt", "key=1\n");
-    repo.repo.commit_all("src and secret");
-    repo.repo.write(
-        ".tnh/config.yaml",
-        &format!("agents:\n  agent:\n    kind: command\n    argv: [sh, -c, {script:?}]\n"),
-    );
-    let text = std::fs::read_to_string(crate::support::fixture("runs/unsafe.yaml"))
-        .unwrap()
-        .replace("agent: scripted", "agent: agent")
-        .replace(
-            "  policy:\n    forbidden_paths: [\".github/**\"]",
-            &format!("  policy: {policy}"),
-        );
-    let workflow = repo.workflow_text("policy.yaml", &text);
-    let home = tempfile::tempdir().unwrap();
-    let output = crate::support::conductor()
-        .arg("--repo")
-        .arg(repo.path())
-        .args(["--color", "never", "run", "--json"])
-        .arg(&workflow)
-        .env("HOME", home.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env_remove("XDG_CONFIG_HOME")
-        .env_remove("GIT_CONFIG_GLOBAL")
-        .output()
-        .unwrap();
-    let result: serde_json::Value = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|_| panic!("no result: {}", crate::support::stderr_text(&output)));
-    let summary = repo.json(
-        result["run_id"].as_str().unwrap(),
-        "artifacts/implement/1/policy_summary.json",
-    );
-    (output.status.code(), summary)
+    let prepare = |repo: &crate::support::TempRepo| {
+        repo.write("src/main.rs", "fn main() {}\n");
+        repo.write("secret/key.txt", "key=1\n");
+        repo.commit_all("src and secret");
+    };
+    let (code, _, summary) = crate::policy::run_with_agent(prepare, policy, script);
+    (code, summary)
 }
 
 #[test]
