@@ -84,9 +84,18 @@ pub const SCAN_ALL_VARIABLE: &str = "TNH_SUPERVISION_SCAN_ALL";
 /// `/proc/PID/task/TID/children`, where the whole of `/proc` is searched instead.
 pub(crate) fn adopt_orphans() -> bool {
     static ADOPTING: OnceLock<bool> = OnceLock::new();
-    *ADOPTING.get_or_init(|| {
-        nix::sys::prctl::set_child_subreaper(true).is_ok() && descendants().is_some()
-    })
+    *ADOPTING
+        .get_or_init(|| nix::sys::prctl::set_child_subreaper(true).is_ok() && children_are_listed())
+}
+
+/// Whether this kernel lists a thread's children (`/proc/PID/task/TID/children`). Only that
+/// is decided once: whether a list holds still is decided by each search, which reads the
+/// whole of `/proc` when it does not ([`candidates`]). (Deciding it from one walk of our
+/// descendants made a process whose first walk met a fork chain search the slow way, and
+/// never freeze an escaped chain's group, for the rest of its life.)
+fn children_are_listed() -> bool {
+    let pid = std::process::id();
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).is_ok()
 }
 
 /// Every process descended from this one (children of all its threads, their children, and
@@ -307,18 +316,20 @@ pub(crate) fn search_step(mark: &StepMark) -> (Vec<Member>, bool) {
 /// lives a millisecond, while a search takes longer. But its dead generations stay behind as
 /// our zombies (we adopted them), and their group outlives them; a SIGSTOP to that group
 /// freezes the live generation wherever it is, after which a search finds it.
-pub(crate) fn foreign_groups_of_children(mark: &StepMark, own_session: i32) -> Vec<i32> {
+///
+/// `None` when our list of children would not hold still (it changes with every generation
+/// we adopt): the caller cannot take "no such group" from that.
+pub(crate) fn foreign_groups_of_children(mark: &StepMark, own_session: i32) -> Option<Vec<i32>> {
     if !mark.descendants_suffice {
-        return Vec::new();
+        return Some(Vec::new());
     }
-    let groups: std::collections::BTreeSet<i32> = own_children()
-        .unwrap_or_default()
+    let groups: std::collections::BTreeSet<i32> = own_children()?
         .into_iter()
         .filter_map(read_stat)
         .filter(|stat| stat.session != own_session && stat.started >= mark.born_after)
         .map(|stat| stat.group)
         .collect();
-    groups.into_iter().collect()
+    Some(groups.into_iter().collect())
 }
 
 /// The pids our threads list as children (zombies included).

@@ -573,3 +573,192 @@ impl State {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The timer rules with a controlled clock: every `Instant` is `start` plus a chosen
+    //! offset, so a loaded machine cannot move a deadline. The signals go to a real `sleep`
+    //! leading a group of its own, as a step's leader does.
+
+    use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+
+    use super::*;
+    use crate::runner::progress::CaptureFormat;
+    use crate::runner::supervisor::{ProcessKind, ProcessSpec};
+
+    fn ms(millis: u64) -> Duration {
+        Duration::from_millis(millis)
+    }
+
+    /// A state for a `sleep` leader (returned, to be reaped) with these limits and capture
+    /// format, started at `start`.
+    fn new_state(
+        limits: Limits,
+        format: CaptureFormat,
+        start: Instant,
+    ) -> (State, std::process::Child, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let leader = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut mark = StepMark::before_start();
+        mark.pgid = leader.id() as i32;
+        let spec = ProcessSpec {
+            kind: ProcessKind::Agent,
+            agent: "agent".into(),
+            program: "sleep".into(),
+            args: Vec::new(),
+            cwd: dir.path().to_path_buf(),
+            env: Vec::new(),
+            stdin: Vec::new(),
+            stdout_path: dir.path().join("stdout.txt"),
+            stderr_path: dir.path().join("stderr.txt"),
+            format,
+            limits,
+            remaining_budget_usd: None,
+        };
+        let stdout = StreamCapture::create(Stream::Stdout, spec.format, &spec.stdout_path).unwrap();
+        let stderr = StreamCapture::create(Stream::Stderr, spec.format, &spec.stderr_path).unwrap();
+        (State::new(mark, &spec, stdout, stderr, start), leader, dir)
+    }
+
+    fn limits(timeout: u64, idle: Option<u64>, grace: u64) -> Limits {
+        Limits {
+            timeout: ms(timeout),
+            idle_timeout: idle.map(ms),
+            grace: ms(grace),
+            prompt_settle: ms(200),
+            leak_timeout: ms(200),
+            max_stdout_bytes: None,
+        }
+    }
+
+    fn output(state: &mut State, text: &str, now: Instant) {
+        state.on_read(Stream::Stdout, &Ok(text.len()), text.as_bytes(), now);
+    }
+
+    fn finish(state: State) -> Supervised {
+        let now = SystemTime::now();
+        state.into_result(Swept::default(), now, now)
+    }
+
+    #[test]
+    fn the_wall_clock_sends_sigterm_at_the_limit_and_sigkill_after_the_grace_period() {
+        let start = Instant::now();
+        let (mut state, mut leader, _dir) =
+            new_state(limits(400, None, 300), CaptureFormat::Text, start);
+        assert_eq!(state.next_deadline(true), start + ms(400));
+        // Output does not move the wall clock.
+        output(&mut state, "working\n", start + ms(100));
+        state.on_tick(start + ms(399), true);
+        assert_eq!(state.phase, Phase::Running);
+        assert_eq!(state.termination.sigterm_after_ms, None);
+
+        state.on_tick(start + ms(400), true);
+        assert_eq!(state.termination.sigterm_after_ms, Some(400));
+        assert_eq!(
+            state.phase,
+            Phase::Terminating {
+                kill_at: start + ms(700)
+            }
+        );
+        assert_eq!(state.next_deadline(true), start + ms(700));
+        // A later tick within the grace period sends nothing more.
+        state.on_tick(start + ms(699), true);
+        assert_eq!(state.termination.sigkill_after_ms, None);
+
+        state.on_tick(start + ms(700), true);
+        assert_eq!(state.termination.sigkill_after_ms, Some(700));
+        assert_eq!(
+            state.next_deadline(true),
+            start + ms(700) + DRAIN_AFTER_KILL
+        );
+        state.on_tick(start + ms(700) + DRAIN_AFTER_KILL - ms(1), true);
+        assert!(!state.termination.pipes_abandoned);
+        state.on_tick(start + ms(700) + DRAIN_AFTER_KILL, true);
+        assert!(state.termination.pipes_abandoned);
+
+        // The leader ignored SIGTERM and died of SIGKILL: a timeout, with both signals.
+        let status = std::process::ExitStatus::from_raw(9);
+        state.on_exit(Some(status), start + ms(710));
+        let result = finish(state);
+        assert_eq!(result.outcome, Outcome::KilledTimeout);
+        assert_eq!(result.cause, "timeout: wall-clock limit of 400ms reached");
+        assert_eq!(result.signal, Some(9));
+        assert!(
+            leader.wait().unwrap().signal().is_some(),
+            "the group was signalled"
+        );
+    }
+
+    #[test]
+    fn an_agent_that_exits_0_during_the_grace_period_is_still_a_timeout_without_sigkill() {
+        let start = Instant::now();
+        let (mut state, mut leader, _dir) =
+            new_state(limits(400, None, 30_000), CaptureFormat::Text, start);
+        output(&mut state, "working\n", start + ms(5));
+        state.on_tick(start + ms(400), true);
+        assert_eq!(state.termination.sigterm_after_ms, Some(400));
+        // It prints during the grace period and exits 0; its pipes close.
+        output(&mut state, "cleaned up\n", start + ms(420));
+        state.on_exit(Some(std::process::ExitStatus::from_raw(0)), start + ms(421));
+        assert!(state.finished(false, false));
+        let result = finish(state);
+        assert_eq!(result.outcome, Outcome::KilledTimeout);
+        assert_eq!(result.exit_code, Some(0));
+        assert_eq!(result.termination.sigkill_after_ms, None);
+        assert_eq!(
+            result.stdout_lines, 2,
+            "what came during the grace period counts"
+        );
+        let _ = leader.wait();
+    }
+
+    #[test]
+    fn the_idle_limit_counts_from_the_last_progress_and_retry_noise_does_not_reset_it() {
+        let start = Instant::now();
+        let retry = r#"{"type":"system","subtype":"api_retry","attempt":1}"#.to_owned() + "\n";
+        let init = r#"{"type":"system","subtype":"init","session_id":"s"}"#.to_owned() + "\n";
+
+        // Silent from the start: the idle limit counts from the spawn.
+        let (mut state, mut leader, _dir) = new_state(
+            limits(30_000, Some(800), 300),
+            CaptureFormat::ClaudeStreamJson,
+            start,
+        );
+        state.on_tick(start + ms(799), true);
+        assert_eq!(state.phase, Phase::Running);
+        state.on_tick(start + ms(800), true);
+        assert_eq!(state.termination.sigterm_after_ms, Some(800));
+        let result = finish(state);
+        assert_eq!(result.cause, "idle_timeout: no progress for 800ms");
+        let _ = leader.wait();
+
+        // Progress at 100 ms, then only retry noise: killed 800 ms after the progress, and
+        // the cause says it was only noise.
+        let (mut state, mut leader, _dir) = new_state(
+            limits(30_000, Some(800), 300),
+            CaptureFormat::ClaudeStreamJson,
+            start,
+        );
+        output(&mut state, &init, start + ms(100));
+        for at in (120..900).step_by(20) {
+            output(&mut state, &retry, start + ms(at));
+            state.on_tick(start + ms(at), true);
+        }
+        assert_eq!(state.next_deadline(true), start + ms(900));
+        state.on_tick(start + ms(899), true);
+        assert_eq!(state.phase, Phase::Running);
+        state.on_tick(start + ms(900), true);
+        assert_eq!(state.termination.sigterm_after_ms, Some(900));
+        let result = finish(state);
+        assert_eq!(result.outcome, Outcome::KilledIdle);
+        assert_eq!(
+            result.cause,
+            "idle_timeout: no progress for 800ms (only retry/reconnect messages)"
+        );
+        let _ = leader.wait();
+    }
+}

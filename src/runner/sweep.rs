@@ -13,7 +13,12 @@
 //! search: a fork chain that left with `setsid` is never caught alive by a search (a
 //! generation lives a millisecond, a search takes longer), but its dead generations stay as
 //! our zombies and name its group. Such a group is let go (SIGCONT) when nothing in it holds
-//! the step's token (another step's processes, for a library user supervising several).
+//! the step's token (another step's processes, for a library user supervising several), and
+//! only by the last of the sweeps of this process that froze it: two steps sweeping at once
+//! each take the other's escaped group for a suspect, and one letting it go while the other
+//! searches it would let a fork chain slip through that search ([`hold_groups`]). Suspects
+//! are frozen again in every pass, and a pass that could not list our children does not end
+//! the sweep.
 //!
 //! A whole group is signalled only when that cannot reach anyone else: the step's own group;
 //! a group in a session the step created (a `setsid` escape: a session cannot be joined, only
@@ -29,6 +34,7 @@
 //! (docs/runners.md); a group is judged from one reading of `/proc`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill, killpg};
@@ -90,19 +96,22 @@ pub(crate) async fn sweep_step(mark: &StepMark) -> Swept {
         ..mark.clone()
     };
     let mut settled = true;
-    let mut examined = BTreeSet::new();
     loop {
         // Groups of our adopted children in sessions of their own are frozen before the
-        // search (a fork chain there is never caught alive otherwise), and let go again when
-        // nothing in them turns out to be the step's.
-        let suspects: BTreeSet<i32> = process::foreign_groups_of_children(mark, own.session)
+        // search, in every pass (a fork chain there is never caught alive otherwise), and let
+        // go again when nothing in them turns out to be the step's. A pass that could not
+        // list our children froze nothing, so it does not end the sweep.
+        let children = process::foreign_groups_of_children(mark, own.session);
+        let listed = children.is_some();
+        let suspects: BTreeSet<i32> = children
+            .unwrap_or_default()
             .into_iter()
-            .filter(|&group| own.may_signal_group(group) && examined.insert(group))
+            .filter(|&group| own.may_signal_group(group))
             .collect();
-        signal_groups(&suspects, Signal::SIGSTOP);
+        hold_groups(&suspects);
         signal_groups(&groups, Signal::SIGSTOP);
         let (members, conclusive) = process::search_step(if settled { mark } else { &everything });
-        settled = conclusive;
+        settled = conclusive && listed;
         for member in &members {
             found
                 .entry(member.stray.pid)
@@ -111,12 +120,11 @@ pub(crate) async fn sweep_step(mark: &StepMark) -> Swept {
                 groups.insert(member.group);
             }
         }
-        signal_groups(
-            &suspects.difference(&groups).copied().collect(),
-            Signal::SIGCONT,
-        );
+        release_groups(&suspects.difference(&groups).copied().collect(), true);
         let pids: Vec<i32> = members.iter().map(|member| member.stray.pid).collect();
         stop_then_kill(&pids, &groups);
+        // The step's own suspects are killed: forgotten, not continued.
+        release_groups(&suspects.intersection(&groups).copied().collect(), false);
         if members.is_empty() && settled {
             break;
         }
@@ -248,6 +256,42 @@ impl MarkScanner {
             .filter(|group| !self.mixed_groups.contains(group) && self.own.may_signal_group(*group))
             .collect();
         (marked, whole)
+    }
+}
+
+/// The groups frozen by the passes of the sweeps of this process, with how many passes hold
+/// each. A library user supervising several steps at once has several sweeps at once, and
+/// each takes the others' escaped groups (our adopted children in sessions of their own) for
+/// suspects: a sweep that let such a group go while another was searching it for its own
+/// fork chain would thaw that chain mid-search. So a group is continued only by the last
+/// holder's release.
+static HELD: Mutex<BTreeMap<i32, usize>> = Mutex::new(BTreeMap::new());
+
+/// Freezes `groups` (SIGSTOP), holding each until [`release_groups`].
+fn hold_groups(groups: &BTreeSet<i32>) {
+    let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+    for &group in groups {
+        *held.entry(group).or_default() += 1;
+        // ESRCH (the group is empty) is the expected end state.
+        let _ = killpg(Pid::from_raw(group), Signal::SIGSTOP);
+    }
+}
+
+/// Lets go of `groups` held by [`hold_groups`]; a group no other pass holds is continued
+/// (SIGCONT) when `thaw`. The signal is sent under the lock, so a pass freezing the group at
+/// the same moment freezes it after the thaw, never before.
+fn release_groups(groups: &BTreeSet<i32>, thaw: bool) {
+    let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+    for &group in groups {
+        match held.get_mut(&group) {
+            Some(count) if *count > 1 => *count -= 1,
+            _ => {
+                held.remove(&group);
+                if thaw {
+                    let _ = killpg(Pid::from_raw(group), Signal::SIGCONT);
+                }
+            }
+        }
     }
 }
 
@@ -445,6 +489,69 @@ mod tests {
             .unwrap();
         let group = RecordedGroup::of_leader(child.id() as i32).unwrap();
         (child, group)
+    }
+
+    fn stopped(pid: i32) -> bool {
+        process::read_stat(pid).is_some_and(|stat| stat.state == 'T')
+    }
+
+    /// Reads `pid`'s stat until `done` holds (a signal acts when its target next runs),
+    /// for at most 30 s.
+    fn until(pid: i32, done: impl Fn(&process::Stat) -> bool) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if process::read_stat(pid).is_some_and(|stat| done(&stat)) {
+                return true;
+            }
+            std::thread::yield_now();
+        }
+        false
+    }
+
+    /// Suspect 3 of review 7: two steps sweeping at once in one process each took the
+    /// other's escaped group for a suspect, froze it, found none of their own in it and sent
+    /// it SIGCONT, possibly while the other sweep had it frozen to search it for its fork
+    /// chain, which then slipped through. A group another sweep holds now stays frozen.
+    #[tokio::test]
+    async fn a_sweep_does_not_thaw_a_group_another_sweep_holds() {
+        let mut mark = StepMark::before_start();
+        if !mark.descendants_suffice {
+            return; // No lists of children: no suspects are looked for.
+        }
+        let (mut step_leader, step_group) = leader();
+        mark.pgid = step_group.pgid;
+        // Another step's process: our child, in a session of its own.
+        let mut other = std::process::Command::new("setsid")
+            .args(["sleep", "30"])
+            .spawn()
+            .unwrap();
+        let other_pid = other.id() as i32;
+        assert!(until(other_pid, |stat| stat.session == other_pid));
+        let held = BTreeSet::from([other_pid]);
+        hold_groups(&held); // the other step's sweep, searching
+        assert!(until(other_pid, |stat| stat.state == 'T'));
+
+        let swept = sweep_step(&mark).await;
+        assert!(
+            swept.found.iter().all(|stray| stray.pid != other_pid),
+            "{swept:?}"
+        );
+        assert!(stopped(other_pid), "the other sweep's group was thawed");
+
+        release_groups(&held, true);
+        {
+            // (Under the lock: a concurrent test's sweep may hold the group a moment.)
+            let held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+            if !held.contains_key(&other_pid) {
+                assert!(
+                    until(other_pid, |stat| stat.state != 'T'),
+                    "the last holder thaws it"
+                );
+            }
+        }
+        let _ = other.kill();
+        let _ = other.wait();
+        let _ = step_leader.wait();
     }
 
     #[test]

@@ -794,15 +794,37 @@ fn killer_planner(dir: &Path, kind: &str) -> (String, std::path::PathBuf) {
     (format!("  waits_{kind}: {definition}\n"), pid_file)
 }
 
-/// Kills a process a failed test left behind.
-struct KillOnDrop(i32);
+/// Kills a process a failed test left behind: the one it was made for, if its pid still
+/// names it (same start time), never a process that got the pid after it was reaped.
+struct KillOnDrop {
+    pid: i32,
+    started: Option<String>,
+}
+
+impl KillOnDrop {
+    fn new(pid: i32) -> KillOnDrop {
+        KillOnDrop {
+            pid,
+            started: start_time(pid),
+        }
+    }
+}
+
+/// The start time of `pid` (`/proc/PID/stat`, field 22), when it exists.
+fn start_time(pid: i32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.split_whitespace().nth(19).map(str::to_owned)
+}
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.0),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+        if self.started.is_some() && start_time(self.pid) == self.started {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 }
 
@@ -842,7 +864,7 @@ fn resume_kills_the_planner_a_killed_conductor_left_running() {
             .trim()
             .parse()
             .unwrap();
-        let _cleanup = KillOnDrop(pid);
+        let _cleanup = KillOnDrop::new(pid);
         assert!(
             crate::runner_support::is_alive(pid),
             "{kind}: the planner outlived its conductor"

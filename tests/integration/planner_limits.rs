@@ -314,17 +314,18 @@ fn a_retry_after_wait_is_cut_short_by_cancellation() {
 /// an error message (which the run directory records).
 #[test]
 fn credentials_in_an_http_planner_url_are_not_recorded() {
-    // A port nobody listens on: the connection is refused.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // A server that hangs up on the one request: the attempt fails. (The port stays ours
+    // meanwhile; a port picked free and let go could be handed to a concurrent test's server
+    // before the request, which would then get this request and one of its replies.)
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hang_up = std::thread::spawn(move || drop(listener.accept()));
     let url = format!(
         "http://alice:pw-SECRET1@127.0.0.1:{port}/v1/chat/completions?api_key=qk-SECRET2&x=1"
     );
     let backend = http_backend(&url, "    attempts: 1\n");
     let (verdict, attempts) = ask(&backend, &tnh_conductor::runner::Cancellation::never());
+    hang_up.join().unwrap();
     let recorded = format!("{verdict:?} {attempts:?}");
     assert!(recorded.contains("127.0.0.1"), "{recorded}");
     for secret in ["pw-SECRET1", "qk-SECRET2", "alice"] {

@@ -442,7 +442,7 @@ fn zoo_closing_stdout_early_is_killed_idle() {
 #[test]
 fn zoo_endless_output_without_newlines_is_killed_by_the_wall_clock() {
     let run = run_zoo(&ZooCase {
-        argv: &["python3", "zoo/no-newlines-forever.py"],
+        argv: &["sh", "zoo/no-newlines-forever.sh"],
         limits: "{timeout: 2s, idle_timeout: 1500ms}",
         outcome: "killed_timeout",
     });
@@ -1227,13 +1227,16 @@ steps:
         .arg("run")
         .arg(&workflow)
         .env("PATH", path)
-        .env("TNH_GIT_TIMEOUT", "2s")
+        // The limit holds for every git command of the run, not only the one that hangs: 5 s
+        // is far more than an ordinary one takes on a loaded machine, and only the hung one
+        // waits it out.
+        .env("TNH_GIT_TIMEOUT", "5s")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     // Without the limit the conductor never ends. So that this test fails rather than hangs
-    // then, a watcher kills it at 120 s (far beyond the 2 s limit), which only happens when
+    // then, a watcher kills it at 120 s (far beyond the 5 s limit), which only happens when
     // the fix is missing.
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let (done, finished) = std::sync::mpsc::channel::<()>();
@@ -1255,7 +1258,7 @@ steps:
     let stderr = stderr_reader.join().unwrap();
     assert_eq!(status.code(), Some(4), "{result}\n{stderr}");
     assert!(
-        stderr.contains("git add --all --ignore-errors did not finish within 2s")
+        stderr.contains("git add --all --ignore-errors did not finish within 5s")
             && stderr.contains("TNH_GIT_TIMEOUT")
             && stderr.contains("core.excludesFile"),
         "the error names the command, the limit and the setting:\n{result}\n{stderr}"
@@ -1280,7 +1283,7 @@ steps:
     assert!(
         failed["error"]
             .as_str()
-            .is_some_and(|error| error.contains("did not finish within 2s"))
+            .is_some_and(|error| error.contains("did not finish within 5s"))
             && failed["resumable"] == true,
         "the step's failure gives the reason and can be resumed: {failed}"
     );
@@ -1326,9 +1329,12 @@ steps:
         .parse()
         .unwrap();
     let state = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap_or_default();
-    let alive = state
-        .rsplit_once(") ")
-        .is_some_and(|(_, rest)| !rest.starts_with('Z'));
+    // (Its pid may have been reused since: only a live `sleep 3600` is the sleeper.)
+    let command = std::fs::read(format!("/proc/{sleeper}/cmdline")).unwrap_or_default();
+    let alive = command == b"sleep\x003600\0"
+        && state
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'));
     assert!(
         !alive,
         "the process the hung git started still runs: {state}"

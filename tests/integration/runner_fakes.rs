@@ -18,6 +18,27 @@ fn codex(scenario: &str) -> Step {
     Step::fake(AgentKind::Codex, scenario)
 }
 
+/// A `claude` or `codex` agent played by the `sh` fake of the scenarios that never end
+/// (`looping_cli.sh`): it prints its first line milliseconds after it is spawned, where the
+/// idle timer starts, so a sub-second idle limit measures the agent's silence and not an
+/// interpreter's start-up on a loaded machine.
+fn looping(kind: AgentKind, scenario: &str) -> Step {
+    let mut step = Step::fake(kind, scenario);
+    let variable = match kind {
+        AgentKind::Claude => "TNH_CLAUDE_BIN",
+        _ => "TNH_CODEX_BIN",
+    };
+    step.request.host_env = HostEnv::from_pairs([
+        ("PATH", std::env::var("PATH").unwrap_or_default()),
+        ("HOME", step.dir.path().display().to_string()),
+        (
+            variable,
+            fixture("agents/looping_cli.sh").display().to_string(),
+        ),
+    ]);
+    step
+}
+
 /// Asks the fake CLI to record what it received (argv, prompt, environment names) at the
 /// returned path.
 fn record(step: &mut Step) -> std::path::PathBuf {
@@ -150,7 +171,7 @@ async fn claude_invalid_api_key_is_an_authentication_error() {
 
 #[tokio::test]
 async fn claude_retrying_forever_is_killed_idle_although_it_keeps_printing() {
-    let mut step = claude("claude-api-retry-forever");
+    let mut step = looping(AgentKind::Claude, "claude-api-retry-forever");
     step.request.limits = limits(Duration::from_secs(30), Some(Duration::from_millis(800)));
     let run = step.run().await;
     assert_eq!(run.outcome, Outcome::KilledIdle);
@@ -263,7 +284,7 @@ async fn codex_unauthorized_turn_failure_is_an_authentication_error() {
 
 #[tokio::test]
 async fn codex_reconnecting_forever_is_killed_idle() {
-    let mut step = codex("codex-reconnect-forever");
+    let mut step = looping(AgentKind::Codex, "codex-reconnect-forever");
     step.request.limits = limits(Duration::from_secs(30), Some(Duration::from_millis(800)));
     let run = step.run().await;
     assert_eq!(run.outcome, Outcome::KilledIdle);
@@ -280,7 +301,7 @@ async fn codex_reconnecting_forever_is_killed_idle() {
 /// by itself now has no final response, whatever the agent kind.
 #[tokio::test]
 async fn a_codex_killed_mid_turn_has_no_final_response() {
-    let mut step = codex("codex-message-then-stall");
+    let mut step = looping(AgentKind::Codex, "codex-message-then-stall");
     step.request.limits = limits(Duration::from_secs(30), Some(Duration::from_millis(800)));
     let run = step.run().await;
     assert_eq!(run.outcome, Outcome::KilledIdle, "{}", run.cause);
@@ -302,7 +323,7 @@ async fn a_codex_killed_mid_turn_has_no_final_response() {
 
 #[tokio::test]
 async fn codex_reconnecting_forever_without_idle_limit_is_killed_by_the_wall_clock() {
-    let mut step = codex("codex-reconnect-forever");
+    let mut step = looping(AgentKind::Codex, "codex-reconnect-forever");
     step.request.limits = limits(Duration::from_millis(600), None);
     let run = step.run().await;
     assert_eq!(run.outcome, Outcome::KilledTimeout);

@@ -38,7 +38,7 @@ async fn silent_hang_is_killed_idle() {
 
 #[tokio::test]
 async fn endless_output_without_newlines_is_bounded_and_killed_by_the_wall_clock() {
-    let mut step = Step::command(&["python3", &zoo("no-newlines-forever.py")]);
+    let mut step = Step::command(&["sh", &zoo("no-newlines-forever.sh")]);
     step.request.limits = limits(ms(1500), Some(ms(1000)));
     let run = step.run().await;
     assert_eq!(run.outcome, Outcome::KilledTimeout, "{}", run.cause);
@@ -112,7 +112,10 @@ async fn grandchild_holding_stdout_after_the_leader_exits_is_killed_and_reported
 #[tokio::test]
 async fn sigterm_ignored_means_sigkill_after_the_grace_period() {
     let mut step = Step::command(&["sh", &zoo("ignores-sigterm.sh")]);
-    step.request.limits = limits(ms(400), None);
+    // The wall clock starts at the spawn, and SIGTERM must find the trap installed: 1 s
+    // is far more than `sh` takes to reach it. (The timer rules themselves are checked
+    // with a controlled clock in `runner::state`.)
+    step.request.limits = limits(ms(1000), None);
     let run = step.run().await;
     assert_eq!(run.outcome, Outcome::KilledTimeout);
     let termination = &run.supervised.termination;
@@ -218,7 +221,10 @@ async fn invalid_utf8_is_kept_raw_on_disk_and_replaced_in_the_tail() {
 #[tokio::test]
 async fn a_timeout_is_never_success_even_when_the_agent_exits_0_on_sigterm() {
     let mut step = Step::command(&["sh", &zoo("exits-0-on-sigterm.sh")]);
-    step.request.limits = limits(ms(400), None);
+    // The wall clock starts at the spawn, and SIGTERM must find the trap installed: 1 s
+    // is far more than `sh` takes to reach it. (The timer rules themselves are checked
+    // with a controlled clock in `runner::state`.)
+    step.request.limits = limits(ms(1000), None);
     step.request.limits.grace = Duration::from_secs(30);
     let run = step.run().await;
     assert_eq!(run.outcome, Outcome::KilledTimeout);
