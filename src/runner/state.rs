@@ -631,7 +631,7 @@ mod tests {
             grace: ms(grace),
             prompt_settle: ms(200),
             leak_timeout: ms(200),
-            max_stdout_bytes: None,
+            ..Limits::default()
         }
     }
 
