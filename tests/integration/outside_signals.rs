@@ -3,7 +3,6 @@
 //! `PATH` an agent gets to find `tnh`, and the run-log entries of a visit that did not finish.
 
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -211,15 +210,17 @@ fn a_signal_ignored_when_the_conductor_starts_stays_ignored() {
     let pid = Pid::from_raw(child.id() as i32);
     kill(pid, Signal::SIGHUP).unwrap();
     kill(pid, Signal::SIGINT).unwrap();
-    // Let the agent finish; had the signals stopped it, nobody reads the FIFO (ENXIO).
-    let opened = std::fs::OpenOptions::new()
+    // Let the agent finish. The FIFO is opened for reading and writing, which never waits for
+    // the agent to open it (it may not have yet; had the signals stopped it, it never will),
+    // and kept open until the run ends, so that "go" waits in the pipe for the agent's read.
+    let mut fifo = std::fs::OpenOptions::new()
+        .read(true)
         .write(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(&go);
-    if let Ok(mut fifo) = opened {
-        std::io::Write::write_all(&mut fifo, b"go\n").unwrap();
-    }
+        .open(&go)
+        .unwrap();
+    std::io::Write::write_all(&mut fifo, b"go\n").unwrap();
     let output = child.wait_with_output().unwrap();
+    drop(fifo);
     assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
     let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(result["state"], "completed", "{result}");
