@@ -40,21 +40,26 @@ async fn the_transcript_shows_nul_and_terminal_control_bytes_escaped() {
     assert!(raw.windows(3).any(|window| window == b"l\0i"));
 }
 
-#[tokio::test]
-async fn an_unreadable_claude_line_followed_by_a_readable_result_is_within_budget() {
-    let mut step = Step::fake(AgentKind::Claude, "unused");
-    let body = r#"import json, sys
+/// The start of a fake `claude` in Python: reads the prompt, defines `event` (one JSON line,
+/// flushed) and sends the init event.
+const CLAUDE_PREAMBLE: &str = r#"import json, sys
 sys.stdin.read()
 def event(value):
     sys.stdout.write(json.dumps(value) + "\n")
     sys.stdout.flush()
 event({"type": "system", "subtype": "init", "session_id": "s1", "tools": []})
-event({"type": "user", "session_id": "s1", "message": {"content": [
+"#;
+
+#[tokio::test]
+async fn an_unreadable_claude_line_followed_by_a_readable_result_is_within_budget() {
+    let mut step = Step::fake(AgentKind::Claude, "unused");
+    let body = CLAUDE_PREAMBLE.to_owned()
+        + r#"event({"type": "user", "session_id": "s1", "message": {"content": [
     {"type": "tool_result", "content": "x" * (40 * 1024 * 1024)}]}})
 event({"type": "result", "subtype": "success", "is_error": False, "num_turns": 1,
        "result": "Done", "session_id": "s1", "total_cost_usd": 0.01})
 "#;
-    step.request.profile.binary = Some(script(&step, "claude", body));
+    step.request.profile.binary = Some(script(&step, "claude", &body));
     step.request.remaining_run_budget_usd = Some(5.0);
     let run = step.run().await;
     assert_eq!(run.outcome, Outcome::Completed, "{}", run.cause);
@@ -64,18 +69,13 @@ event({"type": "result", "subtype": "success", "is_error": False, "num_turns": 1
 #[tokio::test]
 async fn an_unreadable_claude_line_after_the_last_result_still_leaves_the_cost_unknown() {
     let mut step = Step::fake(AgentKind::Claude, "unused");
-    let body = r#"import json, sys
-sys.stdin.read()
-def event(value):
-    sys.stdout.write(json.dumps(value) + "\n")
-    sys.stdout.flush()
-event({"type": "system", "subtype": "init", "session_id": "s1", "tools": []})
-event({"type": "result", "subtype": "success", "is_error": False, "num_turns": 1,
+    let body = CLAUDE_PREAMBLE.to_owned()
+        + r#"event({"type": "result", "subtype": "success", "is_error": False, "num_turns": 1,
        "result": "Done", "session_id": "s1", "total_cost_usd": 0.01})
 event({"type": "result", "subtype": "success", "is_error": False, "num_turns": 2,
        "result": "x" * (40 * 1024 * 1024), "session_id": "s1", "total_cost_usd": 9.0})
 "#;
-    step.request.profile.binary = Some(script(&step, "claude", body));
+    step.request.profile.binary = Some(script(&step, "claude", &body));
     step.request.remaining_run_budget_usd = Some(5.0);
     let run = step.run().await;
     assert_eq!(run.outcome, Outcome::KilledPolicy, "{}", run.cause);

@@ -2,7 +2,7 @@
 //! 302 would become a GET without the envelope, and another URL's answer would be taken as
 //! the judgement); a redirect is a failed attempt naming where it pointed.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::mpsc;
@@ -29,7 +29,7 @@ impl Redirector {
         let thread = std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let mut stream = stream.unwrap();
-                let line = read_request_line(&mut stream);
+                let line = crate::planner_limits::read_request(&mut stream);
                 if line.starts_with("QUIT") {
                     break;
                 }
@@ -69,32 +69,6 @@ impl Drop for Redirector {
             let _ = thread.join();
         }
     }
-}
-
-/// The request line, after reading the headers and the body.
-fn read_request_line(stream: &mut TcpStream) -> String {
-    let mut reader = BufReader::new(stream);
-    let mut first = String::new();
-    reader.read_line(&mut first).unwrap();
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap() == 0 {
-            break;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().unwrap();
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).unwrap();
-    first.trim_end().to_owned()
 }
 
 fn envelope() -> serde_json::Value {

@@ -183,8 +183,11 @@ impl Server {
     }
 }
 
-fn read_request(stream: &mut TcpStream) {
+/// Reads one HTTP request (its headers and body) and returns its request line.
+pub(crate) fn read_request(stream: &mut TcpStream) -> String {
     let mut reader = BufReader::new(stream);
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
     let mut length = 0;
     loop {
         let mut line = String::new();
@@ -201,6 +204,7 @@ fn read_request(stream: &mut TcpStream) {
     }
     let mut body = vec![0; length];
     reader.read_exact(&mut body).unwrap();
+    first.trim_end().to_owned()
 }
 
 const TOO_MANY: &str = "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
