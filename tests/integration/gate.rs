@@ -66,21 +66,18 @@ fn a_blocking_gate_waits_then_an_approval_with_resume_reaches_success() {
         stdout_text(&show)
     );
 
-    let approved = repo.conductor(&[
-        "gate",
-        "approve",
-        &run_id,
-        "--as",
-        "alice",
-        "--comment",
-        "looks right",
-        "--resume",
-    ]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
+    repo.conductor_exits(
+        &[
+            "gate",
+            "approve",
+            &run_id,
+            "--as",
+            "alice",
+            "--comment",
+            "looks right",
+            "--resume",
+        ],
+        0,
     );
     let show = stdout_text(&repo.conductor(&["runs", "show", &run_id]));
     assert!(
@@ -122,21 +119,18 @@ fn a_blocking_gate_waits_then_an_approval_with_resume_reaches_success() {
 fn a_rejection_takes_the_reject_route() {
     let repo = RunRepo::new();
     let run_id = waiting_run(&repo, None);
-    let rejected = repo.conductor(&[
-        "gate",
-        "reject",
-        &run_id,
-        "--as",
-        "lead",
-        "--comment",
-        "not like this",
-        "--resume",
-    ]);
-    assert_eq!(
-        rejected.status.code(),
-        Some(1),
-        "{}",
-        stderr_text(&rejected)
+    let rejected = repo.conductor_exits(
+        &[
+            "gate",
+            "reject",
+            &run_id,
+            "--as",
+            "lead",
+            "--comment",
+            "not like this",
+            "--resume",
+        ],
+        1,
     );
     assert!(
         stdout_text(&rejected).contains("failed"),
@@ -153,8 +147,7 @@ fn a_rejection_takes_the_reject_route() {
 fn a_gate_past_its_timeout_takes_the_timeout_route_on_resume() {
     let repo = RunRepo::new();
     let run_id = waiting_run(&repo, Some(gate_timing_out_at_once()));
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(1), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 1);
     assert_eq!(
         repo.json(&run_id, "artifacts/review/1/gate_outcome.json")["decision"],
         "gate_timed_out"
@@ -253,8 +246,7 @@ fn status_and_gate_list_notice_a_timed_out_gate() {
         "gate_timed_out"
     );
     assert!(!stdout_text(&repo.conductor(&["gate", "list"])).contains(&run_id));
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(1), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 1);
     assert_eq!(
         std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
         "failed failure timed_out\n"
@@ -731,13 +723,8 @@ fn an_outcome_the_edited_workflow_does_not_route_ends_the_run_with_exit_4() {
     let valid = repo.conductor(&["validate", workflow.to_str().unwrap()]);
     assert_eq!(valid.status.code(), Some(0), "{}", stdout_text(&valid));
 
-    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead", "--resume"]);
-    assert_eq!(
-        approved.status.code(),
-        Some(4),
-        "{}",
-        stderr_text(&approved)
-    );
+    let approved =
+        repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead", "--resume"], 4);
     let said = format!("{}{}", stdout_text(&approved), stderr_text(&approved));
     assert!(
         said.contains("gate_approved") && said.contains("review"),
@@ -852,8 +839,7 @@ fn an_approval_after_the_deadline_is_refused_and_the_gate_times_out() {
         repo.json(&run_id, "artifacts/review/1/gate_outcome.json")["decision"],
         "gate_timed_out"
     );
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(1), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 1);
     assert_eq!(
         std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
         "failed failure timed_out\n"
@@ -895,13 +881,7 @@ fn a_decision_refused_for_an_invalid_workflow_records_nothing() {
         "waiting"
     );
     std::fs::write(&workflow, valid).unwrap();
-    let rejected = repo.conductor(&["gate", "reject", &run_id, "--as", "lead", "--resume"]);
-    assert_eq!(
-        rejected.status.code(),
-        Some(1),
-        "{}",
-        stderr_text(&rejected)
-    );
+    repo.conductor_exits(&["gate", "reject", &run_id, "--as", "lead", "--resume"], 1);
     let decisions: Vec<serde_json::Value> = repo
         .events(&run_id)
         .into_iter()
@@ -966,8 +946,7 @@ fn a_decision_interrupted_after_it_was_recorded_stands() {
             .count();
         assert_eq!(completed, 1, "{then}");
         if then == "approve" {
-            let resumed = repo.conductor(&["resume", &run_id]);
-            assert_eq!(resumed.status.code(), Some(1), "{}", stderr_text(&resumed));
+            repo.conductor_exits(&["resume", &run_id], 1);
         }
         assert_eq!(
             std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
@@ -1007,8 +986,7 @@ fn a_decision_interrupted_after_it_was_recorded_keeps_the_reviewers_feedback() {
         "gate_resolved"
     );
 
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 0);
     let events = repo.events(&run_id);
     assert_contiguous(&events);
     let feedback: Vec<&serde_json::Value> = events
@@ -1050,8 +1028,7 @@ fn a_decision_interrupted_after_it_was_recorded_keeps_the_reviewers_feedback() {
 fn the_approve_hint_names_an_approver_and_works_as_printed() {
     let repo = RunRepo::new();
     let workflow = repo.workflow("gate.yaml");
-    let waiting = repo.conductor(&["run", workflow.to_str().unwrap()]);
-    assert_eq!(waiting.status.code(), Some(3), "{}", stderr_text(&waiting));
+    let waiting = repo.conductor_exits(&["run", workflow.to_str().unwrap()], 3);
     let stderr = stderr_text(&waiting);
     let hint = stderr
         .lines()
@@ -1061,13 +1038,7 @@ fn the_approve_hint_names_an_approver_and_works_as_printed() {
     assert!(hint.contains(" --as lead --resume"), "{hint}");
 
     let args: Vec<&str> = hint.split_whitespace().skip(1).collect();
-    let approved = repo.conductor(&args);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
-    );
+    repo.conductor_exits(&args, 0);
 }
 
 /// A decision on a run whose `state.json` is gone changes nothing and says what is missing.
@@ -1107,8 +1078,7 @@ fn a_worktree_changed_while_the_gate_waits_is_refused_until_accepted() {
     .unwrap();
     let events_before = repo.events(&run_id).len();
     for verb in ["approve", "reject"] {
-        let refused = repo.conductor(&["gate", verb, &run_id, "--as", "alice"]);
-        assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+        let refused = repo.conductor_exits(&["gate", verb, &run_id, "--as", "alice"], 2);
         let message = stderr_text(&refused);
         assert!(
             message.contains("changed since the run's last checkpoint")
@@ -1126,19 +1096,16 @@ fn a_worktree_changed_while_the_gate_waits_is_refused_until_accepted() {
         "waiting"
     );
 
-    let accepted = repo.conductor(&[
-        "gate",
-        "approve",
-        &run_id,
-        "--as",
-        "alice",
-        "--accept-drift",
-    ]);
-    assert_eq!(
-        accepted.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&accepted)
+    repo.conductor_exits(
+        &[
+            "gate",
+            "approve",
+            &run_id,
+            "--as",
+            "alice",
+            "--accept-drift",
+        ],
+        0,
     );
     let events = repo.events(&run_id);
     let drift = first_event(&events, "drift_accepted");
@@ -1170,13 +1137,7 @@ fn a_gate_shows_the_whole_change_of_the_run_after_a_step_that_changed_nothing() 
     );
     assert!(shown.contains("(the whole run)"), "{shown}");
     assert!(shown.contains("last step: `review` #1"), "{shown}");
-    let approved = repo.conductor(&["gate", "approve", &run_id]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
-    );
+    repo.conductor_exits(&["gate", "approve", &run_id], 0);
     let journal = stdout_text(&repo.conductor(&["journal"]));
     assert!(journal.contains("(2 files changed, +2 -0)"), "{journal}");
 }
@@ -1227,15 +1188,8 @@ fn a_decision_on_a_run_whose_driver_died_at_the_gate_says_resume() {
         "nothing recorded"
     );
     // The hint works as printed: resume asks again, and the decision is taken.
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(3), "{}", stderr_text(&resumed));
-    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead", "--resume"]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
-    );
+    repo.conductor_exits(&["resume", &run_id], 3);
+    repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead", "--resume"], 0);
 }
 
 #[test]
@@ -1255,8 +1209,7 @@ fn a_deleted_work_branch_is_refused_naming_how_to_restore_it() {
         vec!["gate", "approve", &run_id, "--as", "lead", "--resume"],
         vec!["resume", &run_id],
     ] {
-        let refused = repo.conductor(&command);
-        assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+        let refused = repo.conductor_exits(&command, 2);
         let stderr = stderr_text(&refused);
         assert!(
             stderr.contains(&format!(
@@ -1275,13 +1228,7 @@ fn a_deleted_work_branch_is_refused_naming_how_to_restore_it() {
 
     // Restored as the hint says, the run goes on.
     repo.repo.git(&["branch", &branch, &head]);
-    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead", "--resume"]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
-    );
+    repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead", "--resume"], 0);
 }
 
 /// Review 11 (operator CLI), defect 4: `gate list` and `status` of a waiting run took the run's
@@ -1308,13 +1255,7 @@ fn looking_at_a_waiting_gate_does_not_take_the_runs_lock() {
         stdout_text(&status)
     );
     assert!(!lock.exists(), "a look took the lock");
-    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
-    );
+    repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead"], 0);
 }
 
 /// Review 11, defect 5: a waiting run whose state.json is damaged was left out of `gate list`
@@ -1325,8 +1266,7 @@ fn gate_list_shows_a_waiting_gate_whose_state_file_is_damaged() {
     let repo = RunRepo::new();
     let run_id = waiting_run(&repo, None);
     std::fs::write(repo.run_dir(&run_id).join("state.json"), "{ garbled").unwrap();
-    let listed = repo.conductor(&["gate", "list"]);
-    assert_eq!(listed.status.code(), Some(0), "{}", stderr_text(&listed));
+    let listed = repo.conductor_exits(&["gate", "list"], 0);
     let text = stdout_text(&listed);
     assert!(
         text.contains(&run_id) && text.contains("review"),
@@ -1433,8 +1373,7 @@ fn a_run_a_newer_release_wrote_is_refused_and_left_as_it_is() {
     )
     .unwrap();
     let before = run_files(&repo, &run_id);
-    let refused = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
-    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    let refused = repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead"], 2);
     assert!(
         stderr_text(&refused).contains("its `schema_versions.event` is 3"),
         "{}",
@@ -1522,13 +1461,7 @@ fn a_decision_without_resume_is_not_said_to_be_an_interruption() {
         .replace("gate_approved: STOP", "gate_approved: undo")
         + "  - id: undo\n    opcode: ROLLBACK\n    target: pre_run\n    routes:\n      completed: STOP\n      error: failed\n";
     let run_id = waiting_run(&repo, Some(text));
-    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
-    );
+    repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead"], 0);
     assert_eq!(
         repo.json(&run_id, "status.json")["lifecycle_state"],
         "blocked"
@@ -1537,8 +1470,7 @@ fn a_decision_without_resume_is_not_said_to_be_an_interruption() {
         std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
         "blocked decided undo\n"
     );
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 0);
 }
 
 /// Review 11, defect 8: a lock file that cannot be opened (a read-only run directory, here a
@@ -1551,8 +1483,7 @@ fn a_lock_file_that_cannot_be_opened_is_not_said_to_be_held() {
     let lock = repo.run_dir(&run_id).join("lock");
     std::fs::remove_file(&lock).unwrap();
     std::fs::create_dir(&lock).unwrap();
-    let refused = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
-    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    let refused = repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead"], 2);
     let stderr = stderr_text(&refused);
     assert!(
         stderr.contains("failed to lock") && stderr.contains("make the run directory writable"),
@@ -1611,13 +1542,7 @@ fn a_decision_whose_workflow_file_is_gone_says_so_and_changes_nothing() {
         "nothing recorded"
     );
     std::fs::rename(&aside, &path).unwrap();
-    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead", "--resume"]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
-    );
+    repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead", "--resume"], 0);
 }
 
 /// Review 11 (hostile agent), found while fixing defect 2: the lock file was opened through
@@ -1657,11 +1582,5 @@ fn a_lock_file_replaced_by_a_link_is_refused_and_its_target_left_alone() {
         "the link's target was written"
     );
     std::fs::remove_file(&lock).unwrap();
-    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
-    );
+    repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead"], 0);
 }

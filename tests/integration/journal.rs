@@ -22,8 +22,7 @@ fn the_journal_of_a_day_of_runs() {
         );
     }
     let today = jiff::Timestamp::now().strftime("%Y-%m-%d").to_string();
-    let output = repo.conductor(&["journal", "--date", &today]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
+    let output = repo.conductor_exits(&["journal", "--date", &today], 0);
     let markdown = stdout_text(&output);
     let json = repo.conductor(&["journal", "--date", &today, "--format", "json"]);
     let data: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
@@ -159,8 +158,7 @@ fn a_since_day_after_today_is_refused() {
         "{}",
         stderr_text(&output)
     );
-    let today = repo.conductor(&["journal", "--since", "2020-01-01"]);
-    assert_eq!(today.status.code(), Some(0), "{}", stderr_text(&today));
+    repo.conductor_exits(&["journal", "--since", "2020-01-01"], 0);
 }
 
 /// Review 2 (after a run started), defect 11 (low): `journal --date` a day after today printed
@@ -180,8 +178,7 @@ fn a_date_after_today_is_refused_like_since() {
         stderr_text(&output)
     );
     let today = jiff::Timestamp::now().strftime("%Y-%m-%d").to_string();
-    let output = repo.conductor(&["journal", "--date", &today]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
+    let output = repo.conductor_exits(&["journal", "--date", &today], 0);
     assert!(
         stdout_text(&output).contains(waiting["run_id"].as_str().unwrap()),
         "{}",
@@ -220,8 +217,7 @@ fn a_run_shows_on_every_day_it_went_on() {
     );
     redate(&waiting, "2026-01-01T23:55:00Z", None);
     let journal = |day: &str| -> serde_json::Value {
-        let output = repo.conductor(&["journal", "--date", day, "--format", "json"]);
-        assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
+        let output = repo.conductor_exits(&["journal", "--date", day, "--format", "json"], 0);
         serde_json::from_slice(&output.stdout).unwrap()
     };
     let ids = |entries: &serde_json::Value| -> Vec<String> {

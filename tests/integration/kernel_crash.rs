@@ -268,8 +268,7 @@ fn resume_refuses_a_worktree_edited_by_hand_unless_the_drift_is_accepted() {
     std::fs::write(worktree.join("hello.txt"), "edited by hand\n").unwrap();
     let events_before = repo.events(&run_id).len();
 
-    let refused = repo.conductor(&["resume", &run_id]);
-    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    let refused = repo.conductor_exits(&["resume", &run_id], 2);
     assert!(
         stderr_text(&refused).contains("the worktree changed since the run's last checkpoint"),
         "{}",
@@ -282,13 +281,7 @@ fn resume_refuses_a_worktree_edited_by_hand_unless_the_drift_is_accepted() {
         "a refused resume must record nothing"
     );
 
-    let accepted = repo.conductor(&["resume", "--accept-drift", &run_id]);
-    assert_eq!(
-        accepted.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&accepted)
-    );
+    repo.conductor_exits(&["resume", "--accept-drift", &run_id], 0);
     let events = repo.events(&run_id);
     assert_contiguous(&events);
     let drift = first_event(&events, "drift_accepted");
@@ -311,8 +304,7 @@ fn a_visit_started_after_the_last_checkpoint_is_recovered_from_its_event() {
     );
     let (repo, run_id) = killed_at(CRASH, kill_at);
 
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 0);
     let events = repo.events(&run_id);
     assert_contiguous(&events);
     let of_step = |event_type: &str| -> Vec<u64> {
@@ -338,8 +330,7 @@ fn a_lost_status_file_reads_as_blocked_and_resume_rewrites_it() {
     let status_file = repo.run_dir(&run_id).join("status.json");
     std::fs::write(&status_file, "").unwrap();
 
-    let status = repo.conductor(&["status", "--json", &run_id]);
-    assert_eq!(status.status.code(), Some(0), "{}", stderr_text(&status));
+    let status = repo.conductor_exits(&["status", "--json", &run_id], 0);
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(status["lifecycle_state"], "blocked", "{status}");
     assert!(
@@ -355,8 +346,7 @@ fn a_lost_status_file_reads_as_blocked_and_resume_rewrites_it() {
     );
     assert_eq!(status["visit"], state["phase"]["visit"], "{status}");
 
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 0);
     let rewritten: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&status_file).unwrap()).unwrap();
     assert_eq!(rewritten["lifecycle_state"], "completed");
@@ -425,8 +415,7 @@ fn resume_records_a_workflow_file_that_changed_since_the_run_started() {
     )
     .unwrap();
 
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 0);
     let events = repo.events(&run_id);
     assert_contiguous(&events);
     let types = event_types(&events);
@@ -726,8 +715,7 @@ fn a_run_killed_while_its_worktree_is_created_is_listed_resumed_and_cleaned() {
             "{kill:?}"
         );
 
-        let cleaned = repo.conductor(&["runs", "clean", "--all"]);
-        assert_eq!(cleaned.status.code(), Some(0), "{}", stderr_text(&cleaned));
+        repo.conductor_exits(&["runs", "clean", "--all"], 0);
         assert!(!worktree.exists(), "{kill:?}: the worktree is left");
         assert_eq!(
             repo.repo.git(&["branch", "--list", "tnh/*"]),
@@ -781,8 +769,7 @@ fn resume_refuses_a_run_whose_state_file_is_gone_after_its_first_checkpoint() {
 fn a_run_killed_before_its_first_checkpoint_starts_over() {
     let (repo, run_id) = killed_at(CRASH, 1);
     assert!(!repo.run_dir(&run_id).join("state.json").exists());
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 0);
     let events = repo.events(&run_id);
     assert_contiguous(&events);
     let types = event_types(&events);
@@ -821,8 +808,7 @@ fn a_resume_killed_after_recording_the_interrupted_visit_records_it_once() {
         "step_interrupted"
     );
 
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 0);
     let events = repo.events(&run_id);
     assert_contiguous(&events);
     let of_step = |event_type: &str| -> Vec<u64> {
@@ -907,8 +893,7 @@ fn a_signal_after_the_agent_finished_keeps_the_visit_and_stops_before_the_next_s
         "blocked"
     );
 
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 0);
     let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
     let resumed = finish(&repo, &run_id, &worktree);
     assert_eq!(resumed.final_state, reference.final_state);
@@ -957,8 +942,7 @@ fn a_signal_during_the_recovery_of_resume_ends_it_130_resumable() {
         "blocked"
     );
 
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 0);
     let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
     let resumed = finish(&repo, &run_id, &worktree);
     assert_eq!(resumed.final_state, reference.final_state);
@@ -1009,8 +993,7 @@ fn a_signal_while_the_worktree_is_created_ends_the_run_130_resumable() {
     let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(result["state"], "interrupted", "{result}");
 
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 0);
     let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
     let resumed = finish(&repo, &run_id, &worktree);
     assert_eq!(resumed.final_state, reference.final_state);
@@ -1098,8 +1081,7 @@ fn resume_after_a_kill_in_an_evaluate_refuses_a_worktree_edited_by_hand() {
     let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
     std::fs::write(worktree.join("extra.txt"), "added by hand\n").unwrap();
     let events_before = repo.events(&run_id).len();
-    let refused = repo.conductor(&["resume", &run_id]);
-    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    let refused = repo.conductor_exits(&["resume", &run_id], 2);
     assert!(
         stderr_text(&refused).contains("the worktree changed since the run's last checkpoint"),
         "{}",
@@ -1110,12 +1092,6 @@ fn resume_after_a_kill_in_an_evaluate_refuses_a_worktree_edited_by_hand() {
         events_before,
         "nothing recorded"
     );
-    let accepted = repo.conductor(&["resume", "--accept-drift", &run_id]);
-    assert_eq!(
-        accepted.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&accepted)
-    );
+    repo.conductor_exits(&["resume", "--accept-drift", &run_id], 0);
     assert!(event_types(&repo.events(&run_id)).contains(&"drift_accepted".to_owned()));
 }

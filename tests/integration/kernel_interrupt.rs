@@ -94,8 +94,7 @@ fn ctrl_c_ends_the_step_exits_130_and_the_run_resumes() {
             .any(|event| event["event_type"] == "run_interrupted")
     );
 
-    let resumed = repo.conductor(&["resume", "--json", &run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", "--json", &run_id], 0);
     let events = repo.events(&run_id);
     assert_contiguous(&events);
     let interrupted = first_event(&events, "step_interrupted");
@@ -222,7 +221,6 @@ fn status_watch_ends_showing_a_killed_run_blocked() {
         "{seen:?} then {rest:?}"
     );
     // The agent outlived the SIGKILLed conductor: resume ends it.
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 0);
     assert!(processes_of_run(&run_id).is_empty());
 }

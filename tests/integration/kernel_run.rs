@@ -432,8 +432,7 @@ fn a_summarize_function_shapes_the_evidence_the_planner_reads() {
 fn progress_lines_status_and_events_are_shown_to_the_operator() {
     let repo = RunRepo::new();
     let workflow = repo.workflow("linear.yaml");
-    let output = repo.conductor(&["run", workflow.to_str().unwrap()]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
+    let output = repo.conductor_exits(&["run", workflow.to_str().unwrap()], 0);
     let stderr = stderr_text(&output);
     for line in [
         "▶ write #1 (RUN_AGENT)",
@@ -593,8 +592,7 @@ fn a_base_that_does_not_resolve_exits_2_and_leaves_no_run() {
     assert!(runs.is_empty(), "{runs:?}");
     assert!(!repo.path().join(".tnh/worktrees").exists());
     assert_eq!(repo.repo.git(&["branch", "--list", "tnh/*"]), "");
-    let listed = repo.conductor(&["runs", "list"]);
-    assert_eq!(listed.status.code(), Some(0), "{}", stderr_text(&listed));
+    repo.conductor_exits(&["runs", "list"], 0);
 }
 
 /// A `pre_step` rollback undoes only the most recent agent step: when a clean step ran after
@@ -684,13 +682,7 @@ steps:
       "*": STOP
 "#,
     );
-    let validated = repo.conductor(&["validate", workflow.to_str().unwrap()]);
-    assert_eq!(
-        validated.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&validated)
-    );
+    repo.conductor_exits(&["validate", workflow.to_str().unwrap()], 0);
 
     let (code, result, output) = repo.run(&workflow, &[]);
 
@@ -716,8 +708,7 @@ fn an_agent_that_cannot_start_says_what_to_do() {
         "broken.yaml",
         "workflow_id: broken\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: broken\n    prompt: do it\n    routes:\n      \"*\": STOP\n",
     );
-    let output = repo.conductor(&["run", workflow.to_str().unwrap()]);
-    assert_eq!(output.status.code(), Some(4), "{}", stderr_text(&output));
+    let output = repo.conductor_exits(&["run", workflow.to_str().unwrap()], 4);
     let stderr = stderr_text(&output);
     assert!(
         stderr.contains(
@@ -745,8 +736,7 @@ fn an_agent_that_cannot_start_says_what_to_do() {
             agent.display()
         ),
     );
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 0);
     assert_eq!(
         std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
         "completed success work\n"

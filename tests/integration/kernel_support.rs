@@ -51,6 +51,19 @@ impl RunRepo {
             .unwrap()
     }
 
+    /// `conductor(ARGS)`, asserting it exits with `code` (its stderr shown when not).
+    #[track_caller]
+    pub fn conductor_exits(&self, args: &[&str], code: i32) -> Output {
+        let output = self.conductor(args);
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{args:?}: {}",
+            crate::support::stderr_text(&output)
+        );
+        output
+    }
+
     /// `run --json WORKFLOW ARGS…` and its JSON result (exit code included).
     pub fn run(&self, workflow: &Path, args: &[&str]) -> (Option<i32>, serde_json::Value, Output) {
         let output = conductor()

@@ -32,8 +32,7 @@ fn a_rollback_at_a_gate_is_recorded_and_resume_continues_from_it_instead_of_refu
     let (run_id, worktree) = waiting_run(&repo, "gate.yaml");
     assert!(worktree.join("feature.txt").is_file());
     std::fs::write(worktree.join("by-hand.txt"), "edited by hand\n").unwrap();
-    let refused = repo.conductor(&["resume", &run_id]);
-    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    let refused = repo.conductor_exits(&["resume", &run_id], 2);
     assert!(
         stderr_text(&refused).contains("tnh-conductor rollback RUN_ID --target pre_step"),
         "the drift hint names the way out: {}",
@@ -79,28 +78,24 @@ fn a_rollback_at_a_gate_is_recorded_and_resume_continues_from_it_instead_of_refu
     );
 
     // No drift: the run goes on from the rolled-back worktree.
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(3), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 3);
     assert_eq!(
         repo.json(&run_id, "status.json")["reason"],
         "waiting for a human decision",
         "a resume that finds the gate undecided still says why the run waits"
     );
     // The gate showed feature.txt, which the rollback undid: approving needs --accept-drift.
-    let approved = repo.conductor(&[
-        "gate",
-        "approve",
-        &run_id,
-        "--as",
-        "lead",
-        "--resume",
-        "--accept-drift",
-    ]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
+    repo.conductor_exits(
+        &[
+            "gate",
+            "approve",
+            &run_id,
+            "--as",
+            "lead",
+            "--resume",
+            "--accept-drift",
+        ],
+        0,
     );
     let events = repo.events(&run_id);
     assert_contiguous(&events);
@@ -113,17 +108,14 @@ fn a_rollback_while_a_gate_waits_needs_accept_drift_to_be_decided() {
     let repo = RunRepo::new();
     let (run_id, worktree) = waiting_run(&repo, "gate.yaml");
     let shown = repo.json(&run_id, "state.json")["fingerprint"].clone();
-    let before = repo.conductor(&["gate", "show", &run_id]);
-    assert_eq!(before.status.code(), Some(0), "{}", stderr_text(&before));
+    let before = repo.conductor_exits(&["gate", "show", &run_id], 0);
     assert!(!stdout_text(&before).contains("ROLLED BACK"));
-    let rolled = repo.conductor(&["rollback", &run_id, "--target", "pre_run"]);
-    assert_eq!(rolled.status.code(), Some(0), "{}", stderr_text(&rolled));
+    repo.conductor_exits(&["rollback", &run_id, "--target", "pre_run"], 0);
     assert!(!worktree.join("feature.txt").exists());
     let events = repo.events(&run_id);
     assert_eq!(operator_rollbacks(&events)[0]["checkpoint_before"], shown);
     // `gate show` says the change it shows is gone, and what a decision needs.
-    let after = repo.conductor(&["gate", "show", &run_id]);
-    assert_eq!(after.status.code(), Some(0), "{}", stderr_text(&after));
+    let after = repo.conductor_exits(&["gate", "show", &run_id], 0);
     let after = stdout_text(&after);
     assert!(
         after.contains(&format!(
@@ -136,8 +128,8 @@ fn a_rollback_while_a_gate_waits_needs_accept_drift_to_be_decided() {
 
     // Either decision is refused: the reviewer was shown a change that no longer exists.
     for decision in ["approve", "reject"] {
-        let refused = repo.conductor(&["gate", decision, &run_id, "--as", "lead", "--resume"]);
-        assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+        let refused =
+            repo.conductor_exits(&["gate", decision, &run_id, "--as", "lead", "--resume"], 2);
         let stderr = stderr_text(&refused);
         assert!(
             stderr.contains(&format!(
@@ -156,20 +148,17 @@ fn a_rollback_while_a_gate_waits_needs_accept_drift_to_be_decided() {
         );
     }
 
-    let approved = repo.conductor(&[
-        "gate",
-        "approve",
-        &run_id,
-        "--as",
-        "lead",
-        "--resume",
-        "--accept-drift",
-    ]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
+    repo.conductor_exits(
+        &[
+            "gate",
+            "approve",
+            &run_id,
+            "--as",
+            "lead",
+            "--resume",
+            "--accept-drift",
+        ],
+        0,
     );
     let events = repo.events(&run_id);
     assert_contiguous(&events);
@@ -210,8 +199,7 @@ fn a_rollback_is_refused_while_another_process_holds_the_run() {
     assert_eq!(repo.events(&run_id).len(), events_before);
 
     drop(held);
-    let rolled = repo.conductor(&["rollback", &run_id]);
-    assert_eq!(rolled.status.code(), Some(0), "{}", stderr_text(&rolled));
+    repo.conductor_exits(&["rollback", &run_id], 0);
     assert!(!worktree.join("feature.txt").exists());
 }
 
@@ -329,8 +317,7 @@ fn a_run_stopped_in_the_middle_of_a_step_is_refused_and_left_for_resume() {
     assert!(worktree.join("hello.txt").is_file(), "nothing rolled back");
     assert_eq!(repo.events(&run_id).len(), events_before);
 
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 0);
     first_event(&repo.events(&run_id), "run_resumed");
 }
 
@@ -454,7 +441,6 @@ fn a_rollback_killed_after_resetting_the_worktree_is_recorded_and_the_retry_name
     }
 
     // A rollback after a completed one names no interrupted attempt.
-    let again = repo.conductor(&["rollback", &run_id]);
-    assert_eq!(again.status.code(), Some(0), "{}", stderr_text(&again));
+    repo.conductor_exits(&["rollback", &run_id], 0);
     assert!(repo.json(&run_id, "rollbacks/2.json")["interrupted_attempt"].is_null());
 }

@@ -521,8 +521,7 @@ steps:
     let (code, result, output) = repo.run(&workflow, &["--planner", "judge"]);
     assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
     let run_id = result["run_id"].as_str().unwrap();
-    let resumed = repo.conductor(&["gate", "approve", run_id, "--resume"]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["gate", "approve", run_id, "--resume"], 0);
     let decision = repo.json(run_id, "artifacts/evaluate/1/planner_decision.json");
     assert_eq!(decision["planner"], "judge", "{decision}");
     assert_eq!(decision["decided_by"], "judge");
@@ -672,8 +671,7 @@ fn runs_show_says_why_the_planner_gave_no_usable_answer() {
         .unwrap()
         .to_owned();
     assert!(why.contains("planner `judge` failed"), "{decision}");
-    let shown = repo.conductor(&["runs", "show", run_id]);
-    assert_eq!(shown.status.code(), Some(0), "{}", stderr_text(&shown));
+    let shown = repo.conductor_exits(&["runs", "show", run_id], 0);
     let text = stdout_text(&shown);
     let line = text
         .lines()

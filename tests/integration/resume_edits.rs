@@ -123,8 +123,7 @@ steps:
     // A damaged pinned copy is refused, not replaced by the worktree's module.
     std::fs::write(&pinned, "fn check(change) { true }\n").unwrap();
     let events_before = repo.events(&run_id).len();
-    let refused = repo.conductor(&["resume", &run_id]);
-    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    let refused = repo.conductor_exits(&["resume", &run_id], 2);
     assert!(
         stderr_text(&refused).contains("pinned the repository module `.tnh/scripts/pol.rhai`"),
         "{}",
@@ -382,8 +381,7 @@ fn resume_refuses_parameters_the_edited_workflow_no_longer_fits_and_writes_nothi
         ),
     ] {
         std::fs::write(&workflow, edited).unwrap();
-        let refused = repo.conductor(&["resume", &run_id]);
-        assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+        let refused = repo.conductor_exits(&["resume", &run_id], 2);
         assert!(
             stderr_text(&refused).contains(expected),
             "{}",
@@ -399,8 +397,7 @@ fn resume_refuses_parameters_the_edited_workflow_no_longer_fits_and_writes_nothi
     }
 
     std::fs::write(&workflow, TWO_STEPS).unwrap();
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 0);
 }
 
 /// Review 2 §12: with the step the crashed run was in renamed in the edited workflow, `resume`
@@ -434,8 +431,7 @@ fn resume_refuses_when_the_edited_workflow_no_longer_has_the_step_the_run_stoppe
     assert_eq!(status["lifecycle_state"], "blocked", "{status}");
 
     std::fs::write(&workflow, TWO_STEPS).unwrap();
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 0);
 }
 
 /// A workflow that waits at gate `g` before `b` uses its parameter.
@@ -468,8 +464,8 @@ fn a_gate_decision_checks_the_edited_workflow_against_the_run_before_deciding() 
         ),
     ] {
         std::fs::write(&workflow, edited).unwrap();
-        let refused = repo.conductor(&["gate", "approve", &run_id, "--as", "me", "--resume"]);
-        assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+        let refused =
+            repo.conductor_exits(&["gate", "approve", &run_id, "--as", "me", "--resume"], 2);
         assert!(
             stderr_text(&refused).contains(expected),
             "{}",
@@ -488,13 +484,7 @@ fn a_gate_decision_checks_the_edited_workflow_against_the_run_before_deciding() 
             .replace("WRITE b.txt: ${params.n}", "WRITE b.txt: ${params.newp}"),
     )
     .unwrap();
-    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "me", "--resume"]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
-    );
+    repo.conductor_exits(&["gate", "approve", &run_id, "--as", "me", "--resume"], 0);
     let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
     assert_eq!(
         std::fs::read_to_string(worktree.join("b.txt")).unwrap(),

@@ -15,8 +15,7 @@ fn waiting_run(repo: &RunRepo) -> String {
 fn runs_show_lists_the_gate_a_run_waits_at() {
     let repo = RunRepo::new();
     let run_id = waiting_run(&repo);
-    let shown = repo.conductor(&["runs", "show", &run_id]);
-    assert_eq!(shown.status.code(), Some(0), "{}", stderr_text(&shown));
+    let shown = repo.conductor_exits(&["runs", "show", &run_id], 0);
     let text = stdout_text(&shown);
     let last = text.lines().last().unwrap();
     assert!(
@@ -26,13 +25,7 @@ fn runs_show_lists_the_gate_a_run_waits_at() {
         "{text}"
     );
     // Once decided, the visit is described by its outcome, not as waiting.
-    let approved = repo.conductor(&["gate", "approve", &run_id, "--as", "lead"]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
-    );
+    repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead"], 0);
     let text = stdout_text(&repo.conductor(&["runs", "show", &run_id]));
     assert!(!text.contains("waiting —"), "{text}");
     assert!(text.contains("  review #1: gate_approved"), "{text}");
@@ -72,8 +65,7 @@ fn a_run_with_damaged_metadata_is_listed_as_damaged_not_hidden() {
         ))
     };
 
-    let listed = repo.conductor(&["runs", "list"]);
-    assert_eq!(listed.status.code(), Some(0), "{}", stderr_text(&listed));
+    let listed = repo.conductor_exits(&["runs", "list"], 0);
     assert!(
         stdout_text(&listed).contains(&format!("{run_id}  waiting    gated")),
         "{}",
@@ -119,8 +111,7 @@ fn a_run_with_damaged_metadata_is_listed_as_damaged_not_hidden() {
     assert_eq!(waiting["run_id"], run_id.as_str(), "{data}");
 
     // `runs show` prints what the other files say, then names the damage (exit 4).
-    let shown = repo.conductor(&["runs", "show", &run_id]);
-    assert_eq!(shown.status.code(), Some(4), "{}", stderr_text(&shown));
+    let shown = repo.conductor_exits(&["runs", "show", &run_id], 4);
     let text = stdout_text(&shown);
     assert!(
         text.contains("state:     waiting")
@@ -150,8 +141,7 @@ fn status_of_a_run_without_readable_status_or_state_does_not_promise_a_resume() 
         "{status}"
     );
     // Nothing was done: exit 2 (review 2, defect 8), naming the file.
-    let resumed = repo.conductor(&["resume", &run_id]);
-    assert_eq!(resumed.status.code(), Some(2), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", &run_id], 2);
 
     let journal = repo.conductor(&["journal", "--format", "json"]);
     let data: serde_json::Value = serde_json::from_slice(&journal.stdout).unwrap();
@@ -189,13 +179,7 @@ fn gate_show_prints_the_diffstat_and_the_planner_decision_readably() {
     );
     assert!(!shown.contains('{'), "no raw JSON: {shown}");
 
-    let approved = repo.conductor(&["gate", "approve", run_id, "--resume"]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
-    );
+    repo.conductor_exits(&["gate", "approve", run_id, "--resume"], 0);
     let refused = repo.conductor(&["gate", "show", run_id]);
     assert_eq!(refused.status.code(), Some(2));
     assert!(
@@ -470,11 +454,9 @@ fn a_run_without_its_metadata_file_is_still_found() {
     let metadata = repo.run_dir(&run_id).join("metadata.json");
     std::fs::remove_file(&metadata).unwrap();
 
-    let status = repo.conductor(&["status", &run_id]);
-    assert_eq!(status.status.code(), Some(0), "{}", stderr_text(&status));
+    let status = repo.conductor_exits(&["status", &run_id], 0);
     assert!(stdout_text(&status).contains("state: waiting"));
-    let events = repo.conductor(&["runs", "events", &run_id]);
-    assert_eq!(events.status.code(), Some(0), "{}", stderr_text(&events));
+    let events = repo.conductor_exits(&["runs", "events", &run_id], 0);
     assert!(stdout_text(&events).contains("\"gate_requested\""));
     for args in [&["runs", "show"][..], &["gate", "show"][..]] {
         let shown = repo.conductor(&[args, &[run_id.as_str()]].concat());

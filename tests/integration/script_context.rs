@@ -177,13 +177,7 @@ steps:
         )
     };
     let path = repo.workflow_text("env.yaml", &workflow("harness_env"));
-    let validate = repo.conductor(&["validate", path.to_str().unwrap()]);
-    assert_eq!(
-        validate.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&validate)
-    );
+    repo.conductor_exits(&["validate", path.to_str().unwrap()], 0);
     let (code, result, output) = repo.run(&path, &[]);
     assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
     let run_id = result["run_id"].as_str().unwrap();

@@ -70,13 +70,7 @@ fn implement_adr_runs_the_builder_loop_to_its_final_gate_and_completes_on_approv
             .is_some_and(|plan| plan.contains("plan for ADR-7: one step, one test")),
         "{inputs}"
     );
-    let approved = repo.conductor(&["gate", "approve", run_id, "--as", "lead", "--resume"]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
-    );
+    repo.conductor_exits(&["gate", "approve", run_id, "--as", "lead", "--resume"], 0);
     assert_eq!(final_state(&repo, run_id), "completed success done\n");
 }
 
@@ -300,13 +294,7 @@ fn update_docs_waits_for_approval() {
     );
     assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
     let run_id = result["run_id"].as_str().unwrap();
-    let approved = repo.conductor(&["gate", "approve", run_id, "--resume"]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
-    );
+    repo.conductor_exits(&["gate", "approve", run_id, "--resume"], 0);
 }
 
 /// The OA04.1 §2 builder loop offline: the implementation fails validation, the planner says
@@ -385,13 +373,7 @@ fn implement_adr_fixes_a_failing_validation_through_the_planner_loop() {
         "the window reaches past the previous evaluation"
     );
     assert_eq!(final_state(&repo, run_id), "waiting gate final_review\n");
-    let approved = repo.conductor(&["gate", "approve", run_id, "--as", "lead", "--resume"]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
-    );
+    repo.conductor_exits(&["gate", "approve", run_id, "--as", "lead", "--resume"], 0);
     assert_eq!(final_state(&repo, run_id), "completed success done\n");
     let worktree = PathBuf::from(result["worktree"].as_str().unwrap());
     assert_eq!(

@@ -258,8 +258,7 @@ fn runlog_entries_become_events_of_the_run() {
     crate::kernel_support::assert_contiguous(&repo.events(run_id));
     // The event log stays readable by the conductor itself (no field written twice), the
     // agent's own timestamp is kept apart from the event's, and the bad line is counted.
-    let events = repo.conductor(&["runs", "events", run_id]);
-    assert_eq!(events.status.code(), Some(0), "{}", stderr_text(&events));
+    repo.conductor_exits(&["runs", "events", run_id], 0);
     assert!(entry["logged_at"].is_string(), "{entry}");
     let runlog: Vec<serde_json::Value> = repo
         .events(run_id)

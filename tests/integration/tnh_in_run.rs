@@ -271,10 +271,8 @@ fn a_run_started_with_config_keeps_that_file_for_resume_gate_and_tnh() {
         "{metadata}"
     );
     // Neither the decision nor the resume names the file again.
-    let approve = repo.conductor(&["gate", "approve", run_id]);
-    assert_eq!(approve.status.code(), Some(0), "{}", stderr_text(&approve));
-    let resume = repo.conductor(&["resume", run_id]);
-    assert_eq!(resume.status.code(), Some(0), "{}", stderr_text(&resume));
+    repo.conductor_exits(&["gate", "approve", run_id], 0);
+    repo.conductor_exits(&["resume", run_id], 0);
     let step = repo.run_dir(run_id).join("artifacts/work/1");
     let test: serde_json::Value =
         serde_json::from_slice(&std::fs::read(step.join("test.json")).unwrap()).unwrap();

@@ -107,13 +107,7 @@ fn proposed_goldens_need_an_approved_gate_before_success() {
     // The rules planner sends proposed goldens to a human: the run waits at the gate.
     assert_eq!(code, Some(3), "{result}");
     let run_id = result["run_id"].as_str().unwrap().to_owned();
-    let approved = repo.conductor(&["gate", "approve", &run_id, "--resume"]);
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        stderr_text(&approved)
-    );
+    repo.conductor_exits(&["gate", "approve", &run_id, "--resume"], 0);
 }
 
 #[test]
@@ -367,8 +361,7 @@ fn a_validator_neither_configured_nor_detectable_stops_the_run_instead_of_failin
             "{config}validators:\n  ok: {{argv: [sh, -c, \"exit 0\"]}}\n  lint: {{argv: [sh, -c, \"exit 0\"]}}\n"
         ),
     );
-    let resumed = repo.conductor(&["resume", run_id]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", run_id], 0);
     let events = repo.events(run_id);
     let interrupted = crate::kernel_support::first_event(&events, "step_interrupted");
     assert!(

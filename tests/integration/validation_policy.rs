@@ -394,8 +394,7 @@ fn a_validation_whose_driving_process_died_is_checked_on_resume() {
     // Review 3, defect 1: `main` moved since the step started may be the operator's work
     // since the kill: refused, nothing put back, until told whose it is.
     let moved = git_in(repo.path(), &["rev-parse", "main"]);
-    let refused = repo.conductor(&["resume", &run_id]);
-    assert_eq!(refused.status.code(), Some(2), "{}", stderr_text(&refused));
+    let refused = repo.conductor_exits(&["resume", &run_id], 2);
     assert!(
         stderr_text(&refused).contains("`refs/heads/main` (protected branch)"),
         "{}",
@@ -403,8 +402,7 @@ fn a_validation_whose_driving_process_died_is_checked_on_resume() {
     );
     assert_eq!(git_in(repo.path(), &["rev-parse", "main"]), moved);
 
-    let resumed = repo.conductor(&["resume", "--put-back", &run_id]);
-    assert_eq!(resumed.status.code(), Some(1), "{}", stderr_text(&resumed));
+    repo.conductor_exits(&["resume", "--put-back", &run_id], 1);
     assert_eq!(git_in(repo.path(), &["rev-parse", "main"]), main_before);
     let events = repo.events(&run_id);
     let interrupted = violations_of(&events, "check", 1);
