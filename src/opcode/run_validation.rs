@@ -14,7 +14,8 @@ use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
 use crate::outcome::Outcome;
 use crate::runner::{
-    CaptureFormat, Limits as RunnerLimits, ProcessKind, ProcessSpec, validator_environment,
+    CaptureFormat, Limits as RunnerLimits, ProcessKind, ProcessSpec, StopReason,
+    validator_environment,
 };
 use crate::workflow::model::{
     Limits, NetworkAccess, NodeList, RunValidation, ValidatorEntry, ValidatorKind, ValidatorSpec,
@@ -660,6 +661,11 @@ fn run_one(
         NetworkAccess::Allow => (command.argv.clone(), "allowed"),
     };
     let mut runner_limits = RunnerLimits::default();
+    // Bounded like an agent's: a validator printing without end stops at the limit instead of
+    // filling the disk that holds the run's evidence.
+    let output_limit = output_limit_bytes(spec);
+    runner_limits.max_stdout_bytes = Some(output_limit);
+    runner_limits.max_stderr_bytes = Some(output_limit);
     let timeout = effective_timeout(&plan, limits, context);
     if let Some(timeout) = timeout {
         runner_limits.timeout = timeout;
@@ -758,6 +764,15 @@ fn run_one(
     });
     let mut outcome = supervised.outcome;
     let mut cause = supervised.cause.clone();
+    if matches!(
+        supervised.termination.reason,
+        Some(StopReason::OutputLimit { .. })
+    ) {
+        cause.push_str(&format!(
+            "; hint: if the validator must print this much, give it `max_output_mib` (more than {}) on the step's validator `{id}`",
+            output_limit / MIB
+        ));
+    }
     // A capture the validator replaced or removed is lost: whatever its exit code said, what
     // it printed cannot be audited, so it does not count as a pass.
     if let Some(lost) = tampered.iter().find(|entry| {
@@ -803,6 +818,18 @@ fn run_one(
         proposed_goldens,
         tampered,
     })
+}
+
+const MIB: u64 = 1024 * 1024;
+
+/// The most bytes a validator's stdout (and its stderr) keeps per visit: its own
+/// `max_output_mib`, or the agents' default.
+fn output_limit_bytes(spec: Option<&ValidatorSpec>) -> u64 {
+    spec.and_then(|spec| spec.max_output_mib.as_ref())
+        .map_or(crate::runner::DEFAULT_MAX_OUTPUT_MIB, |mib| {
+            u64::from(mib.value)
+        })
+        * MIB
 }
 
 /// After a validator: each capture must still be the regular file the conductor opened, and

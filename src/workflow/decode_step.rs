@@ -40,6 +40,7 @@ pub const VALIDATOR_KEYS: &[&str] = &[
     "env",
     "report",
     "network",
+    "max_output_mib",
 ];
 
 impl Decoder<'_> {
@@ -517,6 +518,9 @@ impl Decoder<'_> {
             })
             .map(|at| at.value)
             .unwrap_or_default();
+        let max_output_mib = fields
+            .get("max_output_mib")
+            .and_then(|value| self.positive_int(value, "max_output_mib"));
         Some(ValidatorEntry::Spec(Box::new(ValidatorSpec {
             id: id?,
             kind: kind?,
@@ -529,6 +533,7 @@ impl Decoder<'_> {
             env_expression,
             report: fields.get("report").cloned(),
             network,
+            max_output_mib,
             pos: node.pos,
         })))
     }

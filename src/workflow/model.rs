@@ -543,6 +543,8 @@ pub struct ValidatorSpec {
     pub report: Option<Node>,
     /// Network access.
     pub network: NetworkAccess,
+    /// The most output kept per stream and visit, in MiB (default 256).
+    pub max_output_mib: Option<At<u32>>,
     /// Where the entry starts.
     pub pos: Pos,
 }

@@ -292,7 +292,7 @@ struct RunValidation {
 #[serde(untagged)]
 enum ValidatorEntry {
     Named(String),
-    Spec(ValidatorSpec),
+    Spec(Box<ValidatorSpec>),
 }
 
 #[derive(JsonSchema)]
@@ -312,6 +312,10 @@ struct ValidatorSpec {
     report: Option<String>,
     /// Network access of a script validator (default deny).
     network: Option<Network>,
+    /// The most output kept per stream and visit, in MiB (default 256); past it the
+    /// validator is stopped and the step ends `killed_policy`.
+    #[schemars(range(min = 1))]
+    max_output_mib: Option<u32>,
 }
 
 #[derive(JsonSchema)]

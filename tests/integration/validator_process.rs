@@ -206,3 +206,37 @@ fn a_configured_validator_that_cannot_start_is_named_as_a_validator() {
         "{failed}"
     );
 }
+
+/// A validator printing without end is stopped at its output limit (`max_output_mib`, here
+/// 1 MiB): the step ends `killed_policy` with the cause and a hint naming the key, and what
+/// it printed is kept up to the limit, never past it.
+#[test]
+fn a_validator_printing_without_end_stops_at_its_output_limit() {
+    let repo = repo();
+    repo.repo.write("scripts/noisy.sh", "#!/bin/sh\nexec yes\n");
+    repo.repo.commit_all("noisy");
+    let file = repo.workflow_text(
+        "noisy.yaml",
+        "workflow_id: noisy\nversion: 1\ndescription: d\nentry_step: check\nsteps:\n  - id: check\n    opcode: RUN_VALIDATION\n    run:\n      - {id: noisy, kind: script, entrypoint: scripts/noisy.sh, max_output_mib: 1}\n    routes:\n      killed_policy: review\n      \"*\": STOP\n  - id: review\n    opcode: GATE\n    gate: requires_approval\n    routes: {gate_approved: STOP, gate_rejected: STOP}\n",
+    );
+    let (code, result, output) = repo.run(&file, &[]);
+    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let report = repo.json(run_id, "artifacts/check/1/validation_report.json");
+    assert_eq!(report["outcome"], "killed_policy", "{report}");
+    let cause = report["validators"]["noisy"]["cause"].as_str().unwrap();
+    assert!(
+        cause.starts_with(
+            "output_limit: stdout.txt reached the output limit of 1 MiB (1048576 bytes)"
+        ) && cause
+            .contains("give it `max_output_mib` (more than 1) on the step's validator `noisy`"),
+        "{cause}"
+    );
+    let kept = std::fs::metadata(
+        repo.run_dir(run_id)
+            .join("artifacts/check/1/validators/noisy/stdout.txt"),
+    )
+    .unwrap()
+    .len();
+    assert_eq!(kept, 1024 * 1024);
+}
