@@ -263,6 +263,7 @@ impl Decoder<'_> {
                     )
                 });
                 StepBody::Stop(Stop {
+                    outcome_written: field("outcome").is_some(),
                     outcome: outcome.map(|at| at.value).unwrap_or_default(),
                     reason: self.reason(field("reason")),
                 })

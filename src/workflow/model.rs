@@ -648,6 +648,8 @@ pub enum StopOutcome {
 pub struct Stop {
     /// success or failure.
     pub outcome: StopOutcome,
+    /// Whether `outcome` was written (a STOP without it is a success stop by default).
+    pub outcome_written: bool,
     /// Why the run stops (expressions allowed).
     pub reason: Option<Node>,
 }

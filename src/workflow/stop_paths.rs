@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 
 use super::diagnostic::Diagnostics;
-use super::model::{Opcode, Workflow};
+use super::model::{Opcode, RouteKey, StepBody, Stop, StopOutcome, Workflow, producible_outcomes};
 use super::validate::{StepIndex, StepView, reachable_from, successors};
 
 /// Reports each step the entry reaches from which STOP cannot be reached.
@@ -87,6 +87,78 @@ fn ends_or_unknown(step: &StepView<'_>, index: &StepIndex<'_>) -> bool {
                         let id = target.value.as_str();
                         id == "STOP" || !index.contains_key(id)
                     })
+        }
+    }
+}
+
+/// Warns where a failure — an error, a timeout, a policy kill, a planner's `blocked`, a
+/// rejected or timed-out gate — routes to a STOP step written without `outcome:`, which ends
+/// the run in success (exit 0): a timeout routed through `"*": done` would read as a success in
+/// the morning. The bare `STOP` target needs no warning (it fails after a failure), nor a STOP
+/// that says `outcome: success` (the author chose it).
+pub(super) fn check_failures_reaching_success_stops(
+    workflow: &Workflow,
+    diagnostics: &mut Diagnostics,
+) {
+    for step in &workflow.steps {
+        // Route key (its position and text) and target → the failures sent that way.
+        let mut sent: Vec<(&super::model::At<RouteKey>, &str, Vec<&str>)> = Vec::new();
+        for outcome in producible_outcomes(&step.body) {
+            if outcome.is_success_for_bare_stop() {
+                continue;
+            }
+            let Some((key, target)) = step
+                .routes
+                .entries
+                .iter()
+                .find(|(key, _)| key.value == RouteKey::Outcome(outcome))
+                .or_else(|| {
+                    step.routes
+                        .entries
+                        .iter()
+                        .find(|(key, _)| key.value == RouteKey::Wildcard)
+                })
+            else {
+                continue;
+            };
+            let Some(StepBody::Stop(Stop {
+                outcome: StopOutcome::Success,
+                outcome_written: false,
+                ..
+            })) = workflow.step(target.value.as_str()).map(|stop| &stop.body)
+            else {
+                continue;
+            };
+            match sent
+                .iter_mut()
+                .find(|(known, _, _)| std::ptr::eq(*known, key))
+            {
+                Some((_, _, outcomes)) => outcomes.push(outcome.as_str()),
+                None => sent.push((key, target.value.as_str(), vec![outcome.as_str()])),
+            }
+        }
+        for (key, target, outcomes) in sent {
+            let through = match key.value {
+                RouteKey::Wildcard => " (through `*`)",
+                RouteKey::Outcome(_) => "",
+            };
+            diagnostics
+                .warning(
+                    key.pos,
+                    "failure-to-success-stop",
+                    format!(
+                        "step `{}` routes {}{through} to `{target}`, a STOP without `outcome:`, which ends the run in success (exit 0)",
+                        step.id.value,
+                        outcomes
+                            .iter()
+                            .map(|outcome| format!("`{outcome}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+                .hint(format!(
+                    "give `{target}` `outcome: failure`, route these outcomes to the bare `STOP` (a failure stop after them), or write `outcome: success` on `{target}` if a success is meant"
+                ));
         }
     }
 }

@@ -76,6 +76,7 @@ pub fn validate_workflow(workflow: &Workflow, known: &KnownNames, diagnostics: &
     super::prompts_check::check_prompts(workflow, &known.prompts, diagnostics);
     check_reachability(workflow, &views, &index, diagnostics);
     super::stop_paths::check_paths_to_stop(workflow, &index, diagnostics);
+    super::stop_paths::check_failures_reaching_success_stops(workflow, diagnostics);
     check_golden_gate(workflow, &index, diagnostics);
 }
 

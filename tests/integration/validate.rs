@@ -417,7 +417,7 @@ fn one_bad_field_does_not_drop_its_step_from_the_checks_across_steps() {
             &["invalid-value", "duplicate-step-id"],
         ),
         (
-            "  - id: a\n    opcode: RUN_AGENT\n    agent: codex\n    prompt: do it\n    routes: {completed: \"${{ x }}\", \"*\": b}\n  - id: b\n    opcode: STOP\n",
+            "  - id: a\n    opcode: RUN_AGENT\n    agent: codex\n    prompt: do it\n    routes: {completed: \"${{ x }}\", \"*\": b}\n  - id: b\n    opcode: STOP\n    outcome: failure\n",
             &["expression-in-routing"],
         ),
         (
@@ -927,4 +927,34 @@ fn a_fifo_or_a_device_as_the_workflow_is_refused_without_blocking() {
         stdout.contains("`/dev/zero` is a device, not a regular file [read-error]"),
         "{stdout}"
     );
+}
+
+/// Review 9's note: a STOP step without `outcome:` is a success stop, so `"*": done` sent a
+/// timeout to exit 0. Each failure routed to such a step is a warning at its route key (the
+/// file stays valid); `outcome: success` written out, the bare `STOP`, and successes are not.
+#[test]
+fn failures_routed_to_a_stop_without_outcome_are_warned_at_their_route() {
+    let workflow = |done: &str| {
+        format!(
+            "workflow_id: t\nversion: 1\ndescription: d\nentry_step: check\nsteps:\n  - id: check\n    opcode: RUN_VALIDATION\n    run: [tests]\n    routes:\n      completed: done\n      killed_timeout: done\n      error: STOP\n      \"*\": done\n  - id: review\n    opcode: GATE\n    gate: requires_approval\n    allow_unreachable: true\n    routes: {{gate_approved: done, gate_rejected: STOP}}\n  - id: done\n    opcode: STOP\n{done}"
+        )
+    };
+    let (stdout, code) = validate_text(&workflow(""));
+    assert_eq!(code, Some(0), "{stdout}");
+    assert_eq!(
+        codes(&stdout),
+        ["failure-to-success-stop", "failure-to-success-stop"],
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(":11:7: warning: step `check` routes `killed_timeout` to `done`, a STOP without `outcome:`, which ends the run in success (exit 0)")
+            && stdout.contains(":13:7: warning: step `check` routes `killed_idle`, `killed_policy` (through `*`) to `done`")
+            && stdout.contains("hint: give `done` `outcome: failure`"),
+        "{stdout}"
+    );
+    for written in ["    outcome: success\n", "    outcome: failure\n"] {
+        let (stdout, code) = validate_text(&workflow(written));
+        assert_eq!(code, Some(0), "{stdout}");
+        assert!(codes(&stdout).is_empty(), "{written}: {stdout}");
+    }
 }
