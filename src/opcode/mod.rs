@@ -109,7 +109,9 @@ impl OpcodeError {
             OpcodeError::Artifacts(error) => error.hint(),
             // The prompt library's hint speaks of `prompts render -i`; in a run, inputs come
             // from the step.
-            OpcodeError::Prompt(crate::prompt::PromptError::Render { .. }) => Some(
+            // A failed render (`PromptError::Render`) keeps its own hint: the fix is in the
+            // template it names.
+            OpcodeError::Prompt(crate::prompt::PromptError::Inputs { .. }) => Some(
                 "give the step's `inputs` every input the prompt requires, with its declared type (a run parameter of that name, a written value or a `${{ }}` expression); `tnh-conductor prompts show REF` lists them"
                     .into(),
             ),

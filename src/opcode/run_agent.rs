@@ -88,7 +88,20 @@ pub(super) fn execute(
             tokio::spawn(async move { crate::runner::run_agent(&request, cancellation).await })
                 .await
         })
-        .map_err(|error| OpcodeError::Other(format!("the agent task failed: {error}")))??;
+        .map_err(|error| OpcodeError::Other(format!("the agent task failed: {error}")))?;
+    let run = match run {
+        Ok(run) => run,
+        // The agent's program could not be started: no process ran, so there is nothing for
+        // the guard to check, and the step stops resumable. Its saved state goes, or `resume`
+        // would take what the operator does meanwhile (committing the missing program, editing
+        // the checkout) for changes of an agent that was killed, and call them drift or
+        // `path_escape` violations.
+        Err(error @ crate::runner::RunnerError::Spawn { .. }) => {
+            remove_guard_state(&guard_state)?;
+            return Err(error.into());
+        }
+        Err(error) => return Err(error.into()),
+    };
     let fields = payload([
         ("outcome", run.outcome.as_str().into()),
         ("cause", run.cause.clone().into()),

@@ -600,11 +600,9 @@ fn plan(
         }
         None => worktree,
     };
-    let network = if spec.kind.value == ValidatorKind::Script {
-        spec.network
-    } else {
-        NetworkAccess::Allow
-    };
+    // A script has no network unless it asks; a builtin (a test suite that may fetch its
+    // dependencies) has the host's unless the entry says `network: deny`.
+    let network = spec.network_access();
     Ok(Plan {
         command,
         cwd,

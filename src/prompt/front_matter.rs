@@ -222,6 +222,15 @@ impl Prompt {
             column,
             message,
         };
+        // A file saved with CRLF line endings (a Windows editor, `core.autocrlf`) is read as
+        // the same text with LF: lines, and so every position, stay the same.
+        let normalised;
+        let text = if text.contains("\r\n") {
+            normalised = text.replace("\r\n", "\n");
+            normalised.as_str()
+        } else {
+            text
+        };
         let Some(rest) = text.strip_prefix("---\n") else {
             return Err(vec![invalid(
                 1,
@@ -239,11 +248,11 @@ impl Prompt {
         let front = &rest[..=end];
         let body = &rest[end + "\n---\n".len()..];
         let body_line = u32::try_from(front.lines().count() + 3).unwrap_or(u32::MAX);
-        let mut problems = super::render::template_problems(&file, body, body_line);
         // Positions in the front matter are one line below the document's: the opening `---`.
         let root = match yaml::parse(front.as_bytes()) {
             Ok(root) => root,
             Err(error) => {
+                let mut problems = super::render::template_problems(&file, body, body_line, None);
                 problems.insert(
                     0,
                     invalid(error.pos.line + 1, error.pos.column, error.message),
@@ -257,6 +266,20 @@ impl Prompt {
             problems: Vec::new(),
         };
         let prompt = fields.prompt(body, body_line, source);
+        // The template's variables are checked against the inputs only when those are known
+        // (a front matter with problems could miss an input the template rightly reads).
+        let declared: Option<Vec<String>> = prompt
+            .as_ref()
+            .filter(|_| fields.problems.is_empty())
+            .map(|prompt| {
+                prompt
+                    .inputs
+                    .iter()
+                    .map(|input| input.name.clone())
+                    .collect()
+            });
+        let mut problems =
+            super::render::template_problems(&file, body, body_line, declared.as_deref());
         fields.problems.append(&mut problems);
         match prompt {
             Some(prompt) if fields.problems.is_empty() => Ok(prompt),

@@ -53,13 +53,16 @@ pub enum PromptError {
         /// What to do.
         hint: String,
     },
-    /// A prompt's template does not compile, or uses what prompts may not.
-    #[error("{file}:{line}: {message}")]
+    /// A prompt's template does not compile, uses what prompts may not, or reads a variable
+    /// the prompt does not declare.
+    #[error("{file}:{line}{}: {message}", column_suffix(*column))]
     Template {
         /// The prompt file.
         file: String,
         /// 1-based line in the prompt file.
         line: u32,
+        /// 1-based column in the prompt file, 0 when not known.
+        column: u32,
         /// What is wrong.
         message: String,
         /// What to do.
@@ -78,7 +81,20 @@ pub enum PromptError {
         /// Every problem of the file, as `FILE:LINE:COL: message`.
         problems: Vec<String>,
     },
-    /// Rendering failed.
+    /// The inputs given do not fit the prompt's declared inputs: a required one is missing,
+    /// one has the wrong type, or one is not declared.
+    #[error("{file}:{line}: {message}")]
+    Inputs {
+        /// The prompt file.
+        file: String,
+        /// The line where the template starts.
+        line: u32,
+        /// What is wrong.
+        message: String,
+        /// What to do.
+        hint: String,
+    },
+    /// Rendering the template failed.
     #[error("{file}:{line}: {message}")]
     Render {
         /// The prompt file.
@@ -105,7 +121,8 @@ impl PromptError {
     pub fn position(&self) -> (u32, u32) {
         match self {
             PromptError::Invalid { line, column, .. } => (*line, *column),
-            PromptError::Template { line, .. } | PromptError::Render { line, .. } => (*line, 0),
+            PromptError::Template { line, column, .. } => (*line, *column),
+            PromptError::Render { line, .. } | PromptError::Inputs { line, .. } => (*line, 0),
             _ => (0, 0),
         }
     }
@@ -125,13 +142,23 @@ impl PromptError {
             }
             PromptError::NotText { hint, .. }
             | PromptError::Template { hint, .. }
-            | PromptError::Render { hint, .. } => hint.clone(),
+            | PromptError::Render { hint, .. }
+            | PromptError::Inputs { hint, .. } => hint.clone(),
             PromptError::Broken { .. } => {
                 "fix the prompt file; `tnh-conductor prompts list` names every invalid prompt"
                     .to_owned()
             }
             PromptError::Read { .. } => "check the folder's permissions".to_owned(),
         })
+    }
+}
+
+/// `:COL` when the column is known.
+fn column_suffix(column: u32) -> String {
+    if column == 0 {
+        String::new()
+    } else {
+        format!(":{column}")
     }
 }
 

@@ -42,9 +42,9 @@ pub fn render(
             });
         }
         return Err(PromptError::Render {
+            hint: render_hint(&failure, &file, line),
             file,
             line,
-            hint: render_hint(&failure),
             message: describe(&failure),
         });
     }
@@ -57,12 +57,100 @@ pub fn render(
     Ok(text)
 }
 
-/// Every problem of a prompt's template: a syntax error, or the constructs prompts may not use.
-pub(crate) fn template_problems(file: &str, body: &str, body_line: u32) -> Vec<PromptError> {
+/// Every problem of a prompt's template: a syntax error, the constructs prompts may not use,
+/// and, when the inputs are known (`declared`), each variable the template reads that is
+/// neither a declared input, set by the template itself, nor a global (`range`, `loop`…):
+/// rendering is strict, so such a variable stops every render, and it is reported when the
+/// prompt is loaded instead (by `validate` and `prompts list`) rather than in the middle of a
+/// run.
+pub(crate) fn template_problems(
+    file: &str,
+    body: &str,
+    body_line: u32,
+    declared: Option<&[String]>,
+) -> Vec<PromptError> {
     let environment = sandbox::environment();
-    compile(&environment, file, body, body_line)
-        .err()
-        .unwrap_or_default()
+    match compile(&environment, file, body, body_line) {
+        Err(problems) => problems,
+        Ok(template) => match declared {
+            Some(declared) => {
+                undeclared_problems(&environment, &template, file, body, body_line, declared)
+            }
+            None => Vec::new(),
+        },
+    }
+}
+
+/// The template's free variables that no declared input gives, one problem each, at the
+/// first place the template reads it.
+fn undeclared_problems(
+    environment: &minijinja::Environment<'static>,
+    template: &Template<'_, '_>,
+    file: &str,
+    body: &str,
+    body_line: u32,
+    declared: &[String],
+) -> Vec<PromptError> {
+    let globals: Vec<&str> = environment.globals().map(|(name, _)| name).collect();
+    let mut names: Vec<String> = template
+        .undeclared_variables(false)
+        .into_iter()
+        .filter(|name| !declared.contains(name) && !globals.contains(&name.as_str()))
+        .collect();
+    names.sort();
+    let declared_list = if declared.is_empty() {
+        "it declares no inputs".to_owned()
+    } else {
+        format!(
+            "declared: {}",
+            declared
+                .iter()
+                .map(|name| format!("`{name}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let mut problems: Vec<PromptError> = names
+        .iter()
+        .map(|name| {
+            let (line, column) = sandbox::first_lookup(template, name)
+                .map(|line| (line, word_column(body, line, name)))
+                .unwrap_or((1, 0));
+            let near = crate::workflow::diagnostic::nearest(name, declared.iter().map(String::as_str))
+                .map(|near| format!("did you mean `{near}`? Otherwise "))
+                .unwrap_or_default();
+            PromptError::Template {
+                file: file.to_owned(),
+                line: body_line + line.saturating_sub(1),
+                column,
+                message: format!(
+                    "the template uses `{name}`, which is not an input of the prompt ({declared_list}); rendering is strict, so every render would fail here"
+                ),
+                hint: format!(
+                    "{near}declare it under `inputs:` in the front matter (`- {{name: {name}, type: string}}`) and give it from the step's `inputs`, or remove it from the template"
+                ),
+            }
+        })
+        .collect();
+    problems.sort_by_key(PromptError::position);
+    problems
+}
+
+/// The 1-based column of the first whole-word `name` on the template's `line` (1-based), or 0.
+fn word_column(body: &str, line: u32, name: &str) -> u32 {
+    let Some(text) = body.lines().nth(line.saturating_sub(1) as usize) else {
+        return 0;
+    };
+    let is_word = |character: char| character.is_alphanumeric() || character == '_';
+    text.match_indices(name)
+        .find(|(at, _)| {
+            let before = text[..*at].chars().next_back();
+            let after = text[at + name.len()..].chars().next();
+            !before.is_some_and(is_word) && !after.is_some_and(is_word)
+        })
+        .map_or(0, |(at, _)| {
+            u32::try_from(text[..at].chars().count() + 1).unwrap_or(0)
+        })
 }
 
 fn compile<'env>(
@@ -77,6 +165,7 @@ fn compile<'env>(
             vec![PromptError::Template {
                 file: file.to_owned(),
                 line: body_line(first_line, &failure),
+                column: 0,
                 message: describe(&failure),
                 hint: "fix the template syntax (minijinja, see docs/prompts.md)".to_owned(),
             }]
@@ -86,6 +175,7 @@ fn compile<'env>(
         .map(|refusal| PromptError::Template {
             file: file.to_owned(),
             line: first_line + refusal.line.saturating_sub(1),
+            column: 0,
             message: refusal.message,
             hint: refusal.hint,
         })
@@ -101,7 +191,7 @@ fn check_inputs(
     prompt: &Prompt,
     inputs: &serde_json::Map<String, serde_json::Value>,
 ) -> Result<(), PromptError> {
-    let error = |message: String| PromptError::Render {
+    let error = |message: String| PromptError::Inputs {
         file: prompt.source.display().to_owned(),
         line: prompt.body_line,
         message,
@@ -145,15 +235,16 @@ fn check_inputs(
     Ok(())
 }
 
-fn render_hint(failure: &minijinja::Error) -> String {
+/// What to do about a failed render: the fix is in the template, at `file:line`.
+fn render_hint(failure: &minijinja::Error, file: &str, line: u32) -> String {
     match failure.kind() {
         minijinja::ErrorKind::OutOfFuel => {
-            "the template runs too many steps: loop over fewer items".to_owned()
+            format!("the template at {file}:{line} runs too many steps: loop over fewer items")
         }
-        minijinja::ErrorKind::UndefinedError => {
-            "declare the variable as an input in the front matter, or guard it with `{% if x is defined %}`".to_owned()
-        }
-        _ => "check the template at that line (docs/prompts.md)".to_owned(),
+        minijinja::ErrorKind::UndefinedError => format!(
+            "fix the template at {file}:{line}: it reads a value its inputs do not have (a field of an input that is not there, or a variable it does not declare under `inputs:`); `tnh-conductor prompts render REF -i …` tries it"
+        ),
+        _ => format!("fix the template at {file}:{line} (docs/prompts.md)"),
     }
 }
 

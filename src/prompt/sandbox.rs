@@ -136,6 +136,21 @@ pub fn refusals(template: &minijinja::Template<'_, '_>) -> Vec<Refusal> {
     found
 }
 
+/// The 1-based template line where `name` is first read, if the compiled template reads it.
+pub fn first_lookup(template: &minijinja::Template<'_, '_>, name: &str) -> Option<u32> {
+    let compiled = get_compiled_template(template);
+    std::iter::once(&compiled.instructions)
+        .chain(compiled.blocks.values())
+        .filter_map(|instructions| {
+            (0..)
+                .map_while(|index| instructions.get(index).map(|instruction| (index, instruction)))
+                .find(|(_, instruction)| matches!(instruction, Instruction::Lookup(found) if *found == name))
+                .and_then(|(index, _)| instructions.get_line(index))
+        })
+        .filter_map(|line| u32::try_from(line).ok())
+        .min()
+}
+
 fn scan(instructions: &Instructions<'_>, found: &mut Vec<Refusal>) {
     let count = (0..)
         .take_while(|index| instructions.get(*index).is_some())

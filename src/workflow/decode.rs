@@ -123,6 +123,14 @@ impl<'n> Fields<'n> {
             .find(|(name, _)| name.as_str() == Some(key))
             .map(|(_, value)| value)
     }
+
+    /// The key itself, for a problem reported where the key is written.
+    pub fn key(&self, key: &str) -> Option<&'n Node> {
+        self.entries
+            .iter()
+            .find(|(name, _)| name.as_str() == Some(key))
+            .map(|(name, _)| name)
+    }
 }
 
 /// Turns nodes into model values, recording problems.

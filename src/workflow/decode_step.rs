@@ -461,6 +461,33 @@ impl Decoder<'_> {
                 })
             });
         let entrypoint = fields.get("entrypoint").cloned();
+        if let (
+            Some(At {
+                value: ValidatorKind::Builtin,
+                ..
+            }),
+            Some(written),
+        ) = (&kind, fields.key("entrypoint"))
+        {
+            // A builtin runs the command registered for its id: an entrypoint would never run,
+            // and the step would pass on a check it did not make.
+            let name = fields
+                .get("id")
+                .and_then(Node::as_str)
+                .unwrap_or("tests")
+                .to_owned();
+            self.diagnostics
+                .error(
+                    written.pos,
+                    "unknown-key",
+                    format!(
+                        "`entrypoint` does not apply to a `kind: builtin` validator: a builtin runs the command configured (or detected) for its id, so `{name}`'s entrypoint would never run"
+                    ),
+                )
+                .hint(format!(
+                    "to run a script of your own, write `kind: script` (its entrypoint must lie under the run directory or a folder of `script_allowlist`); to change what the builtin runs, set `validators.{name}.argv` in .tnh/config.yaml"
+                ));
+        }
         if matches!(
             kind,
             Some(At {
@@ -517,8 +544,7 @@ impl Decoder<'_> {
                     _ => None,
                 })
             })
-            .map(|at| at.value)
-            .unwrap_or_default();
+            .map(|at| at.value);
         let max_output_mib = fields
             .get("max_output_mib")
             .and_then(|value| self.positive_int(value, "max_output_mib"));

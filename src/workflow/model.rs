@@ -508,7 +508,7 @@ pub enum ValidatorKind {
     Script,
 }
 
-/// Network access of a script validator.
+/// Network access of a validator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NetworkAccess {
     /// No network where the platform can enforce it (the default).
@@ -516,6 +516,16 @@ pub enum NetworkAccess {
     Deny,
     /// Network allowed.
     Allow,
+}
+
+impl ValidatorSpec {
+    /// The network access the validator runs with: as written, else the kind's default.
+    pub fn network_access(&self) -> NetworkAccess {
+        self.network.unwrap_or(match self.kind.value {
+            ValidatorKind::Script => NetworkAccess::Deny,
+            ValidatorKind::Builtin => NetworkAccess::Allow,
+        })
+    }
 }
 
 /// An inline validator (OA04 §3).
@@ -541,8 +551,9 @@ pub struct ValidatorSpec {
     pub env_expression: Option<Node>,
     /// Path of the harness report it writes.
     pub report: Option<Node>,
-    /// Network access.
-    pub network: NetworkAccess,
+    /// Network access as written; when absent, a script validator has none
+    /// ([`NetworkAccess::Deny`]) and a builtin the host's ([`NetworkAccess::Allow`]).
+    pub network: Option<NetworkAccess>,
     /// The most output kept per stream and visit, in MiB (default 256).
     pub max_output_mib: Option<At<u32>>,
     /// Where the entry starts.

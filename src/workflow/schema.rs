@@ -300,7 +300,8 @@ enum ValidatorEntry {
 struct ValidatorSpec {
     id: String,
     kind: ValidatorKind,
-    /// Command or script path (required for script validators).
+    /// The script to run: required for script validators, refused on a builtin (which runs
+    /// the command configured or detected for its id).
     entrypoint: Option<String>,
     args: Option<ValueList>,
     cwd: Option<String>,
@@ -310,7 +311,8 @@ struct ValidatorSpec {
     env: Option<ValidatorEnv>,
     /// Path of the harness report the validator writes.
     report: Option<String>,
-    /// Network access of a script validator (default deny).
+    /// Network access: a script validator's default is deny, a builtin's allow
+    /// (`network: deny` runs it in its own empty network namespace too).
     network: Option<Network>,
     /// The most output kept per stream and visit, in MiB (default 256); past it the
     /// validator is stopped and the step ends `killed_policy`.

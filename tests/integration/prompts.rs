@@ -143,12 +143,20 @@ fn custom_prompt(repo: &TempRepo, body: &str) -> Catalog {
 fn render_error(catalog: &Catalog, inputs: serde_json::Value) -> (String, u32, String) {
     let prompt = catalog.resolve("task.custom.v1").unwrap();
     match render(prompt, inputs.as_object().unwrap()) {
-        Err(PromptError::Render {
-            file,
-            line,
-            message,
-            ..
-        }) => (file, line, message),
+        Err(
+            PromptError::Render {
+                file,
+                line,
+                message,
+                ..
+            }
+            | PromptError::Inputs {
+                file,
+                line,
+                message,
+                ..
+            },
+        ) => (file, line, message),
         other => panic!("expected a render error, got {other:?}"),
     }
 }
@@ -158,13 +166,14 @@ fn strict_rendering_fails_with_file_and_line() {
     let repo = TempRepo::new();
     let catalog = custom_prompt(
         &repo,
-        "Line one.\nCount: {{ count }}\nThen {{ undefined_thing.field }}\n",
+        "Line one.\nCount: {{ count }}\nThen {{ note.field }}\n",
     );
-    let (file, line, message) = render_error(&catalog, serde_json::json!({"count": 3}));
+    let (file, line, message) =
+        render_error(&catalog, serde_json::json!({"count": 3, "note": "text"}));
     assert!(file.ends_with(".tnh/prompts/task/custom.v1.md"), "{file}");
     assert_eq!(
         line, 12,
-        "the undefined variable is on line 12 of the file: {message}"
+        "the undefined field is on line 12 of the file: {message}"
     );
     assert!(message.contains("undefined"), "{message}");
 
@@ -427,4 +436,99 @@ fn prompts_render_types_a_string_input_as_run_types_a_string_parameter() {
         "{}",
         stderr_text(&wrong)
     );
+}
+
+/// A template that reads a variable its front matter does not declare can never render
+/// (rendering is strict, and only declared inputs are given): the prompt is broken when it is
+/// loaded, so `validate` and `prompts list` name the variable at its file:line:col, instead of
+/// the run failing when it reaches the step.
+#[test]
+fn a_template_variable_the_prompt_does_not_declare_is_a_problem_of_the_file() {
+    let repo = TempRepo::new();
+    let catalog = custom_prompt(
+        &repo,
+        "Count: {{ count }}\n{% for item in range(count) %}{{ loop.index }} {{ item }}{% endfor %}\n{% set total = count + 1 %}{{ total }}\nFix {{ cuont }} and {{ worktree }}.\n",
+    );
+    let problems = broken_problems(&catalog);
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems[0].ends_with("custom.v1.md:13:8: the template uses `cuont`, which is not an input of the prompt (declared: `count`, `note`); rendering is strict, so every render would fail here"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[1].contains("custom.v1.md:13:24: the template uses `worktree`"),
+        "{problems:?}"
+    );
+    let hint = catalog.broken_files()[0].problems[0].hint.clone().unwrap();
+    assert!(hint.starts_with("did you mean `count`?"), "{hint}");
+    assert!(hint.contains("declare it under `inputs:`"), "{hint}");
+
+    let workflow = "workflow_id: typo\nversion: 1\ndescription: d\nentry_step: a\nparams:\n  count: {type: int, required: true}\nsteps:\n  - id: a\n    opcode: RUN_AGENT\n    agent: codex\n    prompt: task.custom.v1\n    inputs: [count]\n    routes:\n      \"*\": STOP\n";
+    let path = repo.write("wf.yaml", workflow);
+    let validate = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["--color", "never", "validate"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        validate.status.code(),
+        Some(1),
+        "{}",
+        stdout_text(&validate)
+    );
+    let report = stdout_text(&validate);
+    assert!(
+        report.contains("custom.v1.md:13:8: the template uses `cuont`")
+            && report.contains("[invalid-prompt]"),
+        "{report}"
+    );
+    let list = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["prompts", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(list.status.code(), Some(1));
+    assert!(
+        stderr_text(&list).contains("custom.v1.md:13:8: the template uses `cuont`"),
+        "{}",
+        stderr_text(&list)
+    );
+}
+
+/// A prompt saved with CRLF line endings reads like the same file with LF.
+#[test]
+fn a_prompt_file_with_crlf_line_endings_is_read_like_one_with_lf() {
+    let repo = TempRepo::new();
+    let text = "---\nprompt_id: task.custom\nversion: 1\nrole: task\nsummary: a test prompt\ninputs:\n  - {name: count, type: int}\n---\nCount: {{ count }}\nDone.\n";
+    repo.write(
+        ".tnh/prompts/task/custom.v1.md",
+        &text.replace('\n', "\r\n"),
+    );
+    let catalog = Catalog::load(Some(repo.path())).unwrap();
+    assert!(
+        catalog.broken_files().is_empty(),
+        "{:?}",
+        catalog.broken_files()
+    );
+    let prompt = catalog.resolve("task.custom.v1").unwrap();
+    assert_eq!(prompt.summary, "a test prompt");
+    assert_eq!(prompt.body_line, 9);
+    let inputs = serde_json::json!({"count": 3});
+    assert_eq!(
+        render(prompt, inputs.as_object().unwrap()).unwrap(),
+        "Count: 3\nDone.\n"
+    );
+    // Positions of problems in a CRLF file are those of its lines.
+    repo.write(
+        ".tnh/prompts/task/custom.v1.md",
+        &text
+            .replace("role: task", "role: tsak")
+            .replace('\n', "\r\n"),
+    );
+    let catalog = Catalog::load(Some(repo.path())).unwrap();
+    let problems = broken_problems(&catalog);
+    assert!(problems[0].ends_with("custom.v1.md:4:7: role `tsak` is not one of task, policy, planner, triage, risk, journal, agent"), "{problems:?}");
 }

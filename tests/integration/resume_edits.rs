@@ -502,3 +502,75 @@ fn a_gate_decision_checks_the_edited_workflow_against_the_run_before_deciding() 
         "{types:?}"
     );
 }
+
+/// A step whose agent could not start (its program missing) ran nothing, so it leaves no
+/// guard state behind: while the run waits, the operator fixes the cause, commits on their
+/// branch and edits their checkout, and `resume` runs the step again without calling any of
+/// that drift (it would offer `--put-back`, moving their branch back) or recording it as
+/// `path_escape` violations of an agent that never existed.
+#[test]
+fn resume_after_an_agent_that_could_not_start_takes_no_operator_change_for_the_agents() {
+    let repo = RunRepo::new();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        "agents:\n  broken:\n    kind: command\n    argv: [/nonexistent/agent.sh]\n",
+    );
+    repo.repo.commit_all("a broken agent profile");
+    let workflow = repo.workflow_text(
+        "broken.yaml",
+        "workflow_id: broken\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: broken\n    prompt: do it\n    routes:\n      \"*\": STOP\n",
+    );
+    repo.conductor_exits(&["run", workflow.to_str().unwrap()], 4);
+    let run_id = repo.only_run_id();
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "blocked"
+    );
+    assert!(
+        !repo
+            .run_dir(&run_id)
+            .join("artifacts/work/1/guard_state.json")
+            .exists(),
+        "a step that ran nothing keeps no guard state"
+    );
+    // The operator fixes the profile and commits it on their (protected) branch, and goes on
+    // working in their checkout.
+    let agent = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/agents/scripted.py");
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!(
+            "agents:\n  broken:\n    kind: command\n    argv: [python3, \"{}\"]\n",
+            agent.display()
+        ),
+    );
+    repo.repo.commit_all("fix the agent profile");
+    repo.repo.write("notes.txt", "my notes\n");
+    repo.repo.write("README.md", "edited by the operator\n");
+    let resumed = repo.conductor_exits(&["resume", &run_id], 0);
+    assert!(
+        !stderr_text(&resumed).contains("--put-back"),
+        "{}",
+        stderr_text(&resumed)
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        "completed success work\n"
+    );
+    let events = repo.events(&run_id);
+    let types = event_types(&events);
+    for absent in ["policy_violation", "repository_changes_kept"] {
+        assert!(
+            !types.iter().any(|found| found == absent),
+            "{absent}: {types:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("notes.txt")).unwrap(),
+        "my notes\n"
+    );
+    assert!(
+        repo.repo
+            .git(&["log", "-1", "--format=%s"])
+            .contains("fix the agent profile")
+    );
+}

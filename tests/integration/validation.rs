@@ -488,3 +488,83 @@ fn a_fifo_an_agent_leaves_as_package_json_does_not_hang_validator_detection() {
         stderr_text(&output)
     );
 }
+
+/// An inline `kind: builtin` validator runs the command registered for its id: it honours
+/// `network: deny` like a script (its own empty network namespace, and the report says so,
+/// never "allowed"), keeps the host's network when the entry does not say, and an
+/// `entrypoint` on it, which it would never run, is refused by `validate` at the key.
+#[test]
+fn a_builtin_validator_honours_network_deny_and_refuses_an_entrypoint() {
+    let isolation = std::process::Command::new("unshare")
+        .args(["-rn", "true"])
+        .status()
+        .is_ok_and(|status| status.success());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let repo = RunRepo::new();
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("{config}validators:\n  probe: {{argv: [python3, checks/net.py, \"{port}\"]}}\n"),
+    );
+    repo.repo.write("checks/net.py", "import socket, sys\ntry:\n    socket.create_connection((\"127.0.0.1\", int(sys.argv[1])), timeout=5)\n    print(\"connected\")\nexcept OSError as error:\n    print(\"refused\")\n");
+    repo.repo
+        .write("checks/fail.sh", "echo my check ran; exit 1\n");
+    repo.repo.commit_all("a network probe");
+    let workflow = |entry: &str| {
+        format!(
+            "workflow_id: net\nversion: 1\ndescription: d\nentry_step: probe\nsteps:\n  - id: probe\n    opcode: RUN_VALIDATION\n    run:\n      - {{{entry}}}\n    routes:\n      \"*\": STOP\n"
+        )
+    };
+    let path = repo.workflow_text(
+        "entry.yaml",
+        &workflow("id: probe, kind: builtin, entrypoint: checks/fail.sh"),
+    );
+    let validate = crate::support::conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["--color", "never", "validate"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let report = crate::support::stdout_text(&validate);
+    assert_eq!(validate.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains(
+            "entry.yaml:9:36: error: `entrypoint` does not apply to a `kind: builtin` validator"
+        ) && report.contains("[unknown-key]")
+            && report.contains("hint: to run a script of your own, write `kind: script`"),
+        "{report}"
+    );
+
+    for (network, expected, recorded) in [
+        (
+            ", network: deny",
+            "refused",
+            "denied (own network namespace)",
+        ),
+        ("", "connected", "allowed"),
+    ] {
+        let text = workflow(&format!("id: probe, kind: builtin{network}"));
+        let (code, result, output) = repo.run(&repo.workflow_text("net.yaml", &text), &[]);
+        assert_eq!(code, Some(0), "{result}{}", stderr_text(&output));
+        let run_id = result["run_id"].as_str().unwrap();
+        let record =
+            repo.json(run_id, "artifacts/probe/1/validation_report.json")["validators"]["probe"]
+                .clone();
+        if !isolation && !network.is_empty() {
+            assert_eq!(
+                record["network"], "not isolated: unshare is not available here",
+                "{record}"
+            );
+            continue;
+        }
+        assert_eq!(record["network"], recorded, "{record}");
+        let stdout = std::fs::read_to_string(
+            repo.run_dir(run_id)
+                .join("artifacts/probe/1/validators/probe/stdout.txt"),
+        )
+        .unwrap();
+        assert_eq!(stdout.trim(), expected, "network{network}");
+    }
+}
