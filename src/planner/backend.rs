@@ -178,6 +178,43 @@ const DEFINITION_KEYS: &[&str] = &[
     "pass_env",
 ];
 
+/// The kinds that read each definition key besides `kind` (every other kind would ignore it,
+/// so it is refused there; `kind: rules` takes no other key).
+const KEY_KINDS: &[(&str, &[&str])] = &[
+    ("argv", &["command"]),
+    ("binary", &["claude", "codex"]),
+    ("model", &["claude", "codex", "http"]),
+    ("config", &["codex"]),
+    ("url", &["http"]),
+    ("api_key_env", &["http"]),
+    ("timeout", &["command", "claude", "codex", "http"]),
+    ("attempts", &["command", "claude", "codex", "http"]),
+    ("pass_env", &["command", "claude", "codex"]),
+];
+
+/// The key of a definition of `kind` that kind would ignore, with why, if any.
+fn ignored_key<'n>(name: &str, node: &'n Node, kind: &str) -> Option<(&'n Node, String)> {
+    node.as_map()?.iter().find_map(|(key, _)| {
+        let text = key.as_str()?;
+        let (_, kinds) = KEY_KINDS.iter().find(|(known, _)| *known == text)?;
+        if kinds.contains(&kind) {
+            return None;
+        }
+        let takers = kinds
+            .iter()
+            .map(|kind| format!("`kind: {kind}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Some((
+            key,
+            format!(
+                "planner `{name}` is `kind: {kind}`, which would ignore `{text}`; only {takers} take{} it",
+                if kinds.len() == 1 { "s" } else { "" }
+            ),
+        ))
+    })
+}
+
 /// The planner an EVALUATE asks when neither `run --planner`, the step's `planner:` nor
 /// `defaults.planner` names one: the profile configured as `default`, else the built-in
 /// `rules`.
@@ -220,6 +257,13 @@ pub fn check_definition(
                 format!("planner `{name}` has an unknown key `{text}`; {hint}"),
             ));
         }
+    }
+    // A key the kind does not read (an http planner's `argv`) would configure nothing.
+    if let Some(kind) = node.get("kind").and_then(Node::as_str)
+        && ["command", "claude", "codex", "http"].contains(&kind)
+        && let Some((key, message)) = ignored_key(name, node, kind)
+    {
+        return Err((key.pos, message));
     }
     Backend::from_config(name, config)
         .map(drop)
