@@ -120,8 +120,11 @@ impl Config {
             message,
         };
         // A file of comments only (the `init` template with every line commented out) is
-        // the default configuration.
-        let blank = String::from_utf8_lossy(bytes)
+        // the default configuration, with or without a byte order mark (Notepad writes one).
+        let text = String::from_utf8_lossy(bytes);
+        let blank = text
+            .strip_prefix('\u{feff}')
+            .unwrap_or(&text)
             .lines()
             .all(|line| line.trim().is_empty() || line.trim_start().starts_with('#'));
         if blank {
@@ -360,14 +363,17 @@ const KNOWN_KEYS: [&str; 7] = [
     "adr_paths",
 ];
 
-/// The known key `key` is a likely misspelling of (a small edit away, or the same but for
-/// case, `-` for `_`, or a plural), if any.
+/// The known key `key` is a likely misspelling of (the same but for case, `-` for `_` or a
+/// plural, and then a small edit away: one letter for keys of up to 8 letters, two for longer
+/// ones),
+/// if any. Another word at the same distance (another tool's `events:` is two letters from
+/// `agents`) is not a misspelling: it is left to its owner.
 fn near_miss(key: &str) -> Option<&'static str> {
     let normal = key.to_ascii_lowercase().replace('-', "_");
     KNOWN_KEYS.into_iter().find(|known| {
-        normal == *known
-            || normal.trim_end_matches('s') == known.trim_end_matches('s')
-            || strsim::damerau_levenshtein(&normal, known) <= 2.max(known.len() / 8)
+        let allowed = if known.len() <= 8 { 1 } else { 2 };
+        let singular = |word: &str| word.trim_end_matches('s').to_owned();
+        strsim::damerau_levenshtein(&singular(&normal), &singular(known)) <= allowed
     })
 }
 
@@ -709,6 +715,25 @@ mod tests {
             );
         }
         assert!(parse("other_tool: {x: 1}\nnotes: text\n").is_ok());
+        // Review 10, defect 11: another tool's `events:` is not a misspelt `agents`.
+        for other in ["events", "plugins", "hooks", "agent_logs", "planning"] {
+            let text = format!("{other}: {{x: 1}}\n");
+            assert!(parse(&text).is_ok(), "{other}: {:?}", parse(&text).err());
+        }
+        for (typo, known) in [
+            ("agnets", "agents"),
+            ("agent", "agents"),
+            ("plannres", "planners"),
+            ("protected_brnaches", "protected_branches"),
+            ("script_alowlist", "script_allowlist"),
+            ("validatrs", "validators"),
+        ] {
+            let error = parse(&format!("{typo}: {{}}\n")).unwrap_err().to_string();
+            assert!(
+                error.contains(&format!("did you mean `{known}`?")),
+                "{typo}: {error}"
+            );
+        }
     }
 
     /// Review 3, defect 4: `adr_paths` was read leniently by `tnh adr`, so a string, a number
@@ -752,5 +777,28 @@ mod tests {
         let config = Config::parse(b"# nothing yet\n\n  # really\n", Path::new("c.yaml")).unwrap();
         assert!(config.agents.is_empty() && config.protected_branches.is_empty());
         assert!(config.sha256.is_some());
+    }
+
+    /// Review 10, defect 8: with a byte order mark before it (Notepad), a comment-only file
+    /// was "the file holds no YAML document" for every command.
+    #[test]
+    fn a_file_of_comments_only_after_a_byte_order_mark_is_the_default_configuration() {
+        for text in [
+            "\u{feff}# nothing yet\n# agents:\n",
+            "\u{feff}\n",
+            "\u{feff}",
+        ] {
+            let config = Config::parse(text.as_bytes(), Path::new("c.yaml")).unwrap();
+            assert!(
+                config.agents.is_empty() && config.sha256.is_some(),
+                "{text:?}"
+            );
+        }
+        let config = Config::parse(
+            "\u{feff}protected_branches: [main]\n".as_bytes(),
+            Path::new("c.yaml"),
+        )
+        .unwrap();
+        assert_eq!(config.protected_branches, ["main"]);
     }
 }

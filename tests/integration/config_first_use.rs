@@ -72,3 +72,49 @@ fn an_agent_profile_typo_is_reported_at_the_key_with_the_nearest_one() {
         "{stderr}"
     );
 }
+
+/// Review 10, defect 8: a comment-only configuration saved with a byte order mark (Notepad)
+/// stopped every command with "the file holds no YAML document".
+#[test]
+fn a_comment_only_configuration_after_a_byte_order_mark_is_the_default() {
+    let repo = RunRepo::new();
+    let agents = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        "\u{feff}# agents:\n#   scripted: {kind: command, argv: [\"./my-agent.sh\"]}\n",
+    );
+    let workflow = repo.workflow_text(
+        "claude.yaml",
+        "workflow_id: w\nversion: 1\ndescription: d\nentry_step: a\nsteps:\n  - {id: a, opcode: RUN_AGENT, agent: claude, prompt: x, routes: {\"*\": STOP}}\n",
+    );
+    repo.conductor_exits(&["validate", workflow.to_str().unwrap()], 0);
+    // The same mark before real content was already read.
+    repo.repo
+        .write(".tnh/config.yaml", &format!("\u{feff}{agents}"));
+    let linear = repo.workflow("linear.yaml");
+    repo.conductor_exits(&["validate", linear.to_str().unwrap()], 0);
+}
+
+/// Review 10, defect 11: another tool's top-level `events:` was refused as a misspelt
+/// `agents` (two letters apart); only close misspellings of a known key are refused.
+#[test]
+fn another_tools_top_level_key_is_left_alone_a_close_misspelling_is_not() {
+    let repo = RunRepo::new();
+    let agents = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    let linear = repo.workflow("linear.yaml");
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("{agents}events:\n  on_push: [lint]\n"),
+    );
+    repo.conductor_exits(&["validate", linear.to_str().unwrap()], 0);
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("{agents}protected_brnaches: [main]\n"),
+    );
+    let output = repo.conductor_exits(&["validate", linear.to_str().unwrap()], 2);
+    let stderr = stderr_text(&output);
+    assert!(
+        stderr.contains("unknown key `protected_brnaches`: did you mean `protected_branches`?"),
+        "{stderr}"
+    );
+}
