@@ -118,3 +118,27 @@ fn another_tools_top_level_key_is_left_alone_a_close_misspelling_is_not() {
         "{stderr}"
     );
 }
+
+/// Review 10, defect 9: `init` where `.tnh` is a file was told to "check that the path exists
+/// and is readable"; the hint names the file in the way.
+#[test]
+fn init_blocked_by_a_file_names_it() {
+    let repo = crate::support::TempRepo::new();
+    repo.write("README", "x\n");
+    repo.commit_all("init");
+    repo.write(".tnh", "not a folder\n");
+    let output = crate::support::conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .arg("init")
+        .output()
+        .unwrap();
+    let stderr = stderr_text(&output);
+    assert_eq!(output.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("is a file where a folder is needed: move it away")
+            && stderr.contains("/.tnh`")
+            && !stderr.contains("readable"),
+        "{stderr}"
+    );
+}
