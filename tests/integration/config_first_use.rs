@@ -142,3 +142,30 @@ fn init_blocked_by_a_file_names_it() {
         "{stderr}"
     );
 }
+
+/// Review 10, defect 10: every `runs clean` printed "removed worktree of RUN" again for runs an
+/// earlier one had already cleaned, although nothing was removed.
+#[test]
+fn runs_clean_does_not_report_again_what_it_already_cleaned() {
+    let repo = RunRepo::new();
+    let (code, result, output) = repo.run(&repo.workflow("linear.yaml"), &[]);
+    assert_eq!(code, Some(0), "{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap().to_owned();
+    let first = repo.conductor_exits(&["runs", "clean"], 0);
+    assert!(
+        crate::support::stdout_text(&first).contains(&format!("removed worktree of {run_id}")),
+        "{}",
+        crate::support::stdout_text(&first)
+    );
+    for _ in 0..2 {
+        let again = repo.conductor_exits(&["runs", "clean"], 0);
+        let stdout = crate::support::stdout_text(&again);
+        assert!(!stdout.contains("removed"), "{stdout}");
+        assert!(
+            stderr_text(&again)
+                .contains("nothing to clean: the worktree of 1 ended run was already removed"),
+            "{}",
+            stderr_text(&again)
+        );
+    }
+}
