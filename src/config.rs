@@ -53,6 +53,10 @@ impl ConfigError {
 pub struct Config {
     /// Where it was read from, when a file existed.
     pub path: Option<PathBuf>,
+    /// The repository root it was loaded for (the folder holding `.tnh/`), when there is one:
+    /// a relative program path in a profile (`argv: ["./my-agent.sh"]`, `binary`,
+    /// `TNH_CLAUDE_BIN`) is resolved against it.
+    pub root: Option<PathBuf>,
     /// `agents`: profile name → its definition.
     pub agents: BTreeMap<String, Node>,
     /// `validators`: name → definition.
@@ -95,8 +99,12 @@ impl Config {
             (None, Some(repo)) => repo.join(".tnh/config.yaml"),
             (None, None) => return Ok(Self::default()),
         };
+        let root = repo.map(Path::to_path_buf);
         if explicit.is_none() && !path.exists() {
-            return Ok(Self::default());
+            return Ok(Self {
+                root,
+                ..Self::default()
+            });
         }
         // Only a regular file (a link to one is followed), opened without blocking: a FIFO in
         // its place would hang every command.
@@ -109,7 +117,10 @@ impl Config {
                 path: path.clone(),
                 source,
             })?;
-        Self::parse(&bytes, &path)
+        Ok(Self {
+            root,
+            ..Self::parse(&bytes, &path)?
+        })
     }
 
     /// Parses configuration text.

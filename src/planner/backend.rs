@@ -63,6 +63,10 @@ pub struct External {
     pub attempts: usize,
     /// Host variables passed through to the process (API keys).
     pub pass_env: Vec<String>,
+    /// The repository root a relative program path (`argv: ["./judge.sh"]`, `binary`,
+    /// `TNH_CLAUDE_BIN`) is resolved against, when known (see
+    /// [`crate::runner::adapters::resolve_program`]).
+    pub root: Option<PathBuf>,
 }
 
 /// The external backends.
@@ -444,6 +448,7 @@ impl Backend {
             timeout,
             attempts,
             pass_env,
+            root: config.root.clone(),
         }))
     }
 
@@ -1323,6 +1328,10 @@ fn run_process(
         Some(cwd) => cwd.to_path_buf(),
         None => std::env::current_dir().map_err(|error| error.to_string())?,
     };
+    // A relative program path is the repository's, not the worktree's (where the planner runs).
+    let written = program;
+    let root = external.root.as_deref();
+    let program = &crate::runner::adapters::resolve_program(written, root);
     let limits = crate::runner::Limits {
         timeout: external.timeout,
         idle_timeout: None,
@@ -1366,7 +1375,10 @@ fn run_process(
             request.cancellation.clone(),
             record.as_deref(),
         ))
-        .map_err(|error| format!("`{program}` could not run: {error}"))?;
+        .map_err(|error| {
+            let error = crate::runner::adapters::resolved_from(error, written, root);
+            format!("`{written}` could not run: {error}")
+        })?;
     // The supervisor kept at most OUTPUT_LIMIT bytes (and stopped the planner past them). The
     // planner knows the folder (its `-o` path is in it) and can put a FIFO or a link in place
     // of the capture: then its output is unknown, and the attempt failed.

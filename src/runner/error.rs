@@ -81,6 +81,17 @@ impl RunnerError {
                     kind.name()
                 ))
             }
+            // A path that does not exist: the resolved path is in the message.
+            RunnerError::Spawn {
+                kind: ProcessKind::Agent | ProcessKind::Planner,
+                program,
+                source,
+                ..
+            } if source.kind() == std::io::ErrorKind::NotFound && program.contains('/') => {
+                Some(format!(
+                    "create `{program}`, or correct the path in .tnh/config.yaml (or TNH_CLAUDE_BIN / TNH_CODEX_BIN); a relative program path is resolved against the repository root (the folder holding `.tnh/`), not the run's worktree, so an uncommitted script there is found; in a run, `tnh-conductor resume RUN_ID` then runs the step again"
+                ))
+            }
             RunnerError::Spawn {
                 kind: ProcessKind::Agent,
                 program,

@@ -169,3 +169,126 @@ fn runs_clean_does_not_report_again_what_it_already_cleaned() {
         );
     }
 }
+
+/// A workflow of one step running agent `agent`.
+fn one_agent_step(repo: &RunRepo, agent: &str) -> std::path::PathBuf {
+    repo.workflow_text(
+        &format!("{agent}.yaml"),
+        &format!(
+            "workflow_id: w\nversion: 1\ndescription: d\nentry_step: a\nsteps:\n  - {{id: a, opcode: RUN_AGENT, agent: {agent}, prompt: x, routes: {{\"*\": STOP}}}}\n"
+        ),
+    )
+}
+
+fn executable(path: &std::path::Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Review 10, defect 5: the `init` template's `argv: ["./my-agent.sh"]` was resolved in the
+/// run's worktree, where an uncommitted script is not: the run stopped with "`./my-agent.sh`
+/// does not exist" although `ls ./my-agent.sh` showed it. A relative program path is now the
+/// repository root's (the folder holding `.tnh/`), for agents, `TNH_CLAUDE_BIN` and planners.
+#[test]
+fn a_relative_program_path_is_resolved_against_the_repository_root() {
+    let repo = RunRepo::new();
+    let root = std::fs::canonicalize(repo.path()).unwrap();
+    executable(
+        &repo.path().join("my-agent.sh"),
+        "#!/bin/sh\ncat > /dev/null\necho ran > ran-by-agent.txt\necho done\n",
+    );
+    repo.repo.write(
+        ".tnh/config.yaml",
+        "agents:\n  scripted:\n    kind: command\n    argv: [\"./my-agent.sh\"]\nplanners:\n  judge: {kind: command, argv: [./judge.sh], attempts: 1}\n",
+    );
+    let (code, result, output) = repo.run(&one_agent_step(&repo, "scripted"), &[]);
+    assert_eq!(code, Some(0), "{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap().to_owned();
+    let metadata = repo.json(&run_id, "artifacts/a/1/runner_metadata.json");
+    assert_eq!(
+        metadata["argv"][0],
+        root.join("my-agent.sh").display().to_string()
+    );
+    let worktree = repo.path().join(".tnh/worktrees").join(&run_id);
+    assert!(
+        worktree.join("ran-by-agent.txt").exists(),
+        "the agent ran in the worktree"
+    );
+
+    // TNH_CLAUDE_BIN, relative: the repository's `bin/claude`, not the worktree's.
+    executable(
+        &repo.path().join("bin/claude"),
+        "#!/bin/sh\ncat > /dev/null\nexit 3\n",
+    );
+    let output = crate::support::conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args(["run", "--json"])
+        .arg(one_agent_step(&repo, "claude"))
+        .env("TNH_CLAUDE_BIN", "bin/claude")
+        .output()
+        .unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let run_id = result["run_id"].as_str().unwrap().to_owned();
+    let metadata = repo.json(&run_id, "artifacts/a/1/runner_metadata.json");
+    assert_eq!(
+        metadata["argv"][0],
+        root.join("bin/claude").display().to_string(),
+        "{}",
+        stderr_text(&output)
+    );
+    assert_eq!(metadata["exit_code"], 3, "the fake ran");
+
+    // A command planner's `./judge.sh`, asked outside a run (`planner check`).
+    executable(
+        &repo.path().join("judge.sh"),
+        &format!(
+            "#!/bin/sh\ncat > /dev/null\necho call >> \"{}\"\nexit 1\n",
+            repo.path().join("judge.calls").display()
+        ),
+    );
+    let output = repo.conductor(&[
+        "planner",
+        "check",
+        crate::support::fixture("planner_vectors").to_str().unwrap(),
+        "--planner",
+        "judge",
+    ]);
+    assert!(
+        repo.path().join("judge.calls").exists(),
+        "the judge was found: {}{}",
+        crate::support::stdout_text(&output),
+        stderr_text(&output)
+    );
+}
+
+/// Review 10, defect 5: a missing relative program was "`./my-agent.sh` does not exist" with
+/// the hint "install `./my-agent.sh`". The error names the path it looked at and what it
+/// was resolved against, and the hint says how relative paths resolve.
+#[test]
+fn a_missing_relative_program_names_the_resolved_path() {
+    let repo = RunRepo::new();
+    let root = std::fs::canonicalize(repo.path()).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        "agents:\n  scripted: {kind: command, argv: [\"./missing.sh\"]}\n",
+    );
+    let workflow = one_agent_step(&repo, "scripted");
+    let output = repo.conductor_exits(&["run", workflow.to_str().unwrap()], 4);
+    let stderr = stderr_text(&output);
+    let resolved = root.join("missing.sh").display().to_string();
+    assert!(
+        stderr.contains(&format!(
+            "`{resolved}` does not exist (`./missing.sh` as written, resolved against the repository root `{}`)",
+            root.display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("hint: create `{resolved}`"))
+            && stderr.contains("resolved against the repository root (the folder holding `.tnh/`), not the run's worktree"),
+        "{stderr}"
+    );
+}
