@@ -53,6 +53,10 @@ impl ConfigError {
 pub struct Config {
     /// Where it was read from, when a file existed.
     pub path: Option<PathBuf>,
+    /// The repository root it was loaded for (the folder holding `.tnh/`), when there is one:
+    /// a relative program path in a profile (`argv: ["./my-agent.sh"]`, `binary`,
+    /// `TNH_CLAUDE_BIN`) is resolved against it.
+    pub root: Option<PathBuf>,
     /// `agents`: profile name → its definition.
     pub agents: BTreeMap<String, Node>,
     /// `validators`: name → definition.
@@ -95,8 +99,12 @@ impl Config {
             (None, Some(repo)) => repo.join(".tnh/config.yaml"),
             (None, None) => return Ok(Self::default()),
         };
+        let root = repo.map(Path::to_path_buf);
         if explicit.is_none() && !path.exists() {
-            return Ok(Self::default());
+            return Ok(Self {
+                root,
+                ..Self::default()
+            });
         }
         // Only a regular file (a link to one is followed), opened without blocking: a FIFO in
         // its place would hang every command.
@@ -109,7 +117,10 @@ impl Config {
                 path: path.clone(),
                 source,
             })?;
-        Self::parse(&bytes, &path)
+        Ok(Self {
+            root,
+            ..Self::parse(&bytes, &path)?
+        })
     }
 
     /// Parses configuration text.
@@ -120,8 +131,11 @@ impl Config {
             message,
         };
         // A file of comments only (the `init` template with every line commented out) is
-        // the default configuration.
-        let blank = String::from_utf8_lossy(bytes)
+        // the default configuration, with or without a byte order mark (Notepad writes one).
+        let text = String::from_utf8_lossy(bytes);
+        let blank = text
+            .strip_prefix('\u{feff}')
+            .unwrap_or(&text)
             .lines()
             .all(|line| line.trim().is_empty() || line.trim_start().starts_with('#'));
         if blank {
@@ -202,16 +216,7 @@ impl Config {
         // Agent profiles are checked now, where they are written: a mistake in one (even one
         // no step uses yet) would otherwise end a run that had already started.
         for (name, node) in &config.agents {
-            let profile: crate::runner::AgentProfile = serde_json::from_value(node.to_json())
-                .map_err(|error| {
-                    invalid(
-                        node.pos,
-                        format!("agent profile `{name}` is invalid: {error}"),
-                    )
-                })?;
-            profile
-                .check(name)
-                .map_err(|error| invalid(node.pos, error.to_string()))?;
+            check_agent(name, node).map_err(|(pos, message)| invalid(pos, message))?;
         }
         // Validators too: a configured validator is its `argv`, nothing else (a key it would
         // ignore, such as `env` or `timeout`, or a misspelt `agrv`, is refused where written).
@@ -369,14 +374,98 @@ const KNOWN_KEYS: [&str; 7] = [
     "adr_paths",
 ];
 
-/// The known key `key` is a likely misspelling of (a small edit away, or the same but for
-/// case, `-` for `_`, or a plural), if any.
+/// The known key `key` is a likely misspelling of (the same but for case, `-` for `_` or a
+/// plural, and then a small edit away: one letter for keys of up to 8 letters, two for longer
+/// ones),
+/// if any. Another word at the same distance (another tool's `events:` is two letters from
+/// `agents`) is not a misspelling: it is left to its owner.
 fn near_miss(key: &str) -> Option<&'static str> {
     let normal = key.to_ascii_lowercase().replace('-', "_");
     KNOWN_KEYS.into_iter().find(|known| {
-        normal == *known
-            || normal.trim_end_matches('s') == known.trim_end_matches('s')
-            || strsim::damerau_levenshtein(&normal, known) <= 2.max(known.len() / 8)
+        let allowed = if known.len() <= 8 { 1 } else { 2 };
+        let singular = |word: &str| word.trim_end_matches('s').to_owned();
+        strsim::damerau_levenshtein(&singular(&normal), &singular(known)) <= allowed
+    })
+}
+
+/// An `agents:` entry, checked where each part is written: a mapping whose keys are profile
+/// keys (a typo gets the nearest one), with a known `kind`, no key that kind would ignore,
+/// values of the right type, and what [`crate::runner::AgentProfile::check`] asks.
+fn check_agent(name: &str, node: &Node) -> Result<(), (Pos, String)> {
+    use crate::runner::{AgentKind, AgentProfile, profile};
+    let invalid = |message: String| format!("agent profile `{name}` is invalid: {message}");
+    let Some(entries) = node.as_map() else {
+        return Err((
+            node.pos,
+            invalid(format!(
+                "it must be a mapping such as `{{kind: command, argv: [...]}}`, found {}",
+                node.value.kind_name()
+            )),
+        ));
+    };
+    let keys = || profile::PROFILE_KEYS.iter().map(|(key, _)| *key);
+    for (key, _) in entries {
+        let Some(text) = key.as_str() else {
+            return Err((key.pos, invalid("its keys must be strings".to_owned())));
+        };
+        if profile::kinds_taking(text).is_none() {
+            let hint = match crate::workflow::diagnostic::nearest(text, keys()) {
+                Some(near) => format!("did you mean `{near}`?"),
+                None => format!(
+                    "the keys are {} (per-step limits such as `timeout` go on the workflow's step)",
+                    keys().collect::<Vec<_>>().join(", ")
+                ),
+            };
+            return Err((key.pos, invalid(format!("unknown key `{text}`; {hint}"))));
+        }
+    }
+    let kinds = AgentKind::ALL
+        .map(|kind| format!("`{}`", kind.name()))
+        .join(", ");
+    let Some(kind_node) = node.get("kind") else {
+        return Err((
+            node.pos,
+            invalid(format!("it has no `kind`; add one of {kinds}")),
+        ));
+    };
+    let kind: AgentKind = serde_json::from_value(kind_node.to_json()).map_err(|_| {
+        (
+            kind_node.pos,
+            invalid(format!(
+                "`kind` must be one of {kinds}, found {}",
+                match kind_node.as_str() {
+                    Some(text) => format!("`{text}`"),
+                    None => kind_node.value.kind_name().to_owned(),
+                }
+            )),
+        )
+    })?;
+    // Each key alone, so a wrong type is reported at its value.
+    let kind_json = kind_node.to_json();
+    for (key, value) in entries {
+        let Some(text) = key.as_str().filter(|text| *text != "kind") else {
+            continue;
+        };
+        if let Some(message) = profile::key_refused_for(text, kind) {
+            return Err((key.pos, invalid(message)));
+        }
+        let alone = serde_json::Map::from_iter([
+            ("kind".to_owned(), kind_json.clone()),
+            (text.to_owned(), value.to_json()),
+        ]);
+        if let Err(error) = serde_json::from_value::<AgentProfile>(alone.into()) {
+            return Err((value.pos, invalid(format!("`{text}`: {error}"))));
+        }
+    }
+    let profile: AgentProfile = serde_json::from_value(node.to_json())
+        .map_err(|error| (node.pos, invalid(error.to_string())))?;
+    profile.check(name).map_err(|error| {
+        // At the key the message is about, when the profile has it.
+        let at = ["max_output_mib", "argv"]
+            .into_iter()
+            .find(|key| error.to_string().contains(&format!("`{key}`")))
+            .and_then(|key| node.get(key));
+        (at.map_or(node.pos, |value| value.pos), error.to_string())
     })
 }
 
@@ -474,9 +563,8 @@ mod tests {
             "agents:\n  ok: {kind: command, argv: [echo]}\n  spare:\n    kind: codex\n    timout: 5m\n",
         );
         assert!(
-            typo.starts_with(
-                "c.yaml:4:5: agent profile `spare` is invalid: unknown field `timout`"
-            ),
+            typo.starts_with("c.yaml:5:5: agent profile `spare` is invalid: unknown key `timout`")
+                && typo.contains("workflow's step"),
             "{typo}"
         );
         let empty = parse("agents:\n  bare: {kind: command}\n");
@@ -484,6 +572,94 @@ mod tests {
             empty.starts_with("c.yaml:2:9: ") && empty.contains("non-empty `argv`"),
             "{empty}"
         );
+    }
+
+    /// Review 10, defect 7: a typo in an agent profile was reported at the profile's line,
+    /// with the list of every field and no nearest key; a wrong type likewise.
+    #[test]
+    fn an_agent_profile_mistake_is_reported_at_its_key_with_the_nearest_one() {
+        let parse = |text: &str| {
+            Config::parse(text.as_bytes(), Path::new("c.yaml"))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            parse(
+                "agents:\n  claude-code:\n    kind: claude\n    model: m\n    permision_mode: plan\n"
+            ),
+            "c.yaml:5:5: agent profile `claude-code` is invalid: unknown key `permision_mode`; did you mean `permission_mode`?"
+        );
+        let wrong_type = parse("agents:\n  c:\n    kind: claude\n    pass_env: HOME\n");
+        assert!(
+            wrong_type
+                .starts_with("c.yaml:4:15: agent profile `c` is invalid: `pass_env`: invalid type"),
+            "{wrong_type}"
+        );
+        let kind = parse("agents:\n  c: {kind: gemini}\n");
+        assert!(
+            kind.starts_with("c.yaml:2:13: agent profile `c` is invalid: `kind` must be one of `command`, `claude`, `codex`, found `gemini`"),
+            "{kind}"
+        );
+        let no_kind = parse("agents:\n  c: {model: m}\n");
+        assert!(
+            no_kind.starts_with("c.yaml:2:6: agent profile `c` is invalid: it has no `kind`"),
+            "{no_kind}"
+        );
+        let limit = parse("agents:\n  c: {kind: codex, max_output_mib: 0}\n");
+        assert!(limit.starts_with("c.yaml:2:36: "), "{limit}");
+    }
+
+    /// Review 10, defect 4: keys the profile's kind never reads were accepted and dropped, a
+    /// codex profile's `disallowed_tools` or a claude profile's `sandbox` restricting nothing.
+    #[test]
+    fn a_profile_key_its_kind_would_ignore_is_refused_where_written() {
+        let parse = |text: &str| Config::parse(text.as_bytes(), Path::new("c.yaml"));
+        for (text, expected) in [
+            (
+                "agents:\n  cx: {kind: codex, disallowed_tools: [Bash]}\n",
+                "c.yaml:2:21: agent profile `cx` is invalid: `disallowed_tools` does not apply to `kind: codex` (its adapter would ignore it); only `kind: claude` takes it",
+            ),
+            (
+                "agents:\n  cx:\n    kind: codex\n    permission_mode: plan\n",
+                "c.yaml:4:5: agent profile `cx` is invalid: `permission_mode` does not apply to `kind: codex`",
+            ),
+            (
+                "agents:\n  cx: {kind: codex, allowed_tools: [Read]}\n",
+                "c.yaml:2:21: agent profile `cx` is invalid: `allowed_tools` does not apply",
+            ),
+            (
+                "agents:\n  cl: {kind: claude, sandbox: read-only}\n",
+                "c.yaml:2:22: agent profile `cl` is invalid: `sandbox` does not apply to `kind: claude` (its adapter would ignore it); only `kind: codex` takes it",
+            ),
+            (
+                "agents:\n  cmd: {kind: command, argv: [sh], model: m}\n",
+                "c.yaml:2:36: agent profile `cmd` is invalid: `model` does not apply to `kind: command` (its adapter would ignore it); only `kind: claude` and `kind: codex` take it",
+            ),
+            (
+                "agents:\n  cl: {kind: claude, argv: [x]}\n",
+                "c.yaml:2:22: agent profile `cl` is invalid: `argv` does not apply to `kind: claude` (its adapter would ignore it); only `kind: command` takes it; use `binary` to change the program",
+            ),
+            (
+                "planners:\n  h: {kind: http, url: \"http://127.0.0.1:9/v1\", model: m, argv: [x]}\n",
+                "c.yaml:2:59: planner `h` is `kind: http`, which would ignore `argv`; only `kind: command` takes it",
+            ),
+            (
+                "planners:\n  h: {kind: command, argv: [x], model: m}\n",
+                "c.yaml:2:33: planner `h` is `kind: command`, which would ignore `model`; only `kind: claude`, `kind: codex`, `kind: http` take it",
+            ),
+            (
+                "planners:\n  h: {kind: http, url: \"http://127.0.0.1:9/v1\", model: m, pass_env: [K]}\n",
+                "c.yaml:2:59: planner `h` is `kind: http`, which would ignore `pass_env`",
+            ),
+        ] {
+            let error = parse(text).unwrap_err().to_string();
+            assert!(error.starts_with(expected), "{text}: {error}");
+        }
+        // Keys every kind reads, and each kind's own.
+        parse(
+            "agents:\n  a: {kind: command, argv: [x], pass_env: [K], extra_args: [-v], max_output_mib: 3}\n  b: {kind: claude, binary: c, model: m, permission_mode: plan, allowed_tools: [Read], disallowed_tools: [Bash], add_dirs: [/tmp], append_system_prompt: s}\n  c: {kind: codex, binary: c, model: m, sandbox: read-only, config: {k: v}, add_dirs: [/tmp]}\nplanners:\n  p: {kind: codex, binary: c, model: m, config: {k: v}, timeout: 1m, attempts: 2, pass_env: [K]}\n  q: {kind: http, url: \"http://127.0.0.1:9/v1\", model: m, api_key_env: K, timeout: 1m, attempts: 2}\n",
+        )
+        .unwrap();
     }
 
     #[test]
@@ -550,6 +726,25 @@ mod tests {
             );
         }
         assert!(parse("other_tool: {x: 1}\nnotes: text\n").is_ok());
+        // Review 10, defect 11: another tool's `events:` is not a misspelt `agents`.
+        for other in ["events", "plugins", "hooks", "agent_logs", "planning"] {
+            let text = format!("{other}: {{x: 1}}\n");
+            assert!(parse(&text).is_ok(), "{other}: {:?}", parse(&text).err());
+        }
+        for (typo, known) in [
+            ("agnets", "agents"),
+            ("agent", "agents"),
+            ("plannres", "planners"),
+            ("protected_brnaches", "protected_branches"),
+            ("script_alowlist", "script_allowlist"),
+            ("validatrs", "validators"),
+        ] {
+            let error = parse(&format!("{typo}: {{}}\n")).unwrap_err().to_string();
+            assert!(
+                error.contains(&format!("did you mean `{known}`?")),
+                "{typo}: {error}"
+            );
+        }
     }
 
     /// Review 3, defect 4: `adr_paths` was read leniently by `tnh adr`, so a string, a number
@@ -593,5 +788,28 @@ mod tests {
         let config = Config::parse(b"# nothing yet\n\n  # really\n", Path::new("c.yaml")).unwrap();
         assert!(config.agents.is_empty() && config.protected_branches.is_empty());
         assert!(config.sha256.is_some());
+    }
+
+    /// Review 10, defect 8: with a byte order mark before it (Notepad), a comment-only file
+    /// was "the file holds no YAML document" for every command.
+    #[test]
+    fn a_file_of_comments_only_after_a_byte_order_mark_is_the_default_configuration() {
+        for text in [
+            "\u{feff}# nothing yet\n# agents:\n",
+            "\u{feff}\n",
+            "\u{feff}",
+        ] {
+            let config = Config::parse(text.as_bytes(), Path::new("c.yaml")).unwrap();
+            assert!(
+                config.agents.is_empty() && config.sha256.is_some(),
+                "{text:?}"
+            );
+        }
+        let config = Config::parse(
+            "\u{feff}protected_branches: [main]\n".as_bytes(),
+            Path::new("c.yaml"),
+        )
+        .unwrap();
+        assert_eq!(config.protected_branches, ["main"]);
     }
 }

@@ -146,6 +146,11 @@ impl Error {
             Error::Policy(error) => error.hint(),
             Error::Runner(error) => error.hint(),
             Error::Run(error) => error.hint(),
+            Error::Io {
+                action: "write",
+                path,
+                source,
+            } => Some(write_hint(path, source)),
             Error::Io { .. } => Some("check that the path exists and is readable".to_owned()),
             Error::Json(_) => None,
             Error::Demo(error) => error.hint(),
@@ -153,5 +158,80 @@ impl Error {
     }
 }
 
+/// What to do when writing `path` failed: a file standing where one of its folders is needed
+/// is named; otherwise the folder's write permission (or a read-only file system).
+fn write_hint(path: &std::path::Path, source: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    let in_the_way = path
+        .ancestors()
+        .skip(1)
+        .find(|folder| std::fs::metadata(folder).is_ok_and(|metadata| !metadata.is_dir()));
+    match (in_the_way, source.kind()) {
+        (Some(file), _) => format!(
+            "`{}` is a file where a folder is needed: move it away (or pass --config FILE to write elsewhere)",
+            file.display()
+        ),
+        (None, ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem) => {
+            let folder = path
+                .parent()
+                .filter(|parent| !parent.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            format!(
+                "you may not write in `{}`: check its permissions (and those of the folders above it) and that the file system is not read-only, or pass --config FILE to write elsewhere",
+                folder.display()
+            )
+        }
+        (None, ErrorKind::AlreadyExists | ErrorKind::NotADirectory) => {
+            "something that is not a folder stands where one of its folders is needed: move it away (or pass --config FILE to write elsewhere)".to_owned()
+        }
+        (None, _) => {
+            "check that the folder exists and can be written, or pass --config FILE to write elsewhere"
+                .to_owned()
+        }
+    }
+}
+
 /// The result type of the library's commands.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Review 10, defect 9: `init` that could not write its file was told to check that the
+    /// path "exists and is readable".
+    #[test]
+    fn a_failed_write_is_hinted_about_writing() {
+        let denied = Error::Io {
+            action: "write",
+            path: "/repo/.tnh/config.yaml".into(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        };
+        let hint = denied.hint().unwrap();
+        assert!(
+            hint.starts_with("you may not write in `/repo/.tnh`: check its permissions")
+                && !hint.contains("readable"),
+            "{hint}"
+        );
+        let folder = tempfile::tempdir().unwrap();
+        std::fs::write(folder.path().join(".tnh"), "x").unwrap();
+        let blocked = Error::Io {
+            action: "write",
+            path: folder.path().join(".tnh/config.yaml"),
+            source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+        };
+        assert_eq!(
+            blocked.hint().unwrap(),
+            format!(
+                "`{}` is a file where a folder is needed: move it away (or pass --config FILE to write elsewhere)",
+                folder.path().join(".tnh").display()
+            )
+        );
+        let read = Error::Io {
+            action: "read",
+            path: "x".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        assert!(read.hint().unwrap().contains("readable"));
+    }
+}

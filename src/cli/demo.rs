@@ -180,7 +180,7 @@ const INIT_CONFIG: &str = r#"# tnh-conductor configuration (README, "Configuring
 #     pass_env: [CODEX_API_KEY]
 #   scripted:
 #     kind: command            # the prompt arrives on stdin
-#     argv: ["./my-agent.sh"]
+#     argv: ["./my-agent.sh"]  # a relative program path is this repository's (committed or not)
 
 # Validators, by name, for RUN_VALIDATION and `tnh test|lint|typecheck`; without them the
 # validators are detected (Cargo, npm, Python).

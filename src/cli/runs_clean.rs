@@ -54,6 +54,18 @@ pub fn cmd_runs_clean(
             .unwrap_or_default();
         output.print(&format!("{what} {run_id}{kept}\n"));
     }
+    // Runs an earlier `runs clean` already cleaned are not reported again, one by one.
+    if !report.already_clean.is_empty() && report.cleaned.is_empty() && report.finished.is_empty() {
+        output.note(&format!(
+            "nothing to clean: the worktree of {} ended run{} was already removed",
+            report.already_clean.len(),
+            if report.already_clean.len() == 1 {
+                ""
+            } else {
+                "s"
+            }
+        ));
+    }
     for run_id in &report.running {
         output.note(&format!("kept {run_id}: not ended"));
     }

@@ -62,6 +62,7 @@ pub(super) fn execute(
             .map(|budget| budget.value - context.state.spent_usd),
         tnh_variables: context.tnh_variables(),
         host_env: context.run.host_env.clone(),
+        program_root: context.run.config.root.clone(),
         env,
     };
     // Recorded last before the agent starts: rendering the prompt may capture the worktree

@@ -63,6 +63,10 @@ pub struct External {
     pub attempts: usize,
     /// Host variables passed through to the process (API keys).
     pub pass_env: Vec<String>,
+    /// The repository root a relative program path (`argv: ["./judge.sh"]`, `binary`,
+    /// `TNH_CLAUDE_BIN`) is resolved against, when known (see
+    /// [`crate::runner::adapters::resolve_program`]).
+    pub root: Option<PathBuf>,
 }
 
 /// The external backends.
@@ -178,6 +182,43 @@ const DEFINITION_KEYS: &[&str] = &[
     "pass_env",
 ];
 
+/// The kinds that read each definition key besides `kind` (every other kind would ignore it,
+/// so it is refused there; `kind: rules` takes no other key).
+const KEY_KINDS: &[(&str, &[&str])] = &[
+    ("argv", &["command"]),
+    ("binary", &["claude", "codex"]),
+    ("model", &["claude", "codex", "http"]),
+    ("config", &["codex"]),
+    ("url", &["http"]),
+    ("api_key_env", &["http"]),
+    ("timeout", &["command", "claude", "codex", "http"]),
+    ("attempts", &["command", "claude", "codex", "http"]),
+    ("pass_env", &["command", "claude", "codex"]),
+];
+
+/// The key of a definition of `kind` that kind would ignore, with why, if any.
+fn ignored_key<'n>(name: &str, node: &'n Node, kind: &str) -> Option<(&'n Node, String)> {
+    node.as_map()?.iter().find_map(|(key, _)| {
+        let text = key.as_str()?;
+        let (_, kinds) = KEY_KINDS.iter().find(|(known, _)| *known == text)?;
+        if kinds.contains(&kind) {
+            return None;
+        }
+        let takers = kinds
+            .iter()
+            .map(|kind| format!("`kind: {kind}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Some((
+            key,
+            format!(
+                "planner `{name}` is `kind: {kind}`, which would ignore `{text}`; only {takers} take{} it",
+                if kinds.len() == 1 { "s" } else { "" }
+            ),
+        ))
+    })
+}
+
 /// The planner an EVALUATE asks when neither `run --planner`, the step's `planner:` nor
 /// `defaults.planner` names one: the profile configured as `default`, else the built-in
 /// `rules`.
@@ -220,6 +261,13 @@ pub fn check_definition(
                 format!("planner `{name}` has an unknown key `{text}`; {hint}"),
             ));
         }
+    }
+    // A key the kind does not read (an http planner's `argv`) would configure nothing.
+    if let Some(kind) = node.get("kind").and_then(Node::as_str)
+        && ["command", "claude", "codex", "http"].contains(&kind)
+        && let Some((key, message)) = ignored_key(name, node, kind)
+    {
+        return Err((key.pos, message));
     }
     Backend::from_config(name, config)
         .map(drop)
@@ -400,6 +448,7 @@ impl Backend {
             timeout,
             attempts,
             pass_env,
+            root: config.root.clone(),
         }))
     }
 
@@ -1279,6 +1328,10 @@ fn run_process(
         Some(cwd) => cwd.to_path_buf(),
         None => std::env::current_dir().map_err(|error| error.to_string())?,
     };
+    // A relative program path is the repository's, not the worktree's (where the planner runs).
+    let written = program;
+    let root = external.root.as_deref();
+    let program = &crate::runner::adapters::resolve_program(written, root);
     let limits = crate::runner::Limits {
         timeout: external.timeout,
         idle_timeout: None,
@@ -1322,7 +1375,10 @@ fn run_process(
             request.cancellation.clone(),
             record.as_deref(),
         ))
-        .map_err(|error| format!("`{program}` could not run: {error}"))?;
+        .map_err(|error| {
+            let error = crate::runner::adapters::resolved_from(error, written, root);
+            format!("`{written}` could not run: {error}")
+        })?;
     // The supervisor kept at most OUTPUT_LIMIT bytes (and stopped the planner past them). The
     // planner knows the folder (its `-o` path is in it) and can put a FIFO or a link in place
     // of the capture: then its output is unknown, and the attempt failed.

@@ -81,6 +81,21 @@ impl RunnerError {
                     kind.name()
                 ))
             }
+            // A relative path, resolved, that does not exist: the resolved path is in the
+            // message, and what it was resolved against.
+            RunnerError::Spawn {
+                kind: ProcessKind::Agent | ProcessKind::Planner,
+                program,
+                source,
+                reason,
+                ..
+            } if source.kind() == std::io::ErrorKind::NotFound
+                && reason.contains("resolved against the repository root") =>
+            {
+                Some(format!(
+                    "create `{program}`, or correct the path in .tnh/config.yaml (or TNH_CLAUDE_BIN / TNH_CODEX_BIN); a relative program path is resolved against the repository root (the folder holding `.tnh/`), not the run's worktree, so an uncommitted script there is found; in a run, `tnh-conductor resume RUN_ID` then runs the step again"
+                ))
+            }
             RunnerError::Spawn {
                 kind: ProcessKind::Agent,
                 program,

@@ -24,6 +24,73 @@ pub enum AgentKind {
     Codex,
 }
 
+impl AgentKind {
+    /// Every kind, in the order the docs list them.
+    pub const ALL: [AgentKind; 3] = [AgentKind::Command, AgentKind::Claude, AgentKind::Codex];
+
+    /// The name written in a profile (`kind: command`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentKind::Command => "command",
+            AgentKind::Claude => "claude",
+            AgentKind::Codex => "codex",
+        }
+    }
+}
+
+/// The keys of an `agents:` entry, each with the kinds whose adapter reads it. Every other
+/// kind would silently ignore it (a codex profile's `disallowed_tools` restricts nothing), so
+/// it is refused there.
+pub const PROFILE_KEYS: &[(&str, &[AgentKind])] = &[
+    ("kind", &AgentKind::ALL),
+    ("argv", &[AgentKind::Command]),
+    ("binary", &[AgentKind::Claude, AgentKind::Codex]),
+    ("model", &[AgentKind::Claude, AgentKind::Codex]),
+    ("permission_mode", &[AgentKind::Claude]),
+    ("allowed_tools", &[AgentKind::Claude]),
+    ("disallowed_tools", &[AgentKind::Claude]),
+    ("sandbox", &[AgentKind::Codex]),
+    ("config", &[AgentKind::Codex]),
+    ("add_dirs", &[AgentKind::Claude, AgentKind::Codex]),
+    ("append_system_prompt", &[AgentKind::Claude]),
+    ("pass_env", &AgentKind::ALL),
+    ("extra_args", &AgentKind::ALL),
+    ("max_output_mib", &AgentKind::ALL),
+];
+
+/// The kinds that read profile key `key`; `None` for a key profiles do not have.
+pub fn kinds_taking(key: &str) -> Option<&'static [AgentKind]> {
+    PROFILE_KEYS
+        .iter()
+        .find(|(known, _)| *known == key)
+        .map(|(_, kinds)| *kinds)
+}
+
+/// Why profile key `key` may not be written on a profile of `kind`, when it may not.
+pub fn key_refused_for(key: &str, kind: AgentKind) -> Option<String> {
+    let kinds = kinds_taking(key)?;
+    if kinds.contains(&kind) {
+        return None;
+    }
+    let takers = kinds
+        .iter()
+        .map(|kind| format!("`kind: {}`", kind.name()))
+        .collect::<Vec<_>>()
+        .join(" and ");
+    let advice = match (key, kind) {
+        ("argv", _) => "; use `binary` to change the program",
+        ("binary", AgentKind::Command) => {
+            "; a command profile's program is the first item of `argv`"
+        }
+        _ => "",
+    };
+    Some(format!(
+        "`{key}` does not apply to `kind: {}` (its adapter would ignore it); only {takers} take{} it{advice}",
+        kind.name(),
+        if kinds.len() == 1 { "s" } else { "" }
+    ))
+}
+
 /// One `agents:` entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -181,29 +248,48 @@ impl AgentProfile {
         }
     }
 
-    /// Checks what serde cannot: `argv` exactly for commands, a positive output limit.
+    /// The keys set on this profile (to something other than their default).
+    fn set_keys(&self) -> Vec<&'static str> {
+        [
+            ("argv", !self.argv.is_empty()),
+            ("binary", self.binary.is_some()),
+            ("model", self.model.is_some()),
+            ("permission_mode", self.permission_mode.is_some()),
+            ("allowed_tools", !self.allowed_tools.is_empty()),
+            ("disallowed_tools", !self.disallowed_tools.is_empty()),
+            ("sandbox", self.sandbox.is_some()),
+            ("config", !self.config.is_empty()),
+            ("add_dirs", !self.add_dirs.is_empty()),
+            ("append_system_prompt", self.append_system_prompt.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(key, set)| set.then_some(key))
+        .collect()
+    }
+
+    /// Checks what serde cannot: `argv` exactly for commands, no key the kind would ignore,
+    /// a positive output limit.
     pub fn check(&self, name: &str) -> Result<(), RunnerError> {
-        if self.max_output_mib == Some(0) {
-            return Err(RunnerError::Profile {
-                agent: name.to_owned(),
-                message: "`max_output_mib` must be at least 1 (MiB of output kept per stream)"
-                    .to_owned(),
-            });
-        }
-        let problem = match self.kind {
-            AgentKind::Command if self.argv.is_empty() => {
-                Some("`kind: command` needs a non-empty `argv`")
-            }
-            AgentKind::Claude | AgentKind::Codex if !self.argv.is_empty() => {
-                Some("`argv` is only for `kind: command`; use `binary` to change the program")
-            }
-            _ => None,
+        let refuse = |message: String| RunnerError::Profile {
+            agent: name.to_owned(),
+            message,
         };
-        match problem {
-            Some(message) => Err(RunnerError::Profile {
-                agent: name.to_owned(),
-                message: message.to_owned(),
-            }),
+        if self.max_output_mib == Some(0) {
+            return Err(refuse(
+                "`max_output_mib` must be at least 1 (MiB of output kept per stream)".to_owned(),
+            ));
+        }
+        if self.kind == AgentKind::Command && self.argv.is_empty() {
+            return Err(refuse(
+                "`kind: command` needs a non-empty `argv`".to_owned(),
+            ));
+        }
+        match self
+            .set_keys()
+            .into_iter()
+            .find_map(|key| key_refused_for(key, self.kind))
+        {
+            Some(message) => Err(refuse(message)),
             None => Ok(()),
         }
     }

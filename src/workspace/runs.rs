@@ -277,6 +277,9 @@ pub struct CleanReport {
     /// Of those, the runs whose worktree's last state was kept first, with the ref that
     /// holds it (`refs/tnh/runs/<run_id>/final`); not with `--all`, which removes the refs.
     pub kept: Vec<(String, String)>,
+    /// Runs whose worktree an earlier `runs clean` (or the operator) had already removed:
+    /// nothing was removed now (git's record of it, if any, was pruned).
+    pub already_clean: Vec<String>,
     /// Runs kept because they have not ended.
     pub running: Vec<String>,
     /// Runs kept because they ended too recently.
@@ -305,6 +308,8 @@ pub const REMOVING_PREFIX: &str = ".removing-";
 enum Cleaned {
     /// Removed (its worktree, or everything with `--all`); the ref its last state was kept at.
     Removed(Option<String>),
+    /// Without `--all`: its worktree was already gone.
+    AlreadyClean,
     NotEnded,
     Recent,
     /// Its lock is held by another process: what the lock says.
@@ -342,6 +347,7 @@ pub fn clean_runs(repo_root: &Path, options: CleanOptions) -> Result<CleanReport
                 }
                 report.cleaned.push(run_id);
             }
+            Ok(Cleaned::AlreadyClean) => report.already_clean.push(run_id),
             Ok(Cleaned::NotEnded) => report.running.push(run_id),
             Ok(Cleaned::Recent) => report.recent.push(run_id),
             Ok(Cleaned::Busy(holder)) => report.busy.push((run_id, holder)),
@@ -402,8 +408,13 @@ fn clean_run(
     };
     // The agents' work is usually uncommitted in the worktree: its last state is kept
     // under the run's refs before the folder goes (unless the refs go too).
-    let real_folder = std::fs::symlink_metadata(&entry.record.worktree_path)
-        .is_ok_and(|metadata| metadata.is_dir());
+    let found = std::fs::symlink_metadata(&entry.record.worktree_path);
+    let real_folder = found.as_ref().is_ok_and(|metadata| metadata.is_dir());
+    // Nothing there: an earlier `runs clean` removed it (git's record, if left, is pruned).
+    let already_clean = !options.all
+        && found
+            .as_ref()
+            .is_err_and(|error| error.kind() == std::io::ErrorKind::NotFound);
     let mut kept = None;
     if !options.all && real_folder {
         let workspace = Workspace::open(&entry.record)?;
@@ -424,6 +435,9 @@ fn clean_run(
             Err(source) => return Err(WorkspaceError::io("set aside", &entry.dir, source)),
         }
         remove_tree(&trash)?;
+    }
+    if already_clean {
+        return Ok(Cleaned::AlreadyClean);
     }
     Ok(Cleaned::Removed(kept))
 }

@@ -567,7 +567,7 @@ fn a_broken_agent_profile_stops_run_before_anything_starts() {
     let stderr = stderr_text(&output);
     assert!(
         stderr.contains(".tnh/config.yaml:")
-            && stderr.contains("agent profile `spare` is invalid: unknown field `timout`"),
+            && stderr.contains("agent profile `spare` is invalid: unknown key `timout`"),
         "{stderr}"
     );
     assert!(!repo.path().join(".tnh/run").exists());

@@ -5,6 +5,7 @@ mod agent_output;
 mod agent_text;
 mod artifact_schemas;
 mod cli;
+mod config_first_use;
 mod evidence_folder;
 mod exclude_rule;
 mod first_use;

@@ -64,6 +64,7 @@ impl Step {
             remaining_run_budget_usd: None,
             tnh_variables: BTreeMap::new(),
             host_env: HostEnv::from_pairs([("PATH", std::env::var("PATH").unwrap_or_default())]),
+            program_root: None,
             env: Vec::new(),
         };
         Step { dir, request }

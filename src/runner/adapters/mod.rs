@@ -48,6 +48,10 @@ pub struct StepRequest {
     pub tnh_variables: BTreeMap<String, String>,
     /// The conductor's environment, filtered before the agent sees it.
     pub host_env: HostEnv,
+    /// The folder a program named by a relative path (`argv: ["./my-agent.sh"]`,
+    /// `TNH_CLAUDE_BIN=bin/claude`) is resolved against: the repository root, the folder
+    /// holding `.tnh/` (see [`resolve_program`]). `None`: as written, from the agent's cwd.
+    pub program_root: Option<PathBuf>,
     /// The step's own `env`, added to the filtered environment (a `TNH_*` name never replaces
     /// the kernel's variable).
     pub env: Vec<(String, String)>,
@@ -118,11 +122,13 @@ pub async fn run_agent(
     artifacts::write_file(&step_dir, names::PROMPT, request.prompt.as_bytes())?;
     // A stale answer from an earlier attempt must not pass for this one's.
     let _ = crate::artifacts::safe_files::remove_entry(&step_dir.join(names::FINAL_RESPONSE));
-    let invocation = match request.profile.kind {
+    let mut invocation = match request.profile.kind {
         AgentKind::Command => command::invocation(&request.profile),
         AgentKind::Claude => claude::invocation(request),
         AgentKind::Codex => codex::invocation(request, &step_dir),
     };
+    let written = invocation.program.clone();
+    invocation.program = resolve_program(&written, request.program_root.as_deref());
     let stdout_name = stdout_name(invocation.format);
     let environment = with_step_env(
         agent_environment(
@@ -155,7 +161,9 @@ pub async fn run_agent(
         // process dies meanwhile.
         None => {
             let record = step_dir.join(crate::runner::PROCESS_GROUP_FILE);
-            crate::runner::supervise_recorded(spec, cancel, Some(&record)).await?
+            crate::runner::supervise_recorded(spec, cancel, Some(&record))
+                .await
+                .map_err(|error| resolved_from(error, &written, request.program_root.as_deref()))?
         }
     };
     let evidence_tampering = check_step_folder(request, &step_dir, &real_folder, stdout_name)?;
@@ -613,6 +621,49 @@ fn artifact_list(
     list
 }
 
+/// `program` as a process is started with. A relative path (`./my-agent.sh`, `bin/claude`:
+/// it has a `/` but is not absolute) is resolved against `root`, the repository root (the
+/// folder holding `.tnh/`), where the operator wrote it and sees it, not against the
+/// process's working folder (the run's worktree, which holds only what was committed); a bare
+/// name (looked up on `PATH`) or an absolute path is kept as written.
+pub fn resolve_program(program: &str, root: Option<&Path>) -> String {
+    let path = Path::new(program);
+    match root {
+        Some(root) if program.contains('/') && path.is_relative() => root
+            .join(path.strip_prefix(".").unwrap_or(path))
+            .display()
+            .to_string(),
+        _ => program.to_owned(),
+    }
+}
+
+/// A spawn failure of a program written as the relative path `written`, saying what it was
+/// resolved against (the error names the resolved path).
+pub fn resolved_from(error: RunnerError, written: &str, root: Option<&Path>) -> RunnerError {
+    match (error, root) {
+        (
+            RunnerError::Spawn {
+                kind,
+                name,
+                program,
+                reason,
+                source,
+            },
+            Some(root),
+        ) if program != written => RunnerError::Spawn {
+            kind,
+            name,
+            reason: format!(
+                "{reason} (`{written}` as written, resolved against the repository root `{}`)",
+                root.display()
+            ),
+            program,
+            source,
+        },
+        (error, _) => error,
+    }
+}
+
 /// The binary for a CLI: the `TNH_*_BIN` override, then the profile's, then the default.
 pub(crate) fn binary(request: &StepRequest, override_variable: &str, default: &str) -> String {
     request
@@ -627,6 +678,26 @@ pub(crate) fn binary(request: &StepRequest, override_variable: &str, default: &s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relative_program_path_is_resolved_against_the_repository_root() {
+        let root = Path::new("/repo");
+        assert_eq!(
+            resolve_program("./my-agent.sh", Some(root)),
+            "/repo/my-agent.sh"
+        );
+        assert_eq!(
+            resolve_program("bin/claude", Some(root)),
+            "/repo/bin/claude"
+        );
+        assert_eq!(
+            resolve_program("../tools/a", Some(root)),
+            "/repo/../tools/a"
+        );
+        assert_eq!(resolve_program("python3", Some(root)), "python3");
+        assert_eq!(resolve_program("/usr/bin/env", Some(root)), "/usr/bin/env");
+        assert_eq!(resolve_program("./my-agent.sh", None), "./my-agent.sh");
+    }
 
     #[test]
     fn authentication_failures_are_named_whatever_channel_reports_them() {
