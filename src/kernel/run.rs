@@ -1412,6 +1412,7 @@ fn recover_interrupted_visit(
     if let Some(recorded) = recorded {
         let cause = recorded.payload.get("cause").cloned().unwrap_or_default();
         record_interrupted_manifest(workflow, recorder, &events, (&step_id, visit), cause)?;
+        state.count_interrupted_visit(&step_id);
         state.phase = Phase::Ready {
             step_id,
             visit: visit + 1,
@@ -1496,6 +1497,8 @@ fn recover_interrupted_visit(
     let cause = fields.get("cause").cloned().unwrap_or_default();
     recorder.event(EventType::StepInterrupted, Some((&step_id, visit)), fields)?;
     record_interrupted_manifest(workflow, recorder, &events, (&step_id, visit), cause)?;
+    // The visit never finished: it keeps its number and folder, but not a `max_visits` slot.
+    state.count_interrupted_visit(&step_id);
     state.phase = Phase::Ready {
         step_id: step_id.clone(),
         visit: visit + 1,
