@@ -164,7 +164,7 @@ pub fn wait_at_gates(
         let approver = approvers.is_empty() || approvers.contains(&identity);
         output.note(&format!(
             "\ngate `{step_id}`: {}",
-            request["reason"].as_str().unwrap_or_default()
+            super::one_line(request["reason"].as_str().unwrap_or_default())
         ));
         if !approver {
             // Said before anything is asked: the gate would refuse the decision.
@@ -395,8 +395,8 @@ fn resolution(run_dir: &std::path::Path, step_id: &str, visit: u32) -> String {
         ),
         Some(event) => format!(
             "gate `{step_id}` was decided by another process meanwhile ({} by {})",
-            event.text("decision").unwrap_or("?"),
-            event.text("reviewer").unwrap_or("?")
+            super::one_line(event.text("decision").unwrap_or("?")),
+            super::one_line(event.text("reviewer").unwrap_or("?"))
         ),
         None => format!("gate `{step_id}` was decided by another process meanwhile"),
     }
