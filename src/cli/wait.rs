@@ -146,6 +146,11 @@ pub fn wait_at_gates(
             _ => return result,
         };
         let (run_id, run_dir) = (summary.run_id.to_string(), summary.run_dir.clone());
+        // No name to record the decision under (`--as ""`, `$USER` empty): refused before
+        // anything is asked; the run stays waiting.
+        if identity.trim().is_empty() {
+            return Err(RunError::Gate(GateError::NoReviewer { run_id }));
+        }
         let recorder = Recorder::open(RunDir::at(&run_dir))?;
         let visit = visit_of(&run_dir);
         let request = read_request(&recorder, &step_id, visit)?;

@@ -85,6 +85,13 @@ pub enum GateError {
         /// The earlier decision.
         decision: String,
     },
+    /// The decision names no reviewer (`--as ""`, or `$USER` set but empty): the record
+    /// would not say who decided.
+    #[error("no reviewer name for the decision on run `{run_id}`: the record must say who decided")]
+    NoReviewer {
+        /// The run.
+        run_id: String,
+    },
     /// The reviewer is not an approver of this gate.
     #[error("`{reviewer}` is not an approver of gate `{step_id}` (approvers: {approvers})")]
     NotApprover {
@@ -215,6 +222,12 @@ pub fn decide_as_of(
     accept_drift: bool,
     answered_at: Option<jiff::Timestamp>,
 ) -> Result<Phase, RunError> {
+    // Refused before anything is opened: a decision must say who made it.
+    if reviewer.trim().is_empty() {
+        return Err(RunError::Gate(GateError::NoReviewer {
+            run_id: run_id.to_owned(),
+        }));
+    }
     let run_dir = find_run_dir(repo, run_id)?;
     let _lock = RunLock::acquire(&run_dir.lock())?;
     // A run a newer release wrote is refused before anything of it is opened for writing.

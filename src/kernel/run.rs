@@ -273,6 +273,7 @@ impl RunError {
             RunError::Gate(super::gate::GateError::DiedAtGate { run_id, .. }) => Some(format!("nothing was decided; `tnh-conductor resume {run_id}` requests the gate again (as a new visit), then decide it")),
             RunError::Gate(super::gate::GateError::RolledBack { .. }) => Some("nothing was decided; `--accept-drift` decides on what the worktree holds now (recorded as a `drift_accepted` event); `git -C WORKTREE status` shows what it holds".into()),
             RunError::Gate(super::gate::GateError::NotApprover { .. }) => Some("decide as one of the approvers: `--as NAME`".into()),
+            RunError::Gate(super::gate::GateError::NoReviewer { .. }) => Some("nothing was decided; say who decides with `--as NAME` (the default is $USER, which is empty here); a gate left waiting stays waiting".into()),
             RunError::Gate(super::gate::GateError::AlreadyDecided { run_id, .. }) => Some(format!("its route is taken now: `tnh-conductor resume {run_id}` continues the run")),
             RunError::Gate(super::gate::GateError::TimedOut { run_id, .. }) => Some(format!("the run follows its `gate_timed_out` route: `tnh-conductor resume {run_id}` continues it; a longer `timeout:` on the gate gives reviewers more time")),
             RunError::State(error) => error.hint(),

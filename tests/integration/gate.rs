@@ -194,6 +194,80 @@ fn wrong_deciders_and_repeated_decisions_change_nothing() {
     );
 }
 
+/// A decision must say who made it: an empty reviewer name (`--as ""`, or `$USER` set but
+/// empty and no `--as`) is refused with exit 2 and a hint, and nothing is recorded; at the
+/// `--wait` prompt too.
+#[test]
+fn a_decision_without_a_reviewer_name_is_refused() {
+    let repo = RunRepo::new();
+    let anyone = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
+        .unwrap()
+        .replace("    approvers: [lead, alice]\n", "");
+    let run_id = waiting_run(&repo, Some(anyone.clone()));
+    let events = repo.events(&run_id).len();
+    let decide = |args: &[&str], user: &str| {
+        conductor()
+            .arg("--repo")
+            .arg(repo.path())
+            .args(["--color", "never", "gate"])
+            .args(args)
+            .arg(&run_id)
+            .env("USER", user)
+            .output()
+            .unwrap()
+    };
+    for (args, user) in [
+        (&["approve", "--as", ""][..], "bob"),
+        (&["reject", "--as", "  "][..], "bob"),
+        (&["approve"][..], ""),
+    ] {
+        let refused = decide(args, user);
+        let stderr = stderr_text(&refused);
+        assert_eq!(refused.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("no reviewer name") && stderr.contains("`--as NAME`"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(
+            repo.events(&run_id).len(),
+            events,
+            "{args:?} recorded something"
+        );
+        assert!(
+            !repo
+                .run_dir(&run_id)
+                .join("artifacts/review/1/gate_outcome.json")
+                .exists()
+        );
+    }
+    let approved = decide(&["approve"], "carol");
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+    assert_eq!(
+        repo.json(&run_id, "artifacts/review/1/gate_outcome.json")["reviewer"],
+        "carol"
+    );
+
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text("gate.yaml", &anyone);
+    let transcript = run_wait_as(&repo, &workflow, &["--as", ""], "bob", &[]);
+    assert!(
+        transcript.contains("no reviewer name")
+            && !transcript.contains("[a/r/s/l]")
+            && transcript.trim_end().ends_with("exit=2"),
+        "{transcript}"
+    );
+    let run_id = repo.only_run_id();
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "waiting"
+    );
+}
+
 #[test]
 fn of_two_concurrent_approvals_exactly_one_wins() {
     let repo = RunRepo::new();
