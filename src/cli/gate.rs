@@ -333,6 +333,15 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
                     .join(", ")
             ),
     );
+    if let Some(deadline) = request["deadline"].as_str() {
+        let passed = if is_due(&request) {
+            " — PASSED: the gate times out (its `gate_timed_out` route) as soon as `resume`, \
+             `gate list` or `status` notices it; a decision now is refused"
+        } else {
+            ""
+        };
+        let _ = writeln!(text, "  deadline:  {}{passed}", one_line(deadline));
+    }
     let _ = writeln!(
         text,
         "  diffstat:  {} (the whole run)",

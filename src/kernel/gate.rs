@@ -72,6 +72,8 @@ pub enum GateError {
         step_id: String,
         /// Its deadline.
         deadline: String,
+        /// How the run ended, when the `gate_timed_out` route ended it (`failure`, …).
+        ended: Option<&'static str>,
     },
     /// An earlier decision was recorded, by a process that stopped before taking its route.
     #[error(
@@ -84,6 +86,8 @@ pub enum GateError {
         step_id: String,
         /// The earlier decision.
         decision: String,
+        /// How the run ended, when that decision's route ended it.
+        ended: Option<&'static str>,
     },
     /// The decision names no reviewer (`--as ""`, or `$USER` set but empty): the record
     /// would not say who decided.
@@ -102,6 +106,14 @@ pub enum GateError {
         /// Who may.
         approvers: String,
     },
+}
+
+/// How the run ended, when it did (a route taken to a STOP).
+fn ended(state: &RunState) -> Option<&'static str> {
+    match &state.phase {
+        Phase::Finished { end, .. } => Some(end.name()),
+        _ => None,
+    }
 }
 
 /// The gate request of the waiting visit.
@@ -251,6 +263,7 @@ pub fn decide_as_of(
             run_id: state.run_id.clone(),
             step_id,
             decision: earlier.as_str().to_owned(),
+            ended: ended(&state),
         }));
     }
     let request = read_request(&recorder, &step_id, visit)?;
@@ -263,6 +276,7 @@ pub fn decide_as_of(
             run_id: state.run_id.clone(),
             step_id,
             deadline: request["deadline"].as_str().unwrap_or("?").to_owned(),
+            ended: ended(&state),
         }));
     }
     let approvers: Vec<&str> = request["approvers"]

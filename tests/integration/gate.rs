@@ -920,6 +920,52 @@ fn an_approval_after_the_deadline_is_refused_and_the_gate_times_out() {
     );
 }
 
+/// A gate past its deadline says so in `gate show`; a late decision's hint is true when the
+/// `gate_timed_out` route ended the run (it points to `runs show`, not to `resume`). A timeout
+/// too long for a representable deadline is clamped to the last one, never `null`.
+#[test]
+fn a_gate_past_its_deadline_says_so_and_a_late_decision_says_what_happened() {
+    let repo = RunRepo::new();
+    let ends = gate_timing_out_at_once()
+        .replace("gate_timed_out: timed_out", "gate_timed_out: STOP")
+        .replace(
+            "  - id: timed_out\n    opcode: STOP\n    outcome: failure\n    reason: nobody decided in time\n",
+            "",
+        );
+    let run_id = waiting_run(&repo, Some(ends));
+    let show = stdout_text(&repo.conductor_exits(&["gate", "show", &run_id], 0));
+    assert!(
+        show.contains("  deadline:  ") && show.contains("PASSED: the gate times out"),
+        "{show}"
+    );
+    let late = repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead"], 2);
+    let stderr = stderr_text(&late);
+    assert!(
+        stderr.contains("route ended the run (failure)")
+            && stderr.contains(&format!("`tnh-conductor runs show {run_id}`"))
+            && !stderr.contains("resume"),
+        "{stderr}"
+    );
+
+    let repo = RunRepo::new();
+    let run_id = waiting_run(
+        &repo,
+        Some(gate_timing_out_at_once().replace("timeout: 1ms", "timeout: 3000000d")),
+    );
+    let request = repo.json(&run_id, "artifacts/review/1/gate_request.json");
+    assert!(
+        request["deadline"]
+            .as_str()
+            .is_some_and(|deadline| deadline.starts_with("9999-")),
+        "{request}"
+    );
+    let show = stdout_text(&repo.conductor_exits(&["gate", "show", &run_id], 0));
+    assert!(
+        show.contains("  deadline:  9999-") && !show.contains("PASSED"),
+        "{show}"
+    );
+}
+
 /// A decision refused because the workflow file became invalid records nothing: the gate
 /// still waits, and the next decision is the only one in the log.
 #[test]
