@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use clap::{Args, Subcommand};
 
-use super::{Cli, Output, repo_root};
+use super::{Cli, Output, one_line, repo_root};
 use crate::artifacts::{RunDir, RunMetadata, is_run_id, read_json};
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::gate::{
@@ -238,7 +238,7 @@ fn list(cli: &Cli, output: &mut Output) -> Result<ExitStatus> {
     for gate in gates {
         let deadline = gate
             .deadline
-            .map(|deadline| format!(" (until {deadline})"))
+            .map(|deadline| format!(" (until {})", one_line(&deadline)))
             .unwrap_or_default();
         let _ = writeln!(
             text,
@@ -246,10 +246,10 @@ fn list(cli: &Cli, output: &mut Output) -> Result<ExitStatus> {
             gate.run_id,
             age(&gate.requested_at),
             gate.step_id,
-            gate.reason
+            one_line(&gate.reason)
         );
         if let Some(damage) = &gate.damage {
-            let _ = writeln!(text, "    damaged: {damage}");
+            let _ = writeln!(text, "    damaged: {}", one_line(damage));
         }
     }
     output.print(&text);
@@ -270,7 +270,7 @@ fn planner_lines(planner: &serde_json::Value, run_dir: &RunDir, text: &mut Strin
                 items
                     .iter()
                     .filter_map(|item| item["summary"].as_str().or(item.as_str()))
-                    .map(str::to_owned)
+                    .map(|item| one_line(item).into_owned())
                     .collect()
             })
             .unwrap_or_default()
@@ -281,7 +281,7 @@ fn planner_lines(planner: &serde_json::Value, run_dir: &RunDir, text: &mut Strin
     } else {
         format!("risk flags: {}", flags.join(", "))
     };
-    let _ = writeln!(text, "  planner:   {status}, {flags}");
+    let _ = writeln!(text, "  planner:   {}, {flags}", one_line(status));
     for blocker in strings("blockers") {
         let _ = writeln!(text, "    blocker: {blocker}");
     }
@@ -289,7 +289,7 @@ fn planner_lines(planner: &serde_json::Value, run_dir: &RunDir, text: &mut Strin
         let _ = writeln!(
             text,
             "    decision: {}",
-            run_dir.root().join(path).display()
+            one_line(&run_dir.root().join(path).display().to_string())
         );
     }
 }
@@ -317,9 +317,9 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
     let context = &request["context"];
     let mut text = format!(
         "gate `{step_id}` of run {run_id} ({}, waiting {})\n  reason:    {}\n  approvers: {}\n",
-        request["gate"].as_str().unwrap_or_default(),
+        one_line(request["gate"].as_str().unwrap_or_default()),
         age(request["requested_at"].as_str().unwrap_or_default()),
-        request["reason"].as_str().unwrap_or_default(),
+        one_line(request["reason"].as_str().unwrap_or_default()),
         request["approvers"]
             .as_array()
             .filter(|names| !names.is_empty())
@@ -328,10 +328,20 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
                 |names| names
                     .iter()
                     .filter_map(|name| name.as_str())
+                    .map(one_line)
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
     );
+    if let Some(deadline) = request["deadline"].as_str() {
+        let passed = if is_due(&request) {
+            " — PASSED: the gate times out (its `gate_timed_out` route) as soon as `resume`, \
+             `gate list` or `status` notices it; a decision now is refused"
+        } else {
+            ""
+        };
+        let _ = writeln!(text, "  deadline:  {}{passed}", one_line(deadline));
+    }
     let _ = writeln!(
         text,
         "  diffstat:  {} (the whole run)",
@@ -341,7 +351,8 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
     if let Some(step) = last["step_id"].as_str() {
         let _ = writeln!(
             text,
-            "  last step: `{step}` #{}: {}",
+            "  last step: `{}` #{}: {}",
+            one_line(step),
             last["visit"],
             super::step_lines::diffstat(Some(&last["diffstat"]))
         );
@@ -349,13 +360,17 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
     planner_lines(&context["planner"], &run_dir, &mut text);
     for key in ["diff", "transcript"] {
         if let Some(path) = context[key].as_str() {
-            let _ = writeln!(text, "  {key}: {}", run_dir.root().join(path).display());
+            let _ = writeln!(
+                text,
+                "  {key}: {}",
+                one_line(&run_dir.root().join(path).display().to_string())
+            );
         }
     }
     let _ = writeln!(
         text,
         "  worktree:  {}",
-        context["worktree"].as_str().unwrap_or_default()
+        one_line(context["worktree"].as_str().unwrap_or_default())
     );
     // The change below is what the gate was requested with; an operator's rollback since
     // removed it from the worktree, and a decision then needs `--accept-drift`.
@@ -365,9 +380,9 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
             "  ROLLED BACK: the operator rolled the worktree back to {} at {} ({}), after this \
              gate was requested: the change below is no longer in the worktree; a decision \
              needs `--accept-drift` and decides on what the worktree holds now",
-            rollback.text("target").unwrap_or("?"),
-            rollback.timestamp,
-            rollback.text("record").unwrap_or("?"),
+            one_line(rollback.text("target").unwrap_or("?")),
+            one_line(&rollback.timestamp),
+            one_line(rollback.text("record").unwrap_or("?")),
         );
     }
     if let Some(diff) = context["diff"].as_str()

@@ -68,7 +68,7 @@ impl View {
             {
                 Some(format!(
                     "  {step} #{visit}: waiting for a decision — {}",
-                    field("reason")
+                    super::output::one_line(&field("reason"))
                 ))
             }
             EventType::StepFailed => Some(

@@ -146,6 +146,11 @@ pub fn wait_at_gates(
             _ => return result,
         };
         let (run_id, run_dir) = (summary.run_id.to_string(), summary.run_dir.clone());
+        // No name to record the decision under (`--as ""`, `$USER` empty): refused before
+        // anything is asked; the run stays waiting.
+        if identity.trim().is_empty() {
+            return Err(RunError::Gate(GateError::NoReviewer { run_id }));
+        }
         let recorder = Recorder::open(RunDir::at(&run_dir))?;
         let visit = visit_of(&run_dir);
         let request = read_request(&recorder, &step_id, visit)?;
@@ -164,7 +169,7 @@ pub fn wait_at_gates(
         let approver = approvers.is_empty() || approvers.contains(&identity);
         output.note(&format!(
             "\ngate `{step_id}`: {}",
-            request["reason"].as_str().unwrap_or_default()
+            super::one_line(request["reason"].as_str().unwrap_or_default())
         ));
         if !approver {
             // Said before anything is asked: the gate would refuse the decision.
@@ -395,8 +400,8 @@ fn resolution(run_dir: &std::path::Path, step_id: &str, visit: u32) -> String {
         ),
         Some(event) => format!(
             "gate `{step_id}` was decided by another process meanwhile ({} by {})",
-            event.text("decision").unwrap_or("?"),
-            event.text("reviewer").unwrap_or("?")
+            super::one_line(event.text("decision").unwrap_or("?")),
+            super::one_line(event.text("reviewer").unwrap_or("?"))
         ),
         None => format!("gate `{step_id}` was decided by another process meanwhile"),
     }

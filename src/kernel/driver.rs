@@ -198,9 +198,9 @@ impl Driver<'_> {
         if outside.is_some() || (cancelled && self.cut_short(&step_id, visit, result.as_ref().ok()))
         {
             let (cause, reason) = match outside {
-                Some(signal) if !cancelled => (
-                    format!("the agent was stopped by {signal} from outside the conductor"),
-                    format!("the agent was stopped by {signal} from outside the conductor"),
+                Some((who, signal)) if !cancelled => (
+                    format!("{who} was stopped by {signal} from outside the conductor"),
+                    format!("{who} was stopped by {signal} from outside the conductor"),
                 ),
                 _ => {
                     let signal = self.signal();
@@ -307,45 +307,77 @@ impl Driver<'_> {
     }
 
     /// The stop signal (`SIGHUP`, `SIGINT`, `SIGTERM`) that ended the agent of a RUN_AGENT
-    /// visit when the conductor did not send it: the agent's leader died of it while the
+    /// visit, or a validator of a RUN_VALIDATION visit, when the conductor did not send it,
+    /// with who it ended (`the agent`, `validator `lint``): the leader died of it while the
     /// supervisor had stopped nothing (`runner_metadata.json`: a `signal` and no
-    /// `termination.reason`). While the conductor is itself being interrupted (`cancelled`),
-    /// an exit code of 128 + one of them counts too: that is how programs that catch the
-    /// signal report it. Such an ending is not the agent's own: `systemctl stop` with
-    /// `KillMode=control-group`, a `kill` to every process or a container runtime signal the
-    /// whole tree, and the agent may get the signal a moment before the conductor (or alone).
-    /// A death by any other signal (a crash, SIGKILL from the OOM killer) stays an `error`.
+    /// `termination.reason`; a validator's record in `validation_report.json`: an `error`
+    /// whose cause is its exit status alone). While the conductor is itself being interrupted
+    /// (`cancelled`), an exit code of 128 + one of them counts too: that is how programs that
+    /// catch the signal report it. Such an ending is not the step's own: `systemctl stop`
+    /// with `KillMode=control-group`, a `kill` to every process or a container runtime signal
+    /// the whole tree, and the agent or validator may get the signal a moment before the
+    /// conductor (or alone). A death by any other signal (a crash, SIGKILL from the OOM
+    /// killer) stays an `error`.
     fn stopped_from_outside(
         &self,
         step_id: &str,
         visit: u32,
         result: &opcode::StepResult,
         cancelled: bool,
-    ) -> Option<&'static str> {
-        if result.manifest.opcode != "RUN_AGENT"
-            || result.report.outcome != crate::outcome::Outcome::Error
-        {
-            return None;
+    ) -> Option<(String, &'static str)> {
+        let stop_signal = |signal: Option<i32>, exit_code: Option<i32>| {
+            let reported = exit_code
+                .filter(|_| cancelled)
+                .and_then(|code| code.checked_sub(128));
+            let number = signal.or(reported)?;
+            STOP_SIGNALS
+                .iter()
+                .find(|(signal, _)| *signal as i32 == number)
+                .map(|(_, name)| *name)
+        };
+        let visit_dir = self.recorder.run_dir().visit_dir(step_id, visit);
+        match result.manifest.opcode.as_str() {
+            "RUN_AGENT" if result.report.outcome == crate::outcome::Outcome::Error => {
+                let path = visit_dir.join(crate::runner::artifacts::names::METADATA);
+                let metadata: crate::runner::RunnerMetadata =
+                    crate::artifacts::read_json(&path, "runner metadata").ok()?;
+                if metadata.termination.reason.is_some() {
+                    return None;
+                }
+                stop_signal(metadata.signal, metadata.exit_code)
+                    .map(|signal| ("the agent".to_owned(), signal))
+            }
+            "RUN_VALIDATION" => {
+                let report: serde_json::Value = crate::artifacts::read_json(
+                    &visit_dir.join("validation_report.json"),
+                    "validation report",
+                )
+                .ok()?;
+                let validators = report.get("validators")?.as_object()?;
+                validators.iter().find_map(|(id, record)| {
+                    if record.get("outcome")?.as_str()? != "error" {
+                        return None;
+                    }
+                    let signal = record
+                        .get("signal")
+                        .and_then(serde_json::Value::as_i64)
+                        .and_then(|number| i32::try_from(number).ok());
+                    let exit_code = record
+                        .get("exit_code")
+                        .and_then(serde_json::Value::as_i64)
+                        .and_then(|number| i32::try_from(number).ok());
+                    // Its cause is what its exit status says, nothing else: the supervisor
+                    // stopped nothing, and no lost capture or missing artifact made it fail.
+                    let (_, own) = crate::runner::supervisor::classify(None, exit_code, signal);
+                    if record.get("cause")?.as_str()? != own {
+                        return None;
+                    }
+                    stop_signal(signal, exit_code)
+                        .map(|signal| (format!("validator `{id}`"), signal))
+                })
+            }
+            _ => None,
         }
-        let path = self
-            .recorder
-            .run_dir()
-            .visit_dir(step_id, visit)
-            .join(crate::runner::artifacts::names::METADATA);
-        let metadata: crate::runner::RunnerMetadata =
-            crate::artifacts::read_json(&path, "runner metadata").ok()?;
-        if metadata.termination.reason.is_some() {
-            return None;
-        }
-        let reported = metadata
-            .exit_code
-            .filter(|_| cancelled)
-            .and_then(|code| code.checked_sub(128));
-        let number = metadata.signal.or(reported)?;
-        STOP_SIGNALS
-            .iter()
-            .find(|(signal, _)| *signal as i32 == number)
-            .map(|(_, name)| *name)
     }
 
     /// The signal that cancelled the run, as events name it (`Ctrl-C`, `SIGTERM`, …).

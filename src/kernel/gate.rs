@@ -72,6 +72,8 @@ pub enum GateError {
         step_id: String,
         /// Its deadline.
         deadline: String,
+        /// How the run ended, when the `gate_timed_out` route ended it (`failure`, …).
+        ended: Option<&'static str>,
     },
     /// An earlier decision was recorded, by a process that stopped before taking its route.
     #[error(
@@ -84,6 +86,15 @@ pub enum GateError {
         step_id: String,
         /// The earlier decision.
         decision: String,
+        /// How the run ended, when that decision's route ended it.
+        ended: Option<&'static str>,
+    },
+    /// The decision names no reviewer (`--as ""`, or `$USER` set but empty): the record
+    /// would not say who decided.
+    #[error("no reviewer name for the decision on run `{run_id}`: the record must say who decided")]
+    NoReviewer {
+        /// The run.
+        run_id: String,
     },
     /// The reviewer is not an approver of this gate.
     #[error("`{reviewer}` is not an approver of gate `{step_id}` (approvers: {approvers})")]
@@ -95,6 +106,14 @@ pub enum GateError {
         /// Who may.
         approvers: String,
     },
+}
+
+/// How the run ended, when it did (a route taken to a STOP).
+fn ended(state: &RunState) -> Option<&'static str> {
+    match &state.phase {
+        Phase::Finished { end, .. } => Some(end.name()),
+        _ => None,
+    }
 }
 
 /// The gate request of the waiting visit.
@@ -215,6 +234,12 @@ pub fn decide_as_of(
     accept_drift: bool,
     answered_at: Option<jiff::Timestamp>,
 ) -> Result<Phase, RunError> {
+    // Refused before anything is opened: a decision must say who made it.
+    if reviewer.trim().is_empty() {
+        return Err(RunError::Gate(GateError::NoReviewer {
+            run_id: run_id.to_owned(),
+        }));
+    }
     let run_dir = find_run_dir(repo, run_id)?;
     let _lock = RunLock::acquire(&run_dir.lock())?;
     // A run a newer release wrote is refused before anything of it is opened for writing.
@@ -238,6 +263,7 @@ pub fn decide_as_of(
             run_id: state.run_id.clone(),
             step_id,
             decision: earlier.as_str().to_owned(),
+            ended: ended(&state),
         }));
     }
     let request = read_request(&recorder, &step_id, visit)?;
@@ -250,6 +276,7 @@ pub fn decide_as_of(
             run_id: state.run_id.clone(),
             step_id,
             deadline: request["deadline"].as_str().unwrap_or("?").to_owned(),
+            ended: ended(&state),
         }));
     }
     let approvers: Vec<&str> = request["approvers"]

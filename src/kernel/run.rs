@@ -273,8 +273,11 @@ impl RunError {
             RunError::Gate(super::gate::GateError::DiedAtGate { run_id, .. }) => Some(format!("nothing was decided; `tnh-conductor resume {run_id}` requests the gate again (as a new visit), then decide it")),
             RunError::Gate(super::gate::GateError::RolledBack { .. }) => Some("nothing was decided; `--accept-drift` decides on what the worktree holds now (recorded as a `drift_accepted` event); `git -C WORKTREE status` shows what it holds".into()),
             RunError::Gate(super::gate::GateError::NotApprover { .. }) => Some("decide as one of the approvers: `--as NAME`".into()),
-            RunError::Gate(super::gate::GateError::AlreadyDecided { run_id, .. }) => Some(format!("its route is taken now: `tnh-conductor resume {run_id}` continues the run")),
-            RunError::Gate(super::gate::GateError::TimedOut { run_id, .. }) => Some(format!("the run follows its `gate_timed_out` route: `tnh-conductor resume {run_id}` continues it; a longer `timeout:` on the gate gives reviewers more time")),
+            RunError::Gate(super::gate::GateError::NoReviewer { .. }) => Some("nothing was decided; say who decides with `--as NAME` (the default is $USER, which is empty here); a gate left waiting stays waiting".into()),
+            RunError::Gate(super::gate::GateError::AlreadyDecided { run_id, ended: None, .. }) => Some(format!("its route is taken now: `tnh-conductor resume {run_id}` continues the run")),
+            RunError::Gate(super::gate::GateError::AlreadyDecided { run_id, ended: Some(end), .. }) => Some(format!("its route ended the run ({end}); `tnh-conductor runs show {run_id}` shows how")),
+            RunError::Gate(super::gate::GateError::TimedOut { run_id, ended: None, .. }) => Some(format!("the run follows its `gate_timed_out` route: `tnh-conductor resume {run_id}` continues it; a longer `timeout:` on the gate gives reviewers more time")),
+            RunError::Gate(super::gate::GateError::TimedOut { run_id, ended: Some(end), .. }) => Some(format!("its `gate_timed_out` route ended the run ({end}); `tnh-conductor runs show {run_id}` shows how; a longer `timeout:` on the gate gives reviewers more time")),
             RunError::State(error) => error.hint(),
             RunError::Drive(error) => error.hint(),
             RunError::Runtime(_) => None,
@@ -1412,6 +1415,7 @@ fn recover_interrupted_visit(
     if let Some(recorded) = recorded {
         let cause = recorded.payload.get("cause").cloned().unwrap_or_default();
         record_interrupted_manifest(workflow, recorder, &events, (&step_id, visit), cause)?;
+        state.count_interrupted_visit(&step_id);
         state.phase = Phase::Ready {
             step_id,
             visit: visit + 1,
@@ -1496,6 +1500,8 @@ fn recover_interrupted_visit(
     let cause = fields.get("cause").cloned().unwrap_or_default();
     recorder.event(EventType::StepInterrupted, Some((&step_id, visit)), fields)?;
     record_interrupted_manifest(workflow, recorder, &events, (&step_id, visit), cause)?;
+    // The visit never finished: it keeps its number and folder, but not a `max_visits` slot.
+    state.count_interrupted_visit(&step_id);
     state.phase = Phase::Ready {
         step_id: step_id.clone(),
         visit: visit + 1,

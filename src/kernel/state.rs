@@ -100,8 +100,13 @@ pub struct RunState {
     pub workflow_id: String,
     /// Where the run is.
     pub phase: Phase,
-    /// Visits started per step.
+    /// Visits started per step (the number of the last one started).
     pub visits: BTreeMap<String, u32>,
+    /// Visits per step that never finished: interrupted (Ctrl-C, SIGTERM, a crash) or unable
+    /// to start (a missing program). They keep their numbers and evidence, but do not count
+    /// toward `max_visits`: `resume` runs the step again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub interrupted_visits: BTreeMap<String, u32>,
     /// Routes taken so far.
     pub transitions: u32,
     /// The last outcome or status of each step.
@@ -129,6 +134,7 @@ impl RunState {
                 visit: 1,
             },
             visits: BTreeMap::new(),
+            interrupted_visits: BTreeMap::new(),
             transitions: 0,
             last_outcomes: BTreeMap::new(),
             safety: Safety::default(),
@@ -141,6 +147,20 @@ impl RunState {
     /// Visits started of a step.
     pub fn visits_of(&self, step_id: &str) -> u32 {
         self.visits.get(step_id).copied().unwrap_or(0)
+    }
+
+    /// Visits of a step that never finished (interrupted, or unable to start).
+    pub fn interrupted_visits_of(&self, step_id: &str) -> u32 {
+        self.interrupted_visits.get(step_id).copied().unwrap_or(0)
+    }
+
+    /// Records that a visit of a step never finished, so it does not count toward the step's
+    /// `max_visits`.
+    pub fn count_interrupted_visit(&mut self, step_id: &str) {
+        *self
+            .interrupted_visits
+            .entry(step_id.to_owned())
+            .or_insert(0) += 1;
     }
 }
 

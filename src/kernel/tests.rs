@@ -170,6 +170,37 @@ fn max_visits_ends_a_runaway_loop_naming_the_step() {
     );
 }
 
+/// A visit that never finished (interrupted, or unable to start) keeps its number but is not
+/// counted against `max_visits`.
+#[test]
+fn interrupted_visits_do_not_count_toward_max_visits() {
+    let workflow = workflow(LOOP);
+    let mut state = RunState::new("r", "loop", "implement");
+    state.phase = Phase::Ready {
+        step_id: "implement".into(),
+        visit: 4,
+    };
+    assert!(matches!(
+        start_step(&workflow, &state),
+        Err(KernelError::MaxVisits { limit: 3, .. })
+    ));
+    state.count_interrupted_visit("implement");
+    let running = start_step(&workflow, &state).unwrap();
+    assert_eq!(
+        running.phase,
+        Phase::Running {
+            step_id: "implement".into(),
+            visit: 4
+        }
+    );
+    assert_eq!(running.visits_of("implement"), 4);
+    state.phase = Phase::Ready {
+        step_id: "implement".into(),
+        visit: 5,
+    };
+    assert!(start_step(&workflow, &state).is_err());
+}
+
 #[test]
 fn max_transitions_ends_the_run() {
     let text = LOOP.replace(

@@ -140,13 +140,14 @@ pub fn max_transitions(workflow: &Workflow) -> u32 {
         .map_or(Limits::DEFAULT_MAX_TRANSITIONS, |limit| limit.value)
 }
 
-/// Ready → Running: the visit starts. Refuses a visit beyond `max_visits`.
+/// Ready → Running: the visit starts. Refuses a visit beyond `max_visits`; visits that never
+/// finished (interrupted, or unable to start) keep their numbers but are not counted.
 pub fn start_step(workflow: &Workflow, state: &RunState) -> Result<RunState, KernelError> {
     let Phase::Ready { step_id, visit } = &state.phase else {
         return Err(wrong_phase(state, "ready"));
     };
     let limit = max_visits(workflow, step_id);
-    if *visit > limit {
+    if visit.saturating_sub(state.interrupted_visits_of(step_id)) > limit {
         return Err(KernelError::MaxVisits {
             step_id: step_id.clone(),
             limit,

@@ -37,9 +37,14 @@ pub(super) fn execute(
     });
     let kind = gate_name(gate.gate.value);
     let requested_at = jiff::Timestamp::now();
-    let deadline = gate.timeout.as_ref().and_then(|timeout| {
-        let span = jiff::SignedDuration::try_from(timeout.value).ok()?;
-        requested_at.checked_add(span).ok()
+    // A timeout so long that the deadline lies past the last representable time (year 9999)
+    // is clamped to it: the gate still has a deadline, never `null` (which would never time
+    // out although the workflow asked for a `gate_timed_out` route).
+    let deadline = gate.timeout.as_ref().map(|timeout| {
+        jiff::SignedDuration::try_from(timeout.value)
+            .ok()
+            .and_then(|span| requested_at.checked_add(span).ok())
+            .unwrap_or(jiff::Timestamp::MAX)
     });
     let request = serde_json::json!({
         "schema_version": crate::artifacts::SCHEMA_VERSION,

@@ -194,6 +194,80 @@ fn wrong_deciders_and_repeated_decisions_change_nothing() {
     );
 }
 
+/// A decision must say who made it: an empty reviewer name (`--as ""`, or `$USER` set but
+/// empty and no `--as`) is refused with exit 2 and a hint, and nothing is recorded; at the
+/// `--wait` prompt too.
+#[test]
+fn a_decision_without_a_reviewer_name_is_refused() {
+    let repo = RunRepo::new();
+    let anyone = std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
+        .unwrap()
+        .replace("    approvers: [lead, alice]\n", "");
+    let run_id = waiting_run(&repo, Some(anyone.clone()));
+    let events = repo.events(&run_id).len();
+    let decide = |args: &[&str], user: &str| {
+        conductor()
+            .arg("--repo")
+            .arg(repo.path())
+            .args(["--color", "never", "gate"])
+            .args(args)
+            .arg(&run_id)
+            .env("USER", user)
+            .output()
+            .unwrap()
+    };
+    for (args, user) in [
+        (&["approve", "--as", ""][..], "bob"),
+        (&["reject", "--as", "  "][..], "bob"),
+        (&["approve"][..], ""),
+    ] {
+        let refused = decide(args, user);
+        let stderr = stderr_text(&refused);
+        assert_eq!(refused.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("no reviewer name") && stderr.contains("`--as NAME`"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(
+            repo.events(&run_id).len(),
+            events,
+            "{args:?} recorded something"
+        );
+        assert!(
+            !repo
+                .run_dir(&run_id)
+                .join("artifacts/review/1/gate_outcome.json")
+                .exists()
+        );
+    }
+    let approved = decide(&["approve"], "carol");
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        stderr_text(&approved)
+    );
+    assert_eq!(
+        repo.json(&run_id, "artifacts/review/1/gate_outcome.json")["reviewer"],
+        "carol"
+    );
+
+    let repo = RunRepo::new();
+    let workflow = repo.workflow_text("gate.yaml", &anyone);
+    let transcript = run_wait_as(&repo, &workflow, &["--as", ""], "bob", &[]);
+    assert!(
+        transcript.contains("no reviewer name")
+            && !transcript.contains("[a/r/s/l]")
+            && transcript.trim_end().ends_with("exit=2"),
+        "{transcript}"
+    );
+    let run_id = repo.only_run_id();
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "waiting"
+    );
+}
+
 #[test]
 fn of_two_concurrent_approvals_exactly_one_wins() {
     let repo = RunRepo::new();
@@ -843,6 +917,52 @@ fn an_approval_after_the_deadline_is_refused_and_the_gate_times_out() {
     assert_eq!(
         std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
         "failed failure timed_out\n"
+    );
+}
+
+/// A gate past its deadline says so in `gate show`; a late decision's hint is true when the
+/// `gate_timed_out` route ended the run (it points to `runs show`, not to `resume`). A timeout
+/// too long for a representable deadline is clamped to the last one, never `null`.
+#[test]
+fn a_gate_past_its_deadline_says_so_and_a_late_decision_says_what_happened() {
+    let repo = RunRepo::new();
+    let ends = gate_timing_out_at_once()
+        .replace("gate_timed_out: timed_out", "gate_timed_out: STOP")
+        .replace(
+            "  - id: timed_out\n    opcode: STOP\n    outcome: failure\n    reason: nobody decided in time\n",
+            "",
+        );
+    let run_id = waiting_run(&repo, Some(ends));
+    let show = stdout_text(&repo.conductor_exits(&["gate", "show", &run_id], 0));
+    assert!(
+        show.contains("  deadline:  ") && show.contains("PASSED: the gate times out"),
+        "{show}"
+    );
+    let late = repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead"], 2);
+    let stderr = stderr_text(&late);
+    assert!(
+        stderr.contains("route ended the run (failure)")
+            && stderr.contains(&format!("`tnh-conductor runs show {run_id}`"))
+            && !stderr.contains("resume"),
+        "{stderr}"
+    );
+
+    let repo = RunRepo::new();
+    let run_id = waiting_run(
+        &repo,
+        Some(gate_timing_out_at_once().replace("timeout: 1ms", "timeout: 3000000d")),
+    );
+    let request = repo.json(&run_id, "artifacts/review/1/gate_request.json");
+    assert!(
+        request["deadline"]
+            .as_str()
+            .is_some_and(|deadline| deadline.starts_with("9999-")),
+        "{request}"
+    );
+    let show = stdout_text(&repo.conductor_exits(&["gate", "show", &run_id], 0));
+    assert!(
+        show.contains("  deadline:  9999-") && !show.contains("PASSED"),
+        "{show}"
     );
 }
 

@@ -17,6 +17,11 @@ fn processes_of_run(run_id: &str) -> Vec<i32> {
 /// A run whose agent (on its first visit) has started and works "forever": the repository,
 /// the conductor driving it, and the run id.
 fn run_with_a_working_agent() -> (RunRepo, std::process::Child, String) {
+    run_with_a_working_agent_limited("")
+}
+
+/// The same, with `defaults:` text (e.g. `"defaults:\n  limits: {max_visits: 1}\n"`).
+fn run_with_a_working_agent_limited(defaults: &str) -> (RunRepo, std::process::Child, String) {
     let repo = RunRepo::new();
     let agent = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/agents/wait_for_interrupt.sh");
@@ -32,7 +37,7 @@ fn run_with_a_working_agent() -> (RunRepo, std::process::Child, String) {
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let workflow = repo.workflow_text(
         "wait.yaml",
-        &format!("workflow_id: interrupt\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: waiter\n    prompt: \"{}\"\n    routes:\n      completed: STOP\n      \"*\": STOP\n", fifo.display()),
+        &format!("workflow_id: interrupt\nversion: 1\ndescription: d\nentry_step: work\n{defaults}steps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: waiter\n    prompt: \"{}\"\n    routes:\n      completed: STOP\n      \"*\": STOP\n", fifo.display()),
     );
     let child = conductor()
         .arg("--repo")
@@ -121,6 +126,38 @@ fn ctrl_c_ends_the_step_exits_130_and_the_run_resumes() {
         .map(|event| event["visit"].as_u64().unwrap())
         .collect();
     assert_eq!(completed, [2]);
+}
+
+/// A visit cut short by a signal does not use up one of the step's `max_visits`: on its only
+/// allowed visit, `resume` runs the step again (as visit 2, visit 1's evidence kept) and the
+/// run ends as it would have.
+#[test]
+fn an_interrupted_visit_does_not_use_up_max_visits() {
+    let (repo, child, run_id) =
+        run_with_a_working_agent_limited("defaults:\n  limits: {max_visits: 1}\n");
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", stderr_text(&output));
+
+    let resumed = repo.conductor_exits(&["resume", "--json", &run_id], 0);
+    let result: serde_json::Value = serde_json::from_slice(&resumed.stdout).unwrap();
+    assert_eq!(result["state"], "completed", "{result}");
+    let events = repo.events(&run_id);
+    let interrupted = first_event(&events, "step_interrupted");
+    assert_eq!(interrupted["visit"].as_u64(), Some(1), "{interrupted}");
+    let completed: Vec<u64> = events
+        .iter()
+        .filter(|event| event["event_type"] == "step_completed")
+        .map(|event| event["visit"].as_u64().unwrap())
+        .collect();
+    assert_eq!(completed, [2]);
+    // The interrupted visit keeps its folder and evidence.
+    let manifest = repo.json(&run_id, "artifacts/work/1/manifest.json");
+    assert_eq!(manifest["termination"], "interrupted", "{manifest}");
+    assert_eq!(
+        repo.json(&run_id, "state.json")["interrupted_visits"]["work"],
+        1
+    );
 }
 
 /// SIGTERM (`systemctl stop`, `timeout`, a cancelled CI job) and SIGHUP (a closed terminal)

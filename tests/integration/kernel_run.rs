@@ -706,7 +706,8 @@ fn an_agent_that_cannot_start_says_what_to_do() {
     );
     let workflow = repo.workflow_text(
         "broken.yaml",
-        "workflow_id: broken\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: broken\n    prompt: do it\n    routes:\n      \"*\": STOP\n",
+        // One visit allowed: the visit that could not start does not use it up.
+        "workflow_id: broken\nversion: 1\ndescription: d\nentry_step: work\ndefaults:\n  limits: {max_visits: 1}\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: broken\n    prompt: do it\n    routes:\n      \"*\": STOP\n",
     );
     let output = repo.conductor_exits(&["run", workflow.to_str().unwrap()], 4);
     let stderr = stderr_text(&output);

@@ -183,6 +183,89 @@ fn an_agent_stopped_by_a_signal_from_outside_is_interrupted_never_routed() {
     }
 }
 
+/// The same rule for a validator: one whose process group a stop signal from outside the
+/// conductor ends is not a failing check. The visit is not routed `error` (which would send an
+/// agent to fix tests that never failed); it is left interrupted, and `resume` runs it again.
+#[test]
+fn a_validator_stopped_by_a_signal_from_outside_is_interrupted_never_routed() {
+    let repo = RunRepo::new();
+    let outside = tempfile::tempdir().unwrap();
+    let started = outside.path().join("started.fifo");
+    nix::unistd::mkfifo(&started, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let marker = outside.path().join("ran-once");
+    // First visit: tell the test its pid (it leads its group) and check "forever"; then pass.
+    let validator = outside.path().join("check.sh");
+    std::fs::write(
+        &validator,
+        format!(
+            "#!/bin/sh
+if [ -e '{marker}' ]; then exit 0; fi
+: > '{marker}'
+echo \"$$\" > '{started}'
+exec sleep 3600
+",
+            marker = marker.display(),
+            started = started.display()
+        ),
+    )
+    .unwrap();
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!(
+            "{config}validators:\n  slowcheck: {{argv: [/bin/sh, \"{}\"]}}\n",
+            validator.display()
+        ),
+    );
+    let workflow = repo.workflow_text(
+        "check.yaml",
+        "workflow_id: check\nversion: 1\ndescription: d\nentry_step: check\nsteps:\n  - id: check\n    opcode: RUN_VALIDATION\n    run: [slowcheck]\n    routes:\n      completed: done\n      \"*\": bad\n  - id: done\n    opcode: STOP\n  - id: bad\n    opcode: STOP\n    outcome: failure\n",
+    );
+    let child = spawn_run(&repo, &workflow, "");
+    let validator_pid: i32 = read_fifo(&started).parse().unwrap();
+    killpg(Pid::from_raw(validator_pid), Signal::SIGTERM).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", stderr_text(&output));
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["state"], "interrupted", "{result}");
+    let run_id = result["run_id"].as_str().unwrap().to_owned();
+    let events = repo.events(&run_id);
+    assert!(
+        events_of(&events, "step_completed", 1).is_empty()
+            && !events
+                .iter()
+                .any(|event| event["event_type"] == "route_selected"),
+        "the visit was routed: {events:#?}"
+    );
+    let interrupted = events
+        .iter()
+        .find(|event| event["event_type"] == "run_interrupted")
+        .unwrap_or_else(|| panic!("no run_interrupted: {events:#?}"));
+    assert_eq!(
+        interrupted["cause"],
+        "validator `slowcheck` was stopped by SIGTERM from outside the conductor"
+    );
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "blocked"
+    );
+
+    repo.conductor_exits(&["resume", &run_id], 0);
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let completed: Vec<u64> = events
+        .iter()
+        .filter(|event| event["event_type"] == "step_completed")
+        .filter(|event| event["step_id"] == "check")
+        .map(|event| event["visit"].as_u64().unwrap())
+        .collect();
+    assert_eq!(completed, [2]);
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
+        "completed success done\n"
+    );
+}
+
 /// `nohup tnh-conductor run …` (SIGHUP ignored) and a run started with `&` by a script (SIGINT
 /// ignored): what the launcher ignored stays ignored, so closing the terminal does not stop an
 /// overnight run.
