@@ -209,6 +209,7 @@ impl RunError {
             | RunError::PinnedModule { .. }
             | RunError::Gate(_) => true,
             RunError::Workspace(error) => error.exit_status() == crate::error::ExitStatus::Usage,
+            RunError::Artifacts(error) => error.is_refusal(),
             RunError::State(error) => error.is_usage(),
             _ => false,
         }
@@ -876,7 +877,8 @@ pub fn resume_run(
     // from its entry step (its events are kept). A run that went past that checkpoint and
     // lost its state.json is refused: starting over would run its visits again under the same
     // numbers, over their artifacts.
-    let mut state: RunState = if run_dir.state().is_file() {
+    let checkpointed = run_dir.state().is_file();
+    let mut state: RunState = if checkpointed {
         super::state::read_state(&run_dir.state())?
     } else {
         if let Some(evidence) = checkpointed_evidence(&run_dir, &events) {
@@ -894,10 +896,13 @@ pub fn resume_run(
         )
     };
     // A driver killed while it created the worktree (before `run_started`) left it missing or
-    // half made: it is made again from scratch.
-    let never_started = !events
-        .iter()
-        .any(|event| event.event_type == EventType::RunStarted);
+    // half made: it is made again from scratch. A run with a checkpoint did start, whatever
+    // its log says (a log that lost what the checkpoint accounts for was refused on opening):
+    // its worktree holds work and is never removed.
+    let never_started = !checkpointed
+        && !events
+            .iter()
+            .any(|event| event.event_type == EventType::RunStarted);
     if let Phase::Finished { end, reason, .. } = &state.phase {
         return Err(RunError::Finished {
             run_id: run_id.to_owned(),

@@ -31,6 +31,7 @@ mod prompts;
 mod properties;
 mod reliability;
 mod repo_resolution;
+mod resume_damage;
 mod resume_edits;
 mod run_listing;
 mod runner_api;
