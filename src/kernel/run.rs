@@ -868,6 +868,9 @@ pub fn resume_run(
     let cancellation = super::interrupts::listen().map_err(RunError::Runtime)?;
     let run_dir = find_run_dir(repo, run_id)?;
     let _lock = RunLock::acquire(&run_dir.lock())?;
+    // With the lock held no driver is alive: what is left of the run's processes is stopped
+    // before anything `resume` may refuse for is checked.
+    stop_orphans_first(&run_dir, run_id);
     // A run a newer release wrote is refused before anything of it is opened for writing.
     super::state::check_run_versions(&run_dir)?;
     let mut recorder = Recorder::open(run_dir.clone())?;
@@ -1031,6 +1034,21 @@ pub fn resume_run(
         worktree: workspace.path().to_path_buf(),
         end,
     })
+}
+
+/// Ends what is left of the run's processes (a crashed driver's agent, validator or planner)
+/// as `resume` begins, before any check it may refuse for — drift, repository changes, a
+/// damaged file, an edited workflow — so that a refusal never leaves them running without a
+/// time limit, and `--accept-drift` keeps only the changes the operator was shown. The visit
+/// the run stopped in, when `state.json` and the log say which, gets its recorded process
+/// groups ended too and keeps the pids killed for its `step_interrupted` event (see
+/// [`super::orphans::stop_before_checks`]).
+fn stop_orphans_first(run_dir: &RunDir, run_id: &str) {
+    let visit_dir = super::state::read_state(&run_dir.state())
+        .ok()
+        .and_then(|state| visit_in_progress(run_dir, &state).ok().flatten())
+        .map(|(step_id, visit)| run_dir.visit_dir(&step_id, visit));
+    super::orphans::stop_before_checks(run_id, visit_dir.as_deref());
 }
 
 /// What shows that a run without `state.json` went past its first checkpoint: an event only a
