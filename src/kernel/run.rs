@@ -173,6 +173,20 @@ pub enum RunError {
         /// Each change: `REF (CLASS): BEFORE → NOW`, or a git configuration file that changed.
         changes: Vec<String>,
     },
+    /// The run's `metadata.json` records another repository than the one its run directory is
+    /// in: the repository was moved or copied since the run started. Its worktree, work branch
+    /// and snapshot refs are (or were) the recorded repository's, so nothing is done here.
+    #[error("run `{run_id}` was started in the repository `{}`, but its run directory is in `{}`: the repository was {} since the run started", recorded.display(), found.display(), if *recorded_exists { "copied (or its run directory was)" } else { "moved or renamed" })]
+    OtherRepository {
+        /// The run.
+        run_id: String,
+        /// `metadata.json`'s `repo_root`.
+        recorded: PathBuf,
+        /// The repository the command runs in, which holds the run directory.
+        found: PathBuf,
+        /// Whether the recorded repository is still there.
+        recorded_exists: bool,
+    },
     /// The workflow file the run was started from is no longer where it was.
     #[error("run `{run_id}` was started from the workflow `{}`, which is gone", path.display())]
     WorkflowGone {
@@ -207,6 +221,7 @@ impl RunError {
             | RunError::WorkflowGone { .. }
             | RunError::StepRemoved { .. }
             | RunError::PinnedModule { .. }
+            | RunError::OtherRepository { .. }
             | RunError::Gate(_) => true,
             RunError::Workspace(error) => error.exit_status() == crate::error::ExitStatus::Usage,
             RunError::Artifacts(error) => error.is_refusal(),
@@ -250,6 +265,20 @@ impl RunError {
                     .as_deref()
                     .map(|sha| format!(" (its SHA-256 was {sha})"))
                     .unwrap_or_default()
+            )),
+            RunError::OtherRepository { run_id, recorded, recorded_exists: true, .. } => Some(format!(
+                "nothing was changed: a copy never drives the original's worktree nor writes \
+                 into its `.git`; continue the run where it started (`tnh-conductor --repo {} \
+                 resume {run_id}`), or start a new run here with `tnh-conductor run`",
+                recorded.display()
+            )),
+            RunError::OtherRepository { run_id, recorded, found, .. } => Some(format!(
+                "nothing was changed: the run's worktree, work branch and snapshots are recorded \
+                 with absolute paths under `{}`; move the repository back there and `tnh-conductor \
+                 resume {run_id}`, or start a new run here with `tnh-conductor run` (the evidence \
+                 of `{run_id}` stays readable in `{}`)",
+                recorded.display(),
+                found.display()
             )),
             RunError::Finished { run_id, .. } => Some(format!(
                 "see `tnh-conductor runs show {run_id}`; start a new run with `tnh-conductor run`"
@@ -854,6 +883,42 @@ pub fn find_run_dir(repo: &Path, run_id: &str) -> Result<RunDir, RunError> {
     Ok(RunDir::at(root.join(run_id)))
 }
 
+/// Refuses to act on a run whose `metadata.json` records another repository than `repo`, the
+/// one its run directory was found in: the repository was moved, or copied, since the run
+/// started. The run's worktree, work branch and snapshot refs are named by absolute paths of
+/// the recorded repository, so continuing would fail half-way (moved) or drive the
+/// original's worktree and write refs into its `.git` (copied). A `metadata.json` that cannot
+/// be read is left to the readers that need it, which say what is wrong.
+pub(crate) fn check_recorded_repository(
+    repo: &Path,
+    run_dir: &RunDir,
+    run_id: &str,
+) -> Result<(), RunError> {
+    let Ok(metadata) =
+        crate::artifacts::read_json::<RunMetadata>(&run_dir.metadata(), "run metadata")
+    else {
+        return Ok(());
+    };
+    let recorded = PathBuf::from(&metadata.repo_root);
+    let found = crate::workspace::runs::find_repo_root(repo)
+        .ok()
+        .and_then(|root| root.canonicalize().ok())
+        .unwrap_or_else(|| repo.to_path_buf());
+    let same = match recorded.canonicalize() {
+        Ok(recorded) => recorded == found,
+        Err(_) => false,
+    };
+    if same || metadata.repo_root.is_empty() {
+        return Ok(());
+    }
+    Err(RunError::OtherRepository {
+        run_id: run_id.to_owned(),
+        recorded_exists: recorded.exists(),
+        recorded,
+        found,
+    })
+}
+
 /// Continues an interrupted or crashed run.
 pub fn resume_run(
     repo: &Path,
@@ -867,6 +932,9 @@ pub fn resume_run(
     // snapshot restored) is noticed once that is done, and the run stops before its next step.
     let cancellation = super::interrupts::listen().map_err(RunError::Runtime)?;
     let run_dir = find_run_dir(repo, run_id)?;
+    // A moved or copied repository is refused before anything is done: the orphans below are
+    // found by run id, which a copy shares with the original's live run.
+    check_recorded_repository(repo, &run_dir, run_id)?;
     let _lock = RunLock::acquire(&run_dir.lock())?;
     // With the lock held no driver is alive: what is left of the run's processes is stopped
     // before anything `resume` may refuse for is checked.

@@ -1,4 +1,5 @@
-//! A run directory damaged after a crash: `resume` (and a gate decision) refuses with what is
+//! A run directory damaged after a crash, or found in a moved or copied repository: `resume`
+//! (and a gate decision, a rollback) refuses with what is
 //! wrong and how to go on, and changes nothing — no repaired log, no worktree made again.
 
 use std::path::{Path, PathBuf};
@@ -170,4 +171,95 @@ fn a_torn_line_after_the_checkpoint_is_still_dropped() {
     let output = repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead", "--resume"], 0);
     assert!(!stdout_text(&output).is_empty());
     assert_contiguous(&repo.events(&run_id));
+}
+
+/// `tnh-conductor --repo DIR ARGS…`, asserting it exits 2 and names `texts`.
+fn refused_in(dir: &Path, args: &[&str], texts: &[&str]) {
+    let output = crate::support::conductor()
+        .arg("--repo")
+        .arg(dir)
+        .args(["--color", "never"])
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = stderr_text(&output);
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+    for text in texts {
+        assert!(
+            stderr.contains(text),
+            "{args:?}: {text:?} not in:\n{stderr}"
+        );
+    }
+}
+
+/// Review 8, defect 4: a copy of the repository used to resume its runs with the original's
+/// absolute paths — driving the original's worktree and writing refs into the original's
+/// `.git`. It is refused, naming both repositories, and the original is untouched.
+#[test]
+fn a_copied_repository_does_not_drive_the_originals_run() {
+    let repo = RunRepo::new();
+    let (run_id, worktree) = waiting_run(&repo);
+    let original = repo.path().canonicalize().unwrap();
+    let place = tempfile::tempdir().unwrap();
+    let copy = place.path().join("copy");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(repo.path())
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let refs_before = repo.repo.git(&["for-each-ref"]);
+    let worktree_before = snapshot(&worktree);
+    let events_before = repo.events(&run_id).len();
+
+    let original_text = original.display().to_string();
+    let texts = [
+        original_text.as_str(),
+        "copied",
+        "nothing was changed",
+        "--repo",
+    ];
+    refused_in(&copy, &["resume", &run_id], &texts);
+    refused_in(
+        &copy,
+        &["gate", "approve", &run_id, "--as", "lead", "--resume"],
+        &texts,
+    );
+    // `rollback` already refused it (`workspace::runs::load_run`).
+    refused_in(
+        &copy,
+        &["rollback", &run_id, "--target", "pre_run"],
+        &[original_text.as_str(), "is not this repository"],
+    );
+
+    assert_eq!(repo.repo.git(&["for-each-ref"]), refs_before);
+    assert_eq!(snapshot(&worktree), worktree_before);
+    assert_eq!(repo.events(&run_id).len(), events_before);
+    // The original still continues where it started.
+    repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead", "--resume"], 0);
+}
+
+/// A moved repository: its runs' recorded paths lead nowhere; refused, naming where the run
+/// started and how to go on, instead of failing half-way with a default configuration.
+#[test]
+fn a_moved_repository_refuses_its_runs_naming_where_they_started() {
+    let repo = RunRepo::new();
+    let (run_id, _) = waiting_run(&repo);
+    let original = repo.path().canonicalize().unwrap();
+    let place = tempfile::tempdir().unwrap();
+    let moved = place.path().join("moved");
+    std::fs::rename(repo.path(), &moved).unwrap();
+
+    let original_text = original.display().to_string();
+    let texts = [original_text.as_str(), "moved", "move the repository back"];
+    refused_in(&moved, &["resume", &run_id], &texts);
+    refused_in(
+        &moved,
+        &["gate", "approve", &run_id, "--as", "lead", "--resume"],
+        &texts,
+    );
+    // Put back, it continues.
+    std::fs::rename(&moved, repo.path()).unwrap();
+    repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead", "--resume"], 0);
 }
