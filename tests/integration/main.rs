@@ -33,6 +33,7 @@ mod reliability;
 mod repo_resolution;
 mod resume_damage;
 mod resume_edits;
+mod resume_evidence;
 mod resume_orphans;
 mod run_listing;
 mod runner_api;
