@@ -146,6 +146,22 @@ impl EventLog {
     /// Opens (creating if needed) the log, dropping a torn last line and checking that sequence
     /// numbers are contiguous.
     pub fn open(path: &Path, run_id: &str) -> Result<Self, ArtifactsError> {
+        Self::open_after(path, run_id, None)
+    }
+
+    /// [`EventLog::open`] for a run whose `state.json` (the file `checkpoint.0`) accounts for
+    /// the events up to `checkpoint.1`: a log that is missing or ends before that event is
+    /// refused, untouched — only a torn line after the checkpoint (a crash mid-append) is
+    /// dropped. Events the checkpoint accounts for were made durable before it was written, so
+    /// their loss is damage, never a crash; repairing it would reuse their sequence numbers.
+    pub fn open_after(
+        path: &Path,
+        run_id: &str,
+        checkpoint: Option<(&Path, u64)>,
+    ) -> Result<Self, ArtifactsError> {
+        if let Some((state, checkpoint)) = checkpoint {
+            check_against_checkpoint(path, state, checkpoint)?;
+        }
         let (events, valid_bytes) = read_events(path)?;
         use std::os::unix::fs::OpenOptionsExt;
         let mut file = OpenOptions::new()
@@ -239,6 +255,40 @@ impl EventLog {
     pub fn read_all(path: &Path) -> Result<Vec<Event>, ArtifactsError> {
         read_events(path).map(|(events, _)| events)
     }
+}
+
+/// Refuses a log that is missing, or whose complete events end before `checkpoint`, the last
+/// event `state` (the run's `state.json`) accounts for. Nothing is written.
+pub(crate) fn check_against_checkpoint(
+    path: &Path,
+    state: &Path,
+    checkpoint: u64,
+) -> Result<(), ArtifactsError> {
+    if checkpoint == 0 {
+        return Ok(());
+    }
+    if std::fs::symlink_metadata(path)
+        .is_err_and(|error| error.kind() == std::io::ErrorKind::NotFound)
+    {
+        return Err(ArtifactsError::EventsMissing {
+            path: path.to_path_buf(),
+            state: state.to_path_buf(),
+            checkpoint,
+        });
+    }
+    let (events, valid_bytes) = read_events(path)?;
+    let last = events.last().map_or(0, |event| event.seq);
+    if last >= checkpoint {
+        return Ok(());
+    }
+    let length = std::fs::symlink_metadata(path).map_or(valid_bytes, |metadata| metadata.len());
+    Err(ArtifactsError::EventsShort {
+        path: path.to_path_buf(),
+        state: state.to_path_buf(),
+        last,
+        checkpoint,
+        torn_line: (valid_bytes < length).then_some(events.len() as u64 + 1),
+    })
 }
 
 /// The complete events and the byte length they occupy; the first damaged line is an error.

@@ -100,6 +100,32 @@ pub enum ArtifactsError {
         /// What is wrong.
         message: String,
     },
+    /// The event stream is gone although `state.json` holds a checkpoint: the run did start,
+    /// and its record of what happened is lost.
+    #[error("`{}` is missing, but the run's checkpoint `{}` accounts for events 1–{checkpoint}: the run started, and its event log was deleted or lost", path.display(), state.display())]
+    EventsMissing {
+        /// The stream.
+        path: PathBuf,
+        /// `state.json`.
+        state: PathBuf,
+        /// The last event the checkpoint accounts for.
+        checkpoint: u64,
+    },
+    /// The event stream ends before the last event `state.json` accounts for: lines that were
+    /// made durable are gone (or torn), which no crash does.
+    #[error("`{}` ends before the run's checkpoint: `{}` accounts for events 1–{checkpoint}, but {}{}: events {}–{checkpoint} are missing or damaged", path.display(), state.display(), if *last == 0 { "the log holds no complete event".to_owned() } else { format!("its last good line is line {last} (event {last})") }, torn_line.map(|line| format!(" and line {line} is cut short")).unwrap_or_default(), last + 1)]
+    EventsShort {
+        /// The stream.
+        path: PathBuf,
+        /// `state.json`.
+        state: PathBuf,
+        /// The last complete event (its sequence number, which is also its line).
+        last: u64,
+        /// The last event the checkpoint accounts for.
+        checkpoint: u64,
+        /// The incomplete line after the last good one, when there is one.
+        torn_line: Option<u64>,
+    },
 }
 
 impl ArtifactsError {
@@ -121,7 +147,27 @@ impl ArtifactsError {
             ArtifactsError::Json { .. } | ArtifactsError::Events { .. } => {
                 "the run directory was edited or damaged; inspect it, or start a new run".to_owned()
             }
+            ArtifactsError::EventsMissing { path, .. } | ArtifactsError::EventsShort { path, .. } => {
+                format!(
+                    "nothing was changed: the log was not repaired and no worktree was touched; \
+                     events the checkpoint accounts for were lost (a disk error, a full disk, an \
+                     edit, or an agent writing into the run directory); put `{}` back from a \
+                     backup or a copy of the run directory, then try again; or start a new run \
+                     (the work of this one stays on its work branch and its snapshot refs under \
+                     `refs/tnh/runs/`)",
+                    path.display()
+                )
+            }
         })
+    }
+
+    /// Whether the run's record is refused as it is (nothing was changed), rather than a file
+    /// operation having failed.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            ArtifactsError::EventsMissing { .. } | ArtifactsError::EventsShort { .. }
+        )
     }
 
     pub(crate) fn io(

@@ -486,6 +486,14 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
                     "  {step} #{visit}: interrupted — {}",
                     one_line(&field("cause"))
                 );
+                let manifest =
+                    read_json::<StepManifest>(&run_dir.visit_manifest(&step, visit), "manifest");
+                for line in manifest
+                    .iter()
+                    .flat_map(|manifest| describe_visit(manifest, &run_dir))
+                {
+                    let _ = writeln!(text, "      {}", one_line(&line));
+                }
                 let violations = events.iter().filter(|other| {
                     other.event_type == EventType::PolicyViolation
                         && other.step_id == event.step_id

@@ -10,6 +10,16 @@ use crate::policy::Violation;
 /// What a visit did, in a line, followed by one line per policy violation it recorded.
 pub fn describe_visit(manifest: &StepManifest, run_dir: &RunDir) -> Vec<String> {
     let summary = &manifest.evidence_summary;
+    // An interrupted visit: its cause and violations are told from its events; what a rollback
+    // undid before the interruption is only in its record.
+    if manifest.termination == "interrupted" {
+        return summary
+            .get("rollback")
+            .and_then(|record| describe_summary("ROLLBACK", record))
+            .map(|line| format!("reset the worktree before it was interrupted: {line}"))
+            .into_iter()
+            .collect();
+    }
     let mut lines: Vec<String> = describe_summary(&manifest.opcode, summary)
         .into_iter()
         .collect();

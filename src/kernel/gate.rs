@@ -241,6 +241,7 @@ pub fn decide_as_of(
         }));
     }
     let run_dir = find_run_dir(repo, run_id)?;
+    super::run::check_recorded_repository(repo, &run_dir, run_id)?;
     let _lock = RunLock::acquire(&run_dir.lock())?;
     // A run a newer release wrote is refused before anything of it is opened for writing.
     super::state::check_run_versions(&run_dir)?;

@@ -95,7 +95,14 @@ pub fn rollback_run(
     let (workspace, recreated) = Workspace::open_or_recreate(&entry.record)?;
     // What is about to be undone is recorded before anything is reset: a rollback killed
     // part-way leaves it in the record, and the next one says so.
-    let mut events = EventLog::open(&run_dir.events(), run_id)?;
+    let checkpoint = super::recorder::checkpointed_seq(&run_dir).map(|seq| (run_dir.state(), seq));
+    let mut events = EventLog::open_after(
+        &run_dir.events(),
+        run_id,
+        checkpoint
+            .as_ref()
+            .map(|(path, seq)| (path.as_path(), *seq)),
+    )?;
     let interrupted_attempt = interrupted_attempt(&run_dir)?;
     let mut record =
         workspace.rollback_announced(target, |start| record_start(&mut events, target, start))?;

@@ -27,11 +27,63 @@ pub fn kill_run_orphans(run_id: &str) -> KilledProcesses {
     crate::runner::kill_marked("TNH_RUN_ID", run_id)
 }
 
+/// The file of an interrupted visit's folder that keeps the pids [`stop_before_checks`] killed,
+/// until the visit's `step_interrupted` event lists them (see [`end_recorded_groups`]).
+pub const STOPPED_ORPHANS_FILE: &str = "stopped_orphans.json";
+
+/// Ends the run's orphans as `resume` begins, before it checks anything it may refuse for
+/// (drift, repository changes, damaged or missing files, an edited workflow): a refusal
+/// must not leave the crashed driver's agent running unsupervised, nor let it make more
+/// changes after the operator was shown what changed. The run's marked processes are killed,
+/// then, when the visit the run stopped in is known (`visit_dir`), what is left of its
+/// recorded groups; the pids killed are kept in that folder ([`STOPPED_ORPHANS_FILE`]), so the
+/// visit's `step_interrupted` event still lists them when a later `resume` records it.
+pub fn stop_before_checks(run_id: &str, visit_dir: Option<&Path>) -> KilledProcesses {
+    let orphans = kill_run_orphans(run_id);
+    let Some(visit_dir) = visit_dir else {
+        return orphans;
+    };
+    let orphans = end_groups(visit_dir, orphans);
+    if !orphans.killed.is_empty() && visit_dir.is_dir() {
+        let mut kept = stopped_before(visit_dir);
+        kept.extend(&orphans.killed);
+        kept.sort_unstable();
+        kept.dedup();
+        // Best effort: the pids are gone either way, and this is only their record.
+        let _ = crate::artifacts::write_json_atomic(&visit_dir.join(STOPPED_ORPHANS_FILE), &kept);
+    }
+    orphans
+}
+
+/// The pids an earlier `resume` killed for the visit before it refused (see
+/// [`stop_before_checks`]).
+fn stopped_before(visit_dir: &Path) -> Vec<i32> {
+    crate::artifacts::safe_files::read_regular(&visit_dir.join(STOPPED_ORPHANS_FILE), 64 * 1024)
+        .ok()
+        .and_then(|(bytes, _)| serde_json::from_slice::<Vec<i32>>(&bytes).ok())
+        .unwrap_or_default()
+}
+
 /// Kills what is left of the process groups recorded in the visit folder `visit_dir` (the
 /// agent's, each validator's), when each is still the step's, and removes the records; the
 /// members killed, and any that survived, are added to `orphans` (what
-/// [`kill_run_orphans`] did).
+/// [`kill_run_orphans`] did), with those [`stop_before_checks`] killed for this visit before
+/// (whose record is spent too).
 pub fn end_recorded_groups(visit_dir: &Path, orphans: KilledProcesses) -> KilledProcesses {
+    let KilledProcesses {
+        mut killed,
+        survivors,
+    } = end_groups(visit_dir, orphans);
+    let stopped = visit_dir.join(STOPPED_ORPHANS_FILE);
+    killed.extend(stopped_before(visit_dir));
+    let _ = std::fs::remove_file(stopped);
+    killed.sort_unstable();
+    killed.dedup();
+    KilledProcesses { killed, survivors }
+}
+
+/// [`end_recorded_groups`] without the pids killed before.
+fn end_groups(visit_dir: &Path, orphans: KilledProcesses) -> KilledProcesses {
     let KilledProcesses {
         mut killed,
         mut survivors,

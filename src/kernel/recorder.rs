@@ -52,6 +52,19 @@ impl std::fmt::Debug for Recorder {
     }
 }
 
+/// The last event `state.json` accounts for (its `events_seq`), when it can be read; a missing
+/// or damaged `state.json` is left to the readers of the state, which say what is wrong.
+pub(crate) fn checkpointed_seq(run_dir: &RunDir) -> Option<u64> {
+    let state = run_dir.state();
+    if !state.is_file() {
+        return None;
+    }
+    read_json::<serde_json::Value>(&state, "run state")
+        .ok()?
+        .get("events_seq")?
+        .as_u64()
+}
+
 fn kill_at_event() -> Option<u64> {
     std::env::var(KILL_AT_EVENT)
         .ok()
@@ -75,10 +88,18 @@ impl Recorder {
         })
     }
 
-    /// Opens an existing run directory (for resume).
+    /// Opens an existing run directory (for resume). An event log that is missing or ends
+    /// before the last event `state.json` accounts for is refused, untouched (see
+    /// [`EventLog::open_after`]).
     pub fn open(run_dir: RunDir) -> Result<Self, ArtifactsError> {
         let metadata: RunMetadata = read_json(&run_dir.metadata(), "run metadata")?;
-        let events = EventLog::open(&run_dir.events(), &metadata.run_id)?;
+        let state = run_dir.state();
+        let checkpoint = checkpointed_seq(&run_dir);
+        let events = EventLog::open_after(
+            &run_dir.events(),
+            &metadata.run_id,
+            checkpoint.map(|seq| (state.as_path(), seq)),
+        )?;
         Ok(Self {
             run_dir,
             events,

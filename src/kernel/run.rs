@@ -173,6 +173,20 @@ pub enum RunError {
         /// Each change: `REF (CLASS): BEFORE → NOW`, or a git configuration file that changed.
         changes: Vec<String>,
     },
+    /// The run's `metadata.json` records another repository than the one its run directory is
+    /// in: the repository was moved or copied since the run started. Its worktree, work branch
+    /// and snapshot refs are (or were) the recorded repository's, so nothing is done here.
+    #[error("run `{run_id}` was started in the repository `{}`, but its run directory is in `{}`: the repository was {} since the run started", recorded.display(), found.display(), if *recorded_exists { "copied (or its run directory was)" } else { "moved or renamed" })]
+    OtherRepository {
+        /// The run.
+        run_id: String,
+        /// `metadata.json`'s `repo_root`.
+        recorded: PathBuf,
+        /// The repository the command runs in, which holds the run directory.
+        found: PathBuf,
+        /// Whether the recorded repository is still there.
+        recorded_exists: bool,
+    },
     /// The workflow file the run was started from is no longer where it was.
     #[error("run `{run_id}` was started from the workflow `{}`, which is gone", path.display())]
     WorkflowGone {
@@ -207,8 +221,10 @@ impl RunError {
             | RunError::WorkflowGone { .. }
             | RunError::StepRemoved { .. }
             | RunError::PinnedModule { .. }
+            | RunError::OtherRepository { .. }
             | RunError::Gate(_) => true,
             RunError::Workspace(error) => error.exit_status() == crate::error::ExitStatus::Usage,
+            RunError::Artifacts(error) => error.is_refusal(),
             RunError::State(error) => error.is_usage(),
             _ => false,
         }
@@ -249,6 +265,20 @@ impl RunError {
                     .as_deref()
                     .map(|sha| format!(" (its SHA-256 was {sha})"))
                     .unwrap_or_default()
+            )),
+            RunError::OtherRepository { run_id, recorded, recorded_exists: true, .. } => Some(format!(
+                "nothing was changed: a copy never drives the original's worktree nor writes \
+                 into its `.git`; continue the run where it started (`tnh-conductor --repo {} \
+                 resume {run_id}`), or start a new run here with `tnh-conductor run`",
+                recorded.display()
+            )),
+            RunError::OtherRepository { run_id, recorded, found, .. } => Some(format!(
+                "nothing was changed: the run's worktree, work branch and snapshots are recorded \
+                 with absolute paths under `{}`; move the repository back there and `tnh-conductor \
+                 resume {run_id}`, or start a new run here with `tnh-conductor run` (the evidence \
+                 of `{run_id}` stays readable in `{}`)",
+                recorded.display(),
+                found.display()
             )),
             RunError::Finished { run_id, .. } => Some(format!(
                 "see `tnh-conductor runs show {run_id}`; start a new run with `tnh-conductor run`"
@@ -856,6 +886,42 @@ pub fn find_run_dir(repo: &Path, run_id: &str) -> Result<RunDir, RunError> {
     Ok(RunDir::at(root.join(run_id)))
 }
 
+/// Refuses to act on a run whose `metadata.json` records another repository than `repo`, the
+/// one its run directory was found in: the repository was moved, or copied, since the run
+/// started. The run's worktree, work branch and snapshot refs are named by absolute paths of
+/// the recorded repository, so continuing would fail half-way (moved) or drive the
+/// original's worktree and write refs into its `.git` (copied). A `metadata.json` that cannot
+/// be read is left to the readers that need it, which say what is wrong.
+pub(crate) fn check_recorded_repository(
+    repo: &Path,
+    run_dir: &RunDir,
+    run_id: &str,
+) -> Result<(), RunError> {
+    let Ok(metadata) =
+        crate::artifacts::read_json::<RunMetadata>(&run_dir.metadata(), "run metadata")
+    else {
+        return Ok(());
+    };
+    let recorded = PathBuf::from(&metadata.repo_root);
+    let found = crate::workspace::runs::find_repo_root(repo)
+        .ok()
+        .and_then(|root| root.canonicalize().ok())
+        .unwrap_or_else(|| repo.to_path_buf());
+    let same = match recorded.canonicalize() {
+        Ok(recorded) => recorded == found,
+        Err(_) => false,
+    };
+    if same || metadata.repo_root.is_empty() {
+        return Ok(());
+    }
+    Err(RunError::OtherRepository {
+        run_id: run_id.to_owned(),
+        recorded_exists: recorded.exists(),
+        recorded,
+        found,
+    })
+}
+
 /// Continues an interrupted or crashed run.
 pub fn resume_run(
     repo: &Path,
@@ -869,7 +935,13 @@ pub fn resume_run(
     // snapshot restored) is noticed once that is done, and the run stops before its next step.
     let cancellation = super::interrupts::listen().map_err(RunError::Runtime)?;
     let run_dir = find_run_dir(repo, run_id)?;
+    // A moved or copied repository is refused before anything is done: the orphans below are
+    // found by run id, which a copy shares with the original's live run.
+    check_recorded_repository(repo, &run_dir, run_id)?;
     let _lock = RunLock::acquire(&run_dir.lock())?;
+    // With the lock held no driver is alive: what is left of the run's processes is stopped
+    // before anything `resume` may refuse for is checked.
+    stop_orphans_first(&run_dir, run_id);
     // A run a newer release wrote is refused before anything of it is opened for writing.
     super::state::check_run_versions(&run_dir)?;
     let mut recorder = Recorder::open(run_dir.clone())?;
@@ -879,7 +951,8 @@ pub fn resume_run(
     // from its entry step (its events are kept). A run that went past that checkpoint and
     // lost its state.json is refused: starting over would run its visits again under the same
     // numbers, over their artifacts.
-    let mut state: RunState = if run_dir.state().is_file() {
+    let checkpointed = run_dir.state().is_file();
+    let mut state: RunState = if checkpointed {
         super::state::read_state(&run_dir.state())?
     } else {
         if let Some(evidence) = checkpointed_evidence(&run_dir, &events) {
@@ -897,10 +970,13 @@ pub fn resume_run(
         )
     };
     // A driver killed while it created the worktree (before `run_started`) left it missing or
-    // half made: it is made again from scratch.
-    let never_started = !events
-        .iter()
-        .any(|event| event.event_type == EventType::RunStarted);
+    // half made: it is made again from scratch. A run with a checkpoint did start, whatever
+    // its log says (a log that lost what the checkpoint accounts for was refused on opening):
+    // its worktree holds work and is never removed.
+    let never_started = !checkpointed
+        && !events
+            .iter()
+            .any(|event| event.event_type == EventType::RunStarted);
     if let Phase::Finished { end, reason, .. } = &state.phase {
         return Err(RunError::Finished {
             run_id: run_id.to_owned(),
@@ -1029,6 +1105,21 @@ pub fn resume_run(
         worktree: workspace.path().to_path_buf(),
         end,
     })
+}
+
+/// Ends what is left of the run's processes (a crashed driver's agent, validator or planner)
+/// as `resume` begins, before any check it may refuse for — drift, repository changes, a
+/// damaged file, an edited workflow — so that a refusal never leaves them running without a
+/// time limit, and `--accept-drift` keeps only the changes the operator was shown. The visit
+/// the run stopped in, when `state.json` and the log say which, gets its recorded process
+/// groups ended too and keeps the pids killed for its `step_interrupted` event (see
+/// [`super::orphans::stop_before_checks`]).
+fn stop_orphans_first(run_dir: &RunDir, run_id: &str) {
+    let visit_dir = super::state::read_state(&run_dir.state())
+        .ok()
+        .and_then(|state| visit_in_progress(run_dir, &state).ok().flatten())
+        .map(|(step_id, visit)| run_dir.visit_dir(&step_id, visit));
+    super::orphans::stop_before_checks(run_id, visit_dir.as_deref());
 }
 
 /// What shows that a run without `state.json` went past its first checkpoint: an event only a
@@ -1510,11 +1601,14 @@ fn recover_interrupted_visit(
     Ok(())
 }
 
-/// The manifest of a visit that did not finish (termination `interrupted`), listing the files
-/// its agent left in the visit's folder (prompt, raw output, stderr, run log), so the
-/// evidence of an interrupted visit is in the run's record like any other's; the entries of
-/// its run log become `agent_runlog` events unless they already are. A visit that already has
-/// its manifest keeps it.
+/// The manifest of a visit that did not finish (termination `interrupted`), listing every file
+/// its step left in the visit's folder — an agent's prompt, raw output, stderr and run log, a
+/// validation's validator outputs and collected artifacts, an evaluation's planner input, a
+/// rollback's record… — so the evidence of an interrupted visit is in the run's record like
+/// any other's; the entries of its run log become `agent_runlog` events unless they already
+/// are. Its opcode is the one the visit ran with (its `step_started` event), not the edited
+/// workflow's. A rollback that reset the worktree before it was interrupted keeps what it
+/// undid in the summary (`rollback`). A visit that already has its manifest keeps it.
 fn record_interrupted_manifest(
     workflow: &Workflow,
     recorder: &mut Recorder,
@@ -1522,8 +1616,7 @@ fn record_interrupted_manifest(
     (step_id, visit): (&str, u32),
     cause: serde_json::Value,
 ) -> Result<(), RunError> {
-    use crate::artifacts::{ArtifactEntry, ArtifactRole, StepManifest};
-    use crate::runner::artifacts::names;
+    use crate::artifacts::StepManifest;
     let run_dir = recorder.run_dir().clone();
     if run_dir.visit_manifest(step_id, visit).exists() {
         return Ok(());
@@ -1534,66 +1627,215 @@ fn record_interrupted_manifest(
         super::driver::ingest_runlog(recorder, step_id, visit)?;
     }
     let visit_dir = run_dir.visit_dir(step_id, visit);
-    let tool_logs = crate::tnh::tool_logs(&visit_dir);
-    let artifacts = [
-        (names::PROMPT, ArtifactRole::RunnerPrompt, "text/markdown"),
-        (
-            names::STDOUT_JSONL,
-            ArtifactRole::RunnerTranscript,
-            "application/x-ndjson",
-        ),
-        (
-            names::STDOUT_TEXT,
-            ArtifactRole::RunnerTranscript,
-            "text/plain",
-        ),
-        (names::STDERR, ArtifactRole::RunnerStderr, "text/plain"),
-        (
-            crate::tnh::runlog::RUNLOG_FILE,
-            ArtifactRole::AgentRunlog,
-            "application/x-ndjson",
-        ),
-    ]
-    .into_iter()
-    .filter(|(name, _, _)| visit_dir.join(name).is_file())
-    .chain(
-        tool_logs
-            .iter()
-            .map(|name| (name.as_str(), ArtifactRole::ToolLog, "text/plain")),
-    )
-    .map(|(name, role, media_type)| ArtifactEntry {
-        role,
-        path: run_dir.relative(&visit_dir.join(name)),
-        media_type: media_type.to_owned(),
-        required: false,
-        important: true,
-    })
-    .collect();
-    let started_at = events
-        .iter()
-        .find(|event| {
-            event.event_type == EventType::StepStarted
-                && event.step_id.as_deref() == Some(step_id)
-                && event.visit == Some(visit)
+    let artifacts = interrupted_visit_files(&visit_dir)
+        .into_iter()
+        .map(|(name, role, media_type)| crate::artifacts::ArtifactEntry {
+            role,
+            path: run_dir.relative(&visit_dir.join(name)),
+            media_type: media_type.to_owned(),
+            required: false,
+            important: true,
         })
+        .collect();
+    let started = events.iter().find(|event| {
+        event.event_type == EventType::StepStarted
+            && event.step_id.as_deref() == Some(step_id)
+            && event.visit == Some(visit)
+    });
+    let started_at = started
         .map(|event| event.timestamp.clone())
         .unwrap_or_default();
+    let opcode = started
+        .and_then(|event| event.text("opcode"))
+        .map(str::to_owned)
+        .or_else(|| {
+            workflow
+                .step(step_id)
+                .map(|step| step.body.opcode().name().to_owned())
+        })
+        .unwrap_or_default();
+    let mut evidence_summary = serde_json::json!({ "interrupted": true, "cause": cause });
+    if let Ok((bytes, false)) =
+        crate::artifacts::safe_files::read_regular(&visit_dir.join(ROLLBACK_RECORD), 1024 * 1024)
+        && let Ok(record) = serde_json::from_slice::<serde_json::Value>(&bytes)
+    {
+        evidence_summary["rollback"] = record;
+    }
     let manifest = StepManifest {
         schema_version: SCHEMA_VERSION,
         step_id: step_id.to_owned(),
-        opcode: workflow
-            .step(step_id)
-            .map(|step| step.body.opcode().name().to_owned())
-            .unwrap_or_default(),
+        opcode,
         visit,
         started_at,
         ended_at: now(),
         termination: "interrupted".to_owned(),
-        evidence_summary: serde_json::json!({ "interrupted": true, "cause": cause }),
+        evidence_summary,
         artifacts,
         timings_ms: None,
     };
     Ok(recorder.write_manifest(&manifest)?)
+}
+
+/// The record a ROLLBACK visit writes once it reset the worktree.
+const ROLLBACK_RECORD: &str = "rollback.json";
+
+/// The files an interrupted visit's step left in its folder, by the names the opcodes write
+/// (`validators/<id>/…` for a validation's validators), each with its role and media type, in
+/// a stable order. What the conductor keeps only while a step runs (the saved guard state, the
+/// process-group records, the pids a refused `resume` killed) and anything else an agent
+/// left there are not evidence of the step, and are not listed; nothing is followed.
+fn interrupted_visit_files(
+    visit_dir: &Path,
+) -> Vec<(String, crate::artifacts::ArtifactRole, &'static str)> {
+    use crate::artifacts::ArtifactRole as Role;
+    use crate::runner::artifacts::names;
+    let top: [(&str, Role, &str); 22] = [
+        (names::PROMPT, Role::RunnerPrompt, "text/markdown"),
+        (
+            crate::artifacts::PROMPT_INPUTS_FILE,
+            Role::PromptInputs,
+            "application/json",
+        ),
+        (
+            names::STDOUT_JSONL,
+            Role::RunnerTranscript,
+            "application/x-ndjson",
+        ),
+        (names::STDOUT_TEXT, Role::RunnerTranscript, "text/plain"),
+        (names::STDERR, Role::RunnerStderr, "text/plain"),
+        (
+            "transcript.md",
+            Role::RunnerTranscriptMarkdown,
+            "text/markdown",
+        ),
+        (
+            "final_response.md",
+            Role::RunnerFinalResponse,
+            "text/markdown",
+        ),
+        (
+            "runner_metadata.json",
+            Role::RunnerMetadata,
+            "application/json",
+        ),
+        (
+            crate::tnh::runlog::RUNLOG_FILE,
+            Role::AgentRunlog,
+            "application/x-ndjson",
+        ),
+        ("workspace.diff", Role::WorkspaceDiff, "text/x-diff"),
+        (
+            "workspace_status.json",
+            Role::WorkspaceStatus,
+            "application/json",
+        ),
+        (
+            "policy_summary.json",
+            Role::PolicySummary,
+            "application/json",
+        ),
+        (
+            "validation_report.json",
+            Role::ValidationReport,
+            "application/json",
+        ),
+        (
+            "harness_report.json",
+            Role::HarnessReport,
+            "application/json",
+        ),
+        ("planner_input.json", Role::PlannerInput, "application/json"),
+        (
+            "planner_decision.json",
+            Role::PlannerDecision,
+            "application/json",
+        ),
+        ("planner_prompt.md", Role::PlannerPrompt, "text/markdown"),
+        (
+            "planner_attempts.json",
+            Role::PlannerAttempts,
+            "application/json",
+        ),
+        ("gate_request.json", Role::GateRequest, "application/json"),
+        ("run.diff", Role::WorkspaceDiff, "text/x-diff"),
+        ("gate_outcome.json", Role::GateOutcome, "application/json"),
+        (ROLLBACK_RECORD, Role::RollbackRecord, "application/json"),
+    ];
+    let is_file = |path: &Path| {
+        std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.file_type().is_file())
+    };
+    let mut files: Vec<(String, Role, &'static str)> = top
+        .into_iter()
+        .filter(|(name, _, _)| is_file(&visit_dir.join(name)))
+        .map(|(name, role, media_type)| (name.to_owned(), role, media_type))
+        .collect();
+    files.extend(
+        crate::tnh::tool_logs(visit_dir)
+            .into_iter()
+            .map(|name| (name, Role::ToolLog, "text/plain")),
+    );
+    let validators = visit_dir.join("validators");
+    let mut ids: Vec<String> = std::fs::read_dir(&validators)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .collect();
+    ids.sort();
+    for id in ids {
+        let folder = validators.join(&id);
+        for (name, role, media_type) in [
+            ("stdout.txt", Role::ValidationStdout, "text/plain"),
+            ("stderr.txt", Role::ValidationStderr, "text/plain"),
+            (
+                "harness_report.json",
+                Role::HarnessReport,
+                "application/json",
+            ),
+        ] {
+            if is_file(&folder.join(name)) {
+                files.push((format!("validators/{id}/{name}"), role, media_type));
+            }
+        }
+        let collected = folder.join("artifacts");
+        let mut found = Vec::new();
+        collect_files(&collected, "", &mut found, 0);
+        found.sort();
+        files.extend(found.into_iter().map(|path| {
+            (
+                format!("validators/{id}/artifacts/{path}"),
+                Role::ValidationArtifact,
+                "application/octet-stream",
+            )
+        }));
+    }
+    files
+}
+
+/// The regular files under `dir` (links not followed, at most 16 folders deep and 10 000
+/// files), as paths relative to it.
+fn collect_files(dir: &Path, prefix: &str, found: &mut Vec<String>, depth: usize) {
+    if depth > 16 || found.len() >= 10_000 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let relative = format!("{prefix}{name}");
+        if kind.is_file() && found.len() < 10_000 {
+            found.push(relative);
+        } else if kind.is_dir() {
+            collect_files(&entry.path(), &format!("{relative}/"), found, depth + 1);
+        }
+    }
 }
 
 /// An agent step whose driving process died (a crash, a power loss, or an agent that killed
