@@ -494,7 +494,12 @@ fn the_documented_rule_table_and_the_invalid_fixtures_agree() {
     for code in &fixtures {
         assert!(documented.contains(code), "`{code}` is not in the table");
     }
-    let without_fixture = ["file-too-large", "invalid-prompt", "deprecated-prompt"];
+    let without_fixture = [
+        "file-too-large",
+        "invalid-prompt",
+        "deprecated-prompt",
+        "failure-to-success-stop",
+    ];
     for code in &documented {
         assert!(
             fixtures.contains(code) || without_fixture.contains(&code.as_str()),
