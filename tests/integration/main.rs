@@ -33,6 +33,7 @@ mod properties;
 mod reliability;
 mod repo_resolution;
 mod resume_edits;
+mod resume_report;
 mod run_listing;
 mod runner_api;
 mod runner_fakes;
