@@ -2,6 +2,7 @@
 //! rewritten as events arrive (current step, elapsed time, last activity) plus a permanent line
 //! per finished step; otherwise plain lines. Silent with `--json` or `-q`.
 
+use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
@@ -85,6 +86,63 @@ impl View {
                 Some(format!("  interrupted before `{}`", field("next_step")))
             }
             EventType::RunInterrupted => Some(format!("  {step} #{visit}: interrupted")),
+            // What `resume` (or a gate decision that continues the run) recovered, before it
+            // goes on: said here, from the events it records.
+            EventType::StepInterrupted => Some(interrupted_visit(event, step, visit)),
+            EventType::WorktreeRecreated => Some(format!(
+                "  the worktree was gone: checked out again at {} from branch {}",
+                field("path"),
+                field("branch")
+            )),
+            EventType::WorkflowChanged => Some(format!(
+                "  the workflow file {} changed since the run started or last continued; it applies from here on",
+                field("path")
+            )),
+            EventType::ConfigChanged => Some(format!(
+                "  the configuration {} changed since the run started or last continued; it applies from here on",
+                match field("path") {
+                    path if path.is_empty() => "(built-in defaults)".to_owned(),
+                    path => path,
+                }
+            )),
+            EventType::PromptsChanged => Some(format!(
+                "  prompt files in {} changed ({}); they apply from here on",
+                field("path"),
+                names(event.payload.get("changed"))
+            )),
+            EventType::ParamsChanged => Some(format!(
+                "  the workflow's parameters changed: added {}; removed {}",
+                event
+                    .payload
+                    .get("added")
+                    .and_then(serde_json::Value::as_object)
+                    .filter(|added| !added.is_empty())
+                    .map_or_else(
+                        || "none".to_owned(),
+                        |added| added.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                names(event.payload.get("removed"))
+            )),
+            EventType::DriftAccepted => Some(
+                "  the worktree differed from the recorded state: accepted as it is (--accept-drift)"
+                    .to_owned(),
+            ),
+            EventType::RepositoryChangesKept => Some(format!(
+                "  {step} #{visit}: refs and git configuration changed during the step kept as the operator's ({} ref change(s){})",
+                event
+                    .payload
+                    .get("ref_changes")
+                    .and_then(serde_json::Value::as_array)
+                    .map_or(0, Vec::len),
+                if event.payload.get("git_config_changed").is_some_and(|changed| {
+                    changed.as_bool() == Some(true)
+                        || changed.as_array().is_some_and(|files| !files.is_empty())
+                }) {
+                    ", git configuration"
+                } else {
+                    ""
+                }
+            )),
             _ => None,
         };
         let mut stderr = std::io::stderr().lock();
@@ -110,4 +168,63 @@ impl View {
         }
         let _ = stderr.flush();
     }
+}
+
+/// `resume`'s line for the visit it found cut short: why, the orphans it stopped (and any that
+/// survived), and the pre-step snapshot it put the worktree back to.
+fn interrupted_visit(event: &Event, step: &str, visit: u32) -> String {
+    let mut line = format!(
+        "  {step} #{visit}: recorded as interrupted — {}",
+        event.text("cause").unwrap_or("cause unknown")
+    );
+    let pids = |key: &str| {
+        event
+            .payload
+            .get(key)
+            .and_then(serde_json::Value::as_array)
+            .filter(|pids| !pids.is_empty())
+            .map(|pids| {
+                pids.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+    };
+    if let Some(killed) = pids("killed_orphans") {
+        let _ = write!(line, "; stopped its orphaned processes (pid {killed})");
+    }
+    if let Some(survivors) = pids("surviving_orphans") {
+        let _ = write!(line, "; STILL ALIVE after being killed: pid {survivors}");
+    }
+    if let Some(restored) = event.payload.get("restored") {
+        let snapshot = restored["snapshot"]["reference"]
+            .as_str()
+            .or_else(|| restored["snapshot"]["commit"].as_str())
+            .unwrap_or("?");
+        let _ = write!(
+            line,
+            "; the worktree was put back to its pre-step snapshot ({snapshot})"
+        );
+    }
+    let _ = write!(line, "; `{step}` goes on with visit #{}", visit + 1);
+    line
+}
+
+/// A JSON list of names as `a, b`, or `none`.
+fn names(list: Option<&serde_json::Value>) -> String {
+    list.and_then(serde_json::Value::as_array)
+        .filter(|names| !names.is_empty())
+        .map_or_else(
+            || "none".to_owned(),
+            |names| {
+                names
+                    .iter()
+                    .map(|name| {
+                        name.as_str()
+                            .map_or_else(|| name.to_string(), str::to_owned)
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        )
 }

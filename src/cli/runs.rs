@@ -272,6 +272,11 @@ pub struct RunRow {
     /// run waits at a gate; with what to do.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub damaged: Option<String>,
+    /// The deadline (RFC 3339) of the gate the run waits at, when it has passed: nothing
+    /// drives the run, and `resume` or any decision times the gate out (its `gate_timed_out`
+    /// route).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate_deadline_passed: Option<String>,
 }
 
 /// `runs list`: every run, newest first.
@@ -301,7 +306,15 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
             workflow_id: None,
             started_at: None,
             damaged: None,
+            gate_deadline_passed: None,
         };
+        row.gate_deadline_passed = status
+            .as_ref()
+            .filter(|status| status.lifecycle_state == LifecycleState::Waiting)
+            .and_then(|status| Some((status.current_step_id.as_deref()?, status.visit?)))
+            .and_then(|(step, visit)| {
+                crate::kernel::journal::gate_deadline_passed(&run_dir, step, visit)
+            });
         // A run whose metadata cannot be read is listed, not hidden: with what `status.json`
         // says of it, and what is wrong.
         let mut damage = Vec::new();
@@ -327,6 +340,13 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
         if let Some(damage) = &row.damaged {
             output.note(&format!("warning: run {} is damaged: {damage}", row.run_id));
         }
+        if let Some(deadline) = &row.gate_deadline_passed {
+            output.note(&format!(
+                "note: run {} waits at a gate {}",
+                row.run_id,
+                crate::kernel::journal::deadline_passed_text(&row.run_id, deadline)
+            ));
+        }
     }
     if json {
         let list = RunsList {
@@ -343,6 +363,11 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
             let step = or_dash(&row.step);
             let step = if row.damaged.is_some() {
                 format!("{step} (damaged)")
+            } else {
+                step
+            };
+            let step = if row.gate_deadline_passed.is_some() {
+                format!("{step} (past its deadline)")
             } else {
                 step
             };
@@ -427,11 +452,18 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
                     *open_step == step && *open_visit == visit
                 }) =>
             {
-                let _ = writeln!(
-                    text,
-                    "  {step} #{visit}: {}",
-                    one_line(&visit_in_progress(&events, &step, visit, &status))
-                );
+                let mut line = visit_in_progress(&events, &step, visit, &status);
+                if status.lifecycle_state == LifecycleState::Waiting
+                    && let Some(deadline) =
+                        crate::kernel::journal::gate_deadline_passed(&run_dir, &step, visit)
+                {
+                    let _ = write!(
+                        line,
+                        "; {}",
+                        crate::kernel::journal::deadline_passed_text(run_id, &deadline)
+                    );
+                }
+                let _ = writeln!(text, "  {step} #{visit}: {}", one_line(&line));
             }
             EventType::StepFailed => {
                 let _ = writeln!(

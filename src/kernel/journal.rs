@@ -80,6 +80,12 @@ pub struct ReviewEntry {
     pub kind: String,
     /// Why.
     pub reason: String,
+    /// When a waiting gate times out (RFC 3339), when it has a `timeout:`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<String>,
+    /// The waiting gate's deadline has passed: nothing drives the run, and `resume` or any
+    /// decision times the gate out (its `gate_timed_out` route).
+    pub deadline_passed: bool,
     /// The gate request, relative to the repository.
     pub request: String,
     /// Risk flags of the last planner decision of the run.
@@ -281,6 +287,23 @@ fn add_run(
         .or_else(|| where_it_is(status.as_ref()?))
         .or(status_damage)
         .unwrap_or_default();
+    let waiting = state.as_ref().and_then(|state| match &state.phase {
+        Phase::Waiting { step_id, visit } => Some((step_id.clone(), *visit)),
+        _ => None,
+    });
+    // A gate past its deadline is not simply waiting: nothing drives the run, and the next
+    // `resume` or decision times it out.
+    let deadline_passed = waiting
+        .as_ref()
+        .filter(|_| ended_later.is_none())
+        .and_then(|(step, visit)| gate_deadline_passed(run_dir, step, *visit));
+    let detail = match (&deadline_passed, &waiting) {
+        (Some(deadline), Some((step, _))) => format!(
+            "{detail}; gate `{step}` is {}",
+            deadline_passed_text(&run_id, deadline)
+        ),
+        _ => detail,
+    };
     let entry = RunEntry {
         run_id: run_id.clone(),
         workflow: workflow.clone(),
@@ -363,10 +386,6 @@ fn add_run(
             risk_flags: last_flags.clone(),
         });
     }
-    let waiting = state.as_ref().and_then(|state| match &state.phase {
-        Phase::Waiting { step_id, visit } => Some((step_id.clone(), *visit)),
-        _ => None,
-    });
     for manifest in &manifests {
         let Some(request) = manifest.artifact(ArtifactRole::GateRequest) else {
             continue;
@@ -389,6 +408,8 @@ fn add_run(
                 "queued".into()
             },
             reason: body["reason"].as_str().unwrap_or_default().to_owned(),
+            deadline: body["deadline"].as_str().map(str::to_owned),
+            deadline_passed: is_waiting && deadline_passed.is_some(),
             request: relative(&run_dir.root().join(&request.path)),
             risk_flags: last_flags.clone(),
         });
@@ -460,6 +481,28 @@ fn add_violations(journal: &mut Journal, events: &[Event], run_id: &str) {
 }
 
 /// Every visit's manifest, in the order the visits completed.
+/// The deadline of the gate `step_id` #`visit` of a run waits at, when it has passed (read from
+/// its `gate_request.json`); `None` when it has none, it is still ahead, or the request cannot
+/// be read. Nothing drives such a run: its gate stays waiting until something notices it.
+pub fn gate_deadline_passed(run_dir: &RunDir, step_id: &str, visit: u32) -> Option<String> {
+    let request = read_json::<serde_json::Value>(
+        &run_dir.visit_dir(step_id, visit).join("gate_request.json"),
+        "gate request",
+    )
+    .ok()?;
+    super::gate::is_due(&request).then(|| request["deadline"].as_str().unwrap_or("?").to_owned())
+}
+
+/// What a gate past its deadline means, for the views that show it waiting:
+/// `past its deadline (D): ...` with what will happen.
+pub fn deadline_passed_text(run_id: &str, deadline: &str) -> String {
+    format!(
+        "PAST its deadline ({}): `tnh-conductor resume {run_id}` or any decision times it out \
+         (its `gate_timed_out` route)",
+        one_line(deadline)
+    )
+}
+
 /// Where a run that has not ended stands, when its status gives no reason.
 fn where_it_is(status: &RunStatus) -> Option<String> {
     let step = status.current_step_id.as_deref()?;
@@ -601,8 +644,14 @@ impl Journal {
                 } else {
                     format!(" — risk: {}", l(&review.risk_flags.join(", ")))
                 };
+                let deadline = match &review.deadline {
+                    Some(deadline) if review.deadline_passed => {
+                        format!(" — {}", l(&deadline_passed_text(&review.run_id, deadline)))
+                    }
+                    _ => String::new(),
+                };
                 format!(
-                    "- [ ] {} `{}` / {}: {} ({}){flags}",
+                    "- [ ] {} `{}` / {}: {} ({}){deadline}{flags}",
                     l(&review.kind),
                     l(&review.run_id),
                     l(&review.step_id),

@@ -1704,3 +1704,86 @@ fn a_lock_file_replaced_by_a_link_is_refused_and_its_target_left_alone() {
     std::fs::remove_file(&lock).unwrap();
     repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead"], 0);
 }
+
+/// Review 9, defect 5: `runs list`, `runs show` and the journal showed a gate past its deadline
+/// as plainly waiting. They say it is past its deadline, and what happens next; a gate still
+/// in time is not said to be.
+#[test]
+fn the_views_say_a_waiting_gate_is_past_its_deadline() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, Some(gate_timing_out_at_once()));
+    let said = format!(
+        "`tnh-conductor resume {run_id}` or any decision times it out (its `gate_timed_out` route)"
+    );
+
+    let listed = repo.conductor_exits(&["runs", "list"], 0);
+    assert!(
+        stdout_text(&listed).contains("review (past its deadline)"),
+        "{}",
+        stdout_text(&listed)
+    );
+    assert!(
+        stderr_text(&listed).contains(&said),
+        "{}",
+        stderr_text(&listed)
+    );
+    let listed = repo.conductor_exits(&["runs", "list", "--json"], 0);
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert!(
+        listed["runs"][0]["gate_deadline_passed"].is_string(),
+        "{listed}"
+    );
+    let show = stdout_text(&repo.conductor_exits(&["runs", "show", &run_id], 0));
+    assert!(
+        show.lines()
+            .any(|line| line.starts_with("  review #1: waiting")
+                && line.contains("PAST its deadline")
+                && line.contains(&said)),
+        "{show}"
+    );
+    let journal = stdout_text(&repo.conductor_exits(&["journal"], 0));
+    let pending = journal
+        .split("## Pending Review")
+        .nth(1)
+        .and_then(|rest| rest.lines().find(|line| line.starts_with("- [ ] waiting")))
+        .unwrap_or_default();
+    assert!(
+        pending.contains(&run_id)
+            && pending.contains("PAST its deadline")
+            && pending.contains(&said),
+        "{journal}"
+    );
+    let in_progress = journal
+        .split("## In Progress")
+        .nth(1)
+        .and_then(|rest| rest.lines().nth(1))
+        .unwrap_or_default();
+    assert!(in_progress.contains(&said), "{journal}");
+    let journal = repo.conductor_exits(&["journal", "--format", "json"], 0);
+    let journal: serde_json::Value = serde_json::from_slice(&journal.stdout).unwrap();
+    let waiting = journal["pending_review"]
+        .as_array()
+        .and_then(|reviews| reviews.iter().find(|review| review["kind"] == "waiting"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(waiting["deadline_passed"], true, "{journal}");
+    // Nothing was decided by looking: the gate still waits.
+    assert_eq!(
+        repo.json(&run_id, "status.json")["lifecycle_state"],
+        "waiting"
+    );
+
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo, None);
+    let listed = repo.conductor_exits(&["runs", "list"], 0);
+    assert!(
+        !stdout_text(&listed).contains("past its deadline")
+            && !stderr_text(&listed).contains("PAST"),
+        "{}",
+        stdout_text(&listed)
+    );
+    let show = stdout_text(&repo.conductor_exits(&["runs", "show", &run_id], 0));
+    assert!(!show.contains("PAST"), "{show}");
+    let journal = stdout_text(&repo.conductor_exits(&["journal"], 0));
+    assert!(!journal.contains("PAST"), "{journal}");
+}

@@ -36,6 +36,7 @@ mod resume_damage;
 mod resume_edits;
 mod resume_evidence;
 mod resume_orphans;
+mod resume_report;
 mod run_listing;
 mod runner_api;
 mod runner_fakes;
