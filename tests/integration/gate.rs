@@ -1274,15 +1274,7 @@ fn a_decision_on_a_run_whose_driver_died_at_the_gate_says_resume() {
         .unwrap()["seq"]
         .as_u64()
         .unwrap();
-    let killed = conductor()
-        .arg("--repo")
-        .arg(repo.path())
-        .args(["run", "--json"])
-        .arg(repo.workflow("gate.yaml"))
-        .env("TNH_TEST_KILL_AT_EVENT", requested.to_string())
-        .output()
-        .unwrap();
-    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    repo.run_killed_at(&repo.workflow("gate.yaml"), requested);
     let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
         .unwrap()
         .map(|entry| entry.unwrap().file_name().into_string().unwrap())

@@ -54,15 +54,7 @@ fn the_journal_of_a_day_of_runs() {
 fn the_journal_lists_a_killed_run_under_blockers_and_says_how_to_continue() {
     let repo = RunRepo::new();
     let workflow = repo.workflow("crash.yaml");
-    let killed = crate::support::conductor()
-        .arg("--repo")
-        .arg(repo.path())
-        .args(["run", "--json"])
-        .arg(&workflow)
-        .env("TNH_TEST_KILL_AT_EVENT", "8")
-        .output()
-        .unwrap();
-    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    repo.run_killed_at(&workflow, 8);
     let run_dir = std::fs::read_dir(repo.path().join(".tnh/run"))
         .unwrap()
         .next()

@@ -64,6 +64,26 @@ impl RunRepo {
         output
     }
 
+    /// `run --json WORKFLOW` with the conductor killed right after event `seq`
+    /// (`TNH_TEST_KILL_AT_EVENT`), asserting it was killed (its stderr shown when not).
+    #[track_caller]
+    pub fn run_killed_at(&self, workflow: &Path, seq: u64) {
+        let killed = conductor()
+            .arg("--repo")
+            .arg(self.path())
+            .args(["run", "--json"])
+            .arg(workflow)
+            .env("TNH_TEST_KILL_AT_EVENT", seq.to_string())
+            .output()
+            .unwrap();
+        assert_eq!(
+            killed.status.code(),
+            None,
+            "{}",
+            crate::support::stderr_text(&killed)
+        );
+    }
+
     /// `run --json WORKFLOW ARGS…` and its JSON result (exit code included).
     pub fn run(&self, workflow: &Path, args: &[&str]) -> (Option<i32>, serde_json::Value, Output) {
         let output = conductor()

@@ -285,15 +285,7 @@ fn a_run_stopped_in_the_middle_of_a_step_is_refused_and_left_for_resume() {
         .unwrap()["seq"]
         .as_u64()
         .unwrap();
-    let killed = conductor()
-        .arg("--repo")
-        .arg(repo.path())
-        .args(["run", "--json"])
-        .arg(&workflow)
-        .env("TNH_TEST_KILL_AT_EVENT", second_start.to_string())
-        .output()
-        .unwrap();
-    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    repo.run_killed_at(&workflow, second_start);
     let run_id = std::fs::read_dir(repo.path().join(".tnh/run"))
         .unwrap()
         .map(|entry| entry.unwrap().file_name().into_string().unwrap())

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use crate::kernel_support::{RunRepo, assert_contiguous, event_types};
-use crate::support::{conductor, stderr_text};
+use crate::support::stderr_text;
 
 /// The repository module the policy `check` of the workflows below delegates to: it refuses
 /// `secret/`.
@@ -51,15 +51,7 @@ fn killed_after(
         .unwrap();
     let repo = make();
     let workflow = repo.workflow_text("wf.yaml", text);
-    let killed = conductor()
-        .arg("--repo")
-        .arg(repo.path())
-        .args(["run", "--json"])
-        .arg(&workflow)
-        .env("TNH_TEST_KILL_AT_EVENT", seq.to_string())
-        .output()
-        .unwrap();
-    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    repo.run_killed_at(&workflow, seq);
     let run_id = repo.only_run_id();
     (repo, workflow, run_id)
 }

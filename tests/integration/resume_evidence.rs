@@ -2,7 +2,7 @@
 //! left (not only an agent's), under the opcode the visit ran with.
 
 use crate::kernel_support::{RunRepo, assert_contiguous};
-use crate::support::{conductor, stderr_text, stdout_text};
+use crate::support::{stderr_text, stdout_text};
 
 /// An agent step, a validation whose validator prints to both streams, an evaluation, a
 /// rollback to `pre_run`, then STOP.
@@ -37,15 +37,7 @@ fn seq_of(events: &[serde_json::Value], event_type: &str, step: &str) -> u64 {
 fn killed_at_then_resumed(seq: u64) -> (RunRepo, String) {
     let repo = repo();
     let workflow = repo.workflow_text("evidence.yaml", WORKFLOW);
-    let killed = conductor()
-        .arg("--repo")
-        .arg(repo.path())
-        .args(["run", "--json"])
-        .arg(&workflow)
-        .env("TNH_TEST_KILL_AT_EVENT", seq.to_string())
-        .output()
-        .unwrap();
-    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    repo.run_killed_at(&workflow, seq);
     let run_id = repo.only_run_id();
     repo.conductor_exits(&["resume", &run_id], 0);
     assert_contiguous(&repo.events(&run_id));
@@ -121,15 +113,7 @@ fn an_interrupted_visit_keeps_the_opcode_it_ran_with_after_the_workflow_is_edite
 
     let repo = repo();
     let workflow = repo.workflow_text("evidence.yaml", WORKFLOW);
-    let killed = conductor()
-        .arg("--repo")
-        .arg(repo.path())
-        .args(["run", "--json"])
-        .arg(&workflow)
-        .env("TNH_TEST_KILL_AT_EVENT", seq.to_string())
-        .output()
-        .unwrap();
-    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    repo.run_killed_at(&workflow, seq);
     let run_id = repo.only_run_id();
     // `work` becomes a validation.
     let edited = WORKFLOW.replace(

@@ -34,15 +34,7 @@ fn runs_show_lists_the_gate_a_run_waits_at() {
 #[test]
 fn runs_show_says_a_killed_runs_last_visit_did_not_finish() {
     let repo = RunRepo::new();
-    let killed = conductor()
-        .arg("--repo")
-        .arg(repo.path())
-        .args(["run", "--json"])
-        .arg(repo.workflow("crash.yaml"))
-        .env("TNH_TEST_KILL_AT_EVENT", "3")
-        .output()
-        .unwrap();
-    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    repo.run_killed_at(&repo.workflow("crash.yaml"), 3);
     let run_id = repo.only_run_id();
     let text = stdout_text(&repo.conductor(&["runs", "show", &run_id]));
     assert!(
