@@ -313,7 +313,7 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
             .filter(|status| status.lifecycle_state == LifecycleState::Waiting)
             .and_then(|status| Some((status.current_step_id.as_deref()?, status.visit?)))
             .and_then(|(step, visit)| {
-                crate::kernel::journal::gate_deadline_passed(&run_dir, step, visit)
+                crate::kernel::gate::gate_deadline_passed(&run_dir, step, visit)
             });
         // A run whose metadata cannot be read is listed, not hidden: with what `status.json`
         // says of it, and what is wrong.
@@ -455,7 +455,7 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
                 let mut line = visit_in_progress(&events, &step, visit, &status);
                 if status.lifecycle_state == LifecycleState::Waiting
                     && let Some(deadline) =
-                        crate::kernel::journal::gate_deadline_passed(&run_dir, &step, visit)
+                        crate::kernel::gate::gate_deadline_passed(&run_dir, &step, visit)
                 {
                     let _ = write!(
                         line,

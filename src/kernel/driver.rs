@@ -349,7 +349,7 @@ impl Driver<'_> {
             }
             "RUN_VALIDATION" => {
                 let report: serde_json::Value = crate::artifacts::read_json(
-                    &visit_dir.join("validation_report.json"),
+                    &visit_dir.join(crate::opcode::VALIDATION_REPORT),
                     "validation report",
                 )
                 .ok()?;

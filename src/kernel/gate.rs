@@ -366,11 +366,23 @@ fn deadline_passed(run_dir: &crate::artifacts::RunDir) -> bool {
     let Ok((step_id, visit)) = waiting(&state) else {
         return false;
     };
-    read_json::<serde_json::Value>(
-        &run_dir.visit_dir(&step_id, visit).join("gate_request.json"),
+    gate_deadline_passed(run_dir, &step_id, visit).is_some()
+}
+
+/// The deadline of the gate `step_id` #`visit` a run waits at, when it has passed (read from
+/// its `gate_request.json`); `None` when it has none, it is still ahead, or the request cannot
+/// be read. Nothing drives such a run: its gate stays waiting until something notices it.
+pub fn gate_deadline_passed(
+    run_dir: &crate::artifacts::RunDir,
+    step_id: &str,
+    visit: u32,
+) -> Option<String> {
+    let request = read_json::<serde_json::Value>(
+        &run_dir.visit_dir(step_id, visit).join("gate_request.json"),
         "gate request",
     )
-    .is_ok_and(|request| is_due(&request))
+    .ok()?;
+    is_due(&request).then(|| request["deadline"].as_str().unwrap_or("?").to_owned())
 }
 
 /// Whether a gate request's deadline has passed (a request without one never is).

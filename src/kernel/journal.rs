@@ -296,7 +296,7 @@ fn add_run(
     let deadline_passed = waiting
         .as_ref()
         .filter(|_| ended_later.is_none())
-        .and_then(|(step, visit)| gate_deadline_passed(run_dir, step, *visit));
+        .and_then(|(step, visit)| super::gate::gate_deadline_passed(run_dir, step, *visit));
     let detail = match (&deadline_passed, &waiting) {
         (Some(deadline), Some((step, _))) => format!(
             "{detail}; gate `{step}` is {}",
@@ -480,19 +480,6 @@ fn add_violations(journal: &mut Journal, events: &[Event], run_id: &str) {
     }
 }
 
-/// Every visit's manifest, in the order the visits completed.
-/// The deadline of the gate `step_id` #`visit` of a run waits at, when it has passed (read from
-/// its `gate_request.json`); `None` when it has none, it is still ahead, or the request cannot
-/// be read. Nothing drives such a run: its gate stays waiting until something notices it.
-pub fn gate_deadline_passed(run_dir: &RunDir, step_id: &str, visit: u32) -> Option<String> {
-    let request = read_json::<serde_json::Value>(
-        &run_dir.visit_dir(step_id, visit).join("gate_request.json"),
-        "gate request",
-    )
-    .ok()?;
-    super::gate::is_due(&request).then(|| request["deadline"].as_str().unwrap_or("?").to_owned())
-}
-
 /// What a gate past its deadline means, for the views that show it waiting:
 /// `past its deadline (D): ...` with what will happen.
 pub fn deadline_passed_text(run_id: &str, deadline: &str) -> String {
@@ -555,6 +542,7 @@ fn changes_of(manifests: &[StepManifest], events: &[Event]) -> String {
     changes
 }
 
+/// Every visit's manifest, in the order the visits completed.
 fn manifests_in_order(run_dir: &RunDir, events: &[Event]) -> Vec<StepManifest> {
     events
         .iter()

@@ -13,6 +13,7 @@ pub mod validators;
 
 pub use context::{RunContext, StepContext, StepResult};
 pub(crate) use run_agent::remove_guard_state;
+pub(crate) use run_validation::VALIDATION_REPORT;
 
 use crate::kernel::recorder::Payload;
 use crate::workflow::model::StepBody;

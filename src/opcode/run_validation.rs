@@ -47,7 +47,7 @@ struct Ran {
 
 /// The report a RUN_VALIDATION visit writes after its validators, beside the files every
 /// step writes then ([`crate::artifacts::STEP_VISIT_FILES_AFTER`]).
-const VALIDATION_REPORT: &str = "validation_report.json";
+pub(crate) const VALIDATION_REPORT: &str = "validation_report.json";
 
 /// A validator's captures, opened by the conductor before it starts.
 const VALIDATOR_CAPTURES: [&str; 2] = ["stdout.txt", "stderr.txt"];
