@@ -8,7 +8,7 @@ use super::{Cli, Output, one_line, repo_root};
 use crate::artifacts::{RunDir, RunMetadata, is_run_id, read_json};
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::gate::{
-    Decision, decide, is_due, notice_timeout, read_request, rollback_since_request,
+    Decision, decide, is_due, notice_timeout, read_request, request_of, rollback_since_request,
 };
 use crate::kernel::recorder::Recorder;
 
@@ -175,8 +175,7 @@ fn waiting_gates(repo: &std::path::Path) -> (Vec<Waiting>, Vec<(String, String)>
                     }
                 }
             };
-        let request_path = run_dir.visit_dir(&step_id, visit).join("gate_request.json");
-        let request = read_json::<serde_json::Value>(&request_path, "gate request");
+        let request = request_of(&run_dir, &step_id, visit);
         // A gate past its deadline is resolved as soon as it is noticed (if no one drives the
         // run); the request read here says whether it is due, so only then is it read again,
         // under the lock.

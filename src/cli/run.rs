@@ -265,13 +265,7 @@ fn first_approver(run_dir: &std::path::Path, step_id: &str) -> Option<String> {
     let run_dir = crate::artifacts::RunDir::at(run_dir);
     let manifest: crate::artifacts::StepManifest =
         crate::artifacts::read_json(&run_dir.step_manifest(step_id), "manifest").ok()?;
-    let request: serde_json::Value = crate::artifacts::read_json(
-        &run_dir
-            .visit_dir(step_id, manifest.visit)
-            .join("gate_request.json"),
-        "gate request",
-    )
-    .ok()?;
+    let request = crate::kernel::gate::request_of(&run_dir, step_id, manifest.visit).ok()?;
     request["approvers"]
         .as_array()?
         .first()?

@@ -122,13 +122,21 @@ pub fn read_request(
     step_id: &str,
     visit: u32,
 ) -> Result<serde_json::Value, RunError> {
-    Ok(read_json(
-        &recorder
-            .run_dir()
+    Ok(request_of(recorder.run_dir(), step_id, visit)?)
+}
+
+/// The `gate_request.json` of the gate `step_id` #`visit` of the run in `run_dir`.
+pub fn request_of(
+    run_dir: &crate::artifacts::RunDir,
+    step_id: &str,
+    visit: u32,
+) -> Result<serde_json::Value, crate::artifacts::ArtifactsError> {
+    read_json(
+        &run_dir
             .visit_dir(step_id, visit)
-            .join("gate_request.json"),
+            .join(crate::artifacts::GATE_REQUEST_FILE),
         "gate request",
-    )?)
+    )
 }
 
 /// The waiting gate of a state, or why there is none.
@@ -377,11 +385,7 @@ pub fn gate_deadline_passed(
     step_id: &str,
     visit: u32,
 ) -> Option<String> {
-    let request = read_json::<serde_json::Value>(
-        &run_dir.visit_dir(step_id, visit).join("gate_request.json"),
-        "gate request",
-    )
-    .ok()?;
+    let request = request_of(run_dir, step_id, visit).ok()?;
     is_due(&request).then(|| request["deadline"].as_str().unwrap_or("?").to_owned())
 }
 
@@ -480,7 +484,10 @@ fn record_feedback(
     reviewer: &str,
     comment: Option<&str>,
 ) -> Result<(), RunError> {
-    let related = format!("artifacts/{step_id}/{visit}/gate_request.json");
+    let related = format!(
+        "artifacts/{step_id}/{visit}/{}",
+        crate::artifacts::GATE_REQUEST_FILE
+    );
     let fields = payload([
         ("decision", outcome.as_str().into()),
         ("comments", comment.into()),

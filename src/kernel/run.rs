@@ -9,8 +9,8 @@ use super::recorder::{Payload, Recorder, payload};
 use super::state::{Phase, RunState};
 use super::transition::StepReport;
 use crate::artifacts::{
-    ArtifactsError, EventLog, EventType, RunDir, RunMetadata, SCHEMA_VERSION, is_run_id,
-    new_run_id, now,
+    ArtifactsError, EventLog, EventType, GATE_REQUEST_FILE, RunDir, RunMetadata, SCHEMA_VERSION,
+    is_run_id, new_run_id, now,
 };
 use crate::config::{Config, OperatorCheckout};
 use crate::ids::{RunId, StepId, WorkflowId};
@@ -1756,7 +1756,7 @@ fn interrupted_visit_files(
             Role::PlannerAttempts,
             "application/json",
         ),
-        ("gate_request.json", Role::GateRequest, "application/json"),
+        (GATE_REQUEST_FILE, Role::GateRequest, "application/json"),
         ("run.diff", Role::WorkspaceDiff, "text/x-diff"),
         ("gate_outcome.json", Role::GateOutcome, "application/json"),
         (ROLLBACK_RECORD, Role::RollbackRecord, "application/json"),

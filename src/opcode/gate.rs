@@ -2,7 +2,7 @@
 //! non-blocking gate records the request for the review journal and continues with
 //! `gate_queued`.
 
-use crate::artifacts::{ArtifactRole, EventType, read_json, write_json_new};
+use crate::artifacts::{ArtifactRole, EventType, GATE_REQUEST_FILE, read_json, write_json_new};
 use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
 use crate::outcome::Outcome;
@@ -60,12 +60,12 @@ pub(super) fn execute(
         "deadline": deadline.map(|deadline| deadline.to_string()),
         "context": review_context(context, &visit_dir)?,
     });
-    write_json_new(&visit_dir.join("gate_request.json"), &request)?;
+    write_json_new(&visit_dir.join(GATE_REQUEST_FILE), &request)?;
     let step = (context.step_id().to_owned(), context.visit);
     let fields = payload([
         ("gate", kind.into()),
         ("reason", reason.into()),
-        ("request", "gate_request.json".into()),
+        ("request", GATE_REQUEST_FILE.into()),
     ]);
     context
         .recorder
@@ -73,7 +73,7 @@ pub(super) fn execute(
     let artifacts = vec![
         context.artifact(
             ArtifactRole::GateRequest,
-            "gate_request.json",
+            GATE_REQUEST_FILE,
             "application/json",
             true,
         ),
