@@ -318,7 +318,7 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
         // A run whose metadata cannot be read is listed, not hidden: with what `status.json`
         // says of it, and what is wrong.
         let mut damage = Vec::new();
-        match read_json::<RunMetadata>(&run_dir.metadata(), "run metadata") {
+        match run_dir.read_metadata() {
             Ok(metadata) => {
                 row.workflow_id = Some(metadata.workflow_id);
                 row.started_at = Some(metadata.started_at);
@@ -388,7 +388,7 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
 pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
     let run_dir = run_dir(cli, run_id)?;
     // A damaged `metadata.json` is the command's error, after what the other files say.
-    let (metadata, metadata_damage) = match read_json(&run_dir.metadata(), "run metadata") {
+    let (metadata, metadata_damage) = match run_dir.read_metadata() {
         Ok(metadata) => (metadata, None),
         Err(error) => {
             let stand_in =

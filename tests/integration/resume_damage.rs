@@ -484,3 +484,74 @@ fn skip_guard_check_does_not_skip_a_check_that_can_be_made() {
     assert!(!saved.exists());
 }
 
+/// Review J, defect 2: a `metadata.json` cut short (a crash or a full disk while it was
+/// written, an edit) made `resume`, `runs show` and the gate commands fail with exit 4 and a
+/// hint to "inspect it". They refuse the run (exit 2) naming the file and saying the run
+/// directory is damaged, with nothing changed; `runs list` lists it as damaged beside the
+/// other runs.
+#[test]
+fn a_metadata_file_cut_short_is_refused_as_a_damaged_run_directory() {
+    let repo = RunRepo::new();
+    let (sound, _) = waiting_run(&repo);
+    let (run_id, worktree) = waiting_run(&repo);
+    let metadata = repo.run_dir(&run_id).join("metadata.json");
+    let text = std::fs::read_to_string(&metadata).unwrap();
+    std::fs::write(&metadata, &text[..text.len() / 2]).unwrap();
+    let run_dir = repo.run_dir(&run_id);
+    let record = |dir: &Path| {
+        snapshot(dir)
+            .into_iter()
+            .filter(|(path, _)| !path.ends_with("status.json") && !path.ends_with("lock"))
+            .collect::<Vec<_>>()
+    };
+    let before = (record(&run_dir), snapshot(&worktree));
+
+    for args in [
+        vec!["resume", &run_id],
+        vec!["gate", "approve", &run_id, "--as", "lead", "--resume"],
+        vec!["gate", "reject", &run_id, "--as", "lead"],
+        vec!["gate", "show", &run_id],
+        vec!["runs", "show", &run_id],
+    ] {
+        let output = repo.conductor_exits(&args, 2);
+        let stderr = stderr_text(&output);
+        for expected in [
+            &format!("`{}` is not a valid run metadata", metadata.display()),
+            "the run directory is damaged",
+            "nothing was changed",
+            "put it back",
+        ] {
+            assert!(
+                stderr.contains(expected),
+                "{args:?}: {expected:?} not in:\n{stderr}"
+            );
+        }
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_eq!(
+            (record(&run_dir), snapshot(&worktree)),
+            before,
+            "{args:?} changed the run directory or the worktree"
+        );
+    }
+
+    let listed = repo.conductor_exits(&["runs", "list"], 0);
+    let text = stdout_text(&listed);
+    assert!(
+        text.contains(&format!("{sound}  waiting    gated")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "{run_id}  waiting    gated                review (damaged)"
+        )),
+        "{text}"
+    );
+    assert!(
+        stderr_text(&listed).contains(&format!("run {run_id} is damaged")),
+        "{}",
+        stderr_text(&listed)
+    );
+    // The sound run is not held up by the damaged one.
+    repo.conductor_exits(&["gate", "approve", &sound, "--as", "lead", "--resume"], 0);
+}
+
