@@ -19,6 +19,7 @@ pub use atomic::{
     link_atomic, read_json, replace_json, write_atomic, write_json_atomic, write_json_new,
     write_json_private, write_json_unsynced,
 };
+pub(crate) use events::check_against_checkpoint;
 pub use events::{Event, EventLog, EventType};
 pub use harness::{harness_report_problems, harness_report_schema};
 pub use manifest::{ArtifactEntry, ArtifactRole, PromptInputs, StepManifest, StepTimings};

@@ -555,3 +555,67 @@ fn a_metadata_file_cut_short_is_refused_as_a_damaged_run_directory() {
     repo.conductor_exits(&["gate", "approve", &sound, "--as", "lead", "--resume"], 0);
 }
 
+/// Review J, defect 3: `runs events` of a run whose log ends before its checkpoint (the log
+/// `resume` refuses) printed the short log as if it were complete. It still prints it, with a
+/// warning naming the missing events; so does `runs show`.
+#[test]
+fn runs_events_warns_of_a_log_that_ends_before_the_checkpoint() {
+    let repo = RunRepo::new();
+    let (run_id, _) = waiting_run(&repo);
+    let intact = repo.conductor_exits(&["runs", "events", &run_id], 0);
+    assert!(
+        !stderr_text(&intact).contains("warning"),
+        "{}",
+        stderr_text(&intact)
+    );
+
+    let checkpoint = checkpoint(&repo, &run_id);
+    let log = repo.run_dir(&run_id).join("events.ndjson");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let kept: String = text
+        .lines()
+        .take(checkpoint as usize - 3)
+        .map(|line| format!("{line}\n"))
+        .collect();
+    std::fs::write(&log, &kept).unwrap();
+    let last = checkpoint - 3;
+    let missing = format!("events {}–{checkpoint} are missing or damaged", last + 1);
+
+    let events = repo.conductor_exits(&["runs", "events", &run_id], 0);
+    assert_eq!(stdout_text(&events), kept);
+    let stderr = stderr_text(&events);
+    assert!(
+        stderr.contains(&format!(
+            "warning: the event log of run {run_id} is incomplete"
+        )) && stderr.contains(&format!("its last good line is line {last} (event {last})"))
+            && stderr.contains(&missing),
+        "{stderr}"
+    );
+    let shown = repo.conductor_exits(&["runs", "show", &run_id], 0);
+    assert!(
+        stdout_text(&shown).contains(&missing),
+        "{}",
+        stdout_text(&shown)
+    );
+    assert!(
+        stderr_text(&shown).contains(&missing),
+        "{}",
+        stderr_text(&shown)
+    );
+
+    std::fs::remove_file(&log).unwrap();
+    let events = repo.conductor_exits(&["runs", "events", &run_id], 0);
+    assert!(
+        stderr_text(&events).contains(&format!(
+            "`{}` is missing, but the run's checkpoint",
+            log.display()
+        )),
+        "{}",
+        stderr_text(&events)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&log).ok(),
+        None,
+        "nothing is written"
+    );
+}
