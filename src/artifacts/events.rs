@@ -63,6 +63,12 @@ pub enum EventType {
     /// configuration files that changed since the step started (`ref_changes`,
     /// `git_config_changed`) are kept as the operator's — left as they are, not put back.
     RepositoryChangesKept,
+    /// `resume --skip-guard-check` of a run killed in an agent or validation step whose saved
+    /// guard state (`guard_state` names the file) was damaged or missing: the visit was not
+    /// checked — refs, git configuration and the operator's checkout are left as they are,
+    /// and nothing they show is charged to the visit. `reason` says what was wrong with the
+    /// file; `by` is `operator`.
+    GuardCheckSkipped,
     /// The worktree folder was gone on resume and was checked out again from the work branch.
     WorktreeRecreated,
     /// The workflow file differs from the one the run started (or last continued) with; the

@@ -19,6 +19,7 @@ pub use atomic::{
     link_atomic, read_json, replace_json, write_atomic, write_json_atomic, write_json_new,
     write_json_private, write_json_unsynced,
 };
+pub(crate) use events::check_against_checkpoint;
 pub use events::{Event, EventLog, EventType};
 pub use harness::{harness_report_problems, harness_report_schema};
 pub use manifest::{ArtifactEntry, ArtifactRole, PromptInputs, StepManifest, StepTimings};
@@ -93,6 +94,16 @@ pub enum ArtifactsError {
         /// The cause.
         source: serde_json::Error,
     },
+    /// The run's `metadata.json` is not valid run metadata (cut short by a crash or a full
+    /// disk, or edited): the run directory is damaged. Commands that need it refuse the run
+    /// (nothing is changed) until it is put back.
+    #[error("`{}` is not a valid run metadata: {source}; the run directory is damaged", path.display())]
+    MetadataDamaged {
+        /// `metadata.json`.
+        path: PathBuf,
+        /// What is wrong.
+        source: serde_json::Error,
+    },
     /// The event stream is damaged beyond a torn last line.
     #[error("`{path}` line {line}: {message}")]
     Events {
@@ -150,6 +161,13 @@ impl ArtifactsError {
             ArtifactsError::Json { .. } | ArtifactsError::Events { .. } => {
                 "the run directory was edited or damaged; inspect it, or start a new run".to_owned()
             }
+            ArtifactsError::MetadataDamaged { path, .. } => format!(
+                "nothing was changed; `{}` records the run's workflow, repository, worktree and \
+                 branch, which resuming the run and deciding its gates need: put it back (from a \
+                 backup or a copy of the run directory), then try again; `tnh-conductor status \
+                 RUN_ID` and `runs show RUN_ID` show what the run's other files say",
+                path.display()
+            ),
             ArtifactsError::EventsMissing { path, .. } | ArtifactsError::EventsShort { path, .. } => {
                 format!(
                     "nothing was changed: the log was not repaired and no worktree was touched; \
@@ -169,7 +187,9 @@ impl ArtifactsError {
     pub fn is_refusal(&self) -> bool {
         matches!(
             self,
-            ArtifactsError::EventsMissing { .. } | ArtifactsError::EventsShort { .. }
+            ArtifactsError::EventsMissing { .. }
+                | ArtifactsError::EventsShort { .. }
+                | ArtifactsError::MetadataDamaged { .. }
         )
     }
 

@@ -36,6 +36,18 @@ impl RunDir {
         self.root.join("metadata.json")
     }
 
+    /// `metadata.json` as recorded. A file that is not valid run metadata (cut short, edited)
+    /// is [`super::ArtifactsError::MetadataDamaged`]: the run directory is damaged, and
+    /// commands that need the run's record refuse it (exit 2) rather than fail.
+    pub fn read_metadata(&self) -> Result<super::RunMetadata, super::ArtifactsError> {
+        super::read_json(&self.metadata(), "run metadata").map_err(|error| match error {
+            super::ArtifactsError::Json { path, source, .. } => {
+                super::ArtifactsError::MetadataDamaged { path, source }
+            }
+            other => other,
+        })
+    }
+
     /// `status.json`.
     pub fn status(&self) -> PathBuf {
         self.root.join("status.json")

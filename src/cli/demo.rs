@@ -85,6 +85,7 @@ pub fn cmd_demo(cli: &Cli, args: &DemoArgs, output: &mut Output) -> Result<ExitS
             config.clone(),
             false,
             crate::kernel::run::RepositoryChanges::Refuse,
+            false,
             observer(),
         )
         .map_err(run_error)?;

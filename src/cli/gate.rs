@@ -101,6 +101,7 @@ fn decide_gate(
             reviewer: None,
             accept_drift: false,
             put_back: false,
+            skip_guard_check: false,
             json: false,
         };
         return super::run::cmd_resume(cli, &resume, output);

@@ -127,6 +127,10 @@ impl View {
                 "  the worktree differed from the recorded state: accepted as it is (--accept-drift)"
                     .to_owned(),
             ),
+            EventType::GuardCheckSkipped => Some(format!(
+                "  {step} #{visit}: NOT CHECKED (--skip-guard-check) — {}; refs, git configuration and the operator's checkout are left as they are",
+                field("reason")
+            )),
             EventType::RepositoryChangesKept => Some(format!(
                 "  {step} #{visit}: refs and git configuration changed during the step kept as the operator's ({} ref change(s){})",
                 event

@@ -60,6 +60,12 @@ pub struct ResumeArgs {
     /// as policy violations of the interrupted visit.
     #[arg(long)]
     pub put_back: bool,
+    /// For a run killed in an agent or validation step whose saved guard state is damaged or
+    /// missing: go on without checking what that step's process did outside the worktree (its
+    /// refs, git configuration and the operator's checkout are left as they are), recorded as
+    /// a `guard_check_skipped` event. A readable guard state is checked anyway.
+    #[arg(long)]
+    pub skip_guard_check: bool,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -117,6 +123,7 @@ pub fn cmd_resume(cli: &Cli, args: &ResumeArgs, output: &mut Output) -> Result<E
         } else {
             RepositoryChanges::Refuse
         },
+        args.skip_guard_check,
         super::progress::observer(!args.json && !cli.quiet),
     );
     if args.wait && super::wait::interactive() {

@@ -318,7 +318,7 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
         // A run whose metadata cannot be read is listed, not hidden: with what `status.json`
         // says of it, and what is wrong.
         let mut damage = Vec::new();
-        match read_json::<RunMetadata>(&run_dir.metadata(), "run metadata") {
+        match run_dir.read_metadata() {
             Ok(metadata) => {
                 row.workflow_id = Some(metadata.workflow_id);
                 row.started_at = Some(metadata.started_at);
@@ -388,7 +388,7 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
 pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
     let run_dir = run_dir(cli, run_id)?;
     // A damaged `metadata.json` is the command's error, after what the other files say.
-    let (metadata, metadata_damage) = match read_json(&run_dir.metadata(), "run metadata") {
+    let (metadata, metadata_damage) = match run_dir.read_metadata() {
         Ok(metadata) => (metadata, None),
         Err(error) => {
             let stand_in =
@@ -426,6 +426,12 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
     if let Some(damage) = state_damage(&run_dir, Some(&status)) {
         let _ = writeln!(text, "  damaged:   {damage}");
         output.note(&format!("warning: run {run_id} is damaged: {damage}"));
+    }
+    if let Some(short) = short_of_checkpoint(&run_dir) {
+        let _ = writeln!(text, "  damaged:   {}", one_line(&short.to_string()));
+        output.note(&format!(
+            "warning: the event log of run {run_id} is incomplete: {short}"
+        ));
     }
     if let Some(termination) = &metadata.termination {
         let _ = writeln!(
@@ -670,6 +676,12 @@ pub fn cmd_runs_events(
     output: &mut Output,
 ) -> Result<ExitStatus> {
     let run_dir = run_dir(cli, run_id)?;
+    // A log that lost events the checkpoint accounts for is printed as it is, said to be short.
+    if let Some(short) = short_of_checkpoint(&run_dir) {
+        output.note(&format!(
+            "warning: the event log of run {run_id} is incomplete: {short}"
+        ));
+    }
     let mut printed = 0;
     loop {
         // The status is read before the events: a run records its last events before the
@@ -694,6 +706,17 @@ pub fn cmd_runs_events(
         }
         std::thread::sleep(POLL_INTERVAL);
     }
+}
+
+/// What the run's event log lacks of what its checkpoint (`state.json`'s `events_seq`)
+/// accounts for — the check `resume` refuses a run for ([`EventLog::open_after`]): the log is
+/// missing, or its complete events end before the checkpoint. `None` when it holds them all,
+/// or when there is no readable checkpoint to compare with.
+fn short_of_checkpoint(run_dir: &RunDir) -> Option<crate::artifacts::ArtifactsError> {
+    let checkpoint = crate::kernel::recorder::checkpointed_seq(run_dir)?;
+    crate::artifacts::check_against_checkpoint(&run_dir.events(), &run_dir.state(), checkpoint)
+        .err()
+        .filter(crate::artifacts::ArtifactsError::is_refusal)
 }
 
 /// How often `--follow` and `--watch` look for news.

@@ -345,6 +345,7 @@ pub fn wait_at_gates(
             })?,
             false,
             crate::kernel::run::RepositoryChanges::Refuse,
+            false,
             super::progress::observer(options.progress),
         );
     }

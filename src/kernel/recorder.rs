@@ -92,7 +92,7 @@ impl Recorder {
     /// before the last event `state.json` accounts for is refused, untouched (see
     /// [`EventLog::open_after`]).
     pub fn open(run_dir: RunDir) -> Result<Self, ArtifactsError> {
-        let metadata: RunMetadata = read_json(&run_dir.metadata(), "run metadata")?;
+        let metadata: RunMetadata = run_dir.read_metadata()?;
         let state = run_dir.state();
         let checkpoint = checkpointed_seq(&run_dir);
         let events = EventLog::open_after(

@@ -173,6 +173,26 @@ pub enum RunError {
         /// Each change: `REF (CLASS): BEFORE → NOW`, or a git configuration file that changed.
         changes: Vec<String>,
     },
+    /// The guard state the visit the run stopped in saved before its agent or validators
+    /// started (`guard_state.json`) is damaged, or missing although the events show that its
+    /// process started and the visit never ended: what that process may have changed outside
+    /// the worktree cannot be checked. Refused before anything is written or put back, unless
+    /// `resume --skip-guard-check`.
+    #[error("run `{run_id}` stopped in the middle of step `{step_id}` (visit {visit}), and the guard state saved before its {process} started, `{}`, {problem}: what the {process} may have changed outside the worktree before {} killed cannot be checked — the repository's refs (protected and operator branches, tags, stash, notes, other runs' refs), its git configuration (`.git/config`, hooks, the git configuration files it names) and the operator's checkout and HEAD", path.display(), if *process == "agent" { "it was" } else { "they were" })]
+    GuardStateUnusable {
+        /// The run.
+        run_id: String,
+        /// The step.
+        step_id: String,
+        /// Its visit.
+        visit: u32,
+        /// `guard_state.json` in the visit's folder.
+        path: PathBuf,
+        /// What is wrong with it: `is damaged (…)`, `is missing although …`.
+        problem: String,
+        /// `agent` or `validators`.
+        process: &'static str,
+    },
     /// The run's `metadata.json` records another repository than the one its run directory is
     /// in: the repository was moved or copied since the run started. Its worktree, work branch
     /// and snapshot refs are (or were) the recorded repository's, so nothing is done here.
@@ -216,6 +236,7 @@ impl RunError {
             | RunError::Drift { .. }
             | RunError::StepInProgress { .. }
             | RunError::RepositoryChanged { .. }
+            | RunError::GuardStateUnusable { .. }
             | RunError::StateMissing { .. }
             | RunError::UnknownPlanner { .. }
             | RunError::WorkflowGone { .. }
@@ -298,6 +319,7 @@ impl RunError {
             RunError::StepRemoved { run_id, step_id, file, .. } => Some(format!("nothing was changed; restore step `{step_id}` in `{file}` (or the file as the run started with it: its SHA-256 is `workflow_sha256` in metadata.json), then `tnh-conductor resume {run_id}` again; the run stays resumable")),
             RunError::PinnedModule { run_id, file, .. } => Some(format!("nothing was changed; put the copy back (the run directory's `scripts/` holds the text of `{file}` as the run started; `git show BASE_SHA:{file}` gives it when it was committed), then resume again, or start a new run; the evidence of `{run_id}` stays in its directory")),
             RunError::RepositoryChanged { run_id, .. } => Some(format!("nothing was changed or put back; if they are yours, `tnh-conductor resume {run_id} --accept-drift` keeps them as they are (recorded as a `repository_changes_kept` event); if they are the step's, `tnh-conductor resume {run_id} --put-back` puts them back as they were when the step started (recorded as policy violations of the interrupted visit)")),
+            RunError::GuardStateUnusable { run_id, path, .. } => Some(format!("nothing was changed or put back; put `{}` back (from a backup or a copy of the run directory) and resume again, or check them yourself (`git show-ref`, `git status` and `git config --list --show-origin` in the repository) and go on without the check: `tnh-conductor resume {run_id} --skip-guard-check` (recorded as a `guard_check_skipped` event of the interrupted visit)", path.display())),
             RunError::StepInProgress { run_id, .. } => Some(format!("`tnh-conductor resume {run_id}` puts that step's snapshot back and runs it again; roll back when the run waits at a gate or has ended")),
             RunError::Gate(super::gate::GateError::NotWaiting { .. }) => Some("list waiting gates with `tnh-conductor gate list`".into()),
             RunError::Gate(super::gate::GateError::DiedAtGate { run_id, .. }) => Some(format!("nothing was decided; `tnh-conductor resume {run_id}` requests the gate again (as a new visit), then decide it")),
@@ -923,12 +945,18 @@ pub(crate) fn check_recorded_repository(
 }
 
 /// Continues an interrupted or crashed run.
+///
+/// `skip_guard_check` (`resume --skip-guard-check`) goes on when the guard state of the visit
+/// the run stopped in is damaged or missing (see [`RunError::GuardStateUnusable`]), without
+/// checking that visit, and records a `guard_check_skipped` event; a readable guard state is
+/// checked whatever it says.
 pub fn resume_run(
     repo: &Path,
     run_id: &str,
     config: Config,
     accept_drift: bool,
     repository: RepositoryChanges,
+    skip_guard_check: bool,
     observer: Option<super::recorder::Observer>,
 ) -> Result<RunSummary, RunError> {
     // Before any work: a signal while the interrupted visit is recovered (orphans killed, its
@@ -1031,9 +1059,26 @@ pub fn resume_run(
             recreated,
         });
     }
+    // The guard state the interrupted step saved is damaged, or was deleted after its process
+    // started: what that process did to the repository cannot be checked. Refused (nothing
+    // written, nothing put back) until it is put back or the operator skips the check.
+    let unusable = unusable_guard_state(&run_dir, &workspace, &state, &events);
+    if let Some(unusable) = &unusable
+        && !skip_guard_check
+    {
+        return Err(RunError::GuardStateUnusable {
+            run_id: run_id.to_owned(),
+            step_id: unusable.step_id.clone(),
+            visit: unusable.visit,
+            path: unusable.path.clone(),
+            problem: unusable.problem.clone(),
+            process: unusable.process,
+        });
+    }
     // Refs and git configuration changed since the interrupted step started: refused
     // (nothing written, nothing put back) until the operator says whose they are.
     if repository == RepositoryChanges::Refuse
+        && unusable.is_none()
         && let Some((step_id, visit, found)) =
             repository_changes_of_interrupted_visit(&run_dir, &workspace, &state, &events)?
         && !found.is_clean()
@@ -1077,7 +1122,7 @@ pub fn resume_run(
         &workspace,
         &mut recorder,
         &mut state,
-        repository,
+        (repository, unusable.as_ref()),
     )?;
     recorder.commit(&mut state, None)?;
     if super::gate::resolve_if_timed_out(&mut recorder, &mut state)? {
@@ -1482,13 +1527,16 @@ fn record_accepted_drift(
 /// A visit marked running when the process died: if its `step_completed` was recorded after
 /// the last checkpoint, its route is taken now; otherwise it is recorded as interrupted, the
 /// worktree goes back to the visit's pre-step snapshot, and the step runs again as a new visit.
+///
+/// `unusable` is the visit's damaged or missing guard state, which `resume --skip-guard-check`
+/// goes on without: the visit is not checked, and a `guard_check_skipped` event says so.
 fn recover_interrupted_visit(
     workflow: &Workflow,
     operator_checkout: OperatorCheckout,
     workspace: &Workspace,
     recorder: &mut Recorder,
     state: &mut RunState,
-    repository: RepositoryChanges,
+    (repository, unusable): (RepositoryChanges, Option<&UnusableGuardState>),
 ) -> Result<(), RunError> {
     let Phase::Running { step_id, visit } = state.phase.clone() else {
         return Ok(());
@@ -1505,6 +1553,13 @@ fn recover_interrupted_visit(
     });
     if let Some(recorded) = recorded {
         let cause = recorded.payload.get("cause").cloned().unwrap_or_default();
+        // The resume that recorded it was killed before it removed the saved guard state.
+        crate::opcode::remove_guard_state(
+            &recorder
+                .run_dir()
+                .visit_dir(&step_id, visit)
+                .join(GUARD_STATE_FILE),
+        )?;
         record_interrupted_manifest(workflow, recorder, &events, (&step_id, visit), cause)?;
         state.count_interrupted_visit(&step_id);
         state.phase = Phase::Ready {
@@ -1573,14 +1628,30 @@ fn recover_interrupted_visit(
         // Still alive after seconds of stopping and killing: said, never hidden.
         fields.insert("surviving_orphans".into(), orphans.survivors.into());
     }
-    check_interrupted_agent(
-        workspace,
-        operator_checkout,
-        recorder,
-        (&step_id, visit),
-        &mut fields,
-        repository,
-    )?;
+    // A `resume --skip-guard-check` killed after it recorded the skip does not check again.
+    let skipped = of_this_visit(EventType::GuardCheckSkipped, "reason").is_some();
+    match unusable.filter(|unusable| unusable.is_of(&step_id, visit)) {
+        _ if skipped => {}
+        Some(unusable) => {
+            let skip = payload([
+                ("guard_state", unusable.path.display().to_string().into()),
+                (
+                    "reason",
+                    format!("the guard state {}", unusable.problem).into(),
+                ),
+                ("by", "operator".into()),
+            ]);
+            recorder.event(EventType::GuardCheckSkipped, Some((&step_id, visit)), skip)?;
+        }
+        None => check_interrupted_agent(
+            workspace,
+            operator_checkout,
+            recorder,
+            (&step_id, visit),
+            &mut fields,
+            repository,
+        )?,
+    }
     if own_snapshot_is_latest(workspace, state, &step_id, visit)? {
         let record = workspace.rollback(RollbackTarget::PreStep)?;
         fields.insert(
@@ -1590,6 +1661,14 @@ fn recover_interrupted_visit(
     }
     let cause = fields.get("cause").cloned().unwrap_or_default();
     recorder.event(EventType::StepInterrupted, Some((&step_id, visit)), fields)?;
+    // Removed once the visit is recorded as interrupted (not when it was checked): a `resume`
+    // killed in between checks it again, instead of finding it gone.
+    crate::opcode::remove_guard_state(
+        &recorder
+            .run_dir()
+            .visit_dir(&step_id, visit)
+            .join(GUARD_STATE_FILE),
+    )?;
     record_interrupted_manifest(workflow, recorder, &events, (&step_id, visit), cause)?;
     // The visit never finished: it keeps its number and folder, but not a `max_visits` slot.
     state.count_interrupted_visit(&step_id);
@@ -1908,7 +1987,7 @@ fn check_interrupted_agent(
         )]);
         recorder.event(EventType::PolicyViolation, Some((step_id, visit)), fields)?;
     }
-    Ok(crate::opcode::remove_guard_state(&saved)?)
+    Ok(())
 }
 
 /// The repository-wide changes since the visit the run stopped in started (compared
@@ -1939,6 +2018,107 @@ fn repository_changes_of_interrupted_visit(
         return Ok(None);
     };
     Ok(Some((step_id.clone(), *visit, guard.compare()?)))
+}
+
+/// The guard state of the visit the run stopped in, when it cannot be used although `resume`
+/// needs it to check the visit: see [`unusable_guard_state`].
+#[derive(Debug, Clone)]
+struct UnusableGuardState {
+    step_id: String,
+    visit: u32,
+    /// `guard_state.json` in the visit's folder.
+    path: PathBuf,
+    /// `is damaged (…)`, `is missing although …`.
+    problem: String,
+    /// `agent` or `validators`.
+    process: &'static str,
+}
+
+impl UnusableGuardState {
+    fn is_of(&self, step_id: &str, visit: u32) -> bool {
+        self.step_id == step_id && self.visit == visit
+    }
+}
+
+/// The guard state (`guard_state.json`) of the visit the run stopped in, when `resume` would
+/// check the visit against it and cannot:
+///
+/// - it is there but damaged (not JSON, cut short, written by a newer release, unreadable),
+///   and the visit's end, its interruption or a skipped check is not recorded yet;
+/// - it is gone although the events show that the visit's process started (a
+///   `runner_started` event: an agent step records it once its guard state is saved, a
+///   validation before each validator) and that nothing after it ended the visit while the
+///   driving process was alive — no `runner_completed` (the driver saw the process end and
+///   checked it itself), `step_failed` (its process could not start, or the step failed
+///   after its check), `run_interrupted` (an operator's signal, after the check), nor the
+///   visit's end. Only the driving process removes the file, once the step is checked, so an
+///   agent or a person deleted it, and what the agent did is unchecked.
+///
+/// A visit whose agent never started (its program missing) has no guard state, and needs none.
+fn unusable_guard_state(
+    run_dir: &RunDir,
+    workspace: &Workspace,
+    state: &RunState,
+    events: &[crate::artifacts::Event],
+) -> Option<UnusableGuardState> {
+    let Phase::Running { step_id, visit } = &state.phase else {
+        return None;
+    };
+    let of_visit = |kinds: &[EventType]| {
+        events.iter().find(|event| {
+            kinds.contains(&event.event_type)
+                && event.step_id.as_deref() == Some(step_id.as_str())
+                && event.visit == Some(*visit)
+        })
+    };
+    if of_visit(&[
+        EventType::StepCompleted,
+        EventType::StepInterrupted,
+        EventType::GuardCheckSkipped,
+    ])
+    .is_some()
+    {
+        return None;
+    }
+    let process = match of_visit(&[EventType::StepStarted]).and_then(|event| event.text("opcode")) {
+        Some("RUN_VALIDATION") => "validators",
+        _ => "agent",
+    };
+    let path = run_dir.visit_dir(step_id, *visit).join(GUARD_STATE_FILE);
+    let problem = match workspace.load_guard(&path) {
+        Ok(Some(_)) => return None,
+        Err(WorkspaceError::Io {
+            action: "parse",
+            source,
+            ..
+        }) => format!("is damaged ({source})"),
+        Err(error @ WorkspaceError::UnknownGuardState { .. }) => {
+            format!("cannot be read ({error}; a newer tnh-conductor wrote it)")
+        }
+        Err(error) => format!("cannot be used ({error})"),
+        Ok(None) => {
+            let started = of_visit(&[EventType::RunnerStarted])?;
+            let ended = of_visit(&[
+                EventType::RunnerCompleted,
+                EventType::StepFailed,
+                EventType::RunInterrupted,
+            ]);
+            if ended.is_some() {
+                return None;
+            }
+            format!(
+                "is missing, although the events show that the {process} started (event {}, `runner_started`) and the visit never ended: only the conductor removes it, once the step is checked",
+                started.seq
+            )
+        }
+    };
+    Some(UnusableGuardState {
+        step_id: step_id.clone(),
+        visit: *visit,
+        path,
+        problem,
+        process,
+    })
 }
 
 /// One line per repository-wide change: `REF (CLASS): BEFORE → NOW`, or the git

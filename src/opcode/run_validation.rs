@@ -97,10 +97,10 @@ pub(super) fn execute(
     }
     // Checked even when a validator could not be run or recorded: what it did to protected
     // refs and git configuration is put back before the error ends the run.
+    // The saved state is removed once the check is done and `runner_completed` recorded (in
+    // `finish`): `resume` takes a missing state without that event, after the validators
+    // started, for one deleted to hide what they did; kept longer, it is only checked again.
     let checked = guard.check();
-    if checked.is_ok() {
-        remove_guard_state(&guard_state)?;
-    }
     let checked = match (checked, failure) {
         (Ok(checked), None) => checked,
         (Err(error), None) => return Err(error.into()),
@@ -132,11 +132,14 @@ pub(super) fn execute(
             {
                 result.manifest.evidence_summary["step_failed"] = error.to_string().into();
                 let _ = context.recorder.write_manifest(&result.manifest);
+                let _ = remove_guard_state(&guard_state);
             }
             return Err(error);
         }
     };
-    finish(context, validation, &visit_dir, &baseline, checked, ran)
+    let result = finish(context, validation, &visit_dir, &baseline, checked, ran)?;
+    remove_guard_state(&guard_state)?;
+    Ok(result)
 }
 
 /// A validator that did not run, recorded with why.

@@ -263,3 +263,359 @@ fn a_moved_repository_refuses_its_runs_naming_where_they_started() {
     std::fs::rename(&moved, repo.path()).unwrap();
     repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead", "--resume"], 0);
 }
+
+/// An agent step, then a validation: both save a guard state while their process runs.
+const GUARDED: &str = "workflow_id: guarded\nversion: 1\ndescription: an agent step, then a validation\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: |\n      WRITE feature.txt: the feature\n    routes:\n      \"*\": check\n  - id: check\n    opcode: RUN_VALIDATION\n    run: [tests]\n    routes:\n      completed: STOP\n      \"*\": failed\n  - id: failed\n    opcode: STOP\n    outcome: failure\n";
+
+/// A repository with the `tests` validator of [`GUARDED`] configured.
+fn guarded_repo() -> RunRepo {
+    let repo = RunRepo::new();
+    let config = repo.path().join(".tnh/config.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}validators:\n  tests: {{argv: [sh, -c, \"test -f feature.txt\"]}}\n"),
+    )
+    .unwrap();
+    repo
+}
+
+/// A run of [`GUARDED`] with the conductor killed right after the `runner_started` event of
+/// `step` (its guard state saved, its process about to start); returns the repository, the
+/// run id and the visit's `guard_state.json`, which is there.
+fn killed_in_guarded_step(step: &str) -> (RunRepo, String, PathBuf) {
+    let reference = guarded_repo();
+    let (code, result, output) =
+        reference.run(&reference.workflow_text("guarded.yaml", GUARDED), &[]);
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    let events = reference.events(result["run_id"].as_str().unwrap());
+    let seq = events
+        .iter()
+        .find(|event| event["event_type"] == "runner_started" && event["step_id"] == step)
+        .unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let repo = guarded_repo();
+    repo.run_killed_at(&repo.workflow_text("guarded.yaml", GUARDED), seq);
+    let run_id = repo.only_run_id();
+    let saved = repo
+        .run_dir(&run_id)
+        .join(format!("artifacts/{step}/1/guard_state.json"));
+    assert!(saved.is_file(), "killed while {step} runs");
+    (repo, run_id, saved)
+}
+
+/// What the step's process did before it was killed: `main` moved to a commit of its own
+/// (under the operator's checkout) and the repository's git configuration edited. Returns the
+/// commit `main` is at now.
+fn move_main_and_edit_git_config(repo: &RunRepo) -> String {
+    let commit = repo.repo.git(&[
+        "commit-tree",
+        "HEAD^{tree}",
+        "-p",
+        "HEAD",
+        "-m",
+        "the agent's commit on main",
+    ]);
+    repo.repo.git(&["update-ref", "refs/heads/main", &commit]);
+    repo.repo.git(&["config", "agent.was", "here"]);
+    commit
+}
+
+/// `resume` of a run whose interrupted visit cannot be checked: refused with exit 2 whatever
+/// the repository options, naming the file, what cannot be checked and the way on, with
+/// nothing written or put back.
+fn refused_for_its_guard_state(
+    repo: &RunRepo,
+    run_id: &str,
+    saved: &Path,
+    main: &str,
+    problem: &str,
+) {
+    let bytes = std::fs::read(saved).ok();
+    let events = repo.events(run_id).len();
+    for extra in [None, Some("--accept-drift"), Some("--put-back")] {
+        let mut args = vec!["resume", run_id];
+        args.extend(extra);
+        let output = repo.conductor_exits(&args, 2);
+        let stderr = stderr_text(&output);
+        for text in [
+            &saved.display().to_string(),
+            problem,
+            "cannot be checked",
+            "refs",
+            "git configuration",
+            "the operator's checkout",
+            "nothing was changed",
+            &format!("tnh-conductor resume {run_id} --skip-guard-check"),
+        ] {
+            assert!(
+                stderr.contains(text),
+                "{args:?}: {text:?} not in:\n{stderr}"
+            );
+        }
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_eq!(
+            repo.events(run_id).len(),
+            events,
+            "{args:?} recorded events"
+        );
+        assert_eq!(
+            std::fs::read(saved).ok(),
+            bytes,
+            "{args:?} touched the file"
+        );
+        assert_eq!(
+            repo.repo.git(&["rev-parse", "main"]),
+            main,
+            "{args:?} put main back"
+        );
+        assert_eq!(repo.repo.git(&["config", "agent.was"]), "here");
+    }
+}
+
+/// `resume --skip-guard-check` goes on without the check: a `guard_check_skipped` event of
+/// the interrupted visit says why, resume says so, nothing is charged to the visit or put
+/// back, and the run completes.
+fn skipped(repo: &RunRepo, run_id: &str, step: &str, saved: &Path, main: &str, reason: &str) {
+    let output = repo.conductor_exits(&["resume", run_id, "--skip-guard-check"], 0);
+    let stderr = stderr_text(&output);
+    assert!(
+        stderr.contains(&format!(
+            "{step} #1: NOT CHECKED (--skip-guard-check) — the guard state {reason}"
+        )),
+        "{stderr}"
+    );
+    let events = repo.events(run_id);
+    assert_contiguous(&events);
+    let skip = crate::kernel_support::first_event(&events, "guard_check_skipped");
+    assert_eq!(
+        (&skip["step_id"], &skip["visit"]),
+        (&step.into(), &1.into()),
+        "{skip}"
+    );
+    assert_eq!(skip["guard_state"], saved.display().to_string(), "{skip}");
+    assert_eq!(skip["by"], "operator", "{skip}");
+    assert!(skip["reason"].as_str().unwrap().contains(reason), "{skip}");
+    let interrupted = crate::kernel_support::first_event(&events, "step_interrupted");
+    assert_eq!(interrupted["step_id"], step, "{interrupted}");
+    assert!(interrupted["seq"].as_u64() > skip["seq"].as_u64());
+    assert!(interrupted.get("guard_report").is_none(), "{interrupted}");
+    assert!(
+        !events
+            .iter()
+            .any(|event| event["event_type"] == "policy_violation"),
+        "nothing is charged to the unchecked visit"
+    );
+    assert!(!saved.exists(), "the spent guard state is removed");
+    assert_eq!(
+        repo.repo.git(&["rev-parse", "main"]),
+        main,
+        "main left as it is"
+    );
+    assert_eq!(repo.repo.git(&["config", "agent.was"]), "here");
+    assert_eq!(
+        std::fs::read_to_string(repo.run_dir(run_id).join("final-state.txt")).unwrap(),
+        "completed success check\n"
+    );
+}
+
+/// Review J, defect 1: a `guard_state.json` cut short (or not JSON) made `resume` fail with
+/// exit 4 and a hint about disk space, and no way on. It is refused (exit 2), naming the file
+/// and what cannot be checked, until it is put back or the check is skipped.
+#[test]
+fn a_damaged_guard_state_is_refused_until_put_back_or_skipped() {
+    let (repo, run_id, saved) = killed_in_guarded_step("work");
+    let good = std::fs::read(&saved).unwrap();
+    std::fs::write(&saved, &good[..good.len() / 2]).unwrap();
+    let main = move_main_and_edit_git_config(&repo);
+
+    refused_for_its_guard_state(&repo, &run_id, &saved, &main, "is damaged (");
+
+    // Not JSON at all: the same.
+    std::fs::write(&saved, "garbage").unwrap();
+    refused_for_its_guard_state(&repo, &run_id, &saved, &main, "is damaged (");
+    skipped(&repo, &run_id, "work", &saved, &main, "is damaged (");
+}
+
+/// Review J, defect 1: a `guard_state.json` deleted after the step's process started (an
+/// agent that deletes it, moves `main` and kills the conductor) made `resume` skip the check
+/// silently. The events show the process started and the visit never ended: refused, for an
+/// agent step and for a validation, until the check is skipped.
+#[test]
+fn a_guard_state_deleted_after_its_process_started_is_refused_until_skipped() {
+    for (step, process) in [("work", "agent"), ("check", "validators")] {
+        let (repo, run_id, saved) = killed_in_guarded_step(step);
+        std::fs::remove_file(&saved).unwrap();
+        let main = move_main_and_edit_git_config(&repo);
+        let problem = format!("is missing, although the events show that the {process} started");
+
+        refused_for_its_guard_state(&repo, &run_id, &saved, &main, &problem);
+        skipped(&repo, &run_id, step, &saved, &main, "is missing");
+    }
+}
+
+/// A readable guard state is checked even with `--skip-guard-check`: the flag only goes on
+/// without a check that cannot be made.
+#[test]
+fn skip_guard_check_does_not_skip_a_check_that_can_be_made() {
+    let (repo, run_id, saved) = killed_in_guarded_step("work");
+    let before = repo.repo.git(&["rev-parse", "main"]);
+    move_main_and_edit_git_config(&repo);
+
+    let output = repo.conductor_exits(&["resume", &run_id, "--skip-guard-check"], 2);
+    assert!(
+        stderr_text(&output).contains("--put-back"),
+        "{}",
+        stderr_text(&output)
+    );
+    repo.conductor_exits(&["resume", &run_id, "--skip-guard-check", "--put-back"], 0);
+    let events = repo.events(&run_id);
+    assert!(
+        !events
+            .iter()
+            .any(|event| event["event_type"] == "guard_check_skipped")
+    );
+    assert_eq!(
+        repo.repo.git(&["rev-parse", "main"]),
+        before,
+        "main put back"
+    );
+    assert!(!saved.exists());
+}
+
+/// Review J, defect 2: a `metadata.json` cut short (a crash or a full disk while it was
+/// written, an edit) made `resume`, `runs show` and the gate commands fail with exit 4 and a
+/// hint to "inspect it". They refuse the run (exit 2) naming the file and saying the run
+/// directory is damaged, with nothing changed; `runs list` lists it as damaged beside the
+/// other runs.
+#[test]
+fn a_metadata_file_cut_short_is_refused_as_a_damaged_run_directory() {
+    let repo = RunRepo::new();
+    let (sound, _) = waiting_run(&repo);
+    let (run_id, worktree) = waiting_run(&repo);
+    let metadata = repo.run_dir(&run_id).join("metadata.json");
+    let text = std::fs::read_to_string(&metadata).unwrap();
+    std::fs::write(&metadata, &text[..text.len() / 2]).unwrap();
+    let run_dir = repo.run_dir(&run_id);
+    let record = |dir: &Path| {
+        snapshot(dir)
+            .into_iter()
+            .filter(|(path, _)| !path.ends_with("status.json") && !path.ends_with("lock"))
+            .collect::<Vec<_>>()
+    };
+    let before = (record(&run_dir), snapshot(&worktree));
+
+    for args in [
+        vec!["resume", &run_id],
+        vec!["gate", "approve", &run_id, "--as", "lead", "--resume"],
+        vec!["gate", "reject", &run_id, "--as", "lead"],
+        vec!["gate", "show", &run_id],
+        vec!["runs", "show", &run_id],
+    ] {
+        let output = repo.conductor_exits(&args, 2);
+        let stderr = stderr_text(&output);
+        for expected in [
+            &format!("`{}` is not a valid run metadata", metadata.display()),
+            "the run directory is damaged",
+            "nothing was changed",
+            "put it back",
+        ] {
+            assert!(
+                stderr.contains(expected),
+                "{args:?}: {expected:?} not in:\n{stderr}"
+            );
+        }
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_eq!(
+            (record(&run_dir), snapshot(&worktree)),
+            before,
+            "{args:?} changed the run directory or the worktree"
+        );
+    }
+
+    let listed = repo.conductor_exits(&["runs", "list"], 0);
+    let text = stdout_text(&listed);
+    assert!(
+        text.contains(&format!("{sound}  waiting    gated")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "{run_id}  waiting    gated                review (damaged)"
+        )),
+        "{text}"
+    );
+    assert!(
+        stderr_text(&listed).contains(&format!("run {run_id} is damaged")),
+        "{}",
+        stderr_text(&listed)
+    );
+    // The sound run is not held up by the damaged one.
+    repo.conductor_exits(&["gate", "approve", &sound, "--as", "lead", "--resume"], 0);
+}
+
+/// Review J, defect 3: `runs events` of a run whose log ends before its checkpoint (the log
+/// `resume` refuses) printed the short log as if it were complete. It still prints it, with a
+/// warning naming the missing events; so does `runs show`.
+#[test]
+fn runs_events_warns_of_a_log_that_ends_before_the_checkpoint() {
+    let repo = RunRepo::new();
+    let (run_id, _) = waiting_run(&repo);
+    let intact = repo.conductor_exits(&["runs", "events", &run_id], 0);
+    assert!(
+        !stderr_text(&intact).contains("warning"),
+        "{}",
+        stderr_text(&intact)
+    );
+
+    let checkpoint = checkpoint(&repo, &run_id);
+    let log = repo.run_dir(&run_id).join("events.ndjson");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let kept: String = text
+        .lines()
+        .take(checkpoint as usize - 3)
+        .map(|line| format!("{line}\n"))
+        .collect();
+    std::fs::write(&log, &kept).unwrap();
+    let last = checkpoint - 3;
+    let missing = format!("events {}–{checkpoint} are missing or damaged", last + 1);
+
+    let events = repo.conductor_exits(&["runs", "events", &run_id], 0);
+    assert_eq!(stdout_text(&events), kept);
+    let stderr = stderr_text(&events);
+    assert!(
+        stderr.contains(&format!(
+            "warning: the event log of run {run_id} is incomplete"
+        )) && stderr.contains(&format!("its last good line is line {last} (event {last})"))
+            && stderr.contains(&missing),
+        "{stderr}"
+    );
+    let shown = repo.conductor_exits(&["runs", "show", &run_id], 0);
+    assert!(
+        stdout_text(&shown).contains(&missing),
+        "{}",
+        stdout_text(&shown)
+    );
+    assert!(
+        stderr_text(&shown).contains(&missing),
+        "{}",
+        stderr_text(&shown)
+    );
+
+    std::fs::remove_file(&log).unwrap();
+    let events = repo.conductor_exits(&["runs", "events", &run_id], 0);
+    assert!(
+        stderr_text(&events).contains(&format!(
+            "`{}` is missing, but the run's checkpoint",
+            log.display()
+        )),
+        "{}",
+        stderr_text(&events)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&log).ok(),
+        None,
+        "nothing is written"
+    );
+}

@@ -102,8 +102,8 @@ fn a_run_with_damaged_metadata_is_listed_as_damaged_not_hidden() {
         .unwrap_or_else(|| panic!("no waiting gate in {data}"));
     assert_eq!(waiting["run_id"], run_id.as_str(), "{data}");
 
-    // `runs show` prints what the other files say, then names the damage (exit 4).
-    let shown = repo.conductor_exits(&["runs", "show", &run_id], 4);
+    // `runs show` prints what the other files say, then names the damage (exit 2: the run directory is damaged).
+    let shown = repo.conductor_exits(&["runs", "show", &run_id], 2);
     let text = stdout_text(&shown);
     assert!(
         text.contains("state:     waiting")
