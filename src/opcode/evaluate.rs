@@ -307,7 +307,8 @@ fn envelope(
             "transcript_summary": transcript_summary(context, last_agent),
             "transcript": transcript_details(context, last_agent),
             "workspace_diff_summary": last_agent.and_then(|manifest| diff_text(&manifest.evidence_summary["diffstat"])).unwrap_or_default(),
-            "validation": validation(manifests),
+            "workspace_diffstat": last_agent.and_then(|manifest| diffstat(&manifest.evidence_summary["diffstat"])),
+            "validation": validation(context, manifests),
             "harness_report": harness_report(context, manifests),
             "artifacts": artifacts,
             "policy_events": context.state.safety.policy_violation.iter().collect::<Vec<_>>(),
@@ -383,20 +384,207 @@ fn transcript_details(
     })
 }
 
-/// The last harness report among the manifests, parsed.
+/// The most of a harness report the envelope carries, as JSON; a larger one is cut (see
+/// [`bounded_report`]) with a note naming the report's path.
+const HARNESS_REPORT_LIMIT: usize = 32 * 1024;
+
+/// The largest harness report read at all: what RUN_VALIDATION keeps of a validator's file.
+const HARNESS_REPORT_READ_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// The last harness report among the manifests, parsed and bounded to
+/// [`HARNESS_REPORT_LIMIT`] bytes of JSON.
 fn harness_report(context: &StepContext<'_>, manifests: &[StepManifest]) -> serde_json::Value {
-    manifests
+    let Some(entry) = manifests
         .iter()
         .rev()
         .find_map(|manifest| manifest.artifact(ArtifactRole::HarnessReport))
-        .and_then(|entry| {
-            read_json::<serde_json::Value>(
-                &context.recorder.run_dir().root().join(&entry.path),
-                "harness report",
-            )
-            .ok()
-        })
-        .unwrap_or(serde_json::Value::Null)
+    else {
+        return serde_json::Value::Null;
+    };
+    let path = context.recorder.run_dir().root().join(&entry.path);
+    let read = crate::artifacts::safe_files::read_regular(&path, HARNESS_REPORT_READ_LIMIT);
+    match read {
+        Ok((bytes, false)) => match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(report) => bounded_report(report, bytes.len(), &entry.path),
+            Err(error) => serde_json::json!({
+                "omitted": format!("the harness report {} cannot be read as JSON: {error}", entry.path),
+            }),
+        },
+        Ok((_, true)) => serde_json::json!({
+            "omitted": format!(
+                "the harness report {} is larger than {HARNESS_REPORT_READ_LIMIT} bytes: not read",
+                entry.path
+            ),
+        }),
+        // Gone or replaced since its step listed it: nothing to send, as before it existed.
+        Err(_) => serde_json::Value::Null,
+    }
+}
+
+/// The size of `value` as JSON.
+fn json_size(value: &serde_json::Value) -> usize {
+    serde_json::to_vec(value).map_or(0, |text| text.len())
+}
+
+/// `value` made small: strings cut to `text` characters (saying how long they were), lists
+/// and maps to their first `items` entries (saying how many there were), nothing deeper than
+/// `depth` levels.
+fn shrink(value: &serde_json::Value, text: usize, items: usize, depth: usize) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(string) if string.chars().count() > text => {
+            let kept: String = string.chars().take(text).collect();
+            Value::String(format!("{kept}… [cut: {} bytes in all]", string.len()))
+        }
+        Value::Array(_) | Value::Object(_) if depth == 0 => {
+            Value::String(format!("[cut: {} bytes of JSON]", json_size(value)))
+        }
+        Value::Array(list) => {
+            let mut kept: Vec<Value> = list
+                .iter()
+                .take(items)
+                .map(|item| shrink(item, text, items, depth - 1))
+                .collect();
+            if list.len() > items {
+                kept.push(Value::String(format!(
+                    "[cut: {} more entries]",
+                    list.len() - items
+                )));
+            }
+            Value::Array(kept)
+        }
+        Value::Object(map) => {
+            let mut kept: serde_json::Map<String, Value> = map
+                .iter()
+                .take(items)
+                .map(|(key, item)| {
+                    let key: String = key.chars().take(text).collect();
+                    (key, shrink(item, text, items, depth - 1))
+                })
+                .collect();
+            if map.len() > items {
+                kept.insert(
+                    "[cut]".to_owned(),
+                    Value::String(format!("{} more keys", map.len() - items)),
+                );
+            }
+            Value::Object(kept)
+        }
+        other => other.clone(),
+    }
+}
+
+/// A harness report as the envelope carries it: whole when its JSON fits in
+/// [`HARNESS_REPORT_LIMIT`] bytes; else its identity and `summary` counts, its
+/// `proposed_goldens` (the first 50), then its cases — failing ones (any status but `passed`)
+/// first — each shrunk, as many as fit, and a `truncated` note naming `path`, the report's
+/// size and what was kept. At least one case is kept when the report has any, so the guard
+/// reads the same verdict from the cut report (every case passed, or not) as from the whole.
+fn bounded_report(report: serde_json::Value, bytes: usize, path: &str) -> serde_json::Value {
+    use serde_json::Value;
+    if json_size(&report) <= HARNESS_REPORT_LIMIT {
+        return report;
+    }
+    let Value::Object(mut fields) = report else {
+        return serde_json::json!({
+            "omitted": format!("the harness report is {bytes} bytes and not an object; see {path}"),
+        });
+    };
+    let mut kept = serde_json::Map::new();
+    for key in ["suite_id", "version", "generated_at"] {
+        if let Some(value) = fields.remove(key) {
+            kept.insert(key.to_owned(), shrink(&value, 200, 8, 1));
+        }
+    }
+    if let Some(summary) = fields.remove("summary") {
+        kept.insert("summary".to_owned(), shrink(&summary, 200, 32, 2));
+    }
+    let goldens = fields.remove("proposed_goldens");
+    let goldens_total = goldens.as_ref().and_then(Value::as_array).map(Vec::len);
+    match goldens {
+        // The first 50, each shortened; the note says how many there were.
+        Some(Value::Array(goldens)) => {
+            let first = goldens
+                .iter()
+                .take(50)
+                .map(|golden| shrink(golden, 300, 8, 1))
+                .collect();
+            kept.insert("proposed_goldens".to_owned(), Value::Array(first));
+        }
+        Some(other) => {
+            kept.insert("proposed_goldens".to_owned(), shrink(&other, 300, 8, 1));
+        }
+        None => {}
+    }
+    let cases = fields.remove("cases");
+    let ux_flags = fields.remove("ux_flags");
+    let others: Vec<String> = fields.keys().cloned().collect();
+    let mut note = serde_json::json!({
+        "note": "",
+        "report": path,
+        "bytes": bytes,
+    });
+    let mut summary_of_cases = String::from("no cases");
+    match cases {
+        Some(Value::Array(cases)) => {
+            let failing = |case: &Value| case["status"] != "passed";
+            let ordered: Vec<&Value> = cases
+                .iter()
+                .filter(|case| failing(case))
+                .chain(cases.iter().filter(|case| !failing(case)))
+                .collect();
+            let failing_total = cases.iter().filter(|case| failing(case)).count();
+            // What the rest of the report takes, with room for the note.
+            let mut used = json_size(&Value::Object(kept.clone())) + 1024;
+            let mut chosen = Vec::new();
+            for case in ordered {
+                let case = shrink(case, 500, 16, 3);
+                let size = json_size(&case) + 1;
+                if !chosen.is_empty() && used + size > HARNESS_REPORT_LIMIT {
+                    break;
+                }
+                used += size;
+                chosen.push(case);
+            }
+            summary_of_cases = format!(
+                "{} of {} cases ({failing_total} not passed, listed first; long fields shortened)",
+                chosen.len(),
+                cases.len()
+            );
+            note["cases_total"] = cases.len().into();
+            note["cases_kept"] = chosen.len().into();
+            note["cases_not_passed"] = failing_total.into();
+            kept.insert("cases".to_owned(), Value::Array(chosen));
+        }
+        Some(other) => {
+            kept.insert("cases".to_owned(), shrink(&other, 200, 8, 2));
+        }
+        None => {}
+    }
+    let mut dropped = others;
+    if let Some(flags) = ux_flags {
+        let flags = shrink(&flags, 300, 16, 2);
+        if json_size(&Value::Object(kept.clone())) + json_size(&flags) + 1024
+            <= HARNESS_REPORT_LIMIT
+        {
+            kept.insert("ux_flags".to_owned(), flags);
+        } else {
+            dropped.insert(0, "ux_flags".to_owned());
+        }
+    }
+    let mut text = format!(
+        "the harness report is {bytes} bytes (more than {HARNESS_REPORT_LIMIT}): kept its summary, {summary_of_cases}"
+    );
+    if let Some(total) = goldens_total.filter(|total| *total > 50) {
+        text.push_str(&format!(", the first 50 of {total} proposed goldens"));
+    }
+    if !dropped.is_empty() {
+        text.push_str(&format!("; left out: {}", dropped.join(", ")));
+    }
+    text.push_str(&format!("; the whole report is {path}"));
+    note["note"] = text.into();
+    kept.insert("truncated".to_owned(), note);
+    Value::Object(kept)
 }
 
 /// A recorded diffstat as one line (`2 files changed, +10 -1` or `no changes`).
@@ -404,6 +592,13 @@ fn diff_text(diffstat: &serde_json::Value) -> Option<String> {
     serde_json::from_value::<DiffStat>(diffstat.clone())
         .ok()
         .map(|stat| stat.to_string())
+}
+
+/// A recorded diffstat as the structured `workspace_diffstat` (`files_changed`,
+/// `insertions`, `deletions`, `binary_files`): the guard reads whether the diff is empty from
+/// it, never from the text.
+fn diffstat(diffstat: &serde_json::Value) -> Option<DiffStat> {
+    serde_json::from_value::<DiffStat>(diffstat.clone()).ok()
 }
 
 /// The last agent's final response (its claims, for the contradiction checks), bounded.
@@ -439,10 +634,15 @@ fn transcript_summary(context: &StepContext<'_>, last_agent: Option<&StepManifes
     }
 }
 
+/// The most of a validation report (`validation_report.json`) read for the envelope.
+const VALIDATION_REPORT_READ_LIMIT: u64 = 8 * 1024 * 1024;
+
 /// The validation summary: the worst mechanical termination since the last EVALUATE (of the
-/// steps that run processes or reset the worktree: a gate's decision is not one) and the exit
-/// codes and timeouts of its RUN_VALIDATION steps.
-fn validation(manifests: &[StepManifest]) -> serde_json::Value {
+/// steps that run processes or reset the worktree: a gate's decision is not one), the exit
+/// codes and timeouts of its RUN_VALIDATION steps, and, from their validation reports, the
+/// declared artifacts that were missing and why a validator did not complete (`causes`).
+/// A validator that ran in several of those steps counts as its latest run.
+fn validation(context: &StepContext<'_>, manifests: &[StepManifest]) -> serde_json::Value {
     let mut failed = manifests.iter().filter(|manifest| {
         matches!(
             manifest.opcode.as_str(),
@@ -457,6 +657,9 @@ fn validation(manifests: &[StepManifest]) -> serde_json::Value {
         .map_or("completed", |manifest| manifest.termination.as_str());
     let mut exit_codes = serde_json::Map::new();
     let mut timeouts = Vec::new();
+    // Per validator, its latest record's missing artifacts and cause.
+    let mut missing = std::collections::BTreeMap::<String, Vec<serde_json::Value>>::new();
+    let mut causes = serde_json::Map::new();
     for manifest in manifests
         .iter()
         .filter(|manifest| manifest.opcode == "RUN_VALIDATION")
@@ -471,8 +674,51 @@ fn validation(manifests: &[StepManifest]) -> serde_json::Value {
         if let Some(names) = manifest.evidence_summary["timeouts"].as_array() {
             timeouts.extend(names.iter().cloned());
         }
+        let Some(report) = validation_report(context, manifest) else {
+            continue;
+        };
+        let Some(validators) = report["validators"].as_object() else {
+            continue;
+        };
+        for (id, record) in validators {
+            let paths = record["missing_artifacts"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            missing.insert(id.clone(), paths);
+            match record["cause"].as_str() {
+                Some(cause) if record["outcome"] != "completed" && !cause.is_empty() => {
+                    causes.insert(id.clone(), shrink(&cause.into(), 1000, 0, 0));
+                }
+                _ => {
+                    causes.remove(id);
+                }
+            }
+        }
     }
-    serde_json::json!({ "mechanical_outcome": outcome, "exit_codes": exit_codes, "timeouts": timeouts })
+    let missing: Vec<serde_json::Value> = missing.into_values().flatten().collect();
+    serde_json::json!({
+        "mechanical_outcome": outcome,
+        "exit_codes": exit_codes,
+        "timeouts": timeouts,
+        "missing_artifacts": missing,
+        "causes": causes,
+    })
+}
+
+/// A RUN_VALIDATION visit's `validation_report.json`, parsed (`None` when it cannot be read).
+fn validation_report(
+    context: &StepContext<'_>,
+    manifest: &StepManifest,
+) -> Option<serde_json::Value> {
+    let entry = manifest.artifact(ArtifactRole::ValidationReport)?;
+    let path = context.recorder.run_dir().root().join(&entry.path);
+    let (bytes, more) =
+        crate::artifacts::safe_files::read_regular(&path, VALIDATION_REPORT_READ_LIMIT).ok()?;
+    if more {
+        return None;
+    }
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// What the planner's turn left.
@@ -723,5 +969,74 @@ mod tests {
                 .contains("see artifacts/judge/2/manifest.json"),
             "{note}"
         );
+    }
+
+    /// Review 13 defect 5: a report over the limit is cut to its summary and as many cases as
+    /// fit, failing ones first, with a note naming the whole report; the guard reads the same
+    /// verdict from the cut report as from the whole one.
+    #[test]
+    fn a_harness_report_is_bounded_keeping_its_verdict() {
+        use crate::planner::guard::Facts;
+        let small = serde_json::json!({"suite_id": "s", "summary": {"passed": 1}, "cases": [{"id": "a", "status": "passed"}]});
+        assert_eq!(bounded_report(small.clone(), 10, "r.json"), small);
+        let report = |statuses: &[&str], detail: usize| {
+            let cases: Vec<serde_json::Value> = statuses
+                .iter()
+                .enumerate()
+                .map(|(n, status)| serde_json::json!({"id": format!("c{n}"), "status": status, "detail": "d".repeat(detail)}))
+                .collect();
+            serde_json::json!({
+                "suite_id": "s",
+                "summary": {"passed": 1, "failed": 1},
+                "cases": cases,
+                "proposed_goldens": (0..80).map(|n| format!("g{n}.png")).collect::<Vec<_>>(),
+                "ux_flags": [{"id": "contrast", "detail": "x".repeat(100_000)}],
+                "extra": "kept out",
+            })
+        };
+        let verdict = |report: &serde_json::Value| {
+            let facts =
+                Facts::from_envelope(&serde_json::json!({"evidence": {"harness_report": report}}));
+            (facts.report_passed, facts.proposed_goldens)
+        };
+        for (statuses, detail) in [
+            (vec!["passed"; 2000], 100),
+            (vec!["passed"], 1_000_000),
+            (
+                [vec!["passed"; 1500], vec!["failed"], vec!["passed"; 1500]].concat(),
+                100,
+            ),
+            (vec!["failed"], 1_000_000),
+            (vec![], 0),
+        ] {
+            let whole = report(&statuses, detail);
+            let cut = bounded_report(whole.clone(), 123_456, "artifacts/check/1/r.json");
+            let size = json_size(&cut);
+            assert!(
+                size <= HARNESS_REPORT_LIMIT,
+                "{} cases: {size} bytes",
+                statuses.len()
+            );
+            assert_eq!(verdict(&cut), verdict(&whole), "{} cases", statuses.len());
+            assert_eq!(cut["summary"], whole["summary"]);
+            assert_eq!(cut["suite_id"], "s");
+            let note = cut["truncated"]["note"].as_str().unwrap();
+            assert!(
+                note.ends_with("the whole report is artifacts/check/1/r.json"),
+                "{note}"
+            );
+            assert!(note.contains("123456 bytes"), "{note}");
+            assert!(
+                note.contains("the first 50 of 80 proposed goldens"),
+                "{note}"
+            );
+            assert!(note.contains("extra"), "{note}");
+            assert!(cut.get("extra").is_none());
+            let cases = cut["cases"].as_array().unwrap();
+            assert_eq!(cases.is_empty(), statuses.is_empty());
+            if statuses.contains(&"failed") {
+                assert_eq!(cases[0]["status"], "failed", "the failing case first");
+            }
+        }
     }
 }

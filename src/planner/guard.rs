@@ -29,9 +29,11 @@ pub struct Facts {
     /// Blocker codes of earlier evaluations made on the same worktree (no net diff change
     /// since).
     pub unchanged_blocker_codes: Vec<String>,
-    /// No step ran since the previous evaluation (the envelope's `steps` is empty): that
-    /// evaluation (`step #visit`) and the status it decided, which this one cannot go below.
-    pub no_new_evidence: Option<(String, Status)>,
+    /// Nothing new to judge: no agent or validation step (RUN_AGENT, RUN_VALIDATION) ran
+    /// since the previous evaluation, or none ran after the last ROLLBACK among the steps
+    /// since then (a GATE decides nothing about the work). The least status this evaluation
+    /// may decide, and why.
+    pub no_new_evidence: Option<(Status, String)>,
     /// The step being judged was meant to change code (an EVALUATE input
     /// `expects_changes: false` says it was not, e.g. a plan).
     pub expects_changes: bool,
@@ -118,21 +120,7 @@ impl Facts {
             })
             .flat_map(|entry| strings(&entry["blocker_codes"]))
             .collect();
-        let no_new_evidence = envelope["steps"]
-            .as_array()
-            .filter(|steps| steps.is_empty())
-            .and_then(|_| history.last())
-            .and_then(|last| {
-                let status = last["status"].as_str().or(last["outcome"].as_str())?;
-                let status: Status =
-                    serde_json::from_value(serde_json::Value::String(status.to_owned())).ok()?;
-                let step = last["step_id"].as_str().unwrap_or("an earlier EVALUATE");
-                let label = match last["visit"].as_u64() {
-                    Some(visit) => format!("`{step}` #{visit}"),
-                    None => format!("`{step}`"),
-                };
-                Some((label, status))
-            });
+        let no_new_evidence = no_new_evidence(envelope["steps"].as_array(), history.last());
         Facts {
             no_new_evidence,
             unchanged_blocker_codes,
@@ -151,11 +139,91 @@ impl Facts {
                 .to_owned(),
             missing_artifacts: strings(&evidence["validation"]["missing_artifacts"]),
             claims_done,
-            empty_diff: diff.trim().is_empty()
-                || diff.contains("no changes")
-                || diff.contains("0 files changed"),
+            empty_diff: match evidence["workspace_diffstat"]["files_changed"].as_u64() {
+                Some(files) => files == 0,
+                None => empty_diff_text(&diff),
+            },
             previous_statuses,
             previous_contradiction,
+        }
+    }
+}
+
+/// Whether a diff summary says nothing changed. The whole text is read, never a part of it:
+/// `10 files changed, +10 -0` is a change, `0 files changed` and `no changes` (the kernel's
+/// word for an empty diffstat) are not. The kernel's envelopes also carry the structured
+/// `workspace_diffstat`, which wins over the text.
+fn empty_diff_text(text: &str) -> bool {
+    let text = text.trim();
+    let mut words = text.split_whitespace();
+    text.is_empty()
+        || text == "no changes"
+        || (words.next() == Some("0") && words.next().is_some_and(|word| word.starts_with("file")))
+}
+
+/// The mechanical steps: the ones whose processes show what the work is.
+fn is_mechanical(step: &serde_json::Value) -> bool {
+    matches!(
+        step["opcode"].as_str(),
+        Some("RUN_AGENT" | "RUN_VALIDATION")
+    )
+}
+
+/// The floor of an evaluation with nothing new to judge (see [`Facts::no_new_evidence`]):
+/// without a ROLLBACK, the previous evaluation's status carries over (a gate between the two
+/// changes nothing: a killed step stays `blocked`); after a ROLLBACK with nothing run since,
+/// the work judged before is gone and nothing shows a success: at least `partial`, and the
+/// previous evaluation's status up to `blocked` (an `unsafe` change the rollback removed is
+/// no longer there; one it did not remove is still among the policy events).
+fn no_new_evidence(
+    steps: Option<&Vec<serde_json::Value>>,
+    previous: Option<&serde_json::Value>,
+) -> Option<(Status, String)> {
+    // An envelope without `steps` (a hand-written vector) says nothing about what ran.
+    let steps = steps?;
+    let rollback = steps.iter().rposition(|step| step["opcode"] == "ROLLBACK");
+    if steps[rollback.map_or(0, |at| at + 1)..]
+        .iter()
+        .any(is_mechanical)
+    {
+        return None;
+    }
+    let previous = previous.and_then(|last| {
+        let status = last["status"].as_str().or(last["outcome"].as_str())?;
+        let status: Status =
+            serde_json::from_value(serde_json::Value::String(status.to_owned())).ok()?;
+        let step = last["step_id"].as_str().unwrap_or("an earlier EVALUATE");
+        let label = match last["visit"].as_u64() {
+            Some(visit) => format!("`{step}` #{visit}"),
+            None => format!("`{step}`"),
+        };
+        Some((label, status))
+    });
+    match (rollback, previous) {
+        (None, None) => None,
+        (None, Some((label, status))) => Some((
+            status,
+            format!(
+                "no agent or validation step ran since {label} decided `{}`: an evaluation without new evidence keeps at least that status",
+                status.name()
+            ),
+        )),
+        (Some(at), previous) => {
+            let undo = steps[at]["step_id"].as_str().unwrap_or("a ROLLBACK");
+            let carried = previous
+                .as_ref()
+                .map_or(Status::Partial, |(_, status)| *status);
+            let floor = carried.clamp(Status::Partial, Status::Blocked);
+            let before = previous
+                .map(|(label, status)| format!(" ({label} decided `{}`)", status.name()))
+                .unwrap_or_default();
+            Some((
+                floor,
+                format!(
+                    "`{undo}` rolled the work back and no agent or validation step ran since{before}: nothing shows a success, so at least `{}`",
+                    floor.name()
+                ),
+            ))
         }
     }
 }
@@ -227,19 +295,13 @@ pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
             );
         }
     }
-    // An evaluation with no step since the previous one has no new evidence: it cannot
+    // An evaluation with no agent or validation step since the previous one (a gate or a
+    // rollback between them shows nothing about the work) has no new evidence: it cannot
     // launder that decision (a killed step's `blocked`, say) into a better status.
-    if let Some((previous, floor)) = &facts.no_new_evidence
+    if let Some((floor, why)) = &facts.no_new_evidence
         && decision.status < *floor
     {
-        decision.raise(
-            *floor,
-            "no_new_evidence",
-            format!(
-                "no step ran since {previous} decided `{}`: an evaluation without new evidence keeps at least that status",
-                floor.name()
-            ),
-        );
+        decision.raise(*floor, "no_new_evidence", why.clone());
     }
     // A failed or killed step hides nothing: it is reported as such (`partial`, `blocked`),
     // and what it said before it stopped is no claim about finished work.
@@ -301,7 +363,10 @@ pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
         decision.raise(
             Status::Blocked,
             "missing_artifact",
-            format!("missing: {}", facts.missing_artifacts.join(", ")),
+            format!(
+                "declared artifacts missing: {}",
+                facts.missing_artifacts.join(", ")
+            ),
         );
     }
     let repeated = decision
@@ -515,5 +580,189 @@ mod tests {
         let mut first = envelope;
         first["evaluation_history"] = serde_json::json!([]);
         assert_eq!(Facts::from_envelope(&first).no_new_evidence, None);
+    }
+
+    /// Review 13 defect 2: a gate (its decision is no evidence about the work) or a rollback
+    /// between two evaluations let the second one decide `success` after a killed step.
+    #[test]
+    fn a_gate_or_a_rollback_since_the_previous_evaluation_is_no_new_evidence() {
+        let envelope = |steps: serde_json::Value, previous: &str| {
+            serde_json::json!({
+                "steps": steps,
+                "evaluation_history": [{"step_id": "judge", "visit": 1, "status": previous}],
+                "evidence": {"validation": {"mechanical_outcome": "completed"}},
+            })
+        };
+        let gate =
+            serde_json::json!({"step_id": "note", "opcode": "GATE", "outcome": "gate_queued"});
+        let undo =
+            serde_json::json!({"step_id": "undo", "opcode": "ROLLBACK", "outcome": "completed"});
+        let agent =
+            serde_json::json!({"step_id": "fix", "opcode": "RUN_AGENT", "outcome": "completed"});
+        let check = serde_json::json!({"step_id": "check", "opcode": "RUN_VALIDATION", "outcome": "completed"});
+        for (steps, previous, floor) in [
+            // A gate carries the previous status over, whatever it was.
+            (vec![gate.clone()], "blocked", Some(Status::Blocked)),
+            (
+                vec![gate.clone(), gate.clone()],
+                "needs_human",
+                Some(Status::NeedsHuman),
+            ),
+            (vec![gate.clone()], "success", Some(Status::Success)),
+            // A rollback with nothing run since: never a success, at most the previous
+            // `blocked` (an `unsafe` change it removed is gone; one it left is a policy event).
+            (vec![undo.clone()], "blocked", Some(Status::Blocked)),
+            (
+                vec![gate.clone(), undo.clone()],
+                "unsafe",
+                Some(Status::Blocked),
+            ),
+            (vec![undo.clone()], "needs_human", Some(Status::Blocked)),
+            (vec![undo.clone()], "partial", Some(Status::Partial)),
+            (vec![undo.clone()], "success", Some(Status::Partial)),
+            // Work rolled back within the steps since: what it showed is gone.
+            (
+                vec![agent.clone(), undo.clone()],
+                "blocked",
+                Some(Status::Blocked),
+            ),
+            // New evidence: an agent or a validation step ran (after any rollback).
+            (vec![gate.clone(), agent.clone()], "blocked", None),
+            (vec![undo.clone(), agent.clone()], "blocked", None),
+            (
+                vec![undo.clone(), check.clone(), gate.clone()],
+                "unsafe",
+                None,
+            ),
+        ] {
+            let facts = Facts::from_envelope(&envelope(serde_json::json!(steps), previous));
+            assert_eq!(
+                facts.no_new_evidence.as_ref().map(|(floor, _)| *floor),
+                floor,
+                "{steps:?} after {previous}"
+            );
+            let decided = guard(Decision::status(Status::Success), &facts);
+            match floor {
+                Some(floor) => {
+                    assert_eq!(decided.status, floor, "{steps:?} after {previous}");
+                    if floor > Status::Success {
+                        assert_eq!(decided.risk_flags, ["no_new_evidence"]);
+                    }
+                }
+                None => assert_eq!(decided.status, Status::Success, "{steps:?}"),
+            }
+        }
+        // The rules planner decides the same; the summary says what happened.
+        let rolled_back = envelope(serde_json::json!([gate, undo]), "blocked");
+        let decided = crate::planner::rules::decide(&rolled_back);
+        assert_eq!(decided.status, Status::Blocked);
+        assert!(
+            decided.blockers[0].summary.contains(
+                "`undo` rolled the work back and no agent or validation step ran since (`judge` #1 decided `blocked`)"
+            ),
+            "{:?}",
+            decided.blockers
+        );
+        // A rollback and no earlier evaluation: nothing shows a success.
+        let first = serde_json::json!({
+            "steps": [agent, {"step_id": "undo", "opcode": "ROLLBACK", "outcome": "completed"}],
+            "evidence": {"validation": {"mechanical_outcome": "completed"}},
+        });
+        assert_eq!(
+            crate::planner::rules::decide(&first).status,
+            Status::Partial
+        );
+        // A gate and no earlier evaluation, or no `steps` at all (a hand-written vector): no floor.
+        let no_history = serde_json::json!({"steps": [{"step_id": "note", "opcode": "GATE"}]});
+        assert_eq!(Facts::from_envelope(&no_history).no_new_evidence, None);
+        let vector = serde_json::json!({"evaluation_history": [{"status": "blocked"}]});
+        assert_eq!(Facts::from_envelope(&vector).no_new_evidence, None);
+    }
+
+    /// Review 12 defect 1: "10 files changed" contains "0 files changed": the diff text was
+    /// searched, so a change of 10, 20, 100… files read as an empty diff.
+    #[test]
+    fn the_diff_is_empty_only_when_nothing_changed() {
+        for (text, empty) in [
+            ("", true),
+            ("  ", true),
+            ("no changes", true),
+            ("No changes", true),
+            ("0 files changed, +0 -0", true),
+            ("0 files changed", true),
+            ("1 file changed, +1 -0", false),
+            ("10 files changed, +10 -0", false),
+            ("20 files changed, +3 -0", false),
+            ("100 files changed, +0 -100", false),
+            ("3000 files changed, +3000 -0 (2 binary)", false),
+            ("2 files changed, no changes to tests", false),
+        ] {
+            let envelope = serde_json::json!({"evidence": {"workspace_diff_summary": text}});
+            assert_eq!(
+                Facts::from_envelope(&envelope).empty_diff,
+                empty,
+                "{text:?}"
+            );
+        }
+        // The structured diffstat wins over the text.
+        for (files, text, empty) in [
+            (10, "no changes", false),
+            (0, "10 files changed, +10 -0", true),
+        ] {
+            let envelope = serde_json::json!({"evidence": {
+                "workspace_diff_summary": text,
+                "workspace_diffstat": {"files_changed": files, "insertions": 0, "deletions": 0, "binary_files": 0},
+            }});
+            assert_eq!(
+                Facts::from_envelope(&envelope).empty_diff,
+                empty,
+                "{files} {text:?}"
+            );
+        }
+        // Ten changed files and "done": no contradiction, whatever the planner says.
+        let ten = serde_json::json!({"evidence": {
+            "transcript_summary": "done",
+            "workspace_diff_summary": "10 files changed, +10 -0",
+            "validation": {"mechanical_outcome": "completed"},
+        }});
+        assert_eq!(
+            crate::planner::rules::decide(&ten),
+            Decision::status(Status::Success)
+        );
+    }
+
+    /// Review 13 defect 4: the missing artifacts the kernel now puts in the envelope block,
+    /// with the rules planner and over a `success` answer alike.
+    #[test]
+    fn a_missing_declared_artifact_blocks_and_is_named() {
+        let envelope = serde_json::json!({"evidence": {
+            "transcript_summary": "done",
+            "workspace_diff_summary": "1 file changed, +1 -0",
+            "validation": {
+                "mechanical_outcome": "error",
+                "exit_codes": {"tests": 0},
+                "timeouts": [],
+                "missing_artifacts": ["report/out.xml"],
+                "causes": {"tests": "declared artifacts missing: report/out.xml"},
+            },
+        }});
+        let facts = Facts::from_envelope(&envelope);
+        assert_eq!(facts.missing_artifacts, ["report/out.xml"]);
+        for decided in [
+            crate::planner::rules::decide(&envelope),
+            guard(Decision::status(Status::Success), &facts),
+        ] {
+            assert_eq!(decided.status, Status::Blocked);
+            assert!(decided.risk_flags.contains(&"missing_artifact".to_owned()));
+            let blocker = decided
+                .blockers
+                .iter()
+                .find(|blocker| blocker.code == "missing_artifact")
+                .unwrap();
+            assert_eq!(
+                blocker.summary,
+                "declared artifacts missing: report/out.xml"
+            );
+        }
     }
 }

@@ -277,6 +277,16 @@ pub fn input_schema() -> serde_json::Value {
                 "properties": {
                     "transcript_summary": { "type": "string" },
                     "workspace_diff_summary": { "type": "string" },
+                    "workspace_diffstat": {
+                        "type": ["object", "null"],
+                        "description": "the last agent step's diffstat, structured (null without one); the guard reads an empty diff from `files_changed`, never from the text",
+                        "properties": {
+                            "files_changed": { "type": "integer" },
+                            "insertions": { "type": "integer" },
+                            "deletions": { "type": "integer" },
+                            "binary_files": { "type": "integer" }
+                        }
+                    },
                     "validation": {
                         "type": "object",
                         "required": ["mechanical_outcome", "exit_codes", "timeouts"],
@@ -284,10 +294,14 @@ pub fn input_schema() -> serde_json::Value {
                             "mechanical_outcome": { "type": "string" },
                             "exit_codes": { "type": "object", "additionalProperties": { "type": ["integer", "null"] } },
                             "timeouts": strings,
-                            "missing_artifacts": strings
+                            "missing_artifacts": { "type": "array", "items": { "type": "string" }, "description": "declared artifacts a validator did not produce (its latest run since the previous EVALUATE)" },
+                            "causes": { "type": "object", "additionalProperties": { "type": "string" }, "description": "why each validator that did not complete failed, by validator id (up to 1000 characters each)" }
                         }
                     },
-                    "harness_report": { "type": ["object", "null"] },
+                    "harness_report": {
+                        "type": ["object", "null"],
+                        "description": "the last harness report since the previous EVALUATE, whole up to 32 KiB of JSON; a larger one keeps `suite_id`, `version`, `generated_at`, `summary`, the first 50 `proposed_goldens`, the cases that did not pass then those that did (long fields shortened) as many as fit, `ux_flags` when they fit, and a `truncated` note (`note`, `report`: the whole report's path in the run directory, `bytes`, `cases_total`, `cases_kept`, `cases_not_passed`)"
+                    },
                     "transcript": {
                         "type": ["object", "null"],
                         "description": "the last agent's termination, cause, exit code, turns, cost, permission denials and output tail"
