@@ -10,6 +10,7 @@ mod evidence_folder;
 mod exclude_rule;
 mod first_use;
 mod gate;
+mod gate_views;
 mod journal;
 mod kernel_crash;
 mod kernel_interrupt;
