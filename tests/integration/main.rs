@@ -12,6 +12,7 @@ mod first_use;
 mod gate;
 mod gate_views;
 mod journal;
+mod journal_provenance;
 mod kernel_crash;
 mod kernel_interrupt;
 mod kernel_run;
