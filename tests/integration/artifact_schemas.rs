@@ -460,11 +460,15 @@ steps:
       "*": STOP
 "#;
 
-/// Kills a pid on drop: what a failed test would otherwise leave running.
+/// Kills a pid when a failed test unwinds: what it would otherwise leave running (a test that
+/// passes saw `resume` end it, and its pid may be another process's by then).
 struct KillOnDrop(i32);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(self.0),
             nix::sys::signal::Signal::SIGKILL,
@@ -500,15 +504,17 @@ fn the_records_a_killed_run_leaves_match_their_schemas_and_older_ones_are_still_
         .parse()
         .unwrap();
     let _cleanup = KillOnDrop(pid);
+    let group = visit.join("process_group.json");
+    let mut record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&group).unwrap()).unwrap();
+    // The agent itself, the group's leader, waits too.
+    let _leader = KillOnDrop(record["pgid"].as_i64().unwrap() as i32);
 
     let seen = check_run_dir(&run_dir);
     assert!(seen.contains_key("process-group"), "{seen:?}");
 
     // An older release's group record: no `schema_version`. The loop cleared its environment,
     // so only this record finds it.
-    let group = visit.join("process_group.json");
-    let mut record: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&group).unwrap()).unwrap();
     record.as_object_mut().unwrap().remove("schema_version");
     std::fs::write(&group, record.to_string()).unwrap();
     // A refusal (the workflow file is gone) ends the orphans first and keeps their pids.
