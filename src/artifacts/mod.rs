@@ -24,7 +24,8 @@ pub use events::{Event, EventLog, EventType};
 pub use harness::{harness_report_problems, harness_report_schema};
 pub use manifest::{ArtifactEntry, ArtifactRole, PromptInputs, StepManifest, StepTimings};
 pub use record_schemas::{
-    gate_outcome_schema, gate_request_schema, runlog_entry_schema, validation_report_schema,
+    gate_outcome_schema, gate_request_schema, process_group_schema, runlog_entry_schema,
+    stopped_orphans_schema, validation_report_schema,
 };
 pub use run_dir::RunDir;
 pub use run_id::{is_run_id, new_run_id};

@@ -1,6 +1,8 @@
 //! JSON Schemas of the run artifacts written as ad-hoc JSON rather than from a Rust type:
 //! `gate_request.json`, `gate_outcome.json`, `validation_report.json` (by the opcode
-//! executors) and the lines of a step's `runlog.ndjson` (by `tnh runlog append`).
+//! executors), the lines of a step's `runlog.ndjson` (by `tnh runlog append`), and the records
+//! a crashed run leaves for `resume`: `process_group.json` (by the supervisor) and
+//! `stopped_orphans.json` (by a refused `resume`).
 //!
 //! They are written by hand, strict (every key required, no other key allowed) so that a key
 //! added to or dropped from the writer without the schema fails the test that checks a real
@@ -223,6 +225,38 @@ pub fn runlog_entry_schema() -> Value {
     )
 }
 
+/// The schema of `process_group.json`: a step's process group, recorded while its agent,
+/// validator or planner runs, for `resume` to end it after a crash.
+pub fn process_group_schema() -> Value {
+    let body = strict(json!({
+        "schema_version": schema_version(),
+        "pgid": { "type": "integer", "minimum": 1, "description": "the group id: the leader's pid" },
+        "session": { "type": "integer", "description": "the session the group was made in" },
+        "leader_started": { "type": "integer", "minimum": 0, "description": "the leader's start time, in clock ticks since boot (/proc/PID/stat)" },
+        "boot_id": { "type": "string", "description": "the kernel's boot id (/proc/sys/kernel/random/boot_id); empty when unreadable" },
+    }));
+    root(
+        "ProcessGroup",
+        "`process_group.json`: a step's process group while its agent, validator or planner runs, so that `resume` after a crash ends what is left of it. Removed once its processes are gone. A record an older release wrote has no `schema_version`; it is still read.",
+        body,
+        generator(),
+    )
+}
+
+/// The schema of `stopped_orphans.json`: the pids a refused `resume` killed for the visit.
+pub fn stopped_orphans_schema() -> Value {
+    let body = strict(json!({
+        "schema_version": schema_version(),
+        "pids": { "type": "array", "items": { "type": "integer", "minimum": 1 } },
+    }));
+    root(
+        "StoppedOrphans",
+        "`stopped_orphans.json`: the pids a refused `resume` killed for the interrupted visit, kept until the visit's `step_interrupted` event lists them. An older release wrote a bare list of pids; it is still read.",
+        body,
+        generator(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +268,8 @@ mod tests {
             gate_outcome_schema(),
             validation_report_schema(),
             runlog_entry_schema(),
+            process_group_schema(),
+            stopped_orphans_schema(),
         ] {
             assert!(jsonschema::validator_for(&schema).is_ok(), "{schema}");
         }

@@ -12,9 +12,6 @@ use crate::kernel::gate::{
 };
 use crate::kernel::recorder::Recorder;
 
-/// The most of a gate's patch `gate show` reads (a run's files are the agent's to tamper with:
-/// the patch is read only as a regular file, without blocking, up to this).
-const MAX_SHOWN_PATCH_BYTES: u64 = 64 * 1024 * 1024;
 use crate::kernel::run::{DEFAULT_ARTIFACTS_ROOT, RunError, find_run_dir};
 use crate::kernel::{Phase, RunState};
 
@@ -386,13 +383,175 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
         );
     }
     if let Some(diff) = context["diff"].as_str()
-        && let Ok(patch) = crate::artifacts::safe_files::read_text_following(
-            &run_dir.root().join(diff),
-            MAX_SHOWN_PATCH_BYTES,
-        )
+        && let Some(patch) = patch_view(&run_dir.root().join(diff))
     {
         let _ = writeln!(text, "\n{patch}");
     }
     output.print(&text);
     Ok(ExitStatus::Success)
+}
+
+/// The longest line of a gate's patch shown on the terminal, in bytes (a minified bundle is
+/// one line of megabytes).
+pub(super) const SHOWN_LINE_BYTES: usize = 4 * 1024;
+
+/// The most lines of a gate's patch shown on the terminal.
+pub(super) const SHOWN_PATCH_LINES: usize = 2_000;
+
+/// The most bytes of a gate's patch shown on the terminal (lines as cut).
+pub(super) const SHOWN_PATCH_BYTES: usize = 1024 * 1024;
+
+/// The most of a patch read to show it: past it (a line of more), the rest is only counted
+/// from the file's size. A run's files are the agent's to tamper with: the patch is read only
+/// as a regular file, without blocking, up to this.
+const MAX_SCANNED_PATCH_BYTES: u64 = 64 * 1024 * 1024;
+
+/// A gate's patch (`run.diff`, the whole change of the run) as `gate show` and the `--wait`
+/// prompt's "show diff" print it: each line cut at [`SHOWN_LINE_BYTES`] with `… (N more
+/// bytes)`, and the patch stopped after [`SHOWN_PATCH_LINES`] lines or [`SHOWN_PATCH_BYTES`]
+/// bytes with a line saying how much is not shown and naming `path`, which holds all of it.
+/// Bytes that are not UTF-8 are shown as U+FFFD. `None` when the patch cannot be read (gone,
+/// not a regular file).
+pub(super) fn patch_view(path: &std::path::Path) -> Option<String> {
+    use std::io::{BufRead, Read};
+    let file = crate::artifacts::safe_files::open_regular_following(path).ok()?;
+    let total = file.metadata().ok()?.len();
+    let mut reader = std::io::BufReader::new(file.take(MAX_SCANNED_PATCH_BYTES));
+    let mut text = String::new();
+    let mut consumed: u64 = 0;
+    let mut lines = 0;
+    while lines < SHOWN_PATCH_LINES && text.len() < SHOWN_PATCH_BYTES {
+        // One line: its first SHOWN_LINE_BYTES kept, the rest counted.
+        let mut kept = Vec::new();
+        let mut more: u64 = 0;
+        let mut ended = false;
+        while let Ok(buffer) = reader.fill_buf() {
+            if buffer.is_empty() {
+                break;
+            }
+            let newline = buffer.iter().position(|byte| *byte == b'\n');
+            let content = &buffer[..newline.unwrap_or(buffer.len())];
+            let room = SHOWN_LINE_BYTES
+                .saturating_sub(kept.len())
+                .min(content.len());
+            kept.extend_from_slice(&content[..room]);
+            more += (content.len() - room) as u64;
+            let used = newline.map_or(buffer.len(), |at| at + 1);
+            reader.consume(used);
+            consumed += used as u64;
+            if newline.is_some() {
+                ended = true;
+                break;
+            }
+        }
+        if kept.is_empty() && more == 0 && !ended {
+            break;
+        }
+        if more > 0 {
+            // Cut on a character's boundary: a character the cut splits goes with the rest.
+            if let Err(error) = std::str::from_utf8(&kept)
+                && error.error_len().is_none()
+            {
+                more += (kept.len() - error.valid_up_to()) as u64;
+                kept.truncate(error.valid_up_to());
+            }
+        }
+        text.push_str(&String::from_utf8_lossy(&kept));
+        if more > 0 {
+            let _ = write!(text, "… ({more} more bytes)");
+        }
+        if ended {
+            text.push('\n');
+        }
+        lines += 1;
+    }
+    let left = total.saturating_sub(consumed);
+    if left > 0 {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        let _ = writeln!(
+            text,
+            "… {left} more bytes of the diff are not shown (the first {lines} lines are; at most {SHOWN_PATCH_LINES} lines or {SHOWN_PATCH_BYTES} bytes are shown): the whole diff is {}",
+            path.display()
+        );
+    }
+    Some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(bytes: &[u8]) -> String {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("run.diff");
+        std::fs::write(&path, bytes).unwrap();
+        patch_view(&path).unwrap()
+    }
+
+    #[test]
+    fn a_small_patch_is_shown_whole() {
+        assert_eq!(view(b"+a\n-b\n"), "+a\n-b\n");
+        assert_eq!(view(b"+no newline"), "+no newline");
+        assert_eq!(view(b""), "");
+    }
+
+    #[test]
+    fn a_long_line_is_cut_on_a_character_boundary_saying_how_much_is_left() {
+        // 4095 bytes of `a`, then `é` (2 bytes) across the limit, then 10 more bytes.
+        let mut line = vec![b'a'; SHOWN_LINE_BYTES - 1];
+        line.extend("é".as_bytes());
+        line.extend(b"0123456789\n+next\n");
+        let shown = view(&line);
+        assert_eq!(
+            shown,
+            format!(
+                "{}… (12 more bytes)\n+next\n",
+                "a".repeat(SHOWN_LINE_BYTES - 1)
+            )
+        );
+    }
+
+    #[test]
+    fn a_patch_past_the_line_or_byte_bound_stops_naming_the_whole_diff() {
+        let patch: String = (0..5_000).map(|n| format!("+{n}\n")).collect();
+        let shown = view(patch.as_bytes());
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines.len(), SHOWN_PATCH_LINES + 1);
+        assert_eq!(lines[SHOWN_PATCH_LINES - 1], "+1999");
+        let shown_bytes: usize = (0..2_000).map(|n| format!("+{n}\n").len()).sum();
+        let left = patch.len() - shown_bytes;
+        assert!(
+            lines[SHOWN_PATCH_LINES].starts_with(&format!(
+                "… {left} more bytes of the diff are not shown (the first 2000 lines are"
+            )) && lines[SHOWN_PATCH_LINES].ends_with("run.diff"),
+            "{}",
+            lines[SHOWN_PATCH_LINES]
+        );
+        // 1,000 lines of 5 KiB: each cut at 4 KiB, and the bytes bound stops the patch first.
+        let wide = format!("+{}\n", "x".repeat(5 * 1024 - 2)).repeat(1_000);
+        let shown = view(wide.as_bytes());
+        assert!(
+            shown.len() < SHOWN_PATCH_BYTES + 2 * SHOWN_LINE_BYTES,
+            "{}",
+            shown.len()
+        );
+        let lines: Vec<&str> = shown.lines().collect();
+        let kept = lines.len() - 1;
+        assert!(kept < SHOWN_PATCH_LINES, "{kept}");
+        assert!(
+            lines[0].ends_with("… (1023 more bytes)"),
+            "{}",
+            &lines[0][4000..]
+        );
+        assert!(
+            lines[kept].starts_with(&format!(
+                "… {} more bytes of the diff are not shown",
+                (1_000 - kept) * 5 * 1024
+            )),
+            "{}",
+            lines[kept]
+        );
+    }
 }

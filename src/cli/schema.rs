@@ -52,6 +52,10 @@ pub enum SchemaName {
     PlannerAttempts,
     /// `state.json`: the kernel's resumable state.
     State,
+    /// `process_group.json`: a step's process group while it runs, for `resume` after a crash.
+    ProcessGroup,
+    /// `stopped_orphans.json`: the pids a refused `resume` killed.
+    StoppedOrphans,
     /// Lines of an agent step's `runlog.ndjson` (`tnh runlog append`).
     RunlogEntry,
     /// The output of `validate --format json`.
@@ -93,6 +97,8 @@ pub fn schema_of(name: SchemaName) -> Option<serde_json::Value> {
             Some(schema_value::<crate::planner::backend::PlannerAttempts>())
         }
         SchemaName::State => Some(schema_value::<crate::kernel::RunState>()),
+        SchemaName::ProcessGroup => Some(crate::artifacts::process_group_schema()),
+        SchemaName::StoppedOrphans => Some(crate::artifacts::stopped_orphans_schema()),
         SchemaName::RunlogEntry => Some(crate::artifacts::runlog_entry_schema()),
         SchemaName::ValidateOutput => Some(super::validate::validate_output_schema()),
         SchemaName::PromptInputs => Some(schema_value::<crate::artifacts::PromptInputs>()),

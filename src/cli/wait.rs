@@ -213,14 +213,10 @@ pub fn wait_at_gates(
                     let diff = request["context"]["diff"]
                         .as_str()
                         .map(|path| run_dir.join(path));
+                    // Bounded as `gate show` bounds it: a megabyte line or a huge patch
+                    // would bury the question.
                     let text = diff
-                        .and_then(|path| {
-                            crate::artifacts::safe_files::read_text_following(
-                                &path,
-                                64 * 1024 * 1024,
-                            )
-                            .ok()
-                        })
+                        .and_then(|path| super::gate::patch_view(&path))
                         .unwrap_or_else(|| "(no diff recorded)\n".into());
                     output.diagnostic(&text);
                     continue;

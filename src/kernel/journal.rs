@@ -118,8 +118,12 @@ pub struct Provenance {
     pub workflow: String,
     /// The agents that ran, with their kind.
     pub agents: Vec<String>,
-    /// Transcripts, relative to the repository.
+    /// Transcripts, relative to the repository: every agent visit's, in the order the visits
+    /// completed (the Markdown lists each step's last one).
     pub transcripts: Vec<String>,
+    /// The step of each of `transcripts`, for the Markdown view.
+    #[serde(skip)]
+    pub transcript_steps: Vec<String>,
     /// The run directory, relative to the repository.
     pub run_dir: String,
 }
@@ -428,6 +432,7 @@ fn provenance(
 ) -> Provenance {
     let mut agents = Vec::new();
     let mut transcripts = Vec::new();
+    let mut transcript_steps = Vec::new();
     for manifest in manifests {
         if let Some(entry) = manifest.artifact(ArtifactRole::RunnerMetadata)
             && let Ok(runner) =
@@ -444,6 +449,7 @@ fn provenance(
         }
         if let Some(entry) = manifest.artifact(ArtifactRole::RunnerTranscriptMarkdown) {
             transcripts.push(relative(&run_dir.root().join(&entry.path)));
+            transcript_steps.push(manifest.step_id.clone());
         }
     }
     Provenance {
@@ -451,6 +457,7 @@ fn provenance(
         workflow: workflow.to_owned(),
         agents,
         transcripts,
+        transcript_steps,
         run_dir: relative(run_dir.root()),
     }
 }
@@ -704,13 +711,46 @@ impl Journal {
                 if !run.agents.is_empty() {
                     let _ = write!(line, "\n  - Agents: {}", l(&run.agents.join(", ")));
                 }
-                for transcript in &run.transcripts {
+                // Each step's last transcript: a loop of 250 visits is one line, not 250.
+                let latest = run.latest_transcripts();
+                for transcript in &latest {
                     let _ = write!(line, "\n  - Transcript: {}", l(transcript));
+                }
+                let earlier = run.transcripts.len() - latest.len();
+                if earlier > 0 {
+                    let _ = write!(
+                        line,
+                        "\n  - ({earlier} earlier visit{} not listed: each visit's transcript is artifacts/STEP/VISIT/transcript.md of the run directory; `tnh-conductor runs show {}` lists the visits)",
+                        if earlier == 1 { "" } else { "s" },
+                        l(&run.run_id)
+                    );
                 }
                 line
             }),
         );
         text
+    }
+}
+
+impl Provenance {
+    /// The last transcript of each step, the steps in the order their first transcript came.
+    fn latest_transcripts(&self) -> Vec<&str> {
+        let mut latest: Vec<(&str, &str)> = Vec::new();
+        for (index, transcript) in self.transcripts.iter().enumerate() {
+            // A provenance without steps (built by hand) lists every transcript.
+            let step = self
+                .transcript_steps
+                .get(index)
+                .map_or(transcript.as_str(), String::as_str);
+            match latest.iter_mut().find(|(known, _)| *known == step) {
+                Some(entry) => entry.1 = transcript,
+                None => latest.push((step, transcript)),
+            }
+        }
+        latest
+            .into_iter()
+            .map(|(_, transcript)| transcript)
+            .collect()
     }
 }
 

@@ -31,6 +31,26 @@ pub fn kill_run_orphans(run_id: &str) -> KilledProcesses {
 /// until the visit's `step_interrupted` event lists them (see [`end_recorded_groups`]).
 pub const STOPPED_ORPHANS_FILE: &str = "stopped_orphans.json";
 
+/// [`STOPPED_ORPHANS_FILE`]: the pids a refused `resume` killed for the visit
+/// (`tnh-conductor schema stopped-orphans`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoppedOrphans {
+    /// The version of this format.
+    pub schema_version: u32,
+    /// The pids killed, in order.
+    pub pids: Vec<i32>,
+}
+
+/// What [`STOPPED_ORPHANS_FILE`] may hold: this format, or the bare list of pids an older
+/// release wrote (a run that crashed under it is resumed by this one).
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum StoppedRecord {
+    Versioned(StoppedOrphans),
+    Unversioned(Vec<i32>),
+}
+
 /// Ends the run's orphans as `resume` begins, before it checks anything it may refuse for
 /// (drift, repository changes, damaged or missing files, an edited workflow): a refusal
 /// must not leave the crashed driver's agent running unsupervised, nor let it make more
@@ -50,17 +70,25 @@ pub fn stop_before_checks(run_id: &str, visit_dir: Option<&Path>) -> KilledProce
         kept.sort_unstable();
         kept.dedup();
         // Best effort: the pids are gone either way, and this is only their record.
-        let _ = crate::artifacts::write_json_atomic(&visit_dir.join(STOPPED_ORPHANS_FILE), &kept);
+        let record = StoppedOrphans {
+            schema_version: crate::artifacts::SCHEMA_VERSION,
+            pids: kept,
+        };
+        let _ = crate::artifacts::write_json_atomic(&visit_dir.join(STOPPED_ORPHANS_FILE), &record);
     }
     orphans
 }
 
 /// The pids an earlier `resume` killed for the visit before it refused (see
-/// [`stop_before_checks`]).
+/// [`stop_before_checks`]), from a record of this release or of an older one.
 fn stopped_before(visit_dir: &Path) -> Vec<i32> {
     crate::artifacts::safe_files::read_regular(&visit_dir.join(STOPPED_ORPHANS_FILE), 64 * 1024)
         .ok()
-        .and_then(|(bytes, _)| serde_json::from_slice::<Vec<i32>>(&bytes).ok())
+        .and_then(|(bytes, _)| serde_json::from_slice::<StoppedRecord>(&bytes).ok())
+        .map(|record| match record {
+            StoppedRecord::Versioned(record) => record.pids,
+            StoppedRecord::Unversioned(pids) => pids,
+        })
         .unwrap_or_default()
 }
 
@@ -125,4 +153,21 @@ fn group_records(visit_dir: &Path) -> Vec<PathBuf> {
     }
     records.retain(|record| record.is_file());
     records
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pids_are_read_from_a_versioned_record_or_an_older_releases_bare_list() {
+        let folder = tempfile::tempdir().unwrap();
+        let record = folder.path().join(STOPPED_ORPHANS_FILE);
+        std::fs::write(&record, r#"{"schema_version": 1, "pids": [12, 34]}"#).unwrap();
+        assert_eq!(stopped_before(folder.path()), [12, 34]);
+        std::fs::write(&record, "[56, 78]").unwrap();
+        assert_eq!(stopped_before(folder.path()), [56, 78]);
+        std::fs::write(&record, "{\"pids\": \"damaged\"}").unwrap();
+        assert!(stopped_before(folder.path()).is_empty());
+    }
 }

@@ -28,6 +28,10 @@ const RAW_LIMIT: usize = 16 * 1024;
 /// The most of an HTTP response body read.
 const BODY_LIMIT: u64 = 8 * 1024 * 1024;
 
+/// The most of a planner process's stderr kept in its attempt record: the end of it, where a
+/// failing program says why.
+pub const STDERR_LIMIT: u64 = 64 * 1024;
+
 /// The most of a planner process's stdout (and of codex's `-o` file) kept, on disk and in
 /// memory: a planner that prints more is stopped and the attempt fails.
 pub const OUTPUT_LIMIT: u64 = 4 * 1024 * 1024;
@@ -134,6 +138,11 @@ pub struct Attempt {
     pub error: Option<String>,
     /// The raw answer, bounded.
     pub raw: String,
+    /// What the planner process wrote on stderr, when it wrote anything: at most the last
+    /// 64 KiB ([`STDERR_LIMIT`]), decoded lossily (U+FFFD for bytes that are not UTF-8); when
+    /// it wrote more, a first line says how many bytes were cut. Absent for `http` planners.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
 }
 
 /// `planner_attempts.json`: every try of an external backend in one EVALUATE visit.
@@ -498,7 +507,12 @@ pub fn decide(backend: &Backend, request: &Request<'_>) -> (Verdict, Vec<Attempt
         if request.cancellation.is_cancelled() {
             return (Verdict::Interrupted, attempts);
         }
-        let (raw, answer, retry_after) = ask(external, request);
+        let Asked {
+            raw,
+            answer,
+            retry_after,
+            stderr,
+        } = ask(external, request);
         let raw = bounded(raw);
         let answer = answer.and_then(|decision| within_limits(&decision).map(|()| decision));
         if request.cancellation.is_cancelled() {
@@ -507,6 +521,7 @@ pub fn decide(backend: &Backend, request: &Request<'_>) -> (Verdict, Vec<Attempt
                 ok: false,
                 error: Some("interrupted by the operator".into()),
                 raw,
+                stderr,
             });
             return (Verdict::Interrupted, attempts);
         }
@@ -518,6 +533,7 @@ pub fn decide(backend: &Backend, request: &Request<'_>) -> (Verdict, Vec<Attempt
                     ok: true,
                     error: None,
                     raw,
+                    stderr,
                 });
                 if let Err(reason) = legal(&decision, request.envelope) {
                     return (Verdict::Illegal { decision, reason }, attempts);
@@ -538,6 +554,7 @@ pub fn decide(backend: &Backend, request: &Request<'_>) -> (Verdict, Vec<Attempt
                     ok: false,
                     error: Some(error.clone()),
                     raw,
+                    stderr,
                 });
                 last_error = error;
             }
@@ -721,13 +738,22 @@ fn decision_from(value: serde_json::Value) -> Result<Decision, String> {
         .map_err(|error| format!("the answer is not a valid decision: {error}"))
 }
 
-/// One attempt: the raw answer, the decision in it, and how long to wait before the next
-/// attempt when the backend asked for a pause (HTTP 429).
-fn ask(
-    external: &External,
-    request: &Request<'_>,
-) -> (String, Result<Decision, String>, Option<Duration>) {
-    let (raw, answer) = match &external.kind {
+/// What one attempt gave.
+struct Asked {
+    /// The raw answer (unbounded here).
+    raw: String,
+    /// The decision in it, or why there is none.
+    answer: Result<Decision, String>,
+    /// How long to wait before the next attempt, when the backend asked for a pause (HTTP 429).
+    retry_after: Option<Duration>,
+    /// The end of the planner process's stderr (see [`Attempt::stderr`]).
+    stderr: Option<String>,
+}
+
+/// One attempt: the raw answer, the decision in it, the wait the backend asked for, and what
+/// a planner process wrote on stderr.
+fn ask(external: &External, request: &Request<'_>) -> Asked {
+    let (raw, answer, stderr) = match &external.kind {
         ExternalKind::Command { argv } => {
             let input = serde_json::to_vec(request.envelope).unwrap_or_default();
             match run_process(external, request, &argv[0], &argv[1..], input, None) {
@@ -737,9 +763,9 @@ fn ask(
                         (None, Some(not_utf8)) => Err(not_utf8.clone()),
                         (None, None) => parse_decision(&run.stdout),
                     };
-                    (run.stdout, answer)
+                    (run.stdout, answer, run.stderr)
                 }
-                Err(error) => (String::new(), Err(error)),
+                Err(error) => (String::new(), Err(error), None),
             }
         }
         ExternalKind::Claude { binary, model } => ask_claude(external, request, binary, model),
@@ -752,9 +778,23 @@ fn ask(
             url,
             model,
             api_key_env,
-        } => return ask_http(external, request, url, model, api_key_env.as_deref()),
+        } => {
+            let (raw, answer, retry_after) =
+                ask_http(external, request, url, model, api_key_env.as_deref());
+            return Asked {
+                raw,
+                answer,
+                retry_after,
+                stderr: None,
+            };
+        }
     };
-    (raw, answer, None)
+    Asked {
+        raw,
+        answer,
+        retry_after: None,
+        stderr,
+    }
 }
 
 /// The instruction model backends get after the rendered prompt.
@@ -775,7 +815,7 @@ fn ask_claude(
     request: &Request<'_>,
     binary: &Option<String>,
     model: &Option<String>,
-) -> (String, Result<Decision, String>) {
+) -> (String, Result<Decision, String>, Option<String>) {
     let program = cli_binary("TNH_CLAUDE_BIN", binary, "claude");
     let mut args: Vec<String> = [
         "-p",
@@ -794,7 +834,7 @@ fn ask_claude(
     let input = model_prompt(request).into_bytes();
     let run = match run_process(external, request, &program, &args, input, None) {
         Ok(run) => run,
-        Err(error) => return (String::new(), Err(error)),
+        Err(error) => return (String::new(), Err(error), None),
     };
     // A failed Claude still prints its result object, which says why (`is_error`).
     let answer = match (&run.failure, &run.not_utf8) {
@@ -805,7 +845,7 @@ fn ask_claude(
         (None, Some(not_utf8)) => Err(not_utf8.clone()),
         (None, None) => claude_decision(&run.stdout),
     };
-    (run.stdout, answer)
+    (run.stdout, answer, run.stderr)
 }
 
 /// The decision in Claude's `result` object: `structured_output`, else a JSON `result` text.
@@ -845,15 +885,15 @@ fn ask_codex(
     binary: &Option<String>,
     model: &Option<String>,
     config: &[(String, String)],
-) -> (String, Result<Decision, String>) {
+) -> (String, Result<Decision, String>, Option<String>) {
     let folder = match tempfile::tempdir() {
         Ok(folder) => folder,
-        Err(error) => return (String::new(), Err(error.to_string())),
+        Err(error) => return (String::new(), Err(error.to_string()), None),
     };
     let schema = folder.path().join("decision.schema.json");
     let answer_file = folder.path().join("decision.json");
     if let Err(error) = std::fs::write(&schema, schema_text()) {
-        return (String::new(), Err(error.to_string()));
+        return (String::new(), Err(error.to_string()), None);
     }
     let program = cli_binary("TNH_CODEX_BIN", binary, "codex");
     let mut args: Vec<String> = vec![
@@ -877,8 +917,9 @@ fn ask_codex(
     let input = model_prompt(request).into_bytes();
     let run = match run_process(external, request, &program, &args, input, Some(&folder)) {
         Ok(run) => run,
-        Err(error) => return (String::new(), Err(error)),
+        Err(error) => return (String::new(), Err(error), None),
     };
+    let stderr = run.stderr;
     // Why codex failed is in its `--json` events on stdout (`turn.failed`, `error`), not in
     // the banner it prints on stderr.
     if let Some(failure) = run.failure {
@@ -886,9 +927,9 @@ fn ask_codex(
             Some(reason) => format!("{failure}; {reason}"),
             None => failure,
         };
-        return (run.stdout, Err(failure));
+        return (run.stdout, Err(failure), stderr);
     }
-    match read_capped(&answer_file) {
+    let (raw, answer) = match read_capped(&answer_file) {
         Ok((text, not_utf8)) => {
             let answer = match not_utf8 {
                 Some(error) => Err(format!("codex's -o file: {error}")),
@@ -916,7 +957,8 @@ fn ask_codex(
                 None => "codex wrote no final message to its -o file".into(),
             }),
         ),
-    }
+    };
+    (raw, answer, stderr)
 }
 
 /// The reason codex gave for failing in its `--json` events: the last `turn.failed` error,
@@ -985,6 +1027,49 @@ fn read_capped(path: &std::path::Path) -> Result<(String, Option<String>), ReadE
     Ok(decode(bytes))
 }
 
+/// The end of a planner process's captured stderr, for its attempt record: at most
+/// [`STDERR_LIMIT`] bytes, decoded lossily, after a line saying how many bytes were cut when it
+/// wrote more; `None` when it wrote nothing. Like the stdout beside it, the capture is read only
+/// as a regular file (the planner knows the folder and could put a FIFO or a link there): what
+/// was found instead is said.
+fn stderr_tail(path: &std::path::Path) -> Option<String> {
+    use std::io::{Seek, SeekFrom};
+    let file = match crate::artifacts::safe_files::open_regular(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(error) => return Some(format!("[the captured stderr was not read: {error}]")),
+    };
+    let length = file.metadata().map_or(0, |metadata| metadata.len());
+    if length == 0 {
+        return None;
+    }
+    let cut = length.saturating_sub(STDERR_LIMIT);
+    let mut file = file;
+    let read = file
+        .seek(SeekFrom::Start(cut))
+        .and_then(|_| crate::artifacts::safe_files::read_bounded(file, STDERR_LIMIT));
+    let mut bytes = match read {
+        Ok((bytes, _)) => bytes,
+        Err(error) => return Some(format!("[the captured stderr was not read: {error}]")),
+    };
+    if cut == 0 {
+        return Some(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    // The cut may fall inside a character: its remaining bytes go with the cut part.
+    let partial = bytes
+        .iter()
+        .take(3)
+        .take_while(|byte| **byte & 0xC0 == 0x80)
+        .count();
+    bytes.drain(..partial);
+    let cut = cut + partial as u64;
+    Some(format!(
+        "[the first {cut} of {length} bytes of stderr are cut; the last {} follow]\n{}",
+        bytes.len(),
+        String::from_utf8_lossy(&bytes)
+    ))
+}
+
 /// Text from bytes: kept lossily when not UTF-8, with a message saying so.
 fn decode(bytes: Vec<u8>) -> (String, Option<String>) {
     match String::from_utf8(bytes) {
@@ -1040,6 +1125,7 @@ fn ask_http(
     let Exchange {
         status,
         text,
+        unread,
         retry_after,
         location,
     } = match exchange {
@@ -1050,6 +1136,13 @@ fn ask_http(
         }
     };
     let text = redact(&text, url);
+    // What is wrong with the body as read (cut, not UTF-8): said with any other failure, and a
+    // failure by itself when the answer is otherwise good.
+    let unread = unread.map(|problem| redact(&problem, url));
+    let and_unread = |error: String| match &unread {
+        Some(problem) => format!("{error}; {problem}"),
+        None => error,
+    };
     // Redirects are not followed: a 302 would become a GET without the envelope, and what
     // another URL answers would be taken as the judgement of this evidence.
     if status.is_redirection() {
@@ -1059,9 +1152,9 @@ fn ask_http(
         };
         return (
             text,
-            Err(format!(
+            Err(and_unread(format!(
                 "the server answered HTTP {status}, a redirect{target}, which a planner does not follow; set the planner's `url` to the endpoint itself"
-            )),
+            ))),
             None,
         );
     }
@@ -1079,7 +1172,10 @@ fn ask_http(
             ),
             None => format!("the server answered HTTP {status}: {head}"),
         };
-        return (text, Err(error), wait);
+        return (text, Err(and_unread(error)), wait);
+    }
+    if let Some(problem) = unread {
+        return (text, Err(problem), None);
     }
     let answer = serde_json::from_str::<serde_json::Value>(&text)
         .map_err(|error| format!("the response is not JSON: {error}"))
@@ -1100,7 +1196,11 @@ fn ask_http(
 /// What an HTTP server answered.
 struct Exchange {
     status: ureq::http::StatusCode,
+    /// The body as read (at most [`BODY_LIMIT`] bytes), decoded lossily.
     text: String,
+    /// Why `text` is not the whole answer as sent, when it is not: cut at the limit, cut by a
+    /// failed read (a timeout, a reset), not UTF-8.
+    unread: Option<String>,
     retry_after: Option<Duration>,
     /// The `Location` of a redirect.
     location: Option<String>,
@@ -1134,18 +1234,64 @@ fn post(url: &str, timeout: Duration, key: Option<&str>, body: String) -> Result
             .take(500)
             .collect()
     });
-    let text = response
-        .body_mut()
-        .with_config()
-        .limit(BODY_LIMIT)
-        .read_to_string()
-        .map_err(|error| format!("reading the answer: {error}"))?;
+    let (bytes, cut) = read_body(response.body_mut().as_reader());
+    let (text, not_utf8) = decode_body(bytes, cut.is_some());
+    let unread = match (cut, not_utf8) {
+        (Some(cut), Some(not_utf8)) => Some(format!("{cut}; {not_utf8}")),
+        (cut, not_utf8) => cut.or(not_utf8),
+    };
     Ok(Exchange {
         status,
         text,
+        unread,
         retry_after,
         location,
     })
+}
+
+/// At most [`BODY_LIMIT`] bytes of an answer's body, what was read kept whatever happens,
+/// with why the read stopped short when it did (the limit, a timeout, a reset).
+fn read_body(mut reader: impl std::io::Read) -> (Vec<u8>, Option<String>) {
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0_u8; 64 * 1024];
+    loop {
+        match reader.read(&mut chunk) {
+            Ok(0) => return (bytes, None),
+            Ok(count) => {
+                bytes.extend_from_slice(&chunk[..count]);
+                if bytes.len() as u64 > BODY_LIMIT {
+                    bytes.truncate(BODY_LIMIT as usize);
+                    return (
+                        bytes,
+                        Some(format!(
+                            "the answer is larger than {BODY_LIMIT} bytes: its first {BODY_LIMIT} bytes were read and the rest dropped, so it is refused"
+                        )),
+                    );
+                }
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => {
+                let read = bytes.len();
+                return (
+                    bytes,
+                    Some(format!(
+                        "reading the answer failed after {read} bytes ({error}): the answer is cut there, so it is refused"
+                    )),
+                );
+            }
+        }
+    }
+}
+
+/// The text of a body, kept lossily when not UTF-8 with a message saying so (as [`decode`]);
+/// a body `cut` inside a character is not called "not UTF-8" for that last, partial one.
+fn decode_body(bytes: Vec<u8>, cut: bool) -> (String, Option<String>) {
+    match std::str::from_utf8(&bytes) {
+        Err(error) if cut && error.error_len().is_none() => {
+            (String::from_utf8_lossy(&bytes).into_owned(), None)
+        }
+        _ => decode(bytes),
+    }
 }
 
 /// `text` with the credentials of `url` (its user information and the values of its query)
@@ -1303,6 +1449,8 @@ struct Finished {
     not_utf8: Option<String>,
     /// Why it did not exit cleanly (timeout, non-zero exit), with its last stderr line.
     failure: Option<String>,
+    /// The end of what it wrote on stderr (see [`stderr_tail`]).
+    stderr: Option<String>,
 }
 
 /// Runs a planner process once under the supervisor (own process group, timeout, stdin
@@ -1410,6 +1558,8 @@ fn run_process(
             )),
         ),
     };
+    // Kept before the capture folder goes: why a planner failed is often only there.
+    let stderr = stderr_tail(&folder.path().join("stderr"));
     let failure = (supervised.outcome != crate::outcome::Outcome::Completed).then(|| {
         let tail = supervised
             .tail
@@ -1434,6 +1584,7 @@ fn run_process(
     Ok(Finished {
         stdout,
         not_utf8,
+        stderr,
         failure: match (failure, replaced) {
             (Some(failure), Some(replaced)) => Some(format!("{failure}; {replaced}")),
             (failure, replaced) => failure.or(replaced),

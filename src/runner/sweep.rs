@@ -324,9 +324,14 @@ fn signal_groups(groups: &BTreeSet<i32>, signal: Signal) {
 pub const PROCESS_GROUP_FILE: &str = "process_group.json";
 
 /// A step's process group as recorded while it ran: enough to tell, after the conductor that
-/// supervised it died, whether a group with that id is still the same one.
+/// supervised it died, whether a group with that id is still the same one
+/// (`tnh-conductor schema process-group`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecordedGroup {
+    /// The version of this format. A record an older release wrote has none: it is read as
+    /// version 1, whose fields it has.
+    #[serde(default = "first_version")]
+    pub schema_version: u32,
     /// The group id: the leader's pid.
     pub pgid: i32,
     /// The session the group was made in (the conductor's): a group never leaves it.
@@ -342,12 +347,18 @@ impl RecordedGroup {
     pub(crate) fn of_leader(pid: i32) -> Option<RecordedGroup> {
         let stat = process::read_stat(pid)?;
         Some(RecordedGroup {
+            schema_version: crate::artifacts::SCHEMA_VERSION,
             pgid: pid,
             session: stat.session,
             leader_started: stat.started,
             boot_id: boot_id(),
         })
     }
+}
+
+/// The version of a record written before records carried one.
+fn first_version() -> u32 {
+    1
 }
 
 fn boot_id() -> String {
@@ -600,5 +611,26 @@ mod tests {
         let _ = child.kill();
         let status = child.wait().unwrap();
         assert!(status.signal().is_some());
+    }
+
+    #[test]
+    fn a_record_is_versioned_and_one_an_older_release_wrote_is_still_read() {
+        let (mut child, group) = leader();
+        let written: serde_json::Value = serde_json::to_value(&group).unwrap();
+        assert_eq!(written["schema_version"], crate::artifacts::SCHEMA_VERSION);
+        let old = r#"{"pgid":4242,"session":7,"leader_started":99,"boot_id":"b"}"#;
+        let read: RecordedGroup = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            read,
+            RecordedGroup {
+                schema_version: 1,
+                pgid: 4242,
+                session: 7,
+                leader_started: 99,
+                boot_id: "b".into(),
+            }
+        );
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::kernel_support::RunRepo;
-use crate::support::{TempRepo, conductor, stderr_text, stdout_text, tnh};
+use crate::kernel_support::{RunRepo, first_event};
+use crate::support::{TempRepo, conductor, fixture, stderr_text, stdout_text, tnh};
 
 /// An agent step (with a run-log entry), a validation step (a harness that reports, a refused
 /// entrypoint), a command planner, a queued and a blocking gate, then a ROLLBACK.
@@ -163,6 +163,8 @@ fn schema_name(relative: &Path) -> Option<&'static str> {
         "gate_outcome.json" => "gate-outcome",
         "rollback.json" => "rollback-record",
         "inputs.json" => "prompt-inputs",
+        "process_group.json" => "process-group",
+        "stopped_orphans.json" => "stopped-orphans",
         _ if name.ends_with(".json") || name.ends_with(".ndjson") => "UNKNOWN",
         _ => return None,
     })
@@ -439,4 +441,118 @@ fn tnh_json_outputs_match_their_published_schemas() {
     assert!(documents[3].1["log"].is_string(), "{:#}", documents[3].1);
     assert_eq!(documents[4].1["timed_out"], true);
     assert_eq!(documents[4].1["outcome"], "killed_timeout");
+}
+
+/// One agent step whose agent leaves an env-cleared loop in its process group and SIGKILLs the
+/// conductor (`env-cleared-then-kill-conductor.sh`); its second visit just succeeds.
+const CRASHING: &str = r#"workflow_id: crashing
+version: 1
+description: an agent that kills its conductor
+entry_step: agent
+defaults:
+  limits: {timeout: 20s, idle_timeout: 10s}
+steps:
+  - id: agent
+    opcode: RUN_AGENT
+    agent: crasher
+    prompt: go
+    routes:
+      "*": STOP
+"#;
+
+/// Kills a pid when a failed test unwinds: what it would otherwise leave running (a test that
+/// passes saw `resume` end it, and its pid may be another process's by then).
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Review 12, defect 4 (low): `process_group.json` and `stopped_orphans.json`, the files a
+/// crashed run leaves for `resume`, had no `schema_version` and no published schema. The run
+/// directory of a killed run, and of a `resume` refused after it, matches the published
+/// schemas; and the records an older release wrote (without `schema_version`; the pids as a
+/// bare list) are still read by `resume`.
+#[test]
+fn the_records_a_killed_run_leaves_match_their_schemas_and_older_ones_are_still_read() {
+    let repo = RunRepo::new();
+    let agent = fixture("agents/zoo").join("env-cleared-then-kill-conductor.sh");
+    let config = repo.path().join(".tnh/config.yaml");
+    let text = format!(
+        "{}  crasher:\n    kind: command\n    argv: [bash, \"{}\", leader-stays]\n",
+        std::fs::read_to_string(&config).unwrap(),
+        agent.display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let workflow = repo.workflow_text("crashing.yaml", CRASHING);
+    let (code, _, output) = repo.run(&workflow, &[]);
+    assert_eq!(code, None, "killed by its agent: {}", stderr_text(&output));
+    let run_id = repo.only_run_id();
+    let run_dir = repo.run_dir(&run_id);
+    let visit = run_dir.join("artifacts/agent/1");
+    let pid: i32 = std::fs::read_to_string(visit.join("loop.log.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _cleanup = KillOnDrop(pid);
+    let group = visit.join("process_group.json");
+    let mut record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&group).unwrap()).unwrap();
+    // The agent itself, the group's leader, waits too.
+    let _leader = KillOnDrop(record["pgid"].as_i64().unwrap() as i32);
+
+    let seen = check_run_dir(&run_dir);
+    assert!(seen.contains_key("process-group"), "{seen:?}");
+
+    // An older release's group record: no `schema_version`. The loop cleared its environment,
+    // so only this record finds it.
+    record.as_object_mut().unwrap().remove("schema_version");
+    std::fs::write(&group, record.to_string()).unwrap();
+    // A refusal (the workflow file is gone) ends the orphans first and keeps their pids.
+    let moved = repo.path().join("crashing.yaml.away");
+    std::fs::rename(&workflow, &moved).unwrap();
+    let refused = repo.conductor_exits(&["resume", &run_id], 2);
+    assert!(
+        !crate::runner_support::is_alive(pid),
+        "the loop found through the older record survived: {}",
+        stderr_text(&refused)
+    );
+    let seen = check_run_dir(&run_dir);
+    assert!(seen.contains_key("stopped-orphans"), "{seen:?}");
+    let stopped = visit.join("stopped_orphans.json");
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&stopped).unwrap()).unwrap();
+    assert!(
+        record["pids"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(pid)),
+        "{record}"
+    );
+
+    // An older release's list of pids: a bare array. The next `resume` still lists them.
+    std::fs::write(&stopped, record["pids"].to_string()).unwrap();
+    std::fs::rename(&moved, &workflow).unwrap();
+    let resumed = repo.conductor_exits(&["resume", &run_id], 0);
+    let events = repo.events(&run_id);
+    let interrupted = first_event(&events, "step_interrupted");
+    assert!(
+        interrupted["killed_orphans"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(pid)),
+        "{interrupted}\n{}",
+        stderr_text(&resumed)
+    );
+    assert!(!stopped.exists(), "the record is spent");
+    check_run_dir(&run_dir);
 }

@@ -135,6 +135,8 @@ fn every_published_schema_compiles_and_real_records_match_it() {
         "gate-outcome",
         "planner-attempts",
         "state",
+        "process-group",
+        "stopped-orphans",
         "runlog-entry",
         "validate-output",
         "tnh-context",
