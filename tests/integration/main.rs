@@ -22,6 +22,7 @@ mod planner;
 mod planner_backends;
 mod planner_check;
 mod planner_contract;
+mod planner_guard;
 mod planner_http;
 mod planner_limits;
 mod planner_resolution;
