@@ -888,6 +888,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn what_the_guard_finds_around_a_planner_is_a_violation_whatever_the_policy() {
+        let report = GuardReport {
+            commits: 1,
+            git_config_changed: vec!["/repo/.git/hooks/pre-commit".to_owned()],
+            remote_refs_changed: vec!["refs/remotes/origin/main".to_owned()],
+            worktree_head_restored: true,
+            operator_checkout_changed: vec!["README.md".to_owned()],
+            ..GuardReport::default()
+        };
+        let rules = |found: &[Violation]| -> Vec<String> {
+            found
+                .iter()
+                .map(|violation| violation.rule.clone())
+                .collect()
+        };
+        let found = planner_guard_violations(&report, OperatorCheckout::Forbid, "planner `p`");
+        assert_eq!(
+            rules(&found),
+            [
+                "commit",
+                "push",
+                "operator_checkout",
+                "modify_git_config",
+                "evaluate_changes_nothing"
+            ],
+            "{found:?}"
+        );
+        assert!(
+            found[4]
+                .detail
+                .starts_with("planner `p` changed the worktree")
+        );
+        let reported = planner_guard_violations(&report, OperatorCheckout::Report, "planner `p`");
+        assert!(!rules(&reported).contains(&"operator_checkout".to_owned()));
+        assert!(
+            planner_guard_violations(&GuardReport::default(), OperatorCheckout::Forbid, "p")
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn the_window_repeats_a_summary_only_up_to_its_limit() {
         let small = serde_json::json!({"status": "partial"});
         assert_eq!(window_summary(&small, "judge", 1), small);
