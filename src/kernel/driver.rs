@@ -254,7 +254,12 @@ impl Driver<'_> {
             );
         self.recorder.write_manifest(&result.manifest)?;
         self.state.spent_usd += result.cost_usd;
-        if step.body.opcode().may_change_worktree() || self.state.fingerprint.is_none() {
+        // An EVALUATE gives a fingerprint when its planner changed the worktree (recorded as
+        // its violation): the checkpoint holds that worktree, so it is not drift on resume.
+        if step.body.opcode().may_change_worktree()
+            || result.fingerprint.is_some()
+            || self.state.fingerprint.is_none()
+        {
             let fingerprint = match result.fingerprint.take() {
                 Some(fingerprint) => Ok(fingerprint),
                 None => self.workspace.fingerprint(),

@@ -1050,7 +1050,11 @@ pub fn resume_run(
         Workspace::open_or_recreate(&record)?
     };
     replay_started_visit(&loaded.workflow, &run_dir, &mut state)?;
-    if !accept_drift && let Some((recorded, found)) = drifted(&loaded.workflow, &workspace, &state)?
+    // An EVALUATE visit whose planner changed the worktree: that change is recorded as the
+    // planner's below, never drift.
+    let planners = planner_owns_change(&run_dir, &loaded.workflow, &state, &events);
+    if !accept_drift
+        && let Some((recorded, found)) = drifted(&loaded.workflow, &workspace, &state, planners)?
     {
         // Refused before anything is written: the run stays exactly as it was.
         return Err(RunError::Drift {
@@ -1114,7 +1118,7 @@ pub fn resume_run(
         &workspace,
         &mut recorder,
         &mut state,
-        accept_drift,
+        (accept_drift, planners),
     )?;
     recover_interrupted_visit(
         &loaded.workflow,
@@ -1438,10 +1442,11 @@ pub(super) fn check_drift_before_decision(
 ) -> Result<(), RunError> {
     let record = workspace_record(recorder.metadata());
     let (workspace, recreated) = Workspace::open_or_recreate(&record)?;
+    // A run waiting at a gate is in no visit: no planner's change is exempt.
     if accept_drift {
-        return record_accepted_drift(workflow, &workspace, recorder, state, true);
+        return record_accepted_drift(workflow, &workspace, recorder, state, (true, false));
     }
-    match drifted(workflow, &workspace, state)? {
+    match drifted(workflow, &workspace, state, false)? {
         Some((recorded, found)) => Err(RunError::Drift {
             recorded,
             found,
@@ -1456,11 +1461,13 @@ pub(super) fn check_drift_before_decision(
 /// A visit that was running when the process died is exempt when the worktree goes back to
 /// its own pre-step snapshot anyway, or when it is a step that may change the worktree without
 /// one (a validation, a rollback). An agent step with no snapshot yet never reached its agent:
-/// its worktree must still be the checkpoint's.
+/// its worktree must still be the checkpoint's. An EVALUATE is exempt when `planners` (see
+/// [`planner_owns_change`]): what changed is its planner's, recorded as its violation.
 fn drifted(
     workflow: &Workflow,
     workspace: &Workspace,
     state: &RunState,
+    planners: bool,
 ) -> Result<Option<(Fingerprint, Fingerprint)>, RunError> {
     let Some(recorded) = state.fingerprint.clone() else {
         return Ok(None);
@@ -1468,10 +1475,12 @@ fn drifted(
     if let Phase::Running { step_id, visit } = &state.phase {
         let opcode = workflow.step(step_id).map(|step| step.body.opcode());
         // An EVALUATE, a GATE or a STOP changes no file: a change found after one was made by
-        // someone else, and is drift like any other.
+        // someone else, and is drift like any other — unless an EVALUATE's planner process
+        // was caught changing it, or was running when the process died.
         if matches!(opcode, Some(Opcode::RunValidation | Opcode::Rollback))
             || (opcode == Some(Opcode::RunAgent)
                 && own_snapshot_is_latest(workspace, state, step_id, *visit)?)
+            || (opcode == Some(Opcode::Evaluate) && planners)
         {
             return Ok(None);
         }
@@ -1504,12 +1513,12 @@ fn record_accepted_drift(
     workspace: &Workspace,
     recorder: &mut Recorder,
     state: &mut RunState,
-    accept_drift: bool,
+    (accept_drift, planners): (bool, bool),
 ) -> Result<(), RunError> {
     if !accept_drift {
         return Ok(());
     }
-    let Some((recorded, found)) = drifted(workflow, workspace, state)? else {
+    let Some((recorded, found)) = drifted(workflow, workspace, state, planners)? else {
         return Ok(());
     };
     let fields = payload([
@@ -1553,6 +1562,11 @@ fn recover_interrupted_visit(
     });
     if let Some(recorded) = recorded {
         let cause = recorded.payload.get("cause").cloned().unwrap_or_default();
+        // An evaluation's violations were recorded before that record: carried now.
+        let planner = PlannerVisit::of(workflow, &events, (&step_id, visit));
+        if let Some(planner) = planner {
+            planner.recover(workflow, workspace, recorder, state, None)?;
+        }
         // The resume that recorded it was killed before it removed the saved guard state.
         crate::opcode::remove_guard_state(
             &recorder
@@ -1581,6 +1595,13 @@ fn recover_interrupted_visit(
             .and_then(|value| value.as_str())
             .and_then(|text| text.parse::<Outcome>().ok());
         if let Some(outcome) = outcome {
+            // An evaluation whose planner changed the worktree: its route carries the
+            // violation; the checkpoint takes the worktree as the planner left it.
+            if PlannerVisit::of(workflow, &events, (&step_id, visit)).is_some()
+                && planner_change_recorded(&events, &step_id, visit)
+            {
+                state.fingerprint = Some(workspace.fingerprint()?);
+            }
             let report = StepReport {
                 outcome,
                 policy_violation: event
@@ -1620,6 +1641,8 @@ fn recover_interrupted_visit(
     // What is left of the step's recorded process groups: members without `TNH_RUN_ID` too.
     let visit_dir = recorder.run_dir().visit_dir(&step_id, visit);
     let orphans = super::orphans::end_recorded_groups(&visit_dir, orphans);
+    // A planner process was running (or not yet checked) when the process died.
+    let planner_ran = guard_saved(recorder.run_dir(), &step_id, visit);
     let mut fields: Payload = payload([
         ("cause", cause.into()),
         ("killed_orphans", orphans.killed.into()),
@@ -1651,6 +1674,14 @@ fn recover_interrupted_visit(
             &mut fields,
             repository,
         )?,
+    }
+    if let Some(planner) = PlannerVisit::of(workflow, &events, (&step_id, visit)) {
+        let found = PlannerFound {
+            guard_report: fields.get("guard_report"),
+            operator_checkout,
+            planner_ran,
+        };
+        planner.recover(workflow, workspace, recorder, state, Some(found))?;
     }
     if own_snapshot_is_latest(workspace, state, &step_id, visit)? {
         let record = workspace.rollback(RollbackTarget::PreStep)?;
@@ -2166,4 +2197,201 @@ fn take_recorded_route(
         completion,
     )?;
     Ok(())
+}
+
+/// An EVALUATE visit the run stopped in (by its `step_started` event's opcode, else the
+/// workflow's). EVALUATE changes nothing, and its planner process runs in the worktree, so
+/// what changed since the visit started is its planner's (docs/planner.md): never drift.
+struct PlannerVisit<'a> {
+    step_id: &'a str,
+    visit: u32,
+}
+
+/// What `resume` found when it checked an interrupted EVALUATE visit by its saved guard.
+struct PlannerFound<'a> {
+    /// The `guard_report` of the visit's `step_interrupted` event, when it had a saved guard.
+    guard_report: Option<&'a serde_json::Value>,
+    operator_checkout: OperatorCheckout,
+    /// The visit had saved its guard state: its planner process was running (or its check
+    /// not recorded yet) when the process died, so the worktree's change is its.
+    planner_ran: bool,
+}
+
+impl<'a> PlannerVisit<'a> {
+    fn of(
+        workflow: &Workflow,
+        events: &[crate::artifacts::Event],
+        (step_id, visit): (&'a str, u32),
+    ) -> Option<Self> {
+        let started = events.iter().rev().find(|event| {
+            event.event_type == EventType::StepStarted
+                && event.step_id.as_deref() == Some(step_id)
+                && event.visit == Some(visit)
+        });
+        let evaluation = match started.and_then(|event| event.text("opcode")) {
+            Some(opcode) => opcode == Opcode::Evaluate.name(),
+            None => workflow
+                .step(step_id)
+                .is_some_and(|step| step.body.opcode() == Opcode::Evaluate),
+        };
+        evaluation.then_some(PlannerVisit { step_id, visit })
+    }
+
+    /// Records what the planner changed as violations of the visit, as an uninterrupted
+    /// EVALUATE does: with `found` (the visit is being recorded as interrupted now), what the
+    /// saved guard found that only a planner is charged with (a changed git configuration
+    /// file, a commit, a push, a worktree HEAD moved off the work branch), and — when the
+    /// planner was running as the process died — the worktree's change since the checkpoint
+    /// the visit started from, unless the visit recorded its planner's change itself (Ctrl-C,
+    /// or a crash after the check). Every violation of the visit is then carried into the
+    /// run's safety state (pending until a ROLLBACK, DESIGN §4 rule 1), and a worktree the
+    /// planner changed becomes the checkpoint's.
+    fn recover(
+        &self,
+        workflow: &Workflow,
+        workspace: &Workspace,
+        recorder: &mut Recorder,
+        state: &mut RunState,
+        found: Option<PlannerFound<'_>>,
+    ) -> Result<(), RunError> {
+        use crate::policy::{Violation, ViolationClass};
+        let (step_id, visit) = (self.step_id, self.visit);
+        let events = EventLog::read_all(&recorder.run_dir().events())?;
+        let recorded: Vec<Violation> = events
+            .iter()
+            .filter(|event| {
+                event.event_type == EventType::PolicyViolation
+                    && event.step_id.as_deref() == Some(step_id)
+                    && event.visit == Some(visit)
+            })
+            .filter_map(|event| {
+                serde_json::from_value(event.payload.get("violation")?.clone()).ok()
+            })
+            .collect();
+        let mut new = Vec::new();
+        if let Some(found) = found {
+            let who = planner_label(workflow, recorder, step_id);
+            let report = found
+                .guard_report
+                .and_then(|report| serde_json::from_value::<GuardReport>(report.clone()).ok());
+            if let Some(report) = report {
+                // The scratch index is the conductor's: its own fingerprint after the
+                // planner's check rewrites it, which a guard state not yet removed reports.
+                new.extend(
+                    crate::opcode::planner_guard_violations(&report, found.operator_checkout, &who)
+                        .into_iter()
+                        .filter(|violation| {
+                            !recorded.contains(violation)
+                                && violation.path.as_deref()
+                                    != Some(crate::workspace::SCRATCH_INDEX)
+                        }),
+                );
+            }
+            let checked = recorded
+                .iter()
+                .any(|violation| violation.class == ViolationClass::PlannerChangedWorktree);
+            if let Some(before) = state.fingerprint.clone()
+                && found.planner_ran
+                && !checked
+            {
+                let now = workspace.fingerprint()?;
+                new.extend(crate::opcode::planner_worktree_change(
+                    workspace, &who, &before, &now,
+                )?);
+            }
+        }
+        for violation in &new {
+            let fields = payload([(
+                "violation",
+                serde_json::to_value(violation).unwrap_or_default(),
+            )]);
+            recorder.event(EventType::PolicyViolation, Some((step_id, visit)), fields)?;
+        }
+        let all: Vec<&Violation> = recorded.iter().chain(&new).collect();
+        if let Some(first) = all.first() {
+            let more = match all.len() {
+                1 => String::new(),
+                count => format!(" (and {} more)", count - 1),
+            };
+            let pending = state.safety.policy_violation.is_some();
+            state.safety.policy_violation = Some(format!("{step_id}: {}{more}", first.detail));
+            // The planner changed the worktree after the last agent step's snapshot: a
+            // `pre_step` rollback undoes it, unless an older violation is pending.
+            if !pending {
+                state.safety.pre_step_undoes_violation = true;
+            }
+        }
+        if all
+            .iter()
+            .any(|violation| violation.class == ViolationClass::PlannerChangedWorktree)
+        {
+            state.fingerprint = Some(workspace.fingerprint()?);
+        }
+        Ok(())
+    }
+}
+
+/// How a recovered EVALUATE's planner is named in a violation: the run's `--planner`, the
+/// step's `planner:`, `defaults.planner`, else "the planner" (the configured default).
+fn planner_label(workflow: &Workflow, recorder: &Recorder, step_id: &str) -> String {
+    let step = workflow.step(step_id).and_then(|step| match &step.body {
+        crate::workflow::model::StepBody::Evaluate(evaluate) => evaluate.planner.as_ref(),
+        _ => None,
+    });
+    recorder
+        .metadata()
+        .planner_override
+        .clone()
+        .or_else(|| step.map(|name| name.value.clone()))
+        .or_else(|| {
+            workflow
+                .defaults
+                .planner
+                .as_ref()
+                .map(|name| name.value.clone())
+        })
+        .map_or_else(
+            || "the planner".to_owned(),
+            |name| format!("planner `{name}`"),
+        )
+}
+
+/// Whether the run stopped in an EVALUATE visit whose change of the worktree is its
+/// planner's: the visit recorded its planner's change itself (the operator's interrupt, or a
+/// crash after the check), or it still has its saved guard state — its planner process was
+/// running when the process driving it died. A change found after an EVALUATE whose planner
+/// never ran (the `rules` or an `http` planner, a crash before the planner started) is
+/// someone else's: drift.
+fn planner_owns_change(
+    run_dir: &RunDir,
+    workflow: &Workflow,
+    state: &RunState,
+    events: &[crate::artifacts::Event],
+) -> bool {
+    let Phase::Running { step_id, visit } = &state.phase else {
+        return false;
+    };
+    PlannerVisit::of(workflow, events, (step_id, *visit)).is_some()
+        && (planner_change_recorded(events, step_id, *visit)
+            || guard_saved(run_dir, step_id, *visit))
+}
+
+/// Whether the visit's folder holds a saved guard state (whatever its shape).
+fn guard_saved(run_dir: &RunDir, step_id: &str, visit: u32) -> bool {
+    std::fs::symlink_metadata(run_dir.visit_dir(step_id, visit).join(GUARD_STATE_FILE)).is_ok()
+}
+
+/// Whether the visit recorded a `planner_changed_worktree` violation.
+fn planner_change_recorded(events: &[crate::artifacts::Event], step_id: &str, visit: u32) -> bool {
+    events.iter().any(|event| {
+        event.event_type == EventType::PolicyViolation
+            && event.step_id.as_deref() == Some(step_id)
+            && event.visit == Some(visit)
+            && event
+                .payload
+                .get("violation")
+                .and_then(|violation| violation.get("class"))
+                .and_then(serde_json::Value::as_str)
+                == Some("planner_changed_worktree")
+    })
 }

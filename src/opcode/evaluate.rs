@@ -16,9 +16,14 @@ use crate::outcome::Outcome;
 use crate::workflow::model::{Evaluate, PromptSpec};
 
 use super::{OpcodeError, StepContext, StepResult};
+use crate::artifacts::write_json_private;
+use crate::config::OperatorCheckout;
 use crate::planner::Status;
-use crate::planner::backend::{Backend, Request, Verdict};
-use crate::workspace::DiffStat;
+use crate::planner::backend::{Backend, External, ExternalKind, Request, Verdict};
+use crate::policy::{Policy, PolicySpec, PolicySummary, Violation, ViolationClass};
+use crate::workspace::{
+    DiffStat, Fingerprint, GUARD_STATE_FILE, GuardReport, RefGuard, Workspace, WorkspaceError,
+};
 
 /// The last step summaries the envelope carries (OA06 §2, K = 3).
 const PROVENANCE_WINDOW: usize = 3;
@@ -81,10 +86,24 @@ pub(super) fn execute(
             false,
         ));
     }
-    let decision = decided.decision;
-    if let Some(violation) = &decided.planner_change {
-        super::step_policy::record_violations(context, std::slice::from_ref(violation))?;
+    if let Some(summary) = &decided.policy_summary {
+        write_json_new(&visit_dir.join("policy_summary.json"), summary)?;
+        artifacts.push(super::step_policy::policy_artifact(context));
     }
+    // What the planner changed is recorded first, even when the operator's interrupt cut its
+    // call short: `resume` then finds it among the visit's events. The saved guard state goes
+    // only then: a process that dies before has `resume` check the visit by it.
+    super::step_policy::record_violations(context, &decided.violations)?;
+    if let Some(saved) = &decided.guard_state {
+        super::remove_guard_state(saved)?;
+    }
+    if decided.interrupted {
+        // The driver sees the cancellation and records the interruption; `resume` asks again.
+        return Err(OpcodeError::Other(
+            "the planner was interrupted by the operator".into(),
+        ));
+    }
+    let decision = decided.decision;
     if let Some(reason) = decided.illegal {
         // The offending decision is evidence: saved, recorded, and the run ends (exit 4).
         write_json_new(&visit_dir.join("planner_decision.json"), &decision)?;
@@ -131,13 +150,15 @@ pub(super) fn execute(
     );
     // The planner's change stays a violation until a ROLLBACK removes it (DESIGN §4 rule 1).
     let mut report = StepReport::outcome(status);
-    report.policy_violation = decided.planner_change.map(|violation| violation.detail);
+    report.policy_violation = super::step_policy::violation_text(&decided.violations);
     Ok(StepResult {
         report,
         manifest,
         cost_usd: 0.0,
         waiting: false,
-        fingerprint: None,
+        // A worktree the planner changed is checkpointed as it is: the change is recorded as
+        // the planner's violation, not left for `resume` to find as drift.
+        fingerprint: decided.changed_worktree,
     })
 }
 
@@ -730,8 +751,18 @@ struct Decided {
     answered: Option<Status>,
     /// Set when the backend named an illegal `next_step`.
     illegal: Option<String>,
-    /// The change a planner made to the worktree while it was asked, as a violation.
-    planner_change: Option<crate::policy::Violation>,
+    /// The operator's interrupt cut the planner's call short: there is no decision, only
+    /// what the planner changed meanwhile.
+    interrupted: bool,
+    /// What a planner process changed while it was asked (the guard's findings, then the
+    /// worktree's change), as violations.
+    violations: Vec<Violation>,
+    /// The guard's report and those violations, when a planner process ran.
+    policy_summary: Option<PolicySummary>,
+    /// The worktree's fingerprint after a planner that changed it.
+    changed_worktree: Option<Fingerprint>,
+    /// The guard state saved while the planner ran, removed once its findings are recorded.
+    guard_state: Option<std::path::PathBuf>,
     /// `planner_prompt.md` was written.
     prompt_saved: bool,
     /// `planner_attempts.json` was written.
@@ -800,7 +831,7 @@ fn decide(
     let name = planner_name(context, evaluate);
     let mut prompt_saved = false;
     let mut attempts_saved = false;
-    let mut before = None;
+    let mut watch = None;
     let (verdict, attempts) = match Backend::from_config(&name, config) {
         Ok(backend) => {
             let prompt = if backend.reads_prompt() {
@@ -816,9 +847,10 @@ fn decide(
             };
             let variables = context.tnh_variables();
             // EVALUATE changes nothing: a planner process runs in the worktree, so what it
-            // changed there is found by comparing the worktree before and after.
+            // changed there is found by comparing the worktree before and after, and the
+            // repository around it is guarded as around an agent.
             if matches!(backend, Backend::External(_)) {
-                before = Some(context.workspace.fingerprint()?);
+                watch = Some(Watch::start(context, &backend, visit_dir)?);
             }
             let request = Request {
                 envelope,
@@ -841,6 +873,11 @@ fn decide(
             )
         }
     };
+    // Checked before anything else can fail: what the planner moved is put back.
+    let found = match watch {
+        Some(watch) => watch.finish(context, &name)?,
+        None => Found::default(),
+    };
     if !attempts.is_empty() {
         let record = crate::planner::backend::PlannerAttempts {
             schema_version: crate::artifacts::SCHEMA_VERSION,
@@ -850,11 +887,21 @@ fn decide(
         attempts_saved = true;
     }
     let (mut decision, decided_by, answered, illegal) = match verdict {
-        // The driver sees the cancellation and records the interruption; `resume` asks again.
+        // What the planner changed before it was stopped is recorded by `execute`, then the
+        // interruption ends the visit.
         Verdict::Interrupted => {
-            return Err(OpcodeError::Other(
-                "the planner was interrupted by the operator".into(),
-            ));
+            return Ok(Decided {
+                decision: serde_json::Value::Null,
+                answered: None,
+                illegal: None,
+                interrupted: true,
+                violations: found.violations,
+                policy_summary: found.policy_summary,
+                changed_worktree: found.changed_worktree,
+                guard_state: found.guard_state,
+                prompt_saved,
+                attempts_saved,
+            });
         }
         Verdict::Decided {
             decision,
@@ -867,12 +914,8 @@ fn decide(
             (decision, decided_by, answered, Some(reason))
         }
     };
-    let planner_change = match before {
-        Some(before) => planner_change(context, &name, &before)?,
-        None => None,
-    };
-    if let Some(violation) = &planner_change {
-        decision.raise(Status::Unsafe, "policy_violation", violation.detail.clone());
+    if let Some(text) = super::step_policy::violation_text(&found.violations) {
+        decision.raise(Status::Unsafe, "policy_violation", text);
     }
     if illegal.is_none() {
         if let Some(reported_by) = &context.state.safety.goldens_pending {
@@ -907,25 +950,159 @@ fn decide(
         decision: serde_json::to_value(&decision).unwrap_or_default(),
         answered,
         illegal,
-        planner_change,
+        interrupted: false,
+        violations: found.violations,
+        policy_summary: found.policy_summary,
+        changed_worktree: found.changed_worktree,
+        guard_state: found.guard_state,
         prompt_saved,
         attempts_saved,
     })
 }
 
-/// The change the planner `name` made to the worktree since `before`, as a violation naming
-/// the changed paths (or the moved HEAD); `None` when the worktree is as it was.
-fn planner_change(
-    context: &StepContext<'_>,
-    name: &str,
-    before: &crate::workspace::Fingerprint,
-) -> Result<Option<crate::policy::Violation>, OpcodeError> {
-    let after = context.workspace.fingerprint()?;
-    if after == *before {
+/// What is watched around an external planner: the worktree's fingerprint, and for a planner
+/// process (`command`, `claude`, `codex`: not `http`, which starts none) the guard, saved as
+/// `guard_state.json` in the visit's folder while the planner runs so that `resume` checks the
+/// visit if this process dies.
+struct Watch {
+    before: Fingerprint,
+    guard: Option<(RefGuard, std::path::PathBuf)>,
+}
+
+/// What the planner changed.
+#[derive(Default)]
+struct Found {
+    violations: Vec<Violation>,
+    policy_summary: Option<PolicySummary>,
+    changed_worktree: Option<Fingerprint>,
+    guard_state: Option<std::path::PathBuf>,
+}
+
+impl Watch {
+    fn start(
+        context: &StepContext<'_>,
+        backend: &Backend,
+        visit_dir: &std::path::Path,
+    ) -> Result<Watch, OpcodeError> {
+        // The fingerprint first: computing it rewrites the scratch index the guard watches.
+        let before = context.workspace.fingerprint()?;
+        let process = !matches!(
+            backend,
+            Backend::External(External {
+                kind: ExternalKind::Http { .. },
+                ..
+            })
+        );
+        let guard = if process {
+            let guard = context
+                .workspace
+                .guard(&context.run.config.protected_branches)?;
+            let saved = visit_dir.join(GUARD_STATE_FILE);
+            write_json_private(&saved, &guard.state())?;
+            Some((guard, saved))
+        } else {
+            None
+        };
+        Ok(Watch { before, guard })
+    }
+
+    /// The guard's check (refs and git files put back), then the worktree's change since the
+    /// start — after the check, so a file hidden through `.git/info/exclude` shows.
+    fn finish(self, context: &StepContext<'_>, name: &str) -> Result<Found, OpcodeError> {
+        let who = format!("planner `{name}`");
+        let operator_checkout = context.run.config.operator_checkout;
+        let mut found = Found::default();
+        let mut report = None;
+        if let Some((guard, saved)) = self.guard {
+            let checked = guard.check()?.report;
+            found.violations = planner_guard_violations(&checked, operator_checkout, &who);
+            report = Some(checked);
+            found.guard_state = Some(saved);
+        }
+        let after = context.workspace.fingerprint()?;
+        if after != self.before {
+            found.violations.extend(planner_worktree_change(
+                context.workspace,
+                &who,
+                &self.before,
+                &after,
+            )?);
+            found.changed_worktree = Some(after);
+        }
+        found.policy_summary = report.and_then(|report| {
+            planner_policy(operator_checkout).map(|policy| {
+                PolicySummary::new(&policy, 0, false, found.violations.clone())
+                    .with_guard_report(report)
+            })
+        });
+        Ok(found)
+    }
+}
+
+/// The policy a planner process is judged by: EVALUATE changes nothing, so besides the rules
+/// every step has (protected refs and tags, the operator's checkout as `operator_checkout`
+/// says), a commit, a push and a changed git configuration file are forbidden. (It has no
+/// globs of its own: it always compiles.)
+fn planner_policy(operator_checkout: OperatorCheckout) -> Option<Policy> {
+    let spec = PolicySpec {
+        forbidden_operations: ["commit", "push", "modify_git_config"]
+            .map(str::to_owned)
+            .to_vec(),
+        ..PolicySpec::default()
+    };
+    Policy::compile(&spec)
+        .ok()
+        .map(|policy| policy.with_operator_checkout(operator_checkout))
+}
+
+/// What the guard found around a planner process (`who`, e.g. ``planner `judge` ``), as
+/// violations: those of [`planner_policy`], and a worktree whose HEAD left the work branch,
+/// that was deleted or whose access was taken away (`planner_changed_worktree`).
+pub(crate) fn planner_guard_violations(
+    report: &GuardReport,
+    operator_checkout: OperatorCheckout,
+    who: &str,
+) -> Vec<Violation> {
+    let mut violations = planner_policy(operator_checkout)
+        .map(|policy| policy.check_guard_report(report))
+        .unwrap_or_default();
+    let mut what = Vec::new();
+    if report.worktree_head_restored {
+        what.push("its HEAD left the work branch (re-attached)");
+    }
+    if report.worktree_recreated {
+        what.push("it was deleted (checked out again)");
+    }
+    if report.worktree_access_restored {
+        what.push("its access was taken away (given back)");
+    }
+    if !what.is_empty() {
+        violations.push(Violation {
+            class: ViolationClass::PlannerChangedWorktree,
+            path: None,
+            rule: "evaluate_changes_nothing".to_owned(),
+            detail: format!(
+                "{who} changed the worktree during EVALUATE: {}",
+                what.join(", ")
+            ),
+        });
+    }
+    violations
+}
+
+/// The change `who` (e.g. ``planner `judge` ``) made to the worktree between the fingerprints
+/// `before` and `after`, as a violation naming the changed paths (or the moved HEAD); `None`
+/// when the worktree is as it was.
+pub(crate) fn planner_worktree_change(
+    workspace: &Workspace,
+    who: &str,
+    before: &Fingerprint,
+    after: &Fingerprint,
+) -> Result<Option<Violation>, WorkspaceError> {
+    if after == before {
         return Ok(None);
     }
-    let paths: Vec<String> = context
-        .workspace
+    let paths: Vec<String> = workspace
         .changes_between(&before.tree, &after.tree)?
         .into_iter()
         .map(|file| file.path)
@@ -941,12 +1118,12 @@ fn planner_change(
     if after.head != before.head {
         what.push("HEAD moved".to_owned());
     }
-    Ok(Some(crate::policy::Violation {
-        class: crate::policy::ViolationClass::PlannerChangedWorktree,
+    Ok(Some(Violation {
+        class: ViolationClass::PlannerChangedWorktree,
         path: paths.first().cloned(),
         rule: "evaluate_changes_nothing".to_owned(),
         detail: format!(
-            "planner `{name}` changed the worktree during EVALUATE: {}",
+            "{who} changed the worktree during EVALUATE: {}",
             what.join(", ")
         ),
     }))
@@ -955,6 +1132,47 @@ fn planner_change(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_the_guard_finds_around_a_planner_is_a_violation_whatever_the_policy() {
+        let report = GuardReport {
+            commits: 1,
+            git_config_changed: vec!["/repo/.git/hooks/pre-commit".to_owned()],
+            remote_refs_changed: vec!["refs/remotes/origin/main".to_owned()],
+            worktree_head_restored: true,
+            operator_checkout_changed: vec!["README.md".to_owned()],
+            ..GuardReport::default()
+        };
+        let rules = |found: &[Violation]| -> Vec<String> {
+            found
+                .iter()
+                .map(|violation| violation.rule.clone())
+                .collect()
+        };
+        let found = planner_guard_violations(&report, OperatorCheckout::Forbid, "planner `p`");
+        assert_eq!(
+            rules(&found),
+            [
+                "commit",
+                "push",
+                "operator_checkout",
+                "modify_git_config",
+                "evaluate_changes_nothing"
+            ],
+            "{found:?}"
+        );
+        assert!(
+            found[4]
+                .detail
+                .starts_with("planner `p` changed the worktree")
+        );
+        let reported = planner_guard_violations(&report, OperatorCheckout::Report, "planner `p`");
+        assert!(!rules(&reported).contains(&"operator_checkout".to_owned()));
+        assert!(
+            planner_guard_violations(&GuardReport::default(), OperatorCheckout::Forbid, "p")
+                .is_empty()
+        );
+    }
 
     #[test]
     fn the_window_repeats_a_summary_only_up_to_its_limit() {

@@ -26,6 +26,7 @@ mod planner_check;
 mod planner_contract;
 mod planner_evidence;
 mod planner_failures;
+mod planner_guard;
 mod planner_http;
 mod planner_limits;
 mod planner_resolution;
