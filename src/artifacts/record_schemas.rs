@@ -101,7 +101,16 @@ pub fn gate_request_schema() -> Value {
         "risk_flags": strings(),
         "blockers": blockers,
     }));
+    let run_beside = strict(json!({
+        "run_id": string(),
+        "visits": { "type": "array", "items": string(), "description": "`step#visit` of this run's agent and validation steps it was driven beside" },
+    }));
     let context = strict(json!({
+        "runs_beside": {
+            "type": "array",
+            "items": run_beside,
+            "description": "other runs driven while this run's steps ran: their agents could have written into this run's worktree, which the diff shows as this run's change",
+        },
         "diffstat": diffstat,
         "diff": { "type": "string", "description": "run.diff (the whole change of the run), relative to the run directory" },
         "last_step": nullable(&last_step),

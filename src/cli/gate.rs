@@ -291,6 +291,35 @@ fn planner_lines(planner: &serde_json::Value, run_dir: &RunDir, text: &mut Strin
     }
 }
 
+/// The other runs driven while the run's steps ran (the gate request's `runs_beside`): their
+/// agents could have written into this worktree, and the diff shows such a write as this
+/// run's.
+fn runs_beside_lines(runs: &serde_json::Value, text: &mut String) {
+    let Some(runs) = runs.as_array().filter(|runs| !runs.is_empty()) else {
+        return;
+    };
+    let _ = writeln!(
+        text,
+        "  BESIDE:    other runs were driven while this run's steps ran; their agents could have \
+         written into this worktree, and the diff below shows such a write as this run's change:"
+    );
+    for run in runs {
+        let visits: Vec<String> = run["visits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|visit| visit.as_str())
+            .map(|visit| one_line(visit).into_owned())
+            .collect();
+        let _ = writeln!(
+            text,
+            "    run {} (during {})",
+            one_line(run["run_id"].as_str().unwrap_or("?")),
+            visits.join(", ")
+        );
+    }
+}
+
 fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
     let run_dir = find_run_dir(&repo_root(cli)?, run_id).map_err(run_error)?;
     let state: RunState =
@@ -369,6 +398,7 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
         "  worktree:  {}",
         one_line(context["worktree"].as_str().unwrap_or_default())
     );
+    runs_beside_lines(&context["runs_beside"], &mut text);
     // The change below is what the gate was requested with; an operator's rollback since
     // removed it from the worktree, and a decision then needs `--accept-drift`.
     if let Ok(Some(rollback)) = rollback_since_request(&recorder, step_id, *visit) {

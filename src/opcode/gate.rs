@@ -128,8 +128,9 @@ pub fn gate_name(kind: GateKind) -> &'static str {
 const RUN_DIFF: &str = "run.diff";
 
 /// What a reviewer needs: the whole change being approved (the worktree against the run's
-/// start, as a patch and a diffstat), the last planner decision, the last change a step made
-/// and the last agent's transcript.
+/// start, as a patch and a diffstat), the last planner decision, the last change a step made,
+/// the last agent's transcript, and the other runs driven while this run's steps ran
+/// ([`runs_beside`]).
 fn review_context(
     context: &StepContext<'_>,
     visit_dir: &std::path::Path,
@@ -173,6 +174,7 @@ fn review_context(
         }
     }
     Ok(serde_json::json!({
+        "runs_beside": runs_beside(context),
         "diffstat": whole.status.diffstat,
         "diff": diff,
         "last_step": last_step,
@@ -180,4 +182,38 @@ fn review_context(
         "transcript": transcript,
         "worktree": context.workspace.path().display().to_string(),
     }))
+}
+
+/// The other runs driven while this run's agent and validation steps ran, each with the visits
+/// it was driven beside (`work#1`), from the guard reports in the visits' policy summaries:
+/// their agents could have written into this run's worktree, and such a write is in this
+/// run's diff as its own change (the guard watches the operator's checkout, not other runs'
+/// worktrees). Empty when no other run was.
+fn runs_beside(context: &StepContext<'_>) -> serde_json::Value {
+    let run_dir = context.recorder.run_dir();
+    let mut runs: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for step in &context.run.workflow.steps {
+        let step_id = step.id.value.as_str();
+        for visit in 1.. {
+            let visit_dir = run_dir.visit_dir(step_id, visit);
+            if !visit_dir.is_dir() {
+                break;
+            }
+            let Ok(summary) = read_json::<serde_json::Value>(
+                &visit_dir.join("policy_summary.json"),
+                "policy summary",
+            ) else {
+                continue;
+            };
+            let driven = summary["guard_report"]["other_runs_driven"].as_array();
+            for run in driven.into_iter().flatten().filter_map(|run| run.as_str()) {
+                runs.entry(run.to_owned())
+                    .or_default()
+                    .push(format!("{step_id}#{visit}"));
+            }
+        }
+    }
+    runs.into_iter()
+        .map(|(run_id, visits)| serde_json::json!({ "run_id": run_id, "visits": visits }))
+        .collect()
 }

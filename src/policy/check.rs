@@ -537,26 +537,74 @@ impl Policy {
         } else {
             &[]
         };
+        let beside = beside_runs(&guard.other_runs_driven);
         for path in checkout_changes {
             violations.push(Violation::new(
                 ViolationClass::PathEscape,
                 Some(path),
                 "operator_checkout",
-                "changed in the operator's checkout while the step ran: the agent wrote \
-                 outside its worktree (or someone edited the checkout meanwhile); not restored"
-                    .to_owned(),
+                format!(
+                    "changed in the operator's checkout while the step ran: the agent wrote \
+                     outside its worktree (or someone edited the checkout meanwhile{beside}); \
+                     not restored"
+                ),
             ));
         }
         if self.forbids(Operation::ModifyGitConfig) {
             for name in &guard.git_config_changed {
+                let detail = if guard.other_runs_driven.is_empty() {
+                    "git configuration changed; restored".to_owned()
+                } else {
+                    format!(
+                        "git configuration changed; restored; possibly by another run: {} \
+                         driven during the step (each run whose step saw the change is charged)",
+                        run_list(&guard.other_runs_driven)
+                    )
+                };
                 violations.push(operation_violation(
                     Operation::ModifyGitConfig,
                     name,
-                    "git configuration changed; restored",
+                    &detail,
+                ));
+            }
+            for change in &guard.git_config_put_back_by_other_runs {
+                let detail = format!(
+                    "git configuration changed during the step and put back by run {}'s guard \
+                     at {} before this run's guard looked: by this run's agent or possibly by {} \
+                     (each run whose step saw the change is charged)",
+                    change.put_back_by,
+                    change.at,
+                    run_list(&change.possibly_by)
+                );
+                violations.push(operation_violation(
+                    Operation::ModifyGitConfig,
+                    &change.path,
+                    &detail,
                 ));
             }
         }
     }
+}
+
+/// `run A`, `runs A, B`.
+fn run_list(runs: &[String]) -> String {
+    match runs {
+        [one] => format!("run {one}"),
+        _ => format!("runs {}", runs.join(", ")),
+    }
+}
+
+/// `; possibly another run's: run A was driven during the step`, or nothing when no other run
+/// was.
+fn beside_runs(runs: &[String]) -> String {
+    if runs.is_empty() {
+        return String::new();
+    }
+    let verb = if runs.len() == 1 { "was" } else { "were" };
+    format!(
+        "; possibly another run's: {} {verb} driven during the step",
+        run_list(runs)
+    )
 }
 
 fn operation_violation(operation: Operation, path: &str, detail: &str) -> Violation {

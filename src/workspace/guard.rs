@@ -13,7 +13,10 @@
 //! can classify them. Writing a protected ref or a git configuration file back is the only
 //! write this module makes outside the work branch, and it only ever undoes a change made
 //! during the step. What the guard recorded ([`GuardState`]) can be saved and loaded, so a
-//! step whose process died is still checked.
+//! step whose process died is still checked. With runs side by side, what the repository's
+//! runs share is settled with the other runs' guards ([`shared`]: a change to a shared git
+//! file one guard put back is charged to every run whose step saw it), and the report names
+//! the other runs driven during the step (`other_runs_driven`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -33,10 +36,12 @@ mod beside;
 mod commits;
 mod foreign;
 mod scope;
+mod shared;
 pub use beside::LeftForRun;
 pub use commits::{BranchMove, CommittedChange};
 pub use foreign::RunActivity;
 pub use scope::Scope;
+pub use shared::{SHARED_CHANGES_DIR, SharedChange};
 
 /// How `git_config_changed` names the worktree's `.git` file.
 pub const GIT_LINK: &str = ".git (the worktree's link to its repository)";
@@ -145,6 +150,18 @@ pub struct GuardReport {
     /// `hooks/pre-commit`, …), the worktree's `.git` file, and the operator's global and
     /// system configuration with the files it names (full paths, e.g. `/home/me/.gitconfig`).
     pub git_config_changed: Vec<String>,
+    /// Git configuration files (as `git_config_changed` names them) that changed during the
+    /// step and that the guard of another run, whose step ended first, found and put back
+    /// before this run's guard looked: this run's agent may have changed them as well as any
+    /// other run driven meanwhile, so this run answers for them too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub git_config_put_back_by_other_runs: Vec<SharedChange>,
+    /// The other runs driven while the step ran (their lock held, or taken, meanwhile): their
+    /// agents could have made the changes this report lists of what runs share (git
+    /// configuration, the operator's checkout), and written into this run's worktree, where
+    /// it looks like this run's work. Not a finding by itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_runs_driven: Vec<String>,
     /// Files of the operator's checkout (relative to the repository root) that were changed,
     /// created or deleted while the step ran: the agent wrote outside its worktree, or the
     /// operator edited the checkout meanwhile. Not put back.
@@ -169,9 +186,13 @@ impl GuardReport {
         });
     }
 
-    /// True when the step touched nothing guarded.
+    /// True when the step touched nothing guarded (the runs driven beside it are no
+    /// finding).
     pub fn is_clean(&self) -> bool {
-        *self == GuardReport::default()
+        GuardReport {
+            other_runs_driven: Vec::new(),
+            ..self.clone()
+        } == GuardReport::default()
     }
 }
 
@@ -257,6 +278,10 @@ pub struct GuardState {
     /// The identity of the conductor's scratch index before the step.
     #[serde(default)]
     pub scratch_index: Option<FileIdentity>,
+    /// When the guard started recording (nanoseconds since the Unix epoch): the notices other
+    /// runs' guards write from then on tell of changes to shared files during the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at_ns: Option<u64>,
 }
 
 /// Bytes kept exactly: as a string when they are UTF-8 (paths, configuration files almost
@@ -339,6 +364,9 @@ pub struct RefGuard {
     scratch: Option<FileIdentity>,
     /// What a check compares and writes back ([`Scope`]).
     scope: Scope,
+    /// When the guard started recording, in nanoseconds since the Unix epoch (`None`: a state
+    /// saved before this was recorded).
+    started_ns: Option<u64>,
 }
 
 impl Workspace {
@@ -346,6 +374,8 @@ impl Workspace {
     /// (`release/*`; `*` does not cross `/`) protected in addition to `main`, `master` and the
     /// operator's current branch.
     pub fn guard(&self, configured: &[String]) -> Result<RefGuard, WorkspaceError> {
+        // Before anything is read: a notice written after this covers every file read below.
+        let started_ns = shared::now_ns();
         let operator_head_path = self.common_dir.join("HEAD");
         let operator_head = read_optional(&operator_head_path)?;
         let mut names: Vec<String> = ALWAYS_PROTECTED
@@ -381,6 +411,7 @@ impl Workspace {
             )?,
             scratch: FileIdentity::of(&self.scratch_index()),
             scope: Scope::Everything,
+            started_ns: Some(started_ns),
         };
         let listing = guard.list_refs()?;
         guard.worktree_head = match head_commit(&guard.workspace.read_head(), &listing.resolved) {
@@ -453,6 +484,7 @@ impl Workspace {
                 .collect(),
             scratch: state.scratch_index,
             scope: Scope::Everything,
+            started_ns: state.started_at_ns,
         })
     }
 }
@@ -516,6 +548,7 @@ impl RefGuard {
                 })
                 .collect(),
             scratch_index: self.scratch,
+            started_at_ns: self.started_ns,
         }
     }
 
@@ -539,10 +572,13 @@ impl RefGuard {
         // Git reads its configuration in every command: a FIFO (or a link to one, or to a
         // device) the agent left in the place of a watched file would hang the first one.
         let watched = self.watched_paths()?;
-        self.clear_special_files(&watched, &mut report)?;
+        let mut shared = shared::Shared::new(self, true);
+        self.clear_special_files(&watched, &mut report, &shared)?;
         // What lives in the repository first, with git run there: that does not depend on
         // the state the agent left its worktree in (deleted, its HEAD garbled).
         let listing = self.list_refs()?;
+        shared.add_listing(&listing);
+        report.other_runs_driven = shared.driven().to_vec();
         let (mut guarded, others) = self.split(listing.values.clone());
         let beside = beside::Beside::new(self, &listing);
         // Stash entries other runs made stay; the stash is then settled here.
@@ -558,7 +594,8 @@ impl RefGuard {
         self.compare_branches_and_other_runs(&others, &beside, &mut report)?;
         self.check_operator_head(&mut report)?;
         let stash_log = stash_log.map(|contents| (self.stash_log(), contents));
-        self.restore_files(&watched, &mut report, stash_log)?;
+        self.restore_files(&watched, &mut report, stash_log, &mut shared)?;
+        self.clean_notices();
         let checkout = operator_checkout::state(
             &self.workspace.repo_git,
             &self.workspace.record().repo_root,
@@ -835,7 +872,9 @@ impl RefGuard {
         &self,
         paths: &BTreeSet<PathBuf>,
         report: &mut GuardReport,
+        shared: &shared::Shared<'_>,
     ) -> Result<(), WorkspaceError> {
+        let stash_log = self.stash_log();
         for path in paths {
             let recorded_special = self
                 .files
@@ -849,7 +888,18 @@ impl RefGuard {
                 continue;
             }
             // A check that only compares (`resume` asking the operator first) still removes
-            // what would hang git, and nothing else.
+            // what would hang git, and nothing else. A link of a file the runs share put back
+            // is announced to them first.
+            if restore
+                && !own
+                && *path != stash_log
+                && std::fs::read_link(path).ok().as_ref() != self.links.get(path)
+            {
+                let found = read_optional(path)?;
+                let recorded = self.files.get(path).cloned().flatten();
+                let contents = (found.as_deref(), recorded.as_deref());
+                shared.notify(path, &self.display_name(path), contents, true)?;
+            }
             let mut changed = restore && self.restore_link(path)?;
             if let Ok(metadata) = path.symlink_metadata() {
                 let kind = metadata.file_type();
@@ -871,13 +921,20 @@ impl RefGuard {
     }
 
     /// Puts the watched files back as they were; `settled` is a file and the contents it
-    /// must have instead (the stash's reflog when it keeps other runs' entries).
+    /// must have instead (the stash's reflog when it keeps other runs' entries). What this
+    /// guard puts back of the files the repository's runs share is announced to the other
+    /// runs first, and a change one of their guards put back during the step is this run's
+    /// too ([`shared`]).
     fn restore_files(
         &self,
         paths: &BTreeSet<PathBuf>,
         report: &mut GuardReport,
         settled: Option<(PathBuf, Vec<u8>)>,
+        shared: &mut shared::Shared<'_>,
     ) -> Result<(), WorkspaceError> {
+        // The files first, then the notices: a file found put back comes with its notice
+        // (written before the file was).
+        let mut found = Vec::new();
         for path in paths.iter().cloned() {
             let own = path.starts_with(&self.workspace.worktree_git_dir);
             let Some(restore) = self.scope.of_ref(own) else {
@@ -890,18 +947,44 @@ impl RefGuard {
             } else {
                 std::fs::read_link(&path).ok().as_ref() != self.links.get(&path)
             };
+            let now = read_optional(&path)?;
+            found.push((path, own, restore, link_changed, now));
+        }
+        shared.load();
+        let stash_log = self.stash_log();
+        let mut charged = Vec::new();
+        for (path, own, restore, link_changed, now) in found {
+            let name = self.display_name(&path);
             let before = match &settled {
                 Some((settled, contents)) if *settled == path => Some(contents.clone()),
                 _ => self.files.get(&path).cloned().flatten(),
             };
-            let now = read_optional(&path)?;
             let contents_changed = now != before;
+            let is_shared = !own && path != stash_log;
+            if contents_changed && restore && is_shared && !link_changed {
+                // What this run recorded was a change another run's agent had made before
+                // this step started, and that run's guard put it back since: writing the
+                // record would bring the change back. Kept as put back, and charged.
+                if let Some(change) = shared.put_back_before(&path, before.as_deref(), &now) {
+                    charged.push(change);
+                    continue;
+                }
+            }
             if contents_changed && restore {
+                if is_shared {
+                    let contents = (now.as_deref(), before.as_deref());
+                    shared.notify(&path, &name, contents, false)?;
+                }
                 write_optional(&path, before.as_deref())?;
             }
-            let name = self.display_name(&path);
             if (link_changed || contents_changed) && !report.git_config_changed.contains(&name) {
                 report.git_config_changed.push(name);
+            }
+        }
+        charged.extend(shared.charges(&self.files));
+        for change in charged {
+            if !report.git_config_changed.contains(&change.path) {
+                report.git_config_put_back_by_other_runs.push(change);
             }
         }
         Ok(())

@@ -37,7 +37,7 @@ pub use guard::Scope as GuardScope;
 pub use guard::{
     ALWAYS_PROTECTED, BranchMove, Bytes, Checked, CheckoutEntry, CommittedChange, GIT_LINK,
     GUARD_STATE_FILE, GUARD_STATE_SCHEMA_VERSION, GuardReport, GuardState, GuardedFile, LeftForRun,
-    RefChange, RefClass, RefGuard, RunActivity, SCRATCH_INDEX,
+    RefChange, RefClass, RefGuard, RunActivity, SCRATCH_INDEX, SHARED_CHANGES_DIR, SharedChange,
 };
 pub use operator_checkout::FileIdentity;
 pub use rollback::{

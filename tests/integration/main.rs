@@ -48,6 +48,7 @@ mod runner_fakes;
 mod runner_real_cli;
 mod runner_support;
 mod runner_zoo;
+mod runs_side_by_side;
 mod schema;
 mod script;
 mod script_context;

@@ -260,11 +260,18 @@ impl RefGuard {
     /// Whether run `run` was being driven during the step: its lock held before or after it,
     /// or taken in between — or it had no refs before (a run started meanwhile).
     pub(super) fn driven_during_step(&self, run: &str) -> bool {
-        let root = &self.workspace.record().repo_root;
-        let current = super::RunActivity::of(root, run);
-        !self.other_runs.get(run).is_some_and(|recorded| {
-            !recorded.driven && !current.driven && recorded.lock == current.lock
-        })
+        let Some(recorded) = self.other_runs.get(run) else {
+            return true;
+        };
+        if recorded.driven {
+            return true;
+        }
+        // The lock file's identity first: it costs one `stat`, the lock table a read of it.
+        let lock = crate::workspace::runs::runs_dir(&self.workspace.record().repo_root)
+            .join(run)
+            .join("lock");
+        crate::workspace::operator_checkout::FileIdentity::of(&lock) != recorded.lock
+            || crate::kernel::lock::is_held(&lock)
     }
 
     /// The stash changed during the step: entries other runs driven meanwhile made are theirs

@@ -53,7 +53,10 @@ impl RefGuard {
         let mut report = GuardReport::default();
         // What would hang git (a FIFO in the place of `.git/config`) goes even so.
         let watched = guard.watched_paths()?;
-        guard.clear_special_files(&watched, &mut report)?;
+        // Notices of other runs' guards are neither read nor written: nothing is charged or
+        // put back.
+        let mut shared = super::shared::Shared::new(&guard, false);
+        guard.clear_special_files(&watched, &mut report, &shared)?;
         let listing = guard.list_refs()?;
         let (mut guarded, others) = guard.split(listing.values.clone());
         let beside = super::beside::Beside::new(&guard, &listing);
@@ -68,7 +71,7 @@ impl RefGuard {
         guard.compare_other_refs(&others, &mut report)?;
         guard.compare_branches_and_other_runs(&others, &beside, &mut report)?;
         let stash_log = stash_log.map(|contents| (guard.stash_log(), contents));
-        guard.restore_files(&watched, &mut report, stash_log)?;
+        guard.restore_files(&watched, &mut report, stash_log, &mut shared)?;
         // Moved remote-tracking refs are evidence, never put back.
         report.remote_refs_changed.clear();
         Ok(report)
