@@ -170,11 +170,13 @@ impl EventLog {
         }
         let (events, valid_bytes) = read_events(path)?;
         use std::os::unix::fs::OpenOptionsExt;
+        // `O_APPEND`: each line lands at the end of the file as it is then, so a second
+        // writer (a driver let in while another still appends) can never overwrite a line.
         let mut file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .read(true)
-            .write(true)
+            .append(true)
             .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
             .open(path)
             .map_err(ArtifactsError::io("open", path))?;

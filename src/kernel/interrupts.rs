@@ -71,6 +71,16 @@ pub fn listen() -> std::io::Result<Cancellation> {
     Ok(cancellation)
 }
 
+/// The process's cancellation when [`listen`] was called, without listening otherwise: a
+/// wait deep in a command (the repository's worktree lock) answers the operator's Ctrl-C when
+/// the command listens, and the signal's default action still ends the others.
+pub fn listening() -> Option<Cancellation> {
+    LISTENING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
+
 /// The signals this process ignores, as the `SigIgn` mask of `/proc/self/status` (bit `n - 1`
 /// for signal `n`); none when it cannot be read (every signal is then listened to).
 fn ignored_signals() -> u64 {

@@ -1,13 +1,20 @@
 //! One process drives a run at a time: an exclusive `flock` on `<run_dir>/lock`, released by
 //! the kernel when the process exits (even when it is killed), holding the driver's pid so a
 //! second `resume` can say who has it.
+//!
+//! A lock on a path can be fooled by whatever replaces the file at that path: a driver keeps
+//! its lock on the file it opened even once that file is removed (an agent can write the run
+//! directory; an operator may "tidy a stale lock"), and a newcomer would create a new file and
+//! lock that. So a lock just taken is kept only if the path still names the file locked, and
+//! if no live `tnh-conductor` drives the run through a lock file that was removed or replaced
+//! (a process named by `status.json`, by the lock file, or holding an exclusive `flock` in the
+//! kernel's table, with such a file open).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
-
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
 
@@ -17,17 +24,24 @@ use crate::artifacts::{LifecycleState, RunDir, RunStatus};
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     /// Another process drives the run.
-    #[error("run is being driven by {} (lock `{path}`)", holder(pid.as_deref()))]
+    #[error(
+        "run is being driven by {} (lock `{path}`){}",
+        holder(pid.as_deref()),
+        if *replaced { ", through a lock file that was removed or replaced since it took it" } else { "" }
+    )]
     Held {
         /// The holder's pid as it recorded it; `None` when it has not written it yet (it
         /// writes it right after taking the lock).
         pid: Option<String>,
         /// The lock file.
         path: PathBuf,
+        /// Whether the holder holds the lock on a file that no longer stands at `path` (it
+        /// was removed or replaced while the run was driven).
+        replaced: bool,
     },
     /// Something else than a regular file stands where the lock file should be (a symbolic
-    /// link an agent planted, a FIFO): it is never opened through, so that taking the lock
-    /// cannot empty a file elsewhere or hang.
+    /// link an agent planted, a FIFO, a folder): it is never opened through, so that taking
+    /// the lock cannot empty a file elsewhere or hang.
     #[error("the lock file `{path}` is {what}, not a regular file: the conductor does not open it")]
     NotAFile {
         /// The lock file.
@@ -60,6 +74,10 @@ pub struct RunLock {
     _lock: Flock<File>,
 }
 
+/// How many times the lock file is opened again when it was removed or replaced between its
+/// opening and its locking (a `runs clean` removing the run, a second newcomer).
+const REOPEN_ATTEMPTS: usize = 3;
+
 impl RunLock {
     /// Takes the lock without waiting.
     pub fn acquire(path: &Path) -> Result<Self, LockError> {
@@ -67,79 +85,295 @@ impl RunLock {
             path: path.to_path_buf(),
             source,
         };
-        // A link is not followed and a FIFO does not block the open: the file is checked to be
-        // a regular one before it is locked, truncated and written.
-        let not_a_file = |what: String| LockError::NotAFile {
-            path: path.to_path_buf(),
-            what,
-        };
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
-            .open(path)
-            .map_err(|error| {
-                if error.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) {
-                    not_a_file("a symbolic link".to_owned())
-                } else {
-                    io(error)
-                }
-            })?;
-        let kind = file.metadata().map_err(io)?.file_type();
-        if !kind.is_file() {
-            return Err(not_a_file(
-                crate::artifacts::safe_files::kind_name(kind).to_owned(),
-            ));
-        }
-        let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => lock,
-            Err((mut file, _)) => {
-                let mut pid = String::new();
-                let _ = file.read_to_string(&mut pid);
-                let pid = Some(pid.trim().to_owned()).filter(|pid| !pid.is_empty());
-                return Err(LockError::Held {
-                    pid,
+        for _ in 0..REOPEN_ATTEMPTS {
+            let file = open_lock_file(path).map_err(|error| match error {
+                LockFileError::NotAFile(what) => LockError::NotAFile {
                     path: path.to_path_buf(),
+                    what: what.to_owned(),
+                },
+                LockFileError::Io(source) => io(source),
+            })?;
+            let locked = FileId::of(&file.metadata().map_err(io)?);
+            let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => lock,
+                Err((mut file, _)) => {
+                    return Err(LockError::Held {
+                        pid: pid_in(&mut file),
+                        path: path.to_path_buf(),
+                        replaced: false,
+                    });
+                }
+            };
+            // The file locked is the run's lock only while the path still names it.
+            if FileId::at(path) != Some(locked) {
+                continue;
+            }
+            let previous = pid_in(&mut lock);
+            let recorded = previous
+                .and_then(|pid| pid.parse().ok())
+                .into_iter()
+                .chain(driver_in_status(path));
+            if let Some(pid) = driver_elsewhere(path, Some(locked), recorded) {
+                return Err(LockError::Held {
+                    pid: Some(pid.to_string()),
+                    path: path.to_path_buf(),
+                    replaced: true,
                 });
             }
-        };
-        lock.set_len(0).map_err(io)?;
-        lock.seek(SeekFrom::Start(0)).map_err(io)?;
-        writeln!(lock, "{}", std::process::id()).map_err(io)?;
-        Ok(Self { _lock: lock })
+            lock.set_len(0).map_err(io)?;
+            lock.seek(SeekFrom::Start(0)).map_err(io)?;
+            writeln!(lock, "{}", std::process::id()).map_err(io)?;
+            return Ok(Self { _lock: lock });
+        }
+        // Replaced again each time: another process is at it.
+        Err(LockError::Held {
+            pid: None,
+            path: path.to_path_buf(),
+            replaced: false,
+        })
     }
+}
+
+/// Why a lock file could not be opened.
+#[derive(Debug)]
+pub(crate) enum LockFileError {
+    /// Something else than a regular file stands there (`a FIFO`, `a folder`, …).
+    NotAFile(&'static str),
+    /// The file system refused.
+    Io(std::io::Error),
+}
+
+/// Opens (creating it if needed) a lock file for reading and writing, never through a link
+/// and never waiting on a FIFO: what stands at `path` must be a regular file. Shared by the
+/// run lock and the repository's worktree lock.
+pub(crate) fn open_lock_file(path: &Path) -> Result<File, LockFileError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(path)
+        .map_err(|error| {
+            // A link (`ELOOP`), a folder (`EISDIR`), a FIFO or device that cannot be opened
+            // so: named by what stands there, not by the error.
+            match std::fs::symlink_metadata(path) {
+                Ok(metadata) if !metadata.is_file() => LockFileError::NotAFile(
+                    crate::artifacts::safe_files::kind_name(metadata.file_type()),
+                ),
+                _ if error.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) => {
+                    LockFileError::NotAFile("a symbolic link")
+                }
+                _ => LockFileError::Io(error),
+            }
+        })?;
+    let kind = file.metadata().map_err(LockFileError::Io)?.file_type();
+    if !kind.is_file() {
+        return Err(LockFileError::NotAFile(
+            crate::artifacts::safe_files::kind_name(kind),
+        ));
+    }
+    Ok(file)
+}
+
+/// The pid written in an open lock file, read from its start.
+fn pid_in(file: &mut File) -> Option<String> {
+    let mut pid = String::new();
+    let _ = file.seek(SeekFrom::Start(0));
+    let _ = Read::take(&mut *file, 64).read_to_string(&mut pid);
+    Some(pid.trim().to_owned()).filter(|pid| !pid.is_empty())
+}
+
+/// The driver `status.json` (beside the lock file) names, while it says the run is running.
+fn driver_in_status(lock: &Path) -> Option<u32> {
+    let status = RunDir::at(lock.parent()?).status();
+    let status: RunStatus = crate::artifacts::read_json(&status, "run status").ok()?;
+    (status.lifecycle_state == LifecycleState::Running)
+        .then_some(status.pid)
+        .flatten()
+}
+
+/// A file's identity: its device and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    fn of(metadata: &std::fs::Metadata) -> Self {
+        Self {
+            dev: metadata.dev(),
+            ino: metadata.ino(),
+        }
+    }
+
+    /// The identity of the entry at `path` (a link not followed); `None` when there is none.
+    fn at(path: &Path) -> Option<Self> {
+        std::fs::symlink_metadata(path)
+            .ok()
+            .map(|metadata| Self::of(&metadata))
+    }
+}
+
+/// A live `tnh-conductor` other than this process that drives the run through another file
+/// than `except` at the lock's path — one removed or replaced since it took its lock: among
+/// the `recorded` pids (the lock file's, `status.json`'s) and the holders of exclusive
+/// `flock`s in the kernel's table. A process is counted when it has such a file open; a
+/// recorded pid is counted too when its open files cannot be read (another user's process,
+/// `hidepid`), since it may then be the driver.
+fn driver_elsewhere(
+    lock: &Path,
+    except: Option<FileId>,
+    recorded: impl IntoIterator<Item = u32>,
+) -> Option<u32> {
+    let name = lock_name(lock)?;
+    let own = std::process::id();
+    let recorded: Vec<u32> = recorded.into_iter().collect();
+    let table = std::fs::read_to_string(LOCK_TABLE).unwrap_or_default();
+    let holders = table
+        .lines()
+        .filter_map(parse_lock_line)
+        .map(|entry| entry.pid);
+    let mut seen = std::collections::BTreeSet::new();
+    recorded
+        .iter()
+        .copied()
+        .chain(holders)
+        .filter(|pid| *pid != own && *pid != 0 && seen.insert(*pid))
+        .find(|pid| {
+            is_conductor(*pid)
+                && match has_open(*pid, &name, except) {
+                    Some(open) => open,
+                    None => recorded.contains(pid),
+                }
+        })
+}
+
+/// The lock file's absolute name as the kernel shows it in `/proc/PID/fd` (its folder's links
+/// resolved); `None` when its folder is gone.
+fn lock_name(lock: &Path) -> Option<PathBuf> {
+    let folder = std::fs::canonicalize(lock.parent()?).ok()?;
+    Some(folder.join(lock.file_name()?))
+}
+
+/// Whether process `pid` has open a file named `name` (or one removed from there: the kernel
+/// adds ` (deleted)`) other than `except`; `None` when its open files cannot be listed.
+fn has_open(pid: u32, name: &Path, except: Option<FileId>) -> Option<bool> {
+    let folder = PathBuf::from(format!("/proc/{pid}/fd"));
+    let entries = std::fs::read_dir(&folder).ok()?;
+    let name = name.as_os_str().as_bytes();
+    Some(entries.flatten().any(|entry| {
+        let Ok(target) = std::fs::read_link(entry.path()) else {
+            return false;
+        };
+        let target = target.as_os_str().as_bytes();
+        let target = target.strip_suffix(b" (deleted)").unwrap_or(target);
+        target == name
+            && std::fs::metadata(entry.path())
+                .is_ok_and(|metadata| Some(FileId::of(&metadata)) != except)
+    }))
 }
 
 /// Whether a process holds the lock now, read from the kernel's table of locks
 /// (`/proc/locks`) without touching the lock: taking it even briefly could make a `resume`
-/// starting at that instant find it held. Locks are matched by inode (some file systems,
-/// overlays among them, report another device there than `stat` does). A missing lock file
-/// is not held; where the table cannot be read, the pid the holder wrote in the lock file is
-/// looked up instead.
+/// starting at that instant find it held. An exclusive `flock` on the file counts (its
+/// device and inode; see [`devices_of`]), and a live `tnh-conductor` that drives the run
+/// through a lock file removed or replaced since. A missing lock file is not held; where the
+/// table cannot be read, the pid the holder wrote in the lock file is looked up instead.
 pub fn is_held(path: &Path) -> bool {
-    held_in_table(path).unwrap_or_else(|| holder_in_file_is_conductor(path))
+    match held_in_table(path) {
+        Some(true) => true,
+        Some(false) => driver_elsewhere(path, FileId::at(path), []).is_some(),
+        None => holder_in_file_is_conductor(path),
+    }
 }
 
-/// Whether the kernel's table of locks shows the lock held; `None` when the table cannot be
-/// read (only then may a pid stand in for it).
+/// Whether the kernel's table of locks shows an exclusive `flock` on the lock file; `None`
+/// when the table cannot be read (only then may a pid stand in for it).
 fn held_in_table(path: &Path) -> Option<bool> {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(metadata) = std::fs::metadata(path) else {
+    let Ok(metadata) = std::fs::symlink_metadata(path) else {
         return Some(false);
     };
     let table = std::fs::read_to_string(LOCK_TABLE).ok()?;
-    // `1: FLOCK  ADVISORY  WRITE 21206 fe:00:10010786 0 EOF`: device and inode last.
-    let inode = metadata.ino().to_string();
-    Some(table.lines().any(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        fields.get(1) == Some(&"FLOCK")
-            && fields
-                .get(5)
-                .and_then(|place| place.rsplit(':').next())
-                .is_some_and(|found| found == inode)
-    }))
+    if !metadata.is_file() {
+        return Some(false);
+    }
+    let devices = devices_of(path, &metadata);
+    Some(held_in(&table, &devices, metadata.ino()))
+}
+
+/// The process the kernel's table of locks shows holding an exclusive `flock` on the file at
+/// `path`, when it shows one (and names it: a holder in another pid namespace is `0` there).
+pub(crate) fn exclusive_holder(path: &Path) -> Option<u32> {
+    let metadata = std::fs::symlink_metadata(path).ok()?;
+    let table = std::fs::read_to_string(LOCK_TABLE).ok()?;
+    let devices = devices_of(path, &metadata);
+    table
+        .lines()
+        .filter_map(parse_lock_line)
+        .find(|entry| entry.ino == metadata.ino() && devices.contains(&entry.device))
+        .map(|entry| entry.pid)
+        .filter(|pid| *pid != 0)
+}
+
+/// The devices `/proc/locks` may show for the file at `path`, as (major, minor): its own
+/// (`st_dev`), and its folder's. On an overlay file system a regular file reports the device
+/// of the layer that holds it while the kernel's table shows the overlay's, which a folder
+/// reports.
+fn devices_of(path: &Path, metadata: &std::fs::Metadata) -> Vec<(u64, u64)> {
+    let split = |dev: u64| {
+        (
+            nix::sys::stat::major(dev as nix::libc::dev_t),
+            nix::sys::stat::minor(dev as nix::libc::dev_t),
+        )
+    };
+    let mut devices = vec![split(metadata.dev())];
+    if let Some(folder) = path
+        .parent()
+        .and_then(|parent| std::fs::metadata(parent).ok())
+    {
+        devices.push(split(folder.dev()));
+    }
+    devices
+}
+
+/// Whether a `/proc/locks` text shows an exclusive `flock` held on the file with inode `ino`
+/// on one of `devices`. Shared locks are not the conductor's (it takes only exclusive ones),
+/// nor are POSIX locks, leases, or the lines of processes waiting for a lock (`->`).
+fn held_in(table: &str, devices: &[(u64, u64)], ino: u64) -> bool {
+    table
+        .lines()
+        .filter_map(parse_lock_line)
+        .any(|entry| entry.ino == ino && devices.contains(&entry.device))
+}
+
+/// One held exclusive `flock` of the kernel's table.
+#[derive(Debug, PartialEq, Eq)]
+struct LockEntry {
+    pid: u32,
+    device: (u64, u64),
+    ino: u64,
+}
+
+/// A line of `/proc/locks` when it is a held exclusive `flock`:
+/// `1: FLOCK  ADVISORY  WRITE 21206 fe:00:10010786 0 EOF` — the device's major and minor
+/// numbers in hexadecimal, then the inode in decimal.
+fn parse_lock_line(line: &str) -> Option<LockEntry> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    if fields.get(1) != Some(&"FLOCK") || fields.get(3) != Some(&"WRITE") {
+        return None;
+    }
+    let pid = fields.get(4)?.parse().ok()?;
+    let mut place = fields.get(5)?.split(':');
+    let major = u64::from_str_radix(place.next()?, 16).ok()?;
+    let minor = u64::from_str_radix(place.next()?, 16).ok()?;
+    let ino = place.next()?.parse().ok()?;
+    Some(LockEntry {
+        pid,
+        device: (major, minor),
+        ino,
+    })
 }
 
 /// The kernel's table of locks.
@@ -153,7 +387,7 @@ fn holder_in_file_is_conductor(path: &Path) -> bool {
 
 /// Whether process `pid` is alive and runs `tnh-conductor` (a pid the kernel gave to another
 /// program since is not the driver).
-fn is_conductor(pid: u32) -> bool {
+pub(crate) fn is_conductor(pid: u32) -> bool {
     let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
         return false;
     };
@@ -165,16 +399,19 @@ fn is_conductor(pid: u32) -> bool {
 
 /// A status as it stands: one that says `running` while no process holds the run's lock was
 /// left by a driver that was killed, and is `blocked` until resumed. The kernel's table of
-/// locks decides; the pids (the lock file's, `status.json`'s) are looked at only where that
-/// table cannot be read, since a pid alone may have been given to another process since —
-/// another `tnh-conductor` among them.
+/// locks decides, together with the driver `status.json` names when it still has the run's
+/// lock file open (one removed or replaced while it drives: it still drives); the pids alone
+/// (the lock file's, `status.json`'s) are trusted only where that table cannot be read, since
+/// a pid alone may have been given to another process since — another `tnh-conductor` among
+/// them.
 pub fn checked_status(run_dir: &RunDir, mut status: RunStatus) -> RunStatus {
     if status.lifecycle_state != LifecycleState::Running {
         return status;
     }
     let lock = run_dir.lock();
     let driven = match held_in_table(&lock) {
-        Some(held) => held,
+        Some(true) => true,
+        Some(false) => driver_elsewhere(&lock, FileId::at(&lock), status.pid).is_some(),
         None => holder_in_file_is_conductor(&lock) || status.pid.is_some_and(is_conductor),
     };
     if !driven {
@@ -229,5 +466,109 @@ mod tests {
         drop(held);
         assert!(!is_held(&path), "released");
         assert!(RunLock::acquire(&path).is_ok(), "looking does not keep it");
+    }
+
+    /// Review 11, defect 6: entries of `/proc/locks` as this machine wrote them, a run's lock
+    /// on ext4 (`fe:00`, inode 10068652) among them.
+    const TABLE: &str = "\
+1: FLOCK  ADVISORY  READ  4242 00:16:10068652 0 EOF
+2: FLOCK  ADVISORY  WRITE 4343 00:1b:10068652 0 EOF
+3: POSIX  ADVISORY  WRITE 4444 fe:00:10068652 0 EOF
+4: OFDLCK ADVISORY  WRITE -1 fe:00:10068652 0 EOF
+5: -> FLOCK  ADVISORY  WRITE 4545 fe:00:10068652 0 EOF
+6: FLOCK  ADVISORY  WRITE 4646 fe:00:10068653 0 EOF
+";
+
+    #[test]
+    fn only_an_exclusive_flock_on_the_same_device_and_inode_holds_a_lock() {
+        let ext4 = [(0xfe, 0)];
+        // A shared lock on another device, an exclusive one on another device, a POSIX lock,
+        // an open file description lock, a waiter, another inode: none is the run's driver.
+        assert!(!held_in(TABLE, &ext4, 10068652));
+        let held = format!("{TABLE}7: FLOCK  ADVISORY  WRITE 4747 fe:00:10068652 0 EOF\n");
+        assert!(held_in(&held, &ext4, 10068652));
+        assert!(!held_in(&held, &[(0, 0x1b)], 10068653));
+        // A device whose major number takes more than two hexadecimal digits.
+        let wide = "1: FLOCK  ADVISORY  WRITE 4848 103:02:77 0 EOF\n";
+        assert!(held_in(wide, &[(0x103, 2)], 77));
+        assert!(!held_in(wide, &[(0x10, 2)], 77));
+    }
+
+    #[test]
+    fn a_lock_line_is_read_with_its_pid_device_and_inode() {
+        assert_eq!(
+            parse_lock_line("2: FLOCK  ADVISORY  WRITE 4343 00:1b:599 0 EOF"),
+            Some(LockEntry {
+                pid: 4343,
+                device: (0, 0x1b),
+                ino: 599
+            })
+        );
+        assert_eq!(
+            parse_lock_line("1: FLOCK  ADVISORY  READ  4242 00:16:599 0 EOF"),
+            None
+        );
+        assert_eq!(parse_lock_line("garbage"), None);
+        assert_eq!(
+            parse_lock_line("1: FLOCK  ADVISORY  WRITE x 00:16:599 0 EOF"),
+            None
+        );
+    }
+
+    /// The device `/proc/locks` shows for a lock this process takes is one [`devices_of`]
+    /// accepts: the file's own or its folder's (overlay file systems show the latter).
+    #[test]
+    fn the_kernel_table_shows_a_device_the_lock_file_or_its_folder_reports() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let held = RunLock::acquire(&path).unwrap();
+        let Ok(table) = std::fs::read_to_string(LOCK_TABLE) else {
+            return;
+        };
+        let metadata = std::fs::metadata(&path).unwrap();
+        let own = std::process::id();
+        let entry = table
+            .lines()
+            .filter_map(parse_lock_line)
+            .find(|entry| entry.pid == own && entry.ino == metadata.ino())
+            .expect("this process's lock in /proc/locks");
+        assert!(
+            devices_of(&path, &metadata).contains(&entry.device),
+            "{entry:?} {:?}",
+            devices_of(&path, &metadata)
+        );
+        drop(held);
+    }
+
+    /// Review 11, defect 7: a folder where the lock file should be is named as such, as a
+    /// link or a FIFO is, not reported as an I/O failure (`EISDIR`).
+    #[test]
+    fn a_folder_link_or_fifo_in_the_lock_files_place_is_not_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        std::fs::create_dir(&path).unwrap();
+        let error = RunLock::acquire(&path).unwrap_err();
+        assert!(
+            matches!(&error, LockError::NotAFile { what, .. } if what == "a folder"),
+            "{error:?}"
+        );
+        std::fs::remove_dir(&path).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("missing"), &path).unwrap();
+        let error = RunLock::acquire(&path).unwrap_err();
+        assert!(
+            matches!(&error, LockError::NotAFile { what, .. } if what == "a symbolic link"),
+            "{error:?}"
+        );
+        assert!(
+            !dir.path().join("missing").exists(),
+            "not created through the link"
+        );
+        std::fs::remove_file(&path).unwrap();
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let error = RunLock::acquire(&path).unwrap_err();
+        assert!(
+            matches!(&error, LockError::NotAFile { what, .. } if what == "a FIFO"),
+            "{error:?}"
+        );
     }
 }

@@ -265,10 +265,11 @@ impl RunError {
                     .into(),
             ),
             // No other process is involved: the lock file itself could not be opened or written.
-            RunError::Lock(super::lock::LockError::NotAFile { path, .. }) => Some(format!(
+            RunError::Lock(super::lock::LockError::NotAFile { path, what }) => Some(format!(
                 "something replaced the run's lock file (an agent runs as you and can write the \
-                 run directory); once no process drives the run, remove it (`rm {}`) and try \
+                 run directory); once no process drives the run, remove it (`rm {}{}`) and try \
                  again: the next command creates it afresh",
+                if what == "a folder" { "-r " } else { "" },
                 path.display()
             )),
             RunError::Lock(super::lock::LockError::Io { .. }) => Some(

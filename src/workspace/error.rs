@@ -152,6 +152,43 @@ pub enum WorkspaceError {
         /// The run's recorded base (`base_sha`).
         expected: String,
     },
+    /// Something else than a regular file stands where the repository's worktree lock
+    /// (`.git/tnh-worktrees.lock`) should be (a FIFO, a link or a folder an agent put there):
+    /// it is never opened through nor waited on.
+    #[error(
+        "the worktree lock `{path}` is {what}, not a regular file: the conductor does not open it"
+    )]
+    WorktreeLockNotAFile {
+        /// The lock file.
+        path: PathBuf,
+        /// What stands there.
+        what: String,
+    },
+    /// The repository's worktree lock is held by a process that is not a `tnh-conductor`
+    /// (a conductor holds it only while git adds or removes a worktree).
+    #[error("the worktree lock `{path}` is held by process {pid}{}", held_by(program.as_deref()))]
+    WorktreeLockHeld {
+        /// The lock file.
+        path: PathBuf,
+        /// The process the kernel's table of locks names.
+        pid: u32,
+        /// Its program; `None` when it has ended (a process it started inherited the file).
+        program: Option<String>,
+    },
+    /// The operator stopped the command (Ctrl-C, SIGTERM) while it waited for the
+    /// repository's worktree lock.
+    #[error(
+        "stopped ({cause}) while waiting for the worktree lock `{path}`{}",
+        pid.map(|pid| format!(", held by process {pid}")).unwrap_or_default()
+    )]
+    WorktreeLockInterrupted {
+        /// The lock file.
+        path: PathBuf,
+        /// What stopped it.
+        cause: String,
+        /// The holder the kernel's table of locks named, when it did.
+        pid: Option<u32>,
+    },
     /// A run directory or its metadata is missing or malformed.
     #[error("run `{run_id}`: {reason}")]
     Run {
@@ -160,6 +197,14 @@ pub enum WorkspaceError {
         /// What is wrong.
         reason: String,
     },
+}
+
+/// What holds the worktree lock, after its pid.
+fn held_by(program: Option<&str>) -> String {
+    match program {
+        Some(program) => format!(" (`{program}`), which is not a tnh-conductor"),
+        None => ", which has ended: a process it started still has the file open".to_owned(),
+    }
 }
 
 impl WorkspaceError {
@@ -186,7 +231,10 @@ impl WorkspaceError {
             | WorkspaceError::InvalidProtectedBranch { .. }
             | WorkspaceError::BranchGone { .. }
             | WorkspaceError::SnapshotMoved { .. }
+            | WorkspaceError::WorktreeLockNotAFile { .. }
+            | WorkspaceError::WorktreeLockHeld { .. }
             | WorkspaceError::Run { .. } => ExitStatus::Usage,
+            WorkspaceError::WorktreeLockInterrupted { .. } => ExitStatus::Interrupted,
             WorkspaceError::InvalidGitTimeout(_) => ExitStatus::Usage,
             WorkspaceError::GitNotInstalled
             | WorkspaceError::Git { .. }
@@ -228,6 +276,37 @@ impl WorkspaceError {
             return Some(format!(
                 "nothing was changed; the ref was moved after the run started (an agent of another run can write it): look at `git log -1 {found}`, and if the base is right put the ref back with `git update-ref {reference} {expected}`, then roll back again"
             ));
+        }
+        match self {
+            WorkspaceError::WorktreeLockNotAFile { path, what } => {
+                return Some(format!(
+                    "nothing was changed; something replaced the lock under which runs add and remove their worktrees (an agent runs as you and can write `.git`): once no tnh-conductor is creating or removing a worktree, remove it (`rm {}{}`) and try again; the next command creates it afresh",
+                    if what == "a folder" { "-r " } else { "" },
+                    path.display()
+                ));
+            }
+            WorkspaceError::WorktreeLockHeld { path, pid, program } => {
+                let stop = if program.is_some() {
+                    format!(
+                        "stop it (`kill {pid}`; `fuser -v {}` lists every process that has the file open)",
+                        path.display()
+                    )
+                } else {
+                    format!(
+                        "stop the process that has the file open (`fuser -v {}` lists them)",
+                        path.display()
+                    )
+                };
+                return Some(format!(
+                    "nothing was changed; a process holding that lock (an agent's leftover, say) keeps every run from adding or removing a worktree: {stop} and try again"
+                ));
+            }
+            WorkspaceError::WorktreeLockInterrupted { .. } => {
+                return Some(
+                    "nothing was changed in the repository; try again once the other run has created or removed its worktree (`tnh-conductor runs list`)".to_owned(),
+                );
+            }
+            _ => {}
         }
         let hint = match self {
             WorkspaceError::GitNotInstalled => {
@@ -280,7 +359,11 @@ impl WorkspaceError {
             WorkspaceError::UnknownGuardState { .. } => {
                 "resume the run with the release that started it"
             }
-            WorkspaceError::BranchGone { .. } | WorkspaceError::SnapshotMoved { .. } => {
+            WorkspaceError::BranchGone { .. }
+            | WorkspaceError::SnapshotMoved { .. }
+            | WorkspaceError::WorktreeLockNotAFile { .. }
+            | WorkspaceError::WorktreeLockHeld { .. }
+            | WorkspaceError::WorktreeLockInterrupted { .. } => {
                 return None;
             }
         };

@@ -1109,6 +1109,8 @@ impl RefGuard {
             // repository (with its configuration and hooks) or lose the worktree.
             self.workspace.worktree_git_dir.join("commondir"),
             self.workspace.worktree_git_dir.join("gitdir"),
+            // The lock every run takes to add or remove a worktree: a FIFO there hung them all.
+            common.join(super::worktree::WORKTREES_LOCK),
         ];
         paths.extend(git_config::standard_files());
         let mut hook_dirs = vec![common.join("hooks")];

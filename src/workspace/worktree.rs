@@ -396,18 +396,76 @@ fn check_ref_name(full_name: &str, shown: &str) -> Result<(), WorkspaceError> {
     }
 }
 
+/// The repository-wide lock under which worktrees are added and removed, in the common git
+/// folder.
+pub(crate) const WORKTREES_LOCK: &str = "tnh-worktrees.lock";
+
 /// Takes (waiting for it) the repository-wide lock under which worktrees are added and removed;
 /// it is released when the returned lock is dropped or the process ends.
+///
+/// The file is opened as the run lock is (never through a link, never waiting on a FIFO, a
+/// regular file only): an agent can write `.git`, and a FIFO there hung every later `run`.
+/// The wait is a try-lock repeated on a growing interval (at most [`LOCK_POLL_MAX`]) that ends
+/// when the command is cancelled (Ctrl-C, SIGTERM: [`crate::kernel::interrupts::listening`]).
+/// A conductor holds the lock only while git adds or removes a worktree; a holder the
+/// kernel's table of locks names that is another program is refused at once.
 fn lock_worktrees(common_dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, WorkspaceError> {
-    let path = common_dir.join("tnh-worktrees.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|source| WorkspaceError::io("open", &path, source))?;
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, errno)| WorkspaceError::io("lock", &path, errno.into()))
+    use crate::kernel::lock::{LockFileError, open_lock_file};
+    let path = common_dir.join(WORKTREES_LOCK);
+    let open = || {
+        open_lock_file(&path).map_err(|error| match error {
+            LockFileError::NotAFile(what) => WorkspaceError::WorktreeLockNotAFile {
+                path: path.clone(),
+                what: what.to_owned(),
+            },
+            LockFileError::Io(source) => WorkspaceError::io("open", &path, source),
+        })
+    };
+    let mut file = open()?;
+    let cancellation = crate::kernel::interrupts::listening();
+    let mut pause = LOCK_POLL_MIN;
+    loop {
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(lock),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {}
+            Err((_, errno)) => return Err(WorkspaceError::io("lock", &path, errno.into())),
+        }
+        let holder = crate::kernel::lock::exclusive_holder(&path);
+        if let Some(pid) = holder
+            .filter(|pid| *pid != std::process::id() && !crate::kernel::lock::is_conductor(*pid))
+        {
+            return Err(WorkspaceError::WorktreeLockHeld {
+                program: program_of(pid),
+                path,
+                pid,
+            });
+        }
+        if let Some(cancellation) = cancellation.as_ref().filter(|c| c.is_cancelled()) {
+            return Err(WorkspaceError::WorktreeLockInterrupted {
+                cause: cancellation.cause().unwrap_or_else(|| "Ctrl-C".to_owned()),
+                path,
+                pid: holder,
+            });
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(LOCK_POLL_MAX);
+        // Opened again: the file may have been replaced meanwhile.
+        file = open()?;
+    }
+}
+
+/// The first interval between two tries of the worktree lock.
+const LOCK_POLL_MIN: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// The longest interval between two tries of the worktree lock: how long a Ctrl-C may wait to
+/// be noticed, and how late a freed lock may be taken.
+const LOCK_POLL_MAX: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The program process `pid` runs (its first argument), when it still runs.
+fn program_of(pid: u32) -> Option<String> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let program = cmdline.split(|byte| *byte == 0).next()?;
+    Some(String::from_utf8_lossy(program).into_owned()).filter(|program| !program.is_empty())
 }
 
 /// The exclude line the conductor writes: anchored to the repository's root, so only

@@ -1587,7 +1587,8 @@ fn a_decision_without_resume_is_not_said_to_be_an_interruption() {
 
 /// Review 11, defect 8: a lock file that cannot be opened (a read-only run directory, here a
 /// folder where the file should be) got the hint for a lock held by another process ("wait
-/// for that process to finish"), though there is none; it gets a hint about the file system.
+/// for that process to finish"), though there is none. (Review 11 of the locks, defect 7: a
+/// folder there is named as such, with the hint to remove it, not one about the file system.)
 #[test]
 fn a_lock_file_that_cannot_be_opened_is_not_said_to_be_held() {
     let repo = RunRepo::new();
@@ -1598,7 +1599,7 @@ fn a_lock_file_that_cannot_be_opened_is_not_said_to_be_held() {
     let refused = repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead"], 2);
     let stderr = stderr_text(&refused);
     assert!(
-        stderr.contains("failed to lock") && stderr.contains("make the run directory writable"),
+        stderr.contains("is a folder, not a regular file") && stderr.contains("rm -r "),
         "{stderr}"
     );
     assert!(!stderr.contains("wait for that process"), "{stderr}");

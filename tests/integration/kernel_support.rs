@@ -13,7 +13,15 @@ pub struct RunRepo {
 
 impl RunRepo {
     pub fn new() -> Self {
-        let repo = TempRepo::new();
+        Self::with(TempRepo::new())
+    }
+
+    /// The same in `dir` (a temporary folder on another file system, say).
+    pub fn in_dir(dir: tempfile::TempDir) -> Self {
+        Self::with(TempRepo::in_dir(dir))
+    }
+
+    fn with(repo: TempRepo) -> Self {
         let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents/scripted.py");
         repo.write(
             ".tnh/config.yaml",

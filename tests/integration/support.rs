@@ -12,7 +12,11 @@ pub struct TempRepo {
 impl TempRepo {
     /// A repository with `README.md` committed on `main`.
     pub fn new() -> Self {
-        let dir = tempfile::tempdir().expect("create temp dir");
+        Self::in_dir(tempfile::tempdir().expect("create temp dir"))
+    }
+
+    /// The same repository in `dir` (a temporary folder on another file system, say).
+    pub fn in_dir(dir: tempfile::TempDir) -> Self {
         let repo = Self { dir };
         repo.git(&["init", "-q", "-b", "main"]);
         repo.write("README.md", "# test repository\n");
