@@ -217,36 +217,44 @@ impl FileId {
 }
 
 /// A live `tnh-conductor` other than this process that drives the run through another file
-/// than `except` at the lock's path — one removed or replaced since it took its lock: among
-/// the `recorded` pids (the lock file's, `status.json`'s) and the holders of exclusive
-/// `flock`s in the kernel's table. A process is counted when it has such a file open; a
-/// recorded pid is counted too when its open files cannot be read (another user's process,
-/// `hidepid`), since it may then be the driver.
+/// than `except` — a lock file removed, replaced or renamed in the run directory since it took
+/// its lock: among the `recorded` pids (the lock file's, `status.json`'s) and the holders of
+/// exclusive `flock`s in the kernel's table. A process is counted when it has open a file
+/// under the lock's name (the kernel adds ` (deleted)` to a removed one), or a file of the
+/// run directory on which the table shows it holding an exclusive `flock` (a lock renamed
+/// there). A recorded pid is counted too when its open files cannot be read (another user's
+/// process, `hidepid`), since it may then be the driver.
 fn driver_elsewhere(
     lock: &Path,
     except: Option<FileId>,
     recorded: impl IntoIterator<Item = u32>,
 ) -> Option<u32> {
     let name = lock_name(lock)?;
+    let folder_device = std::fs::metadata(name.parent()?).ok()?.dev();
     let own = std::process::id();
     let recorded: Vec<u32> = recorded.into_iter().collect();
     let table = std::fs::read_to_string(LOCK_TABLE).unwrap_or_default();
-    let holders = table
-        .lines()
-        .filter_map(parse_lock_line)
-        .map(|entry| entry.pid);
+    let held: Vec<LockEntry> = table.lines().filter_map(parse_lock_line).collect();
     let mut seen = std::collections::BTreeSet::new();
     recorded
         .iter()
         .copied()
-        .chain(holders)
+        .chain(held.iter().map(|entry| entry.pid))
         .filter(|pid| *pid != own && *pid != 0 && seen.insert(*pid))
         .find(|pid| {
-            is_conductor(*pid)
-                && match has_open(*pid, &name, except) {
-                    Some(open) => open,
-                    None => recorded.contains(pid),
-                }
+            if !is_conductor(*pid) {
+                return false;
+            }
+            let holds = |id: FileId| {
+                let devices = [split_device(id.dev), split_device(folder_device)];
+                held.iter().any(|entry| {
+                    entry.pid == *pid && entry.ino == id.ino && devices.contains(&entry.device)
+                })
+            };
+            match has_open(*pid, &name, except, holds) {
+                Some(open) => open,
+                None => recorded.contains(pid),
+            }
         })
 }
 
@@ -257,21 +265,34 @@ fn lock_name(lock: &Path) -> Option<PathBuf> {
     Some(folder.join(lock.file_name()?))
 }
 
-/// Whether process `pid` has open a file named `name` (or one removed from there: the kernel
-/// adds ` (deleted)`) other than `except`; `None` when its open files cannot be listed.
-fn has_open(pid: u32, name: &Path, except: Option<FileId>) -> Option<bool> {
-    let folder = PathBuf::from(format!("/proc/{pid}/fd"));
-    let entries = std::fs::read_dir(&folder).ok()?;
-    let name = name.as_os_str().as_bytes();
+/// Whether process `pid` has open, other than `except`, a file named `name` (or one removed
+/// from there: the kernel adds ` (deleted)`), or a file in the same folder that `holds` (an
+/// exclusive `flock` the process holds on it); `None` when its open files cannot be listed.
+fn has_open(
+    pid: u32,
+    name: &Path,
+    except: Option<FileId>,
+    holds: impl Fn(FileId) -> bool,
+) -> Option<bool> {
+    let fds = PathBuf::from(format!("/proc/{pid}/fd"));
+    let entries = std::fs::read_dir(&fds).ok()?;
     Some(entries.flatten().any(|entry| {
         let Ok(target) = std::fs::read_link(entry.path()) else {
             return false;
         };
         let target = target.as_os_str().as_bytes();
-        let target = target.strip_suffix(b" (deleted)").unwrap_or(target);
-        target == name
-            && std::fs::metadata(entry.path())
-                .is_ok_and(|metadata| Some(FileId::of(&metadata)) != except)
+        let target = Path::new(std::ffi::OsStr::from_bytes(
+            target.strip_suffix(b" (deleted)").unwrap_or(target),
+        ));
+        let named = target == name;
+        if !named && target.parent() != name.parent() {
+            return false;
+        }
+        let Ok(metadata) = std::fs::metadata(entry.path()) else {
+            return false;
+        };
+        let id = FileId::of(&metadata);
+        Some(id) != except && (named || holds(id))
     }))
 }
 
@@ -322,20 +343,22 @@ pub(crate) fn exclusive_holder(path: &Path) -> Option<u32> {
 /// of the layer that holds it while the kernel's table shows the overlay's, which a folder
 /// reports.
 fn devices_of(path: &Path, metadata: &std::fs::Metadata) -> Vec<(u64, u64)> {
-    let split = |dev: u64| {
-        (
-            nix::sys::stat::major(dev as nix::libc::dev_t),
-            nix::sys::stat::minor(dev as nix::libc::dev_t),
-        )
-    };
-    let mut devices = vec![split(metadata.dev())];
+    let mut devices = vec![split_device(metadata.dev())];
     if let Some(folder) = path
         .parent()
         .and_then(|parent| std::fs::metadata(parent).ok())
     {
-        devices.push(split(folder.dev()));
+        devices.push(split_device(folder.dev()));
     }
     devices
+}
+
+/// A device number as its (major, minor) pair, as `/proc/locks` shows it.
+fn split_device(dev: u64) -> (u64, u64) {
+    (
+        nix::sys::stat::major(dev as nix::libc::dev_t),
+        nix::sys::stat::minor(dev as nix::libc::dev_t),
+    )
 }
 
 /// Whether a `/proc/locks` text shows an exclusive `flock` held on the file with inode `ino`

@@ -354,6 +354,14 @@ fn repo_with_waiting_agent() -> (RunRepo, PathBuf, PathBuf, PathBuf) {
 /// refused naming the driver, and the run ends as it would have, its log whole.
 #[test]
 fn a_live_runs_removed_lock_file_lets_no_second_driver_in() {
+    for how in ["removed", "renamed"] {
+        a_live_runs_lock_file_taken_away(how);
+    }
+}
+
+/// [`a_live_runs_removed_lock_file_lets_no_second_driver_in`], the lock file `removed` or
+/// `renamed` (to `lock.old`, in the run directory).
+fn a_live_runs_lock_file_taken_away(how: &str) {
     let (repo, workflow, started, go) = repo_with_waiting_agent();
     let child = conductor()
         .arg("--repo")
@@ -369,7 +377,11 @@ fn a_live_runs_removed_lock_file_lets_no_second_driver_in() {
     let agent: i32 = read_fifo(&started).parse().unwrap();
     let run_id = repo.only_run_id();
     let lock = repo.run_dir(&run_id).join("lock");
-    std::fs::remove_file(&lock).unwrap();
+    if how == "removed" {
+        std::fs::remove_file(&lock).unwrap();
+    } else {
+        std::fs::rename(&lock, lock.with_extension("old")).unwrap();
+    }
 
     let status = conductor_within(&repo, &["status", "--json", &run_id]);
     let listed = conductor_within(&repo, &["runs", "list", "--json"]);
@@ -383,23 +395,28 @@ fn a_live_runs_removed_lock_file_lets_no_second_driver_in() {
     let output = finish(child, "the first driver");
 
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
-    assert_eq!(status["lifecycle_state"], "running", "{status}");
+    assert_eq!(status["lifecycle_state"], "running", "{how}: {status}");
     let listed = String::from_utf8_lossy(&listed.stdout);
     assert!(
         listed.contains("running") && !listed.contains("blocked"),
-        "{listed}"
+        "{how}: {listed}"
     );
     for (what, refused) in [("resume", &resumed), ("rollback", &rolled_back)] {
         let stderr = stderr_text(refused);
-        assert_eq!(refused.status.code(), Some(2), "{what}: {stderr}");
+        assert_eq!(refused.status.code(), Some(2), "{how}, {what}: {stderr}");
         assert!(
             stderr.contains(&format!("run is being driven by process {driver}"))
                 && stderr.contains("removed or replaced"),
-            "{what}: {stderr}"
+            "{how}, {what}: {stderr}"
         );
     }
-    assert!(agent_alive, "the live agent was killed as an orphan");
-    assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
+    assert!(agent_alive, "{how}: the live agent was killed as an orphan");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{how}: {}",
+        stderr_text(&output)
+    );
     let events = repo.events(&run_id);
     assert_contiguous(&events);
     assert!(
