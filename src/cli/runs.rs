@@ -42,8 +42,8 @@ fn artifacts(error: crate::artifacts::ArtifactsError) -> Error {
 /// What is wrong with the run's `state.json`, which its `status.json` (what these views show)
 /// does not say, and what to do: damaged or written by a newer release (`resume`, gate
 /// decisions and `rollback` refuse the run until it is dealt with), or gone while the run
-/// waits at a gate. `None` when the state is sound, or when the status was itself read from
-/// it and already says so.
+/// waits at a gate. `None` when the state is sound. Said even when the status, read without
+/// the state, names the problem in its reason: `runs list` and `runs show` do not print it.
 fn state_damage(run_dir: &RunDir, status: Option<&RunStatus>) -> Option<String> {
     use crate::kernel::state::StateError;
     let path = run_dir.state();
@@ -67,10 +67,7 @@ fn state_damage(run_dir: &RunDir, status: Option<&RunStatus>) -> Option<String> 
     } else {
         return None;
     };
-    let said = status
-        .and_then(|status| status.reason.as_deref())
-        .is_some_and(|reason| reason.contains(&problem));
-    (!said).then(|| format!("{problem}; {advice}"))
+    Some(format!("{problem}; {advice}"))
 }
 
 /// Prints a run's status.

@@ -53,13 +53,27 @@ pub fn read_status(run_dir: &RunDir) -> Result<RunStatus, ArtifactsError> {
             };
             (lifecycle, step, visit, state.transitions, reason)
         }
-        Err(_) => (
-            LifecycleState::Blocked,
-            metadata.entry_step,
-            None,
-            0,
-            unreadable,
-        ),
+        // A run whose end was recorded in `metadata.json` ended so, checkpoint or not.
+        Err(_) => match &metadata.termination {
+            Some(termination) => (
+                if termination.kind == "success" {
+                    LifecycleState::Completed
+                } else {
+                    LifecycleState::Failed
+                },
+                termination.step_id.clone(),
+                None,
+                0,
+                format!("{}; {unreadable}", termination.reason),
+            ),
+            None => (
+                LifecycleState::Blocked,
+                metadata.entry_step,
+                None,
+                0,
+                unreadable,
+            ),
+        },
     };
     Ok(RunStatus {
         schema_version: crate::artifacts::SCHEMA_VERSION,

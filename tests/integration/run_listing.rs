@@ -573,3 +573,55 @@ fn runs_events_follow_prints_every_event_up_to_the_runs_end() {
         recorded.len()
     );
 }
+
+/// Review 12, defect 2: a finished run whose `state.json` was damaged and whose `status.json`
+/// was empty too (it is not fsynced: a power loss can leave it so) was listed as a plain
+/// `blocked` run — no "(damaged)", no `damaged` field, no warning — although `metadata.json`
+/// recorded its success. It is listed as it ended, and as damaged.
+#[test]
+fn a_finished_run_with_state_and_status_unreadable_is_listed_as_ended_and_damaged() {
+    let repo = RunRepo::new();
+    let (code, result, output) = repo.run(&repo.workflow("linear.yaml"), &[]);
+    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap().to_owned();
+    let state = repo.run_dir(&run_id).join("state.json");
+    std::fs::write(&state, "{\"schema_ver").unwrap();
+    std::fs::write(repo.run_dir(&run_id).join("status.json"), "").unwrap();
+    let damage = format!("`{}` is not a valid run state", state.display());
+
+    let listed = repo.conductor_exits(&["runs", "list"], 0);
+    let row = stdout_text(&listed)
+        .lines()
+        .find(|line| line.starts_with(&run_id))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        row.contains("completed") && row.contains("(damaged)"),
+        "{row}"
+    );
+    assert!(
+        stderr_text(&listed).contains(&damage),
+        "{}",
+        stderr_text(&listed)
+    );
+    let listed = repo.conductor_exits(&["runs", "list", "--json"], 0);
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed["runs"][0]["state"], "completed", "{listed}");
+    assert!(
+        listed["runs"][0]["damaged"]
+            .as_str()
+            .is_some_and(|damaged| damaged.contains(&damage)),
+        "{listed}"
+    );
+    let shown = repo.conductor_exits(&["runs", "show", &run_id], 0);
+    assert!(
+        stdout_text(&shown).contains("damaged:") && stdout_text(&shown).contains(&damage),
+        "{}",
+        stdout_text(&shown)
+    );
+    assert!(
+        !stdout_text(&shown).contains("blocked"),
+        "{}",
+        stdout_text(&shown)
+    );
+}
