@@ -444,6 +444,11 @@ fn budget_verdict(
 /// says the agent could not log in; the operator's fix (a key, a login) differs from any
 /// other error's, so the cause must say so whichever channel the CLI used.
 fn authentication_cause(failure: Option<&str>, stderr_line: Option<&str>) -> Option<String> {
+    // A capture the agent replaced says nothing of the agent's login, whatever the error
+    // reading it names (a path holds a run id, whose time may hold `401`).
+    if failure.is_some_and(|failure| failure.starts_with("evidence_tampered")) {
+        return None;
+    }
     if let Some(failure) = failure.filter(|failure| failure.starts_with("authentication_failed")) {
         return Some(failure.to_owned());
     }
@@ -462,19 +467,28 @@ fn authentication_cause(failure: Option<&str>, stderr_line: Option<&str>) -> Opt
 /// Whether an error text is about missing or rejected credentials.
 pub(crate) fn mentions_authentication(text: &str) -> bool {
     let lowered = text.to_lowercase();
-    [
-        "not logged in",
-        "401",
-        "unauthorized",
-        "api key",
-        "api_key",
-        "authentication",
-        "/login",
-        "please log in",
-        "login required",
-    ]
-    .iter()
-    .any(|pattern| lowered.contains(pattern))
+    // The status code as a number of its own, not digits of a longer one (a time, a run id).
+    let status_401 = lowered.match_indices("401").any(|(at, _)| {
+        let before = lowered[..at].chars().next_back();
+        let after = lowered[at + 3..].chars().next();
+        ![before, after]
+            .into_iter()
+            .flatten()
+            .any(|next| next.is_ascii_alphanumeric())
+    });
+    status_401
+        || [
+            "not logged in",
+            "unauthorized",
+            "api key",
+            "api_key",
+            "authentication",
+            "/login",
+            "please log in",
+            "login required",
+        ]
+        .iter()
+        .any(|pattern| lowered.contains(pattern))
 }
 
 /// The last non-blank line of a (small) stderr file, for the cause of a failed exit.
@@ -721,5 +735,22 @@ mod tests {
             authentication_cause(None, Some("error: invalid value 'bogus'")),
             None
         );
+        assert_eq!(
+            authentication_cause(None, Some("HTTP 401: bad credentials")).as_deref(),
+            Some("authentication_failed: HTTP 401: bad credentials")
+        );
+    }
+
+    /// A run id's time may hold `401` (`20261122T153401Z`): a path naming it, in the error of
+    /// a capture the agent replaced, read as a login failure, and the step's cause said
+    /// `authentication_failed` instead of `evidence_tampered`.
+    #[test]
+    fn digits_of_a_longer_number_or_a_replaced_capture_are_no_login_failure() {
+        let read = "failed to read `/tmp/x/.tnh/run/20261122T153401Z-ed759e/artifacts/work/1/stdout.txt`: \
+                    No such file or directory (os error 2)";
+        assert!(!mentions_authentication(read));
+        assert!(!mentions_authentication("took 14012 ms"));
+        let tampered = format!("evidence_tampered: {read} (status 401)");
+        assert_eq!(authentication_cause(Some(&tampered), None), None);
     }
 }
