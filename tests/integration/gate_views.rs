@@ -3,7 +3,7 @@
 //! lines — saying what was cut and naming `run.diff`, which holds the whole change.
 
 use crate::kernel_support::RunRepo;
-use crate::support::{stderr_text, stdout_text};
+use crate::support::stdout_text;
 
 /// The agent writes a 3 MiB one-line `bundle.min.js` and a 5,000-line `numbers.txt`.
 const AGENT: &str = "#!/bin/sh
@@ -88,9 +88,8 @@ fn assert_bounded(view: &str, run_diff: &std::path::Path) {
 #[test]
 fn gate_show_bounds_long_lines_and_long_patches_and_names_run_diff() {
     let (repo, workflow) = big_change_repo();
-    let (code, result, output) = repo.run(&workflow, &[]);
-    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
-    let run_id = result["run_id"].as_str().unwrap();
+    let (run, _) = repo.run_exits(&workflow, &[], 3);
+    let run_id = run.as_str();
 
     let shown = repo.conductor_exits(&["gate", "show", run_id], 0);
 

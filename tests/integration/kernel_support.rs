@@ -106,6 +106,25 @@ impl RunRepo {
         (output.status.code(), json, output)
     }
 
+    /// `run --json WORKFLOW ARGS…`, asserting it exits `code`: the run's id and JSON result.
+    pub fn run_exits(
+        &self,
+        workflow: &Path,
+        args: &[&str],
+        code: i32,
+    ) -> (String, serde_json::Value) {
+        let (exited, result, output) = self.run(workflow, args);
+        assert_eq!(
+            exited,
+            Some(code),
+            "{} {args:?}: {result}\n{}",
+            workflow.display(),
+            crate::support::stderr_text(&output)
+        );
+        let run_id = result["run_id"].as_str().unwrap_or_default().to_owned();
+        (run_id, result)
+    }
+
     /// The id of the repository's one run (for tests that start it without `--json`).
     pub fn only_run_id(&self) -> String {
         std::fs::read_dir(self.path().join(".tnh/run"))

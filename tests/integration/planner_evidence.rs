@@ -183,15 +183,8 @@ steps:
 "#,
         );
 
-        let (code, result, output) = repo.run(&workflow, &["--planner", planner]);
-
-        assert_eq!(
-            code,
-            Some(1),
-            "{planner}: {result}\n{}",
-            stderr_text(&output)
-        );
-        let run_id = result["run_id"].as_str().unwrap();
+        let (run, _) = repo.run_exits(&workflow, &["--planner", planner], 1);
+        let run_id = run.as_str();
         assert_eq!(
             repo.json(run_id, "artifacts/judge/1/planner_decision.json")["status"],
             "unsafe"
@@ -248,15 +241,8 @@ steps:
             ),
         );
 
-        let (code, result, output) = repo.run(&workflow, &["--planner", planner]);
-
-        assert_eq!(
-            code,
-            Some(0),
-            "{planner}: {result}\n{}",
-            stderr_text(&output)
-        );
-        let run_id = result["run_id"].as_str().unwrap();
+        let (run, _) = repo.run_exits(&workflow, &["--planner", planner], 0);
+        let run_id = run.as_str();
         let envelope = repo.json(run_id, "artifacts/judge/1/planner_input.json");
         let evidence = &envelope["evidence"];
         assert_eq!(
@@ -312,15 +298,8 @@ steps:
 "#,
         );
 
-        let (code, result, output) = repo.run(&workflow, &["--planner", planner]);
-
-        assert_eq!(
-            code,
-            Some(1),
-            "{planner}: {result}\n{}",
-            stderr_text(&output)
-        );
-        let run_id = result["run_id"].as_str().unwrap();
+        let (run, _) = repo.run_exits(&workflow, &["--planner", planner], 1);
+        let run_id = run.as_str();
         let validation =
             &repo.json(run_id, "artifacts/judge/1/planner_input.json")["evidence"]["validation"];
         assert_eq!(validation["mechanical_outcome"], "error", "{validation}");
@@ -407,15 +386,8 @@ steps:
 "#,
         );
 
-        let (code, result, output) = repo.run(&workflow, &["--planner", planner]);
-
-        assert_eq!(
-            code,
-            Some(1),
-            "{planner}: {result}\n{}",
-            stderr_text(&output)
-        );
-        let run_id = result["run_id"].as_str().unwrap();
+        let (run, _) = repo.run_exits(&workflow, &["--planner", planner], 1);
+        let run_id = run.as_str();
         let input = repo
             .run_dir(run_id)
             .join("artifacts/judge/1/planner_input.json");

@@ -9,7 +9,7 @@ use std::path::Path;
 use tnh_conductor::planner::backend::{Attempt, Backend, Request, decide};
 
 use crate::kernel_support::RunRepo;
-use crate::support::{conductor, fixture, stderr_text};
+use crate::support::{conductor, fixture};
 
 const EVALUATED: &str = "workflow_id: evaluated
 version: 1
@@ -76,10 +76,8 @@ fn a_failing_planner_process_leaves_its_stderr_in_the_attempt_record() {
     std::fs::write(&config, text).unwrap();
     let workflow = repo.workflow_text("evaluated.yaml", EVALUATED);
 
-    let (code, result, output) = repo.run(&workflow, &[]);
-
-    assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
-    let run_id = result["run_id"].as_str().unwrap();
+    let (run, _) = repo.run_exits(&workflow, &[], 1);
+    let run_id = run.as_str();
     let record = repo.json(run_id, "artifacts/evaluate/1/planner_attempts.json");
     let attempts = record["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 2, "{record:#}");

@@ -89,10 +89,8 @@ echo '{{\"status\": \"success\"}}'"
     );
     let workflow = repo.workflow_text("judged.yaml", JUDGED);
 
-    let (code, result, output) = repo.run(&workflow, &[]);
-
-    assert_eq!(code, Some(1), "{result}\n{}", stderr_text(&output));
-    let run_id = result["run_id"].as_str().unwrap();
+    let (run, _) = repo.run_exits(&workflow, &[], 1);
+    let run_id = run.as_str();
     assert_eq!(repo.repo.git(&["rev-parse", "main"]), main_before);
     assert!(!repo.path().join(".git/hooks/post-checkout").exists());
     let exclude =
@@ -151,10 +149,8 @@ fn the_rules_planner_is_not_guarded() {
         &JUDGED.replace("planner: judge", "planner: rules"),
     );
 
-    let (code, result, output) = repo.run(&workflow, &[]);
-
-    assert_eq!(code, Some(0), "{result}\n{}", stderr_text(&output));
-    let run_id = result["run_id"].as_str().unwrap();
+    let (run, _) = repo.run_exits(&workflow, &[], 0);
+    let run_id = run.as_str();
     let visit = repo.run_dir(run_id).join("artifacts/evaluate/1");
     assert!(visit.join("planner_decision.json").is_file());
     assert!(!visit.join("policy_summary.json").exists());

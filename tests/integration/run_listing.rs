@@ -157,9 +157,8 @@ fn gate_show_prints_the_diffstat_and_the_planner_decision_readably() {
         "judged.yaml",
         "workflow_id: judged\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - {id: work, opcode: RUN_AGENT, agent: scripted, prompt: \"WRITE f.txt: one\\\\ntwo\", routes: {\"*\": judge}}\n  - id: judge\n    opcode: EVALUATE\n    prompt: planner.evaluate_step.v1\n    allowed_next_steps: [gate, fail]\n    routes: {success: gate, partial: fail, blocked: fail, unsafe: fail, needs_human: gate}\n  - {id: gate, opcode: GATE, gate: requires_approval, routes: {gate_approved: STOP, gate_rejected: fail}}\n  - {id: fail, opcode: STOP, outcome: failure}\n",
     );
-    let (code, result, output) = repo.run(&workflow, &[]);
-    assert_eq!(code, Some(3), "{result}\n{}", stderr_text(&output));
-    let run_id = result["run_id"].as_str().unwrap();
+    let (run, _) = repo.run_exits(&workflow, &[], 3);
+    let run_id = run.as_str();
     let shown = stdout_text(&repo.conductor(&["gate", "show", run_id]));
     assert!(
         shown.contains("\n  diffstat:  1 file(s) +2 −0 (the whole run)\n  last step: `work` #1: 1 file(s) +2 −0\n"),
