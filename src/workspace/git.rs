@@ -18,6 +18,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{Id, WaitPidFlag, waitid};
 use nix::unistd::Pid;
 
+use super::attributes::AttrSource;
 use super::error::WorkspaceError;
 use crate::workflow::duration::{DurationError, parse_duration};
 
@@ -78,10 +79,10 @@ pub(crate) struct Git {
     /// The repository's common folder (`GIT_COMMON_DIR`) for a linked worktree, instead of
     /// found through the worktree's `commondir` file, which an agent can rewrite too.
     common_dir: Option<PathBuf>,
-    /// The commit whose `.gitattributes` apply (`GIT_ATTR_SOURCE`), when git supports it:
-    /// the run's base, so attributes an agent writes in the worktree (an `ident` that makes
-    /// the patch show `$Id$` where the file holds a payload) cannot change what is recorded.
-    attr_source: Option<String>,
+    /// Where `.gitattributes` are read from (`GIT_ATTR_SOURCE`), when git supports it: the
+    /// run's base, so attributes an agent writes in the worktree (an `ident` that makes the
+    /// patch show `$Id$` where the file holds a payload) cannot change what is recorded.
+    attr_source: Option<AttrSource>,
 }
 
 impl Git {
@@ -104,12 +105,13 @@ impl Git {
         common_dir: impl Into<PathBuf>,
         attr_source: &str,
     ) -> Self {
+        let common_dir = common_dir.into();
         Self {
             dir: dir.into(),
             index_file: None,
             git_dir: Some(git_dir.into()),
-            common_dir: Some(common_dir.into()),
-            attr_source: supports_attr_source().then(|| attr_source.to_owned()),
+            attr_source: supports_attr_source().then(|| AttrSource::new(attr_source, &common_dir)),
+            common_dir: Some(common_dir),
         }
     }
 
@@ -159,7 +161,7 @@ impl Git {
             None => command.env_remove("GIT_COMMON_DIR"),
         };
         match &self.attr_source {
-            Some(commit) => command.env("GIT_ATTR_SOURCE", commit),
+            Some(source) => command.env("GIT_ATTR_SOURCE", source.tree_ish()),
             None => command.env_remove("GIT_ATTR_SOURCE"),
         };
         match &self.index_file {

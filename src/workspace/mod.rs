@@ -15,6 +15,7 @@
 //! 4. `policy::check` on the status and the guard report; `rollback(target)` when asked.
 
 mod access;
+mod attributes;
 mod capture;
 mod error;
 mod git;

@@ -1705,6 +1705,63 @@ fn attributes_an_agent_writes_do_not_change_what_the_capture_records() {
     }
 }
 
+/// The attribute files of the run's base apply wherever they are, the root's and a nested
+/// folder's alike (git reads them from a tree of the base's attribute files alone), and one the
+/// agent adds or edits in the worktree does not.
+#[test]
+fn the_bases_attribute_files_apply_at_every_depth_and_the_agents_do_not() {
+    let repo = TempRepo::new();
+    repo.write(".gitattributes", "*.bin -diff\n");
+    repo.write("deep/er/.gitattributes", "*.dat -diff\n");
+    repo.write("deep/er/table.dat", "one\n");
+    repo.write("deep/er/notes.txt", "one\n");
+    repo.write("top.bin", "one\n");
+    repo.write("elsewhere/table.dat", "one\n");
+    repo.commit_all("attributes");
+    let workspace = create(&repo, "attributes");
+    let dir = workspace.path();
+    for path in [
+        "deep/er/table.dat",
+        "deep/er/notes.txt",
+        "top.bin",
+        "elsewhere/table.dat",
+    ] {
+        put(dir, path, "one\ntwo\n");
+    }
+    // The agent's attribute files: one would hide the notes' lines, one would show the table's.
+    put(dir, "deep/er/.gitattributes", "*.txt -diff\n");
+    put(dir, "deep/.gitattributes", "*.dat diff\n");
+    let patch = repo.path().join(".tnh/attributes.patch");
+
+    let status = workspace
+        .capture_since(&workspace.pre_run().unwrap(), &patch)
+        .unwrap()
+        .status;
+
+    let binary = |path: &str| {
+        let file = status.files.iter().find(|file| file.path == path).unwrap();
+        (file.binary, file.lines_added)
+    };
+    assert_eq!(binary("deep/er/table.dat"), (true, 0), "{status:?}");
+    assert_eq!(binary("top.bin"), (true, 0));
+    assert_eq!(binary("deep/er/notes.txt"), (false, 1));
+    assert_eq!(binary("elsewhere/table.dat"), (false, 1));
+    let text = std::fs::read_to_string(&patch).unwrap();
+    let section = |path: &str| {
+        let header = format!("diff --git a/{path} b/{path}\n");
+        let start = text.find(&header).unwrap() + header.len();
+        let end = text[start..]
+            .find("diff --git")
+            .map_or(text.len(), |end| start + end);
+        text[start..end].to_owned()
+    };
+    assert!(
+        section("deep/er/table.dat").contains("GIT binary patch"),
+        "{text}"
+    );
+    assert!(section("deep/er/notes.txt").contains("\n+two\n"), "{text}");
+}
+
 /// An agent that replaces its worktree folder by a symlink to the operator's checkout: the
 /// guard removes the link (never following it: through it, repairing the worktree's `.git`
 /// file deleted the operator's `.git` folder) and checks the worktree out again.
