@@ -126,6 +126,16 @@ impl Git {
         }
     }
 
+    /// The index file this git reads: its scratch index, or the worktree's own; `None` when
+    /// git finds the repository itself.
+    pub(crate) fn index_path(&self) -> Option<PathBuf> {
+        match (&self.index_file, &self.git_dir) {
+            (Some(index), _) => Some(index.clone()),
+            (None, Some(git_dir)) => Some(git_dir.join("index")),
+            (None, None) => None,
+        }
+    }
+
     fn command<I, S>(&self, args: I) -> Command
     where
         I: IntoIterator<Item = S>,
@@ -405,10 +415,8 @@ impl Git {
     /// index, a run worktree's index) are looked at, and only a lock made after the killed git
     /// started: nothing else writes them while a run's conductor holds its lock.
     fn remove_lock_left_by_killed_git(&self, started: std::time::SystemTime) {
-        let index = match (&self.index_file, &self.git_dir) {
-            (Some(index), _) => index.clone(),
-            (None, Some(git_dir)) => git_dir.join("index"),
-            (None, None) => return,
+        let Some(index) = self.index_path() else {
+            return;
         };
         let mut lock = index.into_os_string();
         lock.push(".lock");

@@ -21,6 +21,7 @@ mod error;
 mod git;
 mod git_config;
 mod guard;
+mod index_file;
 pub(crate) mod operator_checkout;
 mod rollback;
 pub mod runs;

@@ -146,8 +146,16 @@ fn conductor_files(root: &Path) -> Vec<Vec<u8>> {
 const FLAGGED: &[u8] = b"flagged in the index";
 
 /// The paths of the index at `index` flagged assume-unchanged or skip-worktree, read
-/// in-process; none when there is no readable index.
+/// in-process (through libgit2 when the reader does not know the file); none when there is
+/// no readable index.
 fn flagged(index: &Path) -> Vec<Vec<u8>> {
+    if let Some(entries) = super::index_file::read_entries(index) {
+        return entries
+            .into_iter()
+            .filter(super::index_file::IndexEntry::is_flagged)
+            .map(|entry| entry.path)
+            .collect();
+    }
     let Ok(index) = git2::Index::open(index) else {
         return Vec::new();
     };

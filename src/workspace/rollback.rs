@@ -16,6 +16,8 @@ use super::access::{
 };
 use super::capture::DiffStat;
 use super::error::WorkspaceError;
+use super::git::Git;
+use super::index_file;
 use super::snapshot::{Scratch, Snapshot};
 use super::worktree::Workspace;
 use crate::ids::RunId;
@@ -189,7 +191,6 @@ impl Workspace {
             mut access_restored,
             unrecorded,
         } = self.refresh_scratch_index()?;
-        let scratch_index = self.scratch_index();
         self.repair_git_link()?;
         // An agent may have left HEAD on a deleted branch; that is what rollback repairs.
         let head_before = self.head_commit();
@@ -205,7 +206,7 @@ impl Workspace {
         }
         // A file with other links keeps sharing its inode through a reset that finds its
         // content unchanged: removed now, the reset writes it afresh.
-        let hard_links_replaced = self.remove_hard_links(&scratch_index)?;
+        let hard_links_replaced = self.remove_hard_links(&scratch)?;
         // The line counts of that tree against the snapshot's come from git's objects alone,
         // so they are counted while git resets the worktree. They are counted between the two
         // trees, not against the scratch index: `diff-index --cached` reads a file from the
@@ -305,20 +306,15 @@ impl Workspace {
         Ok(status.is_empty() && !access_denied(&warnings) && !warnings.contains("could not "))
     }
 
-    /// Removes every regular file of the index at `index` (just brought up to date with the
-    /// worktree) whose inode has other links; returns their paths. One `lstat` per file,
-    /// only in a rollback.
-    fn remove_hard_links(&self, index: &std::path::Path) -> Result<Vec<String>, WorkspaceError> {
+    /// Removes every regular file of the index `scratch` is bound to (just brought up to date
+    /// with the worktree) whose inode has other links; returns their paths. One `lstat` per
+    /// file, only in a rollback.
+    fn remove_hard_links(&self, scratch: &Git) -> Result<Vec<String>, WorkspaceError> {
         use std::os::unix::ffi::OsStrExt;
         use std::os::unix::fs::MetadataExt;
-        const FILE_TYPE: u32 = 0o170_000;
-        const REGULAR: u32 = 0o100_000;
-        let Ok(index) = git2::Index::open(index) else {
-            return Ok(Vec::new());
-        };
         let mut removed = Vec::new();
-        for entry in index.iter() {
-            if entry.mode & FILE_TYPE != REGULAR {
+        for entry in index_file::entries(scratch)? {
+            if !entry.is_regular_file() {
                 continue;
             }
             let path = self.path().join(std::ffi::OsStr::from_bytes(&entry.path));

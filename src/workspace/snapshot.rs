@@ -8,7 +8,7 @@
 //!   a commit whose tree is the worktree and whose parent is the work branch's HEAD then;
 //! - `latest_pre_step` — the most recent `pre_step/…` snapshot (target of `pre_step` rollback).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +17,7 @@ use super::access::{
 };
 use super::error::WorkspaceError;
 use super::git::Git;
+use super::index_file::{self, IndexEntry};
 use super::worktree::Workspace;
 use crate::ids::{RunId, StepId};
 
@@ -286,7 +287,7 @@ impl Workspace {
             clear_index_flags(&self.git.with_index(&scratch))?;
         }
         let git = self.git.with_index(&scratch);
-        let mut unpopulated = self.forget_nested_repositories(&git, &scratch)?;
+        let mut unpopulated = self.forget_nested_repositories(&git)?;
         // Paths too long for git, looked for only once git has complained (a whole walk).
         let mut too_long: Option<Vec<TooLong>> = None;
         let mut access_given_back = false;
@@ -301,7 +302,7 @@ impl Workspace {
                 access_given_back = true;
                 access_restored.extend(restore_owner_access(self.path())?);
                 // A nested repository git could not see into before may show its `.git` now.
-                unpopulated = self.forget_nested_repositories(&git, &scratch)?;
+                unpopulated = self.forget_nested_repositories(&git)?;
                 continue;
             }
             match outcome {
@@ -397,15 +398,11 @@ impl Workspace {
     /// and `add` would otherwise drop it as deleted; those are returned, since git never
     /// looks at what their folders hold. Nested repositories' contents are never recorded, so
     /// whether they are dirty does not matter to a snapshot.
-    fn forget_nested_repositories(
-        &self,
-        git: &Git,
-        index: &Path,
-    ) -> Result<Vec<Vec<u8>>, WorkspaceError> {
+    fn forget_nested_repositories(&self, git: &Git) -> Result<Vec<Vec<u8>>, WorkspaceError> {
         use std::os::unix::ffi::OsStrExt;
         let mut nested = Vec::new();
         let mut unpopulated = Vec::new();
-        for path in gitlinks(git, index)? {
+        for path in gitlinks(git)? {
             let dot_git = self
                 .path()
                 .join(std::ffi::OsStr::from_bytes(&path))
@@ -509,21 +506,15 @@ impl Workspace {
 /// seeded from that index would hide its later changes from the capture. One `ls-files`
 /// when no file is flagged.
 pub(crate) fn clear_index_flags(git: &Git) -> Result<(), WorkspaceError> {
-    let listing = git.bytes(["ls-files", "-v", "-z"])?;
     let mut assumed = Vec::new();
     let mut skipped = Vec::new();
-    for entry in listing.split(|byte| *byte == 0) {
-        // `H path`: a tag, a space, the path. `S` is skip-worktree; a lowercase tag is
-        // assume-unchanged (`s`: both).
-        let (Some(&tag), Some(path)) = (entry.first(), entry.get(2..)) else {
-            continue;
-        };
+    for entry in index_file::entries(git)? {
         for (flagged, list) in [
-            (tag.is_ascii_lowercase(), &mut assumed),
-            (tag.eq_ignore_ascii_case(&b'S'), &mut skipped),
+            (entry.assume_unchanged, &mut assumed),
+            (entry.skip_worktree, &mut skipped),
         ] {
             if flagged {
-                list.extend_from_slice(path);
+                list.extend_from_slice(&entry.path);
                 list.push(0);
             }
         }
@@ -598,26 +589,12 @@ impl Workspace {
     }
 }
 
-/// The paths of the gitlinks (nested repositories) of the index at `index`, read in-process
-/// (a step's snapshot and capture each look, so no process is spawned for it); through
-/// `git ls-files` when libgit2 cannot read that index.
-fn gitlinks(git: &Git, index: &Path) -> Result<Vec<Vec<u8>>, WorkspaceError> {
-    const GITLINK: u32 = 0o160_000;
-    if let Ok(index) = git2::Index::open(index) {
-        return Ok(index
-            .iter()
-            .filter(|entry| entry.mode == GITLINK)
-            .map(|entry| entry.path)
-            .collect());
-    }
-    let listing = git.bytes(["ls-files", "--stage", "-z"])?;
-    Ok(listing
-        .split(|byte| *byte == 0)
-        .filter_map(|entry| {
-            // `<mode> <object> <stage>\t<path>`
-            let rest = entry.strip_prefix(b"160000 ")?;
-            let tab = rest.iter().position(|byte| *byte == b'\t')?;
-            Some(rest[tab + 1..].to_vec())
-        })
+/// The paths of the gitlinks (nested repositories) of the index `git` is bound to, read
+/// in-process (a step's snapshot and capture each look, so no process is spawned for it).
+fn gitlinks(git: &Git) -> Result<Vec<Vec<u8>>, WorkspaceError> {
+    Ok(index_file::entries(git)?
+        .into_iter()
+        .filter(IndexEntry::is_gitlink)
+        .map(|entry| entry.path)
         .collect())
 }
