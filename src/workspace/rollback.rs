@@ -195,8 +195,18 @@ impl Workspace {
         // An agent may have left HEAD on a deleted branch; that is what rollback repairs.
         let head_before = self.head_commit();
         // The files as they are, as a tree in git's objects (one `write-tree` of the index
-        // just refreshed).
-        let tree_before = scratch.text(["write-tree"]).ok();
+        // just refreshed), while the files with other links are looked for beside it.
+        let (tree_before, hard_linked) = std::thread::scope(|scope| {
+            let looking = scope.spawn(|| self.hard_linked_files(&scratch));
+            let tree = scratch.text(["write-tree"]).ok();
+            (tree, looking.join())
+        });
+        let hard_linked = hard_linked.unwrap_or_else(|_| {
+            Err(WorkspaceError::Parse {
+                command: "lstat",
+                detail: "looking for hard-linked files failed".to_owned(),
+            })
+        })?;
         if let Some(announce) = announce {
             announce(&RollbackStart {
                 snapshot: &snapshot,
@@ -206,7 +216,11 @@ impl Workspace {
         }
         // A file with other links keeps sharing its inode through a reset that finds its
         // content unchanged: removed now, the reset writes it afresh.
-        let hard_links_replaced = self.remove_hard_links(&scratch)?;
+        let mut hard_links_replaced = Vec::new();
+        for path in hard_linked {
+            remove_file_beneath(self.path(), &path)?;
+            hard_links_replaced.push(String::from_utf8_lossy(&path).into_owned());
+        }
         // The line counts of that tree against the snapshot's come from git's objects alone,
         // so they are counted while git resets the worktree. They are counted between the two
         // trees, not against the scratch index: `diff-index --cached` reads a file from the
@@ -306,26 +320,21 @@ impl Workspace {
         Ok(status.is_empty() && !access_denied(&warnings) && !warnings.contains("could not "))
     }
 
-    /// Removes every regular file of the index `scratch` is bound to (just brought up to date
-    /// with the worktree) whose inode has other links; returns their paths. One `lstat` per
-    /// file, only in a rollback.
-    fn remove_hard_links(&self, scratch: &Git) -> Result<Vec<String>, WorkspaceError> {
+    /// The regular files of the index `scratch` is bound to (just brought up to date with the
+    /// worktree) whose inode has other links. One `lstat` per file, only in a rollback.
+    fn hard_linked_files(&self, scratch: &Git) -> Result<Vec<Vec<u8>>, WorkspaceError> {
         use std::os::unix::ffi::OsStrExt;
         use std::os::unix::fs::MetadataExt;
-        let mut removed = Vec::new();
-        for entry in index_file::entries(scratch)? {
-            if !entry.is_regular_file() {
-                continue;
-            }
-            let path = self.path().join(std::ffi::OsStr::from_bytes(&entry.path));
-            let linked = std::fs::symlink_metadata(&path)
-                .is_ok_and(|metadata| metadata.is_file() && metadata.nlink() > 1);
-            if linked {
-                remove_file_beneath(self.path(), &entry.path)?;
-                removed.push(String::from_utf8_lossy(&entry.path).into_owned());
-            }
-        }
-        Ok(removed)
+        Ok(index_file::entries(scratch)?
+            .into_iter()
+            .filter(|entry| {
+                let path = self.path().join(std::ffi::OsStr::from_bytes(&entry.path));
+                entry.is_regular_file()
+                    && std::fs::symlink_metadata(&path)
+                        .is_ok_and(|metadata| metadata.is_file() && metadata.nlink() > 1)
+            })
+            .map(|entry| entry.path)
+            .collect())
     }
 
     /// `reset_hard`; when git is refused access to a path (a file to rewrite or remove in a
