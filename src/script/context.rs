@@ -367,6 +367,8 @@ mod tests {
             symlink_target: None,
             lines_added: 2,
             lines_removed: 1,
+            quoted_path: None,
+            quoted_old_path: None,
         };
         let cases = [
             (Workspace::Add, None, ChangeKind::Added),

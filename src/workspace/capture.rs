@@ -67,6 +67,15 @@ pub struct ChangedFile {
     pub lines_added: u64,
     /// Lines removed (0 for binary files).
     pub lines_removed: u64,
+    /// `path` exactly, as git quotes a name (in double quotes, with C escapes and octal for
+    /// every byte that is not printable ASCII), present only when the name is not valid
+    /// UTF-8: `path` then shows each invalid byte as U+FFFD, and two names that differ only
+    /// there are told apart here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quoted_path: Option<String>,
+    /// `old_path` exactly, in the same way, present only when it is not valid UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quoted_old_path: Option<String>,
 }
 
 impl ChangedFile {
@@ -242,7 +251,9 @@ impl Workspace {
             to_tree,
         ])?;
         let mut files = parse_raw_numstat(&raw)?;
-        files.sort_by(|left, right| left.path.cmp(&right.path));
+        files.sort_by(|left, right| {
+            (&left.path, &left.quoted_path).cmp(&(&right.path, &right.quoted_path))
+        });
         Ok(files)
     }
 
@@ -261,7 +272,9 @@ impl Workspace {
                     .map(|target| target.to_string_lossy().into_owned());
             }
         }
-        files.sort_by(|left, right| left.path.cmp(&right.path));
+        files.sort_by(|left, right| {
+            (&left.path, &left.quoted_path).cmp(&(&right.path, &right.quoted_path))
+        });
         let new_top_level_dirs = self.new_top_level_dirs(since, &files)?;
         let diffstat = diffstat_of(&files);
         Ok(WorkspaceStatus {
@@ -318,6 +331,8 @@ fn unrecorded(entry: &Unrecorded) -> ChangedFile {
         symlink_target: None,
         lines_added: 0,
         lines_removed: 0,
+        quoted_path: None,
+        quoted_old_path: None,
     }
 }
 
@@ -366,36 +381,43 @@ fn parse_raw_numstat(output: &[u8]) -> Result<Vec<ChangedFile>, WorkspaceError> 
         .filter(|token| !token.is_empty())
         .peekable();
     let mut files = Vec::new();
-    let mut counts: HashMap<String, (Option<u64>, Option<u64>)> = HashMap::new();
+    // Keyed by the path's bytes: two names that differ only in bytes that are not UTF-8 are
+    // one lossy `path`, not one count.
+    let mut counts: HashMap<Vec<u8>, (Option<u64>, Option<u64>)> = HashMap::new();
     while let Some(token) = tokens.next() {
         if token.starts_with(b":") {
             let record = RawRecord::parse(token, || tokens.next().map(<[u8]>::to_vec))
                 .map_err(|token| parse_error(&token))?;
-            files.push(record.change());
+            files.push((record.path.clone(), record.change()));
         } else {
-            let token = String::from_utf8_lossy(token);
-            let mut parts = token.splitn(3, '\t');
-            let added = parts.next().ok_or_else(|| parse_error(&token))?;
-            let removed = parts.next().ok_or_else(|| parse_error(&token))?;
-            let mut path = parts.next().unwrap_or_default().to_owned();
+            let unreadable = || parse_error(&String::from_utf8_lossy(token));
+            let mut parts = token.splitn(3, |byte| *byte == b'\t');
+            let number = |part: Option<&[u8]>| {
+                part.map(|digits| std::str::from_utf8(digits).ok()?.parse::<u64>().ok())
+            };
+            let added = number(parts.next()).ok_or_else(unreadable)?;
+            let removed = number(parts.next()).ok_or_else(unreadable)?;
+            let mut path = parts.next().unwrap_or_default().to_vec();
             if path.is_empty() {
                 // A rename: the old and the new path follow as separate records.
                 let _old = tokens.next();
-                let new = tokens.next().ok_or_else(|| parse_error(&token))?;
-                path = String::from_utf8_lossy(new).into_owned();
+                path = tokens.next().ok_or_else(unreadable)?.to_vec();
             }
-            counts.insert(path, (added.parse().ok(), removed.parse().ok()));
+            counts.insert(path, (added, removed));
         }
     }
-    for file in &mut files {
-        if let Some((added, removed)) = counts.get(&file.path) {
-            file.binary = added.is_none() && removed.is_none();
-            file.lines_added = added.unwrap_or(0);
-            file.lines_removed = removed.unwrap_or(0);
-        }
-        file.kind = classify(file, file.kind);
-    }
-    Ok(files)
+    Ok(files
+        .into_iter()
+        .map(|(path, mut file)| {
+            if let Some((added, removed)) = counts.get(&path) {
+                file.binary = added.is_none() && removed.is_none();
+                file.lines_added = added.unwrap_or(0);
+                file.lines_removed = removed.unwrap_or(0);
+            }
+            file.kind = classify(&file, file.kind);
+            file
+        })
+        .collect())
 }
 
 /// One raw record of `git diff-index -z --raw`, its paths as git wrote them.
@@ -435,13 +457,16 @@ impl RawRecord {
     /// The change, not yet counted or classified.
     fn change(&self) -> ChangedFile {
         let lossy = |path: &[u8]| String::from_utf8_lossy(path).into_owned();
-        raw_change(
+        let mut change = raw_change(
             &self.old_mode,
             &self.new_mode,
             &self.status,
             self.old_path.as_deref().map(lossy),
             lossy(&self.path),
-        )
+        );
+        change.quoted_path = quoted_unless_utf8(&self.path);
+        change.quoted_old_path = self.old_path.as_deref().and_then(quoted_unless_utf8);
+        change
     }
 
     /// How many `diff --git` sections the patch has for this record: a type change (a file
@@ -460,6 +485,15 @@ impl RawRecord {
         quote_path(b"b/", &self.path, &mut header);
         header
     }
+}
+
+/// `path` quoted as git quotes it (see [`quote_path`]) when it is not valid UTF-8.
+fn quoted_unless_utf8(path: &[u8]) -> Option<String> {
+    std::str::from_utf8(path).is_err().then(|| {
+        let mut quoted = Vec::new();
+        quote_path(b"", path, &mut quoted);
+        String::from_utf8_lossy(&quoted).into_owned()
+    })
 }
 
 /// Appends `prefix` + `path` to `out` as git's `quote_c_style` writes it with
@@ -683,6 +717,8 @@ fn raw_change(
         symlink_target: None,
         lines_added: 0,
         lines_removed: 0,
+        quoted_path: None,
+        quoted_old_path: None,
     }
 }
 

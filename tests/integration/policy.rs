@@ -25,6 +25,8 @@ fn file(path: &str, kind: ChangeKind) -> ChangedFile {
         symlink_target: None,
         lines_added: 1,
         lines_removed: 0,
+        quoted_path: None,
+        quoted_old_path: None,
     }
 }
 

@@ -489,6 +489,49 @@ fn status_classifies_every_kind_of_change() {
     assert!(schema["properties"]["files"].is_object(), "{schema}");
 }
 
+/// Two new names that differ only in bytes that are not UTF-8 read as one lossy `path`; each
+/// keeps its own line counts and its exact name in `quoted_path`, in a status and in a
+/// capture alike; a UTF-8 name has none.
+#[test]
+fn names_that_are_not_utf8_keep_their_exact_name_and_their_own_counts() {
+    use std::os::unix::ffi::OsStrExt;
+    let repo = TempRepo::new();
+    let workspace = create(&repo, "bytes");
+    let dir = workspace.path();
+    let name = |bytes: &[u8]| dir.join(std::ffi::OsStr::from_bytes(bytes));
+    std::fs::write(name(b"caf\xe9.txt"), "one\n").unwrap();
+    std::fs::write(name(b"caf\xff.txt"), "one\ntwo\n").unwrap();
+    std::fs::write(dir.join("café.txt"), "one\ntwo\nthree\n").unwrap();
+    let since = workspace.pre_run().unwrap();
+    let patch = repo.path().join(".tnh/bytes.patch");
+
+    let status = workspace.status_since(&since).unwrap();
+    let captured = workspace.capture_since(&since, &patch).unwrap().status;
+
+    for files in [&status.files, &captured.files] {
+        let found: Vec<(&str, Option<&str>, u64)> = files
+            .iter()
+            .map(|file| {
+                (
+                    file.path.as_str(),
+                    file.quoted_path.as_deref(),
+                    file.lines_added,
+                )
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("café.txt", None, 3),
+                ("caf\u{fffd}.txt", Some("\"caf\\351.txt\""), 1),
+                ("caf\u{fffd}.txt", Some("\"caf\\377.txt\""), 2),
+            ]
+        );
+    }
+    let json = serde_json::to_value(&status).unwrap();
+    assert_eq!(json["files"][0].get("quoted_path"), None, "{json}");
+}
+
 #[test]
 fn a_clean_worktree_has_an_empty_status() {
     let repo = rich_repo();

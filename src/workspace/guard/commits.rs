@@ -177,6 +177,8 @@ fn changed_file(raw: &Raw, before: Option<(&str, &str)>) -> ChangedFile {
         symlink_target: None,
         lines_added: 0,
         lines_removed: 0,
+        quoted_path: None,
+        quoted_old_path: None,
     }
 }
 

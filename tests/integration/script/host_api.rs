@@ -417,6 +417,8 @@ fn check_change_adapts_to_the_policy_modules_per_file_hook() {
         symlink_target: None,
         lines_added: 9,
         lines_removed: 0,
+        quoted_path: None,
+        quoted_old_path: None,
     };
     let hook = |change: &tnh_conductor::workspace::ChangedFile| {
         bench
