@@ -15,8 +15,11 @@ use std::sync::{Arc, OnceLock};
 /// The name git reads attributes from in each folder.
 const ATTRIBUTES_FILE: &[u8] = b".gitattributes";
 
-/// Folders deeper than this are not walked: the base commit itself is the source then.
-const MAX_DEPTH: usize = 4096;
+/// Folders deeper than this are not walked (each level is a frame of the walk, and the first
+/// git command may run on a thread with a small stack): the base commit itself is the source
+/// then. A checkout cannot go this deep within a path of 4,096 bytes unless its folder names
+/// are all of one or a few characters.
+const MAX_DEPTH: usize = 256;
 
 /// Git's mode of a folder in a tree.
 const MODE_TREE: i32 = 0o040_000;
@@ -159,5 +162,23 @@ mod tests {
         assert_eq!(source.clone().tree_ish(), narrowed, "clones share it");
         let broken = AttrSource::new("not a commit", &common_dir);
         assert_eq!(broken.tree_ish(), "not a commit", "falls back to the base");
+    }
+
+    /// A base whose folders nest deeper than the walk goes is its own attribute source.
+    #[test]
+    fn a_base_nested_too_deep_is_its_own_attribute_source() {
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path();
+        git(root, &["init", "-q", "-b", "main"]);
+        let deep = root.join(vec!["a"; MAX_DEPTH + 2].join("/"));
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(deep.join(".gitattributes"), "* -diff\n").unwrap();
+        git(root, &["add", "-A"]);
+        git(root, &["commit", "-q", "-m", "deep"]);
+        let commit = git(root, &["rev-parse", "HEAD"]);
+        let common_dir = root.join(".git");
+
+        assert!(attributes_tree(&common_dir, &commit).is_err());
+        assert_eq!(AttrSource::new(&commit, &common_dir).tree_ish(), commit);
     }
 }
