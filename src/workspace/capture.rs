@@ -488,7 +488,7 @@ impl RawRecord {
 }
 
 /// `path` quoted as git quotes it (see [`quote_path`]) when it is not valid UTF-8.
-fn quoted_unless_utf8(path: &[u8]) -> Option<String> {
+pub(crate) fn quoted_unless_utf8(path: &[u8]) -> Option<String> {
     std::str::from_utf8(path).is_err().then(|| {
         let mut quoted = Vec::new();
         quote_path(b"", path, &mut quoted);

@@ -155,6 +155,39 @@ fn committing_what_the_worktree_already_held_before_the_step_is_no_violation() {
     );
 }
 
+/// A committed name that is not UTF-8 keeps its exact name beside the lossy path the policy
+/// judges, as a captured one does.
+#[test]
+fn a_committed_name_that_is_not_utf8_keeps_its_exact_name() {
+    use std::os::unix::ffi::OsStrExt;
+    let repo = three_folders();
+    let (workspace, _, _) = step(&repo, |dir| {
+        let name = dir.join(std::ffi::OsStr::from_bytes(b"src/caf\xe9.rs"));
+        std::fs::write(name, "fn x() {}\n").unwrap();
+        commit(dir, "latin-1 name");
+    });
+    let committed = workspace
+        .committed_changes(
+            &tnh_conductor::workspace::BranchMove {
+                before: git_in(workspace.path(), &["rev-parse", "HEAD~1"]),
+                after: git_in(workspace.path(), &["rev-parse", "HEAD"]),
+            },
+            &git_in(workspace.path(), &["rev-parse", "HEAD~1^{tree}"]),
+        )
+        .unwrap();
+    let names: Vec<(&str, Option<&str>)> = committed
+        .iter()
+        .map(|change| {
+            (
+                change.file.path.as_str(),
+                change.file.quoted_path.as_deref(),
+            )
+        })
+        .filter(|(path, _)| path.starts_with("src/caf"))
+        .collect();
+    assert_eq!(names, [("src/caf\u{fffd}.rs", Some("\"src/caf\\351.rs\""))]);
+}
+
 /// Runs a one-step workflow whose agent runs the shell `script` in the worktree (a repository
 /// holding `src/main.rs` and `secret/key.txt`), with the step policy `policy`; returns the exit
 /// code and the step's `policy_summary.json`.

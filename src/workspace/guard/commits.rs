@@ -177,7 +177,7 @@ fn changed_file(raw: &Raw, before: Option<(&str, &str)>) -> ChangedFile {
         symlink_target: None,
         lines_added: 0,
         lines_removed: 0,
-        quoted_path: None,
+        quoted_path: crate::workspace::capture::quoted_unless_utf8(&raw.path),
         quoted_old_path: None,
     }
 }
