@@ -117,6 +117,9 @@ impl Error {
             | Error::Config(_)
             | Error::Prompt(_) => ExitStatus::Usage,
             Error::Workspace(error) => error.exit_status(),
+            // A `resume` stopped while it waited for the worktree lock: interrupted, as a
+            // `run` stopped there is, not a failure.
+            Error::Run(error) if error.is_interrupted() => ExitStatus::Interrupted,
             Error::Run(error) if error.is_usage() => ExitStatus::Usage,
             Error::Run(_) => ExitStatus::Runtime,
             Error::Policy(_) => ExitStatus::Usage,
@@ -197,6 +200,36 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run or resume stopped by Ctrl-C while it waited for the repository's worktree lock
+    /// exits 130 (resumable), whichever layer carries the error; other workspace errors keep
+    /// their own status.
+    #[test]
+    fn a_wait_for_the_worktree_lock_stopped_by_ctrl_c_is_an_interruption() {
+        use crate::kernel::run::RunError;
+        use crate::workspace::WorkspaceError;
+        let interrupted = || WorkspaceError::WorktreeLockInterrupted {
+            path: "/repo/.git/tnh-worktrees.lock".into(),
+            cause: "Ctrl-C".to_owned(),
+            pid: Some(42),
+        };
+        let through_run = Error::Run(Box::new(RunError::Workspace(interrupted())));
+        assert_eq!(through_run.exit_status(), ExitStatus::Interrupted);
+        assert_eq!(through_run.exit_status().code(), 130);
+        assert_eq!(
+            Error::Workspace(interrupted()).exit_status(),
+            ExitStatus::Interrupted
+        );
+        let failed = Error::Run(Box::new(RunError::Workspace(WorkspaceError::Parse {
+            command: "git",
+            detail: "x".to_owned(),
+        })));
+        assert_eq!(failed.exit_status(), ExitStatus::Runtime);
+        let refused = Error::Run(Box::new(RunError::Workspace(
+            WorkspaceError::InvalidRefName("a b".to_owned()),
+        )));
+        assert_eq!(refused.exit_status(), ExitStatus::Usage);
+    }
 
     /// Review 10, defect 9: `init` that could not write its file was told to check that the
     /// path "exists and is readable".

@@ -251,6 +251,13 @@ impl RunError {
         }
     }
 
+    /// Whether it stopped on Ctrl-C or a stop signal with nothing lost (exit 130, the run can
+    /// be resumed): a wait for the worktree lock that was interrupted.
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, RunError::Workspace(error)
+            if error.exit_status() == crate::error::ExitStatus::Interrupted)
+    }
+
     /// What to do about it.
     pub fn hint(&self) -> Option<String> {
         match self {
