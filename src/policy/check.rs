@@ -544,8 +544,8 @@ impl Policy {
                 Some(path),
                 "operator_checkout",
                 format!(
-                    "changed in the operator's checkout while the step ran: the agent wrote \
-                     outside its worktree (or someone edited the checkout meanwhile{beside}); \
+                    "changed in the operator's checkout while the step ran: the step's agent \
+                     (or planner) wrote outside its worktree (or someone edited the checkout meanwhile{beside}); \
                      not restored"
                 ),
             ));

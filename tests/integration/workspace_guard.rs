@@ -798,6 +798,14 @@ fn files_changed_in_the_operators_checkout_during_a_step_are_reported_and_flagge
             ),
         ]
     );
+    // The detail names what wrote there as either kind of step's process: an EVALUATE's
+    // planner is guarded like an agent.
+    assert!(
+        violations[0]
+            .detail
+            .contains("the step's agent (or planner) wrote outside its worktree"),
+        "{violations:?}"
+    );
     // Nothing is put back in the operator's checkout: it may be the operator's own work.
     assert_eq!(
         read(repo.path(), "src/kept.rs"),
