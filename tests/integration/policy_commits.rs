@@ -134,15 +134,7 @@ fn committing_what_the_worktree_already_held_before_the_step_is_no_violation() {
     });
     assert_eq!(captured, vec!["src/main.rs".to_owned()]);
     assert!(found.is_empty(), "{found:#?}");
-    let committed = workspace
-        .committed_changes(
-            &tnh_conductor::workspace::BranchMove {
-                before: git_in(workspace.path(), &["rev-parse", "HEAD~1"]),
-                after: git_in(workspace.path(), &["rev-parse", "HEAD"]),
-            },
-            &git_in(workspace.path(), &["rev-parse", "HEAD~1^{tree}"]),
-        )
-        .unwrap();
+    let committed = last_commits_changes(&workspace);
     let mut paths: Vec<_> = committed
         .iter()
         .map(|change| change.file.path.clone())
@@ -166,15 +158,7 @@ fn a_committed_name_that_is_not_utf8_keeps_its_exact_name() {
         std::fs::write(name, "fn x() {}\n").unwrap();
         commit(dir, "latin-1 name");
     });
-    let committed = workspace
-        .committed_changes(
-            &tnh_conductor::workspace::BranchMove {
-                before: git_in(workspace.path(), &["rev-parse", "HEAD~1"]),
-                after: git_in(workspace.path(), &["rev-parse", "HEAD"]),
-            },
-            &git_in(workspace.path(), &["rev-parse", "HEAD~1^{tree}"]),
-        )
-        .unwrap();
+    let committed = last_commits_changes(&workspace);
     let names: Vec<(&str, Option<&str>)> = committed
         .iter()
         .map(|change| {
@@ -186,6 +170,20 @@ fn a_committed_name_that_is_not_utf8_keeps_its_exact_name() {
         .filter(|(path, _)| path.starts_with("src/caf"))
         .collect();
     assert_eq!(names, [("src/caf\u{fffd}.rs", Some("\"src/caf\\351.rs\""))]);
+}
+
+/// What the worktree's last commit changed against its parent's tree, as the guard lists a
+/// step's committed changes.
+fn last_commits_changes(workspace: &Workspace) -> Vec<tnh_conductor::workspace::CommittedChange> {
+    workspace
+        .committed_changes(
+            &tnh_conductor::workspace::BranchMove {
+                before: git_in(workspace.path(), &["rev-parse", "HEAD~1"]),
+                after: git_in(workspace.path(), &["rev-parse", "HEAD"]),
+            },
+            &git_in(workspace.path(), &["rev-parse", "HEAD~1^{tree}"]),
+        )
+        .unwrap()
 }
 
 /// Runs a one-step workflow whose agent runs the shell `script` in the worktree (a repository
