@@ -251,9 +251,7 @@ impl Workspace {
             to_tree,
         ])?;
         let mut files = parse_raw_numstat(&raw)?;
-        files.sort_by(|left, right| {
-            (&left.path, &left.quoted_path).cmp(&(&right.path, &right.quoted_path))
-        });
+        sort_by_path(&mut files);
         Ok(files)
     }
 
@@ -272,9 +270,7 @@ impl Workspace {
                     .map(|target| target.to_string_lossy().into_owned());
             }
         }
-        files.sort_by(|left, right| {
-            (&left.path, &left.quoted_path).cmp(&(&right.path, &right.quoted_path))
-        });
+        sort_by_path(&mut files);
         let new_top_level_dirs = self.new_top_level_dirs(since, &files)?;
         let diffstat = diffstat_of(&files);
         Ok(WorkspaceStatus {
@@ -359,6 +355,13 @@ pub(crate) fn diffstat_against(
     since: &Snapshot,
 ) -> Result<DiffStat, WorkspaceError> {
     changes_against(scratch, since).map(|files| diffstat_of(&files))
+}
+
+/// Sorts changes by path, names that read the same lossily by their exact names.
+fn sort_by_path(files: &mut [ChangedFile]) {
+    files.sort_by(|left, right| {
+        (&left.path, &left.quoted_path).cmp(&(&right.path, &right.quoted_path))
+    });
 }
 
 /// Sums a list of changes.
@@ -457,16 +460,26 @@ impl RawRecord {
     /// The change, not yet counted or classified.
     fn change(&self) -> ChangedFile {
         let lossy = |path: &[u8]| String::from_utf8_lossy(path).into_owned();
-        let mut change = raw_change(
-            &self.old_mode,
-            &self.new_mode,
-            &self.status,
-            self.old_path.as_deref().map(lossy),
-            lossy(&self.path),
-        );
-        change.quoted_path = quoted_unless_utf8(&self.path);
-        change.quoted_old_path = self.old_path.as_deref().and_then(quoted_unless_utf8);
-        change
+        let mode = |value: &str| (value != "000000").then(|| value.to_owned());
+        let kind = match self.status.chars().next() {
+            Some('A') => ChangeKind::Add,
+            Some('D') => ChangeKind::Delete,
+            Some('R' | 'C') => ChangeKind::Rename,
+            _ => ChangeKind::Modify,
+        };
+        ChangedFile {
+            path: lossy(&self.path),
+            old_path: self.old_path.as_deref().map(lossy),
+            kind,
+            old_mode: mode(&self.old_mode),
+            new_mode: mode(&self.new_mode),
+            binary: false,
+            symlink_target: None,
+            lines_added: 0,
+            lines_removed: 0,
+            quoted_path: quoted_unless_utf8(&self.path),
+            quoted_old_path: self.old_path.as_deref().and_then(quoted_unless_utf8),
+        }
     }
 
     /// How many `diff --git` sections the patch has for this record: a type change (a file
@@ -691,35 +704,6 @@ fn count_records(records: &[RawRecord], sections: Vec<Section>) -> Option<Vec<Ch
         files.push(file);
     }
     sections.next().is_none().then_some(files)
-}
-
-fn raw_change(
-    old_mode: &str,
-    new_mode: &str,
-    status: &str,
-    old_path: Option<String>,
-    path: String,
-) -> ChangedFile {
-    let mode = |value: &str| (value != "000000").then(|| value.to_owned());
-    let kind = match status.chars().next() {
-        Some('A') => ChangeKind::Add,
-        Some('D') => ChangeKind::Delete,
-        Some('R' | 'C') => ChangeKind::Rename,
-        _ => ChangeKind::Modify,
-    };
-    ChangedFile {
-        path,
-        old_path,
-        kind,
-        old_mode: mode(old_mode),
-        new_mode: mode(new_mode),
-        binary: false,
-        symlink_target: None,
-        lines_added: 0,
-        lines_removed: 0,
-        quoted_path: None,
-        quoted_old_path: None,
-    }
 }
 
 /// Applies the documented precedence to a change whose git status is `base`.

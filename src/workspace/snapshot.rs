@@ -503,8 +503,8 @@ impl Workspace {
 /// Clears `assume-unchanged` and `skip-worktree` (set with `git update-index` or by
 /// `git sparse-checkout`) in the index `git` is bound to: git leaves such a file alone, so
 /// `reset --hard` would not restore it, `status` would not report it, and a scratch index
-/// seeded from that index would hide its later changes from the capture. One `ls-files`
-/// when no file is flagged.
+/// seeded from that index would hide its later changes from the capture. The flags are read
+/// from the index in-process; `update-index` runs only when one is set.
 pub(crate) fn clear_index_flags(git: &Git) -> Result<(), WorkspaceError> {
     let mut assumed = Vec::new();
     let mut skipped = Vec::new();
