@@ -111,6 +111,10 @@ pub fn decode_workflow(root: &Node, diagnostics: &mut Diagnostics) -> Option<Wor
 /// The keys of one mapping, after unknown keys were reported.
 pub(super) struct Fields<'n> {
     entries: &'n [(Node, Node)],
+    /// Unknown keys read as the valid key they misspell (`rotues` as `routes`), so that one
+    /// typo is one error: already reported as unknown, it does not also leave a required key
+    /// missing or the steps it routes to unreachable.
+    stand_ins: Vec<(&'static str, usize)>,
     /// Where the mapping starts.
     pub pos: Pos,
 }
@@ -118,19 +122,51 @@ pub(super) struct Fields<'n> {
 impl<'n> Fields<'n> {
     /// The value of a key.
     pub fn get(&self, key: &str) -> Option<&'n Node> {
-        self.entries
-            .iter()
-            .find(|(name, _)| name.as_str() == Some(key))
-            .map(|(_, value)| value)
+        self.entry(key).map(|(_, value)| value)
     }
 
     /// The key itself, for a problem reported where the key is written.
     pub fn key(&self, key: &str) -> Option<&'n Node> {
-        self.entries
+        self.entry(key).map(|(name, _)| name)
+    }
+
+    fn entry(&self, key: &str) -> Option<&'n (Node, Node)> {
+        let entries = self.entries;
+        entries
             .iter()
             .find(|(name, _)| name.as_str() == Some(key))
-            .map(|(name, _)| name)
+            .or_else(|| {
+                let (_, index) = self.stand_ins.iter().find(|(meant, _)| *meant == key)?;
+                entries.get(*index)
+            })
     }
+}
+
+/// For each unknown key of `entries` that misspells exactly one valid key absent from the
+/// mapping (and is the only key that does), that key and the entry's index.
+fn stand_ins(entries: &[(Node, Node)], allowed: &[&'static str]) -> Vec<(&'static str, usize)> {
+    let present = |key: &str| entries.iter().any(|(name, _)| name.as_str() == Some(key));
+    let mut found: Vec<(&'static str, usize)> = Vec::new();
+    let mut ambiguous: Vec<&'static str> = Vec::new();
+    for (index, (name, _)) in entries.iter().enumerate() {
+        let Some(name) = name.as_str() else { continue };
+        if allowed.contains(&name) {
+            continue;
+        }
+        let Some(meant) = super::diagnostic::nearest(name, allowed.iter().copied()) else {
+            continue;
+        };
+        if present(meant) {
+            continue;
+        }
+        if found.iter().any(|(other, _)| *other == meant) {
+            ambiguous.push(meant);
+        } else {
+            found.push((meant, index));
+        }
+    }
+    found.retain(|(meant, _)| !ambiguous.contains(meant));
+    found
 }
 
 /// Turns nodes into model values, recording problems.
@@ -144,7 +180,7 @@ impl Decoder<'_> {
         &mut self,
         node: &'n Node,
         what: &str,
-        allowed: &[&str],
+        allowed: &[&'static str],
     ) -> Option<Fields<'n>> {
         let Some(entries) = node.as_map() else {
             self.wrong_type(node, what, "a mapping");
@@ -180,6 +216,7 @@ impl Decoder<'_> {
         }
         Some(Fields {
             entries,
+            stand_ins: stand_ins(entries, allowed),
             pos: node.pos,
         })
     }

@@ -432,6 +432,37 @@ fn one_bad_field_does_not_drop_its_step_from_the_checks_across_steps() {
     }
 }
 
+/// A misspelled key is one error: read as the key it misspells, it leaves no required key
+/// missing and no step it routes to unreachable.
+#[test]
+fn one_typo_is_one_error() {
+    let head = "workflow_id: t\nversion: 1\ndescription: d\n";
+    let cases: [(&str, &[&str], &str); 3] = [
+        (
+            "entry_step: a\nsteps:\n  - id: a\n    opcode: ROLLBACK\n    target: pre_run\n    rotues: {completed: b, error: STOP}\n  - id: b\n    opcode: ROLLBACK\n    target: pre_run\n    routes: {\"*\": STOP}\n",
+            &["unknown-key"],
+            "unknown key `rotues` in step `a`",
+        ),
+        (
+            "entry_stpe: a\nsteps:\n  - id: a\n    opcode: STOP\n",
+            &["unknown-key"],
+            "did you mean `entry_step`?",
+        ),
+        // Two keys that misspell the same key: neither stands in for it.
+        (
+            "entry_step: a\nsteps:\n  - id: a\n    opcode: ROLLBACK\n    target: pre_run\n    rotues: {\"*\": STOP}\n    routse: {\"*\": STOP}\n",
+            &["missing-field", "unknown-key", "unknown-key"],
+            "missing the required key `routes`",
+        ),
+    ];
+    for (rest, expected, says) in cases {
+        let (stdout, code) = validate_text(&format!("{head}{rest}"));
+        assert_eq!(code, Some(1), "{stdout}");
+        assert_eq!(codes(&stdout), expected, "{rest}\n{stdout}");
+        assert!(stdout.contains(says), "{stdout}");
+    }
+}
+
 /// Review 10, defect 6: a UTF-16 workflow was called "binary (it contains a NUL byte)".
 #[test]
 fn a_utf16_workflow_is_named_as_such() {
