@@ -91,6 +91,21 @@ pub fn scan(text: &str) -> Vec<Piece<'_>> {
     pieces
 }
 
+/// The offset of the first `{{ … }}` outside every `${{ … }}` of `text`: template syntax that
+/// a workflow string does not evaluate (a `$` was likely left out).
+fn template_syntax(text: &str, pieces: &[Piece<'_>]) -> Option<usize> {
+    let inside_expression = |at: usize| {
+        pieces.iter().any(|piece| match piece {
+            Piece::Expression { code, offset } => at + 1 >= *offset && at < offset + code.len() + 2,
+            _ => false,
+        })
+    };
+    text.match_indices("{{").map(|(at, _)| at).find(|&at| {
+        let closed = text[at + 2..].contains("}}");
+        closed && !text[..at].ends_with('$') && !inside_expression(at)
+    })
+}
+
 /// The length of the code before the `}}` that closes an expression (see [`scan`]).
 fn expression_length(rest: &str) -> Option<usize> {
     let bytes = rest.as_bytes();
@@ -295,7 +310,22 @@ impl<'a> ExpressionChecker<'a> {
     }
 
     fn check_text(&self, pos: Pos, text: &str, diagnostics: &mut Diagnostics, expressions: bool) {
-        for piece in scan(text) {
+        let pieces = scan(text);
+        if let Some(offset) = template_syntax(text, &pieces) {
+            let hint = if expressions {
+                "workflow strings are not templates: write `${{ EXPR }}` for an expression, or `${params.NAME}` to substitute a parameter"
+            } else {
+                "literal prompt text is not a template: write `${params.NAME}` to substitute a parameter, or use a prompt file (`family.name.vN`) for a template"
+            };
+            diagnostics
+                .warning(
+                    self.locate(pos, text, offset).unwrap_or(pos),
+                    "template-syntax",
+                    "`{{ … }}` is sent as written, not evaluated",
+                )
+                .hint(hint);
+        }
+        for piece in pieces {
             match piece {
                 Piece::Unclosed { offset } => diagnostics
                     .error(
@@ -592,6 +622,17 @@ pub(crate) fn offset_pos(start: Pos, line: Option<usize>, column: Option<usize>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn template_syntax_is_found_outside_expressions_only() {
+        let found = |text: &str| template_syntax(text, &scan(text));
+        assert_eq!(found("Fixed {{ params.test }}"), Some(6));
+        assert_eq!(found("${{ params.test }}"), None);
+        assert_eq!(found("${{ #{a: #{b: 1}} }} and {{ x }}"), Some(25));
+        assert_eq!(found("${{ #{a: #{b: 1}} }}"), None);
+        assert_eq!(found("an opening {{ alone"), None);
+        assert_eq!(found("$${{ literal }}"), None);
+    }
 
     #[test]
     fn scan_finds_substitutions_expressions_and_unclosed_openings() {

@@ -5,8 +5,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::diagnostic::Diagnostics;
 use super::model::{
-    At, Opcode, RouteKey, Routes, Step, StepBody, ValidatorEntry, ValidatorKind, Workflow,
-    producible_outcomes, routable_outcomes,
+    At, NodeList, Opcode, RouteKey, Routes, Step, StepBody, ValidatorEntry, ValidatorKind,
+    ValidatorSpec, Workflow, producible_outcomes, routable_outcomes,
 };
 use crate::ids::StepId;
 use crate::outcome::Outcome;
@@ -549,15 +549,19 @@ fn check_reachability(
     }
 }
 
-/// OA04 §10, weak form: a workflow that runs script validators (which may propose goldens)
-/// must be able to reach a GATE after them.
+/// A workflow whose script validators can write a harness report (which may propose goldens)
+/// must be able to reach a GATE after them, where a human approves the goldens.
 fn check_golden_gate(workflow: &Workflow, index: &StepIndex<'_>, diagnostics: &mut Diagnostics) {
     for step in &workflow.steps {
         let StepBody::RunValidation(validation) = &step.body else {
             continue;
         };
         let Some(script) = validation.run.iter().find_map(|entry| match entry {
-            ValidatorEntry::Spec(spec) if spec.kind.value == ValidatorKind::Script => Some(spec),
+            ValidatorEntry::Spec(spec)
+                if spec.kind.value == ValidatorKind::Script && can_report(spec) =>
+            {
+                Some(spec)
+            }
             _ => None,
         }) else {
             continue;
@@ -570,7 +574,60 @@ fn check_golden_gate(workflow: &Workflow, index: &StepIndex<'_>, diagnostics: &m
         if !gate_reachable {
             diagnostics
                 .error(script.kind.pos, "golden-gate-missing", format!("script validator `{}` may propose goldens, but no GATE is reachable after step `{}`", script.id.value, step.id.value))
-                .hint("route the evaluation path through a blocking GATE (e.g. gate: requires_approval) before success (OA04 §10)");
+                .hint("route the evaluation path through a blocking GATE (e.g. gate: requires_approval) before success, where goldens it proposes are approved");
+        }
+    }
+}
+
+/// Whether a script validator can produce a harness report: it names one with `report`, or an
+/// `artifacts` glob can collect a file named `harness_report.json` (the kernel reads the
+/// first collected one). A computed list or pattern may, as may one this check cannot split.
+fn can_report(spec: &ValidatorSpec) -> bool {
+    if spec.report.is_some() || matches!(spec.artifacts, NodeList::Expression(_)) {
+        return true;
+    }
+    spec.artifacts.nodes().iter().any(|node| match node.as_str() {
+        Some(pattern) => glob_can_name_report(pattern),
+        None => false,
+    })
+}
+
+/// Whether files collected by `pattern` may be named `harness_report.json`: its last path
+/// component matches that name (collected files are matched with `/` taken literally).
+fn glob_can_name_report(pattern: &str) -> bool {
+    if pattern.contains("${") || pattern.contains('{') {
+        return true;
+    }
+    let last = pattern.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    if last.is_empty() || last == "**" {
+        return true;
+    }
+    match globset::Glob::new(last) {
+        Ok(glob) => glob.compile_matcher().is_match("harness_report.json"),
+        Err(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_can_name_report;
+
+    #[test]
+    fn a_glob_can_name_the_report_only_when_its_last_component_matches() {
+        for pattern in [
+            "harness_report.json",
+            "out/harness_report.json",
+            "*.json",
+            "out/**",
+            "**",
+            "${step_dir}/x",
+            "{a,b}.json",
+            "harness_*",
+        ] {
+            assert!(glob_can_name_report(pattern), "{pattern}");
+        }
+        for pattern in ["coverage.xml", "out/*.txt", "screenshots/*.png", "report.json"] {
+            assert!(!glob_can_name_report(pattern), "{pattern}");
         }
     }
 }

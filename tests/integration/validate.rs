@@ -463,6 +463,45 @@ fn one_typo_is_one_error() {
     }
 }
 
+/// `{{ … }}` (template syntax) where `${{ … }}` was meant is sent as written: a warning says
+/// so and how to write it, in a value and in literal prompt text alike.
+#[test]
+fn template_syntax_gets_a_hint_to_write_an_expression() {
+    let (stdout, code) = validate_text(
+        "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\nparams:\n  test: {type: string}\nsteps:\n  - id: a\n    opcode: RUN_AGENT\n    agent: codex\n    prompt: \"Fix {{ params.test }}\"\n    routes: {\"*\": b}\n  - id: b\n    opcode: GATE\n    gate: queue_for_review\n    reason: \"Fixed {{ params.test }}; ${{ params.test }} stays\"\n    routes: {gate_queued: STOP}\n",
+    );
+    assert_eq!(code, Some(0), "a warning does not make the file invalid: {stdout}");
+    assert_eq!(codes(&stdout), ["template-syntax", "template-syntax"], "{stdout}");
+    assert!(stdout.contains(":11:18: warning: `{{ … }}` is sent as written"), "{stdout}");
+    assert!(stdout.contains(":16:20: warning: `{{ … }}` is sent as written"), "{stdout}");
+    assert!(stdout.contains("write `${{ EXPR }}`"), "{stdout}");
+    assert!(stdout.contains("literal prompt text is not a template"), "{stdout}");
+}
+
+/// `golden-gate-missing` is for script validators that can write a harness report (they name
+/// a `report`, or collect a `harness_report.json`); a script validator that cannot is not
+/// asked for a gate.
+#[test]
+fn only_a_script_validator_that_can_report_needs_a_gate() {
+    let workflow = |validator: &str| {
+        format!(
+            "workflow_id: t\nversion: 1\ndescription: d\nentry_step: v\nsteps:\n  - id: v\n    opcode: RUN_VALIDATION\n    run:\n      - id: check\n        kind: script\n        entrypoint: scripts/check.py\n{validator}    routes: {{\"*\": STOP}}\n"
+        )
+    };
+    for quiet in ["", "        artifacts: [coverage.xml, \"out/*.txt\"]\n"] {
+        let (stdout, code) = validate_text(&workflow(quiet));
+        assert_eq!(code, Some(0), "{quiet}\n{stdout}");
+    }
+    for reporting in [
+        "        artifacts: [\"out/*.json\"]\n",
+        "        report: out/report.json\n",
+    ] {
+        let (stdout, code) = validate_text(&workflow(reporting));
+        assert_eq!(code, Some(1), "{reporting}\n{stdout}");
+        assert_eq!(codes(&stdout), ["golden-gate-missing"], "{stdout}");
+    }
+}
+
 /// Review 10, defect 6: a UTF-16 workflow was called "binary (it contains a NUL byte)".
 #[test]
 fn a_utf16_workflow_is_named_as_such() {
@@ -527,6 +566,7 @@ fn the_documented_rule_table_and_the_invalid_fixtures_agree() {
     }
     let without_fixture = [
         "file-too-large",
+        "template-syntax",
         "invalid-prompt",
         "deprecated-prompt",
         "failure-to-success-stop",
