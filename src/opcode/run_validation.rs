@@ -193,11 +193,18 @@ fn finish(
             payload([("entries", tampered.into())]),
         )?;
     }
-    let Capture { status, tree } = capture(
-        context.workspace,
-        baseline,
-        &visit_dir.join("workspace.diff"),
-    )?;
+    let patch_file = visit_dir.join("workspace.diff");
+    let mut captured = capture(context.workspace, baseline, &patch_file)?;
+    // What the validators left in tool caches (`__pycache__/`, `.pytest_cache/`) is removed,
+    // and the worktree captured again: it is no one's change, and would otherwise reach the
+    // next agent's diff, the policy check and the run's commit.
+    let caches_removed = remove_tool_caches(context.workspace.path(), &captured.status);
+    if !caches_removed.is_empty() {
+        std::fs::remove_file(&patch_file)
+            .map_err(crate::artifacts::ArtifactsError::io("remove", &patch_file))?;
+        captured = capture(context.workspace, baseline, &patch_file)?;
+    }
+    let Capture { status, tree } = captured;
     write_json_new(&visit_dir.join("workspace_status.json"), &status)?;
     let PolicyCheck {
         summary: policy_summary,
@@ -283,6 +290,9 @@ fn finish(
         "proposed_goldens": proposed_goldens,
         "policy_violations": violations.len(),
     });
+    if !caches_removed.is_empty() {
+        summary["tool_caches_removed"] = caches_removed.into();
+    }
     if changed {
         summary["diffstat"] = serde_json::to_value(status.diffstat).unwrap_or_default();
     }
@@ -429,6 +439,50 @@ fn capture(
             access_restored: scratch.access_restored,
         },
         tree,
+    })
+}
+
+/// Removes the files the visit added in tool caches (see [`crate::policy::tool_caches`]) and
+/// the cache folders left empty; returns the cache entries removed (`__pycache__/`), each once.
+/// A file whose folder is reached through a symbolic link is left alone (and charged).
+fn remove_tool_caches(worktree: &Path, status: &WorkspaceStatus) -> Vec<String> {
+    let mut entries: Vec<String> = Vec::new();
+    for file in &status.files {
+        let added = file.kind == crate::workspace::ChangeKind::Add && file.old_mode.is_none();
+        let Some(entry) = crate::policy::tool_caches::cache_entry(&file.path) else {
+            continue;
+        };
+        if !added || file.quoted_path.is_some() || !real_folders_up_to(worktree, &file.path) {
+            continue;
+        }
+        if std::fs::remove_file(worktree.join(&file.path)).is_err() {
+            continue;
+        }
+        // Cache folders emptied by the removal go too.
+        let mut folder = file.path.rsplit_once('/').map(|(dir, _)| dir);
+        while let Some(dir) = folder {
+            let in_cache = crate::policy::tool_caches::cache_entry(dir).is_some();
+            if !in_cache || std::fs::remove_dir(worktree.join(dir)).is_err() {
+                break;
+            }
+            folder = dir.rsplit_once('/').map(|(parent, _)| parent);
+        }
+        if !entries.iter().any(|known| known == entry) {
+            entries.push(entry.to_owned());
+        }
+    }
+    entries
+}
+
+/// Whether every folder on the way from `worktree` to `relative` is a real folder (no link).
+fn real_folders_up_to(worktree: &Path, relative: &str) -> bool {
+    let mut path = worktree.to_path_buf();
+    let Some((folders, _)) = relative.rsplit_once('/') else {
+        return true;
+    };
+    folders.split('/').all(|component| {
+        path.push(component);
+        std::fs::symlink_metadata(&path).is_ok_and(|metadata| metadata.is_dir())
     })
 }
 

@@ -429,12 +429,17 @@ impl Policy {
     }
 
     fn check_path(&self, path: &str, violations: &mut Vec<Violation>) {
+        // A tool's cache (`__pycache__/`) is no one's intended change: the way out is to
+        // ignore it, not to widen the policy.
+        let cache = super::tool_caches::cache_entry(path)
+            .map(|entry| format!("; {}", super::tool_caches::ignore_hint(entry)))
+            .unwrap_or_default();
         if let Some(pattern) = self.forbidden.first_match(path) {
             violations.push(Violation::new(
                 ViolationClass::ForbiddenPath,
                 Some(path),
                 pattern,
-                format!("`{path}` matches forbidden path `{pattern}`"),
+                format!("`{path}` matches forbidden path `{pattern}`{cache}"),
             ));
         }
         if !self.allowed.patterns.is_empty() && self.allowed.first_match(path).is_none() {
@@ -442,7 +447,7 @@ impl Policy {
                 ViolationClass::OutsideAllowedPaths,
                 Some(path),
                 "allowed_paths",
-                format!("`{path}` matches none of allowed_paths"),
+                format!("`{path}` matches none of allowed_paths{cache}"),
             ));
         }
     }

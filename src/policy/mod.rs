@@ -17,6 +17,7 @@ mod folder;
 mod normalize;
 mod spec;
 mod summary;
+pub mod tool_caches;
 
 pub use check::{CheckHook, Policy, Violation, ViolationClass};
 pub use error::PolicyError;

@@ -586,10 +586,13 @@ fn can_report(spec: &ValidatorSpec) -> bool {
     if spec.report.is_some() || matches!(spec.artifacts, NodeList::Expression(_)) {
         return true;
     }
-    spec.artifacts.nodes().iter().any(|node| match node.as_str() {
-        Some(pattern) => glob_can_name_report(pattern),
-        None => false,
-    })
+    spec.artifacts
+        .nodes()
+        .iter()
+        .any(|node| match node.as_str() {
+            Some(pattern) => glob_can_name_report(pattern),
+            None => false,
+        })
 }
 
 /// Whether files collected by `pattern` may be named `harness_report.json`: its last path
@@ -598,7 +601,11 @@ fn glob_can_name_report(pattern: &str) -> bool {
     if pattern.contains("${") || pattern.contains('{') {
         return true;
     }
-    let last = pattern.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    let last = pattern
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or("");
     if last.is_empty() || last == "**" {
         return true;
     }
@@ -626,7 +633,12 @@ mod tests {
         ] {
             assert!(glob_can_name_report(pattern), "{pattern}");
         }
-        for pattern in ["coverage.xml", "out/*.txt", "screenshots/*.png", "report.json"] {
+        for pattern in [
+            "coverage.xml",
+            "out/*.txt",
+            "screenshots/*.png",
+            "report.json",
+        ] {
             assert!(!glob_can_name_report(pattern), "{pattern}");
         }
     }

@@ -470,12 +470,29 @@ fn template_syntax_gets_a_hint_to_write_an_expression() {
     let (stdout, code) = validate_text(
         "workflow_id: t\nversion: 1\ndescription: d\nentry_step: a\nparams:\n  test: {type: string}\nsteps:\n  - id: a\n    opcode: RUN_AGENT\n    agent: codex\n    prompt: \"Fix {{ params.test }}\"\n    routes: {\"*\": b}\n  - id: b\n    opcode: GATE\n    gate: queue_for_review\n    reason: \"Fixed {{ params.test }}; ${{ params.test }} stays\"\n    routes: {gate_queued: STOP}\n",
     );
-    assert_eq!(code, Some(0), "a warning does not make the file invalid: {stdout}");
-    assert_eq!(codes(&stdout), ["template-syntax", "template-syntax"], "{stdout}");
-    assert!(stdout.contains(":11:18: warning: `{{ … }}` is sent as written"), "{stdout}");
-    assert!(stdout.contains(":16:20: warning: `{{ … }}` is sent as written"), "{stdout}");
+    assert_eq!(
+        code,
+        Some(0),
+        "a warning does not make the file invalid: {stdout}"
+    );
+    assert_eq!(
+        codes(&stdout),
+        ["template-syntax", "template-syntax"],
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(":11:18: warning: `{{ … }}` is sent as written"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(":16:20: warning: `{{ … }}` is sent as written"),
+        "{stdout}"
+    );
     assert!(stdout.contains("write `${{ EXPR }}`"), "{stdout}");
-    assert!(stdout.contains("literal prompt text is not a template"), "{stdout}");
+    assert!(
+        stdout.contains("literal prompt text is not a template"),
+        "{stdout}"
+    );
 }
 
 /// `golden-gate-missing` is for script validators that can write a harness report (they name

@@ -642,3 +642,81 @@ steps:
     let failed = crate::kernel_support::first_event(&events, "step_failed");
     assert_eq!(failed["resumable"], true, "{failed}");
 }
+
+/// What validators leave in tool caches (`__pycache__/`, `.pytest_cache/`, `.coverage`) is
+/// removed after them: no violation under a policy that allows `src/**` only, nothing in the
+/// validation's capture, nothing left for the next step's diff; the evidence names what went.
+/// The same file written by an agent is charged to it, with a hint to ignore it.
+#[test]
+fn tool_caches_validators_write_are_charged_to_no_one() {
+    let repo = repo_with_validator(
+        "mkdir -p src/__pycache__ .pytest_cache/v/cache && echo x > src/__pycache__/a.cpython-311.pyc && echo '{}' > .pytest_cache/v/cache/lastfailed && echo d > .coverage && echo kept > src/made.txt",
+    );
+    let workflow = repo.workflow_text(
+        "wf.yaml",
+        r#"workflow_id: caches
+version: 1
+description: validators that leave caches, then an agent that does
+entry_step: work
+defaults:
+  policy: {allowed_paths: ["src/**"]}
+steps:
+  - id: work
+    opcode: RUN_AGENT
+    agent: scripted
+    prompt: "WRITE src/a.txt: work"
+    routes: {completed: check, "*": failed}
+  - id: check
+    opcode: RUN_VALIDATION
+    run: [tests]
+    routes: {"*": again}
+  - id: again
+    opcode: RUN_AGENT
+    agent: scripted
+    prompt: "WRITE __pycache__/b.pyc: agent's own"
+    routes: {"*": STOP}
+  - id: failed
+    opcode: STOP
+    outcome: failure
+"#,
+    );
+    let (code, result, output) = repo.run(&workflow, &[]);
+    // The agent's cache file, never rolled back, fails the run.
+    assert_eq!(code, Some(1), "{result}{}", stderr_text(&output));
+    let run_id = result["run_id"].as_str().unwrap();
+    let events = repo.events(run_id);
+    assert!(violations_of(&events, "check", 1).is_empty(), "{events:?}");
+
+    let status = repo.json(run_id, "artifacts/check/1/workspace_status.json");
+    let changed: Vec<&str> = status["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|file| file["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(changed, ["src/made.txt"], "{status}");
+    let manifest = repo.json(run_id, "artifacts/check/1/manifest.json");
+    assert_eq!(
+        manifest["evidence_summary"]["tool_caches_removed"],
+        serde_json::json!([".coverage*", ".pytest_cache/", "__pycache__/"]),
+        "{manifest}"
+    );
+    let worktree = repo.path().join(".tnh/worktrees").join(run_id);
+    assert!(!worktree.join("src/__pycache__").exists());
+    assert!(!worktree.join(".pytest_cache").exists());
+    assert!(!worktree.join(".coverage").exists());
+    assert!(
+        worktree.join("src/made.txt").exists(),
+        "an ordinary file stays"
+    );
+
+    // The agent's own cache file is its change: charged, with the way out.
+    let violations = violations_of(&events, "again", 1);
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    let detail = violations[0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("`__pycache__/b.pyc` matches none of allowed_paths")
+            && detail.contains("add `__pycache__/` to .gitignore"),
+        "{detail}"
+    );
+}
