@@ -97,21 +97,54 @@ pub fn cmd_run(cli: &Cli, args: &RunArgs, output: &mut Output) -> Result<ExitSta
         output.note(&format!("running {}", args.workflow.display()));
     }
     let repo = request.repo.clone();
-    let mut result = start_run(request);
-    if args.wait && super::wait::interactive() {
-        let options = super::wait::WaitOptions {
-            reviewer: args.reviewer.as_deref(),
-            progress: !args.json && !cli.quiet,
-        };
-        result = super::wait::wait_at_gates(cli, &repo, result, options, output);
-    }
+    let result = start_run(request);
+    let result = ask_at_gates(
+        cli,
+        &repo,
+        result,
+        (args.wait, args.reviewer.as_deref()),
+        args.json,
+        output,
+    );
     report(result, args.json, output)
+}
+
+/// With `--wait`, asks at each blocking gate the run reaches — when someone can answer: with
+/// no terminal on stdin (a pipe, cron, CI) it says it will not ask and the run stays waiting.
+fn ask_at_gates(
+    cli: &Cli,
+    repo: &std::path::Path,
+    result: std::result::Result<RunSummary, RunError>,
+    (wait, reviewer): (bool, Option<&str>),
+    json: bool,
+    output: &mut Output,
+) -> std::result::Result<RunSummary, RunError> {
+    if !wait {
+        return result;
+    }
+    if !super::wait::interactive() {
+        if let Ok(RunSummary {
+            end: RunEnd::Waiting { step_id },
+            ..
+        }) = &result
+        {
+            output.note(&format!(
+                "--wait: not asking at gate `{step_id}`: standard input and error are not both a terminal"
+            ));
+        }
+        return result;
+    }
+    let options = super::wait::WaitOptions {
+        reviewer,
+        progress: !json && !cli.quiet,
+    };
+    super::wait::wait_at_gates(cli, repo, result, options, output)
 }
 
 /// Resumes a run.
 pub fn cmd_resume(cli: &Cli, args: &ResumeArgs, output: &mut Output) -> Result<ExitStatus> {
     let repo = repo_root(cli)?;
-    let mut result = resume_run(
+    let result = resume_run(
         &repo,
         &args.run_id,
         super::config_for_run(cli, &repo, &args.run_id)?,
@@ -126,13 +159,14 @@ pub fn cmd_resume(cli: &Cli, args: &ResumeArgs, output: &mut Output) -> Result<E
         args.skip_guard_check,
         super::progress::observer(!args.json && !cli.quiet),
     );
-    if args.wait && super::wait::interactive() {
-        let options = super::wait::WaitOptions {
-            reviewer: args.reviewer.as_deref(),
-            progress: !args.json && !cli.quiet,
-        };
-        result = super::wait::wait_at_gates(cli, &repo, result, options, output);
-    }
+    let result = ask_at_gates(
+        cli,
+        &repo,
+        result,
+        (args.wait, args.reviewer.as_deref()),
+        args.json,
+        output,
+    );
     report(result, args.json, output)
 }
 

@@ -256,8 +256,16 @@ pub fn wait_at_gates(
             // The comment is asked after the decision was made: not timed either.
             let comment = match ask(&input, "comment (optional): ", None) {
                 Reply::Line(text) if !text.trim().is_empty() => Some(text),
+                Reply::Line(_) | Reply::TimedOut => None,
                 Reply::Interrupted(signal) => return interrupted(&signal, output),
-                _ => None,
+                // A terminal closed before the decision was confirmed (its input ends before
+                // or after its SIGHUP) decides nothing, as a signal there does.
+                Reply::InputEnded => {
+                    output.note(
+                        "\ninput ended: nothing was decided; the run is left waiting at the gate",
+                    );
+                    return result;
+                }
             };
             match decide_as_of(
                 repo,

@@ -475,6 +475,57 @@ fn run_wait_ends_at_once_on_a_signal_at_the_prompt_and_leaves_the_gate_waiting()
     }
 }
 
+/// `run --wait` with no terminal to ask on (a pipe, cron, CI) says it will not ask, then
+/// leaves the run waiting (exit 3) with the command that decides it.
+#[test]
+fn run_wait_without_a_terminal_says_it_will_not_ask() {
+    let repo = RunRepo::new();
+    let workflow = repo.workflow("gate.yaml");
+    let output = repo.conductor_exits(&["run", "--wait", workflow.to_str().unwrap()], 3);
+    let stderr = stderr_text(&output);
+    assert!(
+        stderr.contains(
+            "--wait: not asking at gate `review`: standard input and error are not both a terminal"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("gate approve"), "{stderr}");
+}
+
+/// A terminal that closes at the comment question — its input ends, or SIGHUP arrives —
+/// decides nothing, as Ctrl-C there does: the answer `a` is not taken without its comment.
+#[test]
+fn run_wait_decides_nothing_when_the_terminal_closes_at_the_comment() {
+    for closed in ["^D", "!HUP", "^C"] {
+        let repo = RunRepo::new();
+        let workflow = repo.workflow("gate.yaml");
+        let comment = format!("comment (optional): ={closed}");
+        let output = run_wait_answering(&repo, &workflow, &["[a/r/s/l]: =a", comment.as_str()]);
+        let transcript = stdout_text(&output);
+        let expected = if closed == "^D" { "exit=3" } else { "exit=130" };
+        assert!(
+            transcript.trim_end().ends_with(expected),
+            "{closed}: {transcript}"
+        );
+        let run_id = repo.only_run_id();
+        let events = repo.events(&run_id);
+        assert!(
+            !events
+                .iter()
+                .any(|event| (event["event_type"] == "gate_resolved"
+                    && event["step_id"] == "review")
+                    || event["event_type"] == "run_resumed"),
+            "{closed}: {:?}",
+            event_types(&events)
+        );
+        assert_eq!(
+            repo.json(&run_id, "status.json")["lifecycle_state"],
+            "waiting",
+            "{closed}"
+        );
+    }
+}
+
 /// A gate decided from another shell while `run --wait` asks: the answer typed afterwards is
 /// refused, and the prompt reports what the run really is now (completed) with its exit code,
 /// instead of asking the stale gate again.
