@@ -14,6 +14,9 @@ pub enum LifecycleState {
     Waiting,
     /// It stopped without an end: interrupted, or a process died; `resume` continues it.
     Blocked,
+    /// A gate was decided (approved, rejected or timed out) and routed to a step that has not
+    /// started: nothing is wrong, `resume` continues the run.
+    Decided,
     /// It ended with a runtime error or a failure STOP.
     Failed,
     /// It reached a success STOP.
@@ -27,6 +30,7 @@ impl LifecycleState {
             LifecycleState::Running => "running",
             LifecycleState::Waiting => "waiting",
             LifecycleState::Blocked => "blocked",
+            LifecycleState::Decided => "decided",
             LifecycleState::Failed => "failed",
             LifecycleState::Completed => "completed",
         }

@@ -90,33 +90,22 @@ pub fn cmd_demo(cli: &Cli, args: &DemoArgs, output: &mut Output) -> Result<ExitS
         )
         .map_err(run_error)?;
     }
-    report(&repo.root, &summary, output);
-    Ok(match summary.end {
-        RunEnd::Finished {
-            end: crate::kernel::End::Success,
-            ..
-        } => ExitStatus::Success,
-        RunEnd::Finished {
-            end: crate::kernel::End::Failure,
-            ..
-        } => ExitStatus::Failure,
-        RunEnd::Finished { .. } | RunEnd::Stopped { .. } => ExitStatus::Runtime,
-        RunEnd::Waiting { .. } => ExitStatus::Waiting,
-        RunEnd::Interrupted { .. } => ExitStatus::Interrupted,
-    })
+    let end = super::run::EndLine::of(&summary.end, &summary.run_dir);
+    report(&repo.root, &summary, &end, output);
+    Ok(end.status)
 }
 
-fn report(root: &std::path::Path, summary: &RunSummary, output: &mut Output) {
-    let how = match &summary.end {
-        RunEnd::Finished { end, reason } => format!("{} — {reason}", end.name()),
-        RunEnd::Waiting { step_id } => format!("waiting at gate `{step_id}`"),
-        RunEnd::Interrupted { step_id } => format!("interrupted at `{step_id}`"),
-        RunEnd::Stopped { reason, .. } => format!("stopped — {reason}"),
-    };
+fn report(
+    root: &std::path::Path,
+    summary: &RunSummary,
+    end: &super::run::EndLine,
+    output: &mut Output,
+) {
     let repo = root.display();
     let run_id = &summary.run_id;
+    let line = end.line(run_id.as_str());
     output.print(&format!(
-        "\nrun {run_id}: {how}\n\n\
+        "\n{line}\n\n\
          run directory  {}\n\
          worktree       {}\n\n\
          what happened  tnh-conductor --repo {repo} runs show {run_id}\n\

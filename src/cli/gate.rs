@@ -104,12 +104,15 @@ fn decide_gate(
         return super::run::cmd_resume(cli, &resume, output);
     }
     if let Phase::Finished { end, reason, .. } = phase {
-        output.print(&format!("run {}: {} — {reason}\n", args.run_id, end.name()));
-        return Ok(match end {
-            crate::kernel::End::Success => ExitStatus::Success,
-            crate::kernel::End::Failure => ExitStatus::Failure,
-            crate::kernel::End::Error => ExitStatus::Runtime,
-        });
+        let run_dir = crate::kernel::run::find_run_dir(&repo, &args.run_id)
+            .map(|run_dir| run_dir.root().to_path_buf())
+            .unwrap_or_default();
+        let end = super::run::EndLine::of(
+            &crate::kernel::driver::RunEnd::Finished { end, reason },
+            &run_dir,
+        );
+        output.print(&format!("{}\n", end.line(&args.run_id)));
+        return Ok(end.status);
     }
     output.note(&format!(
         "continue with `tnh-conductor resume {}`",

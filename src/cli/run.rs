@@ -207,6 +207,64 @@ pub struct RunResult {
     pub worktree: String,
 }
 
+/// How a run's end reads: its exit status, the state word and the detail. `run`, `resume`,
+/// `gate … --resume`, a gate decision that ends the run, and `demo` all say an end this way.
+pub(super) struct EndLine {
+    /// The command's exit status for this end.
+    pub(super) status: ExitStatus,
+    /// `completed`, `failed`, `error`, `waiting`, `interrupted` or `stopped`.
+    pub(super) state: &'static str,
+    /// How it ended, or why it waits or stopped.
+    pub(super) detail: String,
+}
+
+impl EndLine {
+    /// The end of the run whose directory is `run_dir`.
+    pub(super) fn of(end: &RunEnd, run_dir: &std::path::Path) -> Self {
+        let (status, state, detail) = match end {
+            RunEnd::Finished {
+                end: End::Success,
+                reason,
+            } => (ExitStatus::Success, "completed", reason.clone()),
+            RunEnd::Finished {
+                end: End::Failure,
+                reason,
+            } => (ExitStatus::Failure, "failed", reason.clone()),
+            RunEnd::Finished {
+                end: End::Error,
+                reason,
+            } => (ExitStatus::Runtime, "error", reason.clone()),
+            RunEnd::Waiting { step_id } => (
+                ExitStatus::Waiting,
+                "waiting",
+                format!("gate `{step_id}` waits for a decision"),
+            ),
+            RunEnd::Interrupted { step_id } => (
+                ExitStatus::Interrupted,
+                "interrupted",
+                interrupted_detail(run_dir, step_id),
+            ),
+            // The run is kept, resumable once the cause is fixed: a runtime error's exit code.
+            RunEnd::Stopped { reason, .. } => (ExitStatus::Runtime, "stopped", reason.clone()),
+        };
+        Self {
+            status,
+            state,
+            detail,
+        }
+    }
+
+    /// `run ID: STATE — DETAIL`, on one line: the detail may hold text an agent chose (a file
+    /// name, a STOP reason read from a file), which must not print lines of its own.
+    pub(super) fn line(&self, run_id: &str) -> String {
+        format!(
+            "run {run_id}: {} — {}",
+            self.state,
+            super::one_line(&self.detail)
+        )
+    }
+}
+
 fn report(
     result: std::result::Result<RunSummary, RunError>,
     json: bool,
@@ -216,32 +274,11 @@ fn report(
         Ok(summary) => summary,
         Err(error) => return Err(run_failure(error, output)),
     };
-    let (status, state, detail) = match &summary.end {
-        RunEnd::Finished {
-            end: End::Success,
-            reason,
-        } => (ExitStatus::Success, "completed", reason.clone()),
-        RunEnd::Finished {
-            end: End::Failure,
-            reason,
-        } => (ExitStatus::Failure, "failed", reason.clone()),
-        RunEnd::Finished {
-            end: End::Error,
-            reason,
-        } => (ExitStatus::Runtime, "error", reason.clone()),
-        RunEnd::Waiting { step_id } => (
-            ExitStatus::Waiting,
-            "waiting",
-            format!("gate `{step_id}` waits for a decision"),
-        ),
-        RunEnd::Interrupted { step_id } => (
-            ExitStatus::Interrupted,
-            "interrupted",
-            interrupted_detail(&summary.run_dir, step_id),
-        ),
-        // The run is kept, resumable once the cause is fixed: a runtime error's exit code.
-        RunEnd::Stopped { reason, .. } => (ExitStatus::Runtime, "stopped", reason.clone()),
-    };
+    let EndLine {
+        status,
+        state,
+        detail,
+    } = EndLine::of(&summary.end, &summary.run_dir);
     if json {
         let value = RunResult {
             schema_version: crate::artifacts::SCHEMA_VERSION,
@@ -254,12 +291,14 @@ fn report(
         };
         output.print(&format!("{}\n", serde_json::to_string_pretty(&value)?));
     } else {
-        // The detail may hold text an agent chose (a file name, a STOP reason read from a
-        // file): one line, so it cannot print lines of its own.
+        let line = EndLine {
+            status,
+            state,
+            detail,
+        }
+        .line(summary.run_id.as_str());
         output.print(&format!(
-            "run {}: {state} — {}\n  run directory: {}\n  worktree:      {}\n",
-            summary.run_id,
-            super::one_line(&detail),
+            "{line}\n  run directory: {}\n  worktree:      {}\n",
             summary.run_dir.display(),
             summary.worktree.display()
         ));

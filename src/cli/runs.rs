@@ -636,6 +636,10 @@ fn visit_in_progress(
             format!("waiting — {reason} (since {since})")
         }
         LifecycleState::Running => format!("running since {since}"),
+        LifecycleState::Decided => format!(
+            "a gate was decided; waiting to resume (started {since}); `tnh-conductor resume {}` continues it",
+            status.run_id
+        ),
         LifecycleState::Blocked => format!(
             "stopped before it finished (started {since}); `tnh-conductor resume {}` continues it",
             status.run_id

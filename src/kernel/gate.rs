@@ -536,13 +536,18 @@ fn route_decision(
     )?;
     if !matches!(state.phase, Phase::Finished { .. }) {
         // Nothing was interrupted: the decision was made and routed, and the run waits for
-        // `resume` to go on (`final-state.txt`: `blocked decided NEXT_STEP`).
-        recorder.write_stopped(
+        // `resume` to go on.
+        let decided = match outcome {
+            Outcome::GateApproved => "approved",
+            Outcome::GateRejected => "rejected",
+            _ => "timed out",
+        };
+        recorder.write_decided(
             &format!(
-                "gate `{step_id}` resolved ({outcome}); `tnh-conductor resume {}` continues the run",
+                "gate `{step_id}` {decided}, waiting to resume; `tnh-conductor resume {}` continues the run",
                 state.run_id
             ),
-            "decided",
+            outcome.as_str(),
         )?;
     }
     Ok(())

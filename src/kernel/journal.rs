@@ -342,7 +342,9 @@ fn add_run(
                 entry.diffstat
             ));
         }
-        LifecycleState::Running | LifecycleState::Waiting => journal.in_progress.push(entry),
+        LifecycleState::Running | LifecycleState::Waiting | LifecycleState::Decided => {
+            journal.in_progress.push(entry)
+        }
     }
     let mut last_flags = Vec::new();
     for manifest in &manifests {
@@ -502,7 +504,9 @@ fn where_it_is(status: &RunStatus) -> Option<String> {
     let step = status.current_step_id.as_deref()?;
     match status.lifecycle_state {
         LifecycleState::Waiting => Some(format!("gate `{step}` waits for a decision")),
-        LifecycleState::Running | LifecycleState::Blocked => Some(format!("at step `{step}`")),
+        LifecycleState::Running | LifecycleState::Blocked | LifecycleState::Decided => {
+            Some(format!("at step `{step}`"))
+        }
         LifecycleState::Completed | LifecycleState::Failed => None,
     }
 }

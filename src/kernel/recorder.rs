@@ -227,9 +227,25 @@ impl Recorder {
     /// Marks the run blocked with `reason`, `how` (`interrupted`, `stopped`, `decided`) in
     /// `final-state.txt`: the visit stays marked running and `resume` runs it again.
     pub fn write_stopped(&mut self, reason: &str, how: &str) -> Result<(), ArtifactsError> {
+        self.write_standing(LifecycleState::Blocked, reason, how)
+    }
+
+    /// Marks the run `decided` with `reason`: a gate's decision (`outcome`) was routed to a step
+    /// `resume` runs next. Nothing is wrong, so it is not `blocked` (`final-state.txt`:
+    /// `decided OUTCOME NEXT_STEP`).
+    pub fn write_decided(&mut self, reason: &str, outcome: &str) -> Result<(), ArtifactsError> {
+        self.write_standing(LifecycleState::Decided, reason, outcome)
+    }
+
+    fn write_standing(
+        &mut self,
+        lifecycle: LifecycleState,
+        reason: &str,
+        how: &str,
+    ) -> Result<(), ArtifactsError> {
         self.last_status = None;
         let mut status: RunStatus = read_json(&self.run_dir.status(), "run status")?;
-        status.lifecycle_state = LifecycleState::Blocked;
+        status.lifecycle_state = lifecycle;
         status.reason = Some(reason.to_owned());
         status.pid = None;
         status.updated_at = now();
@@ -237,7 +253,7 @@ impl Recorder {
         let step = status.current_step_id.clone().unwrap_or_else(|| "-".into());
         write_atomic(
             &self.run_dir.final_state(),
-            format!("blocked {how} {step}\n").as_bytes(),
+            format!("{} {how} {step}\n", lifecycle.name()).as_bytes(),
         )
     }
 

@@ -9,6 +9,7 @@ mod run_agent;
 mod run_validation;
 mod step_policy;
 mod stop;
+mod stop_cause;
 pub mod validators;
 
 pub use context::{RunContext, StepContext, StepResult};

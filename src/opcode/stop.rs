@@ -27,10 +27,22 @@ pub(super) fn execute(
         serde_json::json!({ "stop": outcome, "reason": reason }),
         Vec::new(),
     );
-    let why = match &reason {
+    let events = EventLog::read_all(&context.recorder.run_dir().events()).unwrap_or_default();
+    let stated = match &reason {
         Some(serde_json::Value::String(text)) => Some(text.clone()),
-        Some(serde_json::Value::Null) | None => what_led_here(context),
+        Some(serde_json::Value::Null) | None => what_led_here(context, &events),
         Some(other) => Some(other.to_string()),
+    };
+    // A failure says why: what failed since the last agent step began.
+    let causes = match stop.outcome {
+        StopOutcome::Failure => {
+            super::stop_cause::failure_causes(context.recorder.run_dir(), &events)
+        }
+        StopOutcome::Success => None,
+    };
+    let why = match (stated, causes) {
+        (Some(stated), Some(causes)) => Some(format!("{stated} — {causes}")),
+        (stated, causes) => stated.or(causes),
     };
     Ok(StepResult {
         report: StepReport {
@@ -47,8 +59,7 @@ pub(super) fn execute(
 /// For a STOP without a reason: the step and outcome that routed here, when that outcome was
 /// not a success (`after `work` ended killed_timeout`), so a failed run's summary, status and
 /// journal say why without opening the run.
-fn what_led_here(context: &StepContext<'_>) -> Option<String> {
-    let events = EventLog::read_all(&context.recorder.run_dir().events()).ok()?;
+fn what_led_here(context: &StepContext<'_>, events: &[crate::artifacts::Event]) -> Option<String> {
     let route = events.iter().rev().find(|event| {
         event.event_type == EventType::RouteSelected
             && event.text("next_step") == Some(context.step_id())

@@ -26,7 +26,9 @@ fn the_demo_runs_the_builder_loop_through_a_fix_a_queued_review_and_an_approved_
         .expect("the run is named")
         .to_owned();
     assert!(
-        stdout.contains("success — reached STOP step `done`"),
+        stdout.contains(&format!(
+            "run {run_id}: completed — reached STOP step `done`"
+        )),
         "{stdout}"
     );
     for hint in ["run directory", "runs show", "diff main", "journal"] {

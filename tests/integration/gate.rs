@@ -1613,9 +1613,10 @@ fn a_run_whose_state_file_is_damaged_says_so_everywhere_and_is_refused_with_exit
     assert_eq!(std::fs::read(&state_path).unwrap(), &state[..100]);
 }
 
-/// Review 11, defect 7: a decision without `--resume` that routes to a step left
-/// `final-state.txt` saying `blocked interrupted review`, as after a crash or a Ctrl-C; it
-/// says `blocked decided undo` (the step `resume` runs next).
+/// A decision without `--resume` that routes to a step is neither an interruption nor a
+/// blocked run: the run is `decided` ("approved, waiting to resume"), `final-state.txt` says
+/// `decided gate_approved undo` (the step `resume` runs next), and the journal lists it in
+/// progress, not under Blockers.
 #[test]
 fn a_decision_without_resume_is_not_said_to_be_an_interruption() {
     let repo = RunRepo::new();
@@ -1625,13 +1626,32 @@ fn a_decision_without_resume_is_not_said_to_be_an_interruption() {
         + "  - id: undo\n    opcode: ROLLBACK\n    target: pre_run\n    routes:\n      completed: STOP\n      error: failed\n";
     let run_id = waiting_run(&repo, Some(text));
     repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead"], 0);
-    assert_eq!(
-        repo.json(&run_id, "status.json")["lifecycle_state"],
-        "blocked"
+    let status = repo.json(&run_id, "status.json");
+    assert_eq!(status["lifecycle_state"], "decided");
+    assert!(
+        status["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("gate `review` approved, waiting to resume"),
+        "{status}"
     );
     assert_eq!(
         std::fs::read_to_string(repo.run_dir(&run_id).join("final-state.txt")).unwrap(),
-        "blocked decided undo\n"
+        "decided gate_approved undo\n"
+    );
+    let shown = stdout_text(&repo.conductor_exits(&["status", &run_id], 0));
+    assert!(shown.contains("state: decided"), "{shown}");
+    let journal = stdout_text(&repo.conductor_exits(&["journal"], 0));
+    let blockers = journal
+        .split("## Blockers")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .unwrap();
+    assert!(!blockers.contains(&run_id), "{journal}");
+    let in_progress = journal.split("## In Progress").nth(1).unwrap();
+    assert!(
+        in_progress.split("\n## ").next().unwrap().contains(&run_id),
+        "{journal}"
     );
     repo.conductor_exits(&["resume", &run_id], 0);
 }
