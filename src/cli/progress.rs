@@ -20,6 +20,7 @@ pub fn observer(enabled: bool) -> Option<Observer> {
         live,
         step_started: Instant::now(),
         current: String::new(),
+        failed_validators: String::new(),
     };
     Some(Box::new(move |event: &Event| view.show(event)))
 }
@@ -28,6 +29,8 @@ struct View {
     live: bool,
     step_started: Instant,
     current: String,
+    /// The validators of the step in flight that failed (`tests exit 1`), said on its line.
+    failed_validators: String,
 }
 
 /// The live status line is the view's own: it is erased when the view ends (the run's driving
@@ -54,10 +57,15 @@ impl View {
                 self.current = format!("{step} #{visit} ({})", field("opcode"));
                 None
             }
+            EventType::RunnerCompleted => {
+                self.failed_validators = failed_validators(event);
+                None
+            }
             EventType::StepCompleted => Some(format!(
-                "  {step} #{visit}: {} ({:.1}s)",
+                "  {step} #{visit}: {} ({:.1}s){}",
                 field("outcome"),
-                self.step_started.elapsed().as_secs_f64()
+                self.step_started.elapsed().as_secs_f64(),
+                std::mem::take(&mut self.failed_validators)
             )),
             EventType::PolicyViolation => Some(format!(
                 "  {step} #{visit}: policy violation — {}",
@@ -171,6 +179,31 @@ impl View {
             );
         }
         let _ = stderr.flush();
+    }
+}
+
+/// ` — tests exit 1, lint exit 2` for a validation's `runner_completed` event naming validators
+/// that did not exit 0 (`no exit code` for one stopped or not run); empty otherwise.
+fn failed_validators(event: &Event) -> String {
+    let Some(codes) = event
+        .payload
+        .get("exit_codes")
+        .and_then(serde_json::Value::as_object)
+    else {
+        return String::new();
+    };
+    let failed: Vec<String> = codes
+        .iter()
+        .filter(|(_, code)| code.as_i64() != Some(0))
+        .map(|(id, code)| match code.as_i64() {
+            Some(code) => format!("{id} exit {code}"),
+            None => format!("{id} no exit code"),
+        })
+        .collect();
+    if failed.is_empty() {
+        String::new()
+    } else {
+        format!(" — {}", failed.join(", "))
     }
 }
 

@@ -47,7 +47,8 @@ pub fn record_route(
         recorder.event(EventType::StepCompleted, step, fields)?;
     }
     let reason = match complete_step(workflow, state, report) {
-        Ok(transition) => {
+        Ok(mut transition) => {
+            explain_bare_failure(workflow, recorder, step_id, &mut transition);
             *state = transition.state;
             let mut fields = payload([("outcome", transition.outcome.as_str().into())]);
             match &transition.next {
@@ -104,6 +105,39 @@ pub fn record_route(
         }
     };
     finish(recorder, state, reason.as_deref())
+}
+
+/// A failure reached through a route to the bare `STOP` says why, as a failure STOP step does
+/// (see [`crate::opcode::failure_causes`]): the end's reason gets what failed since the last
+/// agent step began.
+fn explain_bare_failure(
+    workflow: &Workflow,
+    recorder: &Recorder,
+    step_id: &str,
+    transition: &mut super::transition::Transition,
+) {
+    let Next::End {
+        end: End::Failure,
+        reason,
+    } = &mut transition.next
+    else {
+        return;
+    };
+    let stop_step = workflow
+        .step(step_id)
+        .is_some_and(|step| matches!(step.body, crate::workflow::model::StepBody::Stop(_)));
+    if stop_step {
+        return;
+    }
+    let events = EventLog::read_all(&recorder.run_dir().events()).unwrap_or_default();
+    let Some(causes) = crate::opcode::failure_causes(recorder.run_dir(), &events) else {
+        return;
+    };
+    reason.push_str(" — ");
+    reason.push_str(&causes);
+    if let Phase::Finished { reason: ended, .. } = &mut transition.state.phase {
+        *ended = reason.clone();
+    }
 }
 
 /// Checkpoints, and records a finished run's end in `metadata.json`.

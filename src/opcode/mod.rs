@@ -10,6 +10,7 @@ mod run_validation;
 mod step_policy;
 mod stop;
 mod stop_cause;
+pub(crate) use stop_cause::failure_causes;
 pub mod validators;
 
 pub use context::{RunContext, StepContext, StepResult};

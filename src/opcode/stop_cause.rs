@@ -8,7 +8,7 @@ use crate::planner::{Decision, Status};
 
 /// The causes found in `events` since the last RUN_AGENT visit started, joined with `; `;
 /// `None` when nothing there failed.
-pub(super) fn failure_causes(run_dir: &RunDir, events: &[Event]) -> Option<String> {
+pub(crate) fn failure_causes(run_dir: &RunDir, events: &[Event]) -> Option<String> {
     let since = events
         .iter()
         .rposition(|event| {

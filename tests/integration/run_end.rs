@@ -145,3 +145,33 @@ fn every_command_that_ends_a_run_words_the_same_end_the_same_way() {
         );
     }
 }
+
+/// A RUN_VALIDATION's progress line names the validators that failed and their exit codes; a
+/// failure routed to the bare `STOP` says which too.
+#[test]
+fn the_validation_line_and_a_bare_stop_name_the_failed_validators() {
+    let repo = RunRepo::new();
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!(
+            "{config}validators:\n  tests:\n    argv: [sh, -c, \"exit 3\"]\n  lint:\n    argv: [\"true\"]\n"
+        ),
+    );
+    let workflow = repo.workflow_text(
+        "wf.yaml",
+        "workflow_id: checks\nversion: 1\ndescription: d\nentry_step: check\nsteps:\n  - id: check\n    opcode: RUN_VALIDATION\n    run: [tests, lint]\n    routes: {\"*\": STOP}\n",
+    );
+    let output = repo.conductor_exits(&["run", workflow.to_str().unwrap()], 1);
+    let progress = stderr_text(&output);
+    let line = progress
+        .lines()
+        .find(|line| line.contains("check #1: error ("))
+        .unwrap_or_else(|| panic!("{progress}"));
+    assert!(line.ends_with("— tests exit 3"), "{line}");
+    let stdout = stdout_text(&output);
+    assert!(
+        stdout.contains("step `check` routed `error` to STOP — validators failed: tests (exit 3)"),
+        "{stdout}"
+    );
+}
