@@ -41,6 +41,12 @@ pub(super) fn execute(
         StopOutcome::Success => None,
     };
     let why = match (stated, causes) {
+        // The planner's own verdict says more than "after `judge` ended blocked".
+        (Some(stated), Some(causes))
+            if reason.is_none() && causes.contains(&format!("planner {}", stated_step(&stated))) =>
+        {
+            Some(causes)
+        }
         (Some(stated), Some(causes)) => Some(format!("{stated} — {causes}")),
         (stated, causes) => stated.or(causes),
     };
@@ -54,6 +60,14 @@ pub(super) fn execute(
         waiting: false,
         fingerprint: None,
     })
+}
+
+/// The quoted step of `after `STEP` ended OUTCOME`.
+fn stated_step(stated: &str) -> &str {
+    stated
+        .strip_prefix("after ")
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or(stated)
 }
 
 /// For a STOP without a reason: the step and outcome that routed here, when that outcome was
