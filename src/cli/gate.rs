@@ -108,7 +108,7 @@ fn decide_gate(
         return Ok(match end {
             crate::kernel::End::Success => ExitStatus::Success,
             crate::kernel::End::Failure => ExitStatus::Failure,
-            crate::kernel::End::Error => ExitStatus::Runtime,
+            crate::kernel::End::Error | crate::kernel::End::Abandoned => ExitStatus::Runtime,
         });
     }
     output.note(&format!(

@@ -195,6 +195,11 @@ fn report(
             end: End::Error,
             reason,
         } => (ExitStatus::Runtime, "error", reason.clone()),
+        // Only `runs abandon` ends a run so, never a driver; said as it is if one ever does.
+        RunEnd::Finished {
+            end: End::Abandoned,
+            reason,
+        } => (ExitStatus::Runtime, "abandoned", reason.clone()),
         RunEnd::Waiting { step_id } => (
             ExitStatus::Waiting,
             "waiting",

@@ -640,6 +640,7 @@ fn visit_in_progress(
             "stopped before it finished (started {since}); `tnh-conductor resume {}` continues it",
             status.run_id
         ),
+        LifecycleState::Abandoned => format!("abandoned before it finished (started {since})"),
         LifecycleState::Failed | LifecycleState::Completed => {
             format!("did not finish (started {since})")
         }
