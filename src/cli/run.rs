@@ -161,7 +161,7 @@ pub struct RunResult {
     pub schema_version: u32,
     /// The run.
     pub run_id: String,
-    /// `completed`, `failed`, `error`, `waiting`, `interrupted` or `stopped`.
+    /// `completed`, `failed`, `error`, `waiting`, `interrupted`, `stopped` or `abandoned`.
     pub state: String,
     /// How it ended, or why it waits or stopped.
     pub detail: String,

@@ -255,8 +255,8 @@ pub struct RunsList {
 pub struct RunRow {
     /// The run.
     pub run_id: String,
-    /// `running`, `waiting`, `blocked`, `failed` or `completed` (absent when `status.json`
-    /// and `state.json` are unreadable).
+    /// `running`, `waiting`, `blocked`, `failed`, `completed` or `abandoned` (absent when
+    /// `status.json` and `state.json` are unreadable).
     pub state: Option<String>,
     /// The step it is at.
     pub step: Option<String>,
