@@ -35,11 +35,11 @@ pub enum GateError {
         state: String,
     },
     /// The operator abandoned the run (`runs abandon`): its gates can no longer be decided.
-    #[error("run `{run_id}` was abandoned ({reason}): its gates can no longer be decided")]
+    #[error("run `{run_id}` was {reason}: its gates can no longer be decided")]
     Abandoned {
         /// The run.
         run_id: String,
-        /// The reason recorded as its end (who, and why).
+        /// The reason recorded as its end: `abandoned by NAME (WHY)`.
         reason: String,
     },
     /// The process driving the run died at this gate: after it requested the gate, before

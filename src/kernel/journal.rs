@@ -306,9 +306,15 @@ fn add_record(journal: &mut Journal, record: &RunRecord, last_day: &str) {
     journal
         .planner_assessments
         .extend(record.planner_assessments.iter().cloned());
+    // An abandoned run's work is thrown away: nothing of it is left to review (on the days
+    // before it was abandoned, its reviews were still pending).
+    let reviews = match record.lifecycle_state {
+        LifecycleState::Abandoned if ended_later.is_none() => &[][..],
+        _ => &record.reviews[..],
+    };
     journal
         .pending_review
-        .extend(record.reviews.iter().map(|review| ReviewEntry {
+        .extend(reviews.iter().map(|review| ReviewEntry {
             deadline_passed: review.deadline_passed && ended_later.is_none(),
             ..review.clone()
         }));

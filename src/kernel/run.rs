@@ -76,11 +76,11 @@ pub enum RunError {
         how: String,
     },
     /// The operator abandoned the run (`runs abandon`): it cannot be continued or decided.
-    #[error("run `{run_id}` was abandoned ({reason})")]
+    #[error("run `{run_id}` was {reason}")]
     Abandoned {
         /// The run.
         run_id: String,
-        /// The reason recorded as its end (who, and why).
+        /// The reason recorded as its end: `abandoned by NAME (WHY)`.
         reason: String,
     },
     /// `runs abandon` refused.
