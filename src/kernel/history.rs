@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use super::journal_record::{RunRecord, record_of};
-use crate::artifacts::{ArtifactsError, RunDir, RunMetadata, SCHEMA_VERSION, is_run_id, read_json};
+use crate::artifacts::{ArtifactsError, RunDir, SCHEMA_VERSION, is_run_id};
 
 /// Where the records are kept, under the repository.
 pub const HISTORY_DIR: &str = ".tnh/history";
@@ -23,16 +23,25 @@ pub fn history_file(repo: &Path, run_id: &str) -> PathBuf {
     repo.join(HISTORY_DIR).join(format!("{run_id}.json"))
 }
 
-/// Writes the journal's record of the run in `run_dir` (whose metadata must be readable),
-/// replacing an earlier one (of a clean that was stopped before it removed the run).
-pub fn keep_run(repo: &Path, run_dir: &RunDir) -> Result<PathBuf, ArtifactsError> {
-    let metadata: RunMetadata = read_json(&run_dir.metadata(), "run metadata")?;
-    let record = record_of(run_dir, &metadata, None);
-    let path = history_file(repo, &metadata.run_id);
+/// Writes the journal's record of the run `run_id` (in `run_dir`), as the journal reads it
+/// (a damaged `metadata.json` included), replacing an earlier one (of a clean that was stopped
+/// before it removed the run). A folder whose name is not a run id is never in the journal:
+/// nothing is kept of it.
+pub fn keep_run(
+    repo: &Path,
+    run_dir: &RunDir,
+    run_id: &str,
+) -> Result<Option<PathBuf>, ArtifactsError> {
+    if !is_run_id(run_id) {
+        return Ok(None);
+    }
+    let (metadata, damage) = super::journal::metadata_of(repo, run_dir, run_id);
+    let record = record_of(run_dir, &metadata, damage.as_deref());
     let folder = repo.join(HISTORY_DIR);
     std::fs::create_dir_all(&folder).map_err(ArtifactsError::io("create", &folder))?;
+    let path = history_file(repo, run_id);
     crate::artifacts::write_json_atomic(&path, &record)?;
-    Ok(path)
+    Ok(Some(path))
 }
 
 /// Every record kept, and a line for each one that cannot be read (damaged, or written by a

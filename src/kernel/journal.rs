@@ -155,15 +155,7 @@ pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
         .iter()
         .filter_map(|id| {
             let run_dir = RunDir::at(root.join(id));
-            // A run whose metadata cannot be read is kept, dated by its id, and reported.
-            let (metadata, damage) =
-                match read_json::<RunMetadata>(&run_dir.metadata(), "run metadata") {
-                    Ok(metadata) => (metadata, None),
-                    Err(error) => (
-                        stand_in_metadata(&run_dir, id, repo),
-                        Some(error.to_string()),
-                    ),
-                };
+            let (metadata, damage) = metadata_of(repo, &run_dir, id);
             went_on(&metadata.started_at, metadata.ended_at.as_deref())
                 .then(|| record_of(&run_dir, &metadata, damage.as_deref()))
         })
@@ -187,6 +179,22 @@ pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
         add_record(&mut journal, record, last);
     }
     journal
+}
+
+/// The run's metadata and, when it cannot be read, why: a run whose metadata cannot be read
+/// is kept, dated by its id, and reported.
+pub(crate) fn metadata_of(
+    repo: &Path,
+    run_dir: &RunDir,
+    run_id: &str,
+) -> (RunMetadata, Option<String>) {
+    match read_json::<RunMetadata>(&run_dir.metadata(), "run metadata") {
+        Ok(metadata) => (metadata, None),
+        Err(error) => (
+            stand_in_metadata(run_dir, run_id, repo),
+            Some(error.to_string()),
+        ),
+    }
 }
 
 /// What can be known of a run whose `metadata.json` is unreadable: its id, its start (to the
@@ -531,4 +539,77 @@ fn list(text: &mut String, lines: impl Iterator<Item = String>) {
 /// The JSON Schema of `journal --format json`.
 pub fn journal_schema() -> serde_json::Value {
     schemars::schema_for!(Journal).to_value()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn abandoned_run(ended_at: &str) -> RunRecord {
+        RunRecord {
+            schema_version: crate::artifacts::SCHEMA_VERSION,
+            run_id: "20261201T080000Z-abcdef".into(),
+            started_at: "2026-12-01T08:00:00Z".into(),
+            ended_at: Some(ended_at.into()),
+            workflow: "gated.v1".into(),
+            lifecycle_state: LifecycleState::Abandoned,
+            detail: "abandoned by carol (superseded)".into(),
+            diffstat: "no changes".into(),
+            damage: Vec::new(),
+            waiting_gate: None,
+            deadline_passed: None,
+            policy_violations: Vec::new(),
+            planner_assessments: Vec::new(),
+            planner_blockers: Vec::new(),
+            reviews: vec![ReviewEntry {
+                run_id: "20261201T080000Z-abcdef".into(),
+                step_id: "queue".into(),
+                kind: "queued".into(),
+                reason: "for the journal".into(),
+                deadline: None,
+                deadline_passed: false,
+                request: "r.json".into(),
+                risk_flags: Vec::new(),
+            }],
+            provenance: Provenance {
+                run_id: "20261201T080000Z-abcdef".into(),
+                workflow: "gated.v1".into(),
+                agents: Vec::new(),
+                transcripts: Vec::new(),
+                transcript_steps: Vec::new(),
+                run_dir: ".tnh/run/20261201T080000Z-abcdef".into(),
+            },
+            transcript_steps: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_abandoned_run_is_listed_apart_without_reviews_and_in_progress_before_it_ended() {
+        let mut on_the_day = Journal::default();
+        add_record(
+            &mut on_the_day,
+            &abandoned_run("2026-12-01T09:00:00Z"),
+            "2026-12-01",
+        );
+        assert_eq!(on_the_day.abandoned.len(), 1);
+        assert!(on_the_day.in_progress.is_empty() && on_the_day.pending_review.is_empty());
+        assert!(on_the_day.to_markdown().contains(
+            "## Abandoned\n- [-] gated.v1 `20261201T080000Z-abcdef`: abandoned by carol (superseded) (no changes)\n"
+        ));
+
+        let mut before = Journal::default();
+        add_record(
+            &mut before,
+            &abandoned_run("2026-12-03T09:00:00Z"),
+            "2026-12-01",
+        );
+        assert!(before.abandoned.is_empty());
+        assert_eq!(before.in_progress.len(), 1);
+        assert_eq!(
+            before.pending_review.len(),
+            1,
+            "its review was still pending"
+        );
+        assert!(!before.to_markdown().contains("## Abandoned"));
+    }
 }

@@ -425,7 +425,7 @@ fn clean_run(
         // The journal's view of the run is kept before anything of it goes: a clean that
         // cannot keep it removes nothing.
         let run_dir = crate::artifacts::RunDir::at(&entry.dir);
-        crate::kernel::history::keep_run(repo_root, &run_dir).map_err(|error| {
+        crate::kernel::history::keep_run(repo_root, &run_dir, run_id).map_err(|error| {
             WorkspaceError::io(
                 "keep the journal's record of",
                 &entry.dir,
