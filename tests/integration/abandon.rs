@@ -93,6 +93,12 @@ fn assert_ended_for_good(repo: &RunRepo, run_id: &str) {
         "{}",
         stderr_text(&approved)
     );
+    let shown = repo.conductor_exits(&["gate", "show", run_id], 2);
+    assert!(
+        stderr_text(&shown).contains("its gates can no longer be decided"),
+        "{}",
+        stderr_text(&shown)
+    );
     let gates = stdout_text(&repo.conductor_exits(&["gate", "list"], 0));
     assert!(!gates.contains(run_id), "{gates}");
     let again = repo.conductor_exits(&["runs", "abandon", run_id], 2);
