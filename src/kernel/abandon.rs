@@ -14,8 +14,9 @@ use crate::artifacts::{EventType, RunMetadata, read_json};
 /// Why a run could not be abandoned (nothing was changed).
 #[derive(Debug, thiserror::Error)]
 pub enum AbandonError {
-    /// A live process drives the run: it must be stopped first.
-    #[error("run `{run_id}` is being driven by a live process ({holder})")]
+    /// A live process drives the run (or decides, rolls back or cleans it): it must be
+    /// stopped, or be done, first.
+    #[error("cannot abandon run `{run_id}`: {holder}")]
     Driven {
         /// The run.
         run_id: String,
@@ -98,6 +99,12 @@ pub fn abandon_run(
         });
     }
     let mut recorder = Recorder::open(run_dir.clone())?;
+    if let Some(reason) = finish_interrupted_abandon(&mut recorder, &mut state)? {
+        return Err(RunError::Abandoned {
+            run_id: run_id.to_owned(),
+            reason,
+        });
+    }
     let in_progress = visit_in_progress(&run_dir, &state)?;
     // With the lock held no driver is alive: what is left of its processes is the run's own.
     let orphans = super::orphans::kill_run_orphans(run_id);
@@ -115,10 +122,7 @@ pub fn abandon_run(
         }
         (Phase::Finished { step_id, .. }, None) => (step_id.clone(), None, "stopped"),
     };
-    let reason = match request.reason {
-        Some(why) => format!("abandoned by {} ({why})", request.by),
-        None => format!("abandoned by {}", request.by),
-    };
+    let reason = end_reason(request.by, request.reason);
     let mut fields = payload([
         ("by", request.by.into()),
         ("was", was.into()),
@@ -146,6 +150,56 @@ pub fn abandon_run(
         stopped_pids: orphans.killed,
         survivors: orphans.survivors,
     })
+}
+
+/// The reason recorded as an abandoned run's end: `abandoned by NAME (WHY)`.
+fn end_reason(by: &str, why: Option<&str>) -> String {
+    match why {
+        Some(why) => format!("abandoned by {by} ({why})"),
+        None => format!("abandoned by {by}"),
+    }
+}
+
+/// Ends the run as abandoned when a `runs abandon` recorded its `run_abandoned` event and was
+/// killed before its checkpoint: the operator's decision stands, and nothing continues or
+/// decides the run. Returns the reason recorded as its end, when it did.
+pub(crate) fn finish_interrupted_abandon(
+    recorder: &mut Recorder,
+    state: &mut RunState,
+) -> Result<Option<String>, crate::artifacts::ArtifactsError> {
+    if matches!(state.phase, Phase::Finished { .. }) {
+        return Ok(None);
+    }
+    let events = crate::artifacts::EventLog::read_all(&recorder.run_dir().events())?;
+    let Some(abandoned) = events
+        .iter()
+        .rev()
+        .find(|event| event.seq > state.events_seq && event.event_type == EventType::RunAbandoned)
+    else {
+        return Ok(None);
+    };
+    let reason = end_reason(
+        abandoned.text("by").unwrap_or("operator"),
+        abandoned.text("reason"),
+    );
+    let step_id = match (&abandoned.step_id, &state.phase) {
+        (Some(step_id), _) => step_id.clone(),
+        (
+            None,
+            Phase::Ready { step_id, .. }
+            | Phase::Running { step_id, .. }
+            | Phase::Waiting { step_id, .. }
+            | Phase::Finished { step_id, .. },
+        ) => step_id.clone(),
+    };
+    state.phase = Phase::Finished {
+        end: End::Abandoned,
+        step_id,
+        reason: reason.clone(),
+    };
+    recorder.commit(state, Some(&reason))?;
+    recorder.finish(state)?;
+    Ok(Some(reason))
 }
 
 /// The run's checkpoint; a run killed before its first one stands before its entry step.

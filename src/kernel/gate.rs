@@ -278,6 +278,8 @@ pub fn decide_as_of(
     }
     let mut recorder = Recorder::open(run_dir.clone())?;
     let mut state = super::state::read_state(&run_dir.state())?;
+    // A `runs abandon` killed after its event stands: the run is ended now.
+    super::abandon::finish_interrupted_abandon(&mut recorder, &mut state)?;
     let (step_id, visit) = match waiting(&state) {
         Ok(gate) => gate,
         Err(error @ GateError::Abandoned { .. }) => return Err(error.into()),

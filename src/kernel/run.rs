@@ -329,7 +329,7 @@ impl RunError {
                 "nothing was changed; an abandoned run is ended for good: see `tnh-conductor runs show {run_id}`, and start a new run with `tnh-conductor run`"
             )),
             RunError::Abandon(super::abandon::AbandonError::Driven { run_id, .. }) => Some(format!(
-                "nothing was changed; stop that process first (Ctrl-C in its terminal, or `kill -INT PID`), then `tnh-conductor runs abandon {run_id}` again"
+                "nothing was changed; stop that process first (Ctrl-C in its terminal, or `kill -INT PID`; a gate decision, a rollback or a `runs clean` is done in a moment), then `tnh-conductor runs abandon {run_id}` again"
             )),
             RunError::Abandon(super::abandon::AbandonError::NoName { .. }) => Some(
                 "nothing was changed; say who ends the run with `--as NAME` (the default is $USER, which is empty here)".into(),
@@ -1036,6 +1036,8 @@ pub fn resume_run(
         && !events
             .iter()
             .any(|event| event.event_type == EventType::RunStarted);
+    // A `runs abandon` killed after its event stands: the run is ended now.
+    super::abandon::finish_interrupted_abandon(&mut recorder, &mut state)?;
     if let Phase::Finished {
         end: super::state::End::Abandoned,
         reason,

@@ -288,7 +288,9 @@ fn a_run_its_driver_still_drives_is_refused_until_that_driver_is_stopped() {
 
     let stderr = stderr_text(&refused);
     assert!(
-        stderr.contains("is being driven by a live process") && stderr.contains("Ctrl-C"),
+        stderr.contains(&format!(
+            "cannot abandon run `{run_id}`: run is being driven by process {driver}"
+        )) && stderr.contains("Ctrl-C"),
         "{stderr}"
     );
     assert!(
@@ -400,4 +402,51 @@ fn a_days_journal_reads_the_same_after_runs_clean_all() {
     // Another clean changes nothing of it.
     repo.conductor_exits(&["runs", "clean", "--all"], 0);
     assert_eq!(journal_of(&repo, &today).0, markdown);
+}
+
+/// A `runs abandon` killed right after it recorded its event, before its checkpoint: the
+/// operator's decision stands — the next command that would continue or decide the run ends
+/// it `abandoned` and refuses, with the one event recorded.
+#[test]
+fn an_abandon_killed_after_its_event_still_ends_the_run() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo);
+    let next = repo.events(&run_id).len() + 1;
+    let killed = conductor()
+        .arg("--repo")
+        .arg(repo.path())
+        .args([
+            "runs",
+            "abandon",
+            &run_id,
+            "--as",
+            "carol",
+            "--reason",
+            "superseded",
+        ])
+        .env("TNH_TEST_KILL_AT_EVENT", next.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.code(), None, "{}", stderr_text(&killed));
+    assert_eq!(
+        repo.json(&run_id, "state.json")["phase"]["phase"],
+        "waiting"
+    );
+
+    let refused = repo.conductor_exits(&["gate", "approve", &run_id, "--as", "alice"], 2);
+
+    assert!(
+        stderr_text(&refused).contains("was abandoned by carol (superseded)"),
+        "{}",
+        stderr_text(&refused)
+    );
+    assert_abandoned_everywhere(&repo, &run_id, "abandoned by carol (superseded)");
+    assert_ended_for_good(&repo, &run_id);
+    let events = repo.events(&run_id);
+    assert_contiguous(&events);
+    let count = events
+        .iter()
+        .filter(|event| event["event_type"] == "run_abandoned")
+        .count();
+    assert_eq!(count, 1, "one decision, one event");
 }
