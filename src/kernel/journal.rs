@@ -160,9 +160,11 @@ pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
                 .then(|| record_of(&run_dir, &metadata, damage.as_deref()))
         })
         .collect();
+    // A run directory still there is the run (a clean stopped after keeping its record).
+    let present: std::collections::BTreeSet<&String> = ids.iter().collect();
     let (kept, damaged) = super::history::read_history(repo);
     records.extend(kept.into_iter().filter(|record| {
-        !ids.contains(&record.run_id) && went_on(&record.started_at, record.ended_at.as_deref())
+        !present.contains(&record.run_id) && went_on(&record.started_at, record.ended_at.as_deref())
     }));
     // Oldest first; start times have sub-second precision, so the order is the order of runs.
     records.sort_by(|left, right| {
@@ -611,5 +613,32 @@ mod tests {
             "its review was still pending"
         );
         assert!(!before.to_markdown().contains("## Abandoned"));
+    }
+
+    #[test]
+    fn a_kept_record_stands_in_for_its_run_only_once_the_run_directory_is_gone() {
+        let repo = tempfile::tempdir().unwrap();
+        let record = abandoned_run("2026-12-01T09:00:00Z");
+        let kept = super::super::history::history_file(repo.path(), &record.run_id);
+        std::fs::create_dir_all(kept.parent().unwrap()).unwrap();
+        std::fs::write(&kept, serde_json::to_vec(&record).unwrap()).unwrap();
+        let run_dir = repo
+            .path()
+            .join(DEFAULT_ARTIFACTS_ROOT)
+            .join(&record.run_id);
+        std::fs::create_dir_all(&run_dir).unwrap();
+
+        let with_directory = build_journal(repo.path(), "2026-12-01", None);
+        std::fs::remove_dir(&run_dir).unwrap();
+        let without = build_journal(repo.path(), "2026-12-01", None);
+
+        assert_eq!(
+            with_directory.provenance.len(),
+            1,
+            "the run once, from its directory"
+        );
+        assert!(with_directory.abandoned.is_empty());
+        assert_eq!(without.provenance.len(), 1);
+        assert_eq!(without.abandoned.len(), 1, "from the kept record");
     }
 }
