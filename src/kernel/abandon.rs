@@ -73,31 +73,10 @@ pub fn abandon_run(
     // A copy of the repository shares the run id with the original's live run: its processes
     // are never the copy's to stop.
     super::run::check_recorded_repository(repo, &run_dir, run_id)?;
-    let _lock = match RunLock::acquire(&run_dir.lock()) {
-        Ok(lock) => lock,
-        Err(held @ LockError::Held { .. }) => {
-            return Err(AbandonError::Driven {
-                run_id: run_id.to_owned(),
-                holder: held.to_string(),
-            }
-            .into());
-        }
-        Err(error) => return Err(error.into()),
-    };
+    let _lock = lock_run(&run_dir, run_id)?;
     super::state::check_run_versions(&run_dir)?;
     let mut state = current_state(&run_dir)?;
-    if let Phase::Finished { end, reason, .. } = &state.phase {
-        return Err(match end {
-            End::Abandoned => RunError::Abandoned {
-                run_id: run_id.to_owned(),
-                reason: reason.clone(),
-            },
-            _ => RunError::Finished {
-                run_id: run_id.to_owned(),
-                how: format!("{}: {reason}", end.name()),
-            },
-        });
-    }
+    refuse_ended(run_id, &state)?;
     let mut recorder = Recorder::open(run_dir.clone())?;
     if let Some(reason) = finish_interrupted_abandon(&mut recorder, &mut state)? {
         return Err(RunError::Abandoned {
@@ -114,14 +93,7 @@ pub fn abandon_run(
         }
         None => orphans,
     };
-    let (step_id, visit, was) = match (&state.phase, in_progress) {
-        (Phase::Waiting { step_id, visit }, _) => (step_id.clone(), Some(*visit), "waiting"),
-        (_, Some((step_id, visit))) => (step_id, Some(visit), "interrupted"),
-        (Phase::Ready { step_id, .. } | Phase::Running { step_id, .. }, None) => {
-            (step_id.clone(), None, "stopped")
-        }
-        (Phase::Finished { step_id, .. }, None) => (step_id.clone(), None, "stopped"),
-    };
+    let (step_id, visit, was) = where_it_stood(&state, in_progress);
     let reason = end_reason(request.by, request.reason);
     let mut fields = payload([
         ("by", request.by.into()),
@@ -150,6 +122,55 @@ pub fn abandon_run(
         stopped_pids: orphans.killed,
         survivors: orphans.survivors,
     })
+}
+
+/// Takes the run's lock: held, a live process drives the run (or decides, rolls back or cleans
+/// it), and the run is refused.
+fn lock_run(run_dir: &crate::artifacts::RunDir, run_id: &str) -> Result<RunLock, RunError> {
+    match RunLock::acquire(&run_dir.lock()) {
+        Ok(lock) => Ok(lock),
+        Err(held @ LockError::Held { .. }) => Err(AbandonError::Driven {
+            run_id: run_id.to_owned(),
+            holder: held.to_string(),
+        }
+        .into()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Refuses a run that already ended: abandoned, or otherwise.
+fn refuse_ended(run_id: &str, state: &RunState) -> Result<(), RunError> {
+    let Phase::Finished { end, reason, .. } = &state.phase else {
+        return Ok(());
+    };
+    Err(match end {
+        End::Abandoned => RunError::Abandoned {
+            run_id: run_id.to_owned(),
+            reason: reason.clone(),
+        },
+        _ => RunError::Finished {
+            run_id: run_id.to_owned(),
+            how: format!("{}: {reason}", end.name()),
+        },
+    })
+}
+
+/// The step the run stood at, the visit its driver left in the middle (or the gate's), and
+/// the word for it: `waiting`, `interrupted` or `stopped` (between steps).
+fn where_it_stood(
+    state: &RunState,
+    in_progress: Option<(String, u32)>,
+) -> (String, Option<u32>, &'static str) {
+    match (&state.phase, in_progress) {
+        (Phase::Waiting { step_id, visit }, _) => (step_id.clone(), Some(*visit), "waiting"),
+        (_, Some((step_id, visit))) => (step_id, Some(visit), "interrupted"),
+        (
+            Phase::Ready { step_id, .. }
+            | Phase::Running { step_id, .. }
+            | Phase::Finished { step_id, .. },
+            None,
+        ) => (step_id.clone(), None, "stopped"),
+    }
 }
 
 /// The reason recorded as an abandoned run's end: `abandoned by NAME (WHY)`.
