@@ -95,6 +95,10 @@ pub enum EventType {
     RunFailed,
     /// The operator interrupted the run.
     RunInterrupted,
+    /// The operator ended the run with `runs abandon`: `by` (who), `reason` (why, when
+    /// given), `was` (where it stood: `waiting`, `blocked`) and `stopped_pids` (the leftover
+    /// processes of the run that were killed). Its step and visit are where it stood.
+    RunAbandoned,
 }
 
 /// One line of `events.ndjson`.

@@ -21,6 +21,8 @@ pub enum LifecycleState {
     Failed,
     /// It reached a success STOP.
     Completed,
+    /// The operator ended it (`runs abandon`): nothing of it runs, resumes or can be decided.
+    Abandoned,
 }
 
 impl LifecycleState {
@@ -33,6 +35,7 @@ impl LifecycleState {
             LifecycleState::Decided => "decided",
             LifecycleState::Failed => "failed",
             LifecycleState::Completed => "completed",
+            LifecycleState::Abandoned => "abandoned",
         }
     }
 }
@@ -40,7 +43,7 @@ impl LifecycleState {
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Termination {
-    /// `success`, `failure` or `error`.
+    /// `success`, `failure`, `error` or `abandoned`.
     pub kind: String,
     /// The last step.
     pub step_id: String,

@@ -327,6 +327,19 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
     let run_dir = find_run_dir(&repo_root(cli)?, run_id).map_err(run_error)?;
     let state: RunState =
         read_json(&run_dir.state(), "run state").map_err(|error| run_error(error.into()))?;
+    if let Phase::Finished {
+        end: crate::kernel::End::Abandoned,
+        reason,
+        ..
+    } = &state.phase
+    {
+        return Err(run_error(RunError::Gate(
+            crate::kernel::gate::GateError::Abandoned {
+                run_id: run_id.to_owned(),
+                reason: reason.clone(),
+            },
+        )));
+    }
     let elsewhere = match &state.phase {
         Phase::Waiting { .. } => None,
         Phase::Ready { step_id, .. } => Some(format!("stopped before step `{step_id}`")),

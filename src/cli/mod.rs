@@ -13,6 +13,7 @@ mod prompts;
 mod rollback;
 mod run;
 mod runs;
+mod runs_abandon;
 mod runs_clean;
 mod schema;
 mod step_lines;
@@ -121,6 +122,15 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
         Command::Gate(command) => gate::cmd_gate(&cli, command, output),
         Command::Runs(stub::RunsCommand::Clean { older_than, all }) => {
             runs_clean::cmd_runs_clean(&repo_root(&cli)?, older_than.as_deref(), *all, output)
+        }
+        Command::Runs(stub::RunsCommand::Abandon { run_id, reason, by }) => {
+            runs_abandon::cmd_runs_abandon(
+                &repo_root(&cli)?,
+                run_id,
+                reason.as_deref(),
+                by.as_deref(),
+                output,
+            )
         }
         Command::Runs(stub::RunsCommand::List { json }) => runs::cmd_runs_list(&cli, *json, output),
         Command::Runs(stub::RunsCommand::Show { run_id }) => {

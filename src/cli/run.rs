@@ -195,7 +195,7 @@ pub struct RunResult {
     pub schema_version: u32,
     /// The run.
     pub run_id: String,
-    /// `completed`, `failed`, `error`, `waiting`, `interrupted` or `stopped`.
+    /// `completed`, `failed`, `error`, `waiting`, `interrupted`, `stopped` or `abandoned`.
     pub state: String,
     /// How it ended, or why it waits or stopped.
     pub detail: String,
@@ -234,6 +234,11 @@ impl EndLine {
                 end: End::Error,
                 reason,
             } => (ExitStatus::Runtime, "error", reason.clone()),
+            // Only `runs abandon` ends a run so, never a driver; said as it is if one ever does.
+            RunEnd::Finished {
+                end: End::Abandoned,
+                reason,
+            } => (ExitStatus::Runtime, "abandoned", reason.clone()),
             RunEnd::Waiting { step_id } => (
                 ExitStatus::Waiting,
                 "waiting",

@@ -255,8 +255,8 @@ pub struct RunsList {
 pub struct RunRow {
     /// The run.
     pub run_id: String,
-    /// `running`, `waiting`, `blocked`, `failed` or `completed` (absent when `status.json`
-    /// and `state.json` are unreadable).
+    /// `running`, `waiting`, `blocked`, `failed`, `completed` or `abandoned` (absent when
+    /// `status.json` and `state.json` are unreadable).
     pub state: Option<String>,
     /// The step it is at.
     pub step: Option<String>,
@@ -644,6 +644,7 @@ fn visit_in_progress(
             "stopped before it finished (started {since}); `tnh-conductor resume {}` continues it",
             status.run_id
         ),
+        LifecycleState::Abandoned => format!("abandoned before it finished (started {since})"),
         LifecycleState::Failed | LifecycleState::Completed => {
             format!("did not finish (started {since})")
         }

@@ -68,6 +68,8 @@ pub enum SchemaName {
     RunsList,
     /// The output of `journal --format json`.
     Journal,
+    /// `.tnh/history/<run_id>.json`: what the journal keeps of a run `runs clean --all` removed.
+    RunHistory,
     /// The output of `tnh context --json`.
     TnhContext,
     /// The output of `tnh test|lint|typecheck --json`.
@@ -105,6 +107,7 @@ pub fn schema_of(name: SchemaName) -> Option<serde_json::Value> {
         SchemaName::RunResult => Some(schema_value::<super::run::RunResult>()),
         SchemaName::RunsList => Some(schema_value::<super::runs::RunsList>()),
         SchemaName::Journal => Some(crate::kernel::journal::journal_schema()),
+        SchemaName::RunHistory => Some(schema_value::<crate::kernel::journal_record::RunRecord>()),
         SchemaName::TnhContext => Some(schema_value::<crate::tnh::ContextReport>()),
         SchemaName::TnhCheck => Some(schema_value::<crate::tnh::CheckReport>()),
     }

@@ -36,6 +36,17 @@ pub enum RunsCommand {
         #[arg(long)]
         follow: bool,
     },
+    /// End a run that waits at a gate or stands interrupted, for good.
+    Abandon {
+        /// The run.
+        run_id: String,
+        /// Why, recorded with the run's end.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Who ends it (default: $USER).
+        #[arg(long = "as", value_name = "NAME")]
+        by: Option<String>,
+    },
     /// Remove finished runs' worktrees.
     Clean {
         /// Only runs that ended longer ago than this (e.g. `7d`).
@@ -54,6 +65,7 @@ impl RunsCommand {
             RunsCommand::List { .. } => "list",
             RunsCommand::Show { .. } => "show",
             RunsCommand::Events { .. } => "events",
+            RunsCommand::Abandon { .. } => "abandon",
             RunsCommand::Clean { .. } => "clean",
         }
     }

@@ -34,6 +34,14 @@ pub enum GateError {
         /// What it is instead.
         state: String,
     },
+    /// The operator abandoned the run (`runs abandon`): its gates can no longer be decided.
+    #[error("run `{run_id}` was {reason}: its gates can no longer be decided")]
+    Abandoned {
+        /// The run.
+        run_id: String,
+        /// The reason recorded as its end: `abandoned by NAME (WHY)`.
+        reason: String,
+    },
     /// The process driving the run died at this gate: after it requested the gate, before
     /// the run was recorded as waiting. Only `resume` can settle it (it requests the gate
     /// again).
@@ -143,6 +151,14 @@ pub fn request_of(
 fn waiting(state: &RunState) -> Result<(String, u32), GateError> {
     match &state.phase {
         Phase::Waiting { step_id, visit } => Ok((step_id.clone(), *visit)),
+        Phase::Finished {
+            end: super::state::End::Abandoned,
+            reason,
+            ..
+        } => Err(GateError::Abandoned {
+            run_id: state.run_id.clone(),
+            reason: reason.clone(),
+        }),
         Phase::Finished { end, .. } => Err(GateError::NotWaiting {
             run_id: state.run_id.clone(),
             state: format!("finished ({})", end.name()),
@@ -262,8 +278,11 @@ pub fn decide_as_of(
     }
     let mut recorder = Recorder::open(run_dir.clone())?;
     let mut state = super::state::read_state(&run_dir.state())?;
+    // A `runs abandon` killed after its event stands: the run is ended now.
+    super::abandon::finish_interrupted_abandon(&mut recorder, &mut state)?;
     let (step_id, visit) = match waiting(&state) {
         Ok(gate) => gate,
+        Err(error @ GateError::Abandoned { .. }) => return Err(error.into()),
         Err(error) => return Err(not_waiting(&run_dir, &state, error)),
     };
     // A decision recorded by a process that died before taking its route stands.

@@ -5,14 +5,12 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use super::journal_record::{RunRecord, record_of};
 use super::run::DEFAULT_ARTIFACTS_ROOT;
-use super::state::{Phase, RunState};
-use crate::artifacts::{
-    ArtifactRole, Event, EventLog, EventType, LifecycleState, RunDir, RunMetadata, RunStatus,
-    StepManifest, is_run_id, read_json,
-};
+use super::state::RunState;
+use crate::artifacts::{LifecycleState, RunDir, RunMetadata, RunStatus, is_run_id, read_json};
 use crate::policy::Violation;
 use crate::text::one_line;
 
@@ -29,6 +27,9 @@ pub struct Journal {
     pub completed: Vec<RunEntry>,
     /// Runs still running or waiting at a gate.
     pub in_progress: Vec<RunEntry>,
+    /// Runs the operator ended with `runs abandon` (listed only when there are some).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub abandoned: Vec<RunEntry>,
     /// Waiting gates and queued reviews.
     pub pending_review: Vec<ReviewEntry>,
     /// Failures, runs stopped until someone resumes them, damaged runs, and decisions only a
@@ -44,7 +45,7 @@ pub struct Journal {
 }
 
 /// A policy violation of a run's visit.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ViolationEntry {
     /// The run.
     pub run_id: String,
@@ -70,7 +71,7 @@ pub struct RunEntry {
 }
 
 /// A review waiting for a human.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReviewEntry {
     /// The run.
     pub run_id: String,
@@ -93,7 +94,7 @@ pub struct ReviewEntry {
 }
 
 /// One planner decision.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Assessment {
     /// The run.
     pub run_id: String,
@@ -110,7 +111,7 @@ pub struct Assessment {
 }
 
 /// Where a run's evidence is.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Provenance {
     /// The run.
     pub run_id: String,
@@ -129,7 +130,8 @@ pub struct Provenance {
 }
 
 /// Builds the journal of the runs that went on during `date` (or from `date` through `until`):
-/// started by its end, and not ended before it.
+/// started by its end, and not ended before it. Runs whose directory `runs clean --all`
+/// removed are read from the records kept of them, so a past day reads the same after a clean.
 pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
     let root = repo.join(DEFAULT_ARTIFACTS_ROOT);
     let ids: Vec<String> = std::fs::read_dir(&root)
@@ -142,33 +144,31 @@ pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
         })
         .unwrap_or_default();
     let last = until.unwrap_or(date);
-    let mut runs: Vec<(RunDir, RunMetadata, Option<String>)> = ids
-        .into_iter()
+    // A run belongs to the days it went on: from the day it started to the day it ended, or
+    // to this day while it goes on (waiting, running, stopped).
+    let went_on = |started_at: &str, ended_at: Option<&str>| {
+        let started = started_at.get(..10).unwrap_or_default();
+        let ended = ended_at.and_then(|ended| ended.get(..10));
+        started <= last && ended.is_none_or(|ended| ended >= date)
+    };
+    let mut records: Vec<RunRecord> = ids
+        .iter()
         .filter_map(|id| {
-            let run_dir = RunDir::at(root.join(&id));
-            // A run whose metadata cannot be read is kept, dated by its id, and reported.
-            let (metadata, damage) =
-                match read_json::<RunMetadata>(&run_dir.metadata(), "run metadata") {
-                    Ok(metadata) => (metadata, None),
-                    Err(error) => (
-                        stand_in_metadata(&run_dir, &id, repo),
-                        Some(error.to_string()),
-                    ),
-                };
-            // A run belongs to the days it went on: from the day it started to the day it
-            // ended, or to this day while it goes on (waiting, running, stopped).
-            let started = metadata.started_at.get(..10).unwrap_or_default();
-            let ended = metadata
-                .ended_at
-                .as_deref()
-                .and_then(|ended| ended.get(..10));
-            (started <= last && ended.is_none_or(|ended| ended >= date))
-                .then_some((run_dir, metadata, damage))
+            let run_dir = RunDir::at(root.join(id));
+            let (metadata, damage) = metadata_of(repo, &run_dir, id);
+            went_on(&metadata.started_at, metadata.ended_at.as_deref())
+                .then(|| record_of(&run_dir, &metadata, damage.as_deref()))
         })
         .collect();
+    // A run directory still there is the run (a clean stopped after keeping its record).
+    let present: std::collections::BTreeSet<&String> = ids.iter().collect();
+    let (kept, damaged) = super::history::read_history(repo);
+    records.extend(kept.into_iter().filter(|record| {
+        !present.contains(&record.run_id) && went_on(&record.started_at, record.ended_at.as_deref())
+    }));
     // Oldest first; start times have sub-second precision, so the order is the order of runs.
-    runs.sort_by(|left, right| {
-        (&left.1.started_at, &left.1.run_id).cmp(&(&right.1.started_at, &right.1.run_id))
+    records.sort_by(|left, right| {
+        (&left.started_at, &left.run_id).cmp(&(&right.started_at, &right.run_id))
     });
     let mut journal = Journal {
         schema_version: crate::artifacts::SCHEMA_VERSION,
@@ -176,10 +176,27 @@ pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
         until: until.map(str::to_owned),
         ..Journal::default()
     };
-    for (run_dir, metadata, damage) in &runs {
-        add_run(&mut journal, run_dir, metadata, damage.as_deref(), last);
+    journal.blockers.extend(damaged);
+    for record in &records {
+        add_record(&mut journal, record, last);
     }
     journal
+}
+
+/// The run's metadata and, when it cannot be read, why: a run whose metadata cannot be read
+/// is kept, dated by its id, and reported.
+pub(crate) fn metadata_of(
+    repo: &Path,
+    run_dir: &RunDir,
+    run_id: &str,
+) -> (RunMetadata, Option<String>) {
+    match read_json::<RunMetadata>(&run_dir.metadata(), "run metadata") {
+        Ok(metadata) => (metadata, None),
+        Err(error) => (
+            stand_in_metadata(run_dir, run_id, repo),
+            Some(error.to_string()),
+        ),
+    }
 }
 
 /// What can be known of a run whose `metadata.json` is unreadable: its id, its start (to the
@@ -230,95 +247,43 @@ pub fn stand_in_metadata(run_dir: &RunDir, run_id: &str, repo: &Path) -> RunMeta
     }
 }
 
-fn add_run(
-    journal: &mut Journal,
-    run_dir: &RunDir,
-    metadata: &RunMetadata,
-    metadata_damage: Option<&str>,
-    last_day: &str,
-) {
-    let run_id = metadata.run_id.clone();
+/// Adds a run to the journal of the days up to `last_day`.
+fn add_record(journal: &mut Journal, record: &RunRecord, last_day: &str) {
+    let run_id = &record.run_id;
+    let workflow = &record.workflow;
     // A run that ended after the journal's last day was still going on then.
-    let ended_later = metadata
+    let ended_later = record
         .ended_at
         .as_deref()
         .filter(|ended| ended.get(..10).is_some_and(|day| day > last_day));
-    let workflow = match metadata_damage {
-        Some(_) => format!("{}.v?", metadata.workflow_id),
-        None => format!("{}.v{}", metadata.workflow_id, metadata.workflow_version),
-    };
-    if let Some(damage) = metadata_damage {
-        journal.blockers.push(format!(
-            "{run_id} ({workflow}): its metadata is damaged: {damage}; restore the file (from a backup) to resume or decide the run; what follows shows what could be read"
-        ));
-    }
-    let relative = |path: &Path| {
-        path.strip_prefix(&metadata.repo_root)
-            .unwrap_or(path)
-            .display()
-            .to_string()
-    };
-    let status = super::run_status::read_status(run_dir);
-    // Both `status.json` and `metadata.json` unreadable: say so rather than nothing.
-    let status_damage = status.as_ref().err().map(ToString::to_string);
-    let status = status.ok();
-    let state = read_json::<RunState>(&run_dir.state(), "run state").ok();
-    let (events, damage) = match EventLog::read_readable(&run_dir.events()) {
-        Ok(read) => read,
-        Err(error) => (Vec::new(), vec![error]),
-    };
-    if let Some(first) = damage.first() {
-        // Said, not hidden: a damaged log would otherwise read as a run that did nothing.
-        let more = match damage.len() {
-            1 => String::new(),
-            count => format!(" (and {} more damaged lines)", count - 1),
-        };
-        journal.blockers.push(format!(
-            "{run_id} ({workflow}): its event log is damaged: {first}{more}; what follows shows what could be read"
-        ));
-    }
-    let manifests = manifests_in_order(run_dir, &events);
-    add_violations(journal, &events, &run_id);
-    let diffstat = changes_of(&manifests, &events);
-    let lifecycle = status
+    journal.blockers.extend(record.damage.iter().cloned());
+    journal
+        .policy_violations
+        .extend(record.policy_violations.iter().cloned());
+    let deadline_passed = record
+        .deadline_passed
         .as_ref()
-        .map_or(LifecycleState::Blocked, |status| status.lifecycle_state);
-    let detail = metadata
-        .termination
-        .as_ref()
-        .map(|termination| termination.reason.clone())
-        .or_else(|| status.as_ref().and_then(|status| status.reason.clone()))
-        .or_else(|| where_it_is(status.as_ref()?))
-        .or(status_damage)
-        .unwrap_or_default();
-    let waiting = state.as_ref().and_then(|state| match &state.phase {
-        Phase::Waiting { step_id, visit } => Some((step_id.clone(), *visit)),
-        _ => None,
-    });
-    // A gate past its deadline is not simply waiting: nothing drives the run, and the next
-    // `resume` or decision times it out.
-    let deadline_passed = waiting
-        .as_ref()
-        .filter(|_| ended_later.is_none())
-        .and_then(|(step, visit)| super::gate::gate_deadline_passed(run_dir, step, *visit));
-    let detail = match (&deadline_passed, &waiting) {
-        (Some(deadline), Some((step, _))) => format!(
-            "{detail}; gate `{step}` is {}",
-            deadline_passed_text(&run_id, deadline)
+        .filter(|_| ended_later.is_none());
+    let detail = match (deadline_passed, &record.waiting_gate) {
+        (Some(deadline), Some(step)) => format!(
+            "{}; gate `{step}` is {}",
+            record.detail,
+            deadline_passed_text(run_id, deadline)
         ),
-        _ => detail,
+        _ => record.detail.clone(),
     };
     let entry = RunEntry {
         run_id: run_id.clone(),
         workflow: workflow.clone(),
-        state: lifecycle.name().into(),
+        state: record.lifecycle_state.name().into(),
         detail: detail.clone(),
-        diffstat,
+        diffstat: record.diffstat.clone(),
     };
     // OA01.1: finished runs are completed tasks or blockers, and so is a run that stopped
     // (killed, interrupted, unreadable) and needs someone to resume it; "In Progress" is what
-    // still goes on (running, waiting at a gate, which Pending Review lists).
-    match lifecycle {
+    // still goes on (running, waiting at a gate, which Pending Review lists). An abandoned run
+    // needs no one: it has its own list.
+    match record.lifecycle_state {
         _ if let Some(ended) = ended_later => journal.in_progress.push(RunEntry {
             detail: format!(
                 "went on past {last_day}; ended {ended} ({}): {}",
@@ -327,6 +292,7 @@ fn add_run(
             ..entry
         }),
         LifecycleState::Completed => journal.completed.push(entry),
+        LifecycleState::Abandoned => journal.abandoned.push(entry),
         LifecycleState::Failed => journal.blockers.push(format!(
             "{run_id} ({workflow}) failed: {detail} ({})",
             entry.diffstat
@@ -346,147 +312,28 @@ fn add_run(
             journal.in_progress.push(entry)
         }
     }
-    let mut last_flags = Vec::new();
-    for manifest in &manifests {
-        let Some(entry) = manifest.artifact(ArtifactRole::PlannerDecision) else {
-            continue;
-        };
-        let Ok(decision) =
-            read_json::<serde_json::Value>(&run_dir.root().join(&entry.path), "planner decision")
-        else {
-            continue;
-        };
-        let strings = |key: &str| -> Vec<String> {
-            decision[key]
-                .as_array()
-                .map(|items| {
-                    items
-                        .iter()
-                        .map(|item| {
-                            item["summary"]
-                                .as_str()
-                                .or(item.as_str())
-                                .unwrap_or_default()
-                                .to_owned()
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let status = decision["status"].as_str().unwrap_or_default().to_owned();
-        let blockers = strings("blockers");
-        last_flags = strings("risk_flags");
-        if status == "blocked" || status == "needs_human" {
-            journal.blockers.extend(
-                blockers
-                    .iter()
-                    .map(|blocker| format!("{run_id} / {}: {status}: {blocker}", manifest.step_id)),
-            );
-        }
-        journal.planner_assessments.push(Assessment {
-            run_id: run_id.clone(),
-            workflow: workflow.clone(),
-            step: format!("{} #{}", manifest.step_id, manifest.visit),
-            status,
-            blockers,
-            risk_flags: last_flags.clone(),
-        });
-    }
-    for manifest in &manifests {
-        let Some(request) = manifest.artifact(ArtifactRole::GateRequest) else {
-            continue;
-        };
-        let is_waiting = waiting
-            .as_ref()
-            .is_some_and(|(step, visit)| *step == manifest.step_id && *visit == manifest.visit);
-        if !is_waiting && manifest.termination != "gate_queued" {
-            continue;
-        }
-        let body =
-            read_json::<serde_json::Value>(&run_dir.root().join(&request.path), "gate request")
-                .unwrap_or_default();
-        journal.pending_review.push(ReviewEntry {
-            run_id: run_id.clone(),
-            step_id: manifest.step_id.clone(),
-            kind: if is_waiting {
-                "waiting".into()
-            } else {
-                "queued".into()
-            },
-            reason: body["reason"].as_str().unwrap_or_default().to_owned(),
-            deadline: body["deadline"].as_str().map(str::to_owned),
-            deadline_passed: is_waiting && deadline_passed.is_some(),
-            request: relative(&run_dir.root().join(&request.path)),
-            risk_flags: last_flags.clone(),
-        });
-    }
-    journal.provenance.push(provenance(
-        run_dir, &run_id, &workflow, &manifests, &relative,
-    ));
-}
-
-fn provenance(
-    run_dir: &RunDir,
-    run_id: &str,
-    workflow: &str,
-    manifests: &[StepManifest],
-    relative: &dyn Fn(&Path) -> String,
-) -> Provenance {
-    let mut agents = Vec::new();
-    let mut transcripts = Vec::new();
-    let mut transcript_steps = Vec::new();
-    for manifest in manifests {
-        if let Some(entry) = manifest.artifact(ArtifactRole::RunnerMetadata)
-            && let Ok(runner) =
-                read_json::<serde_json::Value>(&run_dir.root().join(&entry.path), "runner metadata")
-        {
-            let agent = format!(
-                "{} ({})",
-                runner["agent"].as_str().unwrap_or("?"),
-                runner["kind"].as_str().unwrap_or("?")
-            );
-            if !agents.contains(&agent) {
-                agents.push(agent);
-            }
-        }
-        if let Some(entry) = manifest.artifact(ArtifactRole::RunnerTranscriptMarkdown) {
-            transcripts.push(relative(&run_dir.root().join(&entry.path)));
-            transcript_steps.push(manifest.step_id.clone());
-        }
-    }
-    Provenance {
-        run_id: run_id.to_owned(),
-        workflow: workflow.to_owned(),
-        agents,
-        transcripts,
-        transcript_steps,
-        run_dir: relative(run_dir.root()),
-    }
-}
-
-/// The run's `policy_violation` events, interrupted visits' included.
-fn add_violations(journal: &mut Journal, events: &[Event], run_id: &str) {
-    for event in events {
-        if event.event_type != EventType::PolicyViolation {
-            continue;
-        }
-        let Some(violation) = event
-            .payload
-            .get("violation")
-            .and_then(|value| serde_json::from_value::<Violation>(value.clone()).ok())
-        else {
-            continue;
-        };
-        journal.policy_violations.push(ViolationEntry {
-            run_id: run_id.to_owned(),
-            step: format!(
-                "{} #{}",
-                event.step_id.as_deref().unwrap_or_default(),
-                event.visit.unwrap_or(0)
-            ),
-            violation,
-        });
-    }
+    journal
+        .blockers
+        .extend(record.planner_blockers.iter().cloned());
+    journal
+        .planner_assessments
+        .extend(record.planner_assessments.iter().cloned());
+    // An abandoned run's work is thrown away: nothing of it is left to review (on the days
+    // before it was abandoned, its reviews were still pending).
+    let reviews = match record.lifecycle_state {
+        LifecycleState::Abandoned if ended_later.is_none() => &[][..],
+        _ => &record.reviews[..],
+    };
+    journal
+        .pending_review
+        .extend(reviews.iter().map(|review| ReviewEntry {
+            deadline_passed: review.deadline_passed && ended_later.is_none(),
+            ..review.clone()
+        }));
+    journal.provenance.push(Provenance {
+        transcript_steps: record.transcript_steps.clone(),
+        ..record.provenance.clone()
+    });
 }
 
 /// What a gate past its deadline means, for the views that show it waiting:
@@ -496,99 +343,6 @@ pub fn deadline_passed_text(run_id: &str, deadline: &str) -> String {
         "PAST its deadline ({}): `tnh-conductor resume {run_id}` or any decision times it out \
          (its `gate_timed_out` route)",
         one_line(deadline)
-    )
-}
-
-/// Where a run that has not ended stands, when its status gives no reason.
-fn where_it_is(status: &RunStatus) -> Option<String> {
-    let step = status.current_step_id.as_deref()?;
-    match status.lifecycle_state {
-        LifecycleState::Waiting => Some(format!("gate `{step}` waits for a decision")),
-        LifecycleState::Running | LifecycleState::Blocked | LifecycleState::Decided => {
-            Some(format!("at step `{step}`"))
-        }
-        LifecycleState::Completed | LifecycleState::Failed => None,
-    }
-}
-
-/// The run's changes as the journal shows them: the whole change since the run started as the
-/// last step that recorded it saw it (an agent step, a gate), else the last change a step
-/// captured, unless a rollback (a ROLLBACK step's or the operator's) came after it.
-fn changes_of(manifests: &[StepManifest], events: &[Event]) -> String {
-    let mut changes = "no changes".to_owned();
-    for event in events {
-        match event.event_type {
-            EventType::StepCompleted => {
-                let captured = manifests
-                    .iter()
-                    .find(|manifest| {
-                        Some(manifest.step_id.as_str()) == event.step_id.as_deref()
-                            && Some(manifest.visit) == event.visit
-                    })
-                    .and_then(|manifest| {
-                        let summary = &manifest.evidence_summary;
-                        summary
-                            .get("run_diffstat")
-                            .filter(|value| value.is_object())
-                            .or_else(|| summary.get("diffstat"))
-                    });
-                if let Some(diffstat) = captured {
-                    changes = describe_diffstat(diffstat);
-                }
-            }
-            EventType::RollbackCompleted => {
-                let by = if event.step_id.is_none() {
-                    " by the operator"
-                } else {
-                    ""
-                };
-                changes = format!(
-                    "rolled back{by} to {}",
-                    event.text("target").unwrap_or("a snapshot")
-                );
-            }
-            _ => {}
-        }
-    }
-    changes
-}
-
-/// Every visit's manifest, in the order the visits completed.
-fn manifests_in_order(run_dir: &RunDir, events: &[Event]) -> Vec<StepManifest> {
-    events
-        .iter()
-        .filter(|event| {
-            event.event_type == EventType::StepCompleted
-                || event.event_type == EventType::GateRequested
-        })
-        .filter_map(|event| {
-            let (step, visit) = (event.step_id.as_ref()?, event.visit?);
-            read_json::<StepManifest>(&run_dir.visit_manifest(step, visit), "manifest")
-                .ok()
-                .map(|manifest| ((step.clone(), visit), manifest))
-        })
-        .fold(
-            Vec::<((String, u32), StepManifest)>::new(),
-            |mut seen, (key, manifest)| {
-                if !seen.iter().any(|(existing, _)| *existing == key) {
-                    seen.push((key, manifest));
-                }
-                seen
-            },
-        )
-        .into_iter()
-        .map(|(_, manifest)| manifest)
-        .collect()
-}
-
-fn describe_diffstat(value: &serde_json::Value) -> String {
-    let number = |key: &str| value[key].as_u64().unwrap_or(0);
-    let files = number("files_changed");
-    let plural = if files == 1 { "" } else { "s" };
-    format!(
-        "{files} file{plural} changed, +{} -{}",
-        number("insertions"),
-        number("deletions")
     )
 }
 
@@ -634,6 +388,22 @@ impl Journal {
                 )
             }),
         );
+        // Only on days with abandoned runs: other days read as they always did.
+        if !self.abandoned.is_empty() {
+            text.push_str("\n## Abandoned\n");
+            list(
+                &mut text,
+                self.abandoned.iter().map(|run| {
+                    format!(
+                        "- [-] {} `{}`: {} ({})",
+                        l(&run.workflow),
+                        l(&run.run_id),
+                        l(&run.detail),
+                        l(&run.diffstat)
+                    )
+                }),
+            );
+        }
         text.push_str("\n## Pending Review\n");
         list(
             &mut text,
@@ -773,4 +543,104 @@ fn list(text: &mut String, lines: impl Iterator<Item = String>) {
 /// The JSON Schema of `journal --format json`.
 pub fn journal_schema() -> serde_json::Value {
     schemars::schema_for!(Journal).to_value()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn abandoned_run(ended_at: &str) -> RunRecord {
+        RunRecord {
+            schema_version: crate::artifacts::SCHEMA_VERSION,
+            run_id: "20261201T080000Z-abcdef".into(),
+            started_at: "2026-12-01T08:00:00Z".into(),
+            ended_at: Some(ended_at.into()),
+            workflow: "gated.v1".into(),
+            lifecycle_state: LifecycleState::Abandoned,
+            detail: "abandoned by carol (superseded)".into(),
+            diffstat: "no changes".into(),
+            damage: Vec::new(),
+            waiting_gate: None,
+            deadline_passed: None,
+            policy_violations: Vec::new(),
+            planner_assessments: Vec::new(),
+            planner_blockers: Vec::new(),
+            reviews: vec![ReviewEntry {
+                run_id: "20261201T080000Z-abcdef".into(),
+                step_id: "queue".into(),
+                kind: "queued".into(),
+                reason: "for the journal".into(),
+                deadline: None,
+                deadline_passed: false,
+                request: "r.json".into(),
+                risk_flags: Vec::new(),
+            }],
+            provenance: Provenance {
+                run_id: "20261201T080000Z-abcdef".into(),
+                workflow: "gated.v1".into(),
+                agents: Vec::new(),
+                transcripts: Vec::new(),
+                transcript_steps: Vec::new(),
+                run_dir: ".tnh/run/20261201T080000Z-abcdef".into(),
+            },
+            transcript_steps: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_abandoned_run_is_listed_apart_without_reviews_and_in_progress_before_it_ended() {
+        let mut on_the_day = Journal::default();
+        add_record(
+            &mut on_the_day,
+            &abandoned_run("2026-12-01T09:00:00Z"),
+            "2026-12-01",
+        );
+        assert_eq!(on_the_day.abandoned.len(), 1);
+        assert!(on_the_day.in_progress.is_empty() && on_the_day.pending_review.is_empty());
+        assert!(on_the_day.to_markdown().contains(
+            "## Abandoned\n- [-] gated.v1 `20261201T080000Z-abcdef`: abandoned by carol (superseded) (no changes)\n"
+        ));
+
+        let mut before = Journal::default();
+        add_record(
+            &mut before,
+            &abandoned_run("2026-12-03T09:00:00Z"),
+            "2026-12-01",
+        );
+        assert!(before.abandoned.is_empty());
+        assert_eq!(before.in_progress.len(), 1);
+        assert_eq!(
+            before.pending_review.len(),
+            1,
+            "its review was still pending"
+        );
+        assert!(!before.to_markdown().contains("## Abandoned"));
+    }
+
+    #[test]
+    fn a_kept_record_stands_in_for_its_run_only_once_the_run_directory_is_gone() {
+        let repo = tempfile::tempdir().unwrap();
+        let record = abandoned_run("2026-12-01T09:00:00Z");
+        let kept = super::super::history::history_file(repo.path(), &record.run_id);
+        std::fs::create_dir_all(kept.parent().unwrap()).unwrap();
+        std::fs::write(&kept, serde_json::to_vec(&record).unwrap()).unwrap();
+        let run_dir = repo
+            .path()
+            .join(DEFAULT_ARTIFACTS_ROOT)
+            .join(&record.run_id);
+        std::fs::create_dir_all(&run_dir).unwrap();
+
+        let with_directory = build_journal(repo.path(), "2026-12-01", None);
+        std::fs::remove_dir(&run_dir).unwrap();
+        let without = build_journal(repo.path(), "2026-12-01", None);
+
+        assert_eq!(
+            with_directory.provenance.len(),
+            1,
+            "the run once, from its directory"
+        );
+        assert!(with_directory.abandoned.is_empty());
+        assert_eq!(without.provenance.len(), 1);
+        assert_eq!(without.abandoned.len(), 1, "from the kept record");
+    }
 }

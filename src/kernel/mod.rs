@@ -1,10 +1,13 @@
 //! The kernel: a pure transition function over a durable state, and (with the kernel issue)
 //! the driver loop that executes opcodes and records everything.
 
+pub mod abandon;
 pub mod driver;
 pub mod gate;
+pub mod history;
 pub mod interrupts;
 pub mod journal;
+pub mod journal_record;
 pub mod lock;
 pub mod operator_rollback;
 pub mod orphans;

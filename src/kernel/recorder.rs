@@ -342,6 +342,12 @@ pub(crate) fn describe(state: &RunState) -> (LifecycleState, String, Option<u32>
             step_id,
             ..
         } => (LifecycleState::Failed, step_id.clone(), None, "error"),
+        // `abandoned operator STEP`: the operator ended it where it stood.
+        Phase::Finished {
+            end: End::Abandoned,
+            step_id,
+            ..
+        } => (LifecycleState::Abandoned, step_id.clone(), None, "operator"),
     }
 }
 

@@ -75,6 +75,17 @@ pub enum RunError {
         /// How it ended.
         how: String,
     },
+    /// The operator abandoned the run (`runs abandon`): it cannot be continued or decided.
+    #[error("run `{run_id}` was {reason}")]
+    Abandoned {
+        /// The run.
+        run_id: String,
+        /// The reason recorded as its end: `abandoned by NAME (WHY)`.
+        reason: String,
+    },
+    /// `runs abandon` refused.
+    #[error(transparent)]
+    Abandon(#[from] super::abandon::AbandonError),
     /// The async runtime could not start.
     #[error("failed to start the async runtime: {0}")]
     Runtime(std::io::Error),
@@ -232,6 +243,8 @@ impl RunError {
             | RunError::Lock(_)
             | RunError::UnknownRun { .. }
             | RunError::Finished { .. }
+            | RunError::Abandoned { .. }
+            | RunError::Abandon(_)
             | RunError::Prompt(_)
             | RunError::Drift { .. }
             | RunError::StepInProgress { .. }
@@ -312,6 +325,15 @@ impl RunError {
             RunError::Finished { run_id, .. } => Some(format!(
                 "see `tnh-conductor runs show {run_id}`; start a new run with `tnh-conductor run`"
             )),
+            RunError::Abandoned { run_id, .. } => Some(format!(
+                "nothing was changed; an abandoned run is ended for good: see `tnh-conductor runs show {run_id}`, and start a new run with `tnh-conductor run`"
+            )),
+            RunError::Abandon(super::abandon::AbandonError::Driven { run_id, .. }) => Some(format!(
+                "nothing was changed; stop that process first (Ctrl-C in its terminal, or `kill -INT PID`; a gate decision, a rollback or a `runs clean` is done in a moment), then `tnh-conductor runs abandon {run_id}` again"
+            )),
+            RunError::Abandon(super::abandon::AbandonError::NoName { .. }) => Some(
+                "nothing was changed; say who ends the run with `--as NAME` (the default is $USER, which is empty here)".into(),
+            ),
             RunError::Drift { .. } => Some("inspect the worktree (`git -C WORKTREE status`); `--accept-drift` on `resume` or on the gate decision continues with the changes (recorded as an event), or discard them with `tnh-conductor rollback RUN_ID --target pre_step` (the last agent step's work goes too) or `--target pre_run`, then resume or decide again".into()),
             RunError::StateMissing { run_id, path, .. } => Some(format!("nothing was changed; put `{}` back (from a backup or a copy of the run directory) and resume again, or start a new run with `tnh-conductor run WORKFLOW`; the evidence of `{run_id}` stays in its directory (`tnh-conductor runs show {run_id}`)", path.display())),
             RunError::UnknownPlanner { name, known, recorded } => {
@@ -330,6 +352,7 @@ impl RunError {
             RunError::GuardStateUnusable { run_id, path, .. } => Some(format!("nothing was changed or put back; put `{}` back (from a backup or a copy of the run directory) and resume again, or check them yourself (`git show-ref`, `git status` and `git config --list --show-origin` in the repository) and go on without the check: `tnh-conductor resume {run_id} --skip-guard-check` (recorded as a `guard_check_skipped` event of the interrupted visit)", path.display())),
             RunError::StepInProgress { run_id, .. } => Some(format!("`tnh-conductor resume {run_id}` puts that step's snapshot back and runs it again; roll back when the run waits at a gate or has ended")),
             RunError::Gate(super::gate::GateError::NotWaiting { .. }) => Some("list waiting gates with `tnh-conductor gate list`".into()),
+            RunError::Gate(super::gate::GateError::Abandoned { run_id, .. }) => Some(format!("nothing was decided; `tnh-conductor runs show {run_id}` shows what the run did; start a new run with `tnh-conductor run`")),
             RunError::Gate(super::gate::GateError::DiedAtGate { run_id, .. }) => Some(format!("nothing was decided; `tnh-conductor resume {run_id}` requests the gate again (as a new visit), then decide it")),
             RunError::Gate(super::gate::GateError::RolledBack { .. }) => Some("nothing was decided; `--accept-drift` decides on what the worktree holds now (recorded as a `drift_accepted` event); `git -C WORKTREE status` shows what it holds".into()),
             RunError::Gate(super::gate::GateError::NotApprover { .. }) => Some("decide as one of the approvers: `--as NAME`".into()),
@@ -1013,6 +1036,19 @@ pub fn resume_run(
         && !events
             .iter()
             .any(|event| event.event_type == EventType::RunStarted);
+    // A `runs abandon` killed after its event stands: the run is ended now.
+    super::abandon::finish_interrupted_abandon(&mut recorder, &mut state)?;
+    if let Phase::Finished {
+        end: super::state::End::Abandoned,
+        reason,
+        ..
+    } = &state.phase
+    {
+        return Err(RunError::Abandoned {
+            run_id: run_id.to_owned(),
+            reason: reason.clone(),
+        });
+    }
     if let Phase::Finished { end, reason, .. } = &state.phase {
         return Err(RunError::Finished {
             run_id: run_id.to_owned(),

@@ -56,10 +56,10 @@ pub fn read_status(run_dir: &RunDir) -> Result<RunStatus, ArtifactsError> {
         // A run whose end was recorded in `metadata.json` ended so, checkpoint or not.
         Err(_) => match &metadata.termination {
             Some(termination) => (
-                if termination.kind == "success" {
-                    LifecycleState::Completed
-                } else {
-                    LifecycleState::Failed
+                match termination.kind.as_str() {
+                    "success" => LifecycleState::Completed,
+                    "abandoned" => LifecycleState::Abandoned,
+                    _ => LifecycleState::Failed,
                 },
                 termination.step_id.clone(),
                 None,

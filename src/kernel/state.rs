@@ -55,6 +55,9 @@ pub enum End {
     Failure,
     /// A runtime error: exit 4.
     Error,
+    /// The operator ended it (`runs abandon`) while it waited at a gate or stood interrupted:
+    /// nothing of it runs or can be decided any more.
+    Abandoned,
 }
 
 impl End {
@@ -64,6 +67,7 @@ impl End {
             End::Success => "success",
             End::Failure => "failure",
             End::Error => "error",
+            End::Abandoned => "abandoned",
         }
     }
 }

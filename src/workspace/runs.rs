@@ -1,6 +1,7 @@
 //! Run directories as the workspace sees them: finding a run's workspace record in
 //! `<repo>/.tnh/run/<run_id>/metadata.json` (for `rollback` and `runs clean`), and removing
-//! finished runs' worktrees. Only the fields this module needs are read; the kernel owns the
+//! finished runs' worktrees (with `--all`, their directories, after the journal's record of
+//! each is kept in `.tnh/history/`). Only the fields this module needs are read; the kernel owns the
 //! rest of the file.
 
 use std::path::{Path, PathBuf};
@@ -419,6 +420,18 @@ fn clean_run(
     if !options.all && real_folder {
         let workspace = Workspace::open(&entry.record)?;
         kept = Some(workspace.snapshot_final()?.reference);
+    }
+    if options.all {
+        // The journal's view of the run is kept before anything of it goes: a clean that
+        // cannot keep it removes nothing.
+        let run_dir = crate::artifacts::RunDir::at(&entry.dir);
+        crate::kernel::history::keep_run(repo_root, &run_dir, run_id).map_err(|error| {
+            WorkspaceError::io(
+                "keep the journal's record of",
+                &entry.dir,
+                std::io::Error::other(error.to_string()),
+            )
+        })?;
     }
     Workspace::remove_worktree(&entry.record)?;
     if options.all {

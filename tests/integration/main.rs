@@ -1,5 +1,6 @@
 //! The one integration-test binary: one module per feature.
 
+mod abandon;
 mod agent_cwd_env;
 mod agent_output;
 mod agent_text;

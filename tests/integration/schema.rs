@@ -139,6 +139,7 @@ fn every_published_schema_compiles_and_real_records_match_it() {
         "stopped-orphans",
         "runlog-entry",
         "validate-output",
+        "run-history",
         "tnh-context",
         "tnh-check",
     ] {
