@@ -89,12 +89,20 @@ pub enum EventType {
     /// The agent left something (a link, a FIFO, a file) in its step folder under a name the
     /// conductor writes: each entry describes one. It was replaced, never written through.
     EvidenceTampered,
+    /// A success STOP committed the run's change on its work branch: `commit`, `parent` (the
+    /// base), `tree`, `branch`, `author`, and `identity` (`configured`, or `fallback` when git
+    /// had no `user.name`/`user.email`). Recorded just before `run_completed`.
+    RunCommitted,
     /// The run ended at a STOP.
     RunCompleted,
     /// The run ended with a runtime error.
     RunFailed,
     /// The operator interrupted the run.
     RunInterrupted,
+    /// `tnh-conductor land` brought the run's commit into a branch (`into`, `mode`, `commit`:
+    /// the branch's new tip, `before`: its tip before) and/or pushed the run's branch
+    /// (`remote`, `pull_request`).
+    Landed,
 }
 
 /// One line of `events.ndjson`.

@@ -227,6 +227,9 @@ pub fn stand_in_metadata(run_dir: &RunDir, run_id: &str, repo: &Path) -> RunMeta
         config_path: None,
         script_modules: None,
         prompts_sha256: None,
+        base_branch: None,
+        result_commit: None,
+        landings: Vec::new(),
     }
 }
 

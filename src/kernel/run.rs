@@ -558,6 +558,9 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         // Pinned once the script is loaded, before any agent runs.
         script_modules: None,
         prompts_sha256: Some(prompts),
+        base_branch: crate::workspace::base_branch(&planned.repo_root, &request.base),
+        result_commit: None,
+        landings: Vec::new(),
     };
     let mut recorder = Recorder::create(run_dir.clone(), metadata)?;
     recorder.observe(super::interrupts::with_test_signal(
@@ -1428,7 +1431,7 @@ pub(crate) fn visit_in_progress(
 }
 
 /// The workspace a run's metadata records.
-fn workspace_record(metadata: &RunMetadata) -> crate::workspace::WorkspaceRecord {
+pub(super) fn workspace_record(metadata: &RunMetadata) -> crate::workspace::WorkspaceRecord {
     crate::workspace::WorkspaceRecord {
         run_id: RunId::new(metadata.run_id.clone()),
         repo_root: PathBuf::from(&metadata.repo_root),
