@@ -67,6 +67,10 @@ pub struct RunEntry {
     pub detail: String,
     /// Its changes (the whole change since it started, as last recorded).
     pub diffstat: String,
+    /// Where and when `land` brought it (`into main (fast-forward) at …`, `pushed to origin
+    /// at …`), when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub landed: Option<String>,
 }
 
 /// A review waiting for a human.
@@ -233,6 +237,24 @@ pub fn stand_in_metadata(run_dir: &RunDir, run_id: &str, repo: &Path) -> RunMeta
     }
 }
 
+/// Where and when a run was landed, one phrase per landing.
+fn landed_text(metadata: &RunMetadata) -> Option<String> {
+    let phrases: Vec<String> = metadata
+        .landings
+        .iter()
+        .map(|landing| match (&landing.into, &landing.remote) {
+            (Some(into), _) => format!(
+                "into {into} ({}) at {}",
+                landing.mode.as_deref().unwrap_or("?"),
+                landing.at
+            ),
+            (None, Some(remote)) => format!("pushed to {remote} at {}", landing.at),
+            (None, None) => format!("at {}", landing.at),
+        })
+        .collect();
+    (!phrases.is_empty()).then(|| phrases.join("; "))
+}
+
 fn add_run(
     journal: &mut Journal,
     run_dir: &RunDir,
@@ -317,6 +339,7 @@ fn add_run(
         state: lifecycle.name().into(),
         detail: detail.clone(),
         diffstat,
+        landed: landed_text(metadata),
     };
     // OA01.1: finished runs are completed tasks or blockers, and so is a run that stopped
     // (killed, interrupted, unreadable) and needs someone to resume it; "In Progress" is what
@@ -610,8 +633,13 @@ impl Journal {
         list(
             &mut text,
             self.completed.iter().map(|run| {
+                let landed = run
+                    .landed
+                    .as_deref()
+                    .map(|landed| format!(" — landed {}", l(landed)))
+                    .unwrap_or_default();
                 format!(
-                    "- [x] {} `{}`: {} ({})",
+                    "- [x] {} `{}`: {} ({}){landed}",
                     l(&run.workflow),
                     l(&run.run_id),
                     l(&run.detail),

@@ -1497,7 +1497,12 @@ fn drifted(
         }
     }
     let found = workspace.fingerprint()?;
-    if found == recorded {
+    // A success STOP commits the worktree's files before the run's end is checkpointed: the
+    // same files on the run's own result commit are the kernel's doing.
+    let committed_here = found.tree == recorded.tree
+        && found.head != recorded.head
+        && workspace.is_result_commit(&found.head)?;
+    if found == recorded || committed_here {
         return Ok(None);
     }
     Ok(Some((recorded, found)))

@@ -268,7 +268,9 @@ fn checkout_of(git: &Git, branch_ref: &str) -> Result<Option<PathBuf>, Workspace
 /// Tracked files of `checkout` that differ from its HEAD (staged or not).
 fn uncommitted_tracked(checkout: &Path) -> Result<Vec<String>, WorkspaceError> {
     let git = Git::new(checkout);
+    // `--no-optional-locks`: a status that refreshed the index would write it.
     let status = git.bytes([
+        "--no-optional-locks",
         "status",
         "--porcelain=v1",
         "-z",

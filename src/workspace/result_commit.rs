@@ -163,6 +163,20 @@ impl Workspace {
         }))
     }
 
+    /// Whether `head` is this run's result commit at the work branch's tip: the kernel's
+    /// own commit, not drift, when a process died after writing it and before recording the
+    /// run's end.
+    pub fn is_result_commit(&self, head: &str) -> Result<bool, WorkspaceError> {
+        let found = self
+            .recorded_result()
+            .map_err(|error| WorkspaceError::Git {
+                command: "result commit (libgit2)".to_owned(),
+                dir: self.path().to_owned(),
+                stderr: error.message().to_owned(),
+            })?;
+        Ok(found.is_some_and(|found| found.commit == head))
+    }
+
     /// The result commit at the branch's tip, when a process wrote it and died before it was
     /// recorded: its parent is the base and it names this run.
     fn recorded_result(&self) -> Result<Option<ResultCommit>, git2::Error> {
