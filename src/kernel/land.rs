@@ -255,7 +255,14 @@ pub fn land(repo: &Path, run_id: &str, options: &LandOptions) -> Result<LandRepo
     let repo_root = PathBuf::from(&metadata.repo_root);
     let local = options.push.is_none() || options.into.is_some();
     if local {
-        let landed = land_locally(&repo_root, &run_dir, &metadata, &events, options)?;
+        let target = Target {
+            repo_root: &repo_root,
+            run_dir: &run_dir,
+            metadata: &metadata,
+            events: &events,
+            result: &result_commit,
+        };
+        let landed = land_locally(&target, options)?;
         record(
             &run_dir,
             Landing {
@@ -329,14 +336,25 @@ fn result_of(run_id: &str, metadata: &RunMetadata, events: &[Event]) -> Result<S
         })
 }
 
+/// The run being landed, as read under its lock.
+struct Target<'a> {
+    repo_root: &'a Path,
+    run_dir: &'a RunDir,
+    metadata: &'a RunMetadata,
+    events: &'a [Event],
+    /// Its result commit.
+    result: &'a str,
+}
+
 /// The checks that need the repository, then the landing itself.
-fn land_locally(
-    repo_root: &Path,
-    run_dir: &RunDir,
-    metadata: &RunMetadata,
-    events: &[Event],
-    options: &LandOptions,
-) -> Result<Landed, LandError> {
+fn land_locally(target: &Target<'_>, options: &LandOptions) -> Result<Landed, LandError> {
+    let Target {
+        repo_root,
+        run_dir,
+        metadata,
+        events,
+        result,
+    } = *target;
     let earlier = events
         .iter()
         .find(|event| event.event_type == EventType::Landed && event.text("into").is_some());
@@ -368,7 +386,7 @@ fn land_locally(
     let request = LandRequest {
         repo_root,
         branch: &branch,
-        result: &result_of(&metadata.run_id, metadata, events)?,
+        result,
         mode: options.mode,
         squash_message: &story.commit_message(),
         merge_message: &merge_message,
@@ -408,10 +426,10 @@ fn record(
 ) -> Result<(), LandError> {
     let checkpoint = super::recorder::checkpointed_seq(run_dir);
     let state = run_dir.state();
-    let metadata_run_id = run_dir.read_metadata()?.run_id;
+    let mut metadata = run_dir.read_metadata()?;
     let mut events = EventLog::open_after(
         &run_dir.events(),
-        &metadata_run_id,
+        &metadata.run_id,
         checkpoint.map(|seq| (state.as_path(), seq)),
     )?;
     let mut fields = super::recorder::payload([("run_commit", result_commit.into())]);
@@ -430,7 +448,6 @@ fn record(
     }
     events.append(EventType::Landed, None, fields)?;
     events.sync()?;
-    let mut metadata = run_dir.read_metadata()?;
     metadata.landings.push(landing);
     write_json_atomic(&run_dir.metadata(), &metadata)?;
     Ok(())
