@@ -127,7 +127,9 @@ fn refusal_message(branch: &str, refusal: &Refusal) -> String {
         Refusal::NotFastForward => format!(
             "`{branch}` moved since the run started: landing it is no fast-forward (--ff-only)"
         ),
-        Refusal::AlreadyContained => format!("`{branch}` already holds the run's commit"),
+        Refusal::AlreadyContained => {
+            format!("`{branch}` already holds the run's change (its commit, or one naming the run)")
+        }
         Refusal::InTheWay { checkout, detail } => format!(
             "files the landing would write stand untracked in `{}`: {detail}",
             checkout.display()
@@ -199,7 +201,9 @@ fn refusal_hint(refusal: &Refusal) -> String {
         Refusal::NotFastForward => {
             format!("{unchanged}; drop --ff-only for a merge commit, or use --squash")
         }
-        Refusal::AlreadyContained => format!("{unchanged}; the branch has nothing to gain"),
+        Refusal::AlreadyContained => format!(
+            "{unchanged}; the branch has nothing to gain (a `land` interrupted before it was recorded leaves it so)"
+        ),
         Refusal::InTheWay { .. } => {
             format!("{unchanged}; move those untracked files away, then land again")
         }
@@ -387,6 +391,7 @@ fn land_locally(target: &Target<'_>, options: &LandOptions) -> Result<Landed, La
         repo_root,
         branch: &branch,
         result,
+        run_id: &metadata.run_id,
         mode: options.mode,
         squash_message: &story.commit_message(),
         merge_message: &merge_message,

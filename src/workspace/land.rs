@@ -79,6 +79,8 @@ pub struct LandRequest<'a> {
     pub branch: &'a str,
     /// The run's result commit.
     pub result: &'a str,
+    /// The run (its commits' `Tnh-Run:` trailer).
+    pub run_id: &'a str,
     /// How.
     pub mode: LandMode,
     /// The message of a squash commit (the run's own).
@@ -96,7 +98,7 @@ pub fn land(request: &LandRequest<'_>) -> Result<Result<Landed, Refusal>, Worksp
         return Ok(Err(Refusal::NoBranch));
     }
     let tip = git.text(["rev-parse", verify.as_str()])?;
-    if is_ancestor(&git, request.result, &tip)? {
+    if is_ancestor(&git, request.result, &tip)? || names_run(&git, request, &tip)? {
         return Ok(Err(Refusal::AlreadyContained));
     }
     let checkout = checkout_of(&git, &branch_ref)?;
@@ -160,6 +162,18 @@ pub fn land(request: &LandRequest<'_>) -> Result<Result<Landed, Refusal>, Worksp
         after,
         checkout,
     }))
+}
+
+/// Whether a commit the branch gained since the run's base names the run (`Tnh-Run:`): a
+/// squash or merge of it, made by a `land` that died before recording it.
+fn names_run(git: &Git, request: &LandRequest<'_>, tip: &str) -> Result<bool, WorkspaceError> {
+    let range = format!("{}^..{tip}", request.result);
+    let grep = format!(
+        "--grep=^{}$",
+        super::result_commit::run_trailer(request.run_id)
+    );
+    let found = git.text(["rev-list", "-1", grep.as_str(), range.as_str()])?;
+    Ok(!found.is_empty())
 }
 
 /// Whether `ancestor` is an ancestor of (or the same commit as) `descendant`.

@@ -241,6 +241,25 @@ pub fn base_branch(repo_root: &Path, base_ref: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workspace::test_support::{committed_workspace, git, put};
+
+    #[test]
+    fn a_result_committed_before_a_crash_is_found_not_committed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = committed_workspace(dir.path(), &[("a.txt", b"a\n")], "R1");
+        assert_eq!(workspace.commit_result("wf: nothing\n").unwrap(), None);
+        put(workspace.path(), "b.txt", b"b\n");
+        let message = format!("wf: b\n\n{}\n", run_trailer("R1"));
+        let first = workspace.commit_result(&message).unwrap().unwrap();
+        assert!(!first.found);
+        assert_eq!(first.parent, workspace.record().base_sha);
+        let again = workspace.commit_result(&message).unwrap().unwrap();
+        assert!(again.found);
+        assert_eq!(again.commit, first.commit);
+        assert!(workspace.is_result_commit(&first.commit).unwrap());
+        let status = git(workspace.path(), &["status", "--porcelain"]);
+        assert!(status.is_empty(), "{}", String::from_utf8_lossy(&status));
+    }
 
     #[test]
     fn an_ident_line_gives_name_and_email() {

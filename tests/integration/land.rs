@@ -534,3 +534,29 @@ fn land_pr_needs_push() {
     let output = land(&repo, &["20260101T000000Z-abcdef", "--pr"]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr_text(&output));
 }
+
+#[test]
+fn a_squash_landing_interrupted_before_it_was_recorded_is_not_made_twice() {
+    let repo = repo_with_identity();
+    let run_id = approved_run(&repo);
+    commit_on_main(&repo, "other.txt", "meanwhile\n");
+    repo.conductor_exits(&["land", &run_id, "--squash"], 0);
+    // As if the process had died after moving `main`, before recording the landing.
+    let events = repo.run_dir(&run_id).join("events.ndjson");
+    let text = std::fs::read_to_string(&events).unwrap();
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.contains("\"landed\""))
+        .collect();
+    std::fs::write(&events, format!("{}\n", kept.join("\n"))).unwrap();
+    let metadata_path = repo.run_dir(&run_id).join("metadata.json");
+    let mut recorded = metadata(&repo, &run_id);
+    recorded.as_object_mut().unwrap().remove("landings");
+    std::fs::write(&metadata_path, recorded.to_string()).unwrap();
+
+    refused(
+        &repo,
+        &[&run_id, "--squash"],
+        "already holds the run's change",
+    );
+}
