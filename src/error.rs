@@ -97,6 +97,15 @@ pub enum Error {
     /// The demo repository could not be made.
     #[error(transparent)]
     Demo(#[from] crate::demo::DemoError),
+    /// `land` refused or failed.
+    #[error(transparent)]
+    Land(Box<crate::kernel::land::LandError>),
+}
+
+impl From<crate::kernel::land::LandError> for Error {
+    fn from(error: crate::kernel::land::LandError) -> Self {
+        Error::Land(Box::new(error))
+    }
 }
 
 impl Error {
@@ -126,6 +135,11 @@ impl Error {
             // A script that does not compile makes the workflow invalid: nothing was started.
             Error::Script(crate::script::ScriptError::Compile { .. }) => ExitStatus::Usage,
             Error::Demo(crate::demo::DemoError::NotEmpty(_)) => ExitStatus::Usage,
+            // A landing refused (nothing changed) is a "no", like a failure STOP; bad
+            // arguments are usage; git or the run directory failing part-way is runtime.
+            Error::Land(error) if error.is_usage() => ExitStatus::Usage,
+            Error::Land(error) if error.is_refusal() => ExitStatus::Failure,
+            Error::Land(_) => ExitStatus::Runtime,
             Error::Script(_)
             | Error::Runner(_)
             | Error::Io { .. }
@@ -157,6 +171,7 @@ impl Error {
             Error::Io { .. } => Some("check that the path exists and is readable".to_owned()),
             Error::Json(_) => None,
             Error::Demo(error) => error.hint(),
+            Error::Land(error) => error.hint(),
         }
     }
 }

@@ -89,6 +89,10 @@ pub enum EventType {
     /// The agent left something (a link, a FIFO, a file) in its step folder under a name the
     /// conductor writes: each entry describes one. It was replaced, never written through.
     EvidenceTampered,
+    /// A success STOP committed the run's change on its work branch: `commit`, `parent` (the
+    /// base), `tree`, `branch`, `author`, and `identity` (`configured`, or `fallback` when git
+    /// had no `user.name`/`user.email`). Recorded just before `run_completed`.
+    RunCommitted,
     /// The run ended at a STOP.
     RunCompleted,
     /// The run ended with a runtime error.
@@ -99,6 +103,10 @@ pub enum EventType {
     /// given), `was` (where it stood: `waiting`, `blocked`) and `stopped_pids` (the leftover
     /// processes of the run that were killed). Its step and visit are where it stood.
     RunAbandoned,
+    /// `tnh-conductor land` brought the run's commit into a branch (`into`, `mode`, `commit`:
+    /// the branch's new tip, `before`: its tip before) and/or pushed the run's branch
+    /// (`remote`, `pull_request`).
+    Landed,
 }
 
 /// One line of `events.ndjson`.

@@ -29,7 +29,7 @@ pub use record_schemas::{
 };
 pub use run_dir::RunDir;
 pub use run_id::{is_run_id, new_run_id};
-pub use status::{LifecycleState, RunMetadata, RunStatus, Termination};
+pub use status::{Landing, LifecycleState, RunMetadata, RunStatus, Termination};
 
 use std::path::PathBuf;
 
@@ -141,6 +141,15 @@ pub enum ArtifactsError {
         /// The incomplete line after the last good one, when there is one.
         torn_line: Option<u64>,
     },
+    /// A success STOP could not commit the run's change on its work branch: the run is not
+    /// recorded as ended, and `resume` (or the gate decision again) commits it.
+    #[error("failed to commit the result of run `{run_id}` on its branch: {reason}")]
+    ResultCommit {
+        /// The run.
+        run_id: String,
+        /// What failed.
+        reason: String,
+    },
 }
 
 impl ArtifactsError {
@@ -180,6 +189,9 @@ impl ArtifactsError {
                     path.display()
                 )
             }
+            ArtifactsError::ResultCommit { run_id, .. } => format!(
+                "the run's worktree and branch are as they were; once git works there again, `tnh-conductor resume {run_id}` records the end and commits it"
+            ),
         })
     }
 

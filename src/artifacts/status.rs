@@ -118,6 +118,40 @@ pub struct RunMetadata {
     /// a run that continues with different ones records a `prompts_changed` event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompts_sha256: Option<BTreeMap<String, String>>,
+    /// The local branch the run started from (the operator's current branch for a `HEAD`
+    /// base, the branch a `--base` named), where `land` brings the result by default. Absent
+    /// when the base was a tag, a commit or a detached HEAD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_branch: Option<String>,
+    /// The commit a success STOP made of the run's change on its work branch (parent: the
+    /// base). Absent for a run that did not succeed or changed nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_commit: Option<String>,
+    /// Each `land` of the run, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub landings: Vec<Landing>,
+}
+
+/// One `tnh-conductor land` of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Landing {
+    /// RFC 3339.
+    pub at: String,
+    /// The branch the result was brought into; absent for a push alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub into: Option<String>,
+    /// `fast-forward`, `merge` or `squash`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// The branch's tip after the landing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// The remote the run's branch was pushed to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
+    /// The pull request `gh pr create` opened (its URL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<String>,
 }
 
 /// `status.json`.

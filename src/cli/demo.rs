@@ -118,6 +118,21 @@ fn report(
         summary.worktree.display(),
         summary.run_dir.display(),
     ));
+    let succeeded = matches!(
+        summary.end,
+        RunEnd::Finished {
+            end: crate::kernel::End::Success,
+            ..
+        }
+    );
+    let metadata = crate::artifacts::RunDir::at(summary.run_dir.clone()).read_metadata();
+    if let (true, Ok(metadata)) = (succeeded, metadata) {
+        output.print(&format!(
+            "the commit     git -C {repo} show {}\n\
+             land it        tnh-conductor --repo {repo} land {run_id}\n",
+            metadata.branch
+        ));
+    }
 }
 
 /// The hidden `demo-agent` command: the scripted agent (prompt on stdin, directives carried

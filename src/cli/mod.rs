@@ -6,6 +6,7 @@ mod demo;
 mod gate;
 mod graph;
 mod journal;
+mod land;
 mod output;
 mod planner;
 mod progress;
@@ -89,6 +90,8 @@ pub enum Command {
     Runs(stub::RunsCommand),
     /// Roll a run's worktree back to a snapshot.
     Rollback(rollback::RollbackArgs),
+    /// Bring a successful run's commit into a branch, or push it for a pull request.
+    Land(land::LandArgs),
     /// Draw a workflow's steps and routes.
     Graph(graph::GraphArgs),
     /// Print the review journal (Markdown).
@@ -140,6 +143,7 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
             runs::cmd_runs_events(&cli, run_id, *follow, output)
         }
         Command::Rollback(args) => rollback::cmd_rollback(&repo_root(&cli)?, args, output),
+        Command::Land(args) => land::cmd_land(&repo_root(&cli)?, args, output),
         Command::Journal(args) => journal::cmd_journal(&cli, args, output),
         Command::Prompts(command) => prompts::cmd_prompts(&cli, command, output),
         Command::Planner(command) => planner::cmd_planner(&cli, command, output),

@@ -274,6 +274,9 @@ pub struct RunRow {
     /// route).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate_deadline_passed: Option<String>,
+    /// Where `land` brought the run (`main`, `origin` for a push alone), when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub landed: Option<String>,
 }
 
 /// `runs list`: every run, newest first.
@@ -304,6 +307,7 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
             started_at: None,
             damaged: None,
             gate_deadline_passed: None,
+            landed: None,
         };
         row.gate_deadline_passed = status
             .as_ref()
@@ -317,6 +321,7 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
         let mut damage = Vec::new();
         match run_dir.read_metadata() {
             Ok(metadata) => {
+                row.landed = landed_where(&metadata);
                 row.workflow_id = Some(metadata.workflow_id);
                 row.started_at = Some(metadata.started_at);
             }
@@ -368,6 +373,10 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
             } else {
                 step
             };
+            let step = match &row.landed {
+                Some(place) => format!("{step} (landed: {})", one_line(place)),
+                None => step,
+            };
             let _ = writeln!(
                 text,
                 "{}  {:10} {:20} {step}",
@@ -379,6 +388,54 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
         output.print(&text);
     }
     Ok(ExitStatus::Success)
+}
+
+/// Where a run was landed: the branches, else the remotes pushed to.
+fn landed_where(metadata: &RunMetadata) -> Option<String> {
+    let into: Vec<&str> = metadata
+        .landings
+        .iter()
+        .filter_map(|landing| landing.into.as_deref())
+        .collect();
+    let pushed: Vec<&str> = metadata
+        .landings
+        .iter()
+        .filter_map(|landing| landing.remote.as_deref())
+        .collect();
+    let places = if into.is_empty() { pushed } else { into };
+    (!places.is_empty()).then(|| places.join(", "))
+}
+
+/// The `commit:`, `landed:` and `pushed:` lines of `runs show`.
+fn landing_lines(metadata: &RunMetadata, text: &mut String) {
+    if let Some(commit) = &metadata.result_commit {
+        let _ = writeln!(text, "  commit:    {commit} on {}", metadata.branch);
+    }
+    for landing in &metadata.landings {
+        if let Some(into) = &landing.into {
+            let _ = writeln!(
+                text,
+                "  landed:    into {} ({}) at {}: {}",
+                one_line(into),
+                landing.mode.as_deref().unwrap_or("?"),
+                landing.at,
+                landing.commit.as_deref().unwrap_or("?")
+            );
+        }
+        if let Some(remote) = &landing.remote {
+            let pull_request = landing
+                .pull_request
+                .as_deref()
+                .map(|url| format!(", pull request {}", one_line(url)))
+                .unwrap_or_default();
+            let _ = writeln!(
+                text,
+                "  pushed:    to {} at {}{pull_request}",
+                one_line(remote),
+                landing.at
+            );
+        }
+    }
 }
 
 /// `runs show RUN_ID`: metadata, steps and their outcomes.
@@ -439,6 +496,7 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
             one_line(&termination.reason)
         );
     }
+    landing_lines(&metadata, &mut text);
     text.push_str("steps:\n");
     let (events, damage) = EventLog::read_readable(&run_dir.events()).map_err(artifacts)?;
     let open = open_visit(&events);

@@ -68,6 +68,10 @@ pub struct RunEntry {
     pub detail: String,
     /// Its changes (the whole change since it started, as last recorded).
     pub diffstat: String,
+    /// Where and when `land` brought it (`into main (fast-forward) at …`, `pushed to origin
+    /// at …`), when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub landed: Option<String>,
 }
 
 /// A review waiting for a human.
@@ -244,7 +248,28 @@ pub fn stand_in_metadata(run_dir: &RunDir, run_id: &str, repo: &Path) -> RunMeta
         config_path: None,
         script_modules: None,
         prompts_sha256: None,
+        base_branch: None,
+        result_commit: None,
+        landings: Vec::new(),
     }
+}
+
+/// Where and when a run was landed, one phrase per landing.
+pub(super) fn landed_text(metadata: &RunMetadata) -> Option<String> {
+    let phrases: Vec<String> = metadata
+        .landings
+        .iter()
+        .map(|landing| match (&landing.into, &landing.remote) {
+            (Some(into), _) => format!(
+                "into {into} ({}) at {}",
+                landing.mode.as_deref().unwrap_or("?"),
+                landing.at
+            ),
+            (None, Some(remote)) => format!("pushed to {remote} at {}", landing.at),
+            (None, None) => format!("at {}", landing.at),
+        })
+        .collect();
+    (!phrases.is_empty()).then(|| phrases.join("; "))
 }
 
 /// Adds a run to the journal of the days up to `last_day`.
@@ -278,6 +303,7 @@ fn add_record(journal: &mut Journal, record: &RunRecord, last_day: &str) {
         state: record.lifecycle_state.name().into(),
         detail: detail.clone(),
         diffstat: record.diffstat.clone(),
+        landed: record.landed.clone(),
     };
     // OA01.1: finished runs are completed tasks or blockers, and so is a run that stopped
     // (killed, interrupted, unreadable) and needs someone to resume it; "In Progress" is what
@@ -365,8 +391,13 @@ impl Journal {
         list(
             &mut text,
             self.completed.iter().map(|run| {
+                let landed = run
+                    .landed
+                    .as_deref()
+                    .map(|landed| format!(" — landed {}", l(landed)))
+                    .unwrap_or_default();
                 format!(
-                    "- [x] {} `{}`: {} ({})",
+                    "- [x] {} `{}`: {} ({}){landed}",
                     l(&run.workflow),
                     l(&run.run_id),
                     l(&run.detail),
@@ -559,6 +590,7 @@ mod tests {
             lifecycle_state: LifecycleState::Abandoned,
             detail: "abandoned by carol (superseded)".into(),
             diffstat: "no changes".into(),
+            landed: None,
             damage: Vec::new(),
             waiting_gate: None,
             deadline_passed: None,

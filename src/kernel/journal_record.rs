@@ -35,6 +35,9 @@ pub struct RunRecord {
     pub detail: String,
     /// Its changes (the whole change since it started, as last recorded).
     pub diffstat: String,
+    /// Where and when it was landed (`into main (fast-forward) at …`), when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landed: Option<String>,
     /// What of its files was damaged when it was read, one line each.
     pub damage: Vec<String>,
     /// The gate it waits at, when it waits.
@@ -140,6 +143,7 @@ pub fn record_of(
         lifecycle_state,
         detail,
         diffstat: changes_of(&manifests, &events),
+        landed: super::journal::landed_text(metadata),
         damage,
         waiting_gate: waiting.map(|(step, _)| step),
         deadline_passed,

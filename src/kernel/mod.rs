@@ -8,15 +8,18 @@ pub mod history;
 pub mod interrupts;
 pub mod journal;
 pub mod journal_record;
+pub mod land;
 pub mod lock;
 pub mod operator_rollback;
 pub mod orphans;
 pub mod params;
 pub mod pins;
 pub mod recorder;
+mod result;
 pub mod routing;
 pub mod run;
 pub mod run_status;
+pub mod run_story;
 pub mod state;
 pub mod transition;
 

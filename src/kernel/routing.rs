@@ -17,8 +17,9 @@ pub enum Completion {
 }
 
 /// Writes `step_completed` (unless recovered), routes by the report, writes `route_selected`
-/// and, when the run ends, `run_completed` or `run_failed`; then checkpoints, and records the
-/// end in `metadata.json`. A recovered route whose `route_selected` or end event the dead
+/// and, when the run ends, `run_completed` or `run_failed` — at a success end, after the
+/// run's change is committed on its branch (`run_committed`, see [`super::result`]); then
+/// checkpoints, and records the end in `metadata.json`. A recovered route whose `route_selected` or end event the dead
 /// process already wrote after the last checkpoint is not written again.
 pub fn record_route(
     workflow: &Workflow,
@@ -72,6 +73,10 @@ pub fn record_route(
             match transition.next {
                 Next::End { reason, .. } if recorded.end => Some(reason),
                 Next::End { end, reason } => {
+                    if end == End::Success {
+                        let committed = recorded.committed.clone();
+                        super::result::commit_at_success(recorder, state, committed)?;
+                    }
                     let event = if end == End::Error {
                         EventType::RunFailed
                     } else {
@@ -161,6 +166,8 @@ struct Recorded {
     route: bool,
     /// The run's end (`run_completed` or `run_failed`).
     end: bool,
+    /// The commit of a `run_committed` (a success STOP's result already committed).
+    committed: Option<String>,
 }
 
 impl Recorded {
@@ -180,6 +187,9 @@ impl Recorded {
                 }
                 EventType::RunCompleted | EventType::RunFailed => {
                     recorded.end = true;
+                }
+                EventType::RunCommitted => {
+                    recorded.committed = event.text("commit").map(str::to_owned);
                 }
                 _ => {}
             }

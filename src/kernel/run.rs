@@ -581,6 +581,9 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         // Pinned once the script is loaded, before any agent runs.
         script_modules: None,
         prompts_sha256: Some(prompts),
+        base_branch: crate::workspace::base_branch(&planned.repo_root, &request.base),
+        result_commit: None,
+        landings: Vec::new(),
     };
     let mut recorder = Recorder::create(run_dir.clone(), metadata)?;
     recorder.observe(super::interrupts::with_test_signal(
@@ -1464,7 +1467,7 @@ pub(crate) fn visit_in_progress(
 }
 
 /// The workspace a run's metadata records.
-fn workspace_record(metadata: &RunMetadata) -> crate::workspace::WorkspaceRecord {
+pub(super) fn workspace_record(metadata: &RunMetadata) -> crate::workspace::WorkspaceRecord {
     crate::workspace::WorkspaceRecord {
         run_id: RunId::new(metadata.run_id.clone()),
         repo_root: PathBuf::from(&metadata.repo_root),
@@ -1530,7 +1533,12 @@ fn drifted(
         }
     }
     let found = workspace.fingerprint()?;
-    if found == recorded {
+    // A success STOP commits the worktree's files before the run's end is checkpointed: the
+    // same files on the run's own result commit are the kernel's doing.
+    let committed_here = found.tree == recorded.tree
+        && found.head != recorded.head
+        && workspace.is_result_commit(&found.head)?;
+    if found == recorded || committed_here {
         return Ok(None);
     }
     Ok(Some((recorded, found)))

@@ -334,7 +334,9 @@ impl Git {
         }
     }
 
-    fn output<I, S>(&self, args: I) -> Result<Output, WorkspaceError>
+    /// Runs git and returns how it ended, whatever its exit status (for commands whose
+    /// status is an answer: `merge-base --is-ancestor`, `merge-tree`).
+    pub(crate) fn output<I, S>(&self, args: I) -> Result<Output, WorkspaceError>
     where
         I: IntoIterator<Item = S> + Clone,
         S: AsRef<OsStr>,

@@ -22,7 +22,9 @@ mod git;
 mod git_config;
 mod guard;
 mod index_file;
+pub mod land;
 pub(crate) mod operator_checkout;
+mod result_commit;
 mod rollback;
 pub mod runs;
 mod snapshot;
@@ -42,6 +44,9 @@ pub use guard::{
     RefChange, RefClass, RefGuard, RunActivity, SCRATCH_INDEX, SHARED_CHANGES_DIR, SharedChange,
 };
 pub use operator_checkout::FileIdentity;
+pub use result_commit::{
+    CommitIdentity, FALLBACK_EMAIL, FALLBACK_NAME, ResultCommit, base_branch, run_trailer,
+};
 pub use rollback::{
     InterruptedRollback, ROLLBACK_RECORD_SCHEMA_VERSION, RollbackRecord, RollbackStart,
     RollbackTarget, rollback_record_schema,

@@ -93,6 +93,15 @@ fn the_demo_runs_the_builder_loop_through_a_fix_a_queued_review_and_an_approved_
         );
         assert!(listed.starts_with("1\taccepted\tADR-1: "), "{listed}");
     }
+    // The run's branch holds the change as one commit on `main`, approved by `lead`.
+    assert!(stdout.contains(&format!("land {run_id}")), "{stdout}");
+    let branch = format!("tnh/implement_adr/{run_id}");
+    assert_eq!(
+        git_in(&root, &["rev-parse", &format!("{branch}^")]),
+        git_in(&root, &["rev-parse", "main"])
+    );
+    let trailers = git_in(&root, &["log", "-1", "--format=%(trailers:only)", &branch]);
+    assert!(trailers.contains("Tnh-Approved-By: lead"), "{trailers}");
     // The worktree holds the working change; the operator's checkout is untouched.
     let worktree = root.join(".tnh/worktrees").join(&run_id);
     let calc = std::fs::read_to_string(worktree.join("calc.sh")).unwrap();

@@ -243,6 +243,18 @@ fn check_kill_points(scenario: Scenario, reference: &Finished, points: &[u64]) {
             1,
             "kill point {seq}: {types:?}"
         );
+        // The success STOP's commit is recorded once, whenever the process died around it.
+        let committed = |events: &[serde_json::Value]| {
+            events
+                .iter()
+                .filter(|event| event["event_type"] == "run_committed")
+                .count()
+        };
+        assert_eq!(
+            committed(&resumed.events),
+            committed(&reference.events),
+            "kill point {seq}: {types:?}"
+        );
         assert!(types.contains(&"run_resumed"), "kill point {seq}");
     }
 }

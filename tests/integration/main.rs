@@ -18,6 +18,7 @@ mod kernel_crash;
 mod kernel_interrupt;
 mod kernel_run;
 mod kernel_support;
+mod land;
 mod locks;
 mod mutation;
 mod operator_rollback;

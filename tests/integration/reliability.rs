@@ -187,19 +187,29 @@ fn eight_runs_started_at_once_in_one_repository_stay_apart() {
             std::fs::read_to_string(worktree.join("result.txt")).unwrap(),
             format!("{token} {run_id}")
         );
+        // Committed on its own branch at its success STOP, on the common base.
         assert_eq!(
             git_in(
                 worktree,
                 &["status", "--porcelain", "--untracked-files=all"]
             ),
-            "?? result.txt",
+            "",
             "{token}: unexpected changes in its worktree"
         );
         assert_eq!(
             git_in(worktree, &["rev-parse", "--abbrev-ref", "HEAD"]),
             format!("tnh/parallel/{run_id}")
         );
-        assert_eq!(git_in(worktree, &["rev-parse", "HEAD"]), head);
+        assert_eq!(git_in(worktree, &["rev-parse", "HEAD^@"]), head);
+        assert_eq!(
+            git_in(worktree, &["diff", "--name-only", &head, "HEAD"]),
+            "result.txt",
+            "{token}: its commit holds another run's change"
+        );
+        assert_eq!(
+            git_in(worktree, &["rev-parse", "HEAD"]),
+            metadata["result_commit"].as_str().unwrap()
+        );
     }
 
     // The operator's checkout and branch are untouched, and so is their exclude rule.

@@ -457,3 +457,51 @@ fn a_gate_says_which_runs_were_driven_beside_the_runs_steps() {
         "{text}"
     );
 }
+
+/// A run whose gate is approved while another run's agent works: its success STOP moves its
+/// own branch to its result commit. The other run's guard takes that for the approved run's
+/// work (listed, not put back, nothing charged), and `land` waits until no run is driven.
+#[test]
+fn a_result_commit_beside_another_runs_step_is_not_charged_to_that_step() {
+    let mut runs = SideBySide::new();
+    let (a, a_id) = runs.start("A");
+    let (b, b_id) = runs.start("B");
+    runs.write("A", "do", "echo a > a_own.txt");
+    assert_exit(&runs.wait(a), 3);
+    // B's agent waits on its FIFO while A is approved and commits its result.
+    let approved = runs
+        .repo
+        .conductor(&["gate", "approve", &a_id, "--as", "lead"]);
+    assert_exit(&approved, 0);
+    let a_branch = format!("refs/heads/tnh/wfA/{a_id}");
+    let a_commit = runs.repo.repo.git(&["rev-parse", &a_branch]);
+    assert_eq!(
+        runs.repo.json(&a_id, "metadata.json")["result_commit"],
+        a_commit.as_str()
+    );
+    // No landing while B's step runs: B's guard watches the operator's branches and checkout.
+    let main_before = runs.repo.repo.git(&["rev-parse", "main"]);
+    let refused = runs.repo.conductor(&["land", &a_id]);
+    assert_exit(&refused, 1);
+    assert!(
+        stderr_text(&refused).contains(&format!(
+            "runs are being driven in this repository ({b_id})"
+        )),
+        "{}",
+        stderr_text(&refused)
+    );
+    assert_eq!(runs.repo.repo.git(&["rev-parse", "main"]), main_before);
+
+    runs.write("B", "do", "echo b > b_own.txt");
+    assert_exit(&runs.wait(b), 3);
+    let summary = runs.summary(&b_id);
+    assert_eq!(summary["verdict"], "clean", "{summary}");
+    assert_eq!(
+        summary["guard_report"]["other_runs_refs_changed"],
+        serde_json::json!([a_branch])
+    );
+    assert_eq!(runs.repo.repo.git(&["rev-parse", &a_branch]), a_commit);
+    // B waits at its gate, driven by no process: A lands now.
+    assert_exit(&runs.repo.conductor(&["land", &a_id]), 0);
+    assert_eq!(runs.repo.repo.git(&["rev-parse", "main"]), a_commit);
+}
