@@ -10,6 +10,7 @@ pub mod operator_rollback;
 pub mod orphans;
 pub mod params;
 pub mod pins;
+pub mod preflight;
 pub mod recorder;
 pub mod routing;
 pub mod run;
