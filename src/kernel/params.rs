@@ -143,6 +143,19 @@ pub fn check_params(
     workflow: &Workflow,
     given: &[String],
 ) -> Result<serde_json::Map<String, serde_json::Value>, Vec<ParamError>> {
+    let (values, errors) = collect_params(workflow, given);
+    if errors.is_empty() {
+        Ok(values)
+    } else {
+        Err(errors)
+    }
+}
+
+/// The parameters that resolve (given or defaulted) and the problems of the others.
+pub fn collect_params(
+    workflow: &Workflow,
+    given: &[String],
+) -> (serde_json::Map<String, serde_json::Value>, Vec<ParamError>) {
     let mut values = serde_json::Map::new();
     let mut errors = Vec::new();
     for pair in given {
@@ -174,11 +187,7 @@ pub fn check_params(
             None => {}
         }
     }
-    if errors.is_empty() {
-        Ok(values)
-    } else {
-        Err(errors)
-    }
+    (values, errors)
 }
 
 /// One `-p name=value` argument checked against its declaration: the name and its value.

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::params::{ParamError, check_params};
+use super::params::{ParamError, collect_params};
 use crate::config::Config;
 use crate::opcode::validators;
 use crate::prompt::Catalog;
@@ -100,10 +100,7 @@ pub enum ProblemKind {
         message: String,
     },
     /// An agent's or planner's program is not found.
-    #[error(
-        "{role} `{name}` runs `{program}`, which is not found ({})",
-        where_looked(program)
-    )]
+    #[error("{role} `{name}` runs `{program}`, which is not found ({})", missing_where(program, resolved.as_ref()))]
     CliMissing {
         /// `agent` or `planner`.
         role: &'static str,
@@ -113,6 +110,9 @@ pub enum ProblemKind {
         program: String,
         /// `claude`, `codex`, or `None` for a command.
         cli: Option<&'static str>,
+        /// A relative path (`./agent.sh`) resolved, and the repository root it was resolved
+        /// against.
+        resolved: Option<(String, String)>,
     },
     /// A Claude or Codex CLI whose version the adapters were not tested with.
     #[error("`{program}` ({cli}) {}", describe_version(check))]
@@ -131,6 +131,15 @@ fn where_looked(program: &str) -> &'static str {
         "no executable file at that path"
     } else {
         "not on PATH"
+    }
+}
+
+fn missing_where(program: &str, resolved: Option<&(String, String)>) -> String {
+    match resolved {
+        Some((path, root)) => format!(
+            "no executable file at `{path}`: `{program}` as written, resolved against the repository root `{root}`"
+        ),
+        None => where_looked(program).to_owned(),
     }
 }
 
@@ -215,8 +224,16 @@ impl ProblemKind {
                 if *cli == "codex" { "TNH_CODEX_BIN" } else { "TNH_CLAUDE_BIN" },
                 role
             ),
+            ProblemKind::CliMissing {
+                resolved: Some((path, _)),
+                role,
+                name,
+                ..
+            } => format!(
+                "create `{path}`, or fix `{role}s.{name}` in .tnh/config.yaml: a relative path is resolved against the repository root (the folder holding `.tnh/`), not the run's worktree"
+            ),
             ProblemKind::CliMissing { role, name, .. } => format!(
-                "install it, or fix the `argv` of `{role}s.{name}` in .tnh/config.yaml (a relative path starts at the repository root)"
+                "install it, or fix the `argv` of `{role}s.{name}` in .tnh/config.yaml"
             ),
             ProblemKind::CliVersion { cli, check, .. } => match check {
                 VersionCheck::Older { .. } => format!(
@@ -299,25 +316,16 @@ pub fn check(
     Option<serde_json::Map<String, serde_json::Value>>,
     Vec<Problem>,
 ) {
-    let mut problems = Vec::new();
-    let params = match check_params(subject.workflow, subject.params) {
-        Ok(params) => Some(params),
-        Err(errors) => {
-            problems.extend(
-                errors
-                    .into_iter()
-                    .map(|error| param_problem(subject.workflow, error)),
-            );
-            None
-        }
-    };
+    let (params, errors) = collect_params(subject.workflow, subject.params);
+    let mut problems: Vec<Problem> = errors
+        .into_iter()
+        .map(|error| param_problem(subject.workflow, error))
+        .collect();
     let mut programs = Programs::default();
     for step in &subject.workflow.steps {
         match &step.body {
             StepBody::RunAgent(agent) => {
-                if let Some(params) = &params {
-                    check_prompt_inputs(subject, step, params, &mut problems);
-                }
+                check_prompt_inputs(subject, step, &params, &mut problems);
                 check_agent(subject, step, &agent.agent, &mut programs, &mut problems);
             }
             StepBody::RunValidation(validation) => {
@@ -338,7 +346,8 @@ pub fn check(
         }
     }
     problems.extend(programs.version_problems());
-    (params, problems)
+    let ready = !problems.iter().any(Problem::is_error);
+    (ready.then_some(params), problems)
 }
 
 /// The validator checks alone, for `validate` inside a repository: every validator a
@@ -589,6 +598,7 @@ fn check_agent(
         let kind = ProblemKind::CliMissing {
             role: "agent",
             name: agent.value.clone(),
+            resolved: resolved_from(&program, subject.config.root.as_deref()),
             program,
             cli,
         };
@@ -682,12 +692,20 @@ fn check_planner(
     {
         let kind = ProblemKind::CliMissing {
             role: "planner",
+            resolved: resolved_from(&program, external.root.as_deref()),
             name,
             program,
             cli,
         };
         problems.push(Problem::error(step, pos, kind));
     }
+}
+
+/// A relative program path as resolved against `root`, and the root, when resolving changed it.
+fn resolved_from(program: &str, root: Option<&Path>) -> Option<(String, String)> {
+    let root = root?;
+    let resolved = crate::runner::adapters::resolve_program(program, Some(root));
+    (resolved != program).then(|| (resolved, root.display().to_string()))
 }
 
 /// What was found, each asked once: programs, Python imports, and the CLIs whose version to
