@@ -8,8 +8,9 @@ use super::{Cli, Output, load_config, repo_root};
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::End;
 use crate::kernel::driver::RunEnd;
+use crate::kernel::preflight::Problem;
 use crate::kernel::run::{
-    RepositoryChanges, RunError, RunRequest, RunSummary, resume_run, start_run,
+    RepositoryChanges, RunError, RunRequest, RunSummary, check_run, resume_run, start_checked,
 };
 
 /// `run WORKFLOW`.
@@ -36,6 +37,10 @@ pub struct RunArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Only run the checks before a run (functions, validators, agent and planner CLIs,
+    /// parameters, prompt inputs): exit 0 when all is well, 2 otherwise; nothing is created.
+    #[arg(long, conflicts_with_all = ["wait", "json"])]
+    pub check: bool,
 }
 
 /// `resume RUN_ID`.
@@ -93,11 +98,27 @@ pub fn cmd_run(cli: &Cli, args: &RunArgs, output: &mut Output) -> Result<ExitSta
         config,
         observer: super::progress::observer(!args.json && !cli.quiet),
     };
+    let repo = request.repo.clone();
+    let checked = check_run(request).map_err(|error| run_failure(error, output))?;
+    for warning in checked.warnings() {
+        output.diagnostic_styled(&render_problem(warning, &checked.file(), output.color()));
+    }
+    if args.check {
+        output.print(&format!(
+            "{}: ok — the workflow ({} steps), its parameters, prompt inputs, validators and agent and planner CLIs are ready{}\n",
+            checked.file(),
+            checked.steps(),
+            match checked.warnings().len() {
+                0 => String::new(),
+                count => format!(" ({count} warning(s) above)"),
+            }
+        ));
+        return Ok(ExitStatus::Success);
+    }
     if !args.json {
         output.note(&format!("running {}", args.workflow.display()));
     }
-    let repo = request.repo.clone();
-    let result = start_run(request);
+    let result = start_checked(checked);
     let result = ask_at_gates(
         cli,
         &repo,
@@ -184,8 +205,42 @@ pub(super) fn run_failure(error: RunError, output: &mut Output) -> Error {
             }
             .into()
         }
+        RunError::Checks {
+            file,
+            diagnostics,
+            problems,
+        } => {
+            for diagnostic in &diagnostics {
+                output.diagnostic_styled(&diagnostic.render(output.color()));
+            }
+            for problem in &problems {
+                output.diagnostic_styled(&render_problem(problem, &file, output.color()));
+            }
+            Error::Run(Box::new(RunError::Checks {
+                file,
+                diagnostics,
+                problems,
+            }))
+        }
         error => Error::Run(Box::new(error)),
     }
+}
+
+/// A problem of the checks before a run: at its place in the workflow like a diagnostic, or,
+/// for the command line and the machine, without a place.
+fn render_problem(problem: &Problem, file: &str, color: bool) -> String {
+    let diagnostic = problem.diagnostic(file);
+    if problem.pos.is_some() {
+        return diagnostic.render(color);
+    }
+    let rendered = diagnostic.render(color);
+    // The diagnostic's first line starts with `FILE:1:1: `; without a place, drop it.
+    let prefix = format!("{file}:1:1");
+    rendered
+        .strip_prefix(&prefix)
+        .or_else(|| rendered.strip_prefix(&format!("\x1b[1m{prefix}\x1b[0m")))
+        .map(|rest| format!("run{rest}"))
+        .unwrap_or(rendered)
 }
 
 /// What `run --json` and `resume --json` print.

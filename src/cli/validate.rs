@@ -61,14 +61,27 @@ pub fn validate_output_schema() -> serde_json::Value {
 /// Checks workflow files: exit 0 all valid, 1 any invalid, 2 when a file could not be read.
 pub fn cmd_validate(cli: &Cli, args: &ValidateArgs, output: &mut Output) -> Result<ExitStatus> {
     let known = known_names(cli)?;
+    // Inside a repository, the validators a workflow names are resolved as `run` would.
+    let repository = match super::optional_repo_root(cli)? {
+        Some(repo) => Some((super::load_config(cli)?, repo)),
+        None => None,
+    };
     let checked: Vec<_> = args
         .files
         .iter()
         .map(|path| {
-            (
-                path.display().to_string(),
-                check_file(path, &path.display().to_string(), &known),
-            )
+            let shown = path.display().to_string();
+            let mut result = check_file(path, &shown, &known);
+            if let (Some((config, repo)), Some(workflow)) = (&repository, &result.workflow) {
+                let problems = crate::kernel::preflight::check_validators(workflow, config, repo);
+                result
+                    .diagnostics
+                    .extend(problems.iter().map(|problem| problem.diagnostic(&shown)));
+                result.diagnostics.sort_by_key(|diagnostic| {
+                    (diagnostic.line, diagnostic.column, diagnostic.code)
+                });
+            }
+            (shown, result)
         })
         .collect();
     let all_valid = checked.iter().all(|(_, result)| result.is_valid());

@@ -14,6 +14,7 @@ pub mod operator_rollback;
 pub mod orphans;
 pub mod params;
 pub mod pins;
+pub mod preflight;
 pub mod recorder;
 mod result;
 pub mod routing;

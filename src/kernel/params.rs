@@ -135,68 +135,101 @@ pub fn resolve_params(
     workflow: &Workflow,
     given: &[String],
 ) -> Result<serde_json::Map<String, serde_json::Value>, ParamError> {
-    let declared: Vec<String> = workflow
-        .params
-        .iter()
-        .map(|param| param.name.value.clone())
-        .collect();
+    check_params(workflow, given).map_err(|mut errors| errors.remove(0))
+}
+
+/// [`resolve_params`], reporting every problem rather than the first (never an empty list).
+pub fn check_params(
+    workflow: &Workflow,
+    given: &[String],
+) -> Result<serde_json::Map<String, serde_json::Value>, Vec<ParamError>> {
+    let (values, errors) = collect_params(workflow, given);
+    if errors.is_empty() {
+        Ok(values)
+    } else {
+        Err(errors)
+    }
+}
+
+/// The parameters that resolve (given or defaulted) and the problems of the others.
+pub fn collect_params(
+    workflow: &Workflow,
+    given: &[String],
+) -> (serde_json::Map<String, serde_json::Value>, Vec<ParamError>) {
     let mut values = serde_json::Map::new();
+    let mut errors = Vec::new();
     for pair in given {
-        let (name, text) = pair
-            .split_once('=')
-            .ok_or_else(|| ParamError::Malformed(pair.clone()))?;
-        let Some(param) = workflow
-            .params
-            .iter()
-            .find(|param| param.name.value == name)
-        else {
-            let suggestion = nearest(name, declared.iter().map(String::as_str)).map(str::to_owned);
-            return Err(ParamError::Unknown {
-                name: name.to_owned(),
-                suggestion,
-                declared,
-            });
-        };
-        // A text parameter takes the text as given when YAML reads it as something else (a
-        // bug report `panic: index out of bounds`, `123`, `[flaky] test`, `# note`); a quoted
-        // YAML string still loses its quotes.
-        let value = match parse_value(name, text) {
-            Ok(node) if value_has_type(&node, param.param_type.value) => node.to_json(),
-            _ if param.param_type.value == crate::workflow::model::ParamType::String => {
-                serde_json::Value::String(text.to_owned())
+        match given_value(workflow, pair) {
+            Ok((name, value)) => {
+                if values.insert(name.clone(), value).is_some() {
+                    errors.push(ParamError::Duplicate(name));
+                }
             }
-            Ok(node) => {
-                return Err(ParamError::WrongType {
-                    name: name.to_owned(),
-                    expected: param.param_type.value.name(),
-                    found: node.value.kind_name(),
-                });
-            }
-            Err(error) => return Err(error),
-        };
-        if values.insert(name.to_owned(), value).is_some() {
-            return Err(ParamError::Duplicate(name.to_owned()));
+            Err(error) => errors.push(error),
         }
     }
     for param in &workflow.params {
         let name = &param.name.value;
-        if values.contains_key(name) {
+        let named = given
+            .iter()
+            .any(|pair| pair.split_once('=').is_some_and(|(given, _)| given == name));
+        if values.contains_key(name) || named {
             continue;
         }
         match &param.default {
             Some(default) => {
                 values.insert(name.clone(), default.to_json());
             }
-            None if param.required => {
-                return Err(ParamError::Missing {
-                    name: name.clone(),
-                    expected: param.param_type.value.name(),
-                });
-            }
+            None if param.required => errors.push(ParamError::Missing {
+                name: name.clone(),
+                expected: param.param_type.value.name(),
+            }),
             None => {}
         }
     }
-    Ok(values)
+    (values, errors)
+}
+
+/// One `-p name=value` argument checked against its declaration: the name and its value.
+fn given_value(workflow: &Workflow, pair: &str) -> Result<(String, serde_json::Value), ParamError> {
+    let (name, text) = pair
+        .split_once('=')
+        .ok_or_else(|| ParamError::Malformed(pair.to_owned()))?;
+    let Some(param) = workflow
+        .params
+        .iter()
+        .find(|param| param.name.value == name)
+    else {
+        let declared: Vec<String> = workflow
+            .params
+            .iter()
+            .map(|param| param.name.value.clone())
+            .collect();
+        let suggestion = nearest(name, declared.iter().map(String::as_str)).map(str::to_owned);
+        return Err(ParamError::Unknown {
+            name: name.to_owned(),
+            suggestion,
+            declared,
+        });
+    };
+    // A text parameter takes the text as given when YAML reads it as something else (a
+    // bug report `panic: index out of bounds`, `123`, `[flaky] test`, `# note`); a quoted
+    // YAML string still loses its quotes.
+    let value = match parse_value(name, text) {
+        Ok(node) if value_has_type(&node, param.param_type.value) => node.to_json(),
+        _ if param.param_type.value == crate::workflow::model::ParamType::String => {
+            serde_json::Value::String(text.to_owned())
+        }
+        Ok(node) => {
+            return Err(ParamError::WrongType {
+                name: name.to_owned(),
+                expected: param.param_type.value.name(),
+                found: node.value.kind_name(),
+            });
+        }
+        Err(error) => return Err(error),
+    };
+    Ok((name.to_owned(), value))
 }
 
 /// A run's recorded parameters resolved against the workflow as it is now.

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use super::driver::{DriveError, Driver, RunEnd};
 use super::lock::{LockError, RunLock};
-use super::params::{ParamError, resolve_params};
+use super::params::ParamError;
 use super::recorder::{Payload, Recorder, payload};
 use super::state::{Phase, RunState};
 use super::transition::StepReport;
@@ -44,6 +44,20 @@ pub enum RunError {
     /// A parameter is wrong (nothing was started).
     #[error(transparent)]
     Param(#[from] ParamError),
+    /// The checks before a run found problems (nothing was started): the workflow's
+    /// diagnostics and what the checks found, each with where and a hint.
+    #[error(
+        "{} before the run of `{file}` started",
+        problem_count(diagnostics, problems)
+    )]
+    Checks {
+        /// The workflow file.
+        file: String,
+        /// The workflow's diagnostics (its static checks).
+        diagnostics: Vec<Diagnostic>,
+        /// What the checks before a run found, errors and warnings.
+        problems: Vec<super::preflight::Problem>,
+    },
     /// The workspace refused or failed.
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
@@ -230,6 +244,18 @@ pub enum RunError {
     },
 }
 
+fn problem_count(diagnostics: &[Diagnostic], problems: &[super::preflight::Problem]) -> String {
+    let errors = diagnostics
+        .iter()
+        .filter(|diagnostic| diagnostic.severity == crate::workflow::diagnostic::Severity::Error)
+        .count()
+        + problems.iter().filter(|problem| problem.is_error()).count();
+    match errors {
+        1 => "1 problem was found".to_owned(),
+        many => format!("{many} problems were found"),
+    }
+}
+
 fn short(sha: &str) -> &str {
     sha.get(..12).unwrap_or(sha)
 }
@@ -239,6 +265,7 @@ impl RunError {
     pub fn is_usage(&self) -> bool {
         match self {
             RunError::InvalidWorkflow { .. }
+            | RunError::Checks { .. }
             | RunError::Param(_)
             | RunError::Lock(_)
             | RunError::UnknownRun { .. }
@@ -278,6 +305,9 @@ impl RunError {
                 "fix the problems above; `tnh-conductor validate {file}` checks again"
             )),
             RunError::Param(error) => Some(error.hint()),
+            RunError::Checks { file, .. } => Some(format!(
+                "nothing was created; fix the problems above, then `tnh-conductor run --check {file}` checks again"
+            )),
             RunError::Workspace(error) => error.hint(),
             RunError::Artifacts(error) => error.hint(),
             RunError::Lock(super::lock::LockError::Held { .. }) => Some(
@@ -523,15 +553,110 @@ fn run_context(
 /// worktree add` runs leaves a run that `runs list` shows and `resume` starts over (its
 /// worktree made again from scratch), never a worktree and branch no command knows about.
 pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
+    start_checked(check_run(request)?)
+}
+
+/// A run that passed the checks before a run, ready to start.
+#[allow(missing_debug_implementations)] // the request's observer is a closure
+pub struct CheckedRun {
+    request: RunRequest,
+    loaded: Loaded,
+    params: serde_json::Map<String, serde_json::Value>,
+    warnings: Vec<super::preflight::Problem>,
+}
+
+impl CheckedRun {
+    /// What the checks found that does not stop the run (a CLI newer than the tested ones).
+    pub fn warnings(&self) -> &[super::preflight::Problem] {
+        &self.warnings
+    }
+
+    /// The workflow file, as diagnostics name it.
+    pub fn file(&self) -> String {
+        self.loaded.path.display().to_string()
+    }
+
+    /// How many steps the workflow has (for the summary of `run --check`).
+    pub fn steps(&self) -> usize {
+        self.loaded.workflow.steps.len()
+    }
+}
+
+/// The checks before a run (see [`super::preflight`]): the workflow's static checks, the
+/// parameters, prompt inputs, validators, agent and planner CLIs — every problem at once, as
+/// [`RunError::Checks`], before anything is created.
+pub fn check_run(request: RunRequest) -> Result<CheckedRun, RunError> {
+    let catalog = Catalog::load(Some(&request.repo))?;
+    check_planner_override(&request.config, false)?;
+    let mut known = request.config.known_names();
+    known.prompts = catalog.clone();
+    let path = &request.workflow_path;
+    let shown = path.display().to_string();
+    let (checked, bytes) = check_file_keeping_source(path, &shown, &known);
+    let (Some(workflow), Some(bytes)) = (checked.workflow, bytes) else {
+        return Err(RunError::InvalidWorkflow {
+            file: shown,
+            diagnostics: checked.diagnostics,
+        });
+    };
+    let subject = super::preflight::Subject {
+        workflow: &workflow,
+        config: &request.config,
+        catalog: &catalog,
+        repo: &request.repo,
+        params: &request.params,
+    };
+    let (params, problems) = super::preflight::check(&subject);
+    let invalid = checked
+        .diagnostics
+        .iter()
+        .any(|diagnostic| diagnostic.severity == crate::workflow::diagnostic::Severity::Error);
+    let (params, warnings) = match params {
+        Some(params) if !problems.iter().any(super::preflight::Problem::is_error) => {
+            (params, problems)
+        }
+        _ => {
+            return Err(RunError::Checks {
+                file: shown,
+                diagnostics: checked.diagnostics,
+                problems,
+            });
+        }
+    };
+    if invalid {
+        return Err(RunError::InvalidWorkflow {
+            file: shown,
+            diagnostics: checked.diagnostics,
+        });
+    }
+    let loaded = Loaded {
+        workflow,
+        source: String::from_utf8_lossy(&bytes).into_owned(),
+        path: path.clone(),
+        config: request.config.clone(),
+        catalog,
+    };
+    Ok(CheckedRun {
+        request,
+        loaded,
+        params,
+        warnings,
+    })
+}
+
+/// Starts a run that passed its checks.
+pub fn start_checked(checked: CheckedRun) -> Result<RunSummary, RunError> {
+    let CheckedRun {
+        request,
+        loaded,
+        params,
+        ..
+    } = checked;
     // Before any work: a signal during the worktree's creation must not kill the conductor
     // alone, with `git` still writing the checkout.
     let cancellation = super::interrupts::listen().map_err(RunError::Runtime)?;
-    let catalog = Catalog::load(Some(&request.repo))?;
     let prompts = super::pins::prompt_digests(&request.repo);
-    let loaded = load_workflow(&request.workflow_path, request.config, catalog)?;
-    check_planner_override(&loaded.config, false)?;
     let workflow = &loaded.workflow;
-    let params = resolve_params(workflow, &request.params)?;
     let run_id = new_run_id();
     let workflow_id = WorkflowId::new(workflow.workflow_id.value.as_str());
     let planned = planned_record(&request.repo, &run_id, &workflow_id, &request.base)?;

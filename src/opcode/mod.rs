@@ -63,6 +63,19 @@ pub enum OpcodeError {
         /// The validators, as the step names them.
         names: Vec<String>,
     },
+    /// A `python -m` validator's interpreter does not have its module: a missing tool, told
+    /// apart from failing tests (nothing of the check ran).
+    #[error(
+        "validator `{validator}` could not run: `{command}` says Python has no module `{module}`"
+    )]
+    ValidatorCouldNotRun {
+        /// The validator id.
+        validator: String,
+        /// Its command.
+        command: String,
+        /// The module.
+        module: String,
+    },
     /// A validator's `cwd` is absolute or leaves the worktree.
     #[error("validator `{validator}` of step `{step}`: `cwd` `{cwd}` ({at}) {reason}")]
     ValidatorCwd {
@@ -133,6 +146,9 @@ impl OpcodeError {
                 "a misconfiguration, not a failing check: give each its command under `validators:` in .tnh/config.yaml (e.g. `{}: {{argv: [make, {}]}}`) or drop it from the step's `run:`, then `tnh-conductor resume RUN_ID` runs the step again",
                 names[0], names[0]
             )),
+            OpcodeError::ValidatorCouldNotRun { validator, module, .. } => Some(format!(
+                "a missing tool, not a failing check: install `{module}` for that interpreter (or activate the project's virtual environment), or set `validators.{validator}` in .tnh/config.yaml, then `tnh-conductor resume RUN_ID` runs the step again"
+            )),
             OpcodeError::ValidatorCwd { .. } => Some(
                 "validators run inside the run's worktree: make `cwd` a folder relative to its root, without `..` above it or a link out of it (e.g. `crates/core`)"
                     .into(),
@@ -169,7 +185,10 @@ impl OpcodeError {
     ///   nor detectable): nothing of the step ran;
     /// - a git of the conductor's killed at its limit (`TNH_GIT_TIMEOUT`), waiting on
     ///   something that never came: the step stops where it was, as if the conductor had been
-    ///   killed there.
+    ///   killed there;
+    /// - a workflow expression or hook that failed (an error it threw, an absent map key, a
+    ///   sandbox limit): the workflow is fixed and `resume` evaluates it again with the edited
+    ///   file (recorded as `workflow_changed`).
     ///
     /// The run stops resumable instead of ending.
     pub fn is_resumable(&self) -> bool {
@@ -178,13 +197,14 @@ impl OpcodeError {
         matches!(
             self,
             OpcodeError::ValidatorsNotConfigured { .. }
+                | OpcodeError::ValidatorCouldNotRun { .. }
                 | OpcodeError::Runner(
                     RunnerError::Spawn { .. }
                         | RunnerError::UnknownAgent { .. }
                         | RunnerError::Profile { .. }
                 )
                 | OpcodeError::Workspace(WorkspaceError::GitTimedOut { .. })
-        )
+        ) || matches!(self, OpcodeError::Script(error) if error.location().is_some())
     }
 }
 

@@ -817,6 +817,15 @@ fn run_one(
             .as_array()
             .is_some_and(|goldens| !goldens.is_empty())
     });
+    if supervised.outcome != Outcome::Completed
+        && let Some(module) = missing_module(&command.argv, &folder)
+    {
+        return Err(OpcodeError::ValidatorCouldNotRun {
+            validator: id,
+            command: command.argv.join(" "),
+            module,
+        });
+    }
     let mut outcome = supervised.outcome;
     let mut cause = supervised.cause.clone();
     if matches!(
@@ -876,6 +885,24 @@ fn run_one(
 }
 
 const MIB: u64 = 1024 * 1024;
+
+/// The Python module a `python -m` validator's interpreter could not find, read from the
+/// start of what it printed (the interpreter says it before anything else runs).
+fn missing_module(argv: &[String], folder: &Path) -> Option<String> {
+    use std::io::Read as _;
+    for name in ["stderr.txt", "stdout.txt"] {
+        let mut text = String::new();
+        let Ok(file) = crate::artifacts::safe_files::open_regular_following(&folder.join(name))
+        else {
+            continue;
+        };
+        let _ = file.take(64 * 1024).read_to_string(&mut text);
+        if let Some(module) = validators::missing_python_module(argv, &text) {
+            return Some(module);
+        }
+    }
+    None
+}
 
 /// The most bytes a validator's stdout (and its stderr) keeps per visit: its own
 /// `max_output_mib`, or the agents' default.

@@ -77,6 +77,28 @@ fn detect(name: &str, worktree: &Path) -> Option<Vec<String>> {
     None
 }
 
+/// The module of a `python… -m MODULE` validator whose interpreter could not find it, from
+/// what it printed: Python's own `PYTHON: No module named MODULE` (or `Error while finding
+/// module specification for 'MODULE'`), never a test's `ModuleNotFoundError`, which is a
+/// failing check.
+pub fn missing_python_module(argv: &[String], output: &str) -> Option<String> {
+    let interpreter = Path::new(argv.first()?).file_name()?.to_str()?;
+    if !interpreter.starts_with("python") || argv.get(1).map(String::as_str) != Some("-m") {
+        return None;
+    }
+    let module = argv.get(2)?;
+    let runpy_says = |line: &str| {
+        line.ends_with(&format!(": No module named {module}"))
+            || line.contains(&format!(
+                ": Error while finding module specification for '{module}'"
+            ))
+    };
+    output
+        .lines()
+        .any(|line| runpy_says(line.trim_end()))
+        .then(|| module.clone())
+}
+
 /// The argv of a script entrypoint, after checking that it lies under the run directory or an
 /// allowlisted folder. Paths under the artifacts root resolve against the repository, others
 /// against the worktree (DESIGN §3).
@@ -188,4 +210,27 @@ pub fn isolation_helper() -> Option<&'static Path> {
                 .then_some(helper)
         })
         .as_deref()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_python_module_is_told_from_a_failing_test() {
+        let argv: Vec<String> = ["python3", "-m", "pytest", "-q"].map(str::to_owned).into();
+        let missing = "/usr/bin/python3: No module named pytest\n";
+        assert_eq!(
+            missing_python_module(&argv, missing).as_deref(),
+            Some("pytest")
+        );
+        let nested: Vec<String> = ["python3", "-m", "a.b"].map(str::to_owned).into();
+        let spec = "/usr/bin/python3: Error while finding module specification for 'a.b' (ModuleNotFoundError: No module named 'a')";
+        assert_eq!(missing_python_module(&nested, spec).as_deref(), Some("a.b"));
+        // A test importing something missing is a failing check.
+        let failing = "E   ModuleNotFoundError: No module named 'requests'\n1 error in 0.1s";
+        assert_eq!(missing_python_module(&argv, failing), None);
+        let cargo: Vec<String> = ["cargo", "test"].map(str::to_owned).into();
+        assert_eq!(missing_python_module(&cargo, missing), None);
+    }
 }

@@ -365,6 +365,11 @@ impl ScriptHost {
         })
     }
 
+    /// The run's engine: the sandboxed language, the host API and the loaded script.
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
     /// Whether the workflow's script defines a function with this name and number of parameters
     /// (optional hooks such as `summarize(evidence)` are called only when defined).
     pub fn defines(&self, name: &str, arity: usize) -> bool {

@@ -19,6 +19,7 @@ mod evaluate;
 mod fs;
 mod host;
 mod memory;
+pub mod names;
 mod policy;
 mod resolver;
 mod sandbox;

@@ -142,6 +142,20 @@ pub fn check_imports_in(
     }
 }
 
+/// The text of the module `path` imports: a stdlib module's, or a repository module read from
+/// `repository`'s `.tnh/scripts/` (`None` when refused, unreadable or no repository is given).
+pub(crate) fn module_source(path: &str, repository: Option<&std::path::Path>) -> Option<String> {
+    match classify(path).ok()? {
+        ModulePath::Stdlib(text) => Some(text.to_owned()),
+        ModulePath::Repository(file) => {
+            let sandbox = Sandbox::named(repository?, "the repository").ok()?;
+            sandbox
+                .read_text(&file, Limits::STANDARD.max_read_bytes)
+                .ok()
+        }
+    }
+}
+
 /// The 1-based line and column (in characters) of a byte offset of `text`.
 fn line_and_column(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset];

@@ -5,6 +5,7 @@
 use super::diagnostic::Diagnostics;
 use super::model::{Gate, Inputs, PromptSpec, Step, StepBody, Stop, ValidatorEntry, Workflow};
 use super::yaml::{Node, Pos, Value};
+use crate::script::names::{CallableNames, UnknownCall, unknown_calls};
 use crate::workflow::diagnostic::nearest;
 
 /// The plain substitution names of DESIGN §3 (besides `params.NAME`).
@@ -146,6 +147,9 @@ pub struct ExpressionChecker<'a> {
     engine: rhai::Engine,
     /// The repository whose `.tnh/scripts/` the script's repository modules must be in.
     repository: Option<&'a std::path::Path>,
+    /// What expressions may call besides the engine's functions, once the script compiled
+    /// (unset when it does not: then calls are not judged).
+    callable: std::sync::OnceLock<CallableNames>,
 }
 
 impl<'a> ExpressionChecker<'a> {
@@ -162,6 +166,7 @@ impl<'a> ExpressionChecker<'a> {
                 .collect(),
             engine,
             repository: None,
+            callable: std::sync::OnceLock::new(),
         }
     }
 
@@ -181,6 +186,9 @@ impl<'a> ExpressionChecker<'a> {
         diagnostics: &mut Diagnostics,
     ) -> Option<Vec<ScriptFunction>> {
         let mut functions = Some(Vec::new());
+        if workflow.script.is_none() {
+            let _ = self.callable.set(CallableNames::default());
+        }
         if let Some(script) = &workflow.script {
             let compiled = self.engine.compile(&script.value);
             functions = compiled.as_ref().ok().map(hook_functions);
@@ -216,6 +224,14 @@ impl<'a> ExpressionChecker<'a> {
                         ),
                     )
                     .hint("keep values in fewer variables (an array or a map), or move them into the functions that use them");
+            }
+            if let Ok(ast) = &compiled {
+                let callable = CallableNames::of(ast, self.repository);
+                for call in unknown_calls(ast, &callable) {
+                    let pos = at(call.position.map(|at| at.0), call.position.map(|at| at.1));
+                    report_unknown_call(&call, pos, diagnostics);
+                }
+                let _ = self.callable.set(callable);
             }
             if compiled.is_ok()
                 && script.value.contains("import")
@@ -409,16 +425,27 @@ impl<'a> ExpressionChecker<'a> {
                 .hint("write a Rhai expression between the braces");
             return;
         }
-        if let Err(error) = self.engine.compile_expression(code) {
-            let hint = "`${{ … }}` holds one Rhai expression; put statements in a `script` function and call it";
-            diagnostics
-                .error(
-                    at.inside(error.1.line(), error.1.position()),
-                    "script-syntax",
-                    format!("the expression does not compile: {}", error.0),
-                )
-                .hint(hint);
-            return;
+        match self.engine.compile_expression(code) {
+            Err(error) => {
+                let hint = "`${{ … }}` holds one Rhai expression; put statements in a `script` function and call it";
+                diagnostics
+                    .error(
+                        at.inside(error.1.line(), error.1.position()),
+                        "script-syntax",
+                        format!("the expression does not compile: {}", error.0),
+                    )
+                    .hint(hint);
+                return;
+            }
+            Ok(ast) => {
+                if let Some(callable) = self.callable.get() {
+                    for call in unknown_calls(&ast, callable) {
+                        let pos =
+                            at.inside(call.position.map(|at| at.0), call.position.map(|at| at.1));
+                        report_unknown_call(&call, pos, diagnostics);
+                    }
+                }
+            }
         }
         for (offset, _) in code.match_indices("params.") {
             let preceded_by_identifier = code[..offset]
@@ -449,6 +476,24 @@ impl<'a> ExpressionChecker<'a> {
         self.lines
             .get(pos.line.saturating_sub(1) as usize)
             .and_then(|line| locate_in(line, pos, text, offset))
+    }
+}
+
+/// A call of a function nothing defines: a run would fail on it when it gets there.
+fn report_unknown_call(call: &UnknownCall, pos: Pos, diagnostics: &mut Diagnostics) {
+    let reported = diagnostics.error(
+        pos,
+        "unknown-function",
+        format!(
+            "function `{}` is not defined: not by the workflow's `script`, a module it imports, the host API or Rhai",
+            call.name
+        ),
+    );
+    match &call.suggestion {
+        Some(near) => reported.hint(format!("did you mean `{near}`?")),
+        None => reported.hint(
+            "define it in the workflow's `script` (or a module it imports); docs/scripting.md lists the host API",
+        ),
     }
 }
 

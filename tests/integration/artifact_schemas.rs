@@ -256,8 +256,17 @@ fn every_artifact_of_a_run_matches_its_published_schema() {
     repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead", "--resume"], 0);
     repo.conductor_exits(&["rollback", &run_id, "--target", "pre_run"], 0);
 
-    let (code, result, output) =
-        repo.run(&repo.workflow_text("unconfigured.yaml", UNCONFIGURED), &[]);
+    // `run` refuses an unconfigured validator before it starts; a step meets one when the
+    // configuration changes after the run started.
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("{config}  lint: {{argv: [sh, -c, \"exit 0\"]}}\n"),
+    );
+    let (code, result, output) = repo.start_then_resume_with_config(
+        &repo.workflow_text("unconfigured.yaml", UNCONFIGURED),
+        &config,
+    );
     assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
     let blocked_run = result["run_id"].as_str().unwrap().to_owned();
 

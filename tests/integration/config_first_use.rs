@@ -264,9 +264,9 @@ fn a_relative_program_path_is_resolved_against_the_repository_root() {
     );
 }
 
-/// Review 10, defect 5: a missing relative program was "`./my-agent.sh` does not exist" with
-/// the hint "install `./my-agent.sh`". The error names the path it looked at and what it
-/// was resolved against, and the hint says how relative paths resolve.
+/// A missing relative program is named with the path it was looked for at and what it was
+/// resolved against, and the hint says how relative paths resolve: by the checks before the
+/// run, which refuse it before anything is created.
 #[test]
 fn a_missing_relative_program_names_the_resolved_path() {
     let repo = RunRepo::new();
@@ -276,15 +276,19 @@ fn a_missing_relative_program_names_the_resolved_path() {
         "agents:\n  scripted: {kind: command, argv: [\"./missing.sh\"]}\n",
     );
     let workflow = one_agent_step(&repo, "scripted");
-    let output = repo.conductor_exits(&["run", workflow.to_str().unwrap()], 4);
+    let output = repo.conductor_exits(&["run", workflow.to_str().unwrap()], 2);
     let stderr = stderr_text(&output);
     let resolved = root.join("missing.sh").display().to_string();
     assert!(
         stderr.contains(&format!(
-            "`{resolved}` does not exist (`./missing.sh` as written, resolved against the repository root `{}`)",
+            "no executable file at `{resolved}`: `./missing.sh` as written, resolved against the repository root `{}`",
             root.display()
         )),
         "{stderr}"
+    );
+    assert!(
+        !repo.path().join(".tnh/run").exists(),
+        "nothing was created"
     );
     assert!(
         stderr.contains(&format!("hint: create `{resolved}`"))

@@ -479,6 +479,7 @@ fn progress_lines_status_and_events_are_shown_to_the_operator() {
     assert_eq!(runs["runs"].as_array().unwrap().len(), 2, "{runs}");
 }
 
+/// A runaway expression stops the run where it is, resumable once the workflow is fixed.
 #[test]
 fn a_runaway_script_stops_the_run_with_its_yaml_position_recorded() {
     let repo = RunRepo::new();
@@ -495,15 +496,18 @@ fn a_runaway_script_stops_the_run_with_its_yaml_position_recorded() {
         error.contains("spin.yaml:16"),
         "the error names the YAML line of the expression: {error}"
     );
+    assert_eq!(failed["resumable"], true, "{failed}");
     assert_eq!(
         repo.json(run_id, "status.json")["lifecycle_state"],
-        "failed"
+        "blocked"
     );
     assert!(
-        repo.json(run_id, "metadata.json")["termination"]["reason"]
+        repo.json(run_id, "status.json")["reason"]
             .as_str()
-            .unwrap()
-            .contains("could not run")
+            .unwrap_or_default()
+            .contains("could not run"),
+        "{}",
+        repo.json(run_id, "status.json")
     );
 }
 
@@ -695,21 +699,42 @@ steps:
     );
 }
 
-/// An agent whose program is missing cannot run: the run ends with exit 4, and what to do
-/// about it is printed with the step that could not run, not only recorded.
+/// An agent whose program is missing cannot run: `run` refuses it before anything starts;
+/// when the program goes missing after the run started, the step stops the run with exit 4,
+/// and what to do about it is printed with the step that could not run, not only recorded.
 #[test]
 fn an_agent_that_cannot_start_says_what_to_do() {
     let repo = RunRepo::new();
-    repo.repo.write(
-        ".tnh/config.yaml",
-        "agents:\n  broken:\n    kind: command\n    argv: [/nonexistent/agent.sh]\n",
-    );
+    let broken = "agents:\n  broken:\n    kind: command\n    argv: [/nonexistent/agent.sh]\n";
+    repo.repo.write(".tnh/config.yaml", broken);
     let workflow = repo.workflow_text(
         "broken.yaml",
         // One visit allowed: the visit that could not start does not use it up.
         "workflow_id: broken\nversion: 1\ndescription: d\nentry_step: work\ndefaults:\n  limits: {max_visits: 1}\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: broken\n    prompt: do it\n    routes:\n      \"*\": STOP\n",
     );
-    let output = repo.conductor_exits(&["run", workflow.to_str().unwrap()], 4);
+    let refused = repo.conductor_exits(&["run", workflow.to_str().unwrap()], 2);
+    assert!(
+        stderr_text(&refused).contains(
+            "step `work`: agent `broken` runs `/nonexistent/agent.sh`, which is not found (no executable file at that path)"
+        ),
+        "{}",
+        stderr_text(&refused)
+    );
+    assert!(
+        !repo.path().join(".tnh/run").exists(),
+        "nothing was started"
+    );
+    let scripted =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents/scripted.py");
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!(
+            "agents:\n  broken:\n    kind: command\n    argv: [python3, \"{}\"]\n",
+            scripted.display()
+        ),
+    );
+    let (code, _, output) = repo.start_then_resume_with(&workflow, broken, &[]);
+    assert_eq!(code, Some(4), "{}", stderr_text(&output));
     let stderr = stderr_text(&output);
     assert!(
         stderr.contains(

@@ -92,6 +92,54 @@ impl RunRepo {
         );
     }
 
+    /// Starts `workflow` with the configuration as it is (which the checks before a run
+    /// accept), stops the conductor right after the run started, before its first step, then
+    /// writes `config` and resumes (`resume` re-reads the configuration, which only `run`
+    /// checks): how a step meets a missing program or an unconfigured validator at run time.
+    /// The resumed run's exit code and JSON result (`--json`, unless `text`).
+    pub fn start_then_resume_with_config(
+        &self,
+        workflow: &Path,
+        config: &str,
+    ) -> (Option<i32>, serde_json::Value, Output) {
+        self.start_then_resume_with(workflow, config, &["--json"])
+    }
+
+    /// [`RunRepo::start_then_resume_with_config`], `resume` given `args`.
+    pub fn start_then_resume_with(
+        &self,
+        workflow: &Path,
+        config: &str,
+        args: &[&str],
+    ) -> (Option<i32>, serde_json::Value, Output) {
+        let runs = || -> std::collections::BTreeSet<String> {
+            std::fs::read_dir(self.path().join(".tnh/run"))
+                .map(|entries| {
+                    entries
+                        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let before = runs();
+        self.run_killed_at(workflow, 1);
+        let run_id = runs()
+            .difference(&before)
+            .next()
+            .cloned()
+            .expect("the run was started");
+        self.repo.write(".tnh/config.yaml", config);
+        let output = conductor()
+            .arg("--repo")
+            .arg(self.path())
+            .args(["--color", "never", "resume", &run_id])
+            .args(args)
+            .output()
+            .unwrap();
+        let json = serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null);
+        (output.status.code(), json, output)
+    }
+
     /// `run --json WORKFLOW ARGS…` and its JSON result (exit code included).
     pub fn run(&self, workflow: &Path, args: &[&str]) -> (Option<i32>, serde_json::Value, Output) {
         let output = conductor()

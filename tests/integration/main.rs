@@ -46,6 +46,7 @@ mod resume_evidence;
 mod resume_orphans;
 mod resume_report;
 mod run_end;
+mod run_checks;
 mod run_listing;
 mod runner_api;
 mod runner_fakes;

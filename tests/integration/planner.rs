@@ -781,8 +781,14 @@ fn killer_planner(dir: &Path, kind: &str) -> (String, std::path::PathBuf) {
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\ncat > /dev/null\nif [ ! -e \"{pid}\" ]; then\n  echo $$ > \"{pid}.tmp\" && mv \"{pid}.tmp\" \"{pid}\"\n  kill -9 $PPID\n  exec sleep 600\nfi\n{reply}\n",
-            pid = pid_file.display()
+            "#!/bin/sh\n{version}cat > /dev/null\nif [ ! -e \"{pid}\" ]; then\n  echo $$ > \"{pid}.tmp\" && mv \"{pid}.tmp\" \"{pid}\"\n  kill -9 $PPID\n  exec sleep 600\nfi\n{reply}\n",
+            pid = pid_file.display(),
+            // The checks before a run ask a Claude or Codex CLI its version.
+            version = match kind {
+                "claude" => "[ \"$1\" = --version ] && echo '2.1.332 (Claude Code)' && exit 0\n",
+                "codex" => "[ \"$1\" = --version ] && echo 'codex-cli 0.171.0' && exit 0\n",
+                _ => "",
+            }
         ),
     )
     .unwrap();

@@ -503,16 +503,25 @@ fn a_gate_decision_checks_the_edited_workflow_against_the_run_before_deciding() 
 #[test]
 fn resume_after_an_agent_that_could_not_start_takes_no_operator_change_for_the_agents() {
     let repo = RunRepo::new();
+    let agent = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/agents/scripted.py");
     repo.repo.write(
         ".tnh/config.yaml",
-        "agents:\n  broken:\n    kind: command\n    argv: [/nonexistent/agent.sh]\n",
+        &format!(
+            "agents:\n  broken:\n    kind: command\n    argv: [python3, \"{}\"]\n",
+            agent.display()
+        ),
     );
-    repo.repo.commit_all("a broken agent profile");
+    repo.repo.commit_all("an agent profile");
     let workflow = repo.workflow_text(
         "broken.yaml",
         "workflow_id: broken\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: broken\n    prompt: do it\n    routes:\n      \"*\": STOP\n",
     );
-    repo.conductor_exits(&["run", workflow.to_str().unwrap()], 4);
+    // The profile breaks after the run started (`run` refuses a missing program up front).
+    let (code, _, output) = repo.start_then_resume_with_config(
+        &workflow,
+        "agents:\n  broken:\n    kind: command\n    argv: [/nonexistent/agent.sh]\n",
+    );
+    assert_eq!(code, Some(4), "{}", stderr_text(&output));
     let run_id = repo.only_run_id();
     assert_eq!(
         repo.json(&run_id, "status.json")["lifecycle_state"],
@@ -527,7 +536,6 @@ fn resume_after_an_agent_that_could_not_start_takes_no_operator_change_for_the_a
     );
     // The operator fixes the profile and commits it on their (protected) branch, and goes on
     // working in their checkout.
-    let agent = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/agents/scripted.py");
     repo.repo.write(
         ".tnh/config.yaml",
         &format!(

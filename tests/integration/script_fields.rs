@@ -198,7 +198,8 @@ fn a_nul_byte_in_a_computed_validator_env_value_or_argument_is_an_error_at_the_e
             failed["error"].as_str().unwrap().ends_with(message),
             "{name}: {failed}"
         );
-        assert_ne!(failed["resumable"], true, "{name}: {failed}");
+        // The workflow is at fault: once it is fixed, `resume` evaluates the field again.
+        assert_eq!(failed["resumable"], true, "{name}: {failed}");
         assert!(!failed.to_string().contains("unshare"), "{name}: {failed}");
     }
 }

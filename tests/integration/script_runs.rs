@@ -219,7 +219,7 @@ fn a_script_errors_step_failed_event_names_the_file_line_and_column() {
     let repo = RunRepo::new();
     let workflow = repo.workflow_text(
         "located.yaml",
-        "workflow_id: located\nversion: 1\ndescription: d\nentry_step: done\nsteps:\n  - id: done\n    opcode: STOP\n    reason: \"${{ 1 + nothing() }}\"\n",
+        "workflow_id: located\nversion: 1\ndescription: d\nentry_step: done\nsteps:\n  - id: done\n    opcode: STOP\n    reason: \"${{ 1 + #{}.absent }}\"\n",
     );
     let (code, result, output) = repo.run(&workflow, &[]);
     assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));

@@ -293,23 +293,36 @@ fn refused_oversized_and_ill_typed_artifacts_are_recorded() {
 }
 
 /// A validator that is neither configured nor detectable (no Cargo.toml, package.json or
-/// Python project) is a misconfiguration, not a failing check: no validator of the step runs,
-/// the report says `not_configured`, and the run ends (exit 4) naming the validator and how to
-/// configure it — the fix loop that follows the step is never entered.
+/// Python project) is a misconfiguration, not a failing check: `run` refuses it before it
+/// starts, and a step that meets one (the configuration changed since the run started) runs no
+/// validator, the report says `not_configured`, and the run stops (exit 4) naming the validator
+/// and how to configure it — the fix loop that follows the step is never entered.
 #[test]
 fn a_validator_neither_configured_nor_detectable_stops_the_run_instead_of_failing_a_check() {
     let repo = RunRepo::new();
     let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
-    repo.repo.write(
-        ".tnh/config.yaml",
-        &format!("{config}validators:\n  ok: {{argv: [sh, -c, \"exit 0\"]}}\n"),
-    );
+    let without_lint = format!("{config}validators:\n  ok: {{argv: [sh, -c, \"exit 0\"]}}\n");
+    repo.repo.write(".tnh/config.yaml", &without_lint);
     let workflow = repo.workflow_text(
         "unconfigured.yaml",
         "workflow_id: unconfigured\nversion: 1\ndescription: d\nentry_step: check\nsteps:\n  - id: check\n    opcode: RUN_VALIDATION\n    run: [ok, lint]\n    routes:\n      completed: STOP\n      \"*\": fix\n  - id: fix\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: \"SAY fixed\"\n    routes:\n      \"*\": check\n",
     );
 
-    let (code, result, output) = repo.run(&workflow, &[]);
+    let refused = repo.conductor_exits(&["run", workflow.to_str().unwrap()], 2);
+    assert!(
+        stderr_text(&refused).contains("validator `lint` is not configured and cannot be detected"),
+        "{}",
+        stderr_text(&refused)
+    );
+    assert!(
+        !repo.path().join(".tnh/run").exists(),
+        "nothing was started"
+    );
+    repo.repo.write(
+        ".tnh/config.yaml",
+        &format!("{without_lint}  lint: {{argv: [sh, -c, \"exit 0\"]}}\n"),
+    );
+    let (code, result, output) = repo.start_then_resume_with_config(&workflow, &without_lint);
 
     assert_eq!(code, Some(4), "{result}{}", stderr_text(&output));
     let detail = result["detail"].as_str().unwrap();

@@ -579,12 +579,17 @@ steps:
 /// Review 1 §1, the rest of it: when a validator cannot be run after another one ran (here a
 /// program found nowhere), what the first one did is still recorded — its result, the capture,
 /// the policy check with its violation, the visit's manifest — and the step stops resumable.
+/// (`run` refuses a program found nowhere before it starts: here the configuration names it
+/// after the run started.)
 #[test]
 fn a_validator_that_cannot_run_after_another_ran_keeps_the_first_ones_evidence_and_violation() {
     let repo = repo_with_two_validators(
         "echo forbidden > outside.txt; echo first-validator-output",
-        "[\"no-such-validator-program-xyz\"]",
+        "[\"true\"]",
     );
+    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml"))
+        .unwrap()
+        .replace("[\"true\"]", "[\"no-such-validator-program-xyz\"]");
     let workflow = repo.workflow_text(
         "spawn_fail.yaml",
         r#"workflow_id: spawn_fail
@@ -600,7 +605,7 @@ steps:
     routes: {"*": STOP}
 "#,
     );
-    let (code, result, output) = repo.run(&workflow, &[]);
+    let (code, result, output) = repo.start_then_resume_with_config(&workflow, &config);
     assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
     let run_id = result["run_id"].as_str().unwrap();
     let events = repo.events(run_id);

@@ -184,13 +184,18 @@ fn a_configured_validator_that_cannot_start_is_named_as_a_validator() {
     let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
     repo.repo.write(
         ".tnh/config.yaml",
-        &format!("{config}validators:\n  lint: {{argv: [tnh-no-such-linter]}}\n"),
+        &format!("{config}validators:\n  lint: {{argv: [sh, -c, \"exit 0\"]}}\n"),
     );
     let file = repo.workflow_text(
         "lint.yaml",
         "workflow_id: lint\nversion: 1\ndescription: d\nentry_step: check\nsteps:\n  - id: check\n    opcode: RUN_VALIDATION\n    run: [lint]\n    routes:\n      \"*\": STOP\n",
     );
-    let (code, result, output) = repo.run(&file, &[]);
+    // `run` refuses a missing program before it starts; one configured after it started is
+    // met by the step.
+    let (code, result, output) = repo.start_then_resume_with_config(
+        &file,
+        &format!("{config}validators:\n  lint: {{argv: [tnh-no-such-linter]}}\n"),
+    );
     assert_eq!(code, Some(4), "{result}\n{}", stderr_text(&output));
     let run_id = result["run_id"].as_str().unwrap();
     let failed = first_event(&repo.events(run_id), "step_failed").clone();
