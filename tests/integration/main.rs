@@ -36,6 +36,8 @@ mod policy_commits;
 mod prompt_limits;
 mod prompts;
 mod properties;
+mod real_agents;
+mod real_agents_support;
 mod reliability;
 mod repo_resolution;
 mod resume_damage;

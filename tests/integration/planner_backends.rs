@@ -181,8 +181,11 @@ fn the_http_backend_reads_a_decision_and_survives_malformed_json_a_500_and_a_han
     assert_eq!(body["response_format"]["type"], "json_schema");
     assert_eq!(
         body["response_format"]["json_schema"]["schema"]["title"],
-        "Decision"
+        "PlannerAnswer"
     );
+    // OpenAI structured outputs: strict, and no `$schema` the model API would not know.
+    assert_eq!(body["response_format"]["json_schema"]["strict"], true);
+    assert!(body["response_format"]["json_schema"]["schema"]["$schema"].is_null());
     let prompt = body["messages"][1]["content"].as_str().unwrap();
     assert!(prompt.starts_with("Judge the implementation."), "{prompt}");
     assert!(
