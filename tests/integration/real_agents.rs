@@ -20,7 +20,7 @@ fn edit_script() -> serde_json::Value {
     ]})
 }
 
-/// Runs the one-step agent workflow and returns the repository, the run id and the step's
+/// Runs the one-step agent workflow with the CLI named in the profile's `binary` and returns the repository, the run id and the step's
 /// runner metadata, asserting the step's outcome.
 fn run_agent(
     cli: Cli,
@@ -297,4 +297,132 @@ fn real_codex_given_a_cut_stream_ends_as_a_failed_turn() {
     let cause = metadata["cause"].as_str().unwrap();
     assert!(cause.starts_with("turn_failed"), "{cause}");
     assert!(cause.contains("stream disconnected"), "{cause}");
+}
+
+#[test]
+fn real_gemini_edits_the_worktree_with_its_write_file_tool() {
+    let Some((repo, run_id, metadata)) =
+        run_agent(Cli::Gemini, edit_script(), "", "timeout: 120s", "completed")
+    else {
+        return;
+    };
+    assert_completed_edit(&repo, &run_id, &metadata);
+    assert_eq!(metadata["kind"], "gemini");
+    assert_eq!(
+        metadata["turns"], 2,
+        "a tool call, then the answer: {metadata:#}"
+    );
+    assert!(metadata["session_id"].is_string(), "{metadata:#}");
+    let argv: Vec<&str> = metadata["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    assert!(
+        argv.windows(2)
+            .any(|pair| pair == ["--approval-mode", "auto_edit"]),
+        "{argv:?}"
+    );
+    let transcript = std::fs::read_to_string(
+        repo.repo
+            .run_dir(&run_id)
+            .join("artifacts/work/1/transcript.md"),
+    )
+    .unwrap();
+    assert!(
+        transcript.contains("**tool call** `write_file`"),
+        "{transcript}"
+    );
+}
+
+#[test]
+fn real_gemini_named_by_tnh_gemini_bin_refused_with_401_is_an_authentication_failure() {
+    let Some(binary) = real_cli(Cli::Gemini) else {
+        return;
+    };
+    let repo = AgentRepo::new(
+        Cli::Gemini,
+        binary.clone(),
+        json!({"mode": "unauthorized"}),
+        "",
+    );
+    // The profile names a program that does not exist: the variable wins.
+    let config = repo.repo.path().join(".tnh/config.yaml");
+    let text = std::fs::read_to_string(&config).unwrap().replacen(
+        &binary.display().to_string(),
+        "/nonexistent/gemini",
+        1,
+    );
+    std::fs::write(&config, text).unwrap();
+    let workflow = repo
+        .repo
+        .workflow_text("real.yaml", &agent_workflow("timeout: 60s"));
+    let (_, result, output) = repo.run_with(&workflow, &[("TNH_GEMINI_BIN", &binary)]);
+    let run_id = result["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", crate::support::stderr_text(&output)));
+    let metadata = repo
+        .repo
+        .json(run_id, "artifacts/work/1/runner_metadata.json");
+    assert_eq!(metadata["outcome"], "error", "{metadata:#}");
+    let cause = metadata["cause"].as_str().unwrap();
+    assert!(cause.starts_with("authentication_failed"), "{cause}");
+    assert!(repo.server.posts() >= 1);
+    repo.assert_no_process_left();
+}
+
+#[test]
+fn real_gemini_facing_a_server_that_never_answers_is_killed_idle() {
+    let Some((repo, _, metadata)) = run_agent(
+        Cli::Gemini,
+        json!({"mode": "hang"}),
+        "",
+        // Its start-up alone takes seconds on a loaded machine, and prints nothing.
+        "timeout: 60s, idle_timeout: 15s",
+        "killed_idle",
+    ) else {
+        return;
+    };
+    assert!(repo.server.posts() >= 1);
+    assert!(
+        metadata["cause"]
+            .as_str()
+            .unwrap()
+            .starts_with("idle_timeout"),
+        "{metadata:#}"
+    );
+}
+
+/// The CLI's own turn limit (`maxSessionTurns` in its settings) ends the loop: exit 53.
+#[test]
+fn real_gemini_in_an_endless_tool_loop_is_stopped_by_its_turn_limit() {
+    let Some((repo, _, metadata)) = run_agent(
+        Cli::Gemini,
+        json!({"mode": "loop"}),
+        "",
+        "timeout: 60s",
+        "error",
+    ) else {
+        return;
+    };
+    assert!(repo.server.posts() >= 3, "the loop went round");
+    assert_eq!(metadata["exit_code"], 53, "{metadata:#}");
+    let cause = metadata["cause"].as_str().unwrap();
+    assert!(cause.starts_with("agent_error (turn_limit)"), "{cause}");
+}
+
+#[test]
+fn real_gemini_given_a_cut_stream_ends_as_an_error() {
+    let Some((_, _, metadata)) = run_agent(
+        Cli::Gemini,
+        json!({"mode": "cut"}),
+        "",
+        "timeout: 60s",
+        "error",
+    ) else {
+        return;
+    };
+    let cause = metadata["cause"].as_str().unwrap();
+    assert!(cause.contains("Incomplete JSON"), "{cause}");
 }

@@ -149,19 +149,28 @@ impl AgentRepo {
         let repo = RunRepo::new();
         let home = tempfile::tempdir().unwrap();
         let (kind_keys, planner_keys) = profile_keys(cli, server.port);
-        let config = format!(
-            "agents:\n  agent:\n    kind: {kind}\n    binary: \"{binary}\"\n{kind_keys}{extra_agent_keys}planners:\n  judge:\n    kind: {kind}\n    binary: \"{binary}\"\n    timeout: 60s\n{planner_keys}",
+        let mut config = format!(
+            "agents:\n  agent:\n    kind: {kind}\n    binary: \"{binary}\"\n{kind_keys}{extra_agent_keys}",
             kind = cli.program(),
             binary = binary.display(),
         );
+        // The Gemini CLI has no structured-output mode, so it is no planner kind.
+        if cli != Cli::Gemini {
+            config.push_str(&format!(
+                "planners:\n  judge:\n    kind: {kind}\n    binary: \"{binary}\"\n    timeout: 60s\n{planner_keys}",
+                kind = cli.program(),
+                binary = binary.display(),
+            ));
+        }
         repo.repo.write(".tnh/config.yaml", &config);
         if cli == Cli::Gemini {
             // The Gemini CLI reads its auth method from its settings.
             let settings = home.path().join(".gemini");
             std::fs::create_dir_all(&settings).unwrap();
+            // Its turn limit is a setting too (no flag): 3, for the endless tool loop.
             std::fs::write(
                 settings.join("settings.json"),
-                r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+                r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"model":{"maxSessionTurns":3}}"#,
             )
             .unwrap();
         }
@@ -178,6 +187,15 @@ impl AgentRepo {
     /// `run --json WORKFLOW` with the CLIs' environment: the server's address, fake keys,
     /// side traffic off, the empty HOME.
     pub fn run(&self, workflow: &Path) -> (Option<i32>, serde_json::Value, Output) {
+        self.run_with(workflow, &[])
+    }
+
+    /// `run` with more variables (a `TNH_*_BIN`), set after the usual ones.
+    pub fn run_with(
+        &self,
+        workflow: &Path,
+        variables: &[(&str, &Path)],
+    ) -> (Option<i32>, serde_json::Value, Output) {
         let mut command = conductor();
         command
             .arg("--repo")
@@ -190,6 +208,9 @@ impl AgentRepo {
         }
         for name in ["TNH_CLAUDE_BIN", "TNH_CODEX_BIN", "TNH_GEMINI_BIN"] {
             command.env_remove(name);
+        }
+        for (name, value) in variables {
+            command.env(name, value);
         }
         let output = command.output().unwrap();
         let json = serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null);
@@ -252,7 +273,6 @@ fn cli_environment(port: u16) -> Vec<(&'static str, String)> {
         ("CODEX_API_KEY", "sk-test".into()),
         ("GEMINI_API_KEY", "gemini-test".into()),
         ("GOOGLE_GEMINI_BASE_URL", base),
-        ("GEMINI_CLI_TRUST_WORKSPACE", "true".into()),
     ]
 }
 
@@ -273,7 +293,8 @@ fn profile_keys(cli: Cli, port: u16) -> (String, String) {
             (keys.clone(), keys)
         }
         Cli::Gemini => {
-            let keys = "    pass_env: [GEMINI_API_KEY, GOOGLE_GEMINI_BASE_URL, GEMINI_CLI_TRUST_WORKSPACE]\n";
+            // No GEMINI_CLI_TRUST_WORKSPACE: the adapter answers the trust question itself.
+            let keys = "    pass_env: [GEMINI_API_KEY, GOOGLE_GEMINI_BASE_URL]\n";
             (keys.to_owned(), keys.to_owned())
         }
     }
