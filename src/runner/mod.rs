@@ -21,6 +21,7 @@ mod state;
 pub mod supervisor;
 mod sweep;
 pub mod transcript;
+pub mod versions;
 
 pub use adapters::{AgentRun, StepRequest, run_agent};
 pub use artifacts::{ArtifactRecord, RunnerMetadata, runner_metadata_schema};

@@ -338,7 +338,9 @@ fn the_claude_planner_sends_the_rendered_prompt_and_the_schema_and_reads_structu
     );
     let schema_at = argv.iter().position(|arg| *arg == "--json-schema").unwrap();
     let schema: serde_json::Value = serde_json::from_str(argv[schema_at + 1]).unwrap();
-    assert_eq!(schema["title"], "Decision");
+    assert_eq!(schema["title"], "PlannerAnswer");
+    // The real CLI refuses a schema declaring the draft 2020-12 meta-schema.
+    assert!(schema["$schema"].is_null(), "{schema}");
     let prompt = received[0]["prompt"].as_str().unwrap();
     assert!(
         prompt.contains(&format!("Evaluate the implementation of run `{run_id}`")),
