@@ -200,7 +200,7 @@ fn real_claude_facing_a_server_that_never_answers_is_killed_idle() {
         Cli::Claude,
         json!({"mode": "hang"}),
         "",
-        "timeout: 60s, idle_timeout: 3s",
+        "timeout: 60s, idle_timeout: 8s",
         "killed_idle",
     ) else {
         return;
@@ -221,7 +221,7 @@ fn real_codex_facing_a_server_that_never_answers_is_killed_idle() {
         Cli::Codex,
         json!({"mode": "hang"}),
         CODEX_MODEL,
-        "timeout: 60s, idle_timeout: 3s",
+        "timeout: 60s, idle_timeout: 8s",
         "killed_idle",
     ) else {
         return;
@@ -379,7 +379,7 @@ fn real_gemini_facing_a_server_that_never_answers_is_killed_idle() {
         json!({"mode": "hang"}),
         "",
         // Its start-up alone takes seconds on a loaded machine, and prints nothing.
-        "timeout: 60s, idle_timeout: 15s",
+        "timeout: 60s, idle_timeout: 20s",
         "killed_idle",
     ) else {
         return;

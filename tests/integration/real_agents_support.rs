@@ -6,6 +6,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
 
 use crate::kernel_support::RunRepo;
 use crate::support::{conductor, fixture};
@@ -127,6 +128,11 @@ pub fn real_cli(cli: Cli) -> Option<PathBuf> {
     None
 }
 
+/// One real CLI at a time: each is a heavy process (Node, a 400 MB binary), and several at once
+/// on two cores slowed their start-up past the short idle limits these tests use, and the
+/// timing of the other tests running beside them.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 /// A repository whose `.tnh/config.yaml` has an agent profile `agent` and a planner profile
 /// `judge` of one CLI pointed at a model server, with an empty HOME of its own.
 pub struct AgentRepo {
@@ -135,6 +141,7 @@ pub struct AgentRepo {
     pub server: ModelServer,
     pub cli: Cli,
     pub binary: PathBuf,
+    _turn: MutexGuard<'static, ()>,
 }
 
 impl AgentRepo {
@@ -145,6 +152,10 @@ impl AgentRepo {
         script: serde_json::Value,
         extra_agent_keys: &str,
     ) -> Self {
+        // A test that failed holding the lock poisons it; the next one may still run.
+        let turn = ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let server = ModelServer::start(script);
         let repo = RunRepo::new();
         let home = tempfile::tempdir().unwrap();
@@ -181,6 +192,7 @@ impl AgentRepo {
             server,
             cli,
             binary,
+            _turn: turn,
         }
     }
 
