@@ -595,9 +595,9 @@ mod tests {
                 .starts_with("c.yaml:4:15: agent profile `c` is invalid: `pass_env`: invalid type"),
             "{wrong_type}"
         );
-        let kind = parse("agents:\n  c: {kind: gemini}\n");
+        let kind = parse("agents:\n  c: {kind: gemeni}\n");
         assert!(
-            kind.starts_with("c.yaml:2:13: agent profile `c` is invalid: `kind` must be one of `command`, `claude`, `codex`, found `gemini`"),
+            kind.starts_with("c.yaml:2:13: agent profile `c` is invalid: `kind` must be one of `command`, `claude`, `codex`, `gemini`, found `gemeni`"),
             "{kind}"
         );
         let no_kind = parse("agents:\n  c: {model: m}\n");
@@ -629,11 +629,11 @@ mod tests {
             ),
             (
                 "agents:\n  cl: {kind: claude, sandbox: read-only}\n",
-                "c.yaml:2:22: agent profile `cl` is invalid: `sandbox` does not apply to `kind: claude` (its adapter would ignore it); only `kind: codex` takes it",
+                "c.yaml:2:22: agent profile `cl` is invalid: `sandbox` does not apply to `kind: claude` (its adapter would ignore it); only `kind: codex` and `kind: gemini` take it",
             ),
             (
                 "agents:\n  cmd: {kind: command, argv: [sh], model: m}\n",
-                "c.yaml:2:36: agent profile `cmd` is invalid: `model` does not apply to `kind: command` (its adapter would ignore it); only `kind: claude` and `kind: codex` take it",
+                "c.yaml:2:36: agent profile `cmd` is invalid: `model` does not apply to `kind: command` (its adapter would ignore it); only `kind: claude`, `kind: codex` and `kind: gemini` take it",
             ),
             (
                 "agents:\n  cl: {kind: claude, argv: [x]}\n",

@@ -7,6 +7,7 @@ pub mod artifacts;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod doctor;
 pub mod error;
 pub mod ids;
 pub mod kernel;

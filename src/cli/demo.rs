@@ -183,6 +183,11 @@ const INIT_CONFIG: &str = r#"# tnh-conductor configuration (README, "Configuring
 #     model: gpt-5
 #     sandbox: workspace-write
 #     pass_env: [CODEX_API_KEY]
+#   gemini:
+#     kind: gemini
+#     model: gemini-2.5-pro
+#     approval_mode: auto_edit  # the Gemini CLI reads its auth type from ~/.gemini/settings.json
+#     pass_env: [GEMINI_API_KEY]
 #   scripted:
 #     kind: command            # the prompt arrives on stdin
 #     argv: ["./my-agent.sh"]  # a relative program path is this repository's (committed or not)
@@ -287,7 +292,7 @@ mod tests {
             .unwrap_or_else(|error| panic!("{error}\n{uncommented}"));
         assert_eq!(
             config.agents.keys().collect::<Vec<_>>(),
-            ["claude-code", "codex", "scripted"]
+            ["claude-code", "codex", "gemini", "scripted"]
         );
         assert_eq!(
             config.validators.keys().collect::<Vec<_>>(),

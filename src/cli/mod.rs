@@ -3,6 +3,7 @@
 
 mod completions;
 mod demo;
+mod doctor;
 mod gate;
 mod graph;
 mod journal;
@@ -104,6 +105,9 @@ pub enum Command {
     Planner(stub::PlannerCommand),
     /// Print a JSON Schema of a document or artifact format.
     Schema(schema::SchemaArgs),
+    /// Check what a run here needs: git, agent and planner CLIs and their versions, the
+    /// environment keys they pass, validators, the configuration, `.tnh/`, free disk.
+    Doctor(doctor::DoctorArgs),
     /// Print shell completions.
     Completions(completions::CompletionsArgs),
 }
@@ -114,6 +118,7 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
     match &cli.command {
         Command::Validate(args) => validate::cmd_validate(&cli, args, output),
         Command::Schema(args) => schema::cmd_schema(args, output),
+        Command::Doctor(args) => doctor::cmd_doctor(&cli, args, output),
         Command::Graph(args) => graph::cmd_graph(&cli, args, output),
         Command::Completions(args) => completions::cmd_completions(args, output),
         Command::Init(args) => demo::cmd_init(&cli, args.force, output),

@@ -74,6 +74,8 @@ pub enum SchemaName {
     TnhContext,
     /// The output of `tnh test|lint|typecheck --json`.
     TnhCheck,
+    /// The output of `doctor --json`.
+    Doctor,
 }
 
 /// The schema of `name`, when this release publishes it.
@@ -91,6 +93,7 @@ pub fn schema_of(name: SchemaName) -> Option<serde_json::Value> {
         SchemaName::HarnessReport => Some(crate::artifacts::harness_report_schema()),
         SchemaName::PlannerInput => Some(crate::planner::input_schema()),
         SchemaName::PlannerDecision => Some(crate::planner::decision_schema()),
+        SchemaName::Doctor => Some(crate::doctor::doctor_schema()),
         SchemaName::RunnerMetadata => Some(crate::runner::runner_metadata_schema()),
         SchemaName::ValidationReport => Some(crate::artifacts::validation_report_schema()),
         SchemaName::GateRequest => Some(crate::artifacts::gate_request_schema()),

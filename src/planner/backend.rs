@@ -806,8 +806,9 @@ fn model_prompt(request: &Request<'_>) -> String {
     )
 }
 
+/// What the CLIs are given as their structured-output schema (see `answer_schema`).
 fn schema_text() -> String {
-    serde_json::to_string(&super::decision_schema()).unwrap_or_default()
+    super::answer_schema::answer_schema_text()
 }
 
 fn ask_claude(
@@ -1103,7 +1104,11 @@ fn ask_http(
         ],
         "response_format": {
             "type": "json_schema",
-            "json_schema": { "name": "planner_decision", "schema": super::decision_schema() },
+            "json_schema": {
+                "name": "planner_decision",
+                "strict": true,
+                "schema": super::answer_schema::answer_schema(),
+            },
         },
     });
     let host = crate::runner::HostEnv::from_process();

@@ -5,6 +5,7 @@
 //! lower it: whatever a model answers, a policy violation stays `unsafe` and proposed goldens
 //! stay `needs_human`.
 
+pub mod answer_schema;
 pub mod backend;
 pub mod guard;
 pub mod rules;

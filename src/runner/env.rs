@@ -86,6 +86,14 @@ impl HostEnv {
         self.variables.get(name).map(String::as_str)
     }
 
+    /// Every variable, as name and value pairs.
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        self.variables
+            .iter()
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect()
+    }
+
     /// This environment with `folder` put first on agents' `PATH` (tests, embedding; see
     /// [`tnh_folder`]).
     #[must_use]

@@ -93,7 +93,7 @@ impl RunnerError {
                 && reason.contains("resolved against the repository root") =>
             {
                 Some(format!(
-                    "create `{program}`, or correct the path in .tnh/config.yaml (or TNH_CLAUDE_BIN / TNH_CODEX_BIN); a relative program path is resolved against the repository root (the folder holding `.tnh/`), not the run's worktree, so an uncommitted script there is found; in a run, `tnh-conductor resume RUN_ID` then runs the step again"
+                    "create `{program}`, or correct the path in .tnh/config.yaml (or TNH_CLAUDE_BIN / TNH_CODEX_BIN / TNH_GEMINI_BIN); a relative program path is resolved against the repository root (the folder holding `.tnh/`), not the run's worktree, so an uncommitted script there is found; in a run, `tnh-conductor resume RUN_ID` then runs the step again"
                 ))
             }
             RunnerError::Spawn {
@@ -101,7 +101,7 @@ impl RunnerError {
                 program,
                 ..
             } => Some(format!(
-                "install `{program}` or point the profile (or TNH_CLAUDE_BIN / TNH_CODEX_BIN) at it; in a run, `tnh-conductor resume RUN_ID` then runs the step again"
+                "install `{program}` or point the profile (or TNH_CLAUDE_BIN / TNH_CODEX_BIN / TNH_GEMINI_BIN) at it; in a run, `tnh-conductor resume RUN_ID` then runs the step again"
             )),
             RunnerError::Spawn {
                 kind: ProcessKind::Validator,

@@ -3,8 +3,8 @@
 //!
 //! The [`supervisor`] runs one process per step and decides its mechanical outcome
 //! (`completed`, `error`, `killed_timeout`, `killed_idle`, `killed_policy`); the
-//! [`adapters`] know how to invoke Claude Code, Codex or any command and how to read their
-//! output. This layer judges nothing beyond the mechanical outcome (DESIGN §2).
+//! [`adapters`] know how to invoke Claude Code, Codex, the Gemini CLI or any command and how
+//! to read their output. This layer judges nothing beyond the mechanical outcome (DESIGN §2).
 
 pub mod adapters;
 pub mod artifacts;
@@ -22,6 +22,7 @@ mod state;
 pub mod supervisor;
 mod sweep;
 pub mod transcript;
+pub mod versions;
 
 pub use adapters::{AgentRun, StepRequest, run_agent};
 pub use artifacts::{ArtifactRecord, RunnerMetadata, runner_metadata_schema};

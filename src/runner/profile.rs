@@ -22,11 +22,18 @@ pub enum AgentKind {
     Claude,
     /// Codex: `codex exec --json`.
     Codex,
+    /// Gemini CLI: `gemini -p "" --output-format stream-json`.
+    Gemini,
 }
 
 impl AgentKind {
     /// Every kind, in the order the docs list them.
-    pub const ALL: [AgentKind; 3] = [AgentKind::Command, AgentKind::Claude, AgentKind::Codex];
+    pub const ALL: [AgentKind; 4] = [
+        AgentKind::Command,
+        AgentKind::Claude,
+        AgentKind::Codex,
+        AgentKind::Gemini,
+    ];
 
     /// The name written in a profile (`kind: command`).
     pub fn name(self) -> &'static str {
@@ -34,6 +41,7 @@ impl AgentKind {
             AgentKind::Command => "command",
             AgentKind::Claude => "claude",
             AgentKind::Codex => "codex",
+            AgentKind::Gemini => "gemini",
         }
     }
 }
@@ -44,19 +52,23 @@ impl AgentKind {
 pub const PROFILE_KEYS: &[(&str, &[AgentKind])] = &[
     ("kind", &AgentKind::ALL),
     ("argv", &[AgentKind::Command]),
-    ("binary", &[AgentKind::Claude, AgentKind::Codex]),
-    ("model", &[AgentKind::Claude, AgentKind::Codex]),
+    ("binary", CLI_KINDS),
+    ("model", CLI_KINDS),
     ("permission_mode", &[AgentKind::Claude]),
+    ("approval_mode", &[AgentKind::Gemini]),
     ("allowed_tools", &[AgentKind::Claude]),
     ("disallowed_tools", &[AgentKind::Claude]),
-    ("sandbox", &[AgentKind::Codex]),
+    ("sandbox", &[AgentKind::Codex, AgentKind::Gemini]),
     ("config", &[AgentKind::Codex]),
-    ("add_dirs", &[AgentKind::Claude, AgentKind::Codex]),
+    ("add_dirs", CLI_KINDS),
     ("append_system_prompt", &[AgentKind::Claude]),
     ("pass_env", &AgentKind::ALL),
     ("extra_args", &AgentKind::ALL),
     ("max_output_mib", &AgentKind::ALL),
 ];
+
+/// The kinds that drive a model CLI.
+const CLI_KINDS: &[AgentKind] = &[AgentKind::Claude, AgentKind::Codex, AgentKind::Gemini];
 
 /// The kinds that read profile key `key`; `None` for a key profiles do not have.
 pub fn kinds_taking(key: &str) -> Option<&'static [AgentKind]> {
@@ -72,11 +84,14 @@ pub fn key_refused_for(key: &str, kind: AgentKind) -> Option<String> {
     if kinds.contains(&kind) {
         return None;
     }
-    let takers = kinds
+    let names: Vec<String> = kinds
         .iter()
         .map(|kind| format!("`kind: {}`", kind.name()))
-        .collect::<Vec<_>>()
-        .join(" and ");
+        .collect();
+    let takers = match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.join(""),
+    };
     let advice = match (key, kind) {
         ("argv", _) => "; use `binary` to change the program",
         ("binary", AgentKind::Command) => {
@@ -100,8 +115,8 @@ pub struct AgentProfile {
     /// `command`: the program and its arguments (required). Not used by other kinds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub argv: Vec<String>,
-    /// `claude`/`codex`: the binary to run instead of `claude`/`codex` (TNH_CLAUDE_BIN and
-    /// TNH_CODEX_BIN still win).
+    /// `claude`/`codex`/`gemini`: the binary to run instead of `claude`/`codex`/`gemini`
+    /// (TNH_CLAUDE_BIN, TNH_CODEX_BIN and TNH_GEMINI_BIN still win).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binary: Option<String>,
     /// The model (`--model` / `-m`).
@@ -110,19 +125,23 @@ pub struct AgentProfile {
     /// Claude `--permission-mode` (`acceptEdits`, `dontAsk`, `plan`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_mode: Option<String>,
+    /// Gemini `--approval-mode` (`default`, `auto_edit`, `yolo`, `plan`; default `auto_edit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_mode: Option<String>,
     /// Claude `--allowedTools`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_tools: Vec<String>,
     /// Claude `--disallowedTools`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disallowed_tools: Vec<String>,
-    /// Codex `--sandbox` (default `workspace-write`).
+    /// Codex `--sandbox` (default `workspace-write`); Gemini: `true` runs it with `--sandbox`
+    /// (the container tool is Gemini's `GEMINI_SANDBOX`), `false` (the default) without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
     /// Codex `-c key=value` pairs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub config: BTreeMap<String, ConfigValue>,
-    /// Extra directories the agent may use (`--add-dir`).
+    /// Extra directories the agent may use (`--add-dir`, Gemini `--include-directories`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub add_dirs: Vec<PathBuf>,
     /// Claude `--append-system-prompt`.
@@ -221,6 +240,7 @@ impl AgentProfile {
             binary: None,
             model: None,
             permission_mode: None,
+            approval_mode: None,
             allowed_tools: Vec::new(),
             disallowed_tools: Vec::new(),
             sandbox: None,
@@ -255,6 +275,7 @@ impl AgentProfile {
             ("binary", self.binary.is_some()),
             ("model", self.model.is_some()),
             ("permission_mode", self.permission_mode.is_some()),
+            ("approval_mode", self.approval_mode.is_some()),
             ("allowed_tools", !self.allowed_tools.is_empty()),
             ("disallowed_tools", !self.disallowed_tools.is_empty()),
             ("sandbox", self.sandbox.is_some()),
@@ -283,6 +304,14 @@ impl AgentProfile {
             return Err(refuse(
                 "`kind: command` needs a non-empty `argv`".to_owned(),
             ));
+        }
+        if self.kind == AgentKind::Gemini
+            && let Some(sandbox) = self.sandbox.as_deref()
+            && !matches!(sandbox, "true" | "false")
+        {
+            return Err(refuse(format!(
+                "a gemini profile's `sandbox` is `true` or `false`, not `{sandbox}` (the container tool is chosen by GEMINI_SANDBOX; pass it with `pass_env`)"
+            )));
         }
         match self
             .set_keys()

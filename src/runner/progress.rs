@@ -44,6 +44,8 @@ pub enum CaptureFormat {
     ClaudeStreamJson,
     /// Codex `exec --json`.
     CodexJson,
+    /// Gemini CLI `--output-format stream-json`.
+    GeminiStreamJson,
 }
 
 impl CaptureFormat {
@@ -61,6 +63,8 @@ impl CaptureFormat {
             _ if stream == Stream::Stderr => LineSignal::default(),
             CaptureFormat::ClaudeStreamJson => classify_claude(line),
             CaptureFormat::CodexJson => classify_codex(line),
+            // No retry noise of its own on stdout was seen: every line is progress.
+            CaptureFormat::GeminiStreamJson => classify_gemini(line),
         }
     }
 }
@@ -104,6 +108,14 @@ fn classify_claude(line: &[u8]) -> LineSignal {
             .and_then(Value::as_f64)
             .map(|cost| cost.max(0.0)),
         ..PROGRESS
+    }
+}
+
+fn classify_gemini(line: &[u8]) -> LineSignal {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        LineSignal::default()
+    } else {
+        PROGRESS
     }
 }
 

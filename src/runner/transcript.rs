@@ -124,6 +124,7 @@ fn render_line(format: CaptureFormat, line: &[u8]) -> String {
     match serde_json::from_slice::<Value>(line) {
         Ok(event) if event.is_object() => match format {
             CaptureFormat::CodexJson => render_codex(&event),
+            CaptureFormat::GeminiStreamJson => render_gemini(&event),
             _ => render_claude(&event),
         },
         _ if line.iter().all(u8::is_ascii_whitespace) => String::new(),
@@ -239,6 +240,47 @@ fn render_codex(event: &Value) -> String {
         ),
         ("turn.failed", _) => format!(
             "## Turn failed\n\n{}\n",
+            event
+                .pointer("/error/message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        ),
+        _ => String::new(),
+    }
+}
+
+fn render_gemini(event: &Value) -> String {
+    match (field(event, "type"), field(event, "role")) {
+        ("init", _) => format!(
+            "- *session started* (`{}`, model `{}`)\n",
+            field(event, "session_id"),
+            field(event, "model")
+        ),
+        // The model's text arrives in pieces (`delta`): each is shown as it came.
+        ("message", "assistant") => format!("**assistant:** {}\n\n", field(event, "content")),
+        ("message", _) => String::new(),
+        ("tool_use", _) => format!(
+            "**tool call** `{}`:\n\n{}\n\n",
+            field(event, "tool_name"),
+            fence(&excerpt(
+                &event.get("parameters").unwrap_or(&Value::Null).to_string()
+            ))
+        ),
+        ("tool_result", _) => {
+            let output = match event.get("output") {
+                Some(Value::String(text)) => fence(&excerpt(text)),
+                _ => String::new(),
+            };
+            format!(
+                "**tool result** (`{}`)\n\n{output}\n\n",
+                field(event, "status")
+            )
+        }
+        ("error", _) => format!("- *error:* {}\n", field(event, "message")),
+        ("result", _) => format!(
+            "## Result\n\n- status: `{}`, stats: `{}`\n\n{}\n",
+            field(event, "status"),
+            event.get("stats").unwrap_or(&Value::Null),
             event
                 .pointer("/error/message")
                 .and_then(Value::as_str)

@@ -30,7 +30,7 @@ fn a_profile_key_its_kind_would_ignore_is_refused_at_its_position() {
         ),
         (
             "agents:\n  cl: {kind: claude, sandbox: read-only}\n",
-            ".tnh/config.yaml:2:22: agent profile `cl` is invalid: `sandbox` does not apply to `kind: claude` (its adapter would ignore it); only `kind: codex` takes it",
+            ".tnh/config.yaml:2:22: agent profile `cl` is invalid: `sandbox` does not apply to `kind: claude` (its adapter would ignore it); only `kind: codex` and `kind: gemini` take it",
         ),
         (
             "agents:\n  cmd: {kind: command, argv: [sh], sandbox: read-only}\n",

@@ -181,8 +181,11 @@ fn the_http_backend_reads_a_decision_and_survives_malformed_json_a_500_and_a_han
     assert_eq!(body["response_format"]["type"], "json_schema");
     assert_eq!(
         body["response_format"]["json_schema"]["schema"]["title"],
-        "Decision"
+        "PlannerAnswer"
     );
+    // OpenAI structured outputs: strict, and no `$schema` the model API would not know.
+    assert_eq!(body["response_format"]["json_schema"]["strict"], true);
+    assert!(body["response_format"]["json_schema"]["schema"]["$schema"].is_null());
     let prompt = body["messages"][1]["content"].as_str().unwrap();
     assert!(prompt.starts_with("Judge the implementation."), "{prompt}");
     assert!(
@@ -335,7 +338,9 @@ fn the_claude_planner_sends_the_rendered_prompt_and_the_schema_and_reads_structu
     );
     let schema_at = argv.iter().position(|arg| *arg == "--json-schema").unwrap();
     let schema: serde_json::Value = serde_json::from_str(argv[schema_at + 1]).unwrap();
-    assert_eq!(schema["title"], "Decision");
+    assert_eq!(schema["title"], "PlannerAnswer");
+    // The real CLI refuses a schema declaring the draft 2020-12 meta-schema.
+    assert!(schema["$schema"].is_null(), "{schema}");
     let prompt = received[0]["prompt"].as_str().unwrap();
     assert!(
         prompt.contains(&format!("Evaluate the implementation of run `{run_id}`")),

@@ -1,12 +1,13 @@
 //! Running one agent step end to end: build the command for the profile's CLI, supervise it,
 //! read what it said, refine the mechanical outcome, and write the normalised artifacts.
 //!
-//! Each adapter ([`claude`], [`codex`], [`command`]) knows its CLI's argv and stream format;
+//! Each adapter ([`claude`], [`codex`], [`gemini`], [`command`]) knows its CLI's argv and stream format;
 //! this module holds the flow they share so every agent leaves the same evidence.
 
 pub mod claude;
 pub mod codex;
 pub mod command;
+pub mod gemini;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -126,6 +127,7 @@ pub async fn run_agent(
         AgentKind::Command => command::invocation(&request.profile),
         AgentKind::Claude => claude::invocation(request),
         AgentKind::Codex => codex::invocation(request, &step_dir),
+        AgentKind::Gemini => gemini::invocation(request),
     };
     let written = invocation.program.clone();
     invocation.program = resolve_program(&written, request.program_root.as_deref());
@@ -167,7 +169,8 @@ pub async fn run_agent(
         }
     };
     let evidence_tampering = check_step_folder(request, &step_dir, &real_folder, stdout_name)?;
-    let mut summary = match summarize(request.profile.kind, &step_dir, stdout_name) {
+    let exit_code = supervised.exit_code;
+    let mut summary = match summarize(request.profile.kind, &step_dir, stdout_name, exit_code) {
         Ok(summary) => summary,
         // The agent replaced its own capture (with a FIFO, a link): what it said is unknown.
         Err(error) if !evidence_tampering.is_empty() => StreamSummary {
@@ -331,7 +334,9 @@ fn not_started_for_budget(
 fn stdout_name(format: CaptureFormat) -> &'static str {
     match format {
         CaptureFormat::Text => names::STDOUT_TEXT,
-        CaptureFormat::ClaudeStreamJson | CaptureFormat::CodexJson => names::STDOUT_JSONL,
+        CaptureFormat::ClaudeStreamJson
+        | CaptureFormat::CodexJson
+        | CaptureFormat::GeminiStreamJson => names::STDOUT_JSONL,
     }
 }
 
@@ -339,6 +344,7 @@ fn summarize(
     kind: AgentKind,
     step_dir: &Path,
     stdout_name: &str,
+    exit_code: Option<i32>,
 ) -> Result<StreamSummary, RunnerError> {
     let stdout = step_dir.join(stdout_name);
     let read_error = |error| RunnerError::io("read", &stdout, error);
@@ -348,6 +354,7 @@ fn summarize(
         AgentKind::Codex => {
             codex::summarize(&stdout, &step_dir.join(names::FINAL_RESPONSE)).map_err(read_error)
         }
+        AgentKind::Gemini => gemini::summarize(&stdout, exit_code).map_err(read_error),
     }
 }
 
