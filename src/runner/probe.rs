@@ -14,13 +14,6 @@ use std::time::Duration;
 /// How long one probe may take.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The CLI versions the adapters were tested with, oldest and newest, per CLI (the captures
-/// the fake agents replay, and the real CLIs the adapters were last run against).
-pub const TESTED_VERSIONS: [(&str, &str, &str); 2] = [
-    ("claude", "2.1.329", "2.1.332"),
-    ("codex", "0.169.0", "0.171.0"),
-];
-
 /// Where `program` is found: a path (with a `/`) as given, a bare name on `PATH`. `None` when
 /// there is no executable file there.
 pub fn find_program(program: &str) -> Option<PathBuf> {
@@ -123,7 +116,7 @@ pub enum VersionCheck {
         /// What the CLI reported.
         found: String,
         /// The newest tested.
-        newest: &'static str,
+        newest: String,
     },
     /// Older than the oldest tested: its flags or output may differ from what the adapter
     /// sends and reads.
@@ -131,18 +124,19 @@ pub enum VersionCheck {
         /// What the CLI reported.
         found: String,
         /// The oldest tested.
-        oldest: &'static str,
+        oldest: String,
     },
     /// `--version` gave no version (it failed, timed out or printed none): said as a warning.
     Unknown(String),
 }
 
-/// Asks `program --version` (the CLI `cli`, `claude` or `codex`) and compares its answer with
-/// [`TESTED_VERSIONS`].
-pub fn check_version(cli: &str, program: &Path) -> VersionCheck {
-    let Some((_, oldest, newest)) = TESTED_VERSIONS.iter().find(|(name, ..)| *name == cli) else {
-        return VersionCheck::Unknown(format!("no tested versions are listed for `{cli}`"));
-    };
+/// Asks `program --version` (the CLI of agent kind `kind`) and compares its answer with the
+/// versions the adapters were tested with (tests/real-agents/versions, see
+/// [`super::versions`]).
+pub fn check_version(kind: super::profile::AgentKind, program: &Path) -> VersionCheck {
+    if super::versions::tested_version(kind).is_none() {
+        return VersionCheck::Unknown(format!("no tested versions are listed for `{kind:?}`"));
+    }
     let answer = match probe(program, &["--version"], None, PROBE_TIMEOUT) {
         Ok(answer) if answer.success => answer.output,
         Ok(answer) => {
@@ -150,13 +144,23 @@ pub fn check_version(cli: &str, program: &Path) -> VersionCheck {
         }
         Err(reason) => return VersionCheck::Unknown(format!("`--version`: {reason}")),
     };
-    let Some(found) = first_version(&answer) else {
+    let Some(found) = super::versions::Version::find_in(&answer) else {
         return VersionCheck::Unknown(format!(
             "`--version` printed no version: {}",
             short(&answer)
         ));
     };
-    compare_version(found, oldest, newest)
+    match super::versions::check_version(kind, &found) {
+        Some((super::versions::VersionCheck::Newer, tested)) => VersionCheck::Newer {
+            found: found.to_string(),
+            newest: tested.version.to_string(),
+        },
+        Some((super::versions::VersionCheck::Older, tested)) => VersionCheck::Older {
+            found: found.to_string(),
+            oldest: tested.oldest.to_string(),
+        },
+        _ => VersionCheck::Tested(found.to_string()),
+    }
 }
 
 /// The first line of a probe's answer, bounded and safe to print.
@@ -165,61 +169,9 @@ fn short(text: &str) -> String {
     crate::text::one_line(&line.chars().take(200).collect::<String>()).into_owned()
 }
 
-fn compare_version(found: Vec<u64>, oldest: &'static str, newest: &'static str) -> VersionCheck {
-    let shown = found
-        .iter()
-        .map(u64::to_string)
-        .collect::<Vec<_>>()
-        .join(".");
-    let parse = |text: &str| first_version(text).unwrap_or_default();
-    if found > parse(newest) {
-        VersionCheck::Newer {
-            found: shown,
-            newest,
-        }
-    } else if found < parse(oldest) {
-        VersionCheck::Older {
-            found: shown,
-            oldest,
-        }
-    } else {
-        VersionCheck::Tested(shown)
-    }
-}
-
-/// The first `X.Y.Z` of a text (`2.1.332 (Claude Code)`, `codex-cli 0.171.0`).
-fn first_version(text: &str) -> Option<Vec<u64>> {
-    text.split(|ch: char| !(ch.is_ascii_digit() || ch == '.'))
-        .filter_map(|word| {
-            let parts: Vec<u64> = word
-                .trim_matches('.')
-                .split('.')
-                .map(str::parse)
-                .collect::<Result<_, _>>()
-                .ok()?;
-            (parts.len() >= 3).then_some(parts)
-        })
-        .next()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn versions_are_read_from_either_cli_and_compared_with_the_tested_range() {
-        assert_eq!(
-            first_version("2.1.332 (Claude Code)\n"),
-            Some(vec![2, 1, 332])
-        );
-        assert_eq!(first_version("codex-cli 0.171.0"), Some(vec![0, 171, 0]));
-        assert_eq!(first_version("codex-cli dev"), None);
-        let compare =
-            |text: &str| compare_version(first_version(text).unwrap(), "2.1.329", "2.1.332");
-        assert_eq!(compare("2.1.330"), VersionCheck::Tested("2.1.330".into()));
-        assert!(matches!(compare("2.2.0"), VersionCheck::Newer { .. }));
-        assert!(matches!(compare("1.0.99"), VersionCheck::Older { .. }));
-    }
 
     #[test]
     fn a_program_is_found_on_path_or_at_its_path() {

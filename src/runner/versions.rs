@@ -7,7 +7,6 @@
 //! the versions whose flags, events and exit codes the adapters are known to read right. A
 //! newer CLI may have changed them: `doctor` and the pre-run checks warn.
 
-use std::cmp::Ordering;
 use std::fmt;
 
 use super::AgentKind;
@@ -52,8 +51,10 @@ pub struct TestedVersion {
     pub package: String,
     /// The agent kind that drives it.
     pub kind: AgentKind,
-    /// The version the tests ran.
+    /// The version the tests ran: the newest known to work.
     pub version: Version,
+    /// The oldest version the adapter is known to work with.
+    pub oldest: Version,
 }
 
 /// The kind that drives an npm package of the versions file.
@@ -87,10 +88,15 @@ pub fn parse_versions(text: &str) -> Vec<TestedVersion> {
             let mut words = line.split_whitespace();
             let package = words.next()?;
             let version = Version::parse(words.next()?)?;
+            let oldest = match words.next() {
+                Some(word) => Version::parse(word.strip_prefix("oldest=")?)?,
+                None => version.clone(),
+            };
             Some(TestedVersion {
                 package: package.to_owned(),
                 kind: kind_of(package)?,
                 version,
+                oldest,
             })
         })
         .collect()
@@ -99,21 +105,23 @@ pub fn parse_versions(text: &str) -> Vec<TestedVersion> {
 /// How a found version compares with the tested one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VersionCheck {
-    /// The version the tests ran.
+    /// Between the oldest known to work and the version the tests ran.
     Tested,
-    /// Older than the tested version: flags or events the adapter reads may be missing.
+    /// Older than the oldest known to work: flags or events the adapter reads may be missing.
     Older,
-    /// Newer than the tested version: untested, may have changed.
+    /// Newer than the version the tests ran: untested, may have changed.
     Newer,
 }
 
 /// Compares `found` with the tested version of `kind`; `None` when the kind has none.
 pub fn check_version(kind: AgentKind, found: &Version) -> Option<(VersionCheck, TestedVersion)> {
     let tested = tested_version(kind)?;
-    let check = match found.cmp(&tested.version) {
-        Ordering::Equal => VersionCheck::Tested,
-        Ordering::Less => VersionCheck::Older,
-        Ordering::Greater => VersionCheck::Newer,
+    let check = if *found > tested.version {
+        VersionCheck::Newer
+    } else if *found < tested.oldest {
+        VersionCheck::Older
+    } else {
+        VersionCheck::Tested
     };
     Some((check, tested))
 }

@@ -365,6 +365,7 @@ fn agent_program(profile: &AgentProfile) -> (Option<String>, Option<&'static str
         AgentKind::Command => (profile.argv.first().cloned(), None),
         AgentKind::Claude => (Some(binary("TNH_CLAUDE_BIN", "claude")), Some("claude")),
         AgentKind::Codex => (Some(binary("TNH_CODEX_BIN", "codex")), Some("codex")),
+        AgentKind::Gemini => (Some(binary("TNH_GEMINI_BIN", "gemini")), Some("gemini")),
     }
 }
 
@@ -481,7 +482,12 @@ impl Programs {
         self.clis
             .iter()
             .filter_map(|(path, (cli, program))| {
-                let check = probe::check_version(cli, path);
+                let kind = match *cli {
+                    "claude" => AgentKind::Claude,
+                    "codex" => AgentKind::Codex,
+                    _ => AgentKind::Gemini,
+                };
+                let check = probe::check_version(kind, path);
                 let severity = match check {
                     VersionCheck::Tested(_) => return None,
                     VersionCheck::Older { .. } => Severity::Error,

@@ -146,10 +146,19 @@ fn describe_version(check: &VersionCheck) -> String {
 
 /// The npm package of a CLI.
 fn package_of(cli: &str) -> &'static str {
-    if cli == "codex" {
-        "@openai/codex"
-    } else {
-        "@anthropic-ai/claude-code"
+    match cli {
+        "codex" => "@openai/codex",
+        "gemini" => "@google/gemini-cli",
+        _ => "@anthropic-ai/claude-code",
+    }
+}
+
+/// The environment variable that names a CLI's program.
+fn binary_variable(cli: &str) -> &'static str {
+    match cli {
+        "codex" => "TNH_CODEX_BIN",
+        "gemini" => "TNH_GEMINI_BIN",
+        _ => "TNH_CLAUDE_BIN",
     }
 }
 
@@ -207,7 +216,7 @@ impl ProblemKind {
             } => format!(
                 "install it with `npm install -g {}`, or point {} or `{}s.{name}.binary` at it",
                 package_of(cli),
-                if *cli == "codex" { "TNH_CODEX_BIN" } else { "TNH_CLAUDE_BIN" },
+                binary_variable(cli),
                 role
             ),
             ProblemKind::CliMissing {
