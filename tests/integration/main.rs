@@ -6,6 +6,7 @@ mod agent_text;
 mod artifact_schemas;
 mod cli;
 mod config_first_use;
+mod docs;
 mod evidence_folder;
 mod exclude_rule;
 mod first_use;
