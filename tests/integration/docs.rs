@@ -137,7 +137,11 @@ fn read_page(file: &Path) -> Page {
             page.links.push((index + 1, link));
         }
     }
-    assert!(open.is_none(), "{}: a code fence is never closed", relative(file));
+    assert!(
+        open.is_none(),
+        "{}: a code fence is never closed",
+        relative(file)
+    );
     page
 }
 
@@ -180,15 +184,23 @@ fn every_relative_link_and_anchor_in_the_documentation_resolves() {
                 .find(|(page_file, _)| page_file.canonicalize().unwrap() == canonical)
                 .map(|(_, page)| page)
             else {
-                problems.push(format!("{place}: `{link}`: an anchor into a file that is not documentation"));
+                problems.push(format!(
+                    "{place}: `{link}`: an anchor into a file that is not documentation"
+                ));
                 continue;
             };
             if !target_page.anchors.iter().any(|known| known == anchor) {
-                problems.push(format!("{place}: `{link}`: no heading with the anchor `#{anchor}`"));
+                problems.push(format!(
+                    "{place}: `{link}`: no heading with the anchor `#{anchor}`"
+                ));
             }
         }
     }
-    assert!(problems.is_empty(), "broken links:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "broken links:\n{}",
+        problems.join("\n")
+    );
 }
 
 /// What a block claims to be, from its language and its first keys.
@@ -237,7 +249,8 @@ fn kind_of(block: &Block) -> Kind {
             }
         }
         "markdown" if block.text.starts_with("---\n") && block.text.contains("prompt_id:") => {
-            prompt_reference(&block.text).map_or(Kind::Other, |reference| Kind::Prompt { reference })
+            prompt_reference(&block.text)
+                .map_or(Kind::Other, |reference| Kind::Prompt { reference })
         }
         _ => Kind::Other,
     }
@@ -281,16 +294,19 @@ fn every_yaml_and_prompt_example_in_the_documentation_is_valid() {
     let mut problems = Vec::new();
     let mut checked = 0;
 
-    let listed = conductor().current_dir(repo.path()).args(["prompts", "list"]).output().unwrap();
+    let listed = conductor()
+        .current_dir(repo.path())
+        .args(["prompts", "list"])
+        .output()
+        .unwrap();
     if !listed.status.success() {
         let sources: Vec<String> = prompts
             .iter()
             .map(|(block, reference)| format!("{} (.tnh/prompts/{reference})", place(block)))
             .collect();
         problems.push(format!(
-            "prompt examples {} do not load:\n{}{}",
+            "prompt examples {} do not load:\n{}",
             sources.join(", "),
-            stdout_text(&listed),
             stderr_text(&listed)
         ));
     }
@@ -308,8 +324,9 @@ fn every_yaml_and_prompt_example_in_the_documentation_is_valid() {
                     .unwrap();
                 if !output.status.success() {
                     problems.push(format!(
-                        "{}: the workflow example is not valid:\n{}{}",
+                        "{}: the workflow example is not valid (its line 1 is line {} of the page):\n{}{}",
                         place(block),
+                        block.line + 1,
                         stdout_text(&output),
                         stderr_text(&output)
                     ));
@@ -317,24 +334,46 @@ fn every_yaml_and_prompt_example_in_the_documentation_is_valid() {
                 checked += 1;
             }
             Kind::Configuration => {
-                let path = block.file.clone();
-                if let Err(error) = tnh_conductor::config::Config::parse(block.text.as_bytes(), &path) {
-                    problems.push(format!("{}: the configuration example does not parse: {error}", place(block)));
+                // Positions in the error are within the block.
+                let path = PathBuf::from(format!("{}:{}", relative(&block.file), block.line));
+                if let Err(error) =
+                    tnh_conductor::config::Config::parse(block.text.as_bytes(), &path)
+                {
+                    problems.push(format!(
+                        "{}: the configuration example does not parse: {error}",
+                        place(block)
+                    ));
                 }
                 checked += 1;
             }
             Kind::Prompt { .. } | Kind::Other => {}
         }
     }
-    assert!(problems.is_empty(), "invalid examples:\n{}", problems.join("\n\n"));
-    assert!(checked >= 3, "only {checked} examples were found: is the block detection broken?");
+    assert!(
+        problems.is_empty(),
+        "invalid examples:\n{}",
+        problems.join("\n\n")
+    );
+    assert!(
+        checked >= 3,
+        "only {checked} examples were found: is the block detection broken?"
+    );
 }
 
 #[test]
 fn anchors_are_computed_as_github_computes_them() {
-    assert_eq!(anchor_of(" Exit codes of `run` and `resume`"), "exit-codes-of-run-and-resume");
+    assert_eq!(
+        anchor_of(" Exit codes of `run` and `resume`"),
+        "exit-codes-of-run-and-resume"
+    );
     assert_eq!(anchor_of("RUN_VALIDATION"), "run_validation");
-    assert_eq!(anchor_of("Checks (`tnh test`, `lint`, `typecheck`)"), "checks-tnh-test-lint-typecheck");
-    assert_eq!(links_of("see [a](b.md#c) and [d](e.md)"), ["b.md#c", "e.md"]);
+    assert_eq!(
+        anchor_of("Checks (`tnh test`, `lint`, `typecheck`)"),
+        "checks-tnh-test-lint-typecheck"
+    );
+    assert_eq!(
+        links_of("see [a](b.md#c) and [d](e.md)"),
+        ["b.md#c", "e.md"]
+    );
     assert!(links_of(&without_code_spans("`[a](b)` only")).is_empty());
 }
