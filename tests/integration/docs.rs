@@ -15,6 +15,8 @@ struct Block {
     /// 1-based line of the opening fence.
     line: usize,
     language: String,
+    /// The fence's indentation, removed from the block's lines.
+    indent: usize,
     text: String,
     snippet: bool,
 }
@@ -103,7 +105,13 @@ fn read_page(file: &Path) -> Page {
             if trimmed.starts_with("```") {
                 page.blocks.push(open.take().unwrap());
             } else {
-                block.text.push_str(line);
+                // A block inside a list item is indented like its fence.
+                let indent = line.len() - trimmed.len();
+                block.text.push_str(if indent >= block.indent {
+                    &line[block.indent..]
+                } else {
+                    trimmed
+                });
                 block.text.push('\n');
             }
             continue;
@@ -113,6 +121,7 @@ fn read_page(file: &Path) -> Page {
                 file: file.to_path_buf(),
                 line: index + 1,
                 language: language.trim().to_owned(),
+                indent: line.len() - trimmed.len(),
                 text: String::new(),
                 snippet: previous.trim() == "<!-- snippet -->",
             });
@@ -292,7 +301,7 @@ fn every_yaml_and_prompt_example_in_the_documentation_is_valid() {
         .collect();
     let repo = example_repository(&prompts);
     let mut problems = Vec::new();
-    let mut checked = 0;
+    let (mut workflows, mut configurations) = (0, 0);
 
     let listed = conductor()
         .current_dir(repo.path())
@@ -310,7 +319,6 @@ fn every_yaml_and_prompt_example_in_the_documentation_is_valid() {
             stderr_text(&listed)
         ));
     }
-    checked += prompts.len();
 
     for (index, block) in blocks.iter().enumerate() {
         match kind_of(block) {
@@ -331,7 +339,7 @@ fn every_yaml_and_prompt_example_in_the_documentation_is_valid() {
                         stderr_text(&output)
                     ));
                 }
-                checked += 1;
+                workflows += 1;
             }
             Kind::Configuration => {
                 // Positions in the error are within the block.
@@ -344,7 +352,7 @@ fn every_yaml_and_prompt_example_in_the_documentation_is_valid() {
                         place(block)
                     ));
                 }
-                checked += 1;
+                configurations += 1;
             }
             Kind::Prompt { .. } | Kind::Other => {}
         }
@@ -355,8 +363,14 @@ fn every_yaml_and_prompt_example_in_the_documentation_is_valid() {
         problems.join("\n\n")
     );
     assert!(
-        checked >= 3,
-        "only {checked} examples were found: is the block detection broken?"
+        workflows > 0 && configurations > 0 && !prompts.is_empty(),
+        "found {workflows} workflow, {configurations} configuration and {} prompt examples: \
+         is the block detection broken?",
+        prompts.len()
+    );
+    eprintln!(
+        "checked {workflows} workflow, {configurations} configuration and {} prompt examples",
+        prompts.len()
     );
 }
 
