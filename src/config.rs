@@ -39,9 +39,8 @@ impl ConfigError {
                 "check the --config path, or run `tnh-conductor init`".to_owned()
             }
             ConfigError::Invalid { .. } => {
-                "fix the configuration at this position; its keys are described in tnh-conductor's README \
-                 (\"Configuring agents and planners\") and in the commented file \
-                 `tnh-conductor init` writes"
+                "fix the configuration at this position; its keys are described in tnh-conductor's \
+                 docs/reference/configuration.md and in the commented file `tnh-conductor init` writes"
                     .to_owned()
             }
         })
@@ -521,10 +520,12 @@ mod tests {
         let error = Config::parse(b"agents: [a, b]\n", Path::new("c.yaml")).unwrap_err();
         let hint = error.hint().unwrap();
         assert!(
-            !hint.contains("DESIGN") && hint.contains("\"Configuring agents and planners\""),
+            !hint.contains("DESIGN") && hint.contains("docs/reference/configuration.md"),
             "{hint}"
         );
-        assert!(include_str!("../README.md").contains("\n## Configuring agents and planners\n"));
+        assert!(
+            include_str!("../docs/reference/configuration.md").contains("\n## Top-level keys\n")
+        );
     }
 
     /// Review 2 (second review), defect 14: `protected_branches: ["release/*", "[invalid"]`

@@ -167,7 +167,7 @@ pub fn cmd_demo_agent(output: &mut Output) -> Result<ExitStatus> {
 }
 
 /// The commented configuration `init` writes.
-const INIT_CONFIG: &str = r#"# tnh-conductor configuration (README, "Configuring agents and planners"). Every key is
+const INIT_CONFIG: &str = r#"# tnh-conductor configuration (docs/reference/configuration.md). Every key is
 # optional; uncomment a section's key and the entries you want.
 #
 # Agent profiles: `claude-code`/`claude` and `codex` exist without configuration.

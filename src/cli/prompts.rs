@@ -120,7 +120,7 @@ fn describe(prompt: &Prompt) -> String {
 }
 
 /// `name=value` pairs for `prompt`, values parsed as YAML (so `3` is a number and `[a, b]` a
-/// list). As `run -p` does for a `string` parameter (docs/kernel.md, Parameters), an input the
+/// list). As `run -p` does for a `string` parameter (docs/reference/commands.md), an input the
 /// prompt declares `string` takes the text as given whenever YAML reads it as something else
 /// (`-i adr_id=7`, `-i "bug=panic: at x"`, `-i "bug=[flaky] test"`). A pair without a name
 /// and a name given twice are refused.

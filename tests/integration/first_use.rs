@@ -278,16 +278,16 @@ fn init_with_config_writes_that_file() {
     );
 }
 
-/// Review 3, defect 9: the README said to put repository prompts in
-/// `.tnh/prompts/<role>/…`; the folder is the `prompt_id`'s family. The paths the README gives
-/// are the ones the library loads, and a prompt put under its role instead is refused.
+/// The folder of a repository prompt is its `prompt_id`'s family, not its role. The paths the
+/// guide gives are the ones the library loads, and a prompt put under its role instead is
+/// refused.
 #[test]
-fn readme_names_the_folder_repository_prompts_live_in() {
-    let readme = include_str!("../../README.md");
+fn the_guide_names_the_folder_repository_prompts_live_in() {
+    let readme = include_str!("../../docs/guide.md");
     assert!(
         readme.contains("`.tnh/prompts/<family>/<name>.v<N>.md`")
             && !readme.contains(".tnh/prompts/<role>/"),
-        "README's \"Writing a prompt\" names the wrong folder"
+        "the guide's \"Prompts\" section names the wrong folder"
     );
     let prompt = "---\nprompt_id: mine.fix\nversion: 1\nrole: task\nsummary: s\n---\nhi\n";
     let repo = TempRepo::new();

@@ -8,6 +8,7 @@ mod artifact_schemas;
 mod cli;
 mod config_first_use;
 mod doctor;
+mod docs;
 mod evidence_folder;
 mod exclude_rule;
 mod first_use;

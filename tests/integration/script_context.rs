@@ -107,14 +107,15 @@ fn a_gate_reason_sees_the_changes_the_step_evidence_and_the_planner_decision() {
     );
 }
 
-/// The README's `fix_flaky` workflow and `task.fix_flaky` prompt, run as written with a
+/// The guide's `fix_flaky` workflow and `task.fix_flaky` prompt, run as written with a
 /// `claude-code` profile that changes two files: the review reason counts them.
 #[test]
-fn the_readme_fix_flaky_example_counts_the_files_it_changed() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let workflow = fenced_block(&readme, "## Writing a workflow", "```yaml");
-    let prompt = fenced_block(&readme, "## Writing a prompt", "```markdown");
+fn the_guides_fix_flaky_example_counts_the_files_it_changed() {
+    let guide =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/guide.md"))
+            .unwrap();
+    let workflow = fenced_block(&guide, "## Prompts", "```yaml");
+    let prompt = fenced_block(&guide, "## Prompts", "```markdown");
     let repo = RunRepo::new();
     repo.repo.write(
         ".tnh/config.yaml",
