@@ -1,5 +1,5 @@
 //! `.tnh/config.yaml`: agent, validator and planner profiles, protected branches and the
-//! script allowlist (DESIGN §6). Sections belong to the modules that use them; this file
+//! script allowlist. Sections belong to the modules that use them; this file
 //! finds the configuration, parses it with positions and hands each section out.
 
 use std::collections::BTreeMap;
@@ -528,7 +528,7 @@ mod tests {
         );
     }
 
-    /// Review 2 (second review), defect 14: `protected_branches: ["release/*", "[invalid"]`
+    /// `protected_branches: ["release/*", "[invalid"]`
     /// was accepted here; the run started and died at its first agent step, without the
     /// configuration's position.
     #[test]
@@ -575,7 +575,7 @@ mod tests {
         );
     }
 
-    /// Review 10, defect 7: a typo in an agent profile was reported at the profile's line,
+    /// A typo in an agent profile was reported at the profile's line,
     /// with the list of every field and no nearest key; a wrong type likewise.
     #[test]
     fn an_agent_profile_mistake_is_reported_at_its_key_with_the_nearest_one() {
@@ -610,7 +610,7 @@ mod tests {
         assert!(limit.starts_with("c.yaml:2:36: "), "{limit}");
     }
 
-    /// Review 10, defect 4: keys the profile's kind never reads were accepted and dropped, a
+    /// Keys the profile's kind never reads were accepted and dropped, a
     /// codex profile's `disallowed_tools` or a claude profile's `sandbox` restricting nothing.
     #[test]
     fn a_profile_key_its_kind_would_ignore_is_refused_where_written() {
@@ -727,7 +727,7 @@ mod tests {
             );
         }
         assert!(parse("other_tool: {x: 1}\nnotes: text\n").is_ok());
-        // Review 10, defect 11: another tool's `events:` is not a misspelt `agents`.
+        // Another tool's `events:` is not a misspelt `agents`.
         for other in ["events", "plugins", "hooks", "agent_logs", "planning"] {
             let text = format!("{other}: {{x: 1}}\n");
             assert!(parse(&text).is_ok(), "{other}: {:?}", parse(&text).err());
@@ -748,7 +748,7 @@ mod tests {
         }
     }
 
-    /// Review 3, defect 4: `adr_paths` was read leniently by `tnh adr`, so a string, a number
+    /// `adr_paths` was read leniently by `tnh adr`, so a string, a number
     /// or a glob that does not compile fell back to the default folder without a word.
     #[test]
     fn adr_paths_is_a_non_empty_list_of_globs_checked_where_written() {
@@ -791,7 +791,7 @@ mod tests {
         assert!(config.sha256.is_some());
     }
 
-    /// Review 10, defect 8: with a byte order mark before it (Notepad), a comment-only file
+    /// With a byte order mark before it (Notepad), a comment-only file
     /// was "the file holds no YAML document" for every command.
     #[test]
     fn a_file_of_comments_only_after_a_byte_order_mark_is_the_default_configuration() {

@@ -1,5 +1,5 @@
 //! The top-level error: every module's error converts into it, and it alone decides the exit
-//! code a command ends with (DESIGN §6).
+//! code a command ends with.
 
 use std::process::ExitCode;
 
@@ -246,7 +246,7 @@ mod tests {
         assert_eq!(refused.exit_status(), ExitStatus::Usage);
     }
 
-    /// Review 10, defect 9: `init` that could not write its file was told to check that the
+    /// `init` that could not write its file was told to check that the
     /// path "exists and is readable".
     #[test]
     fn a_failed_write_is_hinted_about_writing() {

@@ -96,7 +96,7 @@ impl Outcome {
         }
     }
 
-    /// Whether a bare `STOP` target reached through this outcome is a success stop (DESIGN §3).
+    /// Whether a bare `STOP` target reached through this outcome is a success stop.
     pub fn is_success_for_bare_stop(self) -> bool {
         matches!(
             self,

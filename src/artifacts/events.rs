@@ -51,7 +51,7 @@ pub enum EventType {
     GateRequested,
     /// A gate was decided.
     GateResolved,
-    /// A human's decision and comments (OA01.1 HUMAN_FEEDBACK).
+    /// A human's decision and comments.
     HumanFeedback,
     /// The planner decided.
     PlannerDecision,

@@ -1,4 +1,4 @@
-//! The harness report (OA04 §9): what a generated test harness writes for the planner. The
+//! The harness report: what a generated test harness writes for the planner. The
 //! kernel checks only its minimal structure — `suite_id`, `cases`, `summary` — against this
 //! schema; everything semantic is the planner's.
 
@@ -22,7 +22,7 @@ struct HarnessReport {
     summary: serde_json::Map<String, serde_json::Value>,
     /// UX and accessibility concerns for human review.
     ux_flags: Option<Vec<serde_json::Value>>,
-    /// Golden files the harness proposes to update: a human must approve them (OA04 §10).
+    /// Golden files the harness proposes to update: a human must approve them.
     proposed_goldens: Option<Vec<String>>,
 }
 

@@ -1,8 +1,8 @@
-//! Step manifests (OA04.3 §5): what a step visit produced, by canonical role.
+//! Step manifests: what a step visit produced, by canonical role.
 
 use serde::{Deserialize, Serialize};
 
-/// Canonical artifact roles (OA04.3 §5 and DESIGN §5); consumers resolve evidence by role,
+/// Canonical artifact roles; consumers resolve evidence by role,
 /// never by file name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -68,7 +68,7 @@ pub struct ArtifactEntry {
     pub media_type: String,
     /// Whether the artifact is contract-critical.
     pub required: bool,
-    /// Advisory: especially relevant for review (OA04.3 §9).
+    /// Advisory: especially relevant for review.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub important: bool,
 }
@@ -91,7 +91,7 @@ pub struct StepManifest {
     pub ended_at: String,
     /// The outcome or status (`completed`, `killed_timeout`, `partial`, …) or `interrupted`.
     pub termination: String,
-    /// A compact, evaluator-facing summary of the evidence (OA04.3 §5).
+    /// A compact, evaluator-facing summary of the evidence.
     pub evidence_summary: serde_json::Value,
     /// The artifacts, by role.
     pub artifacts: Vec<ArtifactEntry>,

@@ -1,4 +1,4 @@
-//! The run directory (DESIGN §5, OA04.3): metadata, status, final state, the event stream, the
+//! The run directory: metadata, status, final state, the event stream, the
 //! kernel's resumable state, and per-step, per-visit artifact folders with manifests.
 //!
 //! Everything here is written so that a crash at any instant loses nothing already recorded:

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Where a run is in its life (OA04.3.1).
+/// Where a run is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LifecycleState {
@@ -51,7 +51,7 @@ pub struct Termination {
     pub reason: String,
 }
 
-/// `metadata.json` (OA04.3 §3 plus the workspace record).
+/// `metadata.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunMetadata {
     /// The format's version.

@@ -23,7 +23,7 @@ pub struct JournalArgs {
 /// Journal formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// The OA01.1 Markdown journal.
+    /// The Markdown journal.
     Markdown,
     /// The same data as JSON.
     Json,

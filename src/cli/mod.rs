@@ -65,7 +65,7 @@ pub enum ColorChoice {
     Never,
 }
 
-/// Every operator command of DESIGN §6.
+/// Every operator command.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Try it: a throwaway repository, the builder loop run offline, and where to look.

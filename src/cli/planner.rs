@@ -1,4 +1,4 @@
-//! `tnh-conductor planner check VECTORS_DIR [--planner NAME]`: decision vectors (OA06 §8)
+//! `tnh-conductor planner check VECTORS_DIR [--planner NAME]`: decision vectors
 //! against a planner backend, through the guard, as EVALUATE would call it.
 
 use super::stub::PlannerCommand;

@@ -254,7 +254,7 @@ pub struct RunResult {
     pub state: String,
     /// How it ended, or why it waits or stopped.
     pub detail: String,
-    /// The command's exit code (DESIGN §6).
+    /// The command's exit code.
     pub exit_code: i32,
     /// The run directory.
     pub run_dir: String,

@@ -20,9 +20,9 @@ pub enum SchemaName {
     Workflow,
     /// Harness reports written by script validators.
     HarnessReport,
-    /// The planner input envelope (OA06 §2).
+    /// The planner input envelope.
     PlannerInput,
-    /// The planner decision (OA06 §3).
+    /// The planner decision.
     PlannerDecision,
     /// Step manifests.
     Manifest,

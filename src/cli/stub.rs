@@ -1,5 +1,5 @@
 //! Arguments of the commands whose behaviour lands in later releases. They are declared now so
-//! that `--help` shows the whole command tree of DESIGN §6; running one answers "not
+//! that `--help` shows the whole command tree; running one answers "not
 //! implemented yet" with exit 2.
 
 use std::path::PathBuf;

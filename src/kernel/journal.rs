@@ -1,4 +1,4 @@
-//! The review journal (OA01.1 "Daily Review Journal"): what the runs of a day did, what waits
+//! The review journal: what the runs of a day did, what waits
 //! for a human, what the planner said, and where the evidence is — built deterministically from
 //! the run directories, no model needed.
 
@@ -305,7 +305,7 @@ fn add_record(journal: &mut Journal, record: &RunRecord, last_day: &str) {
         diffstat: record.diffstat.clone(),
         landed: record.landed.clone(),
     };
-    // OA01.1: finished runs are completed tasks or blockers, and so is a run that stopped
+    // Finished runs are completed tasks or blockers, and so is a run that stopped
     // (killed, interrupted, unreadable) and needs someone to resume it; "In Progress" is what
     // still goes on (running, waiting at a gate, which Pending Review lists). An abandoned run
     // needs no one: it has its own list.
@@ -373,7 +373,7 @@ pub fn deadline_passed_text(run_id: &str, deadline: &str) -> String {
 }
 
 impl Journal {
-    /// The journal in Markdown (OA01.1 format).
+    /// The journal in Markdown (planner format).
     pub fn to_markdown(&self) -> String {
         // Every value on one line: a file name an agent chose, a STOP reason read from a file
         // it wrote or a planner's blocker holding a newline would otherwise start lines of its

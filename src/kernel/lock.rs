@@ -491,7 +491,7 @@ mod tests {
         assert!(RunLock::acquire(&path).is_ok(), "looking does not keep it");
     }
 
-    /// Review 11, defect 6: entries of `/proc/locks` as this machine wrote them, a run's lock
+    /// Entries of `/proc/locks` as this machine wrote them, a run's lock
     /// on ext4 (`fe:00`, inode 10068652) among them.
     const TABLE: &str = "\
 1: FLOCK  ADVISORY  READ  4242 00:16:10068652 0 EOF
@@ -563,7 +563,7 @@ mod tests {
         drop(held);
     }
 
-    /// Review 11, defect 7: a folder where the lock file should be is named as such, as a
+    /// A folder where the lock file should be is named as such, as a
     /// link or a FIFO is, not reported as an I/O failure (`EISDIR`).
     #[test]
     fn a_folder_link_or_fifo_in_the_lock_files_place_is_not_a_file() {

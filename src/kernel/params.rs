@@ -398,7 +398,7 @@ mod tests {
         ));
     }
 
-    /// Review 2 §5: what `resume` does with the parameters a run recorded when the workflow
+    /// What `resume` does with the parameters a run recorded when the workflow
     /// was edited since.
     #[test]
     fn recorded_parameters_are_resolved_against_the_edited_declarations() {
@@ -443,7 +443,7 @@ mod tests {
         );
     }
 
-    /// Review 2 (second review), defect 13: `-p count=99999999999999999999` was "must be of
+    /// `-p count=99999999999999999999` was "must be of
     /// type int, got a string"; the value is a number, out of range. A text parameter still
     /// takes the digits as given.
     #[test]

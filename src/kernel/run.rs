@@ -2421,7 +2421,7 @@ impl<'a> PlannerVisit<'a> {
     /// planner was running as the process died — the worktree's change since the checkpoint
     /// the visit started from, unless the visit recorded its planner's change itself (Ctrl-C,
     /// or a crash after the check). Every violation of the visit is then carried into the
-    /// run's safety state (pending until a ROLLBACK, DESIGN §4 rule 1), and a worktree the
+    /// run's safety state (pending until a ROLLBACK), and a worktree the
     /// planner changed becomes the checkpoint's.
     fn recover(
         &self,

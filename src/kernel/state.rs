@@ -72,7 +72,7 @@ impl End {
     }
 }
 
-/// Safety facts the kernel carries between steps (DESIGN §4).
+/// Safety facts the kernel carries between steps.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Safety {
     /// A step's diff broke the policy and no ROLLBACK has removed it since: every EVALUATE

@@ -41,7 +41,7 @@ pub enum KernelError {
         /// The target.
         target: String,
     },
-    /// A success STOP was reached while proposed goldens await an approved gate (DESIGN §4.2).
+    /// A success STOP was reached while proposed goldens await an approved gate.
     #[error(
         "goldens proposed by step `{reported_by}` need an approved blocking GATE before the run can succeed"
     )]
@@ -285,7 +285,7 @@ fn finish(
             reported_by: reported_by.clone(),
         });
     }
-    // DESIGN §4 rule 1 to its end: a change that broke the policy and was never rolled back
+    // A change that broke the policy and was never rolled back
     // cannot end in success, even on a route that asked no planner.
     let (end, reason) = match (&state.safety.policy_violation, end) {
         (Some(violation), End::Success) => (
@@ -306,7 +306,7 @@ fn finish(
     })
 }
 
-/// DESIGN §4 rules 1 and 2: violations stick until a ROLLBACK completes; proposed goldens
+/// Violations stick until a ROLLBACK completes; proposed goldens
 /// stick until a blocking gate is approved.
 fn apply_safety(state: &mut RunState, body: &StepBody, step_id: &str, report: &StepReport) {
     let pending = state.safety.policy_violation.is_some();

@@ -104,7 +104,7 @@ impl StepContext<'_> {
         .collect()
     }
 
-    /// The read-only `ctx` scripts and expressions see (DESIGN §9), with the workspace changes
+    /// The read-only `ctx` scripts and expressions see, with the workspace changes
     /// since `pre_run` behind `changed_files()` and `diff_stat()`.
     ///
     /// Built once per visit (the host keeps it), since every validator field and every

@@ -1,4 +1,4 @@
-//! EVALUATE: the OA06 envelope is assembled from the run's manifests (the evidence of the steps
+//! EVALUATE: the planner envelope is assembled from the run's manifests (the evidence of the steps
 //! since the previous EVALUATE, a window of the last three steps, the history of earlier
 //! decisions), saved as `planner_input`, and handed to the step's planner backend (`rules` by
 //! default; `command`, `claude`, `codex` or `http` profiles, model backends with the step's
@@ -25,7 +25,7 @@ use crate::workspace::{
     DiffStat, Fingerprint, GUARD_STATE_FILE, GuardReport, RefGuard, Workspace, WorkspaceError,
 };
 
-/// The last step summaries the envelope carries (OA06 §2, K = 3).
+/// The last step summaries the envelope carries.
 const PROVENANCE_WINDOW: usize = 3;
 
 /// The most of one step's evidence summary the provenance window repeats, as JSON.
@@ -148,7 +148,7 @@ pub(super) fn execute(
         }),
         artifacts,
     );
-    // The planner's change stays a violation until a ROLLBACK removes it (DESIGN §4 rule 1).
+    // The planner's change stays a violation until a ROLLBACK removes it.
     let mut report = StepReport::outcome(status);
     report.policy_violation = super::step_policy::violation_text(&decided.violations);
     Ok(StepResult {
@@ -163,7 +163,7 @@ pub(super) fn execute(
 }
 
 /// The EVALUATE step's own `inputs`, computed (expressions keep their types), sent to the
-/// planner as `inputs` beside the OA06 fields.
+/// planner as `inputs` beside the envelope's fields.
 fn add_inputs(
     context: &StepContext<'_>,
     evaluate: &Evaluate,
@@ -1189,7 +1189,7 @@ mod tests {
         );
     }
 
-    /// Review 13 defect 5: a report over the limit is cut to its summary and as many cases as
+    /// A report over the limit is cut to its summary and as many cases as
     /// fit, failing ones first, with a note naming the whole report; the guard reads the same
     /// verdict from the cut report as from the whole one.
     #[test]

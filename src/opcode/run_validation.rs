@@ -1124,7 +1124,7 @@ impl ReportPath {
     }
 }
 
-/// The harness report (OA04 §9): the `report` path, else a collected `harness_report.json`.
+/// The harness report: the `report` path, else a collected `harness_report.json`.
 /// A relative `report` names a collected artifact; an absolute one must lie in the step's
 /// visit folder (`${step_dir}`). The kernel checks that it parses and has `suite_id`, `cases`
 /// and `summary`, and that it matches the schema.

@@ -43,7 +43,8 @@ pub(super) fn execute(
     let why = match (stated, causes) {
         // The planner's own verdict says more than "after `judge` ended blocked".
         (Some(stated), Some(causes))
-            if reason.is_none() && causes.contains(&format!("planner {}", stated_step(&stated))) =>
+            if reason.is_none()
+                && causes.contains(&format!("planner {}", stated_step(&stated))) =>
         {
             Some(causes)
         }

@@ -101,7 +101,7 @@ pub fn missing_python_module(argv: &[String], output: &str) -> Option<String> {
 
 /// The argv of a script entrypoint, after checking that it lies under the run directory or an
 /// allowlisted folder. Paths under the artifacts root resolve against the repository, others
-/// against the worktree (DESIGN §3).
+/// against the worktree.
 pub fn script(
     entrypoint: &str,
     args: Vec<String>,
@@ -157,7 +157,7 @@ pub fn script(
     })
 }
 
-/// The folder a validator runs in: `cwd` relative to the worktree root (DESIGN §3), refused
+/// The folder a validator runs in: `cwd` relative to the worktree root, refused
 /// when it is absolute, climbs out with `..`, does not exist, or resolves (through a symbolic
 /// link) to a folder outside the worktree — a validator never runs elsewhere.
 pub fn working_directory(worktree: &Path, cwd: &str) -> Result<PathBuf, String> {

@@ -43,12 +43,12 @@ const RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
 const RETRY_AFTER_DEFAULT: Duration = Duration::from_secs(1);
 
 /// The prompt model backends get when the step names none (and for decision vectors).
-pub const DEFAULT_PROMPT: &str = "Judge the evidence of this EVALUATE step against OA06: `success` when the work is done and validated, `partial` when it falls short but is fixable (give fix_instructions), `blocked` when the environment prevents progress (give blockers), `unsafe` on any policy event or contradiction that hides a failure, `needs_human` when a person must decide.";
+pub const DEFAULT_PROMPT: &str = "Judge the evidence of this EVALUATE step against the planner contract: `success` when the work is done and validated, `partial` when it falls short but is fixable (give fix_instructions), `blocked` when the environment prevents progress (give blockers), `unsafe` on any policy event or contradiction that hides a failure, `needs_human` when a person must decide.";
 
 /// A planner backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
-    /// The deterministic OA06 derivation.
+    /// The deterministic planner derivation.
     Rules,
     /// A program or model service.
     External(External),
@@ -111,7 +111,7 @@ pub enum ExternalKind {
 /// What a backend is asked.
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
-    /// The OA06 envelope.
+    /// The planner envelope.
     pub envelope: &'a serde_json::Value,
     /// The rendered planner prompt (model backends send it; `command` gets the envelope only).
     pub prompt: &'a str,
@@ -586,7 +586,7 @@ pub fn failed(summary: String, envelope: &serde_json::Value) -> (Decision, Strin
     )
 }
 
-/// Rejects a `next_step` outside the envelope's `allowed_next_steps` (OA06 §6).
+/// Rejects a `next_step` outside the envelope's `allowed_next_steps`.
 fn legal(decision: &Decision, envelope: &serde_json::Value) -> Result<(), String> {
     let Some(next) = decision.next_step.as_deref() else {
         return Ok(());
@@ -801,7 +801,7 @@ fn ask(external: &External, request: &Request<'_>) -> Asked {
 fn model_prompt(request: &Request<'_>) -> String {
     let envelope = serde_json::to_string_pretty(request.envelope).unwrap_or_default();
     format!(
-        "{}\n\n## Evidence envelope (OA06 §2)\n\n```json\n{envelope}\n```\n\nAnswer with one JSON object that conforms to the planner decision schema: `status` (success, partial, blocked, unsafe or needs_human), `next_step` (one of allowed_next_steps, or null), `fix_instructions` (null, or {{objective, constraints: [strings], edits: [{{target, action, rationale}}], verification: [{{command, expected_signal}}]}} with `objective` required), `blockers` (list of {{code, summary}}), `risk_flags` (list of strings). Do not edit any file.\n",
+        "{}\n\n## Evidence envelope\n\n```json\n{envelope}\n```\n\nAnswer with one JSON object that conforms to the planner decision schema: `status` (success, partial, blocked, unsafe or needs_human), `next_step` (one of allowed_next_steps, or null), `fix_instructions` (null, or {{objective, constraints: [strings], edits: [{{target, action, rationale}}], verification: [{{command, expected_signal}}]}} with `objective` required), `blockers` (list of {{code, summary}}), `risk_flags` (list of strings). Do not edit any file.\n",
         request.prompt.trim_end()
     )
 }

@@ -1,9 +1,9 @@
-//! The guard (OA06 §4, §5, §7): deterministic checks of the evidence applied to every
+//! The guard: deterministic checks of the evidence applied to every
 //! backend's decision. It raises statuses and adds the canonical risk flags; it never lowers.
 
 use super::{Decision, Status};
 
-/// Evidence facts the guard and the rules planner read from an OA06 envelope.
+/// Evidence facts the guard and the rules planner read from an planner envelope.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Facts {
     /// Policy or safety events from the kernel.
@@ -40,7 +40,7 @@ pub struct Facts {
 }
 
 impl Facts {
-    /// Reads the facts from an envelope (OA06 §2 fields; project additions are optional).
+    /// Reads the facts from an envelope.
     pub fn from_envelope(envelope: &serde_json::Value) -> Self {
         let evidence = &envelope["evidence"];
         let strings = |value: &serde_json::Value| -> Vec<String> {
@@ -271,7 +271,7 @@ fn negates(word: &str) -> bool {
 
 /// Applies every guard rule to a decision.
 pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
-    // OA06 §4: `success` only when every required check is satisfied. A step killed by its
+    // `success` only when every required check is satisfied. A step killed by its
     // timeout (or idle timeout, or an interactive prompt) is never a success, whatever a
     // backend answers; nor is a failed step, validator or harness report.
     if decision.status == Status::Success {
@@ -472,7 +472,7 @@ mod tests {
         );
     }
 
-    /// Review defect 4: the completion check was a substring match, so an honest "this cannot
+    /// The completion check was a substring match, so an honest "this cannot
     /// be done", "not implemented" or "abandoned" counted as a claim of finished work, and a
     /// retry with the same honest answer became `unsafe`.
     #[test]
@@ -523,7 +523,7 @@ mod tests {
         );
     }
 
-    /// Review defect 3: a killed step's words (Codex's mid-turn "Done: …") were taken for a
+    /// A killed step's words (Codex's mid-turn "Done: …") were taken for a
     /// completion claim against the empty diff, and with an earlier contradiction the retry
     /// became `unsafe`. A killed step stays `blocked` with its outcome as flag.
     #[test]
@@ -582,7 +582,7 @@ mod tests {
         assert_eq!(Facts::from_envelope(&first).no_new_evidence, None);
     }
 
-    /// Review 13 defect 2: a gate (its decision is no evidence about the work) or a rollback
+    /// A gate (its decision is no evidence about the work) or a rollback
     /// between two evaluations let the second one decide `success` after a killed step.
     #[test]
     fn a_gate_or_a_rollback_since_the_previous_evaluation_is_no_new_evidence() {
@@ -679,7 +679,7 @@ mod tests {
         assert_eq!(Facts::from_envelope(&vector).no_new_evidence, None);
     }
 
-    /// Review 12 defect 1: "10 files changed" contains "0 files changed": the diff text was
+    /// "10 files changed" contains "0 files changed": the diff text was
     /// searched, so a change of 10, 20, 100… files read as an empty diff.
     #[test]
     fn the_diff_is_empty_only_when_nothing_changed() {
@@ -731,7 +731,7 @@ mod tests {
         );
     }
 
-    /// Review 13 defect 4: the missing artifacts the kernel now puts in the envelope block,
+    /// The missing artifacts the kernel now puts in the envelope block,
     /// with the rules planner and over a `success` answer alike.
     #[test]
     fn a_missing_declared_artifact_blocks_and_is_named() {

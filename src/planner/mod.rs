@@ -1,4 +1,4 @@
-//! The planner contract (OA06): the decision an EVALUATE gets back, the deterministic `rules`
+//! The planner contract: the decision an EVALUATE gets back, the deterministic `rules`
 //! planner, the guard every backend's answer passes through, and decision vectors.
 //!
 //! The guard may raise a status (unsafe > needs_human > blocked > partial > success), never
@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::outcome::Outcome;
 
-/// A blocker (OA06 §3).
+/// A blocker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Blocker {
     /// A stable code (`policy_violation`, `missing_artifact`, …).
@@ -75,7 +75,7 @@ impl Status {
     }
 }
 
-/// What a fix step should do (OA06 §3 `fix_instructions`). Only `objective` is required;
+/// What a fix step should do. Only `objective` is required;
 /// the lists may be absent or `null` (read as empty). The shipped `task.fix_*` prompts render
 /// `objective`, each constraint, each edit's `action`, `target` and `rationale`, and each
 /// verification's `command` and `expected_signal`.
@@ -140,12 +140,12 @@ where
     };
     FixInstructions::deserialize(value).map(Some).map_err(|error| {
         D::Error::custom(format!(
-            "`fix_instructions`: {error}; it must be null or an object with a string `objective` and optionally `constraints` (strings), `edits` (objects with string `target`, `action`, `rationale`) and `verification` (objects with string `command`, `expected_signal`) (OA06 §3)"
+            "`fix_instructions`: {error}; it must be null or an object with a string `objective` and optionally `constraints` (strings), `edits` (objects with string `target`, `action`, `rationale`) and `verification` (objects with string `command`, `expected_signal`)"
         ))
     })
 }
 
-/// The planner's answer (OA06 §3).
+/// The planner's answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Decision {
@@ -154,7 +154,7 @@ pub struct Decision {
     /// The step the planner intends (must be in `allowed_next_steps`).
     #[serde(default)]
     pub next_step: Option<String>,
-    /// What a fix step should do (OA06 §3): `null`, or an object with a string `objective`.
+    /// What a fix step should do: `null`, or an object with a string `objective`.
     // The shipped fix prompts render its fields: an answer of another shape is a failed
     // attempt here, not a fix step that cannot render later.
     #[serde(default, deserialize_with = "fix_instructions")]
@@ -162,7 +162,7 @@ pub struct Decision {
     /// What blocks progress.
     #[serde(default)]
     pub blockers: Vec<Blocker>,
-    /// Flags for reviewers (OA06 §9 names are canonical).
+    /// Flags for reviewers.
     #[serde(default)]
     pub risk_flags: Vec<String>,
     /// The record format, on saved decisions.
@@ -215,13 +215,13 @@ pub fn decision_schema() -> serde_json::Value {
     schemars::schema_for!(Decision).to_value()
 }
 
-/// The JSON Schema of the OA06 §2 input envelope (`tnh-conductor schema planner-input`).
+/// The JSON Schema of the planner's input envelope (`tnh-conductor schema planner-input`).
 pub fn input_schema() -> serde_json::Value {
     let strings = serde_json::json!({ "type": "array", "items": { "type": "string" } });
     serde_json::json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "PlannerInput",
-        "description": "The OA06 §2 envelope an EVALUATE step sends its planner.",
+        "description": "The envelope an EVALUATE step sends its planner.",
         "type": "object",
         "required": ["run_id", "workflow_id", "step_id", "evaluate_prompt", "allowed_next_steps", "provenance_window", "evidence"],
         "properties": {

@@ -1,11 +1,11 @@
-//! The `rules` planner: a deterministic OA06 derivation from structured evidence, the offline
+//! The `rules` planner: a deterministic planner derivation from structured evidence, the offline
 //! default. It proposes a base status from the validation outcome and the transcript/diff
 //! consistency, then the guard raises it where the evidence demands.
 
 use super::guard::{Facts, guard};
 use super::{Decision, FixInstructions, Status, Verification};
 
-/// Decides from an OA06 envelope.
+/// Decides from an planner envelope.
 pub fn decide(envelope: &serde_json::Value) -> Decision {
     let facts = Facts::from_envelope(envelope);
     let decision = base(&facts);

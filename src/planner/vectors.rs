@@ -1,4 +1,4 @@
-//! Decision vectors (OA06 §8, DESIGN §8): `{"name", "envelope", "expect": {"status",
+//! Decision vectors: `{"name", "envelope", "expect": {"status",
 //! "risk_flags"}}` files run against a backend; the status must match exactly and each listed
 //! flag must be present.
 
@@ -192,7 +192,7 @@ struct Expectation {
     risk_flags: Vec<String>,
 }
 
-/// The keys of a vector and of its `expect` (DESIGN §8; `description` is a note).
+/// The keys of a vector and of its `expect`.
 const VECTOR_KEYS: &[&str] = &["name", "description", "envelope", "expect"];
 const EXPECT_KEYS: &[&str] = &["status", "risk_flags"];
 

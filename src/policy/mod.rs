@@ -1,4 +1,4 @@
-//! Policy: post-hoc checks of a step's changes (OA01.1 "Policy Enforcement Model").
+//! Policy: post-hoc checks of a step's changes.
 //!
 //! A policy is English for the agent and code for the kernel: `allowed_paths` and
 //! `forbidden_paths` globs and the machine-checkable `forbidden_operations` ids are enforced

@@ -1,4 +1,4 @@
-//! The policy as a workflow requests it (OA01.1 policy prompt fields) and the operation ids the
+//! The policy as a workflow requests it and the operation ids the
 //! kernel can check mechanically.
 
 use std::fmt;

@@ -1,4 +1,4 @@
-//! The normalised files an agent step leaves in its step directory (OA04.3 §5 roles), and the
+//! The normalised files an agent step leaves in its step directory, and the
 //! `runner_metadata` format with its JSON Schema.
 //!
 //! Whatever the CLI, a consumer finds the same roles: `runner_prompt`, `runner_transcript`

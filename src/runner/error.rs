@@ -186,7 +186,7 @@ impl RunnerError {
 mod tests {
     use super::*;
 
-    /// Review §11: a NUL byte in a validator's computed `env` value was reported as
+    /// A NUL byte in a validator's computed `env` value was reported as
     /// "`/usr/bin/unshare` could not be started" with the hint to install unshare. A refusal
     /// to pass what the process was given is now worded as such, without blaming the program.
     #[test]

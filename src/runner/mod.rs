@@ -1,10 +1,10 @@
 //! Runners: spawning and supervising agent and validator processes, and turning what they
-//! printed into the normalised step artifacts of OA04.3.
+//! printed into the normalised step artifacts.
 //!
 //! The [`supervisor`] runs one process per step and decides its mechanical outcome
 //! (`completed`, `error`, `killed_timeout`, `killed_idle`, `killed_policy`); the
 //! [`adapters`] know how to invoke Claude Code, Codex, the Gemini CLI or any command and how
-//! to read their output. This layer judges nothing beyond the mechanical outcome (DESIGN §2).
+//! to read their output. This layer judges nothing beyond the mechanical outcome.
 
 pub mod adapters;
 pub mod artifacts;

@@ -1,4 +1,4 @@
-//! Agent profiles: the `agents:` entries of `.tnh/config.yaml` (DESIGN §6) and the built-in
+//! Agent profiles: the `agents:` entries of `.tnh/config.yaml` and the built-in
 //! `claude-code` (alias `claude`) and `codex` profiles that exist without configuration.
 //!
 //! A profile says which CLI to drive and with which options; per-step limits (timeout, turns,

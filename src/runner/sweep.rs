@@ -519,7 +519,7 @@ mod tests {
         false
     }
 
-    /// Suspect 3 of review 7: two steps sweeping at once in one process each took the
+    /// Two steps sweeping at once in one process each took the
     /// other's escaped group for a suspect, froze it, found none of their own in it and sent
     /// it SIGCONT, possibly while the other sweep had it frozen to search it for its fork
     /// chain, which then slipped through. A group another sweep holds now stays frozen.

@@ -288,7 +288,7 @@ impl Context {
         &self.inner
     }
 
-    /// The value of a `${name}` substitution (DESIGN §3), as text.
+    /// The value of a `${name}` substitution, as text.
     pub fn substitution(&self, name: &str) -> Option<String> {
         let path: &[&str] = match name {
             "run_id" => &["run", "id"],

@@ -1,4 +1,4 @@
-//! Evaluation of workflow values (DESIGN §3): a string that is exactly `${{ EXPR }}` becomes the
+//! Evaluation of workflow values: a string that is exactly `${{ EXPR }}` becomes the
 //! typed value of EXPR; `${{ EXPR }}` inside a longer string is interpolated as text; `${name}`
 //! is plain substitution from the context. Lists and maps are walked, keys are left alone.
 
@@ -270,7 +270,7 @@ impl ScriptHost {
         self.interpolate(text, pos, context, true)
     }
 
-    /// Substitutes `${name}` only, as in literal prompt text (DESIGN §3); a `${{ … }}` there is
+    /// Substitutes `${name}` only, as in literal prompt text; a `${{ … }}` there is
     /// an error, as `validate` reports.
     pub fn substitute_names(
         &self,

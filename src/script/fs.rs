@@ -505,7 +505,7 @@ mod tests {
         assert!(unsplittable.may_hold_matches("build"));
     }
 
-    /// Review §10: a policy `check` runs once per changed file, and each call rebuilt the whole
+    /// A policy `check` runs once per changed file, and each call rebuilt the whole
     /// change list. The values are now built once per set of changes and handed out as copies.
     #[test]
     fn change_values_are_built_once_per_set_of_changes() {

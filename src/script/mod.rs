@@ -1,4 +1,4 @@
-//! The Rhai scripting host (DESIGN §9): workflow authors write deterministic helpers in Rhai
+//! The Rhai scripting host: workflow authors write deterministic helpers in Rhai
 //! while routing stays in Rust.
 //!
 //! Scripts are treated as hostile: one sandboxed engine configuration (`engine`) bounds

@@ -1,5 +1,5 @@
 //! Hooks: functions of the workflow script the host calls by name — a policy's `check`, once
-//! per changed file (DESIGN §9), and any other function such as `summarize`.
+//! per changed file, and any other function such as `summarize`.
 //!
 //! A hook's result is checked here, not trusted: `check` must answer `true` or a reason
 //! string (`false` is accepted as a reason-less violation), anything else is an error that

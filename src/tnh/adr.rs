@@ -502,7 +502,7 @@ mod tests {
         assert!(!is_status_heading("## Statuses") && !is_status_heading("Status"));
     }
 
-    /// Review 2, defect 4: the walk had no bound (`docs -> /` read the whole file system). It
+    /// The walk had no bound (`docs -> /` read the whole file system). It
     /// reads at most its budget of folder entries, then stops and says so.
     #[test]
     fn the_walk_stops_at_its_budget_and_says_so() {

@@ -350,7 +350,7 @@ mod tests {
     use super::{is_test_path, patch_path, rank};
     use crate::tnh::git::{quoted, unquoted};
 
-    /// Review defect #7: a quoted path was read back only by `--patch`'s ranking, which saw
+    /// A quoted path was read back only by `--patch`'s ranking, which saw
     /// the raw header; every path git may quote reads back to itself.
     #[test]
     fn quoted_paths_read_back_as_they_are() {

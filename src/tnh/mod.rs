@@ -32,7 +32,7 @@ pub struct TnhCli {
     pub command: TnhCommand,
 }
 
-/// The agent-facing commands of DESIGN §1.
+/// The agent-facing commands.
 #[derive(Debug, Subcommand)]
 pub enum TnhCommand {
     /// Where you are: repository, branch, base, changed files, run and step, ADRs, commands.

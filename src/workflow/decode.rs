@@ -269,8 +269,8 @@ impl Decoder<'_> {
     }
 
     /// A string scalar the conductor uses as written (a name, a glob, an approver, a path):
-    /// `${…}` and `${{ … }}` are refused, since nothing would substitute them (DESIGN §3
-    /// lists where expressions are allowed; those fields stay raw nodes and never come here).
+    /// `${…}` and `${{ … }}` are refused, since nothing would substitute them (the fields where
+    /// expressions are allowed stay raw nodes and never come here).
     /// Every string field of the document goes through here unless it is free text
     /// ([`Self::text`]) or decides routing ([`Self::routing_string`]).
     pub fn string(&mut self, node: &Node, what: &str) -> Option<At<String>> {
@@ -296,7 +296,7 @@ impl Decoder<'_> {
             .hint(EXPRESSIONS_ALLOWED_HINT);
     }
 
-    /// A string where routing is decided: expressions are refused (DESIGN §3).
+    /// A string where routing is decided: expressions are refused.
     pub fn routing_string(&mut self, node: &Node, what: &str) -> Option<At<String>> {
         let text = self.text(node, what)?;
         if text.value.contains("${") {

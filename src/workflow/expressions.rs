@@ -8,7 +8,7 @@ use super::yaml::{Node, Pos, Value};
 use crate::script::names::{CallableNames, UnknownCall, unknown_calls};
 use crate::workflow::diagnostic::nearest;
 
-/// The plain substitution names of DESIGN §3 (besides `params.NAME`).
+/// The plain substitution names (besides `params.NAME`).
 pub const SUBSTITUTIONS: [&str; 7] = [
     "run_id", "run_dir", "step_id", "step_dir", "worktree", "repo", "base_sha",
 ];

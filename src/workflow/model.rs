@@ -1,4 +1,4 @@
-//! The workflow document model (OA04 §1–§3 plus DESIGN §3). Every value that a diagnostic may
+//! The workflow document model. Every value that a diagnostic may
 //! point at keeps its source position.
 
 use std::time::Duration;
@@ -87,7 +87,7 @@ pub struct Defaults {
     pub planner: Option<At<String>>,
 }
 
-/// Hint for harness synthesis (OA04 §1).
+/// Hint for harness synthesis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ComponentKind {
     /// Documentation.
@@ -128,7 +128,7 @@ impl ComponentKind {
     }
 }
 
-/// Validation depth hint (OA04 §1).
+/// Validation depth hint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EvalProfile {
     /// Quick checks.
@@ -528,7 +528,7 @@ impl ValidatorSpec {
     }
 }
 
-/// An inline validator (OA04 §3).
+/// An inline validator.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidatorSpec {
     /// Unique id within the step.
@@ -732,7 +732,7 @@ pub fn producible_outcomes(body: &StepBody) -> Vec<Outcome> {
 }
 
 /// The outcomes a route key may name on this step: what it can produce, plus
-/// `gate_timed_out` on a blocking gate without a timeout (harmless, and OA04's examples list it).
+/// `gate_timed_out` on a blocking gate without a timeout (harmless).
 pub fn routable_outcomes(body: &StepBody) -> Vec<Outcome> {
     let mut outcomes = producible_outcomes(body);
     if let StepBody::Gate(gate) = body

@@ -33,7 +33,7 @@ pub const AGENT_EVIDENCE_INPUTS: &[&str] = &[
     "validation_report",
 ];
 
-/// The OA06 §2 envelope fields every EVALUATE prompt receives.
+/// The planner envelope fields every EVALUATE prompt receives.
 pub const PLANNER_ENVELOPE_INPUTS: &[&str] = &[
     "run_id",
     "workflow_id",

@@ -59,7 +59,7 @@ fn remove_null_alternatives(value: &mut serde_json::Value) {
     }
 }
 
-/// A tnh-conductor workflow: steps of fixed opcodes, routed by outcome (OA04, DESIGN §3).
+/// A tnh-conductor workflow: steps of fixed opcodes, routed by outcome.
 #[derive(JsonSchema)]
 #[schemars(deny_unknown_fields, title = "tnh-conductor workflow")]
 struct WorkflowDocument {

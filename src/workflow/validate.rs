@@ -1,5 +1,5 @@
-//! Static validation: every rule that can be checked before anything runs (OA04 §3, §7, §10
-//! weak form; DESIGN §3–§4). All problems are reported, not just the first.
+//! Static validation: every rule that can be checked before anything runs. All problems are
+//! reported, not just the first.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -307,7 +307,7 @@ fn check_evaluate(step: &Step, index: &StepIndex<'_>, diagnostics: &mut Diagnost
                     "unsafe-route",
                     format!("`unsafe` must route to a ROLLBACK or STOP step, not `{target_id}`"),
                 )
-                .hint("an unsafe change is rolled back or the run stops (OA04 §3)");
+                .hint("an unsafe change is rolled back or the run stops");
         }
         if status == Outcome::NeedsHuman && !legal(Opcode::Gate) {
             diagnostics
@@ -316,7 +316,7 @@ fn check_evaluate(step: &Step, index: &StepIndex<'_>, diagnostics: &mut Diagnost
                     "needs-human-route",
                     format!("`needs_human` must route to a GATE or STOP step, not `{target_id}`"),
                 )
-                .hint("a human decision goes through a GATE (OA04 §3)");
+                .hint("a human decision goes through a GATE");
         }
     }
 }

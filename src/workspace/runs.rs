@@ -574,7 +574,7 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 mod tests {
     use super::*;
 
-    /// Review 3, defect 8: of two `runs clean --all` at once, the one that reached a run the
+    /// Of two `runs clean --all` at once, the one that reached a run the
     /// other had just removed failed with exit 4 ("failed to remove …: No such file or
     /// directory"). A run gone by the time it is reached is reported as gone, no error.
     #[test]

@@ -1,4 +1,4 @@
-//! A RUN_AGENT step's `cwd` and `env` (review 1 §3): the agent runs in the step's `cwd` inside
+//! A RUN_AGENT step's `cwd` and `env`: the agent runs in the step's `cwd` inside
 //! the worktree, with the step's `env` added to its filtered environment; a `cwd` outside the
 //! worktree is refused, by `validate` when it is literal and when the step runs otherwise.
 

@@ -82,7 +82,7 @@ event({"type": "result", "subtype": "success", "is_error": False, "num_turns": 2
     assert!(run.cause.starts_with("budget_exhausted: "), "{}", run.cause);
 }
 
-/// Review 4 defect 1: an agent printing without end filled the disk. Its output now stops at
+/// An agent printing without end filled the disk. Its output now stops at
 /// the profile's `max_output_mib` per stream: the group is stopped, the step is
 /// `killed_policy`, and the first bytes up to the limit are kept.
 #[tokio::test]
@@ -154,7 +154,7 @@ async fn a_zero_output_limit_is_refused_with_the_profile_named() {
     );
 }
 
-/// Review 4 defect 1, second half: when the disk holding the step folder fills up, the step
+/// When the disk holding the step folder fills up, the step
 /// must still end with a recorded outcome that names the disk, not stop the run with nothing
 /// recorded. Needs a small file system: a tmpfs mounted in a user namespace (`unshare -rm`);
 /// where user namespaces are not allowed the test says so and does nothing.

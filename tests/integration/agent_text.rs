@@ -1,6 +1,6 @@
 //! Text an agent controls — a file name holding newlines, a STOP reason read from a file it
 //! wrote — cannot add lines of its own to the journal (Markdown), `runs show`, `status` or the
-//! `run` summary: it is shown escaped there (`\n`), and stays exact in JSON (review 6 §1).
+//! `run` summary: it is shown escaped there (`\n`), and stays exact in JSON.
 
 use crate::kernel_support::RunRepo;
 use crate::support::stdout_text;

@@ -385,7 +385,7 @@ fn cli_json_outputs_match_their_published_schemas() {
     );
 }
 
-/// Review 2, defect 5: the JSON `tnh context --json` and `tnh test|lint|typecheck --json`
+/// The JSON `tnh context --json` and `tnh test|lint|typecheck --json`
 /// print for agents and scripts had no `schema_version` and no published schema. Both are
 /// versioned now and match `tnh-conductor schema tnh-context` / `tnh-check` — a pass, a
 /// failure, and a timeout that killed what the tool left behind, inside a run's step folder
@@ -485,7 +485,7 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// Review 12, defect 4 (low): `process_group.json` and `stopped_orphans.json`, the files a
+/// `process_group.json` and `stopped_orphans.json`, the files a
 /// crashed run leaves for `resume`, had no `schema_version` and no published schema. The run
 /// directory of a killed run, and of a `resume` refused after it, matches the published
 /// schemas; and the records an older release wrote (without `schema_version`; the pids as a

@@ -1,4 +1,4 @@
-//! The command tree: every DESIGN §6 command is in `--help`; bad invocations exit 2; `graph`
+//! The command tree: every operator command is in `--help`; bad invocations exit 2; `graph`
 //! draws workflows.
 
 use crate::support::{conductor, stderr_text, stdout_text};
@@ -128,7 +128,7 @@ fn completions_are_generated_for_bash() {
     assert!(stdout_text(&output).contains("tnh-conductor"));
 }
 
-/// Review 3, defect 6: the Bash completions completed only the first word (`gate <TAB>`,
+/// The Bash completions completed only the first word (`gate <TAB>`,
 /// `schema <TAB>` and `run --<TAB>` gave nothing: clap_complete's states and case arms
 /// disagree for a hyphenated program name, clap-rs/clap#6421), and offered the hidden
 /// `demo-agent`. The script is loaded into a real bash and asked as bash's programmable

@@ -1,4 +1,4 @@
-//! Review 10 (first use): configuration mistakes are refused where they are written, relative
+//! Configuration mistakes are refused where they are written, relative
 //! program paths resolve against the repository root, and `init` / `runs clean` say what
 //! happened.
 
@@ -14,7 +14,7 @@ fn validate_with_config(text: &str) -> (Option<i32>, String) {
     (output.status.code(), stderr_text(&output))
 }
 
-/// Review 10, defect 4: a codex profile's `disallowed_tools`, a claude profile's `sandbox`,
+/// A codex profile's `disallowed_tools`, a claude profile's `sandbox`,
 /// an http planner's `argv` were accepted and dropped; the operator believed a restriction
 /// applied that did not.
 #[test]
@@ -47,7 +47,7 @@ fn a_profile_key_its_kind_would_ignore_is_refused_at_its_position() {
     }
 }
 
-/// Review 10, defect 7: `permision_mode:` at 5:5 was reported at the profile's line 3, with a
+/// `permision_mode:` at 5:5 was reported at the profile's line 3, with a
 /// list of every field and no nearest key; planners said "did you mean".
 #[test]
 fn an_agent_profile_typo_is_reported_at_the_key_with_the_nearest_one() {
@@ -73,7 +73,7 @@ fn an_agent_profile_typo_is_reported_at_the_key_with_the_nearest_one() {
     );
 }
 
-/// Review 10, defect 8: a comment-only configuration saved with a byte order mark (Notepad)
+/// A comment-only configuration saved with a byte order mark (Notepad)
 /// stopped every command with "the file holds no YAML document".
 #[test]
 fn a_comment_only_configuration_after_a_byte_order_mark_is_the_default() {
@@ -95,7 +95,7 @@ fn a_comment_only_configuration_after_a_byte_order_mark_is_the_default() {
     repo.conductor_exits(&["validate", linear.to_str().unwrap()], 0);
 }
 
-/// Review 10, defect 11: another tool's top-level `events:` was refused as a misspelt
+/// Another tool's top-level `events:` was refused as a misspelt
 /// `agents` (two letters apart); only close misspellings of a known key are refused.
 #[test]
 fn another_tools_top_level_key_is_left_alone_a_close_misspelling_is_not() {
@@ -119,7 +119,7 @@ fn another_tools_top_level_key_is_left_alone_a_close_misspelling_is_not() {
     );
 }
 
-/// Review 10, defect 9: `init` where `.tnh` is a file was told to "check that the path exists
+/// `init` where `.tnh` is a file was told to "check that the path exists
 /// and is readable"; the hint names the file in the way.
 #[test]
 fn init_blocked_by_a_file_names_it() {
@@ -143,7 +143,7 @@ fn init_blocked_by_a_file_names_it() {
     );
 }
 
-/// Review 10, defect 10: every `runs clean` printed "removed worktree of RUN" again for runs an
+/// Every `runs clean` printed "removed worktree of RUN" again for runs an
 /// earlier one had already cleaned, although nothing was removed.
 #[test]
 fn runs_clean_does_not_report_again_what_it_already_cleaned() {
@@ -187,7 +187,7 @@ fn executable(path: &std::path::Path, text: &str) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// Review 10, defect 5: the `init` template's `argv: ["./my-agent.sh"]` was resolved in the
+/// The `init` template's `argv: ["./my-agent.sh"]` was resolved in the
 /// run's worktree, where an uncommitted script is not: the run stopped with "`./my-agent.sh`
 /// does not exist" although `ls ./my-agent.sh` showed it. A relative program path is now the
 /// repository root's (the folder holding `.tnh/`), for agents, `TNH_CLAUDE_BIN` and planners.

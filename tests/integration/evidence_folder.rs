@@ -23,7 +23,7 @@ const CONDUCTOR_NAMES: [&str; 12] = [
     "manifest.json",
 ];
 
-/// Review 1, defect 2: the conductor opened the files it writes after the agent ends with
+/// The conductor opened the files it writes after the agent ends with
 /// create+truncate, following what the agent had planted in `$TNH_STEP_DIR`:
 /// `policy_summary.json -> .git/config` replaced the operator's git configuration with JSON,
 /// `workspace.diff -> .git/hooks/pre-commit` wrote the agent's patch lines (valid shell) into

@@ -1,7 +1,7 @@
 //! The conductor's own exclude rule in `.git/info/exclude`: anchored to the repository's root
 //! (`/.tnh/`), so a `.tnh` folder deeper down is never hidden from the capture or from the
 //! operator's `git status`; an unanchored `.tnh/` line written by an earlier version is
-//! upgraded in place (review 5 §5).
+//! upgraded in place.
 
 use tnh_conductor::ids::{RunId, WorkflowId};
 use tnh_conductor::workspace::Workspace;

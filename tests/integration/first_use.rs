@@ -204,7 +204,7 @@ fn init_writes_a_configuration_that_loads_and_keeps_an_existing_one() {
     );
 }
 
-/// Review 3, defect 10: `tnh-conductor --config FILE init` wrote `<repo>/.tnh/config.yaml` and
+/// `tnh-conductor --config FILE init` wrote `<repo>/.tnh/config.yaml` and
 /// left FILE unwritten. It writes FILE (creating its folder), which the next command given
 /// `--config FILE` reads, leaves the repository's own file alone, and refuses to overwrite
 /// FILE without `--force`.

@@ -631,7 +631,7 @@ fn after_the_deadline(repo: &RunRepo, then: &str) -> String {
     )
 }
 
-/// Review 2 (after a run started), defect 5: the operator approved at the `--wait` prompt
+/// The operator approved at the `--wait` prompt
 /// before the gate's deadline, which passed while the comment prompt waited: the approval was
 /// dropped, the gate timed out, and the prompt said "decided by another process meanwhile" —
 /// there was none. The decision is as of the answer: recorded with the comment typed after
@@ -717,7 +717,7 @@ fn run_wait_says_the_gate_timed_out_when_another_command_resolved_it_at_the_comm
     );
 }
 
-/// Review 3 (docs), defect 2: the inline prompt always decided as `$USER`, so at a gate whose
+/// The inline prompt always decided as `$USER`, so at a gate whose
 /// approvers do not include it (`implement_adr`'s `final_review`, `approvers: [lead]`, the
 /// README's first command) every approval was refused and asked again for ever. The prompt
 /// says so before asking and asks which approver to decide as; `--as NAME` decides as NAME.
@@ -787,7 +787,7 @@ fn gate_then_a_step() -> String {
         + "  - id: finish\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: \"WRITE done.txt: done\"\n    routes:\n      \"*\": STOP\n"
 }
 
-/// Review 2, defect 6 (low): after a decision at the `--wait` prompt the live progress line was
+/// After a decision at the `--wait` prompt the live progress line was
 /// left on the terminal and the summary appended to it (`… · run_completedrun 2026…`); and
 /// with `--json` the run's progress still showed once it went on after the decision.
 #[test]
@@ -1394,7 +1394,7 @@ fn a_deleted_work_branch_is_refused_naming_how_to_restore_it() {
     repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead", "--resume"], 0);
 }
 
-/// Review 11 (operator CLI), defect 4: `gate list` and `status` of a waiting run took the run's
+/// `gate list` and `status` of a waiting run took the run's
 /// lock to look for a timed-out gate even when the gate had no deadline, so a decision made
 /// while a dashboard polled them was refused at random as "driven by another process". They
 /// no longer take the lock (the lock file, removed here, is not created again), and a gate
@@ -1421,7 +1421,7 @@ fn looking_at_a_waiting_gate_does_not_take_the_runs_lock() {
     repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead"], 0);
 }
 
-/// Review 11, defect 5: a waiting run whose state.json is damaged was left out of `gate list`
+/// A waiting run whose state.json is damaged was left out of `gate list`
 /// ("no gate is waiting") while `status` and `runs list` showed it waiting. It is listed from
 /// status.json, with what is damaged.
 #[test]
@@ -1461,7 +1461,7 @@ fn run_files(repo: &RunRepo, run_id: &str) -> std::collections::BTreeMap<String,
     files
 }
 
-/// Review 2 (after a run started), defect 3: a `state.json` a newer release wrote
+/// A `state.json` a newer release wrote
 /// (`schema_version` 2, with a field this release does not know) was decided and continued
 /// without a word, the unknown field dropped from the rewritten file, which still claimed
 /// version 2. Deciding, resuming and rolling back refuse it (exit 2, nothing written), naming
@@ -1548,7 +1548,7 @@ fn a_run_a_newer_release_wrote_is_refused_and_left_as_it_is() {
     );
 }
 
-/// Review 2, defect 8 (low): a run whose `state.json` was damaged looked healthy in `status`,
+/// A run whose `state.json` was damaged looked healthy in `status`,
 /// `runs list` and `runs show` (a normal waiting run); only `gate list` said so. Then deciding
 /// and resuming it failed with exit 4, although nothing was done. The views say what is
 /// damaged and what to do; deciding and resuming refuse with exit 2.
@@ -1656,10 +1656,10 @@ fn a_decision_without_resume_is_not_said_to_be_an_interruption() {
     repo.conductor_exits(&["resume", &run_id], 0);
 }
 
-/// Review 11, defect 8: a lock file that cannot be opened (a read-only run directory, here a
+/// A lock file that cannot be opened (a read-only run directory, here a
 /// folder where the file should be) got the hint for a lock held by another process ("wait
-/// for that process to finish"), though there is none. (Review 11 of the locks, defect 7: a
-/// folder there is named as such, with the hint to remove it, not one about the file system.)
+/// for that process to finish"), though there is none. A folder there is named as such, with
+/// the hint to remove it, not one about the file system.
 #[test]
 fn a_lock_file_that_cannot_be_opened_is_not_said_to_be_held() {
     let repo = RunRepo::new();
@@ -1676,7 +1676,7 @@ fn a_lock_file_that_cannot_be_opened_is_not_said_to_be_held() {
     assert!(!stderr.contains("wait for that process"), "{stderr}");
 }
 
-/// Review 11, defect 10: with the workflow file moved away after the run started, a gate
+/// With the workflow file moved away after the run started, a gate
 /// decision (and `resume`) said "workflow is invalid" with a `validate` hint. They say the
 /// file the run was started from is gone, with its recorded digest, and change nothing: put
 /// back, the decision goes through.
@@ -1729,7 +1729,7 @@ fn a_decision_whose_workflow_file_is_gone_says_so_and_changes_nothing() {
     repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead", "--resume"], 0);
 }
 
-/// Review 11 (hostile agent), found while fixing defect 2: the lock file was opened through
+/// The lock file was opened through
 /// links, then truncated and given the pid, so an agent that replaced `lock` with a link to
 /// `.git/config` had that file emptied by the next `resume` or decision. A link (or a FIFO)
 /// there is refused, the file it leads to left as it was.
@@ -1769,7 +1769,7 @@ fn a_lock_file_replaced_by_a_link_is_refused_and_its_target_left_alone() {
     repo.conductor_exits(&["gate", "approve", &run_id, "--as", "lead"], 0);
 }
 
-/// Review 9, defect 5: `runs list`, `runs show` and the journal showed a gate past its deadline
+/// `runs list`, `runs show` and the journal showed a gate past its deadline
 /// as plainly waiting. They say it is past its deadline, and what happens next; a gate still
 /// in time is not said to be.
 #[test]

@@ -83,7 +83,7 @@ fn assert_bounded(view: &str, run_diff: &std::path::Path) {
     assert!(view.len() < 1024 * 1024, "{} bytes shown", view.len());
 }
 
-/// Review 12, defect 3 (low/medium): `gate show` printed a 3 MiB line and a 3.5 MB patch on
+/// `gate show` printed a 3 MiB line and a 3.5 MB patch on
 /// the terminal, with no word that anything was long or where the whole of it is.
 #[test]
 fn gate_show_bounds_long_lines_and_long_patches_and_names_run_diff() {

@@ -138,7 +138,7 @@ fn a_damaged_event_line_is_reported_and_hides_nothing_after_it() {
     assert_eq!(stdout_text(&events).lines().count(), lines.len() - 1);
 }
 
-/// Review 11 (operator CLI), defect 11: `journal --since` a day after today printed an
+/// `journal --since` a day after today printed an
 /// inverted range ("2099-01-01 to <today>") and exited 0; it is a usage error.
 #[test]
 fn a_since_day_after_today_is_refused() {
@@ -153,7 +153,7 @@ fn a_since_day_after_today_is_refused() {
     repo.conductor_exits(&["journal", "--since", "2020-01-01"], 0);
 }
 
-/// Review 2 (after a run started), defect 11 (low): `journal --date` a day after today printed
+/// `journal --date` a day after today printed
 /// a journal listing today's waiting runs as in progress on that day, while `--since` refused
 /// it. Both refuse a day after today (exit 2, nothing printed on stdout).
 #[test]
@@ -178,7 +178,7 @@ fn a_date_after_today_is_refused_like_since() {
     );
 }
 
-/// Review 11 (operator CLI), defect 3: the journal chose runs by the day they started only, so
+/// The journal chose runs by the day they started only, so
 /// a gate waiting since the evening before was missing from today's journal, and a run that
 /// ended the next day was reported as completed on the day it started. A run belongs to every
 /// day from its start to its end (to today while it goes on); on a day before its end it is in

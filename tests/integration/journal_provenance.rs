@@ -35,7 +35,7 @@ steps:
       \"*\": STOP
 ";
 
-/// Review 12, defect 7 (low): the journal printed one `Transcript:` line per agent visit — 250
+/// The journal printed one `Transcript:` line per agent visit — 250
 /// lines for a 250-visit loop.
 #[test]
 fn the_journal_lists_each_steps_last_transcript_and_counts_the_earlier_visits() {

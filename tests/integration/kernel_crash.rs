@@ -364,7 +364,7 @@ fn a_lost_status_file_reads_as_blocked_and_resume_rewrites_it() {
     assert_eq!(rewritten["lifecycle_state"], "completed");
 }
 
-/// Review 3, defect 5: a killed run showed as `running` in `status`, `runs list` and
+/// A killed run showed as `running` in `status`, `runs list` and
 /// `journal` whenever the pid in its `status.json` belonged to a live `tnh-conductor` process
 /// (another run's driver, a `status --watch`, which can be given the dead driver's pid), even
 /// though the kernel's lock table showed nobody holding the run's lock. The pid now counts only
@@ -477,7 +477,7 @@ fn resume_records_a_configuration_that_changed_since_the_run_started() {
     );
 }
 
-/// Review 3, defect 1: `resume` of a run killed in an agent step checked the visit against the
+/// `resume` of a run killed in an agent step checked the visit against the
 /// guard state saved when the dead step started, so the operator's own work since the kill — a
 /// commit on `main`, a new tag, a git configuration edit — was "put back" as the agent's
 /// (`main` rewound under the operator's checkout, the tag deleted) and the run went on to exit
@@ -1076,7 +1076,7 @@ fn resume_stops_the_git_a_killed_run_left_creating_its_worktree() {
     assert!(!survived, "the git left by the killed run still runs");
 }
 
-/// Review 11 (operator CLI), defect 2: a run killed in an EVALUATE (or a GATE, a STOP) was
+/// A run killed in an EVALUATE (or a GATE, a STOP) was
 /// exempt from the drift check, so a worktree edited by hand meanwhile resumed to success
 /// with no `drift_accepted` event. Only validations and rollbacks (which change files without
 /// a snapshot) and agent steps going back to their own snapshot are exempt.

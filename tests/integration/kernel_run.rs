@@ -26,7 +26,7 @@ fn a_linear_workflow_runs_to_a_success_stop_with_a_complete_run_directory() {
     assert!(!repo.path().join("hello.txt").exists());
     assert_eq!(repo.repo.git(&["status", "--porcelain"]), operator_status);
 
-    // metadata.json (OA04.3 §3 and DESIGN §5), field by field.
+    // metadata.json, field by field.
     let metadata = repo.json(run_id, "metadata.json");
     assert_eq!(metadata["run_id"], run_id);
     assert_eq!(metadata["workflow_id"], "linear");
@@ -512,7 +512,7 @@ fn a_runaway_script_stops_the_run_with_its_yaml_position_recorded() {
 }
 
 /// A route that asks no planner cannot turn a change outside the policy into a success: the
-/// success STOP ends the run as a failure that names the violation (DESIGN §4 rule 1).
+/// success STOP ends the run as a failure that names the violation.
 #[test]
 fn a_policy_violation_never_rolled_back_cannot_end_in_success() {
     let repo = RunRepo::new();

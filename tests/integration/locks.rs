@@ -1,4 +1,4 @@
-//! Locks that cannot be fooled (review 11, defects 1, 2, 6 and 7): the repository's worktree
+//! Locks that cannot be fooled: the repository's worktree
 //! lock (`.git/tnh-worktrees.lock`) replaced by a FIFO, a link or a folder, or held by another
 //! program or another conductor; a live run's lock file removed; a shared `flock` on a killed
 //! run's lock; a folder where a run's lock file should be.
@@ -122,7 +122,7 @@ fn run_dirs(repo: &RunRepo) -> usize {
     std::fs::read_dir(repo.path().join(".tnh/run")).map_or(0, |entries| entries.count())
 }
 
-/// Review 11, defect 1: a FIFO an agent put at `.git/tnh-worktrees.lock` made every later
+/// A FIFO an agent put at `.git/tnh-worktrees.lock` made every later
 /// `run` block for ever in `open`, deaf to Ctrl-C. A FIFO, a link or a folder there is
 /// refused at once, naming the file, with the hint to remove it; nothing is started, and
 /// nothing is created through the link.
@@ -169,7 +169,7 @@ fn a_fifo_link_or_folder_at_the_worktree_lock_is_refused_not_waited_on() {
     }
 }
 
-/// Review 11, defect 1: `runs clean` takes the worktree lock too; a FIFO there is refused,
+/// `runs clean` takes the worktree lock too; a FIFO there is refused,
 /// never waited on, and the run is kept.
 #[test]
 fn runs_clean_refuses_a_fifo_at_the_worktree_lock() {
@@ -192,7 +192,7 @@ fn runs_clean_refuses_a_fifo_at_the_worktree_lock() {
     assert!(repo.path().join(".tnh/worktrees").join(&run_id).is_dir());
 }
 
-/// Review 11, defect 1: the agent that replaces the worktree lock by a FIFO is caught at its
+/// The agent that replaces the worktree lock by a FIFO is caught at its
 /// own step (the guard watches the file with `.git`'s others), and the file is put back, so
 /// the next run does not stop on it.
 #[test]
@@ -236,7 +236,7 @@ fn an_agent_replacing_the_worktree_lock_by_a_fifo_is_reported_and_the_file_put_b
     assert_eq!(output.status.code(), Some(0), "{}", stderr_text(&output));
 }
 
-/// Review 11, defect 1: a program that is not a conductor holding the worktree lock (an
+/// A program that is not a conductor holding the worktree lock (an
 /// agent's leftover `flock`) is named at once, never waited on for ever.
 #[test]
 fn a_worktree_lock_held_by_another_program_is_refused_naming_it() {
@@ -259,7 +259,7 @@ fn a_worktree_lock_held_by_another_program_is_refused_naming_it() {
     assert_eq!(run_dirs(&repo), 0, "nothing started");
 }
 
-/// Review 11, defect 1: while another conductor holds the worktree lock, a `run` waits for
+/// While another conductor holds the worktree lock, a `run` waits for
 /// it, and Ctrl-C still stops it: the run is kept interrupted, and `resume` makes its worktree
 /// once the lock is free. (The holder is `flock` under the name `tnh-conductor`, which is
 /// what the waiting run looks at; the Ctrl-C is sent while the run runs its last git command
@@ -347,7 +347,7 @@ fn repo_with_waiting_agent() -> (RunRepo, PathBuf, PathBuf, PathBuf) {
     (repo, workflow, started, go)
 }
 
-/// Review 11, defect 2: removing a live run's lock file (its agent can write the run
+/// Removing a live run's lock file (its agent can write the run
 /// directory; an operator may tidy a "stale" lock) let `resume` take a fresh lock while the
 /// driver lived: it killed the live agent as an orphan, and both appended to `events.ndjson`,
 /// tearing it. Now `status` and `runs list` still say running, `resume` (and a rollback) are
@@ -427,7 +427,7 @@ fn a_live_runs_lock_file_taken_away(how: &str) {
     );
 }
 
-/// Review 11, defect 2: the event log is opened `O_APPEND`, so two writers (two drivers let
+/// The event log is opened `O_APPEND`, so two writers (two drivers let
 /// in at once) can never overwrite each other's lines: each line lands whole at the end.
 #[test]
 fn two_writers_of_one_event_log_never_overwrite_a_line() {
@@ -461,7 +461,7 @@ fn two_writers_of_one_event_log_never_overwrite_a_line() {
     );
 }
 
-/// Review 11, defect 6: `/proc/locks` was matched by inode alone, any lock type: a shared
+/// `/proc/locks` was matched by inode alone, any lock type: a shared
 /// `flock` (which the conductor never takes) made a killed run read as `running`. Only an
 /// exclusive `flock` on the same device and inode counts. (The reviewer's case, an inode
 /// number shared with a file on another device, cannot be made on purpose; the unit tests of
@@ -488,7 +488,7 @@ fn a_shared_flock_on_a_killed_runs_lock_does_not_make_it_read_as_running() {
     );
 }
 
-/// Review 11, defect 7: a folder where a run's lock file should be was reported as an I/O
+/// A folder where a run's lock file should be was reported as an I/O
 /// failure (`Is a directory`) with a hint about permissions and disk space; it is named like a
 /// link or a FIFO there, with the hint to remove it.
 #[test]
@@ -515,7 +515,7 @@ fn a_folder_in_place_of_a_runs_lock_file_is_named_with_the_hint_to_remove_it() {
     }
 }
 
-/// Review 11, defect 6, the reviewer's own case where this machine allows it: a run directory
+/// A run directory
 /// on tmpfs (small inode numbers) and a file of sysfs with the same inode number, on which an
 /// unrelated process holds an exclusive `flock`. Matched by inode alone, the killed run read
 /// as `running`; the device tells them apart. Where there is no `/dev/shm`, or no such file,

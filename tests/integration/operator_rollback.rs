@@ -341,7 +341,7 @@ fn a_rollback_of_an_ended_run_is_recorded_after_its_end_and_leaves_its_state() {
     assert!(!worktree.join("hello.txt").exists());
 }
 
-/// Review 3, defect 7: an operator `rollback` killed after it had reset the worktree left no
+/// An operator `rollback` killed after it had reset the worktree left no
 /// record of what it undid (no event, no `rollbacks/N.json`), and the retry recorded "no
 /// changes" — the record a gate then cites as the rollback. Now `rollback_started` (target,
 /// snapshot, HEAD and file tree before) is recorded before the reset, and the retry's record

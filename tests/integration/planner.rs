@@ -1,4 +1,4 @@
-//! Planner backends and the guard (OA06): decision vectors through `planner check`, command
+//! Planner backends and the guard: decision vectors through `planner check`, command
 //! planners that lie or break, and the saved planner records of real runs.
 
 use std::path::Path;
@@ -73,7 +73,7 @@ fn vectors(dir: &Path, names: &[&str], expect: Option<serde_json::Value>) -> std
 fn the_rules_planner_passes_every_decision_vector() {
     let folder = fixture("planner_vectors");
     let count = std::fs::read_dir(&folder).unwrap().count();
-    assert!(count >= 20, "the OA06 eight and at least twelve more");
+    assert!(count >= 20, "the contract's eight and at least twelve more");
     let output = check(None, &folder, None);
     let stdout = stdout_text(&output);
     assert_eq!(
@@ -321,11 +321,11 @@ fn saved_planner_records_match_their_published_schemas() {
     assert_eq!(first["decided_by"], "rules");
 }
 
-/// An envelope with only the OA06 §2 fields — no `schema_version`, none of this project's
+/// An envelope with only the contract's fields — no `schema_version`, none of this project's
 /// additions — is valid input: the published schema accepts it and the backends decide on it.
 #[test]
 fn an_envelope_with_only_the_oa06_fields_is_valid_input() {
-    const OA06: [&str; 7] = [
+    const CONTRACT: [&str; 7] = [
         "run_id",
         "workflow_id",
         "step_id",
@@ -363,7 +363,7 @@ fn an_envelope_with_only_the_oa06_fields_is_valid_input() {
         let mut vector: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(entry.path()).unwrap()).unwrap();
         let envelope = vector["envelope"].as_object_mut().unwrap();
-        envelope.retain(|key, _| OA06.contains(&key.as_str()));
+        envelope.retain(|key, _| CONTRACT.contains(&key.as_str()));
         envelope["evidence"]
             .as_object_mut()
             .unwrap()
@@ -617,7 +617,7 @@ fn a_raised_or_kernel_decision_is_recorded_and_shown_as_such() {
     assert!(!shown.contains("by the `judge` planner"), "{shown}");
 }
 
-/// A planner configured as `default` (as `init`, the README and DESIGN §6 write it) judges
+/// A planner configured as `default` (as `init` and the README write it) judges
 /// every EVALUATE that names none: no `--planner`, no step `planner:`, no `defaults.planner`.
 #[test]
 fn a_planner_configured_as_default_judges_an_evaluate_that_names_none() {

@@ -603,7 +603,7 @@ steps:
     assert_eq!(planner["risk_flags"], serde_json::json!(["test_weakened"]));
 }
 
-/// Review defect 1 (high): a `codex` planner that left a FIFO at its `-o` path hung the
+/// A `codex` planner that left a FIFO at its `-o` path hung the
 /// conductor forever (a plain blocking `open` of the FIFO, out of reach of the planner's
 /// timeout and of SIGTERM). Now the `-o` file is read only as a regular file: a FIFO, or a
 /// link to `/dev/zero`, is a failed attempt, and the decision is `blocked` `planner_error`.
@@ -660,7 +660,7 @@ fn a_codex_planner_that_plants_a_fifo_or_a_link_at_its_o_path_is_a_planner_error
     }
 }
 
-/// Review 2 (after a run started), defect 7 (low): `runs show` said only "1 blocker(s)" for a
+/// `runs show` said only "1 blocker(s)" for a
 /// planner that gave no usable answer; why (connection refused, HTTP 500, not JSON) was only in
 /// planner_decision.json. Each blocker is listed with its code and summary.
 #[test]

@@ -1,4 +1,4 @@
-//! The OA06 §3 decision contract where later steps depend on it: `fix_instructions` must have
+//! The decision contract where later steps depend on it: `fix_instructions` must have
 //! the shape the shipped fix prompts render, in the published schema (the one model backends
 //! are sent) and in the answers the kernel accepts; the `rules` planner's instructions render.
 
@@ -131,7 +131,7 @@ fn fix_instructions_the_fix_prompts_cannot_render_are_a_planner_error_not_a_dead
     }
 }
 
-/// The same answers with `objective` (and only the OA06 fields) reach the shipped fix prompt,
+/// The same answers with `objective` (and only the contract's fields) reach the shipped fix prompt,
 /// which renders them; `null` lists are read as empty.
 #[test]
 fn fix_instructions_in_the_oa06_shape_reach_the_shipped_fix_prompt() {

@@ -83,7 +83,7 @@ const QUEUED_GATE: &str =
 const PRE_STEP_ROLLBACK: &str =
     "    opcode: ROLLBACK\n    target: pre_step\n    routes: { \"*\": judge_again }";
 
-/// Review 13 defect 2: with a non-blocking gate (nobody decides anything) or a rollback
+/// With a non-blocking gate (nobody decides anything) or a rollback
 /// between two evaluations, the second one's `steps` held that step only, so the guard's
 /// `no_new_evidence` did not fire and a timed-out agent ended the run in success (exit 0),
 /// with the `rules` planner too. Evidence is new only when an agent or validation step ran.
@@ -204,7 +204,7 @@ steps:
     }
 }
 
-/// Review 12 defect 1: "10 files changed" contains "0 files changed", so the guard read a
+/// "10 files changed" contains "0 files changed", so the guard read a
 /// change of ten files as an empty diff and raised a correct run to `partial`
 /// (`transcript_workspace_mismatch`). The guard reads the structured diffstat.
 #[test]
@@ -256,7 +256,7 @@ steps:
     }
 }
 
-/// Review 13 defect 4: a validator that exits 0 without writing its declared artifact ends
+/// A validator that exits 0 without writing its declared artifact ends
 /// its step `error`, but the envelope did not say which artifact was missing, so the guard's
 /// `missing_artifact` rule never fired (`partial`, a fix loop, with every exit code 0 and no
 /// reason). The envelope names the artifact and why the validator failed; the decision is
@@ -338,7 +338,7 @@ steps:
     }
 }
 
-/// Review 13 defect 5: a harness report went into the envelope whole (a 30 MB report made a
+/// A harness report went into the envelope whole (a 30 MB report made a
 /// 31 MB planner input). It is bounded: the summary, the failing cases first (long fields
 /// shortened), as many passing ones as fit, and a note naming the whole report's path. The
 /// guard reads the same verdict from it (a case failed: not a success).

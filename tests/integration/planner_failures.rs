@@ -59,7 +59,7 @@ echo 'the real reason: quota exceeded' >&2
 exit 4
 "#;
 
-/// Review 13, defect 6 (medium): a failing planner's stderr was thrown away with its
+/// A failing planner's stderr was thrown away with its
 /// temporary capture folder, only its last line surviving in the attempt's error. Each
 /// attempt's `planner_attempts.json` entry keeps the end of its stderr (the last 64 KiB), with
 /// a first line saying how much was cut.
@@ -179,7 +179,7 @@ fn ask_http(url: &str, attempts: usize) -> Vec<Attempt> {
     decide(&backend, &request).1
 }
 
-/// Review 13, defect 7 (low): an `http` planner's answer that was not UTF-8, larger than
+/// An `http` planner's answer that was not UTF-8, larger than
 /// 8 MiB or cut short (a reset, a timeout) was recorded as `raw: ""` with ureq's message.
 /// What was read is kept, decoded lossily, and the error says what happened.
 #[test]

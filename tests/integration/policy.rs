@@ -538,7 +538,7 @@ fn a_nested_repository_in_a_forbidden_or_unallowed_folder_is_a_violation() {
     );
 }
 
-/// Review 1, defect 7: a new binary file that git paired with a deleted text file (a rename
+/// A new binary file that git paired with a deleted text file (a rename
 /// with `binary: true`) was not counted as an added binary file, so `add_binary_files` let it
 /// in. A rename is a new path: with binary content it is one; a text rename is not.
 #[test]

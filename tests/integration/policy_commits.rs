@@ -1,4 +1,4 @@
-//! What a step commits on the work branch is judged too (review 5 §4): an agent that commits
+//! What a step commits on the work branch is judged too: an agent that commits
 //! a forbidden change and then puts the file back in the worktree (so the capture sees only
 //! its allowed edit) no longer passes the policy while the work branch carries the change.
 

@@ -1,6 +1,6 @@
-//! A prompt's render is bounded in size, not only in steps (review 10, defect 1), its template
-//! is compiled when the library loads so `validate` catches syntax errors (defect 2), and one
-//! bad prompt file blocks only the workflows that use it (defect 3).
+//! A prompt's render is bounded in size, not only in steps, its template
+//! is compiled when the library loads so `validate` catches syntax errors, and one
+//! bad prompt file blocks only the workflows that use it.
 
 use tnh_conductor::prompt::{Catalog, MAX_RENDERED_BYTES, PromptError, render};
 
@@ -223,7 +223,7 @@ fn a_deprecated_prompt_is_a_warning_at_the_reference() {
     );
 }
 
-/// Review 10, defect 2: `{% if %}` in a repository prompt passed `validate`, and the run
+/// `{% if %}` in a repository prompt passed `validate`, and the run
 /// created its worktree before failing at the step.
 #[test]
 fn a_template_syntax_error_fails_validate_with_the_prompt_line() {
@@ -254,7 +254,7 @@ fn a_template_syntax_error_fails_validate_with_the_prompt_line() {
     );
 }
 
-/// Review 10, defect 3: one bad prompt file made `validate` and `prompts list` fail for every
+/// One bad prompt file made `validate` and `prompts list` fail for every
 /// workflow, and only its first problem was shown.
 #[test]
 fn a_bad_prompt_file_blocks_only_the_workflows_that_use_it_and_shows_every_problem() {

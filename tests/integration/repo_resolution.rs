@@ -300,7 +300,7 @@ fn runs_work_in(checkout: &Path, git_folder: &Path) {
     assert!(!worktree.exists(), "runs clean removed the run's worktree");
 }
 
-/// Review defect #1: a submodule's checkout (`.git` is the file `gitdir: ../.git/modules/lib`)
+/// A submodule's checkout (`.git` is the file `gitdir: ../.git/modules/lib`)
 /// was refused as "a bare repository" by `tnh context`, `tnh test` and every `tnh-conductor`
 /// command, because only a git folder named `.git` was taken to have a working tree.
 #[test]
@@ -349,7 +349,7 @@ fn a_submodule_checkout_is_a_repository_like_any_other() {
     assert!(stdout_text(&context).contains("suite ran"));
 }
 
-/// Review defect #1: a checkout made with `git init --separate-git-dir` was refused as "a bare
+/// A checkout made with `git init --separate-git-dir` was refused as "a bare
 /// repository"; a bare repository's linked worktree is still refused, with a hint, and so is
 /// a linked worktree of a separate git folder that does not say where its main checkout is.
 #[test]

@@ -192,7 +192,7 @@ fn refused_in(dir: &Path, args: &[&str], texts: &[&str]) {
     }
 }
 
-/// Review 8, defect 4: a copy of the repository used to resume its runs with the original's
+/// A copy of the repository used to resume its runs with the original's
 /// absolute paths — driving the original's worktree and writing refs into the original's
 /// `.git`. It is refused, naming both repositories, and the original is untouched.
 #[test]
@@ -420,7 +420,7 @@ fn skipped(repo: &RunRepo, run_id: &str, step: &str, saved: &Path, main: &str, r
     );
 }
 
-/// Review J, defect 1: a `guard_state.json` cut short (or not JSON) made `resume` fail with
+/// A `guard_state.json` cut short (or not JSON) made `resume` fail with
 /// exit 4 and a hint about disk space, and no way on. It is refused (exit 2), naming the file
 /// and what cannot be checked, until it is put back or the check is skipped.
 #[test]
@@ -438,7 +438,7 @@ fn a_damaged_guard_state_is_refused_until_put_back_or_skipped() {
     skipped(&repo, &run_id, "work", &saved, &main, "is damaged (");
 }
 
-/// Review J, defect 1: a `guard_state.json` deleted after the step's process started (an
+/// A `guard_state.json` deleted after the step's process started (an
 /// agent that deletes it, moves `main` and kills the conductor) made `resume` skip the check
 /// silently. The events show the process started and the visit never ended: refused, for an
 /// agent step and for a validation, until the check is skipped.
@@ -484,7 +484,7 @@ fn skip_guard_check_does_not_skip_a_check_that_can_be_made() {
     assert!(!saved.exists());
 }
 
-/// Review J, defect 2: a `metadata.json` cut short (a crash or a full disk while it was
+/// A `metadata.json` cut short (a crash or a full disk while it was
 /// written, an edit) made `resume`, `runs show` and the gate commands fail with exit 4 and a
 /// hint to "inspect it". They refuse the run (exit 2) naming the file and saying the run
 /// directory is damaged, with nothing changed; `runs list` lists it as damaged beside the
@@ -555,7 +555,7 @@ fn a_metadata_file_cut_short_is_refused_as_a_damaged_run_directory() {
     repo.conductor_exits(&["gate", "approve", &sound, "--as", "lead", "--resume"], 0);
 }
 
-/// Review J, defect 3: `runs events` of a run whose log ends before its checkpoint (the log
+/// `runs events` of a run whose log ends before its checkpoint (the log
 /// `resume` refuses) printed the short log as if it were complete. It still prints it, with a
 /// warning naming the missing events; so does `runs show`.
 #[test]

@@ -56,7 +56,7 @@ fn killed_after(
     (repo, workflow, run_id)
 }
 
-/// Review 2 §1: `gate approve --resume` built a new script host that read `.tnh/scripts/`
+/// `gate approve --resume` built a new script host that read `.tnh/scripts/`
 /// from the worktree as an earlier agent step had rewritten it (`fn check(change) { true }`),
 /// so the rewritten helper let a forbidden file through — only when the run was resumed. The
 /// run now pins the modules it loaded at start (`scripts/` in the run directory, digests in
@@ -140,7 +140,7 @@ steps:
     assert!(final_state.starts_with("failed failure"), "{final_state}");
 }
 
-/// Review 2 §1, after a crash: `a` rewrites the helper, the conductor is killed during `b`,
+/// `a` rewrites the helper, the conductor is killed during `b`,
 /// and `resume` used the rewritten helper for `c`'s forbidden write (no violation, exit 0).
 #[test]
 fn resume_after_a_kill_judges_later_steps_with_the_pinned_modules() {
@@ -197,7 +197,7 @@ fn repo_with_policy_prompt() -> RunRepo {
     repo
 }
 
-/// Review 2 §3: an agent rewrote the repository's policy prompt from its worktree
+/// An agent rewrote the repository's policy prompt from its worktree
 /// (`../../prompts/policy/guard.v1.md`) with no violation (runs exclude `.tnh/` from git, so
 /// the checkout guard did not see it), and after `gate approve --resume` the rewritten policy
 /// judged the next step with nothing recorded. Now the edit is a `path_escape` violation of
@@ -273,7 +273,7 @@ steps:
     );
 }
 
-/// Review 2 §3, the operator's side: a prompt edited (or added) between a crash and `resume`
+/// A prompt edited (or added) between a crash and `resume`
 /// changed the running workflow silently, since `metadata.json` pinned the workflow's and the
 /// configuration's digests but not the prompts'. `resume` now records `prompts_changed`.
 #[test]
@@ -312,7 +312,7 @@ fn resume_records_the_repository_prompts_that_changed_while_the_run_was_stopped(
 /// The workflow of the parameter and step tests: `a` (killed while it runs), then `b`.
 const TWO_STEPS: &str = "workflow_id: edits\nversion: 1\ndescription: d\nentry_step: a\nparams:\n  n: {type: string, default: \"abc\"}\nsteps:\n  - id: a\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: \"WRITE a.txt: ${params.n}\"\n    routes: {\"*\": b}\n  - id: b\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: \"WRITE b.txt: ${params.n}\"\n    routes: {\"*\": STOP}\n";
 
-/// Review 2 §5: `resume` passed the parameters recorded in `metadata.json` on as they were: a
+/// `resume` passed the parameters recorded in `metadata.json` on as they were: a
 /// parameter the edited workflow added had no value (the run re-ran an agent, then died with
 /// exit 4 at `${params.newp}`). Its default is now filled in, and recorded.
 #[test]
@@ -347,7 +347,7 @@ fn resume_fills_in_the_default_of_a_parameter_the_edited_workflow_added() {
     );
 }
 
-/// Review 2 §5: a parameter retyped by the edited workflow (`n: string` → `int`, the run holds
+/// A parameter retyped by the edited workflow (`n: string` → `int`, the run holds
 /// `"abc"`) was passed on unchecked, and a new required parameter was not reported. `resume`
 /// now refuses both (exit 2, nothing written, the parameter named), and the run continues once
 /// the workflow fits it again.
@@ -392,7 +392,7 @@ fn resume_refuses_parameters_the_edited_workflow_no_longer_fits_and_writes_nothi
     repo.conductor_exits(&["resume", &run_id], 0);
 }
 
-/// Review 2 §12: with the step the crashed run was in renamed in the edited workflow, `resume`
+/// With the step the crashed run was in renamed in the edited workflow, `resume`
 /// ended the run for good with "step `a` routes to `a`, which is not a step". It now refuses
 /// (exit 2, nothing written) saying the step is gone, and resumes once it is back.
 #[test]
@@ -429,7 +429,7 @@ fn resume_refuses_when_the_edited_workflow_no_longer_has_the_step_the_run_stoppe
 /// A workflow that waits at gate `g` before `b` uses its parameter.
 const GATED: &str = "workflow_id: gated\nversion: 1\ndescription: d\nentry_step: g\nparams:\n  n: {type: string, default: \"abc\"}\nsteps:\n  - id: g\n    opcode: GATE\n    gate: requires_approval\n    routes: {gate_approved: b, gate_rejected: STOP}\n  - id: b\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: \"WRITE b.txt: ${params.n}\"\n    routes: {\"*\": STOP}\n";
 
-/// Review 2 §5 and §12 for gate decisions: a workflow edited while the gate waited (a new
+/// A workflow edited while the gate waited (a new
 /// required parameter, the gate step renamed) is refused by `gate approve --resume` with
 /// nothing decided; a new parameter's default is filled in for the steps after the gate.
 #[test]

@@ -57,7 +57,7 @@ fn listed(repo: &RunRepo, run_id: &str, step: &str) -> (Vec<String>, serde_json:
     (paths, manifest)
 }
 
-/// Review 8, defect 6: interrupted RUN_VALIDATION, EVALUATE and ROLLBACK visits had manifests
+/// Interrupted RUN_VALIDATION, EVALUATE and ROLLBACK visits had manifests
 /// with no artifacts, though their folders held the validator's output, the planner input and
 /// the rollback record; and `runs show` hid what the interrupted rollback undid.
 #[test]
@@ -101,7 +101,7 @@ fn interrupted_validation_evaluation_and_rollback_visits_list_what_they_left() {
     );
 }
 
-/// Review 8, defect 9: the interrupted visit's manifest took its opcode from the workflow as
+/// The interrupted visit's manifest took its opcode from the workflow as
 /// edited after the crash, not from the visit's `step_started` event.
 #[test]
 fn an_interrupted_visit_keeps_the_opcode_it_ran_with_after_the_workflow_is_edited() {

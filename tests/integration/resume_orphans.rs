@@ -58,7 +58,7 @@ fn tags(repo: &RunRepo) -> BTreeSet<String> {
         .collect()
 }
 
-/// Review 8, defect 3: the refusal (repository changes since the step started) used to come
+/// The refusal (repository changes since the step started) used to come
 /// before the orphan was killed, so the agent went on tagging without supervision, and
 /// `--accept-drift` then kept as the operator's the tags it made after the operator was shown
 /// the list.

@@ -18,7 +18,7 @@ impl Drop for KillOnDrop {
 
 const WORKFLOW: &str = "workflow_id: killed\nversion: 1\ndescription: an agent that kills its conductor\nentry_step: agent\ndefaults:\n  limits: {timeout: 20s, idle_timeout: 10s}\nsteps:\n  - id: agent\n    opcode: RUN_AGENT\n    agent: killer\n    prompt: |\n      Write hello to out.txt.\n    routes:\n      completed: done\n      \"*\": failed\n  - id: done\n    opcode: STOP\n    outcome: success\n  - id: failed\n    opcode: STOP\n    outcome: failure\n";
 
-/// Review 8, defect 7: after a conductor was SIGKILLed, with the workflow and configuration
+/// After a conductor was SIGKILLed, with the workflow and configuration
 /// edited meanwhile, `resume` went straight to `▶ agent #2` and only `runs events` told what it
 /// had recovered. Its human output now says it first; `--json` prints only the result.
 #[test]

@@ -132,7 +132,7 @@ fn status_of_a_run_without_readable_status_or_state_does_not_promise_a_resume() 
         ) && !status.contains("continues the run and rewrites it"),
         "{status}"
     );
-    // Nothing was done: exit 2 (review 2, defect 8), naming the file.
+    // Nothing was done: exit 2, naming the file.
     repo.conductor_exits(&["resume", &run_id], 2);
 
     let journal = repo.conductor(&["journal", "--format", "json"]);
@@ -279,7 +279,7 @@ fn status_during_an_evaluate_says_it_waits_for_the_planner() {
     );
 }
 
-/// Review 11 (operator CLI), defect 9: `status --watch` printed a frame only when status.json
+/// `status --watch` printed a frame only when status.json
 /// changed, so while a step ran its "running for 0s" line never aged and a hanging agent looked
 /// fresh. The watch prints a new frame as the times read differently; it still ends with the run.
 #[test]
@@ -434,7 +434,7 @@ fn runs_started_one_after_another_sort_by_start_time() {
     assert_eq!(started, sorted);
 }
 
-/// Review 11 (operator CLI), defect 6: with its metadata.json missing, `status`, `runs show`,
+/// With its metadata.json missing, `status`, `runs show`,
 /// `runs events` and `gate show` said "no run X" and pointed to `runs list`, which lists the
 /// run as damaged. They find the run: `status` and `runs events` read their own files,
 /// `runs show` and `gate show` name the missing file (exit 4) with a hint to restore it.
@@ -467,7 +467,7 @@ fn a_run_without_its_metadata_file_is_still_found() {
     }
 }
 
-/// Review 2 (after a run started), defect 1: `runs events --follow` printed the events it had
+/// `runs events --follow` printed the events it had
 /// read, then looked at `status.json` and ended once the run had: the events written in
 /// between — the run's last ones, `run_completed` included — were never printed. A reader slow
 /// to take the output (a pager, a pipe to another host) widened the gap to whole steps. Here
@@ -573,7 +573,7 @@ fn runs_events_follow_prints_every_event_up_to_the_runs_end() {
     );
 }
 
-/// Review 12, defect 2: a finished run whose `state.json` was damaged and whose `status.json`
+/// A finished run whose `state.json` was damaged and whose `status.json`
 /// was empty too (it is not fsynced: a power loss can leave it so) was listed as a plain
 /// `blocked` run — no "(damaged)", no `damaged` field, no warning — although `metadata.json`
 /// recorded its success. It is listed as it ended, and as damaged.

@@ -295,7 +295,7 @@ async fn codex_reconnecting_forever_is_killed_idle() {
     );
 }
 
-/// Review defect 3: a Codex stopped mid-turn (killed idle) kept its last agent message, and
+/// A Codex stopped mid-turn (killed idle) kept its last agent message, and
 /// the `-o` file it had written, as its final response; the guard read "Done: …" as a claim
 /// of completion against an empty diff, and a retry became `unsafe`. A step that did not end
 /// by itself now has no final response, whatever the agent kind.
@@ -348,7 +348,7 @@ async fn codex_without_a_final_message_is_an_error() {
     assert!(!step.file("final_response.md").exists());
 }
 
-/// Review defect 5: a Claude that exits 0 with its error on stderr only (a wrapper that
+/// A Claude that exits 0 with its error on stderr only (a wrapper that
 /// swallows the exit status) ended with a bare `no_result` cause: stderr was read only for a
 /// non-zero exit, so `authentication_failed` and the reason were lost. Now the last stderr
 /// line is read whenever the stream said nothing.
@@ -386,7 +386,7 @@ async fn a_final_answer_longer_than_the_line_cap_is_kept_whole() {
     assert_eq!(step.read("final_response.md").len(), 600 * 1024);
 }
 
-/// Review defect 2: a `result` line longer than the supervisor's 256 KiB line cap was never
+/// A `result` line longer than the supervisor's 256 KiB line cap was never
 /// read for its cost while the agent ran, and the adapter's whole-line reading afterwards did
 /// not check the budget: a step that cost more than the run had left ended `completed`. Now
 /// the adapter's reading ends it `killed_policy` with `budget_exhausted`, like a short line.
@@ -406,7 +406,7 @@ async fn a_cost_on_a_result_line_longer_than_the_line_cap_still_exhausts_the_run
     assert_eq!(step.run().await.outcome, Outcome::Completed);
 }
 
-/// Review defect 2, the conservative half: a line too long even for the adapter's 32 MiB
+/// A line too long even for the adapter's 32 MiB
 /// reading may be the `result` with a cost nobody could read; under a run budget it is not
 /// taken for a step within budget.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Two real runs side by side (review 11, defects 3–5): what one run's agent changes in what
+//! Two real runs side by side: what one run's agent changes in what
 //! runs share — the repository's git configuration and hooks, the operator's checkout, another
 //! run's worktree — is never left unreported in the run whose agent did it, and each record
 //! names the other runs driven during the step. Timing is set by FIFOs the fake agent
@@ -181,7 +181,7 @@ const PLANT: &str = "git config core.hooksPath /tmp/tnh-side-by-side-hooks; \
     hook=$(git rev-parse --git-common-dir)/hooks/post-checkout; \
     printf '#!/bin/sh\\necho pwned\\n' > \"$hook\"; chmod +x \"$hook\"; echo b > b_own.txt";
 
-/// Review 11, defect 3: B's agent set `core.hooksPath` and planted a hook while A's step ran;
+/// B's agent set `core.hooksPath` and planted a hook while A's step ran;
 /// A's step ended first, A's guard put both back and A was charged; B's guard then found the
 /// files as it had recorded them and B — whose agent did it — ended clean. Now A's guard
 /// leaves a notice before it puts a shared file back, B's guard reads the notices written
@@ -378,7 +378,7 @@ fn a_run_killed_mid_step_finds_the_change_another_run_put_back_when_it_resumes()
     assert_eq!(left, 0, "B's resume was the last run the notices named");
 }
 
-/// Review 11, defect 4: A's agent edits the operator's checkout while B's step runs. Both runs
+/// A's agent edits the operator's checkout while B's step runs. Both runs
 /// are still charged (a `path_escape` violation each: the guard cannot tell whose agent did
 /// it), and each violation now says which other run was driven during the step, so the
 /// operator can tell.
@@ -413,7 +413,7 @@ fn a_change_to_the_operators_checkout_names_the_runs_driven_beside_the_step() {
     }
 }
 
-/// Review 11, defect 5: A's agent writes into B's worktree; the file is in B's diff as B's
+/// A's agent writes into B's worktree; the file is in B's diff as B's
 /// work. Not detected (that would take a listing of every other run's worktree), but each
 /// step's guard report lists the other runs driven during it, and B's gate request and
 /// `gate show` say that A was driven while B's steps ran and could have written there.

@@ -68,7 +68,7 @@ fn stdout_of(repo: &RunRepo, run_id: &str, validator: &str) -> String {
     .unwrap()
 }
 
-/// Review §6: a computed validator field whose value was `()` became the text `null`: argv
+/// A computed validator field whose value was `()` became the text `null`: argv
 /// `a null b`, `XA=null`, a `cwd` `null` that is not a folder (the run ended), an artifact
 /// pattern `null` that was missing (the step's outcome `error`). Now `()` leaves the item, the
 /// variable or the whole field out.
@@ -113,7 +113,7 @@ fn a_computed_validator_field_of_no_value_is_left_out_not_the_text_null() {
     }
 }
 
-/// Review §6: `args: "${{ 42 }}"` (not a list) was accepted as the argument `42`, and a list
+/// `args: "${{ 42 }}"` (not a list) was accepted as the argument `42`, and a list
 /// holding a map as its JSON text. Now both are an error at the expression that names the
 /// field and the type it got, and no validator runs.
 #[test]
@@ -160,7 +160,7 @@ fn make_executable(path: &Path) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// Review §11: a NUL byte in a computed validator `env` value (or argument) was reported as
+/// A NUL byte in a computed validator `env` value (or argument) was reported as
 /// "`/usr/bin/unshare` could not be started … install unshare", and the run was left resumable
 /// although resuming evaluates the same expression again. Now it is an error at the expression
 /// naming the field, and the run ends.

@@ -18,7 +18,7 @@ fn prints(repo: &RunRepo, run_id: &str) -> Vec<(Option<String>, String)> {
         .collect()
 }
 
-/// Review 1 §9: a print in a gate's `reason` was recorded under the next step, one in a STOP's
+/// A print in a gate's `reason` was recorded under the next step, one in a STOP's
 /// `reason` nowhere. Each is recorded under the visit that printed, whatever its opcode, and
 /// what the script's top level prints as the run loads it is the run's.
 #[test]
@@ -89,7 +89,7 @@ steps:
     );
 }
 
-/// Review 1 §8: an optional parameter without a default, not given: `${params.o}` stopped the
+/// An optional parameter without a default, not given: `${params.o}` stopped the
 /// run while `${{ params.o }}` gave nothing. Both give nothing now, in a reason and in a
 /// literal prompt, and `ctx.params` holds it as `()`.
 #[test]
@@ -150,7 +150,7 @@ steps:
     reason: "${{ r() }}"
 "#;
 
-/// Review 3 §3: repository modules were read from the run's worktree, where `.tnh/` (excluded
+/// Repository modules were read from the run's worktree, where `.tnh/` (excluded
 /// from git) is only when committed, so an uncommitted module passed `validate` and failed the
 /// run after it had made its worktree. They are read from the repository, as its prompts are,
 /// and pinned in the run directory.
@@ -212,8 +212,7 @@ fn a_missing_or_broken_repository_module_is_refused_before_anything_starts() {
     );
 }
 
-/// The step_failed event of a script error carries where it is (docs/scripting.md, Library
-/// API): review 1 §12g.
+/// The step_failed event of a script error carries where it is (docs/scripting.md).
 #[test]
 fn a_script_errors_step_failed_event_names_the_file_line_and_column() {
     let repo = RunRepo::new();

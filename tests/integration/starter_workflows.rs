@@ -297,7 +297,7 @@ fn update_docs_waits_for_approval() {
     repo.conductor_exits(&["gate", "approve", run_id, "--resume"], 0);
 }
 
-/// The OA04.1 §2 builder loop offline: the implementation fails validation, the planner says
+/// The builder loop offline: the implementation fails validation, the planner says
 /// `partial` with fix instructions, the fix agent gets them in its prompt, validation passes,
 /// the planner says `success`, and the final gate completes the run.
 #[test]

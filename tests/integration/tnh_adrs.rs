@@ -2,7 +2,7 @@
 
 use crate::support::{TempRepo, conductor, run_tnh, stderr_text, stdout_text};
 
-/// Review 2, defect 8: `tnh adr open Adr-1` failed (only `ADR-` and `adr-` were stripped),
+/// `tnh adr open Adr-1` failed (only `ADR-` and `adr-` were stripped),
 /// and an ADR whose front matter said `id: adr-7` got the id `ADR-7`, which `tnh adr open
 /// adr-7` could not find. The id is case-insensitive and its `ADR-` prefix optional, in any
 /// case, both where it is asked for and where it is written.
@@ -40,7 +40,7 @@ fn an_adr_id_is_found_whatever_the_case_of_its_prefix() {
     }
 }
 
-/// Review 2, defect 4: with `docs` a symbolic link to a folder outside the checkout, `tnh adr
+/// With `docs` a symbolic link to a folder outside the checkout, `tnh adr
 /// list|open` and `tnh context` listed and printed the ADRs found there (and `docs -> /` made
 /// `tnh context` walk the whole file system). The walk follows no link now — not on a
 /// pattern's prefix, not a folder or an ADR file met below it — and a pattern leaving the
@@ -132,7 +132,7 @@ fn adrs_are_read_only_from_the_checkouts_own_files() {
     );
 }
 
-/// Review 3, defect 4: a misspelt `adr_paths` (`adr_path:`), one of the wrong type (a string,
+/// A misspelt `adr_paths` (`adr_path:`), one of the wrong type (a string,
 /// a number) or a glob that does not compile was silently ignored: `tnh adr list` listed the
 /// ADRs of the default folder, which the agent was then told to implement. Each is refused,
 /// by `tnh adr`, `tnh context` and `tnh-conductor` alike, naming the file, line and column,
@@ -213,7 +213,7 @@ fn a_misspelt_or_mistyped_adr_paths_is_refused_where_it_is_written() {
     );
 }
 
-/// Review 3, defect 11: the adr-tools layout (`docs/adr/0012-use-foo.md`, a `## Status`
+/// The adr-tools layout (`docs/adr/0012-use-foo.md`, a `## Status`
 /// section) gave the id `0012`, which `tnh adr open ADR-12` — what `implement_adr` tells the
 /// agent to run for `-p adr_id=ADR-12` — and `tnh adr open 12` did not find, and the status
 /// `unknown`. A number's leading zeros do not count, and the common ways of writing the status

@@ -34,7 +34,7 @@ fn read_pid(path: &Path) -> i32 {
         .unwrap()
 }
 
-/// Review 2, defect 2: `tnh test` waited (with `Command::output`) until every process that
+/// `tnh test` waited (with `Command::output`) until every process that
 /// inherited the tool's output exited — a `sleep 15 &` made it take 15 s, a server left
 /// running hung it — and killed nothing the tool left behind. Now it ends with the tool's own
 /// process, as RUN_VALIDATION does: a process still holding the output is killed after the
@@ -66,7 +66,7 @@ fn a_check_returns_when_the_tool_exits_and_kills_what_it_left_behind() {
     assert!(!runs(detached, "sleep 1002"), "{text}");
 }
 
-/// Review 2, defect 2: `tnh test` had no time limit. Now `--timeout` (default 1 hour, as for
+/// `tnh test` had no time limit. Now `--timeout` (default 1 hour, as for
 /// RUN_VALIDATION) kills the tool and everything it started, and the summary says TIMED OUT,
 /// never passed, with exit code 1.
 #[test]
@@ -107,7 +107,7 @@ fn a_check_that_runs_past_its_timeout_is_killed_and_reported_as_timed_out() {
     );
 }
 
-/// Review 2, defect 2: a step ended by the conductor (SIGTERM to the agent's group) while
+/// A step ended by the conductor (SIGTERM to the agent's group) while
 /// `tnh test` ran left the tool running in a group of its own. Now SIGTERM to `tnh` ends the
 /// tool and everything it started, and the summary says it was stopped.
 #[test]
@@ -154,7 +154,7 @@ fn a_signal_to_tnh_ends_the_tool_and_everything_it_started() {
     ));
 }
 
-/// Review 2, defect 3: `tnh lint` kept the tool's whole output in memory, twice (400 MB of
+/// `tnh lint` kept the tool's whole output in memory, twice (400 MB of
 /// output took 800 MB), to print 35 lines. Now the output is streamed to a file (inside a
 /// run, the step folder's `tnh-<name>.log`, which gets all of it) and only the printed lines
 /// are kept: printing 200 MB costs tnh far less than 200 MB.
@@ -220,7 +220,7 @@ fn a_check_printing_hundreds_of_megabytes_keeps_memory_bounded() {
     );
 }
 
-/// Review 3, defect 7: the docs said `tnh test` exits with the tool's exit code; codes above 4
+/// The docs said `tnh test` exits with the tool's exit code; codes above 4
 /// became 1, and a tool's own 2 read as tnh's 2 ("not configured", bad usage). The contract is
 /// now one an agent can act on: 0 the tool passed, 1 it ran and did not pass (its own code is
 /// printed and in `--json`), 2 it was not run.

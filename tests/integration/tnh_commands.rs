@@ -383,7 +383,7 @@ fn run_logging_agent(script: &str) -> (RunRepo, String, Vec<serde_json::Value>) 
     (repo, run_id, runlog)
 }
 
-/// Review 1, defect 5: a FIFO at `$TNH_STEP_DIR/runlog.ndjson` hung the conductor forever in
+/// A FIFO at `$TNH_STEP_DIR/runlog.ndjson` hung the conductor forever in
 /// `open()` (SIGTERM could not end it), and nothing of the step was captured. Now the run log
 /// is read only if it is a regular file; a FIFO is reported in an `agent_runlog` event of kind
 /// `unreadable`, and the step is captured and checked as any other.
@@ -408,7 +408,7 @@ fn a_fifo_in_place_of_the_run_log_is_reported_not_waited_on() {
     );
 }
 
-/// Review 1, defect 5: the run log was read whole into memory, however large (a link to
+/// The run log was read whole into memory, however large (a link to
 /// `/dev/zero` never ends), and every line became an event. Now at most its first 4 MiB are
 /// read and at most 1000 entries recorded; what was left is said in one `unreadable` event.
 #[test]
@@ -439,7 +439,7 @@ fn an_oversized_run_log_is_read_up_to_its_bounds_and_the_rest_reported() {
     );
 }
 
-/// Review 1, defect 8: an entry appended without `--ref` (`"ref": null` in the file) became an
+/// An entry appended without `--ref` (`"ref": null` in the file) became an
 /// event with `"ref": "null"`, a reference to a file named `null`. A null or absent field is
 /// left out of the event.
 #[test]
@@ -457,7 +457,7 @@ fn a_runlog_entry_without_a_reference_has_no_ref_field() {
     assert!(runlog[1].get("kind").is_none(), "{}", runlog[1]);
 }
 
-/// Review defect #6: in a repository without a commit yet, `tnh context` and `tnh diff` failed
+/// In a repository without a commit yet, `tnh context` and `tnh diff` failed
 /// with git's "bad revision 'HEAD'" (exit 2); with no commit, everything is new: the base is
 /// the empty tree, staged files are added and the others untracked.
 #[test]
@@ -494,7 +494,7 @@ fn without_a_commit_yet_every_file_is_new() {
     );
 }
 
-/// Review defect #9: in a linked worktree, `tnh test` read the main working tree's
+/// In a linked worktree, `tnh test` read the main working tree's
 /// `.tnh/config.yaml` (as documented) but said nothing about the checkout's own, different
 /// file, which `tnh-conductor` names as ignored; now every `tnh` command that reads the
 /// configuration names it on stderr the same way, and stays quiet when the files agree.
@@ -543,7 +543,7 @@ fn a_linked_worktrees_own_config_is_named_as_ignored() {
     assert_eq!(stderr_text(&run_tnh(&linked, &["test"])), "");
 }
 
-/// Review defect #10: a `TNH_BASE_SHA` starting with `-` reached git as an option
+/// A `TNH_BASE_SHA` starting with `-` reached git as an option
 /// (`--output=FILE` made git write that file and `tnh diff` print "no changes"), and an empty
 /// `TNH_WORKTREE` was blamed on a missing git. Both are refused, naming the variable.
 #[test]
@@ -598,7 +598,7 @@ fn strange_tnh_variables_are_refused_naming_the_variable() {
     }
 }
 
-/// Review 3, defect 8: `tnh diff --patch` showed a new (untracked) file only as a trailing
+/// `tnh diff --patch` showed a new (untracked) file only as a trailing
 /// `new untracked file: PATH` line, so `git apply` of the output dropped every new file. New
 /// files are `new file mode` diffs now (a binary one a `GIT binary patch`, ranked after every
 /// other file; an executable keeps its mode, a symbolic link its target), in the sources /

@@ -178,7 +178,7 @@ fn patch_puts_sources_first_even_when_their_name_contains_test() {
     assert!(source < tests && tests < docs, "{patch}");
 }
 
-/// Review defect #7: `--name-only` (and `tnh context`) printed a path holding a `"`, a `\` or a
+/// `--name-only` (and `tnh context`) printed a path holding a `"`, a `\` or a
 /// tab as it is, while `--stat` and `--patch` C-quoted it, so one file had two spellings and a
 /// tab in a name broke the `STATUS<TAB>PATH` lines. Every text mode now spells such a path as
 /// git does (`"quo\"te.txt"`), JSON carries it as it is, the patch still applies, and
@@ -253,7 +253,7 @@ fn paths_git_quotes_are_quoted_alike_in_every_text_mode() {
     );
 }
 
-/// Review defect #11: `tnh diff --help` said `--patch` puts "others" after the docs, but a
+/// `tnh diff --help` said `--patch` puts "others" after the docs, but a
 /// file that is neither a test nor a doc (a build file, a configuration) comes first, with the
 /// sources; the help now says what the command does.
 #[test]

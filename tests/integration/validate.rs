@@ -187,7 +187,7 @@ fn an_alias_bomb_is_stopped_within_bounded_memory() {
     );
 }
 
-/// Review 1 (defect 4): every anchored collection was copied with its whole subtree into the
+/// Every anchored collection was copied with its whole subtree into the
 /// anchor table, so 30 nested anchors that no alias used held 30 copies of the nodes inside
 /// them (143 MB here, 1.1 GB for a 1.8 MB file). Only anchors an alias refers to are copied.
 #[test]
@@ -367,7 +367,7 @@ fn codes(stdout: &str) -> Vec<&str> {
         .collect()
 }
 
-/// Review 10, defect 4: steps that only route to each other validated clean and the run
+/// Steps that only route to each other validated clean and the run
 /// looped until `max_visits`. Only the trapped steps are named; loops with an exit pass.
 #[test]
 fn steps_from_which_no_route_reaches_stop_are_errors() {
@@ -397,7 +397,7 @@ fn steps_from_which_no_route_reaches_stop_are_errors() {
     assert_eq!(code, Some(0), "{stdout}");
 }
 
-/// Review 10, defect 5: one bad field dropped its whole step from the checks across steps,
+/// One bad field dropped its whole step from the checks across steps,
 /// adding false errors (unknown entry step, unreachable target, missing route) and hiding a
 /// duplicate id. Only the real problem is reported now.
 #[test]
@@ -519,7 +519,7 @@ fn only_a_script_validator_that_can_report_needs_a_gate() {
     }
 }
 
-/// Review 10, defect 6: a UTF-16 workflow was called "binary (it contains a NUL byte)".
+/// A UTF-16 workflow was called "binary (it contains a NUL byte)".
 #[test]
 fn a_utf16_workflow_is_named_as_such() {
     let dir = tempfile::tempdir().unwrap();
@@ -623,7 +623,7 @@ fn every_refused_import_is_reported_at_its_own_position() {
     }
 }
 
-/// Review 2 (second review), defect 2: `${params.X}` and `${{ … }}` in policy globs and gate
+/// `${params.X}` and `${{ … }}` in policy globs and gate
 /// `approvers` passed `validate` and were used as the literal text, so
 /// `forbidden_paths: ["${params.protected}/**"]` forbade nothing. Every field that is used as
 /// written now refuses them, at the value.
@@ -670,7 +670,7 @@ fn substitutions_in_policy_fields_and_approvers_are_refused_as_they_would_be_use
 }
 
 /// The refusal is only where a value is used as written: free text (descriptions, the Rhai
-/// script with its own `${…}` template strings) and the fields DESIGN §3 lists stay valid.
+/// script with its own `${…}` template strings) and the fields that take expressions stay valid.
 #[test]
 fn substitutions_stay_valid_in_free_text_and_in_the_fields_that_evaluate_them() {
     let (stdout, code) = validate_text(
@@ -709,7 +709,7 @@ fn a_substitution_in_a_referenced_policy_prompt_is_refused_at_the_reference() {
     );
 }
 
-/// Review 2 (second review), defect 4: `defaults.artifacts_dir` was only type-checked. `run`
+/// `defaults.artifacts_dir` was only type-checked. `run`
 /// wrote the run directory there, but `status`, `gate approve`, `resume` and `gate list` look
 /// only under `<repo>/.tnh/run/`, so the run was stranded (its gate could never be approved);
 /// a folder in the checkout made the conductor's own writes path-escape violations, and an
@@ -753,7 +753,7 @@ fn workflow_with_policy(policy: &str, script: Option<&str>) -> String {
     )
 }
 
-/// Review 2 (second review), defect 8: `policy: {check: NAME}` was not checked by `validate`;
+/// `policy: {check: NAME}` was not checked by `validate`;
 /// a typo, a function of the wrong arity or a call expression was found only after the agent
 /// worked (every changed file then failed the check and the run failed). Now `check` must name
 /// a public one-parameter function of the script, reported at the name with the nearest one.
@@ -831,7 +831,7 @@ fn a_referenced_policy_prompts_check_must_name_a_function_of_the_script() {
     assert_eq!(code, Some(0), "{stdout}");
 }
 
-/// Review 2 (second review), defect 13: integers too large for 64 bits were read as text, so
+/// Integers too large for 64 bits were read as text, so
 /// `version: 99999999999999999999` was "must be a whole number, found a string". The number
 /// is now reported as out of range, at the value.
 #[test]
@@ -849,7 +849,7 @@ fn an_integer_too_large_for_64_bits_is_out_of_range_not_a_string() {
     );
 }
 
-/// Review 2 (second review), defect 14: an invalid `protected_branches` glob in
+/// An invalid `protected_branches` glob in
 /// `.tnh/config.yaml` passed `validate`; `run` created the run and its worktree and died at the
 /// first agent step, without the configuration's position. It is now refused when the
 /// configuration is read, at `FILE:LINE:COL`, like every other configuration error.
@@ -879,7 +879,7 @@ fn an_invalid_protected_branch_glob_in_the_config_is_refused_at_its_position() {
     );
 }
 
-/// Review 2 (second review), defect 15: a near-miss prompt reference (`task.implement_adr.V1`,
+/// A near-miss prompt reference (`task.implement_adr.V1`,
 /// `task.implement-adr.v1`, a trailing space, no version) passed `validate` as literal text
 /// and was sent to the agent as the whole task. A one-token prompt that looks like a reference
 /// (or is close to one) is now an unknown prompt with the nearest reference; task text with
@@ -962,7 +962,7 @@ fn conductor_within_a_minute(repo: &Path, args: &[&str]) -> std::process::Output
     }
 }
 
-/// Review 11 (hostile agent), in the line of its defect 2: the configuration was read by path,
+/// The configuration was read by path,
 /// so a FIFO at `.tnh/config.yaml` (an agent runs as the operator) hung every command that
 /// loads it. Only a regular file is read: the FIFO is named as not one. (The prompt catalog
 /// lists regular files only, and now also opens them as such.)
@@ -1027,7 +1027,7 @@ fn a_fifo_or_a_device_as_the_workflow_is_refused_without_blocking() {
     );
 }
 
-/// Review 9's note: a STOP step without `outcome:` is a success stop, so `"*": done` sent a
+/// A STOP step without `outcome:` is a success stop, so `"*": done` sent a
 /// timeout to exit 0. Each failure routed to such a step is a warning at its route key (the
 /// file stays valid); `outcome: success` written out, the bare `STOP`, and successes are not.
 #[test]

@@ -391,7 +391,7 @@ fn a_validation_whose_driving_process_died_is_checked_on_resume() {
         "the guard state was saved before the validator ran"
     );
 
-    // Review 3, defect 1: `main` moved since the step started may be the operator's work
+    // `main` moved since the step started may be the operator's work
     // since the kill: refused, nothing put back, until told whose it is.
     let moved = git_in(repo.path(), &["rev-parse", "main"]);
     let refused = repo.conductor_exits(&["resume", &run_id], 2);
@@ -523,7 +523,7 @@ fn repo_with_two_validators(first: &str, second: &str) -> RunRepo {
     repo
 }
 
-/// Review 1 §1: the second validator's `args` expression failed after the first validator had
+/// The second validator's `args` expression failed after the first validator had
 /// run and written outside `allowed_paths`: the run ended without the capture or the policy
 /// check, the first validator's result was lost. Every validator's expressions are evaluated
 /// before any validator runs, so the step stops before anything ran, naming the expression.
@@ -560,7 +560,7 @@ steps:
     );
     let worktree = repo.path().join(".tnh/worktrees").join(run_id);
     assert!(!worktree.join("outside.txt").exists());
-    // The failure names the expression's position, as fields of the event too (review 1 §12g).
+    // The failure names the expression's position, as fields of the event too.
     let failed = crate::kernel_support::first_event(&events, "step_failed");
     assert!(
         failed["error"].as_str().unwrap().contains("args failed"),
@@ -576,7 +576,7 @@ steps:
     assert_eq!(failed["code"], "script", "{failed}");
 }
 
-/// Review 1 §1, the rest of it: when a validator cannot be run after another one ran (here a
+/// When a validator cannot be run after another one ran (here a
 /// program found nowhere), what the first one did is still recorded — its result, the capture,
 /// the policy check with its violation, the visit's manifest — and the step stops resumable.
 /// (`run` refuses a program found nowhere before it starts: here the configuration names it

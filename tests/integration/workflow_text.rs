@@ -15,7 +15,7 @@ fn failed_detail(body: &str) -> String {
     result["detail"].as_str().unwrap().to_owned()
 }
 
-/// Review 1 (defect 7): a `script: |` block starting with an empty line put every position a
+/// A `script: |` block starting with an empty line put every position a
 /// line low (Rhai counts the empty line; the scalar's position is its first line of content).
 #[test]
 fn a_script_error_after_an_empty_first_line_is_on_its_own_line() {
@@ -42,7 +42,7 @@ fn a_script_error_in_an_escaped_scalar_is_at_the_scalar() {
     );
 }
 
-/// Review 1 (defect 12 a, b): `$${` is a literal `${`, and `${{ … }}` ends at the `}}` that
+/// `$${` is a literal `${`, and `${{ … }}` ends at the `}}` that
 /// closes it, not at the first `}}` of a map inside a map.
 #[test]
 fn a_literal_dollar_brace_and_a_nested_map_reach_the_run_as_written() {

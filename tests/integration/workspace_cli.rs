@@ -1,5 +1,5 @@
 //! `tnh-conductor rollback` and `tnh-conductor runs clean` against run directories laid out as
-//! DESIGN §5 describes (`<repo>/.tnh/run/<run_id>/metadata.json`).
+//! the run directory layout (`<repo>/.tnh/run/<run_id>/metadata.json`).
 
 use std::path::Path;
 
@@ -289,7 +289,7 @@ fn operators_linked_worktree(repo: &TempRepo) -> (tempfile::TempDir, std::path::
     (parent, feature)
 }
 
-/// Review defect 3: an agent can write `<repo>/.tnh/run/<id>/metadata.json`, and `runs clean`
+/// An agent can write `<repo>/.tnh/run/<id>/metadata.json`, and `runs clean`
 /// trusted every field of it: `branch: main` made `runs clean --all` delete `refs/heads/main`,
 /// a `worktree_path` naming the operator's linked worktree made plain `runs clean`
 /// force-remove it, uncommitted files and all, and `repo_root` could name another repository.
@@ -371,7 +371,7 @@ fn runs_clean_and_rollback_never_touch_what_a_forged_run_folder_names() {
     assert_eq!(repo.git(&["rev-parse", "refs/heads/main"]), main);
 }
 
-/// Review defect 3 (the same door, from inside): a run's worktree folder replaced by a link
+/// A run's worktree folder replaced by a link
 /// to the operator's linked worktree made `runs clean` hand the link to `git worktree
 /// remove`, which resolves it to the operator's worktree; only git's own check ("does not
 /// point back") stopped it, and `runs clean` failed. The link is removed, never followed,
@@ -395,7 +395,7 @@ fn runs_clean_removes_a_link_in_place_of_a_runs_worktree_not_what_it_leads_to() 
     assert!(!repo.git(&["worktree", "list"]).contains("linked-away"));
 }
 
-/// Review 11 (operator CLI), defect 1: `runs clean` removed the worktree of every ended run,
+/// `runs clean` removed the worktree of every ended run,
 /// and with it the only copy of the agents' work, which they leave uncommitted (the work
 /// branch still names the base; the snapshots are taken before each step). The worktree's
 /// last state is kept as `refs/tnh/runs/<id>/final` first; `--all` removes it with the refs.
@@ -449,7 +449,7 @@ fn finished_run_with_work(repo: &TempRepo, run_id: &str) -> Workspace {
     run
 }
 
-/// Review 3, defect 4: `runs clean` wrote `refs/tnh/runs/<B>/final` (and removed B's worktree)
+/// `runs clean` wrote `refs/tnh/runs/<B>/final` (and removed B's worktree)
 /// without taking B's lock. Run A's guard, whose step was running meanwhile — or checking the
 /// interrupted step of a killed run A on resume, from its saved state — saw a new ref of a run
 /// that was not driven, deleted it as an agent's tampering (the only copy of B's uncommitted
@@ -491,7 +491,7 @@ fn runs_clean_during_another_runs_step_leaves_the_final_ref_to_the_cleaned_run()
     }
 }
 
-/// Review 3, defects 4 and 8: a run whose lock another process holds (a `resume`, a gate
+/// A run whose lock another process holds (a `resume`, a gate
 /// decision, another `runs clean`) is skipped, saying who holds it; before, `runs clean`
 /// removed it from under that process (two `runs clean --all` at once failed with exit 4,
 /// racing on the same run).
@@ -535,7 +535,7 @@ fn runs_clean_skips_a_run_whose_lock_another_process_holds() {
     }
 }
 
-/// Review 3, defect 6: a `runs clean --all` killed while it deleted a run directory left one
+/// A `runs clean --all` killed while it deleted a run directory left one
 /// without `metadata.json`, which no command could remove and which every journal listed as
 /// a blocker. The directory is now renamed to `.tnh/run/.removing-<id>` in one step before it
 /// is deleted; a folder left so (the state a kill leaves) is listed nowhere and the next

@@ -292,7 +292,7 @@ fn configured_globs_and_the_operators_branch_are_protected() {
         !repo.git(&["branch", "--list"]).contains("release/2.0"),
         "a created protected branch is deleted"
     );
-    // Review defect 4: an existing branch of the operator's, protected or not, is never
+    // An existing branch of the operator's, protected or not, is never
     // moved; a branch the agent creates is its own.
     assert_eq!(repo.git(&["rev-parse", "scratch"]), feature);
     assert_eq!(repo.git(&["rev-parse", "new-scratch"]), moved);
@@ -842,7 +842,7 @@ fn on_resume_the_configuration_still_decides_about_the_operators_checkout() {
 /// conductor, with `settings` in `.tnh/config.yaml`; resumed, it must be checked all the same
 /// and record `flags` (rule, path) as violations of the interrupted visit.
 ///
-/// Review 3, defect 1: `main` moved since the step started may as well be the operator's work
+/// `main` moved since the step started may as well be the operator's work
 /// since the kill, so a plain `resume` refuses (exit 2) naming it and puts nothing back; the
 /// operator says it was the agent's with `--put-back`, which restores it as before.
 fn kill_and_resume(settings: &str, flags: &[(&str, &str)]) {
@@ -1885,7 +1885,7 @@ fn a_rebuilt_scratch_index_keeps_tracked_files_under_ignored_folders() {
     );
 }
 
-/// Review 2 §3: runs list `.tnh/` in `.git/info/exclude`, so the guard's `git status` did not
+/// Runs list `.tnh/` in `.git/info/exclude`, so the guard's `git status` did not
 /// see an agent rewrite the repository's own conductor files from its worktree
 /// (`../../prompts/policy/x.md`): a rewritten policy prompt then judged the run's later steps
 /// with no violation recorded. `.tnh/config.yaml`, `.tnh/prompts/**` and `.tnh/scripts/**` are
@@ -1962,7 +1962,7 @@ fn runs_refs(repo: &TempRepo, run: &str) -> String {
     ])
 }
 
-/// Review defect 4: the guard listed only the run's own snapshot refs. An agent pointed
+/// The guard listed only the run's own snapshot refs. An agent pointed
 /// another run's snapshot refs and work branch at a commit of its own, rewound one of the
 /// operator's branches and deleted another — `verdict: clean`, nothing reported — and the
 /// operator's later `rollback <other run> --target pre_run` landed on the agent's files. Now
@@ -2054,7 +2054,7 @@ fn another_runs_refs_and_the_operators_branches_are_put_back_and_reported() {
     );
 }
 
-/// Review defect 4, the other side: runs work side by side. A run driven while this one's
+/// Runs work side by side. A run driven while this one's
 /// step runs (its lock held, or taken and released meanwhile) moves its own refs; those
 /// changes are listed in `other_runs_refs_changed`, neither put back nor a violation.
 #[test]
@@ -2098,7 +2098,7 @@ fn a_run_driven_beside_the_step_keeps_the_refs_it_moves() {
     }
 }
 
-/// Review defect 4 (b): a `pre_run` ref moved off the run's base (by an agent of another run
+/// A `pre_run` ref moved off the run's base (by an agent of another run
 /// before the guard watched other runs, or by hand) made `rollback --target pre_run` land on
 /// the commit it named. The rollback now refuses, saying so, and changes nothing.
 #[test]
@@ -2144,7 +2144,7 @@ fn run_lock(repo: &TempRepo, run: &str) -> std::path::PathBuf {
     lock
 }
 
-/// Review 3, defect 2: `refs/stash` is shared by every worktree. Run A's guard recorded it
+/// `refs/stash` is shared by every worktree. Run A's guard recorded it
 /// before run B's agent stashed its work (`git stash push -u`, to pop it later), saw a new
 /// entry and "put the stash back" — deleting B's entry: B's `git stash pop` failed and its
 /// work was lost, while A was charged with a violation. An entry made on another run's work
@@ -2209,7 +2209,7 @@ fn another_driven_runs_stash_entry_is_left_for_it_to_pop() {
     }
 }
 
-/// Review 3, defect 3: with runs side by side, run B's agent moved `main` (and made a tag) to
+/// With runs side by side, run B's agent moved `main` (and made a tag) to
 /// its commit; run A, whose step ended first, put them back and was charged, and B ended
 /// clean. A change of a protected branch or tag to a commit of another run driven during the
 /// step (its own work: on its work branch, not in its `pre_run`, not A's) is now left for that

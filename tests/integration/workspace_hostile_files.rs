@@ -1,8 +1,7 @@
 //! Files an agent can make that git cannot record or remove by itself: a name git refuses to
 //! index, files in a submodule folder the worktree never checked out, a path deeper than
 //! PATH_MAX, a hard link to the operator's checkout. Each must show in the capture (so the
-//! policy checks it) and be gone after a rollback that calls itself exact (review 5, defects
-//! 1, 2, 3 and 6).
+//! policy checks it) and be gone after a rollback that calls itself exact.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -44,7 +43,7 @@ fn repo_with_secret() -> TempRepo {
     repo
 }
 
-/// Review 5, defect 1: names git refuses to index (`core.protectNTFS`, `.gitmodules` as a
+/// Names git refuses to index (`core.protectNTFS`, `.gitmodules` as a
 /// symlink) failed the whole capture and every rollback. They are recorded as changes, the
 /// rest of the change is recorded as usual, and a rollback removes them.
 #[test]
@@ -109,7 +108,7 @@ fn paths_git_refuses_to_index_are_captured_flagged_and_rolled_back() {
     assert_eq!(read(dir, "secret/key.txt"), "key=1\n");
 }
 
-/// Review 5, defect 2: git never looks into the folder of a gitlink, and `git worktree add`
+/// Git never looks into the folder of a gitlink, and `git worktree add`
 /// leaves a submodule's folder empty. Files an agent writes there are captured (the folder
 /// stands for them, as a nested repository's does), flagged, and removed by a rollback.
 #[test]
@@ -183,7 +182,7 @@ fn deep(dir: &Path, under: &str, depth: usize, name: &str) {
     nix::unistd::write(&file, b"hidden\n").unwrap();
 }
 
-/// Review 5, defect 3: git skips a folder deeper than PATH_MAX with a mere warning (the
+/// Git skips a folder deeper than PATH_MAX with a mere warning (the
 /// change escaped the capture and the run succeeded) and dies on a file there (the capture
 /// failed); `git clean` fails on them (the rollback failed half-way). They are captured as
 /// changes, flagged, and removed by a rollback, which is exact.
@@ -231,7 +230,7 @@ fn paths_deeper_than_path_max_are_captured_flagged_and_rolled_back() {
     assert_eq!(read(dir, "secret/key.txt"), "key=1\n");
 }
 
-/// Review 5, defect 6: a worktree file replaced by a hard link to the operator's copy (same
+/// A worktree file replaced by a hard link to the operator's copy (same
 /// bytes) looked unchanged to git, and a rollback that called itself exact kept the link, so
 /// the next write to the worktree's file changed the operator's. A rollback gives every file
 /// it keeps that has other links a fresh copy, and lists it.

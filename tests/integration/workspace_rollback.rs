@@ -315,7 +315,7 @@ fn stir(nested: &Path, seconds: u64) {
     }
 }
 
-/// Review defect 1: a repository an agent creates inside its worktree, with a commit, has a
+/// A repository an agent creates inside its worktree, with a commit, has a
 /// configuration of its own. The workspace's git ran what it names — a `core.fsmonitor` hook,
 /// a clean filter — as the conductor's child, outside any step: `git add --all` on the scratch
 /// index (snapshot, capture, rollback) and the rollback's `git status

@@ -3,7 +3,7 @@
 //! own step's start and puts back what changed by its step's end. With runs side by side, the
 //! run whose step ended first put back — and was charged with — what another run's agent did,
 //! and the guard of the run whose agent did it then found the file as it had recorded it and
-//! ended clean (review 11, defect 3). Who changed a file all runs share cannot be told, so:
+//! ended clean. Who changed a file all runs share cannot be told, so:
 //!
 //! - A guard that puts a shared file back while another run was driven during its step (or had
 //!   a step whose process died still to be checked) first writes a notice

@@ -1,4 +1,4 @@
-//! The planner contract (OA06): decisions from outside parse or fail without a panic and round
+//! The planner contract: decisions from outside parse or fail without a panic and round
 //! trip; the guard never lowers a status, only appends flags and blockers, and is idempotent;
 //! the rules backend survives any envelope and honours the evidence the contract makes binding.
 
@@ -14,7 +14,7 @@ use tnh_conductor::planner::{Blocker, Decision, Status, rules};
 use super::{case, config, json_value, node_mut, node_paths};
 use crate::support::fixture;
 
-/// The contract's order (OA06, DESIGN §4 rule 3), written out rather than taken from `Ord`.
+/// The contract's order, written out rather than taken from `Ord`.
 fn rank(status: Status) -> u8 {
     match status {
         Status::Success => 0,
@@ -117,7 +117,7 @@ fn earlier_step() -> impl Strategy<Value = Value> {
         )
 }
 
-/// OA06 §2 envelopes with the evidence the rules and the guard read, every field varied.
+/// planner envelopes with the evidence the rules and the guard read, every field varied.
 fn envelope() -> impl Strategy<Value = Value> {
     let strings = |pattern: &'static str| prop::collection::vec(pattern, 0..3);
     let report =
@@ -202,8 +202,8 @@ fn any_envelope() -> impl Strategy<Value = Value> {
 }
 
 /// The least status the contract lets an envelope's evidence end in, whoever decided:
-/// a policy event is unsafe (DESIGN §4 rule 1), proposed goldens need a human (rule 2), and
-/// missing artifacts block (OA06 §4).
+/// a policy event is unsafe, proposed goldens need a human (rule 2), and
+/// missing artifacts block.
 fn evidence_floor(envelope: &Value) -> Status {
     let evidence = &envelope["evidence"];
     let present = |value: &Value| value.as_array().is_some_and(|items| !items.is_empty());

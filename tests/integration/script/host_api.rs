@@ -112,7 +112,7 @@ fn glob_stops_at_the_entry_limit() {
     failure(&bench, "glob_deep", "more than 3 entries");
 }
 
-/// Review 1 §5: `glob` walked the whole worktree whatever the pattern, so one large folder (a
+/// `glob` walked the whole worktree whatever the pattern, so one large folder (a
 /// git-ignored `build/` an agent or a validator filled) made `glob("src/*.txt")` fail, with a
 /// hint no narrower pattern could follow. Only the folders a pattern can match in are entered.
 #[test]
@@ -307,7 +307,7 @@ fn a_policy_check_is_called_per_changed_file_and_reasons_become_violations() {
     );
 }
 
-/// Review §10: nothing bounded the policy stage: `check` ran once per changed file, each call
+/// Nothing bounded the policy stage: `check` ran once per changed file, each call
 /// with its own 2 s deadline, so a slow check over thousands of files ran for minutes. Now
 /// all the calls of a stage share one budget; a call in progress stops at its end and the
 /// files left fail closed with a reason that says so.

@@ -406,7 +406,7 @@ values:
   hoard: "${{ hoard() }}"
 "#;
 
-/// Review §9: map keys are not counted by the data-size limits, so `m[s + i] = 1` with large
+/// Map keys are not counted by the data-size limits, so `m[s + i] = 1` with large
 /// strings held hundreds of MB (430 MB in the review) and only the deadline stopped it. The
 /// host now reads the process's memory while a script runs and stops an evaluation that grew
 /// it past the budget.

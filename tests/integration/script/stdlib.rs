@@ -280,7 +280,7 @@ values:
   negative: "${{ first(-1) }}"
 "#;
 
-/// Review §7: each change is a 6-entry map and Rhai counts the entries of all maps in a value
+/// Each change is a 6-entry map and Rhai counts the entries of all maps in a value
 /// together, so `changed_files()` failed with the map size limit once more than ~3,333 files
 /// changed — and with it `policy::max_changed_files`, `inputs::changed_paths` and the README's
 /// gate-reason helper. Now a change list as large as one value may hold (20,000 items) works.
@@ -327,7 +327,7 @@ fn more_changes_than_a_value_holds_are_refused_by_name_and_still_counted() {
     );
 }
 
-/// Review 1 §10: `inputs::diff_summary(n)` looped over `changed_files()`, so it failed once more
+/// `inputs::diff_summary(n)` looped over `changed_files()`, so it failed once more
 /// than 20,000 files changed (vendoring, generated files). It reads only the first `n` changes
 /// now (`changed_files(n)`), whatever their number.
 #[test]
