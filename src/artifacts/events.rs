@@ -138,6 +138,21 @@ impl Event {
     pub fn text(&self, key: &str) -> Option<&str> {
         self.payload.get(key).and_then(serde_json::Value::as_str)
     }
+
+    /// A validation's `exit_codes` (its `runner_completed` event): each validator and its exit
+    /// code, `None` for one stopped or not run. Empty for any other event.
+    pub fn exit_codes(&self) -> Vec<(&str, Option<i64>)> {
+        self.payload
+            .get("exit_codes")
+            .and_then(serde_json::Value::as_object)
+            .map(|codes| {
+                codes
+                    .iter()
+                    .map(|(id, code)| (id.as_str(), code.as_i64()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// The keys of an event line that are not payload.

@@ -185,17 +185,11 @@ impl View {
 /// ` — tests exit 1, lint exit 2` for a validation's `runner_completed` event naming validators
 /// that did not exit 0 (`no exit code` for one stopped or not run); empty otherwise.
 fn failed_validators(event: &Event) -> String {
-    let Some(codes) = event
-        .payload
-        .get("exit_codes")
-        .and_then(serde_json::Value::as_object)
-    else {
-        return String::new();
-    };
-    let failed: Vec<String> = codes
-        .iter()
-        .filter(|(_, code)| code.as_i64() != Some(0))
-        .map(|(id, code)| match code.as_i64() {
+    let failed: Vec<String> = event
+        .exit_codes()
+        .into_iter()
+        .filter(|(_, code)| *code != Some(0))
+        .map(|(id, code)| match code {
             Some(code) => format!("{id} exit {code}"),
             None => format!("{id} no exit code"),
         })

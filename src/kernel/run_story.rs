@@ -184,19 +184,16 @@ fn opcode_of<'a>(events: &'a [Event], completed: &Event) -> &'a str {
 
 /// ` (tests: 0, lint: 1)` from a validation's exit codes; empty without any.
 fn exit_codes(event: &Event) -> String {
-    let Some(codes) = event
-        .payload
-        .get("exit_codes")
-        .and_then(serde_json::Value::as_object)
-    else {
-        return String::new();
-    };
+    let codes = event.exit_codes();
     if codes.is_empty() {
         return String::new();
     }
     let listed: Vec<String> = codes
-        .iter()
-        .map(|(name, code)| format!("{}: {code}", one_line(name)))
+        .into_iter()
+        .map(|(name, code)| match code {
+            Some(code) => format!("{}: {code}", one_line(name)),
+            None => format!("{}: null", one_line(name)),
+        })
         .collect();
     format!(" ({})", listed.join(", "))
 }

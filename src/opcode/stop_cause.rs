@@ -48,11 +48,11 @@ fn failed_validators(window: &[Event]) -> Option<String> {
     if completed.text("outcome") == Some("completed") {
         return None;
     }
-    let codes = completed.payload.get("exit_codes")?.as_object()?;
-    let failed: Vec<String> = codes
-        .iter()
-        .filter(|(_, code)| code.as_i64() != Some(0))
-        .map(|(id, code)| match code.as_i64() {
+    let failed: Vec<String> = completed
+        .exit_codes()
+        .into_iter()
+        .filter(|(_, code)| *code != Some(0))
+        .map(|(id, code)| match code {
             Some(code) => format!("{id} (exit {code})"),
             None => format!("{id} (no exit code)"),
         })
