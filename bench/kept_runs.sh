@@ -30,8 +30,13 @@ else
 fi
 echo "binary: $bin"
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# TNH_BENCH_WORK keeps the repositories in that (new) folder, for a closer look.
+if [ -n "${TNH_BENCH_WORK:-}" ]; then
+    work="$TNH_BENCH_WORK" && mkdir "$work"
+else
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+fi
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_AUTHOR_NAME=bench \
     GIT_AUTHOR_EMAIL=bench@example.invalid GIT_COMMITTER_NAME=bench \
     GIT_COMMITTER_EMAIL=bench@example.invalid

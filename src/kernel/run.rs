@@ -657,16 +657,21 @@ fn drive(
     recorder: &mut Recorder,
     mut state: RunState,
 ) -> Result<RunEnd, RunError> {
-    match context {
-        Ok(context) => Ok(Driver {
+    let end = match context {
+        Ok(context) => Driver {
             run: &context,
             workspace,
             recorder,
             state,
         }
-        .drive()?),
-        Err(error) => unloadable(recorder, &mut state, &error),
+        .drive()?,
+        Err(error) => unloadable(recorder, &mut state, &error)?,
+    };
+    if matches!(end, RunEnd::Finished { .. }) {
+        // An optimisation only: refs left loose are read the same.
+        let _ = workspace.pack_run_refs();
     }
+    Ok(end)
 }
 
 /// A run whose workflow script cannot be loaded — it, or a module it imports, throws or loops
