@@ -6,10 +6,11 @@
 # `/proc/locks` and the git processes it started; the read-only commands (`runs list`,
 # `journal`, `gate list`, `status`) are timed at the largest count.
 #
-# Kept runs are made cheaply: one real run is made, then its run directory, its refs (loose,
-# as a run leaves them; `git pack-refs` packs them like a finished run's) and its worktree's
-# registration in `.git/worktrees/` are copied under new run ids. The copies' worktree folders
-# hold only their `.git` file, not a checkout: what the conductor and git read of them is there.
+# Kept runs are made cheaply: one real run is made, then its run directory and its refs are
+# copied under new run ids, as a finished run leaves them: its refs packed into `packed-refs`
+# and, beyond the five most recent (`retention`), no checkout. TNH_BENCH_CHECKOUTS=1 copies a
+# worktree registration (`.git/worktrees/<run>`, and a folder holding only its `.git` file)
+# and leaves the refs loose for each, as runs before retention left them.
 #
 # Both runs end at their limit of visits (exit 4): the same way in every repository.
 #
@@ -81,6 +82,7 @@ replicate() {
     python3 - "$1" "$2" <<'PY'
 import os, shutil, subprocess, sys
 repo, count = sys.argv[1], int(sys.argv[2])
+checkouts = os.environ.get("TNH_BENCH_CHECKOUTS") == "1"
 runs = os.path.join(repo, ".tnh/run")
 (template,) = [name for name in os.listdir(runs) if not name.startswith(".")]
 git_dir = os.path.join(repo, ".git")
@@ -102,6 +104,10 @@ for index in range(count):
             if template.encode() in data:
                 with open(path, "wb") as handle:
                     handle.write(data.replace(template.encode(), run.encode()))
+    for sha, name in own:
+        updates.append("create %s %s\n" % (name.replace(template, run), sha))
+    if not checkouts:
+        continue
     admin = os.path.join(git_dir, "worktrees", run)
     checkout = os.path.join(repo, ".tnh/worktrees", run)
     os.makedirs(admin)
@@ -114,10 +120,11 @@ for index in range(count):
         handle.write("../..\n")
     with open(os.path.join(checkout, ".git"), "w") as handle:
         handle.write("gitdir: %s\n" % admin)
-    for sha, name in own:
-        updates.append("create %s %s\n" % (name.replace(template, run), sha))
 subprocess.run(["git", "-C", repo, "update-ref", "--stdin"], check=True,
                input="".join(updates), text=True)
+if not checkouts:
+    subprocess.run(["git", "-C", repo, "pack-refs", "--include=refs/tnh/*",
+                    "--include=refs/heads/tnh/*"], check=True)
 PY
 }
 

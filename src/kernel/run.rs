@@ -573,6 +573,11 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
     // `runs list` and `status` show the run as running (blocked once this process is gone)
     // while its worktree is being created.
     recorder.write_status(&state, None, Some(std::process::id()))?;
+    // Older finished runs' checkouts go before this one's is made (and git scans them all).
+    crate::workspace::retention::prune_finished_checkouts(
+        &planned.repo_root,
+        loaded.config.retention.finished_checkouts,
+    );
     // A signal while git creates the worktree is noticed once git is done (it runs to its
     // end: a conductor gone before it would leave it writing the checkout unsupervised).
     let workspace =

@@ -24,6 +24,7 @@ mod guard;
 mod index_file;
 pub(crate) mod operator_checkout;
 mod rollback;
+pub mod retention;
 pub mod runs;
 mod snapshot;
 #[cfg(test)]

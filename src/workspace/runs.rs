@@ -442,6 +442,27 @@ fn clean_run(
     Ok(Cleaned::Removed(kept))
 }
 
+/// Removes the checkout of finished run `run_id` as `runs clean` does (its last state kept
+/// under its `final` ref, then packed with its other refs), holding its lock. Whether it was
+/// removed: `false` for a run that has not finished, is busy, or had none.
+pub(crate) fn remove_finished_checkout(
+    repo_root: &Path,
+    run_id: &str,
+) -> Result<bool, WorkspaceError> {
+    let options = CleanOptions {
+        older_than: None,
+        all: false,
+        now: SystemTime::now(),
+    };
+    let removed = matches!(clean_run(repo_root, run_id, options)?, Cleaned::Removed(_));
+    if removed {
+        let own = format!("--include={}/*", refs_prefix(&RunId::new(run_id)));
+        // Refs left loose are read the same: packing is an optimisation only.
+        let _ = Git::new(repo_root).run(["pack-refs", own.as_str()]);
+    }
+    Ok(removed)
+}
+
 /// Removes a folder and everything in it; one already gone (or emptied by another process
 /// meanwhile) is no error.
 fn remove_tree(path: &Path) -> Result<(), WorkspaceError> {
