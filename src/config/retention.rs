@@ -84,7 +84,10 @@ mod tests {
 
     #[test]
     fn retention_defaults_to_five_finished_checkouts_and_reads_its_key() {
-        assert_eq!(parse("agents: {}\n").unwrap().retention.finished_checkouts, 5);
+        assert_eq!(
+            parse("agents: {}\n").unwrap().retention.finished_checkouts,
+            5
+        );
         let set = parse("retention:\n  finished_checkouts: 0\n").unwrap();
         assert_eq!(set.retention.finished_checkouts, 0);
     }

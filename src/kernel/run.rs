@@ -608,6 +608,7 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
     recorder.update_metadata(|metadata| keep_record(metadata, &record))?;
     record_run_started(&mut recorder)?;
     recorder.commit(&mut state, None)?;
+    let keep = loaded.config.retention.finished_checkouts;
     // A signal noticed by now stops the run before its first step (the driver checks).
     let context = run_context(
         loaded,
@@ -618,7 +619,7 @@ pub fn start_run(request: RunRequest) -> Result<RunSummary, RunError> {
         None,
     );
     pin_loaded_modules(&mut recorder, &context)?;
-    let end = drive(context, &workspace, &mut recorder, state)?;
+    let end = drive(context, &workspace, &mut recorder, state, keep)?;
     Ok(RunSummary {
         run_id,
         run_dir: run_dir.root().to_path_buf(),
@@ -655,12 +656,14 @@ fn pin_loaded_modules(
 }
 
 /// Drives the run from `state`, or, when its context could not be made (the workflow's
-/// script does not load), ends it with that reason.
+/// script does not load), ends it with that reason. A run that finishes packs its refs, and
+/// older finished runs beyond the `keep` most recent lose their checkout.
 fn drive(
     context: Result<RunContext, RunError>,
     workspace: &Workspace,
     recorder: &mut Recorder,
     mut state: RunState,
+    keep: usize,
 ) -> Result<RunEnd, RunError> {
     let end = match context {
         Ok(context) => Driver {
@@ -675,6 +678,7 @@ fn drive(
     if matches!(end, RunEnd::Finished { .. }) {
         // An optimisation only: refs left loose are read the same.
         let _ = workspace.pack_run_refs();
+        crate::workspace::retention::prune_finished_checkouts(&workspace.record().repo_root, keep);
     }
     Ok(end)
 }
@@ -1151,6 +1155,7 @@ pub fn resume_run(
         recorder.commit(&mut state, None)?;
     }
     let unpinned = pinned.is_none();
+    let keep = loaded.config.retention.finished_checkouts;
     let context = run_context(
         loaded,
         params.values,
@@ -1165,7 +1170,7 @@ pub fn resume_run(
     if unpinned {
         pin_loaded_modules(&mut recorder, &context)?;
     }
-    let end = drive(context, &workspace, &mut recorder, state)?;
+    let end = drive(context, &workspace, &mut recorder, state, keep)?;
     Ok(RunSummary {
         run_id: RunId::new(run_id),
         run_dir: run_dir.root().to_path_buf(),

@@ -23,8 +23,8 @@ mod git_config;
 mod guard;
 mod index_file;
 pub(crate) mod operator_checkout;
-mod rollback;
 pub mod retention;
+mod rollback;
 pub mod runs;
 mod snapshot;
 #[cfg(test)]
