@@ -151,3 +151,30 @@ fn runs_that_have_not_finished_keep_their_checkout_and_rollback_checks_a_removed
     repo.conductor_exits(&["resume", &killed], 0);
     assert!(repo.path().join(".tnh/worktrees").join(&waiting).is_dir());
 }
+
+#[test]
+fn runs_clean_keep_spares_the_newest_finished_runs_and_runs_list_limit_shows_the_newest() {
+    let repo = RunRepo::new();
+    keep_checkouts(&repo, 10);
+    let workflow = repo.workflow_text("one.yaml", ONE_STEP);
+    let runs: Vec<String> = (0..4)
+        .map(|_| repo.run_exits(&workflow, &[], 0).0)
+        .collect();
+    assert_eq!(checkouts(&repo), runs);
+    let cleaned = repo.conductor_exits(&["runs", "clean", "--keep", "2"], 0);
+    assert_eq!(checkouts(&repo), runs[2..].to_vec());
+    let said = crate::support::stderr_text(&cleaned);
+    assert!(
+        said.contains("kept the 2 most recently finished runs"),
+        "{said}"
+    );
+    let listed = repo.conductor_exits(&["runs", "list", "--json", "--limit", "2"], 0);
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let ids: Vec<&str> = listed["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["run_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [runs[3].as_str(), runs[2].as_str()]);
+}
