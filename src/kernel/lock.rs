@@ -317,7 +317,7 @@ pub struct LockTable {
     /// Each other live `tnh-conductor` holding one, with its open files (the name the kernel
     /// shows, ` (deleted)` taken off, and the identity of the file); `None` when they cannot
     /// be listed.
-    drivers: Vec<(u32, Option<Vec<(PathBuf, FileId)>>)>,
+    drivers: Vec<(u32, Option<OpenFiles>)>,
     /// The names of the folders those open files are in: a lock in another folder has no
     /// driver elsewhere, told without resolving its path.
     folders: std::collections::BTreeSet<std::ffi::OsString>,
@@ -331,7 +331,7 @@ impl LockTable {
             .map(|table| table.lines().filter_map(parse_lock_line).collect());
         let own = std::process::id();
         let mut seen = std::collections::BTreeSet::new();
-        let drivers: Vec<(u32, Option<Vec<(PathBuf, FileId)>>)> = held
+        let drivers: Vec<(u32, Option<OpenFiles>)> = held
             .iter()
             .flatten()
             .map(|entry| entry.pid)
@@ -411,9 +411,12 @@ impl LockTable {
     }
 }
 
-/// The files process `pid` has open: the name the kernel shows (` (deleted)` taken off) and
-/// the file's identity; `None` when they cannot be listed.
-fn open_files(pid: u32) -> Option<Vec<(PathBuf, FileId)>> {
+/// A process's open files: the name the kernel shows (` (deleted)` taken off) and the file's
+/// identity.
+type OpenFiles = Vec<(PathBuf, FileId)>;
+
+/// The files process `pid` has open; `None` when they cannot be listed.
+fn open_files(pid: u32) -> Option<OpenFiles> {
     let entries = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
     Some(
         entries
