@@ -3,8 +3,8 @@
 # with 0, 1,000 and 10,000 kept runs, then times one-step and ten-step runs of a workflow whose
 # agent is `true` in each: the cost of a step is (ten-step run - one-step run) / 9, reported
 # with its ratio to the repository with none. One traced run in each counts the reads of
-# `/proc/locks` and the git processes it started; the read-only commands (`runs list`,
-# `journal`, `gate list`, `status`) are timed at the largest count.
+# `/proc/locks` and the git processes it started; the read-only commands (`runs list
+# --limit 20`, `journal`, `gate list`, `status`) are timed at the largest count.
 #
 # Kept runs are made cheaply: one real run is made, then its run directory and its refs are
 # copied under new run ids, as a finished run leaves them: its refs packed into `packed-refs`
@@ -164,7 +164,7 @@ done
 
 # The read-only commands, at the largest count.
 run_id=$(ls "$repo/.tnh/run" | sort | tail -n 1)
-for command in "runs list" "journal" "gate list" "status $run_id"; do
+for command in "runs list --limit 20" "journal" "gate list" "status $run_id"; do
     samples=()
     for _ in $(seq "$rounds"); do
         # shellcheck disable=SC2086
