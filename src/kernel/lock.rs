@@ -358,7 +358,12 @@ impl LockTable {
             return holder_in_file_is_conductor(path);
         };
         let found = std::fs::symlink_metadata(path).ok();
-        if let Some(metadata) = found.as_ref().filter(|metadata| metadata.is_file()) {
+        // Most runs' locks are held by nobody: their inode is looked for before their folder's
+        // device is read.
+        let listed = |metadata: &&std::fs::Metadata| {
+            metadata.is_file() && held.iter().any(|entry| entry.ino == metadata.ino())
+        };
+        if let Some(metadata) = found.as_ref().filter(listed) {
             let devices = devices_of(path, metadata);
             if held
                 .iter()
