@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use crate::workflow::validate::KnownNames;
 use crate::workflow::yaml::{self, Node, Pos};
 
+mod retention;
+pub use retention::{DEFAULT_FINISHED_CHECKOUTS, Retention};
+
 /// The configuration file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -71,6 +74,8 @@ pub struct Config {
     pub adr_paths: Vec<String>,
     /// `operator_checkout`: what a change to the operator's checkout during an agent step is.
     pub operator_checkout: OperatorCheckout,
+    /// `retention`: how many finished runs keep their checkout.
+    pub retention: Retention,
     /// `run --planner NAME`: the planner profile every EVALUATE uses (not read from the file).
     pub planner_override: Option<String>,
     /// SHA-256 of the file's bytes as read, when a file existed (the run's metadata keeps it).
@@ -193,6 +198,10 @@ impl Config {
                 Some("script_allowlist") => {
                     config.script_allowlist = strings(value, "script_allowlist")
                         .map_err(|(pos, message)| invalid(pos, message))?
+                }
+                Some("retention") => {
+                    config.retention =
+                        retention::parse(value).map_err(|(pos, message)| invalid(pos, message))?
                 }
                 Some("adr_paths") => {
                     config.adr_paths =
@@ -363,7 +372,7 @@ fn adr_paths(node: &Node) -> Result<Vec<String>, (Pos, String)> {
 }
 
 /// The keys this module reads.
-const KNOWN_KEYS: [&str; 7] = [
+const KNOWN_KEYS: [&str; 8] = [
     "agents",
     "validators",
     "planners",
@@ -371,6 +380,7 @@ const KNOWN_KEYS: [&str; 7] = [
     "script_allowlist",
     "operator_checkout",
     "adr_paths",
+    "retention",
 ];
 
 /// The known key `key` is a likely misspelling of (the same but for case, `-` for `_` or a

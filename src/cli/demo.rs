@@ -218,6 +218,12 @@ script_allowlist: []
 # Where `tnh adr` and `tnh context` look for ADRs (globs relative to the repository root;
 # default docs/**/adr/*.md).
 # adr_paths: ["docs/**/adr/*.md", "decisions/*.md"]
+
+# How many of the most recently finished runs keep their checkout (.tnh/worktrees/<run>);
+# an older one's is removed when a new run starts (its branch, snapshots and run directory
+# stay). Runs that have not finished always keep theirs.
+retention:
+  finished_checkouts: 5
 "#;
 
 /// `init`: writes `.tnh/config.yaml` of the repository, or the file `--config FILE` names

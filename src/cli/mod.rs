@@ -128,8 +128,19 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
         Command::Resume(args) => run::cmd_resume(&cli, args, output),
         Command::Status(args) => runs::cmd_status(&cli, args, output),
         Command::Gate(command) => gate::cmd_gate(&cli, command, output),
-        Command::Runs(stub::RunsCommand::Clean { older_than, all }) => {
-            runs_clean::cmd_runs_clean(&repo_root(&cli)?, older_than.as_deref(), *all, output)
+        Command::Runs(stub::RunsCommand::Clean {
+            older_than,
+            all,
+            keep,
+        }) => runs_clean::cmd_runs_clean(
+            &repo_root(&cli)?,
+            older_than.as_deref(),
+            *all,
+            *keep,
+            output,
+        ),
+        Command::Runs(stub::RunsCommand::List { json, limit }) => {
+            runs::cmd_runs_list(&cli, *json, *limit, output)
         }
         Command::Runs(stub::RunsCommand::Abandon { run_id, reason, by }) => {
             runs_abandon::cmd_runs_abandon(
@@ -140,7 +151,6 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
                 output,
             )
         }
-        Command::Runs(stub::RunsCommand::List { json }) => runs::cmd_runs_list(&cli, *json, output),
         Command::Runs(stub::RunsCommand::Show { run_id }) => {
             runs::cmd_runs_show(&cli, run_id, output)
         }

@@ -246,7 +246,7 @@ fn compact_duration(seconds: u64) -> String {
 pub struct RunsList {
     /// The format's version.
     pub schema_version: u32,
-    /// Every run, newest first.
+    /// Every run (the most recent ones with `--limit`), newest first.
     pub runs: Vec<RunRow>,
 }
 
@@ -280,7 +280,12 @@ pub struct RunRow {
 }
 
 /// `runs list`: every run, newest first.
-pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitStatus> {
+pub fn cmd_runs_list(
+    cli: &Cli,
+    json: bool,
+    limit: Option<usize>,
+    output: &mut Output,
+) -> Result<ExitStatus> {
     let root = repo_root(cli)?.join(DEFAULT_ARTIFACTS_ROOT);
     let mut ids: Vec<String> = match std::fs::read_dir(&root) {
         Ok(entries) => entries
@@ -291,6 +296,9 @@ pub fn cmd_runs_list(cli: &Cli, json: bool, output: &mut Output) -> Result<ExitS
         Err(_) => Vec::new(),
     };
     ids.sort_unstable_by(|left, right| right.cmp(left));
+    // Run ids start with their start time: the first ones are the most recent, and only
+    // those are read.
+    ids.truncate(limit.unwrap_or(usize::MAX));
     let mut rows = Vec::new();
     for id in ids {
         let run_dir = RunDir::at(root.join(&id));

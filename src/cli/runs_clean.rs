@@ -1,4 +1,5 @@
-//! `tnh-conductor runs clean [--older-than 7d] [--all]`: removes the worktrees of finished runs.
+//! `tnh-conductor runs clean [--older-than 7d] [--keep N] [--all]`: removes the worktrees of
+//! finished runs (but the N most recently finished with `--keep`).
 //! Run directories, snapshot refs and work branches are kept (they are the evidence and the
 //! work), and the worktree's last state is first recorded as `refs/tnh/runs/<id>/final`,
 //! unless `--all`. Runs that have not ended are never touched. Each run is cleaned holding
@@ -19,6 +20,7 @@ pub fn cmd_runs_clean(
     repo_root: &Path,
     older_than: Option<&str>,
     all: bool,
+    keep: Option<usize>,
     output: &mut Output,
 ) -> Result<ExitStatus> {
     let older_than = match older_than {
@@ -34,6 +36,7 @@ pub fn cmd_runs_clean(
         older_than,
         all,
         now: SystemTime::now(),
+        keep: keep.unwrap_or(0),
     };
     let report = clean_runs(repo_root, options)?;
     let what = if all {
@@ -69,6 +72,7 @@ pub fn cmd_runs_clean(
     for run_id in &report.running {
         output.note(&format!("kept {run_id}: not ended"));
     }
+    note_newest(&report.newest, output);
     for run_id in &report.recent {
         output.note(&format!("kept {run_id}: ended too recently"));
     }
@@ -99,4 +103,16 @@ pub fn cmd_runs_clean(
         output.note(&format!("failed to clean {run_id}: {error}"));
     }
     Err(first.into())
+}
+
+/// The runs `--keep` kept, in one line.
+fn note_newest(newest: &[String], output: &mut Output) {
+    if !newest.is_empty() {
+        output.note(&format!(
+            "kept the {} most recently finished run{} (--keep): {}",
+            newest.len(),
+            if newest.len() == 1 { "" } else { "s" },
+            newest.join(", ")
+        ));
+    }
 }

@@ -22,6 +22,9 @@ pub enum RunsCommand {
         /// JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Only the N most recent runs.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
     },
     /// One run's metadata, steps and outcome.
     Show {
@@ -55,6 +58,9 @@ pub enum RunsCommand {
         /// Remove run directories and refs too.
         #[arg(long)]
         all: bool,
+        /// Keep the N most recently finished runs whatever their age.
+        #[arg(long, value_name = "N")]
+        keep: Option<usize>,
     },
 }
 

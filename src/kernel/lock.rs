@@ -303,11 +303,140 @@ fn has_open(
 /// through a lock file removed or replaced since. A missing lock file is not held; where the
 /// table cannot be read, the pid the holder wrote in the lock file is looked up instead.
 pub fn is_held(path: &Path) -> bool {
-    match held_in_table(path) {
-        Some(true) => true,
-        Some(false) => driver_elsewhere(path, FileId::at(path), []).is_some(),
-        None => holder_in_file_is_conductor(path),
+    LockTable::read().is_held(path)
+}
+
+/// The kernel's table of locks read once, with the other live `tnh-conductor` processes that
+/// hold a lock in it and their open files: whether each of many runs is driven is then told
+/// with a `stat` of its lock file, not a read of the table (and of every driver's open files)
+/// per run. A repository keeps every finished run, so that per-run cost would grow with each.
+#[derive(Debug)]
+pub struct LockTable {
+    /// The held exclusive `flock`s; `None` when the table cannot be read.
+    held: Option<Vec<LockEntry>>,
+    /// Each other live `tnh-conductor` holding one, with its open files (the name the kernel
+    /// shows, ` (deleted)` taken off, and the identity of the file); `None` when they cannot
+    /// be listed.
+    drivers: Vec<(u32, Option<OpenFiles>)>,
+    /// The names of the folders those open files are in: a lock in another folder has no
+    /// driver elsewhere, told without resolving its path.
+    folders: std::collections::BTreeSet<std::ffi::OsString>,
+}
+
+impl LockTable {
+    /// Reads the table and the holders' open files now.
+    pub fn read() -> Self {
+        let held: Option<Vec<LockEntry>> = std::fs::read_to_string(LOCK_TABLE)
+            .ok()
+            .map(|table| table.lines().filter_map(parse_lock_line).collect());
+        let own = std::process::id();
+        let mut seen = std::collections::BTreeSet::new();
+        let drivers: Vec<(u32, Option<OpenFiles>)> = held
+            .iter()
+            .flatten()
+            .map(|entry| entry.pid)
+            .filter(|pid| *pid != own && *pid != 0 && seen.insert(*pid))
+            .filter(|pid| is_conductor(*pid))
+            .map(|pid| (pid, open_files(pid)))
+            .collect();
+        let folders = drivers
+            .iter()
+            .filter_map(|(_, files)| files.as_ref())
+            .flatten()
+            .filter_map(|(target, _)| target.parent()?.file_name().map(ToOwned::to_owned))
+            .collect();
+        Self {
+            held,
+            drivers,
+            folders,
+        }
     }
+
+    /// [`is_held`] as this table tells it.
+    pub fn is_held(&self, path: &Path) -> bool {
+        let Some(held) = &self.held else {
+            return holder_in_file_is_conductor(path);
+        };
+        let found = std::fs::symlink_metadata(path).ok();
+        // Most runs' locks are held by nobody: their inode is looked for before their folder's
+        // device is read.
+        let listed = |metadata: &&std::fs::Metadata| {
+            metadata.is_file() && held.iter().any(|entry| entry.ino == metadata.ino())
+        };
+        if let Some(metadata) = found.as_ref().filter(listed) {
+            let devices = devices_of(path, metadata);
+            if held
+                .iter()
+                .any(|entry| entry.ino == metadata.ino() && devices.contains(&entry.device))
+            {
+                return true;
+            }
+        }
+        self.driven_elsewhere(path, held, found.as_ref().map(FileId::of))
+    }
+
+    /// Whether a driver holds the run through another file than `except`: one named as the
+    /// lock (or removed from there), or one in the lock's folder it holds a lock on.
+    fn driven_elsewhere(&self, lock: &Path, held: &[LockEntry], except: Option<FileId>) -> bool {
+        if self.folders.is_empty() {
+            return false;
+        }
+        // The folder's own name tells, unless it is a link (it is then resolved below).
+        let folder = lock.parent();
+        let in_a_drivers_folder = folder
+            .and_then(Path::file_name)
+            .is_some_and(|name| self.folders.contains(name));
+        let linked = || folder.is_some_and(|folder| !folder.is_dir() || folder.is_symlink());
+        if !in_a_drivers_folder && !linked() {
+            return false;
+        }
+        let Some(name) = lock_name(lock) else {
+            return false;
+        };
+        let Some(folder_device) = name
+            .parent()
+            .and_then(|folder| std::fs::metadata(folder).ok())
+            .map(|metadata| metadata.dev())
+        else {
+            return false;
+        };
+        self.drivers.iter().any(|(pid, files)| {
+            files.iter().flatten().any(|(target, id)| {
+                let named = *target == name;
+                if !named && target.parent() != name.parent() || Some(*id) == except {
+                    return false;
+                }
+                let devices = [split_device(id.dev), split_device(folder_device)];
+                named
+                    || held.iter().any(|entry| {
+                        entry.pid == *pid && entry.ino == id.ino && devices.contains(&entry.device)
+                    })
+            })
+        })
+    }
+}
+
+/// A process's open files: the name the kernel shows (` (deleted)` taken off) and the file's
+/// identity.
+type OpenFiles = Vec<(PathBuf, FileId)>;
+
+/// The files process `pid` has open; `None` when they cannot be listed.
+fn open_files(pid: u32) -> Option<OpenFiles> {
+    let entries = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    Some(
+        entries
+            .flatten()
+            .filter_map(|entry| {
+                let target = std::fs::read_link(entry.path()).ok()?;
+                let target = target.as_os_str().as_bytes();
+                let target = PathBuf::from(std::ffi::OsStr::from_bytes(
+                    target.strip_suffix(b" (deleted)").unwrap_or(target),
+                ));
+                let metadata = std::fs::metadata(entry.path()).ok()?;
+                Some((target, FileId::of(&metadata)))
+            })
+            .collect(),
+    )
 }
 
 /// Whether the kernel's table of locks shows an exclusive `flock` on the lock file; `None`
@@ -489,6 +618,30 @@ mod tests {
         drop(held);
         assert!(!is_held(&path), "released");
         assert!(RunLock::acquire(&path).is_ok(), "looking does not keep it");
+    }
+
+    /// One read of the table tells each of many locks apart, as a read per lock does.
+    #[test]
+    fn a_table_read_once_tells_each_lock_held_or_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths: Vec<PathBuf> = (0..3)
+            .map(|index| {
+                let run = dir.path().join(format!("run{index}"));
+                std::fs::create_dir(&run).unwrap();
+                run.join("lock")
+            })
+            .collect();
+        std::fs::write(&paths[1], "").unwrap();
+        let held = RunLock::acquire(&paths[2]).unwrap();
+        let table = LockTable::read();
+        let seen: Vec<bool> = paths.iter().map(|path| table.is_held(path)).collect();
+        assert_eq!(seen, [false, false, true], "missing, free, held");
+        assert_eq!(
+            seen,
+            paths.iter().map(|path| is_held(path)).collect::<Vec<_>>()
+        );
+        drop(held);
+        assert!(!LockTable::read().is_held(&paths[2]), "released");
     }
 
     /// Entries of `/proc/locks` as this machine wrote them, a run's lock

@@ -724,6 +724,11 @@ pub fn start_checked(checked: CheckedRun) -> Result<RunSummary, RunError> {
     // `runs list` and `status` show the run as running (blocked once this process is gone)
     // while its worktree is being created.
     recorder.write_status(&state, None, Some(std::process::id()))?;
+    // Older finished runs' checkouts go before this one's is made (and git scans them all).
+    crate::workspace::retention::prune_finished_checkouts(
+        &planned.repo_root,
+        loaded.config.retention.finished_checkouts,
+    );
     // A signal while git creates the worktree is noticed once git is done (it runs to its
     // end: a conductor gone before it would leave it writing the checkout unsupervised).
     let workspace =
@@ -754,6 +759,7 @@ pub fn start_checked(checked: CheckedRun) -> Result<RunSummary, RunError> {
     recorder.update_metadata(|metadata| keep_record(metadata, &record))?;
     record_run_started(&mut recorder)?;
     recorder.commit(&mut state, None)?;
+    let keep = loaded.config.retention.finished_checkouts;
     // A signal noticed by now stops the run before its first step (the driver checks).
     let context = run_context(
         loaded,
@@ -764,7 +770,7 @@ pub fn start_checked(checked: CheckedRun) -> Result<RunSummary, RunError> {
         None,
     );
     pin_loaded_modules(&mut recorder, &context)?;
-    let end = drive(context, &workspace, &mut recorder, state)?;
+    let end = drive(context, &workspace, &mut recorder, state, keep)?;
     Ok(RunSummary {
         run_id,
         run_dir: run_dir.root().to_path_buf(),
@@ -801,23 +807,31 @@ fn pin_loaded_modules(
 }
 
 /// Drives the run from `state`, or, when its context could not be made (the workflow's
-/// script does not load), ends it with that reason.
+/// script does not load), ends it with that reason. A run that finishes packs its refs, and
+/// older finished runs beyond the `keep` most recent lose their checkout.
 fn drive(
     context: Result<RunContext, RunError>,
     workspace: &Workspace,
     recorder: &mut Recorder,
     mut state: RunState,
+    keep: usize,
 ) -> Result<RunEnd, RunError> {
-    match context {
-        Ok(context) => Ok(Driver {
+    let end = match context {
+        Ok(context) => Driver {
             run: &context,
             workspace,
             recorder,
             state,
         }
-        .drive()?),
-        Err(error) => unloadable(recorder, &mut state, &error),
+        .drive()?,
+        Err(error) => unloadable(recorder, &mut state, &error)?,
+    };
+    if matches!(end, RunEnd::Finished { .. }) {
+        // An optimisation only: refs left loose are read the same.
+        let _ = workspace.pack_run_refs();
+        crate::workspace::retention::prune_finished_checkouts(&workspace.record().repo_root, keep);
     }
+    Ok(end)
 }
 
 /// A run whose workflow script cannot be loaded — it, or a module it imports, throws or loops
@@ -1305,6 +1319,7 @@ pub fn resume_run(
         recorder.commit(&mut state, None)?;
     }
     let unpinned = pinned.is_none();
+    let keep = loaded.config.retention.finished_checkouts;
     let context = run_context(
         loaded,
         params.values,
@@ -1319,7 +1334,7 @@ pub fn resume_run(
     if unpinned {
         pin_loaded_modules(&mut recorder, &context)?;
     }
-    let end = drive(context, &workspace, &mut recorder, state)?;
+    let end = drive(context, &workspace, &mut recorder, state, keep)?;
     Ok(RunSummary {
         run_id: RunId::new(run_id),
         run_dir: run_dir.root().to_path_buf(),

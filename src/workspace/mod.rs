@@ -25,6 +25,7 @@ mod index_file;
 pub mod land;
 pub(crate) mod operator_checkout;
 mod result_commit;
+pub mod retention;
 mod rollback;
 pub mod runs;
 mod snapshot;

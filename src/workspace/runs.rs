@@ -268,6 +268,8 @@ pub struct CleanOptions {
     pub all: bool,
     /// The time to measure age from.
     pub now: SystemTime,
+    /// How many of the most recently finished runs are kept whatever their age.
+    pub keep: usize,
 }
 
 /// What `runs clean` did.
@@ -285,6 +287,8 @@ pub struct CleanReport {
     pub running: Vec<String>,
     /// Runs kept because they ended too recently.
     pub recent: Vec<String>,
+    /// Runs kept because they are among the most recently finished (`--keep`).
+    pub newest: Vec<String>,
     /// Runs skipped because another process holds their lock (a `resume`, a gate decision,
     /// a `rollback` or another `runs clean`), with what the lock says of its holder.
     pub busy: Vec<(String, String)>,
@@ -340,7 +344,12 @@ pub fn clean_runs(repo_root: &Path, options: CleanOptions) -> Result<CleanReport
             Err(error) => report.failed.push((run_id, error)),
         }
     }
+    let newest = newest_finished(repo_root, &run_ids, options.keep);
     for run_id in run_ids {
+        if newest.contains(&run_id) {
+            report.newest.push(run_id);
+            continue;
+        }
         match clean_run(repo_root, &run_id, options) {
             Ok(Cleaned::Removed(kept)) => {
                 if let Some(reference) = kept {
@@ -358,6 +367,27 @@ pub fn clean_runs(repo_root: &Path, options: CleanOptions) -> Result<CleanReport
         }
     }
     Ok(report)
+}
+
+/// The `count` most recently finished of `run_ids`.
+fn newest_finished(
+    repo_root: &Path,
+    run_ids: &[String],
+    count: usize,
+) -> std::collections::BTreeSet<String> {
+    if count == 0 {
+        return std::collections::BTreeSet::new();
+    }
+    let mut finished: Vec<(SystemTime, &String)> = run_ids
+        .iter()
+        .filter_map(|run_id| Some((load_run(repo_root, run_id).ok()?.ended_at?, run_id)))
+        .collect();
+    finished.sort_by(|left, right| right.cmp(left));
+    finished
+        .into_iter()
+        .take(count)
+        .map(|(_, run_id)| run_id.clone())
+        .collect()
 }
 
 /// Cleans run `run_id` if it has ended (long enough ago), holding its lock.
@@ -453,6 +483,28 @@ fn clean_run(
         return Ok(Cleaned::AlreadyClean);
     }
     Ok(Cleaned::Removed(kept))
+}
+
+/// Removes the checkout of finished run `run_id` as `runs clean` does (its last state kept
+/// under its `final` ref, then packed with its other refs), holding its lock. Whether it was
+/// removed: `false` for a run that has not finished, is busy, or had none.
+pub(crate) fn remove_finished_checkout(
+    repo_root: &Path,
+    run_id: &str,
+) -> Result<bool, WorkspaceError> {
+    let options = CleanOptions {
+        older_than: None,
+        all: false,
+        now: SystemTime::now(),
+        keep: 0,
+    };
+    let removed = matches!(clean_run(repo_root, run_id, options)?, Cleaned::Removed(_));
+    if removed {
+        let own = format!("--include={}/*", refs_prefix(&RunId::new(run_id)));
+        // Refs left loose are read the same: packing is an optimisation only.
+        let _ = Git::new(repo_root).run(["pack-refs", own.as_str()]);
+    }
+    Ok(removed)
 }
 
 /// Removes a folder and everything in it; one already gone (or emptied by another process
@@ -585,6 +637,7 @@ mod tests {
             older_than: None,
             all: true,
             now: SystemTime::now(),
+            keep: 0,
         };
         let cleaned = clean_run(root.path(), "20260101T000000Z-abc123", options).unwrap();
         assert!(matches!(cleaned, Cleaned::Gone));

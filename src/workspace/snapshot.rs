@@ -240,6 +240,18 @@ impl Workspace {
         self.snapshot_as(reference, &[], &message)
     }
 
+    /// Packs the run's refs (its snapshot refs and work branch) into `packed-refs`, for a run
+    /// that has finished: git then reads them with that one file, not one file each, so a
+    /// repository keeping many finished runs does not make every later git command read them
+    /// all. Only this run's refs are packed (`--include`; a symbolic ref never is); the
+    /// others stay as they are. Git before 2.42 has no `--include`: the refs then stay loose.
+    pub fn pack_run_refs(&self) -> Result<(), WorkspaceError> {
+        let own = format!("--include={}/*", refs_prefix(self.run_id()));
+        let branch = format!("--include={}", self.branch_ref());
+        self.repo_git
+            .run(["pack-refs", own.as_str(), branch.as_str()])
+    }
+
     /// Writes a commit of `tree` whose parent is the worktree's HEAD and points `references`
     /// at it; returns the commit and the parent.
     fn write_snapshot_commit(

@@ -16,6 +16,7 @@ mod gate;
 mod gate_views;
 mod journal;
 mod journal_provenance;
+mod kept_runs;
 mod kernel_crash;
 mod kernel_interrupt;
 mod kernel_run;

@@ -86,6 +86,8 @@ fn eight_runs_started_at_once_in_one_repository_stay_apart() {
             fixture("reliability/own-result.sh").display()
         ),
     );
+    // Every run's checkout is looked at after them all.
+    append_config(&repo, "retention:\n  finished_checkouts: 8\n");
     // The operator's own exclude rule must survive the runs adding theirs at the same time.
     let exclude = repo.path().join(".git/info/exclude");
     std::fs::write(&exclude, "operator-notes.txt\n").unwrap();

@@ -71,6 +71,7 @@ impl<'a> Beside<'a> {
         self.runs.get_or_init(|| {
             let guard = self.guard;
             let mut runs = BTreeMap::new();
+            let table = OnceCell::new();
             for (name, commit) in &self.listing.resolved {
                 if !name.starts_with("refs/heads/tnh/")
                     || self
@@ -84,7 +85,7 @@ impl<'a> Beside<'a> {
                 let Some(run) = guard.other_run(name).filter(|run| !run.is_empty()) else {
                     continue;
                 };
-                if !guard.driven_during_step(&run) {
+                if !guard.driven_during_step(&run, &table) {
                     continue;
                 }
                 let mut tips = vec![commit.clone()];
@@ -259,7 +260,12 @@ fn lines(contents: Option<&[u8]>) -> Vec<&[u8]> {
 impl RefGuard {
     /// Whether run `run` was being driven during the step: its lock held before or after it,
     /// or taken in between — or it had no refs before (a run started meanwhile).
-    pub(super) fn driven_during_step(&self, run: &str) -> bool {
+    /// The kernel's table of locks is read once into `table`, on first need.
+    pub(super) fn driven_during_step(
+        &self,
+        run: &str,
+        table: &OnceCell<crate::kernel::lock::LockTable>,
+    ) -> bool {
         let Some(recorded) = self.other_runs.get(run) else {
             return true;
         };
@@ -271,7 +277,9 @@ impl RefGuard {
             .join(run)
             .join("lock");
         crate::workspace::operator_checkout::FileIdentity::of(&lock) != recorded.lock
-            || crate::kernel::lock::is_held(&lock)
+            || table
+                .get_or_init(crate::kernel::lock::LockTable::read)
+                .is_held(&lock)
     }
 
     /// The stash changed during the step: entries other runs driven meanwhile made are theirs

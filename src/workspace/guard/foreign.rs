@@ -35,7 +35,11 @@ pub struct RunActivity {
 }
 
 impl RunActivity {
-    pub(super) fn of(repo_root: &std::path::Path, run_id: &str) -> Self {
+    pub(super) fn of(
+        repo_root: &std::path::Path,
+        run_id: &str,
+        table: &crate::kernel::lock::LockTable,
+    ) -> Self {
         if run_id.is_empty() {
             // Refs under `refs/tnh/` of no run: nobody drives them.
             return Self {
@@ -46,7 +50,7 @@ impl RunActivity {
         let lock = runs_dir(repo_root).join(run_id).join("lock");
         Self {
             lock: FileIdentity::of(&lock),
-            driven: crate::kernel::lock::is_held(&lock),
+            driven: table.is_held(&lock),
         }
     }
 }
@@ -81,9 +85,10 @@ impl RefGuard {
             .filter_map(|name| self.other_run(name))
             .collect();
         let root = &self.workspace.record().repo_root;
+        let table = crate::kernel::lock::LockTable::read();
         runs.into_iter()
             .map(|run| {
-                let activity = RunActivity::of(root, &run);
+                let activity = RunActivity::of(root, &run, &table);
                 (run, activity)
             })
             .collect()
@@ -102,6 +107,7 @@ impl RefGuard {
         let root = &self.workspace.record().repo_root;
         let names: BTreeSet<&String> = self.others.keys().chain(after.keys()).collect();
         let mut activity_now: BTreeMap<String, RunActivity> = BTreeMap::new();
+        let table = std::cell::OnceCell::new();
         for name in names {
             let before = self.others.get(name);
             let now = after.get(name);
@@ -111,9 +117,10 @@ impl RefGuard {
             }
             let class = match self.other_run(name) {
                 Some(run) => {
-                    let current = activity_now
-                        .entry(run.clone())
-                        .or_insert_with(|| RunActivity::of(root, &run));
+                    let current = activity_now.entry(run.clone()).or_insert_with(|| {
+                        let table = table.get_or_init(crate::kernel::lock::LockTable::read);
+                        RunActivity::of(root, &run, table)
+                    });
                     let left_alone = self.other_runs.get(&run).is_some_and(|recorded| {
                         !recorded.driven && !current.driven && recorded.lock == current.lock
                     });

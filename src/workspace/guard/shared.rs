@@ -119,6 +119,8 @@ pub(super) struct Shared<'a> {
     /// Whether this is a step's check (notices read, runs driven worked out), not a
     /// comparison.
     charge: bool,
+    /// The kernel's table of locks, read once on first need.
+    table: OnceCell<crate::kernel::lock::LockTable>,
 }
 
 impl<'a> Shared<'a> {
@@ -133,6 +135,7 @@ impl<'a> Shared<'a> {
             waiting: OnceCell::new(),
             notices: Vec::new(),
             charge,
+            table: OnceCell::new(),
         };
         shared.add(guard.other_runs.keys().cloned());
         shared
@@ -158,7 +161,7 @@ impl<'a> Shared<'a> {
             {
                 continue;
             }
-            if self.charge && guard.driven_during_step(&run) {
+            if self.charge && guard.driven_during_step(&run, &self.table) {
                 self.driven.push(run);
             }
         }
