@@ -106,8 +106,15 @@ impl RunStory {
     /// The result commit's message: `<workflow>: <summary>`, a blank line, the visits and
     /// their outcomes, a blank line, the trailers.
     pub fn commit_message(&self) -> String {
-        let mut message = self.subject();
+        let subject = self.subject();
+        let mut message = subject.clone();
         message.push_str("\n\n");
+        // A summary cut short in the subject is given whole first.
+        if let Some(summary) = &self.summary
+            && subject.ends_with('…')
+        {
+            let _ = writeln!(message, "{summary}\n");
+        }
         for step in &self.steps {
             let _ = writeln!(message, "- {step}");
         }
@@ -245,6 +252,10 @@ fn shorten(text: &str, limit: usize) -> String {
         return text.to_owned();
     }
     let mut cut: String = text.chars().take(limit - 1).collect();
+    // At a word's end when there is one in the second half, not in the middle of a word.
+    if let Some(space) = cut.rfind(' ').filter(|space| *space > cut.len() / 2) {
+        cut.truncate(space);
+    }
     cut.push('…');
     cut
 }
@@ -263,6 +274,20 @@ mod tests {
         let subject = story.subject();
         assert_eq!(subject.chars().count(), SUBJECT_LIMIT);
         assert!(subject.starts_with("wf: xxx") && subject.ends_with('…'));
+        // Words are not cut in the middle, and the whole summary opens the message's body.
+        let words = RunStory {
+            summary: Some(format!("{} passed validation", "word ".repeat(14))),
+            ..story
+        };
+        let subject = words.subject();
+        assert!(subject.ends_with("word…"), "{subject}");
+        assert!(
+            words
+                .commit_message()
+                .contains(&format!("\n\n{} passed validation\n", "word ".repeat(14))),
+            "{}",
+            words.commit_message()
+        );
     }
 
     #[test]
