@@ -28,11 +28,6 @@ pub(super) fn execute(
         Vec::new(),
     );
     let events = EventLog::read_all(&context.recorder.run_dir().events()).unwrap_or_default();
-    let stated = match &reason {
-        Some(serde_json::Value::String(text)) => Some(text.clone()),
-        Some(serde_json::Value::Null) | None => what_led_here(context, &events),
-        Some(other) => Some(other.to_string()),
-    };
     // A failure says why: what failed since the last agent step began.
     let causes = match stop.outcome {
         StopOutcome::Failure => {
@@ -40,14 +35,22 @@ pub(super) fn execute(
         }
         StopOutcome::Success => None,
     };
+    let stated = match &reason {
+        Some(serde_json::Value::String(text)) => Some(text.clone()),
+        Some(serde_json::Value::Null) | None => match what_led_here(context, &events) {
+            // The planner's own verdict says more than "after `judge` ended blocked".
+            Some((step, _))
+                if causes
+                    .as_ref()
+                    .is_some_and(|causes| causes.contains(&format!("planner `{step}`"))) =>
+            {
+                None
+            }
+            led => led.map(|(_, text)| text),
+        },
+        Some(other) => Some(other.to_string()),
+    };
     let why = match (stated, causes) {
-        // The planner's own verdict says more than "after `judge` ended blocked".
-        (Some(stated), Some(causes))
-            if reason.is_none()
-                && causes.contains(&format!("planner {}", stated_step(&stated))) =>
-        {
-            Some(causes)
-        }
         (Some(stated), Some(causes)) => Some(format!("{stated} — {causes}")),
         (stated, causes) => stated.or(causes),
     };
@@ -63,18 +66,13 @@ pub(super) fn execute(
     })
 }
 
-/// The quoted step of `after `STEP` ended OUTCOME`.
-fn stated_step(stated: &str) -> &str {
-    stated
-        .strip_prefix("after ")
-        .and_then(|rest| rest.split(' ').next())
-        .unwrap_or(stated)
-}
-
 /// For a STOP without a reason: the step and outcome that routed here, when that outcome was
 /// not a success (`after `work` ended killed_timeout`), so a failed run's summary, status and
-/// journal say why without opening the run.
-fn what_led_here(context: &StepContext<'_>, events: &[crate::artifacts::Event]) -> Option<String> {
+/// journal say why without opening the run. Gives that step too.
+fn what_led_here(
+    context: &StepContext<'_>,
+    events: &[crate::artifacts::Event],
+) -> Option<(String, String)> {
     let route = events.iter().rev().find(|event| {
         event.event_type == EventType::RouteSelected
             && event.text("next_step") == Some(context.step_id())
@@ -84,8 +82,7 @@ fn what_led_here(context: &StepContext<'_>, events: &[crate::artifacts::Event]) 
     if ordinary.contains(&outcome) {
         return None;
     }
-    Some(format!(
-        "after `{}` ended {outcome}",
-        route.step_id.as_deref().unwrap_or("?")
-    ))
+    let step = route.step_id.clone().unwrap_or_else(|| "?".to_owned());
+    let text = format!("after `{step}` ended {outcome}");
+    Some((step, text))
 }

@@ -353,7 +353,7 @@ fn configured_profiles(config: &Config) -> Result<BTreeMap<String, AgentProfile>
 }
 
 /// The program an agent profile starts, and which CLI it is.
-fn agent_program(profile: &AgentProfile) -> (Option<String>, Option<&'static str>) {
+fn agent_program(profile: &AgentProfile) -> (Option<String>, Option<AgentKind>) {
     let binary = |variable: &str, default: &str| {
         std::env::var(variable)
             .ok()
@@ -363,9 +363,18 @@ fn agent_program(profile: &AgentProfile) -> (Option<String>, Option<&'static str
     };
     match profile.kind {
         AgentKind::Command => (profile.argv.first().cloned(), None),
-        AgentKind::Claude => (Some(binary("TNH_CLAUDE_BIN", "claude")), Some("claude")),
-        AgentKind::Codex => (Some(binary("TNH_CODEX_BIN", "codex")), Some("codex")),
-        AgentKind::Gemini => (Some(binary("TNH_GEMINI_BIN", "gemini")), Some("gemini")),
+        AgentKind::Claude => (
+            Some(binary("TNH_CLAUDE_BIN", "claude")),
+            Some(AgentKind::Claude),
+        ),
+        AgentKind::Codex => (
+            Some(binary("TNH_CODEX_BIN", "codex")),
+            Some(AgentKind::Codex),
+        ),
+        AgentKind::Gemini => (
+            Some(binary("TNH_GEMINI_BIN", "gemini")),
+            Some(AgentKind::Gemini),
+        ),
     }
 }
 
@@ -410,11 +419,11 @@ fn check_planner(
         ExternalKind::Command { argv } => (argv.first().cloned(), None),
         ExternalKind::Claude { binary, .. } => (
             Some(env_binary("TNH_CLAUDE_BIN", binary, "claude")),
-            Some("claude"),
+            Some(AgentKind::Claude),
         ),
         ExternalKind::Codex { binary, .. } => (
             Some(env_binary("TNH_CODEX_BIN", binary, "codex")),
-            Some("codex"),
+            Some(AgentKind::Codex),
         ),
         ExternalKind::Http { .. } => (None, None),
     };
@@ -449,7 +458,7 @@ fn resolved_from(program: &str, root: Option<&Path>) -> Option<(String, String)>
 struct Programs {
     found: BTreeMap<String, Option<PathBuf>>,
     imports: BTreeMap<(PathBuf, String), Option<String>>,
-    clis: BTreeMap<PathBuf, (&'static str, String)>,
+    clis: BTreeMap<PathBuf, (AgentKind, String)>,
 }
 
 impl Programs {
@@ -466,7 +475,7 @@ impl Programs {
     fn find_cli(
         &mut self,
         program: &str,
-        cli: Option<&'static str>,
+        cli: Option<AgentKind>,
         root: Option<&Path>,
     ) -> Option<PathBuf> {
         let found = self.find(program, root)?;
@@ -482,12 +491,7 @@ impl Programs {
         self.clis
             .iter()
             .filter_map(|(path, (cli, program))| {
-                let kind = match *cli {
-                    "claude" => AgentKind::Claude,
-                    "codex" => AgentKind::Codex,
-                    _ => AgentKind::Gemini,
-                };
-                let check = probe::check_version(kind, path);
+                let check = probe::check_version(*cli, path);
                 let severity = match check {
                     VersionCheck::Tested(_) => return None,
                     VersionCheck::Older { .. } => Severity::Error,
@@ -499,7 +503,7 @@ impl Programs {
                     severity,
                     kind: ProblemKind::CliVersion {
                         program: program.clone(),
-                        cli,
+                        cli: *cli,
                         check,
                     },
                 })

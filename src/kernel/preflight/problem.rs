@@ -1,6 +1,7 @@
 //! What the checks before a run find: each problem with its place, its severity, a stable
 //! code and a hint, shown like a workflow diagnostic.
 
+use crate::runner::AgentKind;
 use crate::runner::probe::VersionCheck;
 use crate::workflow::diagnostic::{Diagnostic, Severity};
 use crate::workflow::model::Step;
@@ -95,18 +96,18 @@ pub enum ProblemKind {
         /// The program as it would be started.
         program: String,
         /// `claude`, `codex`, or `None` for a command.
-        cli: Option<&'static str>,
+        cli: Option<AgentKind>,
         /// A relative path (`./agent.sh`) resolved, and the repository root it was resolved
         /// against.
         resolved: Option<(String, String)>,
     },
     /// A Claude or Codex CLI whose version the adapters were not tested with.
-    #[error("`{program}` ({cli}) {}", describe_version(check))]
+    #[error("`{program}` ({}) {}", cli.name(), describe_version(check))]
     CliVersion {
         /// The program.
         program: String,
         /// `claude` or `codex`.
-        cli: &'static str,
+        cli: AgentKind,
         /// What `--version` said, compared with the tested versions.
         check: VersionCheck,
     },
@@ -145,20 +146,20 @@ fn describe_version(check: &VersionCheck) -> String {
 }
 
 /// The npm package of a CLI.
-fn package_of(cli: &str) -> &'static str {
+fn package_of(cli: AgentKind) -> &'static str {
     match cli {
-        "codex" => "@openai/codex",
-        "gemini" => "@google/gemini-cli",
-        _ => "@anthropic-ai/claude-code",
+        AgentKind::Codex => "@openai/codex",
+        AgentKind::Gemini => "@google/gemini-cli",
+        AgentKind::Claude | AgentKind::Command => "@anthropic-ai/claude-code",
     }
 }
 
 /// The environment variable that names a CLI's program.
-fn binary_variable(cli: &str) -> &'static str {
+fn binary_variable(cli: AgentKind) -> &'static str {
     match cli {
-        "codex" => "TNH_CODEX_BIN",
-        "gemini" => "TNH_GEMINI_BIN",
-        _ => "TNH_CLAUDE_BIN",
+        AgentKind::Codex => "TNH_CODEX_BIN",
+        AgentKind::Gemini => "TNH_GEMINI_BIN",
+        AgentKind::Claude | AgentKind::Command => "TNH_CLAUDE_BIN",
     }
 }
 
@@ -215,8 +216,8 @@ impl ProblemKind {
                 ..
             } => format!(
                 "install it with `npm install -g {}`, or point {} or `{}s.{name}.binary` at it",
-                package_of(cli),
-                binary_variable(cli),
+                package_of(*cli),
+                binary_variable(*cli),
                 role
             ),
             ProblemKind::CliMissing {
@@ -233,7 +234,7 @@ impl ProblemKind {
             ProblemKind::CliVersion { cli, check, .. } => match check {
                 VersionCheck::Older { .. } => format!(
                     "update it: `npm install -g {}@latest`",
-                    package_of(cli)
+                    package_of(*cli)
                 ),
                 _ => "the run goes on; if the agent's output is not understood, install a tested version".to_owned(),
             },
