@@ -3,14 +3,11 @@
 //! `resume` refused; a finished run and a run a live process drives are refused. And `runs clean
 //! --all` keeps the journal's record of what it removes: a day reads the same after it.
 
-use std::io::Read as _;
-use std::process::Stdio;
-
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::kernel_support::{RunRepo, assert_contiguous, first_event};
-use crate::support::{conductor, fixture, stderr_text, stdout_text};
+use crate::support::{conductor, stderr_text, stdout_text};
 
 /// Kills a pid on drop: what a failed test would otherwise leave running.
 struct KillOnDrop(i32);
@@ -144,40 +141,9 @@ fn a_run_waiting_at_a_gate_is_abandoned_for_good() {
     assert_ended_for_good(&repo, &run_id);
 }
 
-/// A repository whose agent SIGKILLs its conductor in the step and goes on working
-/// (`tags-then-kill-conductor.sh`): the run, interrupted, and the agent's pid.
-fn killed_with_its_agent_alive(repo: &RunRepo) -> (String, i32) {
-    let agent = fixture("agents/zoo").join("tags-then-kill-conductor.sh");
-    let config = repo.path().join(".tnh/config.yaml");
-    let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(
-        &config,
-        format!(
-            "{text}  tagger:\n    kind: command\n    argv: [bash, \"{}\"]\n",
-            agent.display()
-        ),
-    )
-    .unwrap();
-    let workflow = repo.workflow_text(
-        "tagger.yaml",
-        "workflow_id: tagger\nversion: 1\ndescription: an agent that outlives its conductor\nentry_step: agent\ndefaults:\n  limits: {timeout: 20s, idle_timeout: 10s}\nsteps:\n  - id: agent\n    opcode: RUN_AGENT\n    agent: tagger\n    prompt: go\n    routes:\n      \"*\": done\n  - id: done\n    opcode: STOP\n    reason: done\n",
-    );
-    let (code, _, output) = repo.run(&workflow, &[]);
-    assert_eq!(code, None, "killed by its agent: {}", stderr_text(&output));
-    let run_id = repo.only_run_id();
-    let pid: i32 =
-        std::fs::read_to_string(repo.run_dir(&run_id).join("artifacts/agent/1/agent.pid"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-    (run_id, pid)
-}
-
 #[test]
 fn an_interrupted_run_is_abandoned_and_its_leftover_agent_stopped() {
-    let repo = RunRepo::new();
-    let (run_id, pid) = killed_with_its_agent_alive(&repo);
+    let (repo, run_id, pid) = crate::resume_orphans::killed_while_tagging();
     let _cleanup = KillOnDrop(pid);
     assert!(
         crate::runner_support::is_alive(pid),
@@ -248,41 +214,9 @@ fn a_finished_run_is_not_abandoned() {
 /// interrupted run is abandoned.
 #[test]
 fn a_run_its_driver_still_drives_is_refused_until_that_driver_is_stopped() {
-    let repo = RunRepo::new();
-    let agent = fixture("agents/wait_for_interrupt.sh");
-    let config = std::fs::read_to_string(repo.path().join(".tnh/config.yaml")).unwrap();
-    repo.repo.write(
-        ".tnh/config.yaml",
-        &format!(
-            "{config}  waiter:\n    kind: command\n    argv: [sh, \"{}\"]\n",
-            agent.display()
-        ),
-    );
-    let fifo = repo.path().join("started.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
-    let workflow = repo.workflow_text(
-        "wait.yaml",
-        &format!("workflow_id: interrupt\nversion: 1\ndescription: d\nentry_step: work\nsteps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: waiter\n    prompt: \"{}\"\n    routes:\n      completed: STOP\n      \"*\": STOP\n", fifo.display()),
-    );
-    let child = conductor()
-        .arg("--repo")
-        .arg(repo.path())
-        .args(["run", "--json"])
-        .arg(&workflow)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (repo, child, run_id) = crate::kernel_interrupt::run_with_a_working_agent();
     let driver = child.id() as i32;
     let _cleanup = KillOnDrop(driver);
-    // Opening the FIFO for reading blocks until the agent has started and written to it.
-    let mut started = String::new();
-    std::fs::File::open(&fifo)
-        .unwrap()
-        .read_to_string(&mut started)
-        .unwrap();
-    assert_eq!(started.trim(), "started");
-    let run_id = repo.only_run_id();
 
     let refused = repo.conductor_exits(&["runs", "abandon", &run_id], 2);
 

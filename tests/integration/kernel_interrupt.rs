@@ -16,7 +16,7 @@ fn processes_of_run(run_id: &str) -> Vec<i32> {
 
 /// A run whose agent (on its first visit) has started and works "forever": the repository,
 /// the conductor driving it, and the run id.
-fn run_with_a_working_agent() -> (RunRepo, std::process::Child, String) {
+pub(crate) fn run_with_a_working_agent() -> (RunRepo, std::process::Child, String) {
     run_with_a_working_agent_limited("")
 }
 

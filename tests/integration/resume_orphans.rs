@@ -9,7 +9,7 @@ use crate::support::{fixture, stderr_text};
 
 /// A repository whose one agent step creates tags, SIGKILLs its conductor and goes on creating
 /// tags (`tags-then-kill-conductor.sh`); returns it, the run id and the agent's pid.
-fn killed_while_tagging() -> (RunRepo, String, i32) {
+pub(crate) fn killed_while_tagging() -> (RunRepo, String, i32) {
     let repo = RunRepo::new();
     let agent = fixture("agents/zoo").join("tags-then-kill-conductor.sh");
     let config = repo.path().join(".tnh/config.yaml");
