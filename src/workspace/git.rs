@@ -314,6 +314,33 @@ impl Git {
         written.map_err(|source| WorkspaceError::io("write to git in", &self.dir, source))
     }
 
+    /// Runs git with `input` on its stdin and returns its stdout as trimmed text (for
+    /// arguments too many for a command line: `rev-list --stdin`).
+    pub(crate) fn text_with_input<I, S>(
+        &self,
+        args: I,
+        input: &[u8],
+    ) -> Result<String, WorkspaceError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        let mut written = Ok(());
+        let (stdout, ended) =
+            self.run_bounded(args.clone(), Some((input, &mut written)), |stdout| {
+                let mut text = String::new();
+                stdout.read_to_string(&mut text).map_err(|source| {
+                    WorkspaceError::io("read git's output in", &self.dir, source)
+                })?;
+                Ok(text)
+            })?;
+        if !ended.status.success() {
+            return Err(self.failure(args, &ended.stderr));
+        }
+        written.map_err(|source| WorkspaceError::io("write to git in", &self.dir, source))?;
+        Ok(stdout.trim().to_owned())
+    }
+
     /// Runs git with its stdout handed to `consume` as it is produced (for output that may be
     /// far larger than memory and is read once). An error of `consume` wins over git's exit
     /// status: a consumer that stops early makes git exit on a broken pipe.
@@ -612,13 +639,12 @@ fn spawn_error(source: &std::io::Error, dir: &Path) -> WorkspaceError {
     }
 }
 
-/// Whether the installed git reads attributes from a tree (`GIT_ATTR_SOURCE`, git 2.40 and
-/// later); asked once.
-fn supports_attr_source() -> bool {
-    static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *SUPPORTED.get_or_init(|| {
+/// The installed git's major and minor version (`(0, 0)` when it cannot be told); asked once.
+fn git_version() -> (u32, u32) {
+    static VERSION: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
         let Ok(output) = Command::new("git").arg("version").output() else {
-            return false;
+            return (0, 0);
         };
         let text = String::from_utf8_lossy(&output.stdout);
         let mut numbers = text
@@ -627,9 +653,19 @@ fn supports_attr_source() -> bool {
             .unwrap_or_default()
             .split('.')
             .map(|part| part.parse::<u32>().unwrap_or(0));
-        let (major, minor) = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
-        (major, minor) >= (2, 40)
+        (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0))
     })
+}
+
+/// Whether the installed git reads attributes from a tree (`GIT_ATTR_SOURCE`, git 2.40 and
+/// later).
+fn supports_attr_source() -> bool {
+    git_version() >= (2, 40)
+}
+
+/// Whether the installed git's `for-each-ref` takes `--exclude` (git 2.42 and later).
+pub(crate) fn supports_ref_exclude() -> bool {
+    git_version() >= (2, 42)
 }
 
 #[cfg(test)]

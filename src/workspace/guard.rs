@@ -21,6 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
@@ -35,6 +36,7 @@ use super::worktree::Workspace;
 mod beside;
 mod commits;
 mod foreign;
+mod packed;
 mod scope;
 mod shared;
 pub use beside::LeftForRun;
@@ -282,6 +284,17 @@ pub struct GuardState {
     /// runs' guards write from then on tell of changes to shared files during the step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at_ns: Option<u64>,
+    /// Which `packed-refs` the runs' packed refs were read from before the step (a version
+    /// kept beside it by a hard link is compared with the one after).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packed_refs: Option<PackedRefsState>,
+}
+
+/// The `packed-refs` a guard recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PackedRefsState {
+    /// Its identity (`null`: there was none).
+    pub identity: Option<FileIdentity>,
 }
 
 /// Bytes kept exactly: as a string when they are UTF-8 (paths, configuration files almost
@@ -344,8 +357,11 @@ pub struct RefGuard {
     /// The refs listed that are not guarded (other branches, the work branch among them) or
     /// guarded by [`foreign`] (the operator's other branches, other runs' refs).
     others: BTreeMap<String, String>,
-    /// Other runs with refs, and whether each was being driven before the step.
+    /// Other runs with loose refs (runs going on), and whether each was being driven before
+    /// the step.
     other_runs: BTreeMap<String, RunActivity>,
+    /// The runs' refs packed in `packed-refs` before the step ([`packed`]).
+    packed: Arc<packed::PackedRuns>,
     operator_head: Option<Vec<u8>>,
     worktree_head: String,
     files: BTreeMap<PathBuf, Option<Vec<u8>>>,
@@ -391,6 +407,12 @@ impl Workspace {
             names.push(globset::escape(branch));
         }
         let protected = compile_branch_globs(&names)?;
+        let packed = packed::current(&self.common_dir)?;
+        packed::keep_before(
+            &self.common_dir,
+            self.run_id().as_str(),
+            packed.identity.as_ref(),
+        );
         let mut guard = RefGuard {
             workspace: self.clone(),
             names,
@@ -398,6 +420,7 @@ impl Workspace {
             refs: BTreeMap::new(),
             others: BTreeMap::new(),
             other_runs: BTreeMap::new(),
+            packed,
             operator_head,
             worktree_head: String::new(),
             files: BTreeMap::new(),
@@ -413,7 +436,7 @@ impl Workspace {
             scope: Scope::Everything,
             started_ns: Some(started_ns),
         };
-        let listing = guard.list_refs()?;
+        let listing = guard.list_refs(&guard.packed)?;
         guard.worktree_head = match head_commit(&guard.workspace.read_head(), &listing.resolved) {
             Some(commit) => commit,
             None => self.git.text(["rev-parse", "--verify", "HEAD^{commit}"])?,
@@ -456,7 +479,20 @@ impl Workspace {
             });
         }
         let path = |bytes: Bytes| PathBuf::from(std::ffi::OsString::from_vec(bytes.into()));
+        // The packed refs as they were before the step, if the version kept is still there
+        // (else, or for a state saved without it, those now: no packed ref is compared).
+        let packed = match state.packed_refs.as_ref().and_then(|recorded| {
+            packed::kept_before(
+                &self.common_dir,
+                self.run_id().as_str(),
+                recorded.identity.as_ref(),
+            )
+        }) {
+            Some(kept) => Arc::new(kept),
+            None => packed::current(&self.common_dir)?,
+        };
         Ok(RefGuard {
+            packed,
             workspace: self.clone(),
             protected: compile_branch_globs(&state.protected)?,
             names: state.protected,
@@ -549,6 +585,9 @@ impl RefGuard {
                 .collect(),
             scratch_index: self.scratch,
             started_at_ns: self.started_ns,
+            packed_refs: Some(PackedRefsState {
+                identity: self.packed.identity,
+            }),
         }
     }
 
@@ -576,10 +615,12 @@ impl RefGuard {
         self.clear_special_files(&watched, &mut report, &shared)?;
         // What lives in the repository first, with git run there: that does not depend on
         // the state the agent left its worktree in (deleted, its HEAD garbled).
-        let listing = self.list_refs()?;
+        let packed_now = packed::current(&self.workspace.common_dir)?;
+        let listing = self.list_refs(&packed_now)?;
         shared.add_listing(&listing);
         report.other_runs_driven = shared.driven().to_vec();
         let (mut guarded, others) = self.split(listing.values.clone());
+        let (others_before, others) = self.settle(others, &packed_now);
         let beside = beside::Beside::new(self, &listing);
         // Stash entries other runs made stay; the stash is then settled here.
         let stash_log = self.compare_stash(&guarded, &beside, &mut report)?;
@@ -590,8 +631,8 @@ impl RefGuard {
             };
         }
         self.compare_refs(&guarded, &beside, &mut report)?;
-        self.compare_other_refs(&others, &mut report)?;
-        self.compare_branches_and_other_runs(&others, &beside, &mut report)?;
+        self.compare_other_refs(&others_before, &others, &mut report)?;
+        self.compare_branches_and_other_runs(&others_before, &others, &beside, &mut report)?;
         self.check_operator_head(&mut report)?;
         let stash_log = stash_log.map(|contents| (self.stash_log(), contents));
         self.restore_files(&watched, &mut report, stash_log, &mut shared)?;
@@ -656,6 +697,7 @@ impl RefGuard {
                 before: self.worktree_head.clone(),
                 after: after.clone(),
             });
+        packed::forget_before(&self.workspace.common_dir, self.workspace.run_id().as_str());
         Ok(Checked {
             report,
             // Re-attached to the work branch, which was recreated at the old HEAD if it was gone.
@@ -667,11 +709,12 @@ impl RefGuard {
     /// put back as they were: a plain ref, or none.
     fn compare_other_refs(
         &self,
+        before: &BTreeMap<String, String>,
         after: &BTreeMap<String, String>,
         report: &mut GuardReport,
     ) -> Result<(), WorkspaceError> {
         for (name, now) in after {
-            let before = self.others.get(name);
+            let before = before.get(name);
             if !now.starts_with(SYMREF) || before == Some(now) {
                 continue;
             }
@@ -813,6 +856,7 @@ impl RefGuard {
             .refs
             .values()
             .chain(self.others.values())
+            .chain(self.packed.refs.values())
             .filter(|value| !value.starts_with(SYMREF))
             .chain(std::iter::once(&self.worktree_head))
             .collect();
@@ -820,10 +864,22 @@ impl RefGuard {
         if tips.is_empty() {
             return Ok(0);
         }
-        let mut args = vec!["rev-list".to_owned(), "--count".to_owned()];
-        args.extend(tips);
-        args.extend(known.iter().map(|sha| format!("^{sha}")));
-        let count = self.workspace.repo_git.text(&args)?;
+        // On stdin: a repository keeping thousands of runs knows too many commits for a
+        // command line.
+        let mut revisions = String::new();
+        for tip in &tips {
+            revisions.push_str(tip);
+            revisions.push('\n');
+        }
+        for sha in &known {
+            revisions.push('^');
+            revisions.push_str(sha);
+            revisions.push('\n');
+        }
+        let count = self
+            .workspace
+            .repo_git
+            .text_with_input(["rev-list", "--count", "--stdin"], revisions.as_bytes())?;
         count.parse().map_err(|_| WorkspaceError::Parse {
             command: "rev-list --count",
             detail: count.clone(),
@@ -1028,26 +1084,36 @@ impl RefGuard {
         }
     }
 
-    /// Every branch, tag, remote-tracking, replace and notes ref and every run's snapshot refs
-    /// (`refs/tnh/`), the work branch included.
-    fn list_refs(&self) -> Result<Listing, WorkspaceError> {
-        let listing = self.workspace.repo_git.text([
+    /// Every branch, tag, remote-tracking, replace and notes ref, the stash, this run's refs
+    /// and the loose refs of the other runs ([`packed`]: the runs going on); `packed` gives
+    /// this run's refs that are packed.
+    fn list_refs(&self, packed: &packed::PackedRuns) -> Result<Listing, WorkspaceError> {
+        let mut args = vec![
             "for-each-ref",
             "--format=%(objectname) %(refname) %(symref)",
+        ];
+        let exclude = super::git::supports_ref_exclude();
+        if exclude {
+            args.push("--exclude=refs/heads/tnh/");
+        }
+        args.extend([
             "refs/heads/",
             "refs/tags/",
             "refs/remotes/",
             "refs/replace/",
             "refs/notes/",
             "refs/stash",
-            "refs/tnh/",
-        ])?;
+        ]);
+        let listing = self.workspace.repo_git.text(&args)?;
         let mut result = Listing::default();
         for line in listing.lines() {
             let mut fields = line.splitn(3, ' ');
             let (Some(sha), Some(name)) = (fields.next(), fields.next()) else {
                 continue;
             };
+            if !exclude && packed::is_run_ref(name) {
+                continue;
+            }
             let target = fields.next().unwrap_or_default();
             let value = if target.is_empty() {
                 sha.to_owned()
@@ -1059,7 +1125,86 @@ impl RefGuard {
                 result.resolved.insert(name.to_owned(), sha.to_owned());
             }
         }
+        let loose = packed::loose(&self.workspace.common_dir)?;
+        let own = format!("{}/", refs_prefix(self.workspace.run_id()));
+        let branch = self.workspace.branch_ref();
+        let own_packed = packed
+            .under(&own)
+            .chain(packed.refs.get_key_value(&branch))
+            .filter(|(name, _)| !loose.contains_key(*name));
+        let runs: Vec<(String, String)> = loose
+            .iter()
+            .chain(own_packed)
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect();
+        for (name, value) in runs {
+            let resolved = match value.strip_prefix(SYMREF) {
+                Some(target) => result
+                    .resolved
+                    .get(target)
+                    .or_else(|| loose.get(target).filter(|sha| packed::is_object_name(sha)))
+                    .or_else(|| packed.refs.get(target))
+                    .cloned(),
+                None => Some(value.clone()).filter(|sha| packed::is_object_name(sha)),
+            };
+            if let Some(sha) = resolved {
+                result.resolved.insert(name.clone(), sha);
+            }
+            result.values.insert(name, value);
+        }
         Ok(result)
+    }
+
+    /// The other refs before and after the step (`after` as listed now, `now` the runs'
+    /// packed refs now): where another run's loose ref came or went, the packed value it
+    /// stood over or left is what it was or is; and when `packed-refs` changed, each packed
+    /// ref of another run that changed with it.
+    fn settle(
+        &self,
+        mut after: BTreeMap<String, String>,
+        now: &packed::PackedRuns,
+    ) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+        let mut before = self.others.clone();
+        let came: Vec<String> = after
+            .keys()
+            .filter(|name| packed::is_run_ref(name) && !before.contains_key(*name))
+            .cloned()
+            .collect();
+        for name in came {
+            if let Some(value) = self.packed.refs.get(&name) {
+                before.insert(name, value.clone());
+            }
+        }
+        let went: Vec<String> = before
+            .keys()
+            .filter(|name| packed::is_run_ref(name) && !after.contains_key(*name))
+            .cloned()
+            .collect();
+        for name in went {
+            if let Some(value) = now.refs.get(&name) {
+                after.insert(name, value.clone());
+            }
+        }
+        if now.identity != self.packed.identity {
+            let names: BTreeSet<&String> = self.packed.refs.keys().chain(now.refs.keys()).collect();
+            for name in names {
+                let (was, is) = (self.packed.refs.get(name), now.refs.get(name));
+                if was == is
+                    || before.contains_key(name)
+                    || after.contains_key(name)
+                    || self.is_own_ref(name)
+                {
+                    continue;
+                }
+                if let Some(value) = was {
+                    before.insert(name.clone(), value.clone());
+                }
+                if let Some(value) = is {
+                    after.insert(name.clone(), value.clone());
+                }
+            }
+        }
+        (before, after)
     }
 
     /// A listing split into the guarded refs (protected branches, tags, remote-tracking,

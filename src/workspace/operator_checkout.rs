@@ -40,6 +40,29 @@ pub struct FileIdentity {
 }
 
 impl FileIdentity {
+    /// Whether `other` names the same contents: the same file, size, mode and modification
+    /// time. The change time is left out: a new hard link to the file moves it.
+    pub(crate) fn same_contents_as(&self, other: &FileIdentity) -> bool {
+        (
+            self.size,
+            self.mtime,
+            self.mtime_nsec,
+            self.inode,
+            self.mode,
+        ) == (
+            other.size,
+            other.mtime,
+            other.mtime_nsec,
+            other.inode,
+            other.mode,
+        )
+    }
+
+    /// The change time, in nanoseconds since the Unix epoch.
+    pub(crate) fn changed_at_ns(&self) -> i128 {
+        i128::from(self.ctime) * 1_000_000_000 + i128::from(self.ctime_nsec)
+    }
+
     /// The identity of the file (or link) at `path`; `None` when there is none.
     pub(super) fn of(path: &Path) -> Option<FileIdentity> {
         std::fs::symlink_metadata(path)

@@ -2054,6 +2054,103 @@ fn another_runs_refs_and_the_operators_branches_are_put_back_and_reported() {
     );
 }
 
+/// A finished run's refs are packed, and a step's guard no longer lists them (a repository
+/// keeps thousands): they are compared through `packed-refs` instead. An agent that moves
+/// one (a loose ref over the packed one), deletes one (`packed-refs` rewritten) or packs
+/// everything (values unchanged) is caught as surely as before: what changed is put back
+/// and charged, what did not is not reported.
+#[test]
+fn a_finished_runs_packed_refs_are_put_back_whatever_the_agent_does_to_them() {
+    for how in ["move", "delete", "pack then move"] {
+        let repo = TempRepo::new();
+        let finished = create(&repo, "finished");
+        finished
+            .snapshot_pre_step(&tnh_conductor::ids::StepId::new("implement"), 1)
+            .unwrap();
+        finished.pack_run_refs().unwrap();
+        assert!(
+            !repo.path().join(".git/refs/tnh/runs/finished").exists(),
+            "packed, not loose"
+        );
+        let kept = runs_refs(&repo, "finished");
+        let workspace = create(&repo, "this-run");
+        let guard = workspace.guard(&[]).unwrap();
+        assert!(
+            !guard
+                .state()
+                .other_refs
+                .keys()
+                .any(|name| name.contains("finished")),
+            "{how}: a finished run's refs are not listed by the guard"
+        );
+        let dir = workspace.path();
+        let evil = agents_commit_object(dir);
+        let pre_run = "refs/tnh/runs/finished/pre_run";
+        match how {
+            "move" => git_in(dir, &["update-ref", pre_run, &evil]),
+            "delete" => git_in(dir, &["update-ref", "-d", pre_run]),
+            _ => {
+                git_in(dir, &["pack-refs", "--all"]);
+                git_in(dir, &["update-ref", pre_run, &evil])
+            }
+        };
+
+        let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+        assert_eq!(runs_refs(&repo, "finished"), kept, "{how}");
+        let restored: Vec<(RefClass, &str)> = report
+            .ref_changes
+            .iter()
+            .filter(|change| change.restored)
+            .map(|change| (change.class, change.refname.as_str()))
+            .collect();
+        assert_eq!(
+            restored,
+            [(RefClass::OtherRun, pre_run)],
+            "{how}: {report:?}"
+        );
+        assert!(
+            classes(&violations).contains(&(
+                ViolationClass::ProtectedBranchViolation,
+                "other_runs_refs".to_owned()
+            )),
+            "{how}: {violations:?}"
+        );
+    }
+}
+
+/// A finished run taken up again beside the step (its lock taken meanwhile: a `resume`, a
+/// gate decision) moves its packed refs as its own work: listed, not put back.
+#[test]
+fn a_finished_run_driven_again_beside_the_step_keeps_the_refs_it_moves() {
+    use tnh_conductor::kernel::lock::RunLock;
+    let repo = TempRepo::new();
+    let finished = create(&repo, "finished");
+    finished.pack_run_refs().unwrap();
+    let lock = repo.path().join(".tnh/run/finished/lock");
+    std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+    std::fs::write(&lock, "").unwrap();
+    let workspace = create(&repo, "this-run");
+    let guard = workspace.guard(&[]).unwrap();
+    let _driver = RunLock::acquire(&lock).unwrap();
+    finished
+        .snapshot_pre_step(&tnh_conductor::ids::StepId::new("implement"), 1)
+        .unwrap();
+    let moved = runs_refs(&repo, "finished");
+
+    let (report, violations) = finish_step(&workspace, &guard, &strict_policy());
+
+    assert_eq!(runs_refs(&repo, "finished"), moved);
+    assert!(
+        report
+            .other_runs_refs_changed
+            .contains(&"refs/tnh/runs/finished/latest_pre_step".to_owned()),
+        "{report:?}"
+    );
+    assert!(report.ref_changes.is_empty(), "{report:?}");
+    assert!(violations.is_empty(), "{violations:?}");
+}
+
 /// Runs work side by side. A run driven while this one's
 /// step runs (its lock held, or taken and released meanwhile) moves its own refs; those
 /// changes are listed in `other_runs_refs_changed`, neither put back nor a violation.

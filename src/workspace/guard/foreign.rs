@@ -77,6 +77,32 @@ impl RefGuard {
         }
     }
 
+    /// Whether `run`, which had no loose ref before the step, had packed ones (it had
+    /// finished; `name` is the ref that changed): unlike a run started during the step.
+    fn settled(&self, run: &str, name: &str) -> bool {
+        self.packed.refs.contains_key(name)
+            || self
+                .packed
+                .under(&format!("refs/tnh/runs/{run}/"))
+                .next()
+                .is_some()
+    }
+
+    /// Whether a finished run, whose lock the guard did not record, was left alone during the
+    /// step: its lock not held now, nor taken since the step started (taking it rewrites the
+    /// file, which moves its change time; a margin covers the coarse clock file times are
+    /// stamped with).
+    fn left_alone_since_start(&self, current: &RunActivity) -> bool {
+        const MARGIN_NS: i128 = 100_000_000;
+        let Some(started) = self.started_ns else {
+            return false;
+        };
+        !current.driven
+            && current
+                .lock
+                .is_none_or(|lock| lock.changed_at_ns() < i128::from(started) - MARGIN_NS)
+    }
+
     /// Whether the other runs that have refs now are being driven, and their lock files.
     pub(super) fn run_activity(&self) -> BTreeMap<String, RunActivity> {
         let runs: BTreeSet<String> = self
@@ -99,17 +125,18 @@ impl RefGuard {
     /// put back by `compare_other_refs`.)
     pub(super) fn compare_branches_and_other_runs(
         &self,
+        before_step: &BTreeMap<String, String>,
         after: &BTreeMap<String, String>,
         beside: &super::beside::Beside<'_>,
         report: &mut GuardReport,
     ) -> Result<(), WorkspaceError> {
         let work_branch = self.workspace.branch_ref();
         let root = &self.workspace.record().repo_root;
-        let names: BTreeSet<&String> = self.others.keys().chain(after.keys()).collect();
+        let names: BTreeSet<&String> = before_step.keys().chain(after.keys()).collect();
         let mut activity_now: BTreeMap<String, RunActivity> = BTreeMap::new();
         let table = std::cell::OnceCell::new();
         for name in names {
-            let before = self.others.get(name);
+            let before = before_step.get(name);
             let now = after.get(name);
             let made_symbolic = now.is_some_and(|value| value.starts_with(SYMREF));
             if *name == work_branch || before == now || made_symbolic {
@@ -121,9 +148,12 @@ impl RefGuard {
                         let table = table.get_or_init(crate::kernel::lock::LockTable::read);
                         RunActivity::of(root, &run, table)
                     });
-                    let left_alone = self.other_runs.get(&run).is_some_and(|recorded| {
-                        !recorded.driven && !current.driven && recorded.lock == current.lock
-                    });
+                    let left_alone = match self.other_runs.get(&run) {
+                        Some(recorded) => {
+                            !recorded.driven && !current.driven && recorded.lock == current.lock
+                        }
+                        None => self.settled(&run, name) && self.left_alone_since_start(current),
+                    };
                     if !left_alone {
                         report.other_runs_refs_changed.push(name.clone());
                         continue;

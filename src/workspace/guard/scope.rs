@@ -57,8 +57,10 @@ impl RefGuard {
         // put back.
         let mut shared = super::shared::Shared::new(&guard, false);
         guard.clear_special_files(&watched, &mut report, &shared)?;
-        let listing = guard.list_refs()?;
+        let packed_now = super::packed::current(&guard.workspace.common_dir)?;
+        let listing = guard.list_refs(&packed_now)?;
         let (mut guarded, others) = guard.split(listing.values.clone());
+        let (others_before, others) = guard.settle(others, &packed_now);
         let beside = super::beside::Beside::new(&guard, &listing);
         let stash_log = guard.compare_stash(&guarded, &beside, &mut report)?;
         if stash_log.is_some() {
@@ -68,8 +70,8 @@ impl RefGuard {
             };
         }
         guard.compare_refs(&guarded, &beside, &mut report)?;
-        guard.compare_other_refs(&others, &mut report)?;
-        guard.compare_branches_and_other_runs(&others, &beside, &mut report)?;
+        guard.compare_other_refs(&others_before, &others, &mut report)?;
+        guard.compare_branches_and_other_runs(&others_before, &others, &beside, &mut report)?;
         let stash_log = stash_log.map(|contents| (guard.stash_log(), contents));
         guard.restore_files(&watched, &mut report, stash_log, &mut shared)?;
         // Moved remote-tracking refs are evidence, never put back.
