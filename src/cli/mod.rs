@@ -298,6 +298,36 @@ fn usage_hint(error: &clap::Error) -> Option<String> {
     is_name.then(|| format!("run parameters are given with -p: `-p {argument}`"))
 }
 
+/// `-v` shows the run's steps as they start and end, `-vv` also every git command and child
+/// process with how long it took, `-vvv` everything traced; on stderr, off by default.
+fn trace_to_stderr(verbose: u8, color: ColorChoice) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let level = match verbose {
+        0 => return,
+        1 => tracing::Level::INFO,
+        2 => tracing::Level::DEBUG,
+        _ => tracing::Level::TRACE,
+    };
+    let ansi = match color {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => std::io::stderr().is_terminal(),
+    };
+    // This crate's own spans only: the libraries' debug output is not the operator's concern.
+    let filter = tracing_subscriber::filter::Targets::new().with_target("tnh_conductor", level);
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .with_ansi(ansi);
+    let _ = tracing_subscriber::registry()
+        .with(layer)
+        .with(filter)
+        .try_init();
+}
+
 /// The entry point of the `tnh-conductor` binary: parse, run, report, exit.
 pub fn main() -> std::process::ExitCode {
     let cli = match Cli::try_parse() {
@@ -316,6 +346,7 @@ pub fn main() -> std::process::ExitCode {
             };
         }
     };
+    trace_to_stderr(cli.verbose, cli.color);
     let mut output = Output::new(cli.color, cli.quiet);
     let status = match run(cli, &mut output) {
         Ok(status) => status,

@@ -114,6 +114,7 @@ impl Driver<'_> {
     /// Runs steps until the run finishes, waits at a gate, or is interrupted. When the run
     /// directory cannot be written the run stops where its last checkpoint says.
     pub fn drive(&mut self) -> Result<RunEnd, DriveError> {
+        let _span = tracing::info_span!("run", run = %self.state.run_id).entered();
         self.drive_steps().map_err(|error| match error {
             DriveError::Artifacts(source) => DriveError::Stopped {
                 run_id: self.state.run_id.clone(),
@@ -170,6 +171,14 @@ impl Driver<'_> {
             return self.end_with_error(&error).map(Some);
         };
         self.state = running;
+        let _span = tracing::info_span!(
+            "step",
+            step = %step_id,
+            visit,
+            opcode = step.body.opcode().name()
+        )
+        .entered();
+        tracing::info!("started");
         let fields = payload([("opcode", step.body.opcode().name().into())]);
         self.recorder
             .event(EventType::StepStarted, Some((&step_id, visit)), fields)?;

@@ -197,6 +197,8 @@ pub async fn supervise_recorded(
     let mut child = spawn(&spec, &mark.token)?;
     // A spawned child always has a pid until it is reaped, which has not happened yet.
     let pid = child.id().map_or(0, |id| id as i32);
+    // Events, not an entered span: the span's guard cannot be held across an await.
+    tracing::debug!(program = %spec.program, pid, cwd = %spec.cwd.display(), "process started");
     mark.pgid = pid;
     let recorded = group_record.and_then(|path| {
         let group = super::sweep::RecordedGroup::of_leader(pid)?;
@@ -245,6 +247,12 @@ pub async fn supervise_recorded(
         }
     }
     let swept = super::sweep::sweep_step(state.mark()).await;
+    tracing::debug!(
+        program = %spec.program,
+        pid,
+        elapsed_ms = started_at.elapsed().unwrap_or_default().as_millis(),
+        "process ended"
+    );
     guard.armed = false;
     guard.forget_record();
     Ok(state.into_result(swept, started_at, SystemTime::now()))

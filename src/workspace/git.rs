@@ -400,6 +400,7 @@ impl Git {
     {
         let limit = git_timeout()?;
         let started = std::time::SystemTime::now();
+        let _span = tracing::debug_span!("git", command = %describe(args.clone())).entered();
         let mut command = self.command(args.clone());
         command
             .stdin(if input.is_some() {
@@ -440,6 +441,11 @@ impl Git {
             .finish()
             .map_err(|source| WorkspaceError::io("wait for git in", &self.dir, source))?;
         let stderr = stderr_reader.join().unwrap_or_default();
+        tracing::debug!(
+            %status,
+            elapsed_ms = started.elapsed().unwrap_or_default().as_millis(),
+            "ended"
+        );
         if timed_out {
             self.remove_lock_left_by_killed_git(started);
             return Err(WorkspaceError::GitTimedOut {

@@ -264,3 +264,51 @@ fn common_run_mistakes_get_a_hint() {
     // Nothing was started.
     assert!(!repo.path().join(".tnh/run").exists());
 }
+
+/// `-v` traces each step as it starts, `-vv` also every git command and child process with
+/// how long it took; on stderr, and nothing of it without the flag.
+#[test]
+fn verbose_flags_trace_steps_then_git_commands_and_processes_on_stderr() {
+    let repo = crate::support::TempRepo::new();
+    repo.write(
+        ".tnh/config.yaml",
+        "agents:\n  noop: {kind: command, argv: [\"true\"]}\n",
+    );
+    repo.write(
+        "one.yaml",
+        "workflow_id: traced\nversion: 1\ndescription: one step\nentry_step: work\n\
+         steps:\n  - id: work\n    opcode: RUN_AGENT\n    agent: noop\n    prompt: Do nothing.\n\
+         \x20   routes:\n      \"*\": STOP\n",
+    );
+    repo.commit_all("workflow");
+    let traced = |flags: &[&str]| {
+        let output = conductor()
+            .args(["--repo"])
+            .arg(repo.path())
+            .args(flags)
+            .args(["--color", "never", "run"])
+            .arg(repo.path().join("one.yaml"))
+            .output()
+            .unwrap();
+        stderr_text(&output)
+    };
+    let quiet = traced(&[]);
+    assert!(
+        !quiet.contains("step{") && !quiet.contains("git{"),
+        "{quiet}"
+    );
+    let steps = traced(&["-v"]);
+    assert!(
+        steps.contains("step{step=work visit=1 opcode=\"RUN_AGENT\"}: started"),
+        "{steps}"
+    );
+    assert!(!steps.contains("git{"), "{steps}");
+    let detail = traced(&["-vv"]);
+    assert!(detail.contains("git{command=for-each-ref"), "{detail}");
+    assert!(detail.contains("process started program=true"), "{detail}");
+    assert!(detail.contains("elapsed_ms="), "{detail}");
+    assert!(
+        !detail.contains('\u{1b}'),
+        "no colour when asked for none: {detail}"
+    );
+}
