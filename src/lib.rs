@@ -9,6 +9,7 @@ pub mod config;
 pub mod demo;
 pub mod doctor;
 pub mod error;
+pub mod exit;
 pub mod ids;
 pub mod kernel;
 pub mod opcode;

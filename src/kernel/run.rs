@@ -284,7 +284,7 @@ impl RunError {
             | RunError::PinnedModule { .. }
             | RunError::OtherRepository { .. }
             | RunError::Gate(_) => true,
-            RunError::Workspace(error) => error.exit_status() == crate::error::ExitStatus::Usage,
+            RunError::Workspace(error) => error.exit_status() == crate::exit::ExitStatus::Usage,
             RunError::Artifacts(error) => error.is_refusal(),
             RunError::State(error) => error.is_usage(),
             _ => false,
@@ -295,7 +295,7 @@ impl RunError {
     /// be resumed): a wait for the worktree lock that was interrupted.
     pub fn is_interrupted(&self) -> bool {
         matches!(self, RunError::Workspace(error)
-            if error.exit_status() == crate::error::ExitStatus::Interrupted)
+            if error.exit_status() == crate::exit::ExitStatus::Interrupted)
     }
 
     /// What to do about it.

@@ -9,7 +9,7 @@ use clap::Subcommand;
 
 use super::{TnhError, TnhResult, git, print};
 use crate::config::DEFAULT_ADR_PATHS;
-use crate::error::ExitStatus;
+use crate::exit::ExitStatus;
 
 /// `tnh adr …`.
 #[derive(Debug, Subcommand)]

@@ -16,7 +16,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{TnhError, TnhResult, git, print};
-use crate::error::ExitStatus;
+use crate::exit::ExitStatus;
 use crate::runner::{
     Cancellation, CaptureFormat, Limits, ProcessKind, ProcessSpec, StopReason, StrayProcess,
     Supervised,

@@ -6,7 +6,7 @@ use std::path::Path;
 use clap::Args;
 
 use super::{TnhResult, git, print};
-use crate::error::ExitStatus;
+use crate::exit::ExitStatus;
 
 /// `tnh context [--json]`.
 #[derive(Debug, Args)]

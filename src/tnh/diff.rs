@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use clap::Args;
 
 use super::{TnhError, TnhResult, git, print};
-use crate::error::ExitStatus;
+use crate::exit::ExitStatus;
 
 /// `tnh diff [--stat|--name-only|--patch] [--against REF] [--max-lines N] [PATH…]`.
 #[derive(Debug, Args)]

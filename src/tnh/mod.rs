@@ -17,7 +17,7 @@ use std::io::Write;
 
 use clap::{Parser, Subcommand};
 
-use crate::error::ExitStatus;
+use crate::exit::ExitStatus;
 
 /// Small commands for coding agents working inside a tnh-conductor run (or any git repository).
 ///

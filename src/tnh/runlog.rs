@@ -9,7 +9,7 @@ use std::io::Write;
 use clap::{Subcommand, ValueEnum};
 
 use super::{TnhError, TnhResult, print};
-use crate::error::ExitStatus;
+use crate::exit::ExitStatus;
 
 /// `tnh runlog …`.
 #[derive(Debug, Subcommand)]

@@ -215,8 +215,8 @@ impl WorkspaceError {
 
     /// The exit status a command ends with: 2 when the request itself cannot be met (no
     /// repository, unknown run or snapshot), 4 when git or the file system failed.
-    pub fn exit_status(&self) -> crate::error::ExitStatus {
-        use crate::error::ExitStatus;
+    pub fn exit_status(&self) -> crate::exit::ExitStatus {
+        use crate::exit::ExitStatus;
         match self {
             WorkspaceError::NotARepository(_)
             | WorkspaceError::UnsupportedRepository { .. }

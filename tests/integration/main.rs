@@ -4,6 +4,7 @@ mod abandon;
 mod agent_cwd_env;
 mod agent_output;
 mod agent_text;
+mod architecture;
 mod artifact_schemas;
 mod cli;
 mod config_first_use;
