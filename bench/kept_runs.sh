@@ -14,6 +14,9 @@
 #
 # Both runs end at their limit of visits (exit 4): the same way in every repository.
 #
+# TNH_BENCH_BASELINE names another build timed side by side in the same repositories (its
+# rounds alternate with the first's), each reported with its own ratio.
+#
 # Usage: bench/kept_runs.sh [COUNTS [ROUNDS]]  (defaults: "0 1000 10000", 5 rounds)
 # Needs: git, python3, strace (for the counts; skipped without it). Uses the release binary if
 # one is built, else the debug one (`cargo build`); TNH_BENCH_BIN names another build.
@@ -133,33 +136,42 @@ now() { date +%s%N; }
 # Milliseconds a command takes.
 timed() { local start end; start=$(now); "$@" > /dev/null 2>&1 || true; end=$(now); echo $(( (end - start) / 1000000 )); }
 
-base_step=""
+binaries=("$bin")
+[ -n "${TNH_BENCH_BASELINE:-}" ] && binaries+=("$TNH_BENCH_BASELINE")
+declare -A base_step
 for count in $counts; do
     repo="$work/repo-$count"
     make_repo "$repo"
     "$bin" --repo "$repo" run "$repo/one.yaml" > /dev/null 2>&1 || true
     [ "$count" -gt 0 ] && replicate "$repo" "$count"
-    one=() ten=()
+    declare -A one ten
+    for binary in "${binaries[@]}"; do one[$binary]="" ten[$binary]=""; done
     for _ in $(seq "$rounds"); do
-        one+=("$(timed "$bin" --repo "$repo" run "$repo/one.yaml")")
-        ten+=("$(timed "$bin" --repo "$repo" run "$repo/ten.yaml")")
+        for binary in "${binaries[@]}"; do
+            one[$binary]+="$(timed "$binary" --repo "$repo" run "$repo/one.yaml") "
+            ten[$binary]+="$(timed "$binary" --repo "$repo" run "$repo/ten.yaml") "
+        done
     done
-    one_ms=$(printf '%s\n' "${one[@]}" | median)
-    ten_ms=$(printf '%s\n' "${ten[@]}" | median)
-    step_ms=$(awk -v one="$one_ms" -v ten="$ten_ms" 'BEGIN { printf "%.1f", (ten - one) / 9 }')
-    [ -z "$base_step" ] && base_step=$step_ms
-    ratio=$(awk -v step="$step_ms" -v base="$base_step" 'BEGIN { printf "%.2f", step / base }')
-    locks="-" gits="-"
-    if command -v strace > /dev/null; then
-        trace="$work/trace-$count"
-        strace -f -qq -e trace=openat,execve -o "$trace" \
-            "$bin" --repo "$repo" run "$repo/one.yaml" > /dev/null 2>&1 || true
-        locks=$(grep -c '"/proc/locks"' "$trace" || true)
-        gits=$(grep -E 'execve\("[^"]*/git"' "$trace" | grep -vc ENOENT || true)
-    fi
-    echo "kept runs $count: one-step run ${one_ms} ms, ten-step run ${ten_ms} ms," \
-        "step ${step_ms} ms (${ratio}x), one-step run: /proc/locks read ${locks} times," \
-        "${gits} git processes"
+    for binary in "${binaries[@]}"; do
+        # shellcheck disable=SC2086
+        one_ms=$(printf '%s\n' ${one[$binary]} | median)
+        # shellcheck disable=SC2086
+        ten_ms=$(printf '%s\n' ${ten[$binary]} | median)
+        step_ms=$(awk -v one="$one_ms" -v ten="$ten_ms" 'BEGIN { printf "%.1f", (ten - one) / 9 }')
+        [ -z "${base_step[$binary]:-}" ] && base_step[$binary]=$step_ms
+        ratio=$(awk -v step="$step_ms" -v base="${base_step[$binary]}" 'BEGIN { printf "%.2f", step / base }')
+        locks="-" gits="-"
+        if command -v strace > /dev/null; then
+            trace="$work/trace-$count"
+            strace -f -qq -e trace=openat,execve -o "$trace" \
+                "$binary" --repo "$repo" run "$repo/one.yaml" > /dev/null 2>&1 || true
+            locks=$(grep -c '"/proc/locks"' "$trace" || true)
+            gits=$(grep -E 'execve\("[^"]*/git"' "$trace" | grep -vc ENOENT || true)
+        fi
+        echo "$(basename "$binary"): kept runs $count: one-step run ${one_ms} ms," \
+            "ten-step run ${ten_ms} ms, step ${step_ms} ms (${ratio}x), one-step run:" \
+            "/proc/locks read ${locks} times, ${gits} git processes"
+    done
 done
 
 # The read-only commands, at the largest count.

@@ -14,6 +14,7 @@ mod run_dir;
 mod run_id;
 pub mod safe_files;
 mod status;
+mod tool_logs;
 
 pub use atomic::{
     link_atomic, read_json, replace_json, write_atomic, write_json_atomic, write_json_new,
@@ -30,6 +31,7 @@ pub use record_schemas::{
 pub use run_dir::RunDir;
 pub use run_id::{is_run_id, new_run_id};
 pub use status::{Landing, LifecycleState, RunMetadata, RunStatus, Termination};
+pub use tool_logs::{RUNLOG_FILE, tool_log_name, tool_logs};
 
 use std::path::PathBuf;
 

@@ -247,7 +247,7 @@ impl Driver<'_> {
         let mut result = result;
         self.ingest_runlog(&step_id, visit, &mut result.manifest)?;
         let visit_dir = self.recorder.run_dir().visit_dir(&step_id, visit);
-        let logs = crate::tnh::tool_logs(&visit_dir);
+        let logs = crate::artifacts::tool_logs(&visit_dir);
         result
             .manifest
             .artifacts
@@ -539,7 +539,7 @@ pub(super) fn ingest_runlog(
     step_id: &str,
     visit: u32,
 ) -> Result<Option<crate::artifacts::ArtifactEntry>, ArtifactsError> {
-    let file = crate::tnh::runlog::RUNLOG_FILE;
+    let file = crate::artifacts::RUNLOG_FILE;
     let path = recorder.run_dir().visit_dir(step_id, visit).join(file);
     // The agent wrote this file: any bytes, any JSON, or no file at all but a FIFO (whose
     // open would wait forever for a writer), a link to `/dev/zero` or a huge file. Only a

@@ -2021,7 +2021,7 @@ fn interrupted_visit_files(
             "application/json",
         ),
         (
-            crate::tnh::runlog::RUNLOG_FILE,
+            crate::artifacts::RUNLOG_FILE,
             Role::AgentRunlog,
             "application/x-ndjson",
         ),
@@ -2072,7 +2072,7 @@ fn interrupted_visit_files(
         .map(|(name, role, media_type)| (name.to_owned(), role, media_type))
         .collect();
     files.extend(
-        crate::tnh::tool_logs(visit_dir)
+        crate::artifacts::tool_logs(visit_dir)
             .into_iter()
             .map(|name| (name, Role::ToolLog, "text/plain")),
     );

@@ -93,32 +93,6 @@ impl ChangedFile {
     }
 }
 
-impl From<&crate::workspace::ChangedFile> for ChangedFile {
-    /// The workspace's kinds folded into the four scripts see: a mode, symlink or binary
-    /// change is `added` when the path is new and `modified` otherwise.
-    fn from(change: &crate::workspace::ChangedFile) -> Self {
-        use crate::workspace::ChangeKind as Workspace;
-        let kind = match change.kind {
-            Workspace::Add => ChangeKind::Added,
-            Workspace::Delete => ChangeKind::Deleted,
-            Workspace::Rename => ChangeKind::Renamed,
-            Workspace::Modify => ChangeKind::Modified,
-            Workspace::Mode | Workspace::Symlink | Workspace::Binary if change.is_new() => {
-                ChangeKind::Added
-            }
-            Workspace::Mode | Workspace::Symlink | Workspace::Binary => ChangeKind::Modified,
-        };
-        Self {
-            path: change.path.clone(),
-            kind,
-            added: change.lines_added,
-            removed: change.lines_removed,
-            old_path: change.old_path.clone(),
-            binary: change.binary,
-        }
-    }
-}
-
 pub(crate) fn saturating_int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }

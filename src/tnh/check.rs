@@ -387,7 +387,7 @@ fn says_none_failed(lower: &str) -> bool {
 fn reserve_log(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
     use std::os::unix::fs::OpenOptionsExt;
     for call in 1..=MAX_LOGS {
-        let path = dir.join(log_name(name, call));
+        let path = dir.join(crate::artifacts::tool_log_name(name, call));
         let created = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -424,42 +424,4 @@ fn append(to: &Path, from: &Path) -> bool {
         Ok(mut source) => std::io::copy(&mut source, &mut log).is_ok(),
         Err(_) => true,
     }
-}
-
-/// The file in the step folder that keeps the whole output of the step's `call`th `tnh NAME`.
-fn log_name(name: &str, call: u32) -> String {
-    if call == 1 {
-        format!("{LOG_PREFIX}{name}{LOG_SUFFIX}")
-    } else {
-        format!("{LOG_PREFIX}{name}.{call}{LOG_SUFFIX}")
-    }
-}
-
-const LOG_PREFIX: &str = "tnh-";
-const LOG_SUFFIX: &str = ".log";
-
-/// The `tnh test|lint|typecheck` logs in a step folder (regular files named `tnh-<name>.log`,
-/// `tnh-<name>.<N>.log`), by name and then in the order of the calls, for the visit's manifest.
-pub fn tool_logs(visit_dir: &std::path::Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(visit_dir) else {
-        return Vec::new();
-    };
-    let mut names: Vec<String> = entries
-        .filter_map(Result::ok)
-        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
-        .filter_map(|entry| entry.file_name().into_string().ok())
-        .filter(|name| {
-            name.len() > LOG_PREFIX.len() + LOG_SUFFIX.len()
-                && name.starts_with(LOG_PREFIX)
-                && name.ends_with(LOG_SUFFIX)
-        })
-        .collect();
-    names.sort_by_cached_key(|name| {
-        let middle = &name[LOG_PREFIX.len()..name.len() - LOG_SUFFIX.len()];
-        middle
-            .rsplit_once('.')
-            .and_then(|(tool, call)| Some((tool.to_owned(), call.parse::<u32>().ok()?)))
-            .unwrap_or_else(|| (middle.to_owned(), 1))
-    });
-    names
 }

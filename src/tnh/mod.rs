@@ -10,7 +10,7 @@ mod diff;
 mod git;
 pub mod runlog;
 
-pub use check::{CheckReport, tool_logs};
+pub use check::CheckReport;
 pub use context::ContextReport;
 
 use std::io::Write;

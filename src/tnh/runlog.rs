@@ -47,8 +47,7 @@ pub enum Kind {
     Question,
 }
 
-/// The run-log file of a step folder.
-pub const RUNLOG_FILE: &str = "runlog.ndjson";
+pub use crate::artifacts::RUNLOG_FILE;
 
 /// Runs `tnh runlog …`.
 pub fn run(command: &RunlogCommand) -> TnhResult {

@@ -728,6 +728,34 @@ fn parse_error(token: &str) -> WorkspaceError {
     }
 }
 
+/// How scripts see a changed file.
+impl From<&ChangedFile> for crate::script::ChangedFile {
+    /// The workspace's kinds folded into the four scripts see: a mode, symlink or binary
+    /// change is `added` when the path is new and `modified` otherwise.
+    fn from(change: &ChangedFile) -> Self {
+        use crate::script::ChangeKind as Script;
+        use ChangeKind as Workspace;
+        let kind = match change.kind {
+            Workspace::Add => Script::Added,
+            Workspace::Delete => Script::Deleted,
+            Workspace::Rename => Script::Renamed,
+            Workspace::Modify => Script::Modified,
+            Workspace::Mode | Workspace::Symlink | Workspace::Binary if change.is_new() => {
+                Script::Added
+            }
+            Workspace::Mode | Workspace::Symlink | Workspace::Binary => Script::Modified,
+        };
+        Self {
+            path: change.path.clone(),
+            kind,
+            added: change.lines_added,
+            removed: change.lines_removed,
+            old_path: change.old_path.clone(),
+            binary: change.binary,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::{PermissionsExt, symlink};

@@ -24,8 +24,6 @@ const UPWARD: &[&str] = &[
     "artifacts -> planner",
     "artifacts -> workspace",
     "config -> planner",
-    "kernel -> tnh",
-    "script -> workspace",
     "workspace -> kernel",
 ];
 

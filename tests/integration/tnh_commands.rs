@@ -798,7 +798,7 @@ fn every_check_of_a_step_keeps_its_own_log() {
     }
     let mut listed = vec!["tnh-tests.log".to_owned()];
     listed.extend(names);
-    assert_eq!(tnh_conductor::tnh::tool_logs(step_dir.path()), listed);
+    assert_eq!(tnh_conductor::artifacts::tool_logs(step_dir.path()), listed);
 }
 
 /// A summary counting 10 (or 20…) failures is a failure line, as 9 is; `0 failed` is not.
