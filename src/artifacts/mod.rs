@@ -8,6 +8,7 @@
 mod atomic;
 mod events;
 pub(crate) mod harness;
+pub mod lock;
 mod manifest;
 mod record_schemas;
 mod run_dir;

@@ -37,6 +37,11 @@ pub fn cmd_runs_clean(
         all,
         now: SystemTime::now(),
         keep: keep.unwrap_or(0),
+        keep_history: |repo, run_dir, run_id| {
+            crate::kernel::history::keep_run(repo, run_dir, run_id)
+                .map(drop)
+                .map_err(|error| error.to_string())
+        },
     };
     let report = clean_runs(repo_root, options)?;
     let what = if all {

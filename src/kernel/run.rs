@@ -711,7 +711,7 @@ pub fn start_checked(checked: CheckedRun) -> Result<RunSummary, RunError> {
         landings: Vec::new(),
     };
     let mut recorder = Recorder::create(run_dir.clone(), metadata)?;
-    recorder.observe(super::interrupts::with_test_signal(
+    recorder.observe(super::recorder::with_test_signal(
         request.observer,
         &cancellation,
     ));
@@ -1146,7 +1146,7 @@ pub fn resume_run(
     // A run a newer release wrote is refused before anything of it is opened for writing.
     super::state::check_run_versions(&run_dir)?;
     let mut recorder = Recorder::open(run_dir.clone())?;
-    recorder.observe(super::interrupts::with_test_signal(observer, &cancellation));
+    recorder.observe(super::recorder::with_test_signal(observer, &cancellation));
     let events = EventLog::read_all(&run_dir.events())?;
     // A driver killed before its first checkpoint leaves no state.json: the run starts over
     // from its entry step (its events are kept). A run that went past that checkpoint and

@@ -14,6 +14,7 @@ mod clock;
 pub mod env;
 mod error;
 pub mod interactive;
+pub mod interrupts;
 pub mod probe;
 pub mod process;
 pub mod profile;

@@ -270,6 +270,18 @@ pub struct CleanOptions {
     pub now: SystemTime,
     /// How many of the most recently finished runs are kept whatever their age.
     pub keep: usize,
+    /// Keeps a run's journal record (repository, run directory, run id) before `all` removes
+    /// the run: the kernel's, which sits above the workspace. A clean that cannot keep it
+    /// removes nothing of that run.
+    pub keep_history: KeepHistory,
+}
+
+/// See [`CleanOptions::keep_history`].
+pub type KeepHistory = fn(&Path, &crate::artifacts::RunDir, &str) -> Result<(), String>;
+
+/// For a clean that removes no run directory (`all` unset): nothing to keep.
+fn keep_nothing(_: &Path, _: &crate::artifacts::RunDir, _: &str) -> Result<(), String> {
+    Ok(())
 }
 
 /// What `runs clean` did.
@@ -416,9 +428,9 @@ fn clean_run(
         return Ok(Cleaned::Recent);
     }
     let lock_path = dir.join("lock");
-    let _lock = match crate::kernel::lock::RunLock::acquire(&lock_path) {
+    let _lock = match crate::artifacts::lock::RunLock::acquire(&lock_path) {
         Ok(lock) => lock,
-        Err(held @ crate::kernel::lock::LockError::Held { .. }) => {
+        Err(held @ crate::artifacts::lock::LockError::Held { .. }) => {
             return Ok(Cleaned::Busy(held.to_string()));
         }
         Err(_) if gone() => return Ok(Cleaned::Gone),
@@ -455,11 +467,11 @@ fn clean_run(
         // The journal's view of the run is kept before anything of it goes: a clean that
         // cannot keep it removes nothing.
         let run_dir = crate::artifacts::RunDir::at(&entry.dir);
-        crate::kernel::history::keep_run(repo_root, &run_dir, run_id).map_err(|error| {
+        (options.keep_history)(repo_root, &run_dir, run_id).map_err(|error| {
             WorkspaceError::io(
                 "keep the journal's record of",
                 &entry.dir,
-                std::io::Error::other(error.to_string()),
+                std::io::Error::other(error),
             )
         })?;
     }
@@ -497,6 +509,7 @@ pub(crate) fn remove_finished_checkout(
         all: false,
         now: SystemTime::now(),
         keep: 0,
+        keep_history: keep_nothing,
     };
     let removed = matches!(clean_run(repo_root, run_id, options)?, Cleaned::Removed(_));
     if removed {
@@ -638,6 +651,7 @@ mod tests {
             all: true,
             now: SystemTime::now(),
             keep: 0,
+            keep_history: |_, _, _| Ok(()),
         };
         let cleaned = clean_run(root.path(), "20260101T000000Z-abc123", options).unwrap();
         assert!(matches!(cleaned, Cleaned::Gone));

@@ -406,11 +406,11 @@ pub(crate) const WORKTREES_LOCK: &str = "tnh-worktrees.lock";
 /// The file is opened as the run lock is (never through a link, never waiting on a FIFO, a
 /// regular file only): an agent can write `.git`, and a FIFO there hung every later `run`.
 /// The wait is a try-lock repeated on a growing interval (at most [`LOCK_POLL_MAX`]) that ends
-/// when the command is cancelled (Ctrl-C, SIGTERM: [`crate::kernel::interrupts::listening`]).
+/// when the command is cancelled (Ctrl-C, SIGTERM: [`crate::runner::interrupts::listening`]).
 /// A conductor holds the lock only while git adds or removes a worktree; a holder the
 /// kernel's table of locks names that is another program is refused at once.
 fn lock_worktrees(common_dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, WorkspaceError> {
-    use crate::kernel::lock::{LockFileError, open_lock_file};
+    use crate::artifacts::lock::{LockFileError, open_lock_file};
     let path = common_dir.join(WORKTREES_LOCK);
     let open = || {
         open_lock_file(&path).map_err(|error| match error {
@@ -422,7 +422,7 @@ fn lock_worktrees(common_dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>,
         })
     };
     let mut file = open()?;
-    let cancellation = crate::kernel::interrupts::listening();
+    let cancellation = crate::runner::interrupts::listening();
     let mut pause = LOCK_POLL_MIN;
     loop {
         match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
@@ -430,9 +430,9 @@ fn lock_worktrees(common_dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>,
             Err((_, nix::errno::Errno::EWOULDBLOCK)) => {}
             Err((_, errno)) => return Err(WorkspaceError::io("lock", &path, errno.into())),
         }
-        let holder = crate::kernel::lock::exclusive_holder(&path);
+        let holder = crate::artifacts::lock::exclusive_holder(&path);
         if let Some(pid) = holder
-            .filter(|pid| *pid != std::process::id() && !crate::kernel::lock::is_conductor(*pid))
+            .filter(|pid| *pid != std::process::id() && !crate::artifacts::lock::is_conductor(*pid))
         {
             return Err(WorkspaceError::WorktreeLockHeld {
                 program: program_of(pid),

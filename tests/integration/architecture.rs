@@ -24,7 +24,6 @@ const UPWARD: &[&str] = &[
     "artifacts -> planner",
     "artifacts -> workspace",
     "config -> planner",
-    "workspace -> kernel",
 ];
 
 /// Each module's layer.

@@ -264,7 +264,7 @@ impl RefGuard {
     pub(super) fn driven_during_step(
         &self,
         run: &str,
-        table: &OnceCell<crate::kernel::lock::LockTable>,
+        table: &OnceCell<crate::artifacts::lock::LockTable>,
     ) -> bool {
         let Some(recorded) = self.other_runs.get(run) else {
             return true;
@@ -278,7 +278,7 @@ impl RefGuard {
             .join("lock");
         crate::workspace::operator_checkout::FileIdentity::of(&lock) != recorded.lock
             || table
-                .get_or_init(crate::kernel::lock::LockTable::read)
+                .get_or_init(crate::artifacts::lock::LockTable::read)
                 .is_held(&lock)
     }
 

@@ -38,7 +38,7 @@ impl RunActivity {
     pub(super) fn of(
         repo_root: &std::path::Path,
         run_id: &str,
-        table: &crate::kernel::lock::LockTable,
+        table: &crate::artifacts::lock::LockTable,
     ) -> Self {
         if run_id.is_empty() {
             // Refs under `refs/tnh/` of no run: nobody drives them.
@@ -111,7 +111,7 @@ impl RefGuard {
             .filter_map(|name| self.other_run(name))
             .collect();
         let root = &self.workspace.record().repo_root;
-        let table = crate::kernel::lock::LockTable::read();
+        let table = crate::artifacts::lock::LockTable::read();
         runs.into_iter()
             .map(|run| {
                 let activity = RunActivity::of(root, &run, &table);
@@ -145,7 +145,7 @@ impl RefGuard {
             let class = match self.other_run(name) {
                 Some(run) => {
                     let current = activity_now.entry(run.clone()).or_insert_with(|| {
-                        let table = table.get_or_init(crate::kernel::lock::LockTable::read);
+                        let table = table.get_or_init(crate::artifacts::lock::LockTable::read);
                         RunActivity::of(root, &run, table)
                     });
                     let left_alone = match self.other_runs.get(&run) {

@@ -120,7 +120,7 @@ pub(super) struct Shared<'a> {
     /// comparison.
     charge: bool,
     /// The kernel's table of locks, read once on first need.
-    table: OnceCell<crate::kernel::lock::LockTable>,
+    table: OnceCell<crate::artifacts::lock::LockTable>,
 }
 
 impl<'a> Shared<'a> {
@@ -378,7 +378,8 @@ impl RefGuard {
         for (file, notice) in notices {
             let needed = notice.runs.iter().filter(|run| *run != own).any(|run| {
                 let run_dir = runs_dir(root).join(run);
-                crate::kernel::lock::is_held(&run_dir.join("lock")) || has_unchecked_step(&run_dir)
+                crate::artifacts::lock::is_held(&run_dir.join("lock"))
+                    || has_unchecked_step(&run_dir)
             });
             if !needed {
                 let _ = std::fs::remove_file(folder.join(file));

@@ -103,38 +103,6 @@ fn is_in(mask: u64, number: i32) -> bool {
     (1..=64).contains(&number) && mask & (1 << (number - 1)) != 0
 }
 
-/// Test hook: `TNH_TEST_SIGNAL_AT_EVENT=N` makes the process send itself SIGTERM right after
-/// recording event N, and go on once the signal is noticed — a signal arriving at that exact
-/// instant, to test that every phase stops resumable.
-const SIGNAL_AT_EVENT: &str = "TNH_TEST_SIGNAL_AT_EVENT";
-
-/// `observer`, preceded by the [`SIGNAL_AT_EVENT`] test hook when it is set.
-pub(crate) fn with_test_signal(
-    observer: Option<super::recorder::Observer>,
-    cancellation: &Cancellation,
-) -> Option<super::recorder::Observer> {
-    let Some(at) = std::env::var(SIGNAL_AT_EVENT)
-        .ok()
-        .and_then(|value| value.parse::<u64>().ok())
-    else {
-        return observer;
-    };
-    let cancellation = cancellation.clone();
-    let mut observer = observer;
-    Some(Box::new(move |event| {
-        if event.seq == at {
-            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
-            let limit = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while !cancellation.is_cancelled() && std::time::Instant::now() < limit {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-        }
-        if let Some(observer) = observer.as_mut() {
-            observer(event);
-        }
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
