@@ -114,6 +114,9 @@ impl Driver<'_> {
     /// Runs steps until the run finishes, waits at a gate, or is interrupted. When the run
     /// directory cannot be written the run stops where its last checkpoint says.
     pub fn drive(&mut self) -> Result<RunEnd, DriveError> {
+        // Whatever happened to the worktree before this drive (a wait at a gate, a stop) is
+        // read from the worktree itself, never from a capture remembered before it.
+        self.workspace.forget_capture();
         self.drive_steps().map_err(|error| match error {
             DriveError::Artifacts(source) => DriveError::Stopped {
                 run_id: self.state.run_id.clone(),
@@ -183,6 +186,15 @@ impl Driver<'_> {
             visit,
             started_at: now(),
         };
+        // The next agent step's snapshot may take the tree the last agent step's capture
+        // recorded only when nothing that can change the worktree runs in between: an EVALUATE
+        // forgets it itself when it starts a planner process.
+        if !matches!(
+            step.body.opcode(),
+            crate::workflow::model::Opcode::RunAgent | crate::workflow::model::Opcode::Evaluate
+        ) {
+            self.workspace.forget_capture();
+        }
         let result = opcode::execute(&mut context);
         // A signal that arrived once the step's work was done (the agent had ended on its own,
         // its result was being captured) keeps the visit: it is recorded as completed, and the
