@@ -379,4 +379,44 @@ mod tests {
 
         assert_eq!(paths(&configured.files), ["/etc/gitconfig"]);
     }
+
+    #[test]
+    fn a_listing_is_kept_until_a_file_it_read_changes_even_to_the_same_size() {
+        use super::super::test_support::{committed_workspace, git};
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        std::fs::create_dir(&root).unwrap();
+        let workspace = committed_workspace(&root, &[("a", b"a\n")], "r1");
+        let first = workspace.configured().unwrap();
+        let vouched = |workspace: &Workspace| {
+            let cache = workspace.config_cache.0.lock().unwrap();
+            cache
+                .as_ref()
+                .and_then(|listed| listed.state.clone())
+                .is_some()
+        };
+        assert!(vouched(&workspace));
+        assert_eq!(workspace.configured().unwrap(), first);
+
+        // A new include, of a file that does not exist yet: named, and watched.
+        let include = dir.path().join("extra.inc");
+        let include_text = include.to_str().unwrap();
+        git(workspace.path(), &["config", "include.path", include_text]);
+        assert!(workspace.configured().unwrap().files.contains(&include));
+        std::fs::write(&include, "[core]\n\thooksPath = /hooks-a\n").unwrap();
+        let hooks = |workspace: &Workspace| {
+            let dirs = workspace.configured().unwrap().hook_dirs;
+            dirs.into_iter().collect::<Vec<_>>()
+        };
+        assert_eq!(hooks(&workspace), [PathBuf::from("/hooks-a")]);
+        // Rewritten in place to the same size: the contents tell.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&include)
+            .unwrap();
+        std::os::unix::fs::FileExt::write_at(&file, b"[core]\n\thooksPath = /hooks-b\n", 0)
+            .unwrap();
+        assert_eq!(hooks(&workspace), [PathBuf::from("/hooks-b")]);
+        assert!(vouched(&workspace));
+    }
 }

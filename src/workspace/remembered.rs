@@ -1,16 +1,19 @@
-//! What the end of one step read, handed to the start of the next when nothing ran between.
+//! What the end of one step read, handed to the start of the next agent step when nothing ran
+//! between.
 //!
-//! An agent step ends by reading the worktree (its capture writes the worktree's tree) and
-//! the operator's checkout (the guard's check runs `git status` there; a validation's and a
-//! planner process's check too); the next agent step starts by reading both again (its pre-step snapshot, its guard). When the kernel runs nothing in between —
-//! one agent step after another, or after an EVALUATE whose planner runs in-process — the
-//! second reading finds what the first found, at the cost of three git processes. So the
-//! first is remembered, and the kernel forgets it ([`Workspace::forget_capture`]) before
-//! anything else that may change the worktree or the checkout runs: a validator, a rollback, a
-//! planner process, a gate (which may wait for the operator), and a new drive of the run
-//! (after a wait, an interruption, a crash). Someone editing either in the milliseconds
-//! between two steps is seen by the next step's capture or guard, as an edit made while that
-//! step's agent runs is.
+//! An agent or validation step ends by reading the worktree (its capture writes the
+//! worktree's tree) and the operator's checkout (its guard's check runs `git status` there);
+//! the next agent step starts by reading both again (its pre-step snapshot, its guard). When
+//! the kernel runs nothing in between — one agent step after another, or after an EVALUATE
+//! whose planner runs in-process — the second reading finds what the first found, at the cost
+//! of three git processes. So the first is remembered, and the kernel forgets it
+//! ([`Workspace::forget_capture`]) as anything else that may change the worktree or the
+//! checkout starts: a validation or a rollback step, a planner process, a gate (which may wait
+//! for the operator), and a new drive of the run (after a wait, an interruption, a crash).
+//! Someone editing either in the milliseconds between two steps is seen by the next step's
+//! capture or guard, as an edit made while that step's agent runs is. (A validation step
+//! already compares its changes with the tree the last checkpoint recorded, without reading
+//! the worktree first.)
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -30,8 +33,8 @@ struct Readings {
 }
 
 impl Workspace {
-    /// Remembers `tree`, the worktree as an agent step's capture just recorded it, for the
-    /// next agent step's pre-step snapshot.
+    /// Remembers `tree`, the worktree as a step's capture just recorded it, for the next
+    /// agent step's pre-step snapshot.
     pub fn remember_capture(&self, tree: &str) {
         self.readings().tree = Some(tree.to_owned());
     }

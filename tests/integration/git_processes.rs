@@ -20,14 +20,20 @@ const MARK: &str = "AGENT visit ";
 /// A repository whose `looper` agent (a shell script) marks `log` with its visit, runs
 /// `change` (a shell snippet, in the worktree) and exits 3 on its last visit.
 fn looping_repo(log: &Path, scripts: &Path, change: &str) -> RunRepo {
+    let body = format!("{change}\nif [ \"$visit\" -ge {VISITS} ]; then exit 3; fi\n");
+    repo_with_agent(log, scripts, &body, "")
+}
+
+/// A repository whose `looper` agent marks `log` with its visit (`$visit`) then runs `body`;
+/// `more` is appended to its configuration.
+fn repo_with_agent(log: &Path, scripts: &Path, body: &str, more: &str) -> RunRepo {
     let repo = RunRepo::new();
     let agent = scripts.join("agent.sh");
     std::fs::write(
         &agent,
         format!(
             "cat > /dev/null\nvisit=$(basename \"$TNH_STEP_DIR\")\n\
-             echo \"{MARK}$visit\" >> '{}'\n{change}\n\
-             if [ \"$visit\" -ge {VISITS} ]; then exit 3; fi\n",
+             echo \"{MARK}$visit\" >> '{}'\n{body}",
             log.display()
         ),
     )
@@ -35,7 +41,7 @@ fn looping_repo(log: &Path, scripts: &Path, change: &str) -> RunRepo {
     repo.repo.write(
         ".tnh/config.yaml",
         &format!(
-            "agents:\n  looper:\n    kind: command\n    argv: [sh, \"{}\"]\n",
+            "agents:\n  looper:\n    kind: command\n    argv: [sh, \"{}\"]\n{more}",
             agent.display()
         ),
     );
@@ -64,7 +70,12 @@ steps:
 
 /// Runs the loop with `git` counted; the run's id and the log's lines.
 fn run_counted(repo: &RunRepo, log: &Path) -> (String, Vec<String>) {
-    let workflow = repo.workflow_text("looping.yaml", LOOP);
+    run_workflow_counted(repo, log, LOOP)
+}
+
+/// Runs `workflow` (its text) with `git` counted; the run's id and the log's lines.
+fn run_workflow_counted(repo: &RunRepo, log: &Path, workflow: &str) -> (String, Vec<String>) {
+    let workflow = repo.workflow_text("looping.yaml", workflow);
     let path = git_on_path_when(
         repo,
         "true",
@@ -169,4 +180,119 @@ fn a_steady_state_agent_step_that_changes_nothing_starts_fewer_git_processes() {
         .run_dir(&run_id)
         .join("artifacts/work/4/workspace.diff");
     assert_eq!(std::fs::read_to_string(diff).unwrap(), "");
+}
+
+/// The paths the tree of `reference` holds.
+fn files_at(repo: &RunRepo, reference: &str) -> Vec<String> {
+    git_in(repo.path(), &["ls-tree", "-r", "--name-only", reference])
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The first visit writes `undone.txt`, a rollback takes it away, and the second visit
+/// changes nothing: its snapshot must be the worktree after the rollback, not the first
+/// visit's capture, or the second visit would be charged with deleting the file.
+#[test]
+fn after_a_rollback_the_next_agent_step_snapshots_the_worktree_again() {
+    let (dir, log) = temp_files();
+    let body = "if [ \"$visit\" = 1 ]; then echo undone > undone.txt; exit 0; fi\nexit 3\n";
+    let repo = repo_with_agent(&log, dir.path(), body, "");
+    let workflow = "\
+workflow_id: looping
+version: 1
+description: an agent step, a rollback of it, the agent step again
+entry_step: work
+steps:
+  - id: work
+    opcode: RUN_AGENT
+    agent: looper
+    prompt: keep working
+    routes:
+      completed: undo
+      \"*\": done
+  - id: undo
+    opcode: ROLLBACK
+    target: pre_step
+    routes:
+      \"*\": work
+  - id: done
+    opcode: STOP
+    outcome: success
+";
+
+    let (run_id, _) = run_workflow_counted(&repo, &log, workflow);
+
+    let status = repo.json(&run_id, "artifacts/work/2/workspace_status.json");
+    assert_eq!(status["files"], serde_json::json!([]), "{status}");
+    let snapshot = format!("refs/tnh/runs/{run_id}/pre_step/work/2");
+    assert_eq!(files_at(&repo, &snapshot), ["README.md"]);
+}
+
+/// A validator writes `built.txt` between two visits of the agent step: the second visit's
+/// snapshot holds it (taken from the validation's capture) and its diff does not.
+#[test]
+fn a_validations_change_is_in_the_next_agent_steps_snapshot_not_its_diff() {
+    let (dir, log) = temp_files();
+    let body = "if [ \"$visit\" = 1 ]; then echo one > one.txt; exit 0; fi\nexit 3\n";
+    let validators = "validators:\n  build: { argv: [sh, -c, \"echo built > built.txt\"] }\n";
+    let repo = repo_with_agent(&log, dir.path(), body, validators);
+    let workflow = "\
+workflow_id: looping
+version: 1
+description: an agent step, a validation that builds, the agent step again
+entry_step: work
+steps:
+  - id: work
+    opcode: RUN_AGENT
+    agent: looper
+    prompt: keep working
+    routes:
+      completed: check
+      \"*\": done
+  - id: check
+    opcode: RUN_VALIDATION
+    run: [build]
+    routes:
+      \"*\": work
+  - id: done
+    opcode: STOP
+    outcome: success
+";
+
+    let (run_id, _) = run_workflow_counted(&repo, &log, workflow);
+
+    let built = repo.json(&run_id, "artifacts/check/1/workspace_status.json");
+    assert_eq!(built["files"][0]["path"], "built.txt", "{built}");
+    let status = repo.json(&run_id, "artifacts/work/2/workspace_status.json");
+    assert_eq!(status["files"], serde_json::json!([]), "{status}");
+    let snapshot = format!("refs/tnh/runs/{run_id}/pre_step/work/2");
+    assert_eq!(
+        files_at(&repo, &snapshot),
+        ["README.md", "built.txt", "one.txt"]
+    );
+}
+
+/// The second visit writes into the operator's checkout, whose state before it is the one the
+/// first visit's check read: the write is found (and is a violation), and the third visit,
+/// which starts from the second's reading, is not charged with it.
+#[test]
+fn a_write_to_the_operators_checkout_is_found_in_the_step_that_made_it_only() {
+    let (dir, log) = temp_files();
+    let body = "if [ \"$visit\" = 2 ]; then echo stray > ../../../stray.txt; fi\n\
+                if [ \"$visit\" -ge 3 ]; then exit 3; fi\n";
+    let repo = repo_with_agent(&log, dir.path(), body, "operator_checkout: report\n");
+
+    let (run_id, _) = run_counted(&repo, &log);
+
+    let changed = |visit: u32| {
+        let summary = repo.json(
+            &run_id,
+            &format!("artifacts/work/{visit}/policy_summary.json"),
+        );
+        summary["guard_report"]["operator_checkout_changed"].clone()
+    };
+    assert_eq!(changed(1), serde_json::json!(null));
+    assert_eq!(changed(2), serde_json::json!(["stray.txt"]));
+    assert_eq!(changed(3), serde_json::json!(null));
 }
