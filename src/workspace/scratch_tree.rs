@@ -35,6 +35,16 @@ impl Workspace {
         let repository = git2::Repository::open(&self.common_dir).ok()?;
         // Read into memory and never written back: the scratch index stays as git wrote it.
         let mut index = git2::Index::open(&index_path).ok()?;
+        // What git leaves out of a tree (an entry only intended to be added) or refuses to
+        // write (a conflict) is left to git: `add --all` leaves neither behind, normally.
+        let intended = git2::IndexEntryExtendedFlag::INTENT_TO_ADD.bits();
+        if index.has_conflicts()
+            || index
+                .iter()
+                .any(|entry| entry.flags_extended & intended != 0)
+        {
+            return None;
+        }
         let tree = index.write_tree_to(&repository).ok()?;
         Some(tree.to_string())
     }
