@@ -186,9 +186,9 @@ impl Driver<'_> {
             visit,
             started_at: now(),
         };
-        // The next agent step's snapshot may take the tree the last agent step's capture
-        // recorded only when nothing that can change the worktree runs in between: an EVALUATE
-        // forgets it itself when it starts a planner process.
+        // The next agent step may start from what the last step read at its end (the
+        // worktree's tree, the operator's checkout) only when nothing that can change them runs
+        // in between: an EVALUATE forgets it itself when it starts a planner process.
         if !matches!(
             step.body.opcode(),
             crate::workflow::model::Opcode::RunAgent | crate::workflow::model::Opcode::Evaluate
