@@ -70,27 +70,35 @@ refs="refs/heads/ refs/tags/ refs/remotes/ refs/replace/ refs/stash refs/tnh/she
 # The same spawns and git captures as the kernel's workspace module makes per agent step
 # (read off `strace -f -e execve` of a run), with no kernel around them. The kernel writes the
 # snapshot's commit and its two refs with libgit2, in process; the loop does that git work
-# with `git commit-tree` and one `git update-ref --stdin`.
+# with `git commit-tree` and one `git update-ref --stdin`. Like the kernel, the loop reads the
+# worktree, the configuration and the operator's checkout before the first step only, then
+# starts each step from what the previous one read at its end, and diffs only a changed tree;
+# it writes the tree with `git write-tree`, which the kernel does in process for a small index.
 shell_loop() {
-    local worktree=$1 steps=$2 visit=0
+    local worktree=$1 steps=$2 visit=0 tree=""
     (
         cd "$worktree"
         export GIT_INDEX_FILE="$GIT_INDEX_FILE_SHELL"
         for _ in $(seq "$steps"); do
             visit=$((visit + 1))
-            git add --all --ignore-errors; tree=$(git write-tree); head=$(git rev-parse --verify HEAD^{commit})     # snapshot
+            if [ -z "$tree" ]; then
+                git add --all --ignore-errors; tree=$(git write-tree)                                              # snapshot
+                git config --list --show-origin --includes -z >/dev/null                                           # the files it names
+                GIT_INDEX_FILE="$repo/.git/index" git -C "$repo" --no-optional-locks status --porcelain=v2 -z --untracked-files=all --no-renames >/dev/null  # the operator's checkout
+            fi
+            head=$(git rev-parse --verify HEAD^{commit})
             commit=$(git commit-tree "$tree" -p "$head" -m "pre_step work $visit")
             printf 'update refs/tnh/shell/pre_step/work/%s %s\nupdate refs/tnh/shell/latest_pre_step %s\n' \
                 "$visit" "$commit" "$commit" | git update-ref --stdin
             git for-each-ref --format='%(objectname) %(refname)' $refs >/dev/null                                  # guard
-            git config --list --show-origin --includes -z >/dev/null                                               # the files it names
-            GIT_INDEX_FILE="$repo/.git/index" git -C "$repo" --no-optional-locks status --porcelain=v2 -z --untracked-files=all --no-renames >/dev/null  # the operator's checkout
             true < /dev/null                                                                                       # the agent
             git for-each-ref --format='%(objectname) %(refname)' $refs >/dev/null                                  # check
             GIT_INDEX_FILE="$repo/.git/index" git -C "$repo" --no-optional-locks status --porcelain=v2 -z --untracked-files=all --no-renames >/dev/null  # the operator's checkout
-            git add --all --ignore-errors                                                                           # capture
-            git -c core.quotePath=true diff-index --cached -z --raw -p --binary -M --no-color --no-ext-diff --no-textconv "$tree" >/dev/null
-            git write-tree >/dev/null                                                                              # the fingerprint's tree
+            git add --all --ignore-errors; after=$(git write-tree)                                                 # capture
+            if [ "$after" != "$tree" ]; then
+                git -c core.quotePath=true diff-tree -r -z --raw -p --binary -M --no-color --no-ext-diff --no-textconv "$tree" "$after" >/dev/null
+            fi
+            tree=$after
         done
     )
 }

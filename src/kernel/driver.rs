@@ -115,6 +115,9 @@ impl Driver<'_> {
     /// directory cannot be written the run stops where its last checkpoint says.
     pub fn drive(&mut self) -> Result<RunEnd, DriveError> {
         let _span = tracing::info_span!("run", run = %self.state.run_id).entered();
+        // Whatever happened to the worktree before this drive (a wait at a gate, a stop) is
+        // read from the worktree itself, never from a capture remembered before it.
+        self.workspace.forget_capture();
         self.drive_steps().map_err(|error| match error {
             DriveError::Artifacts(source) => DriveError::Stopped {
                 run_id: self.state.run_id.clone(),
@@ -192,6 +195,15 @@ impl Driver<'_> {
             visit,
             started_at: now(),
         };
+        // The next agent step may start from what the last step read at its end (the
+        // worktree's tree, the operator's checkout) only when nothing that can change them runs
+        // in between: an EVALUATE forgets it itself when it starts a planner process.
+        if !matches!(
+            step.body.opcode(),
+            crate::workflow::model::Opcode::RunAgent | crate::workflow::model::Opcode::Evaluate
+        ) {
+            self.workspace.forget_capture();
+        }
         let result = opcode::execute(&mut context);
         // A signal that arrived once the step's work was done (the agent had ended on its own,
         // its result was being captured) keeps the visit: it is recorded as completed, and the

@@ -984,6 +984,8 @@ impl Watch {
         backend: &Backend,
         visit_dir: &std::path::Path,
     ) -> Result<Watch, OpcodeError> {
+        // A planner process works in the worktree: the next agent step reads it again.
+        context.workspace.forget_capture();
         // The fingerprint first: computing it rewrites the scratch index the guard watches.
         let before = context.workspace.fingerprint()?;
         let process = !matches!(

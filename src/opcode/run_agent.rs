@@ -137,6 +137,8 @@ pub(super) fn execute(
         Ok::<_, crate::workspace::WorkspaceError>((capture, run_diffstat))
     })?;
     let Capture { status, tree } = capture;
+    // The next agent step's snapshot, when nothing runs in the worktree before it.
+    context.workspace.remember_capture(&tree);
     write_json_new(&visit_dir.join("workspace_status.json"), &status)?;
     let PolicyCheck {
         summary,

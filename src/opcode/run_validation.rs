@@ -205,6 +205,8 @@ fn finish(
         captured = capture(context.workspace, baseline, &patch_file)?;
     }
     let Capture { status, tree } = captured;
+    // The next agent step's snapshot, when nothing runs in the worktree before it.
+    context.workspace.remember_capture(&tree);
     write_json_new(&visit_dir.join("workspace_status.json"), &status)?;
     let PolicyCheck {
         summary: policy_summary,
@@ -407,15 +409,15 @@ fn baseline(context: &StepContext<'_>) -> Result<Snapshot, OpcodeError> {
 
 /// The change since `baseline`, as [`Workspace::capture_since`] records it. When the worktree's
 /// tree is still the baseline's (the common case: validators that leave only ignored files)
-/// the empty patch and status are written without diffing: two git processes (`add`,
-/// `write-tree`) instead of three.
+/// the empty patch and status are written without diffing: one git process (`add`; the tree
+/// of a small index is written in-process) instead of three.
 fn capture(
     workspace: &Workspace,
     baseline: &Snapshot,
     patch_file: &Path,
 ) -> Result<Capture, OpcodeError> {
     let scratch = workspace.refresh_scratch_index()?;
-    let tree = scratch.git.text(["write-tree"])?;
+    let tree = workspace.write_scratch_tree(&scratch.git)?;
     if tree != baseline.tree {
         let mut capture = workspace.capture_since(baseline, patch_file)?;
         if !scratch.access_restored.is_empty() {

@@ -191,8 +191,8 @@ impl Workspace {
             access_restored,
             unrecorded: folders,
         } = self.refresh_scratch_index()?;
-        // Written once here, the trees of the changed folders are found by the next snapshot.
-        let tree = scratch.text(["write-tree"])?;
+        // Written once here; the next agent step's snapshot takes it when nothing ran between.
+        let tree = self.write_scratch_tree(&scratch)?;
         // The patch is the change between the two trees, from their blobs alone: it shows
         // what the tree records even if a process the agent left behind still writes.
         let mut files = match write_patch(&self.git, since, &tree, patch_file)? {
@@ -297,15 +297,33 @@ impl Workspace {
         if candidates.is_empty() {
             return Ok(Vec::new());
         }
-        let listing = self
-            .git
-            .bytes(["ls-tree", "-z", "--name-only", since.tree.as_str()])?;
+        let listing = match self.top_level_names(&since.tree) {
+            Some(names) => names,
+            None => self
+                .git
+                .bytes(["ls-tree", "-z", "--name-only", since.tree.as_str()])?,
+        };
         let existing: BTreeSet<&[u8]> = listing.split(|byte| *byte == 0).collect();
         Ok(candidates
             .into_iter()
             .filter(|top| !existing.contains(top.as_bytes()))
             .map(str::to_owned)
             .collect())
+    }
+}
+
+impl Workspace {
+    /// The names at the top of `tree`, NUL-terminated as `git ls-tree -z --name-only` lists
+    /// them, read in-process (one object, no git process); `None` when libgit2 cannot.
+    fn top_level_names(&self, tree: &str) -> Option<Vec<u8>> {
+        let repository = git2::Repository::open(&self.common_dir).ok()?;
+        let tree = repository.find_tree(git2::Oid::from_str(tree).ok()?).ok()?;
+        let mut names = Vec::new();
+        for entry in &tree {
+            names.extend_from_slice(entry.name_bytes());
+            names.push(0);
+        }
+        Some(names)
     }
 }
 
@@ -565,6 +583,10 @@ fn write_patch(
     // git hook would receive the patch's lines).
     let file = crate::artifacts::safe_files::create_new(patch_file, 0o666)
         .map_err(|source| WorkspaceError::io("create", patch_file, source))?;
+    // Two equal trees differ in nothing: the patch is empty, and no git is asked.
+    if since.tree == tree {
+        return Ok(Some(Vec::new()));
+    }
     let mut sink = std::io::BufWriter::new(file);
     let args = [
         // The headers are quoted the way `RawRecord::header` expects, whatever the

@@ -8,15 +8,22 @@
 //! file rewrites what the capture hashes, a hook in `core.hooksPath` runs code in the
 //! operator's next git command. The guard records them before a step and puts them back after
 //! it (see `guard.rs`).
+//!
+//! Listing the configuration costs a git process in every step, yet it changes only when one
+//! of the files it was read from changes: the listing is kept ([`ConfigCache`]) with the
+//! identity and contents of each of those files, and of the places git would read a file
+//! that was absent, and listed again as soon as any of them differs.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::error::WorkspaceError;
 use super::git::Git;
+use super::operator_checkout::FileIdentity;
+use super::worktree::Workspace;
 
 /// What the configuration read in a worktree names: files, and folders of hooks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -85,17 +92,133 @@ fn is_true(value: &OsStr) -> bool {
     )
 }
 
-/// Reads the whole configuration as git sees it in `worktree` (one `git config --list`), and
-/// returns the files and folders it reads or names outside the worktree (those inside are the
-/// agent's own files, captured as changes).
-pub(super) fn configured(git: &Git, worktree: &Path) -> Result<Configured, WorkspaceError> {
-    let listing = git.bytes(["config", "--list", "--show-origin", "--includes", "-z"])?;
-    Ok(parse_listing(&listing, worktree, home().as_deref()))
+/// The arguments of the listing: every entry with the file it came from.
+const LIST: [&str; 5] = ["config", "--list", "--show-origin", "--includes", "-z"];
+
+/// What a listing was read from: the files git read and the places it would read.
+type Sources = BTreeMap<PathBuf, Source>;
+
+/// One file a listing depends on, as it was: its identity and contents (`None`: absent or
+/// unreadable). Contents as well as identity: an edit within one tick of the file system's
+/// clock may leave size and times as they were.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Source {
+    identity: Option<FileIdentity>,
+    contents: Option<Vec<u8>>,
+}
+
+/// How much of a configuration file is compared; a larger one is listed again every time.
+const SOURCE_LIMIT: u64 = 1024 * 1024;
+
+impl Source {
+    /// `path` as it is now; `None` when it cannot be compared (a FIFO, a file too large).
+    fn of(path: &Path) -> Option<Source> {
+        let identity = FileIdentity::of(path);
+        let contents =
+            match crate::artifacts::safe_files::read_regular_following(path, SOURCE_LIMIT) {
+                Ok((_, true)) => return None,
+                Ok((bytes, false)) => Some(bytes),
+                Err(error) if error.kind() == std::io::ErrorKind::InvalidInput => return None,
+                Err(_) => None,
+            };
+        Some(Source { identity, contents })
+    }
+}
+
+/// Each of `paths` as it is now; `None` when one cannot be compared.
+fn sources_of<'a>(paths: impl IntoIterator<Item = &'a PathBuf>) -> Option<Sources> {
+    paths
+        .into_iter()
+        .map(|path| Some((path.clone(), Source::of(path)?)))
+        .collect()
+}
+
+/// The last listing of a workspace, shared by its clones.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ConfigCache(Arc<Mutex<Option<Listed>>>);
+
+/// A listing and what it was read from.
+#[derive(Debug)]
+struct Listed {
+    configured: Configured,
+    /// The files it depends on, as they were when it was made.
+    sources: BTreeSet<PathBuf>,
+    /// Those files' state, when it can vouch for the listing: unchanged while git read them,
+    /// every include followed. `None`: list again (the paths are still known).
+    state: Option<Sources>,
+}
+
+impl Listed {
+    /// The listing, when every file it depends on is as it was.
+    fn current(&self) -> Option<&Configured> {
+        let state = self.state.as_ref()?;
+        let now = sources_of(state.keys())?;
+        (now == *state).then_some(&self.configured)
+    }
+}
+
+impl Workspace {
+    /// Reads the whole configuration as git sees it in the worktree (one `git config --list`,
+    /// unless every file it was read from last time is unchanged), and returns the files and
+    /// folders it reads or names outside the worktree (those inside are the agent's own
+    /// files, captured as changes).
+    pub(super) fn configured(&self) -> Result<Configured, WorkspaceError> {
+        // Where git reads configuration, besides the operator's standard places: present or
+        // not, and the worktree's HEAD (an `includeIf.onbranch:` include) and links to its
+        // repository.
+        let fixed = [
+            self.common_dir.join("config"),
+            self.common_dir.join("config.worktree"),
+            self.worktree_git_dir.join("config.worktree"),
+            self.worktree_git_dir.join("HEAD"),
+            self.worktree_git_dir.join("commondir"),
+            self.path().join(".git"),
+        ];
+        let mut cache = self
+            .config_cache
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(configured) = cache.as_ref().and_then(Listed::current) {
+            return Ok(configured.clone());
+        }
+        let mut candidates: BTreeSet<PathBuf> = fixed.into_iter().collect();
+        candidates.extend(standard_files());
+        if let Some(listed) = cache.as_ref() {
+            candidates.extend(listed.sources.iter().cloned());
+        }
+        // Read before and after git: a file that changed meanwhile may have been read either way.
+        let before = sources_of(&candidates);
+        let listing = self.git.bytes(LIST)?;
+        let parsed = parse_listing(&listing, self.path(), home().as_deref());
+        let after = sources_of(&candidates);
+        let vouched = parsed.complete && parsed.sources.is_subset(&candidates) && before == after;
+        candidates.extend(parsed.sources);
+        *cache = Some(Listed {
+            configured: parsed.configured.clone(),
+            sources: candidates,
+            state: after.filter(|_| vouched),
+        });
+        Ok(parsed.configured)
+    }
+}
+
+/// What a listing says.
+#[derive(Debug)]
+struct Parsed {
+    /// The files and folders outside the worktree.
+    configured: Configured,
+    /// Every file it was read from, the worktree's own too.
+    sources: BTreeSet<PathBuf>,
+    /// False when git read a file not known here (an include this does not expand).
+    complete: bool,
 }
 
 /// Parses `git config --list --show-origin -z`: `origin NUL key LF value NUL`, repeated.
-fn parse_listing(listing: &[u8], worktree: &Path, home: Option<&Path>) -> Configured {
+fn parse_listing(listing: &[u8], worktree: &Path, home: Option<&Path>) -> Parsed {
     let mut configured = Configured::default();
+    let mut sources = BTreeSet::new();
+    let mut complete = true;
     let mut tokens = listing.split(|byte| *byte == 0);
     while let (Some(origin), Some(entry)) = (tokens.next(), tokens.next()) {
         // Only files have a place; `command line:`, `blob:` and `standard input:` do not.
@@ -104,6 +227,7 @@ fn parse_listing(listing: &[u8], worktree: &Path, home: Option<&Path>) -> Config
             .map(|path| worktree.join(OsStr::from_bytes(path)));
         if let Some(origin) = &origin {
             configured.files.insert(origin.clone());
+            sources.insert(origin.clone());
         }
         let (key, value) = match entry.iter().position(|byte| *byte == b'\n') {
             Some(split) => (&entry[..split], &entry[split + 1..]),
@@ -120,8 +244,12 @@ fn parse_listing(listing: &[u8], worktree: &Path, home: Option<&Path>) -> Config
             Some(worktree)
         };
         let Some(path) = base.and_then(|base| expand(value, base, home)) else {
+            complete &= !is_include;
             continue;
         };
+        if is_include {
+            sources.insert(path.clone());
+        }
         if is_include || key == "core.excludesfile" || key == "core.attributesfile" {
             configured.files.insert(path);
         } else if key == "core.hookspath" {
@@ -132,7 +260,11 @@ fn parse_listing(listing: &[u8], worktree: &Path, home: Option<&Path>) -> Config
     configured
         .hook_dirs
         .retain(|path| !path.starts_with(worktree));
-    configured
+    Parsed {
+        configured,
+        sources,
+        complete,
+    }
 }
 
 /// A configured path as git expands it (`~/` is the home folder; relative to `base`), or
@@ -208,7 +340,8 @@ mod tests {
             &bytes,
             Path::new("/repo/.tnh/worktrees/r"),
             Some(Path::new("/home/op")),
-        );
+        )
+        .configured;
 
         assert_eq!(
             paths(&configured.files),
@@ -231,7 +364,8 @@ mod tests {
             ("file:/repo/.git/config", "core.excludesfile\nignore-me"),
         ]);
 
-        let configured = parse_listing(&bytes, Path::new("/repo/.tnh/worktrees/r"), None);
+        let configured =
+            parse_listing(&bytes, Path::new("/repo/.tnh/worktrees/r"), None).configured;
 
         assert_eq!(paths(&configured.files), ["/repo/.git/config"]);
         assert!(configured.hook_dirs.is_empty());
@@ -241,8 +375,48 @@ mod tests {
     fn without_a_home_folder_tilde_paths_are_not_followed() {
         let bytes = listing(&[("file:/etc/gitconfig", "core.excludesfile\n~/ignore")]);
 
-        let configured = parse_listing(&bytes, Path::new("/w"), None);
+        let configured = parse_listing(&bytes, Path::new("/w"), None).configured;
 
         assert_eq!(paths(&configured.files), ["/etc/gitconfig"]);
+    }
+
+    #[test]
+    fn a_listing_is_kept_until_a_file_it_read_changes_even_to_the_same_size() {
+        use super::super::test_support::{committed_workspace, git};
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        std::fs::create_dir(&root).unwrap();
+        let workspace = committed_workspace(&root, &[("a", b"a\n")], "r1");
+        let first = workspace.configured().unwrap();
+        let vouched = |workspace: &Workspace| {
+            let cache = workspace.config_cache.0.lock().unwrap();
+            cache
+                .as_ref()
+                .and_then(|listed| listed.state.clone())
+                .is_some()
+        };
+        assert!(vouched(&workspace));
+        assert_eq!(workspace.configured().unwrap(), first);
+
+        // A new include, of a file that does not exist yet: named, and watched.
+        let include = dir.path().join("extra.inc");
+        let include_text = include.to_str().unwrap();
+        git(workspace.path(), &["config", "include.path", include_text]);
+        assert!(workspace.configured().unwrap().files.contains(&include));
+        std::fs::write(&include, "[core]\n\thooksPath = /hooks-a\n").unwrap();
+        let hooks = |workspace: &Workspace| {
+            let dirs = workspace.configured().unwrap().hook_dirs;
+            dirs.into_iter().collect::<Vec<_>>()
+        };
+        assert_eq!(hooks(&workspace), [PathBuf::from("/hooks-a")]);
+        // Rewritten in place to the same size: the contents tell.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&include)
+            .unwrap();
+        std::os::unix::fs::FileExt::write_at(&file, b"[core]\n\thooksPath = /hooks-b\n", 0)
+            .unwrap();
+        assert_eq!(hooks(&workspace), [PathBuf::from("/hooks-b")]);
+        assert!(vouched(&workspace));
     }
 }

@@ -427,11 +427,14 @@ impl Workspace {
             links: BTreeMap::new(),
             hook_dirs: BTreeSet::new(),
             module_dirs: module_git_dirs(&self.common_dir),
-            checkout: operator_checkout::state(
-                &self.repo_git,
-                &self.record().repo_root,
-                &self.common_dir,
-            )?,
+            checkout: match self.take_remembered_checkout() {
+                Some(checkout) => checkout,
+                None => operator_checkout::state(
+                    &self.repo_git,
+                    &self.record().repo_root,
+                    &self.common_dir,
+                )?,
+            },
             scratch: FileIdentity::of(&self.scratch_index()),
             scope: Scope::Everything,
             started_ns: Some(started_ns),
@@ -446,7 +449,7 @@ impl Workspace {
         // Files the configuration names are recorded now and only now: a name the agent adds
         // is undone with the configuration that holds it, and must not make the guard
         // "restore" (remove) a file it never recorded.
-        let configured = git_config::configured(&self.git, self.path())?;
+        let configured = self.configured()?;
         guard.hook_dirs = configured.hook_dirs;
         for path in configured.files {
             // A name that is not a readable file (a folder, no permission) is git's problem,
@@ -643,6 +646,8 @@ impl RefGuard {
             &self.workspace.common_dir,
         )?;
         report.operator_checkout_changed = operator_checkout::changed(&self.checkout, &checkout);
+        // The next step's guard starts from it when nothing runs in between.
+        self.workspace.remember_checkout(checkout);
         self.forget_checkout_changes_left_for_other_runs(&mut report)?;
         // Then the worktree.
         if self.workspace.worktree_displaced_or_gone()? {

@@ -24,10 +24,12 @@ mod guard;
 mod index_file;
 pub mod land;
 pub(crate) mod operator_checkout;
+mod remembered;
 mod result_commit;
 pub mod retention;
 mod rollback;
 pub mod runs;
+mod scratch_tree;
 mod snapshot;
 #[cfg(test)]
 mod test_support;

@@ -197,24 +197,29 @@ impl Workspace {
             "tnh snapshot: before step {step} visit {visit}\n\nrun: {}\n",
             self.run_id()
         );
-        self.snapshot_as(reference, &[&latest], &message)
+        // The tree the previous agent step's capture wrote, when nothing ran since.
+        let tree = match self.take_remembered_tree() {
+            Some(tree) => tree,
+            None => self.worktree_tree()?,
+        };
+        self.snapshot_as(reference, &tree, &[&latest], &message)
     }
 
-    /// Records the worktree as it is now as a commit on its HEAD, named by `reference` and
+    /// Records `tree` (the worktree's) as a commit on its HEAD, named by `reference` and
     /// `also`. The commit object and its refs are written in-process with libgit2: four git
     /// processes fewer per snapshot, and no dependence on the operator's identity or signing
     /// configuration.
     fn snapshot_as(
         &self,
         reference: String,
+        tree: &str,
         also: &[&str],
         message: &str,
     ) -> Result<Snapshot, WorkspaceError> {
-        let tree = self.worktree_tree()?;
         let mut references = vec![reference.as_str()];
         references.extend_from_slice(also);
         let (commit, base) = self
-            .write_snapshot_commit(&tree, message, &references)
+            .write_snapshot_commit(tree, message, &references)
             .map_err(|error| WorkspaceError::Git {
                 command: "snapshot commit (libgit2)".to_owned(),
                 dir: self.path().to_owned(),
@@ -223,7 +228,7 @@ impl Workspace {
         Ok(Snapshot {
             reference,
             commit,
-            tree,
+            tree: tree.to_owned(),
             base,
         })
     }
@@ -237,7 +242,8 @@ impl Workspace {
             "tnh snapshot: the worktree as runs clean removed it\n\nrun: {}\n",
             self.run_id()
         );
-        self.snapshot_as(reference, &[], &message)
+        let tree = self.worktree_tree()?;
+        self.snapshot_as(reference, &tree, &[], &message)
     }
 
     /// Packs the run's refs (its snapshot refs and work branch) into `packed-refs`, for a run
@@ -275,7 +281,8 @@ impl Workspace {
     /// A tree object of the worktree as it is now, built in a scratch index so the worktree's
     /// own index stays untouched. Ignored files are left out, as `git status` leaves them out.
     pub(crate) fn worktree_tree(&self) -> Result<String, WorkspaceError> {
-        self.refresh_scratch_index()?.git.text(["write-tree"])
+        let scratch = self.refresh_scratch_index()?;
+        self.write_scratch_tree(&scratch.git)
     }
 
     /// Brings the scratch index up to date with the worktree (every file, untracked ones

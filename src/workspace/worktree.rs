@@ -46,6 +46,10 @@ pub struct Workspace {
     pub(crate) common_dir: PathBuf,
     /// The `pre_run` snapshot once read (it never changes during a run).
     pub(crate) pre_run: std::sync::OnceLock<super::Snapshot>,
+    /// What the last step read at its end, for the next step's start.
+    pub(crate) remembered: super::remembered::Remembered,
+    /// The git configuration last listed in the worktree, while its files stay the same.
+    pub(crate) config_cache: super::git_config::ConfigCache,
 }
 
 /// The branch a run works on.
@@ -150,6 +154,8 @@ impl Workspace {
             worktree_git_dir,
             common_dir,
             pre_run: std::sync::OnceLock::new(),
+            remembered: super::remembered::Remembered::default(),
+            config_cache: super::git_config::ConfigCache::default(),
         })
     }
 

@@ -15,6 +15,7 @@ mod exclude_rule;
 mod first_use;
 mod gate;
 mod gate_views;
+mod git_processes;
 mod journal;
 mod journal_provenance;
 mod kept_runs;
