@@ -750,7 +750,7 @@ struct Decided {
     /// (`None` when the kernel decided).
     answered: Option<Status>,
     /// Set when the backend named an illegal `next_step`.
-    illegal: Option<String>,
+    illegal: Option<crate::planner::backend::IllegalNextStep>,
     /// The operator's interrupt cut the planner's call short: there is no decision, only
     /// what the planner changed meanwhile.
     interrupted: bool,
@@ -861,8 +861,8 @@ fn decide(
             };
             crate::planner::backend::decide(&backend, &request)
         }
-        Err(message) => {
-            let (decision, decided_by) = crate::planner::backend::failed(message, envelope);
+        Err(error) => {
+            let (decision, decided_by) = crate::planner::backend::failed(&error.into(), envelope);
             (
                 Verdict::Decided {
                     decision,
