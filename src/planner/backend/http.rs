@@ -139,7 +139,7 @@ pub(super) fn ask(
         Some(Err(reason)) => {
             let error = HttpError::Post {
                 url: redact(url, url),
-                reason: redact(&reason, url),
+                reason: redact(&reason.to_string(), url),
             };
             (String::new(), Err(error.into()), None)
         }
@@ -250,7 +250,12 @@ struct Exchange {
 
 /// One POST with a global timeout, reading at most [`BODY_LIMIT`] of the answer; a redirect
 /// is returned as it is, never followed.
-fn post(url: &str, timeout: Duration, key: Option<&str>, body: String) -> Result<Exchange, String> {
+fn post(
+    url: &str,
+    timeout: Duration,
+    key: Option<&str>,
+    body: String,
+) -> Result<Exchange, ureq::Error> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
         .http_status_as_error(false)
@@ -261,7 +266,7 @@ fn post(url: &str, timeout: Duration, key: Option<&str>, body: String) -> Result
     if let Some(key) = key {
         call = call.header("Authorization", &format!("Bearer {key}"));
     }
-    let mut response = call.send(body).map_err(|error| error.to_string())?;
+    let mut response = call.send(body)?;
     let status = response.status();
     // `Retry-After: SECONDS` (an HTTP date is not honoured: the default pause applies).
     let retry_after = response
