@@ -521,3 +521,86 @@ impl Backend {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What reading a configuration with one planner definition says, with its position.
+    fn refusal(definition: &str) -> String {
+        let text = format!("planners:\n  judge: {definition}\n");
+        Config::parse(text.as_bytes(), std::path::Path::new("c.yaml"))
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn a_bad_definition_is_refused_at_the_key_it_is_about() {
+        let cases = [
+            (
+                "{kind: http, url: \"ftp://u:secret-1@h/x\", model: m}",
+                "c.yaml:2:28: planner `judge`: `url` `ftp://***@h/x` is not an http:// or https:// URL",
+            ),
+            (
+                "{kind: command, argv: [j], attempts: 11}",
+                "c.yaml:2:47: planner `judge`: attempts must be 1 to 10",
+            ),
+            (
+                "{kind: command, argv: [j], attempts: many}",
+                "c.yaml:2:47: planner `judge`: attempts must be a number, got \"many\"",
+            ),
+            (
+                "{kind: command, argv: [j], timeout: 0s}",
+                "c.yaml:2:46: planner `judge`: timeout `0s` would kill every attempt at once; give a positive duration such as `2m`",
+            ),
+            (
+                "{kind: http, url: \"http://h/v1\"}",
+                "c.yaml:2:10: planner `judge` has no `model`",
+            ),
+            (
+                "{kind: command, argv: 3}",
+                "c.yaml:2:32: planner `judge`: `argv` must be a list of strings, got 3",
+            ),
+            (
+                "{kind: rules, timeout: 1m}",
+                "c.yaml:2:33: planner `judge` is `kind: rules`, which takes no other key, but has `timeout`",
+            ),
+            (
+                "{kind: shell}",
+                "c.yaml:2:17: planner `judge` has kind `shell`; the kinds are rules, command, claude, codex, http",
+            ),
+            (
+                "{model: m}",
+                "c.yaml:2:10: planner `judge` has no `kind`; add one of `kind: rules`, `command`, `claude`, `codex` or `http`",
+            ),
+            (
+                "{kind: http, argv: [j]}",
+                "c.yaml:2:23: planner `judge` is `kind: http`, which would ignore `argv`; only `kind: command` takes it",
+            ),
+            (
+                "{kind: command, argv: [j], modle: m}",
+                "c.yaml:2:37: planner `judge` has an unknown key `modle`; did you mean `model`?",
+            ),
+            (
+                "[kind]",
+                "c.yaml:2:10: planner `judge` must be a mapping such as `{kind: rules}` or `{kind: command, argv: [...]}`",
+            ),
+        ];
+        for (definition, expected) in cases {
+            assert_eq!(refusal(definition), expected, "{definition}");
+        }
+    }
+
+    #[test]
+    fn an_undefined_planner_is_named() {
+        let error = Backend::from_config("judge", &Config::default()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "planner `judge` is not defined under `planners:`"
+        );
+        assert_eq!(
+            Backend::from_config("default", &Config::default()),
+            Ok(Backend::Rules)
+        );
+    }
+}
