@@ -19,7 +19,7 @@ pub enum CodexError {
     Failed {
         /// How the process ended.
         failure: Box<ProcessError>,
-        /// What its events say (see [`codex_failure`]).
+        /// What its events say (a `turn.failed` or `error` event).
         reason: String,
     },
     /// Its `-o` file is not UTF-8.
@@ -45,7 +45,7 @@ pub enum CodexError {
         reason.as_ref().map(|reason| format!("; {reason}")).unwrap_or_default()
     )]
     NoAnswer {
-        /// What its events say, if anything (see [`codex_failure`]).
+        /// What its events say, if anything (a `turn.failed` or `error` event).
         reason: Option<String>,
     },
 }

@@ -36,7 +36,7 @@ pub use claude::ClaudeError;
 pub use codex::CodexError;
 pub use decision::{DecisionError, NotUtf8, limits};
 pub use definition::{DefinitionError, check_definition, default_planner_name};
-pub use http::{HttpError, Unread, redact};
+pub use http::{Cut, HttpError, Unread, redact};
 pub use process::{OUTPUT_LIMIT, ProcessError, ReadError, STDERR_LIMIT};
 pub use request::{DEFAULT_PROMPT, Request};
 
