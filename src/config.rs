@@ -235,7 +235,7 @@ impl Config {
         // naming no planner asks) would otherwise show only when an EVALUATE asks it.
         for (name, node) in &config.planners {
             crate::planner::backend::check_definition(name, node, &config)
-                .map_err(|(pos, message)| invalid(pos, message))?;
+                .map_err(|(pos, error)| invalid(pos, error.to_string()))?;
         }
         Ok(config)
     }

@@ -20,7 +20,7 @@ pub fn cmd_planner(cli: &Cli, command: &PlannerCommand, output: &mut Output) -> 
         .unwrap_or_else(|| crate::planner::backend::default_planner_name(&config));
     let backend = Backend::from_config(name, &config).map_err(|message| {
         Error::usage(
-            message,
+            message.to_string(),
             "define the planner under `planners:` in the configuration, or use `--planner rules`",
         )
     })?;

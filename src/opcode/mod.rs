@@ -52,7 +52,7 @@ pub enum OpcodeError {
         /// The planner profile.
         planner: String,
         /// What is wrong.
-        reason: String,
+        reason: crate::planner::backend::IllegalNextStep,
         /// The saved decision, relative to the run directory.
         path: String,
     },

@@ -43,35 +43,14 @@ impl Facts {
     /// Reads the facts from an envelope.
     pub fn from_envelope(envelope: &serde_json::Value) -> Self {
         let evidence = &envelope["evidence"];
-        let strings = |value: &serde_json::Value| -> Vec<String> {
-            value
-                .as_array()
-                .map(|items| {
-                    items
-                        .iter()
-                        .map(|item| {
-                            item.as_str()
-                                .map_or_else(|| item.to_string(), str::to_owned)
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
         let report = &evidence["harness_report"];
-        let cases = report["cases"].as_array();
-        let report_passed = cases
+        let report_passed = report["cases"]
+            .as_array()
             .map(|cases| !cases.is_empty() && cases.iter().all(|case| case["status"] == "passed"));
-        let exit_codes = evidence["validation"]["exit_codes"].as_object();
-        let validator_failed = exit_codes.is_some_and(|codes| {
-            codes
-                .values()
-                .any(|code| code.as_i64().is_some_and(|code| code != 0))
-        });
         let transcript = evidence["transcript_summary"]
             .as_str()
             .unwrap_or_default()
             .to_lowercase();
-        let claims_done = claims_completion(&transcript);
         let diff = evidence["workspace_diff_summary"]
             .as_str()
             .unwrap_or_default()
@@ -80,50 +59,11 @@ impl Facts {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        // The run's earlier evaluations: the kernel's `evaluation_history` when present (it
-        // reaches past the K=3 window), else the EVALUATE entries of the window.
-        let history: Vec<serde_json::Value> = match envelope["evaluation_history"].as_array() {
-            Some(history) => history.clone(),
-            None => window
-                .iter()
-                .filter(|entry| entry["opcode"] == "EVALUATE")
-                .cloned()
-                .collect(),
-        };
-        let previous_statuses = history
-            .iter()
-            .map(|entry| {
-                entry["status"]
-                    .as_str()
-                    .or(entry["outcome"].as_str())
-                    .unwrap_or_default()
-                    .to_owned()
-            })
-            .collect();
-        let previous_contradiction = history.iter().chain(&window).any(|entry| {
-            strings(&entry["risk_flags"])
-                .iter()
-                .any(|flag| flag.contains("mismatch") || flag == "repeated_contradiction")
-        });
+        let history = evaluation_history(envelope, &window);
         let current_fingerprint = evidence["worktree_fingerprint"].as_str();
-        let unchanged_blocker_codes = history
-            .iter()
-            .filter(|entry| {
-                let then = entry["worktree_fingerprint"].as_str();
-                match (then, current_fingerprint) {
-                    (Some(then), Some(now)) => then == now,
-                    // Summaries only: the diff the earlier evaluation saw is the diff now.
-                    _ => entry["diff_summary"]
-                        .as_str()
-                        .is_some_and(|then| then.trim().eq_ignore_ascii_case(diff.trim())),
-                }
-            })
-            .flat_map(|entry| strings(&entry["blocker_codes"]))
-            .collect();
-        let no_new_evidence = no_new_evidence(envelope["steps"].as_array(), history.last());
         Facts {
-            no_new_evidence,
-            unchanged_blocker_codes,
+            no_new_evidence: no_new_evidence(envelope["steps"].as_array(), history.last()),
+            unchanged_blocker_codes: unchanged_blocker_codes(&history, current_fingerprint, &diff),
             expects_changes: envelope["inputs"]["expects_changes"]
                 .as_bool()
                 .unwrap_or(true),
@@ -132,21 +72,98 @@ impl Facts {
                 .as_array()
                 .is_some_and(|goldens| !goldens.is_empty()),
             report_passed,
-            validator_failed,
+            validator_failed: validator_failed(&evidence["validation"]),
             mechanical_outcome: evidence["validation"]["mechanical_outcome"]
                 .as_str()
                 .unwrap_or("completed")
                 .to_owned(),
             missing_artifacts: strings(&evidence["validation"]["missing_artifacts"]),
-            claims_done,
+            claims_done: claims_completion(&transcript),
             empty_diff: match evidence["workspace_diffstat"]["files_changed"].as_u64() {
                 Some(files) => files == 0,
                 None => empty_diff_text(&diff),
             },
-            previous_statuses,
-            previous_contradiction,
+            previous_statuses: history.iter().map(status_of).collect(),
+            previous_contradiction: history.iter().chain(&window).any(|entry| {
+                strings(&entry["risk_flags"])
+                    .iter()
+                    .any(|flag| flag.contains("mismatch") || flag == "repeated_contradiction")
+            }),
         }
     }
+}
+
+/// The items of a JSON list as text (a non-string item written as JSON); empty when absent.
+fn strings(value: &serde_json::Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .map(|item| {
+                    item.as_str()
+                        .map_or_else(|| item.to_string(), str::to_owned)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether some validator of the evidence exited non-zero.
+fn validator_failed(validation: &serde_json::Value) -> bool {
+    validation["exit_codes"].as_object().is_some_and(|codes| {
+        codes
+            .values()
+            .any(|code| code.as_i64().is_some_and(|code| code != 0))
+    })
+}
+
+/// The run's earlier evaluations: the kernel's `evaluation_history` when present (it reaches
+/// past the K=3 window), else the EVALUATE entries of the window.
+fn evaluation_history(
+    envelope: &serde_json::Value,
+    window: &[serde_json::Value],
+) -> Vec<serde_json::Value> {
+    match envelope["evaluation_history"].as_array() {
+        Some(history) => history.clone(),
+        None => window
+            .iter()
+            .filter(|entry| entry["opcode"] == "EVALUATE")
+            .cloned()
+            .collect(),
+    }
+}
+
+/// The status an earlier evaluation decided (`status`, else `outcome`).
+fn status_of(entry: &serde_json::Value) -> String {
+    entry["status"]
+        .as_str()
+        .or(entry["outcome"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The blocker codes of earlier evaluations made on the worktree as it is now: the same
+/// fingerprint, or, with summaries only, the same diff summary.
+fn unchanged_blocker_codes(
+    history: &[serde_json::Value],
+    current_fingerprint: Option<&str>,
+    diff: &str,
+) -> Vec<String> {
+    history
+        .iter()
+        .filter(|entry| {
+            let then = entry["worktree_fingerprint"].as_str();
+            match (then, current_fingerprint) {
+                (Some(then), Some(now)) => then == now,
+                // Summaries only: the diff the earlier evaluation saw is the diff now.
+                _ => entry["diff_summary"]
+                    .as_str()
+                    .is_some_and(|then| then.trim().eq_ignore_ascii_case(diff.trim())),
+            }
+        })
+        .flat_map(|entry| strings(&entry["blocker_codes"]))
+        .collect()
 }
 
 /// Whether a diff summary says nothing changed. The whole text is read, never a part of it:
@@ -269,42 +286,71 @@ fn negates(word: &str) -> bool {
     NEGATIONS.contains(&word) || word.ends_with("n't") || word.ends_with("n\u{2019}t")
 }
 
+/// The guard rules, in the order they apply: a rule sees the status the ones before it left.
+const RULES: [fn(&mut Decision, &Facts); 10] = [
+    no_success_without_checks,
+    no_new_evidence_floor,
+    completion_without_changes,
+    policy_violation,
+    report_execution_mismatch,
+    repeated_contradiction,
+    proposed_goldens,
+    repeated_partial_loop,
+    missing_artifact,
+    repeated_blocker,
+];
+
 /// Applies every guard rule to a decision.
 pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
-    // `success` only when every required check is satisfied. A step killed by its
-    // timeout (or idle timeout, or an interactive prompt) is never a success, whatever a
-    // backend answers; nor is a failed step, validator or harness report.
-    if decision.status == Status::Success {
-        let outcome = facts.mechanical_outcome.as_str();
-        if outcome.starts_with("killed_") {
-            decision.raise(
-                Status::Blocked,
-                outcome,
-                format!("the last step ended {outcome}: not a success whatever the planner says"),
-            );
-        } else if !matches!(outcome, "completed" | "")
-            || facts.validator_failed
-            || facts.report_passed == Some(false)
-        {
-            decision.raise(
-                Status::Partial,
-                "checks_failed",
-                format!(
-                    "a step or check failed (outcome {outcome}): not a success whatever the planner says"
-                ),
-            );
-        }
+    for rule in RULES {
+        rule(&mut decision, facts);
     }
-    // An evaluation with no agent or validation step since the previous one (a gate or a
-    // rollback between them shows nothing about the work) has no new evidence: it cannot
-    // launder that decision (a killed step's `blocked`, say) into a better status.
+    decision
+}
+
+/// `success` only when every required check is satisfied. A step killed by its timeout (or
+/// idle timeout, or an interactive prompt) is never a success, whatever a backend answers; nor
+/// is a failed step, validator or harness report.
+fn no_success_without_checks(decision: &mut Decision, facts: &Facts) {
+    if decision.status != Status::Success {
+        return;
+    }
+    let outcome = facts.mechanical_outcome.as_str();
+    if outcome.starts_with("killed_") {
+        decision.raise(
+            Status::Blocked,
+            outcome,
+            format!("the last step ended {outcome}: not a success whatever the planner says"),
+        );
+    } else if !matches!(outcome, "completed" | "")
+        || facts.validator_failed
+        || facts.report_passed == Some(false)
+    {
+        decision.raise(
+            Status::Partial,
+            "checks_failed",
+            format!(
+                "a step or check failed (outcome {outcome}): not a success whatever the planner says"
+            ),
+        );
+    }
+}
+
+/// An evaluation with no agent or validation step since the previous one (a gate or a
+/// rollback between them shows nothing about the work) has no new evidence: it cannot
+/// launder that decision (a killed step's `blocked`, say) into a better status.
+fn no_new_evidence_floor(decision: &mut Decision, facts: &Facts) {
     if let Some((floor, why)) = &facts.no_new_evidence
         && decision.status < *floor
     {
         decision.raise(*floor, "no_new_evidence", why.clone());
     }
-    // A failed or killed step hides nothing: it is reported as such (`partial`, `blocked`),
-    // and what it said before it stopped is no claim about finished work.
+}
+
+/// A claim of finished work with an empty diff, when changes were expected. A failed or
+/// killed step hides nothing: it is reported as such (`partial`, `blocked`), and what it said
+/// before it stopped is no claim about finished work.
+fn completion_without_changes(decision: &mut Decision, facts: &Facts) {
     if facts.claims_done
         && facts.empty_diff
         && facts.expects_changes
@@ -317,9 +363,17 @@ pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
             "the agent reports completion but the diff is empty".into(),
         );
     }
+}
+
+/// Any policy event makes the decision `unsafe`.
+fn policy_violation(decision: &mut Decision, facts: &Facts) {
     if let Some(event) = facts.policy_events.first() {
         decision.raise(Status::Unsafe, "policy_violation", event.clone());
     }
+}
+
+/// A harness report that passes while a validator failed hides a failure.
+fn report_execution_mismatch(decision: &mut Decision, facts: &Facts) {
     if facts.report_passed == Some(true) && facts.validator_failed {
         decision.raise(
             Status::Unsafe,
@@ -327,6 +381,10 @@ pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
             "the harness report says pass while a validator failed".into(),
         );
     }
+}
+
+/// A contradiction after an earlier one.
+fn repeated_contradiction(decision: &mut Decision, facts: &Facts) {
     let contradiction = decision
         .risk_flags
         .iter()
@@ -338,6 +396,10 @@ pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
             "a contradiction after an earlier one".into(),
         );
     }
+}
+
+/// Proposed goldens wait for a human.
+fn proposed_goldens(decision: &mut Decision, facts: &Facts) {
     if facts.proposed_goldens {
         decision.raise(
             Status::NeedsHuman,
@@ -345,6 +407,10 @@ pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
             "the harness proposes golden updates; a human approves them".into(),
         );
     }
+}
+
+/// A third `partial` in a row goes to a human.
+fn repeated_partial_loop(decision: &mut Decision, facts: &Facts) {
     let partial_run = facts
         .previous_statuses
         .iter()
@@ -359,6 +425,10 @@ pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
             "three partial evaluations in a row".into(),
         );
     }
+}
+
+/// Declared artifacts that are missing block.
+fn missing_artifact(decision: &mut Decision, facts: &Facts) {
     if !facts.missing_artifacts.is_empty() && decision.status < Status::Blocked {
         decision.raise(
             Status::Blocked,
@@ -369,6 +439,10 @@ pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
             ),
         );
     }
+}
+
+/// A blocker raised again on an unchanged worktree goes to a human.
+fn repeated_blocker(decision: &mut Decision, facts: &Facts) {
     let repeated = decision
         .blockers
         .iter()
@@ -384,7 +458,6 @@ pub fn guard(mut decision: Decision, facts: &Facts) -> Decision {
             ),
         );
     }
-    decision
 }
 
 #[cfg(test)]

@@ -30,10 +30,101 @@ pub enum VectorsError {
         folder: PathBuf,
         /// How many `*.json` files it holds.
         total: usize,
-        /// One line per bad file, in file name order.
-        problems: Vec<String>,
+        /// One per bad file, in file name order.
+        problems: Vec<VectorError>,
     },
 }
+
+/// Why one file is not a usable decision vector.
+#[derive(Debug, thiserror::Error)]
+pub enum VectorError {
+    /// The file cannot be read.
+    #[error("cannot read `{}`: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not JSON.
+    #[error("`{}` is not JSON: {source}", path.display())]
+    NotJson {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        source: serde_json::Error,
+    },
+    /// The file is JSON but not in the vector format.
+    #[error("`{}` is not a decision vector: {problem}", path.display())]
+    NotAVector {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: FormatError,
+    },
+}
+
+/// What is wrong with a vector's JSON, against `{"name", "envelope", "expect": {"status",
+/// "risk_flags"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    /// The vector is not an object.
+    #[error("a vector is a JSON object with `name`, `envelope` and `expect`")]
+    NotAnObject,
+    /// A key the format does not have (`prefix` is `expect.` inside `expect`).
+    #[error("unknown key `{prefix}{key}`; {}", unknown_key_hint(key, keys, prefix))]
+    UnknownKey {
+        /// The key as written.
+        key: String,
+        /// The keys there.
+        keys: &'static [&'static str],
+        /// Where (`` or `expect.`).
+        prefix: &'static str,
+    },
+    /// `name` is absent or not a string.
+    #[error("`name` is missing or not a string")]
+    NoName,
+    /// `envelope` is absent.
+    #[error("`envelope` is missing")]
+    NoEnvelope,
+    /// `envelope` is not an object.
+    #[error("`envelope` must be an object, got {got}")]
+    EnvelopeNotAnObject {
+        /// What it is.
+        got: serde_json::Value,
+    },
+    /// `envelope` does not match the planner input schema.
+    #[error("`envelope` is not valid planner input: {problem}")]
+    InvalidEnvelope {
+        /// The first schema problem.
+        problem: String,
+    },
+    /// `expect` is absent or not an object.
+    #[error("`expect` is missing or not an object")]
+    NoExpect,
+    /// `expect.status` is absent or not a string.
+    #[error("`expect.status` is missing or not a string")]
+    NoStatus,
+    /// `expect.status` is none of the five statuses.
+    #[error(
+        "`expect.status` `{status}` is not a status (success, partial, blocked, unsafe, needs_human){}",
+        crate::workflow::diagnostic::nearest(status, STATUSES.iter().copied())
+            .map_or(String::new(), |near| format!("; did you mean `{near}`?"))
+    )]
+    UnknownStatus {
+        /// The status as written.
+        status: String,
+    },
+    /// `expect.risk_flags` is not a list of strings.
+    #[error("`expect.risk_flags` must be a list of strings, got {got}")]
+    RiskFlagsNotAList {
+        /// What it is.
+        got: serde_json::Value,
+    },
+}
+
+/// The statuses a vector may expect.
+const STATUSES: [&str; 5] = ["success", "partial", "blocked", "unsafe", "needs_human"];
 
 /// A checked vector, ready to run.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,17 +199,24 @@ pub fn load_vectors(folder: &Path) -> Result<Vec<Vector>, VectorsError> {
     }
 }
 
-fn load_vector(path: &Path) -> Result<Vector, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| format!("cannot read `{}`: {error}", path.display()))?;
-    let vector: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|error| format!("`{}` is not JSON: {error}", path.display()))?;
+fn load_vector(path: &Path) -> Result<Vector, VectorError> {
+    let text = std::fs::read_to_string(path).map_err(|source| VectorError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let vector: serde_json::Value =
+        serde_json::from_str(&text).map_err(|source| VectorError::NotJson {
+            path: path.to_path_buf(),
+            source,
+        })?;
     let Expectation {
         name,
         status,
         risk_flags,
-    } = check_vector(&vector)
-        .map_err(|problem| format!("`{}` is not a decision vector: {problem}", path.display()))?;
+    } = check_vector(&vector).map_err(|problem| VectorError::NotAVector {
+        path: path.to_path_buf(),
+        problem,
+    })?;
     Ok(Vector {
         file: path.to_path_buf(),
         name,
@@ -199,39 +297,36 @@ const EXPECT_KEYS: &[&str] = &["status", "risk_flags"];
 /// Checks a vector against the format `{"name", "envelope", "expect": {"status",
 /// "risk_flags"}}`: known keys only, a string name, an envelope that is valid planner input
 /// (`tnh-conductor schema planner-input`), a status among the five, a list of flag strings.
-fn check_vector(vector: &serde_json::Value) -> Result<Expectation, String> {
-    let object = vector
-        .as_object()
-        .ok_or("a vector is a JSON object with `name`, `envelope` and `expect`")?;
+fn check_vector(vector: &serde_json::Value) -> Result<Expectation, FormatError> {
+    let object = vector.as_object().ok_or(FormatError::NotAnObject)?;
     unknown_key(object, VECTOR_KEYS, "")?;
     let name = object
         .get("name")
         .and_then(serde_json::Value::as_str)
-        .ok_or("`name` is missing or not a string")?
+        .ok_or(FormatError::NoName)?
         .to_owned();
-    let envelope = object.get("envelope").ok_or("`envelope` is missing")?;
+    let envelope = object.get("envelope").ok_or(FormatError::NoEnvelope)?;
     if !envelope.is_object() {
-        return Err(format!("`envelope` must be an object, got {envelope}"));
+        return Err(FormatError::EnvelopeNotAnObject {
+            got: envelope.clone(),
+        });
     }
     if let Some(problem) = envelope_problems(envelope).into_iter().next() {
-        return Err(format!("`envelope` is not valid planner input: {problem}"));
+        return Err(FormatError::InvalidEnvelope { problem });
     }
     let expect = object
         .get("expect")
         .and_then(serde_json::Value::as_object)
-        .ok_or("`expect` is missing or not an object")?;
+        .ok_or(FormatError::NoExpect)?;
     unknown_key(expect, EXPECT_KEYS, "expect.")?;
     let status = expect
         .get("status")
         .and_then(serde_json::Value::as_str)
-        .ok_or("`expect.status` is missing or not a string")?;
-    let known = ["success", "partial", "blocked", "unsafe", "needs_human"];
-    if !known.contains(&status) {
-        let hint = crate::workflow::diagnostic::nearest(status, known.iter().copied())
-            .map_or(String::new(), |near| format!("; did you mean `{near}`?"));
-        return Err(format!(
-            "`expect.status` `{status}` is not a status (success, partial, blocked, unsafe, needs_human){hint}"
-        ));
+        .ok_or(FormatError::NoStatus)?;
+    if !STATUSES.contains(&status) {
+        return Err(FormatError::UnknownStatus {
+            status: status.to_owned(),
+        });
     }
     let risk_flags = match expect.get("risk_flags") {
         None => Vec::new(),
@@ -242,9 +337,7 @@ fn check_vector(vector: &serde_json::Value) -> Result<Expectation, String> {
                 .collect()
         }
         Some(other) => {
-            return Err(format!(
-                "`expect.risk_flags` must be a list of strings, got {other}"
-            ));
+            return Err(FormatError::RiskFlagsNotAList { got: other.clone() });
         }
     };
     Ok(Expectation {
@@ -254,26 +347,33 @@ fn check_vector(vector: &serde_json::Value) -> Result<Expectation, String> {
     })
 }
 
+/// Refuses the first key of `object` that is not among `keys`.
 fn unknown_key(
     object: &serde_json::Map<String, serde_json::Value>,
-    keys: &[&str],
-    prefix: &str,
-) -> Result<(), String> {
+    keys: &'static [&'static str],
+    prefix: &'static str,
+) -> Result<(), FormatError> {
     match object.keys().find(|key| !keys.contains(&key.as_str())) {
-        Some(key) => {
-            let hint = match crate::workflow::diagnostic::nearest(key, keys.iter().copied()) {
-                Some(near) => format!("did you mean `{prefix}{near}`?"),
-                None => format!(
-                    "the keys are {}",
-                    keys.iter()
-                        .map(|key| format!("`{prefix}{key}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            };
-            Err(format!("unknown key `{prefix}{key}`; {hint}"))
-        }
+        Some(key) => Err(FormatError::UnknownKey {
+            key: key.clone(),
+            keys,
+            prefix,
+        }),
         None => Ok(()),
+    }
+}
+
+/// The nearest key to a misspelt one, else the list of keys.
+fn unknown_key_hint(key: &str, keys: &[&str], prefix: &str) -> String {
+    match crate::workflow::diagnostic::nearest(key, keys.iter().copied()) {
+        Some(near) => format!("did you mean `{prefix}{near}`?"),
+        None => format!(
+            "the keys are {}",
+            keys.iter()
+                .map(|key| format!("`{prefix}{key}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
@@ -296,7 +396,7 @@ mod tests {
     fn problem(vector: serde_json::Value) -> String {
         match check_vector(&vector) {
             Ok(_) => panic!("accepted: {vector}"),
-            Err(problem) => problem,
+            Err(problem) => problem.to_string(),
         }
     }
 

@@ -1,0 +1,164 @@
+//! EVALUATE: the planner envelope is assembled from the run's manifests (the evidence of the steps
+//! since the previous EVALUATE, a window of the last three steps, the history of earlier
+//! decisions), saved as `planner_input`, and handed to the step's planner backend (`rules` by
+//! default; `command`, `claude`, `codex` or `http` profiles, model backends with the step's
+//! prompt rendered); the answer passes the guard (`crate::planner`), the kernel adds its own
+//! safety facts (a recorded policy violation stays `unsafe`, pending goldens stay
+//! `needs_human`), and the decision is saved as `planner_decision` and routes. A decision that
+//! names a step outside `allowed_next_steps` is saved and ends the run (exit 4).
+//!
+//! The envelope (what is given to the planner) is assembled in `envelope` (the harness report
+//! bounded in `harness_report`); the decision (what comes back and how the kernel applies it)
+//! in `decision`; what a planner process changed meanwhile is found in `watch`.
+
+mod decision;
+mod envelope;
+mod harness_report;
+mod watch;
+
+pub(crate) use watch::{planner_guard_violations, planner_worktree_change};
+
+use super::{OpcodeError, StepContext, StepResult};
+use crate::artifacts::{ArtifactEntry, ArtifactRole, EventType, write_json_new};
+use crate::kernel::StepReport;
+use crate::kernel::recorder::payload;
+use crate::outcome::Outcome;
+use crate::planner::Status;
+use crate::workflow::model::Evaluate;
+use decision::Decided;
+
+pub(super) fn execute(
+    context: &mut StepContext<'_>,
+    evaluate: &Evaluate,
+) -> Result<StepResult, OpcodeError> {
+    let visit_dir = context.visit_dir()?;
+    let completed = envelope::completed_manifests(context)?;
+    let mut envelope = envelope::envelope(context, evaluate, &completed);
+    envelope::add_inputs(context, evaluate, &mut envelope)?;
+    envelope::summarize(context, &mut envelope)?;
+    write_json_new(&visit_dir.join("planner_input.json"), &envelope)?;
+    let decided = decision::decide(context, evaluate, &envelope, &visit_dir)?;
+    let mut artifacts = artifacts(context, &decided);
+    if let Some(summary) = &decided.found.policy_summary {
+        write_json_new(&visit_dir.join("policy_summary.json"), summary)?;
+        artifacts.push(super::step_policy::policy_artifact(context));
+    }
+    // What the planner changed is recorded first, even when the operator's interrupt cut its
+    // call short: `resume` then finds it among the visit's events. The saved guard state goes
+    // only then: a process that dies before has `resume` check the visit by it.
+    super::step_policy::record_violations(context, &decided.found.violations)?;
+    if let Some(saved) = &decided.found.guard_state {
+        super::remove_guard_state(saved)?;
+    }
+    if decided.interrupted {
+        // The driver sees the cancellation and records the interruption; `resume` asks again.
+        return Err(OpcodeError::Other(
+            "the planner was interrupted by the operator".into(),
+        ));
+    }
+    if let Some(reason) = decided.illegal {
+        // The offending decision is evidence: saved, recorded, and the run ends (exit 4).
+        write_json_new(&visit_dir.join("planner_decision.json"), &decided.decision)?;
+        let path = format!(
+            "artifacts/{}/{}/planner_decision.json",
+            context.step_id(),
+            context.visit
+        );
+        return Err(OpcodeError::IllegalDecision {
+            planner: decided.decision["planner"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            reason,
+            path,
+        });
+    }
+    write_json_new(&visit_dir.join("planner_decision.json"), &decided.decision)?;
+    routed(context, decided, artifacts)
+}
+
+/// The visit's artifacts: the envelope and the decision, the prompt and the attempts when
+/// they were written.
+fn artifacts(context: &StepContext<'_>, decided: &Decided) -> Vec<ArtifactEntry> {
+    let mut artifacts = vec![
+        context.artifact(
+            ArtifactRole::PlannerInput,
+            "planner_input.json",
+            "application/json",
+            true,
+        ),
+        context.artifact(
+            ArtifactRole::PlannerDecision,
+            "planner_decision.json",
+            "application/json",
+            true,
+        ),
+    ];
+    if decided.prompt_saved {
+        artifacts.push(context.artifact(
+            ArtifactRole::PlannerPrompt,
+            "planner_prompt.md",
+            "text/markdown",
+            false,
+        ));
+    }
+    if decided.attempts_saved {
+        artifacts.push(context.artifact(
+            ArtifactRole::PlannerAttempts,
+            "planner_attempts.json",
+            "application/json",
+            false,
+        ));
+    }
+    artifacts
+}
+
+/// The saved decision's event and manifest, and the outcome the step routes on.
+fn routed(
+    context: &mut StepContext<'_>,
+    decided: Decided,
+    artifacts: Vec<ArtifactEntry>,
+) -> Result<StepResult, OpcodeError> {
+    let decision = decided.decision;
+    let status: Outcome = decision["status"]
+        .as_str()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(Outcome::Blocked);
+    let step = (context.step_id().to_owned(), context.visit);
+    let fields = payload([
+        ("status", status.as_str().into()),
+        ("planner", decision["planner"].clone()),
+        ("decided_by", decision["decided_by"].clone()),
+        ("risk_flags", decision["risk_flags"].clone()),
+    ]);
+    context
+        .recorder
+        .event(EventType::PlannerDecision, Some((&step.0, step.1)), fields)?;
+    let fingerprint = context
+        .state
+        .fingerprint
+        .as_ref()
+        .map(|fingerprint| fingerprint.tree.clone());
+    let manifest = context.manifest(
+        status.as_str(),
+        serde_json::json!({
+            "status": status.as_str(),
+            "planner_status": decided.answered.map(Status::name),
+            "decision": decision,
+            "worktree_fingerprint": fingerprint,
+        }),
+        artifacts,
+    );
+    // The planner's change stays a violation until a ROLLBACK removes it.
+    let mut report = StepReport::outcome(status);
+    report.policy_violation = super::step_policy::violation_text(&decided.found.violations);
+    Ok(StepResult {
+        report,
+        manifest,
+        cost_usd: 0.0,
+        waiting: false,
+        // A worktree the planner changed is checkpointed as it is: the change is recorded as
+        // the planner's violation, not left for `resume` to find as drift.
+        fingerprint: decided.found.changed_worktree,
+    })
+}
