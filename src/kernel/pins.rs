@@ -79,32 +79,22 @@ pub fn pinned_script_modules(
 pub fn prompt_digests(repo: &Path) -> BTreeMap<String, String> {
     let folder = repo.join(".tnh").join("prompts");
     let mut digests = BTreeMap::new();
-    let mut pending = vec![folder];
-    while let Some(directory) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&directory) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if kind.is_dir() {
-                pending.push(path);
-            } else if kind.is_file() && path.extension().is_some_and(|extension| extension == "md")
-            {
-                let relative = path
-                    .strip_prefix(repo)
-                    .unwrap_or(&path)
-                    .display()
-                    .to_string();
-                // `is_file` above does not follow links; opened without blocking (a FIFO
-                // swapped in meanwhile is refused, not waited on).
-                let digest = crate::artifacts::safe_files::read_regular(&path, u64::MAX)
-                    .map(|(bytes, _)| sha256_hex(&bytes))
-                    .unwrap_or_else(|_| "unreadable".to_owned());
-                digests.insert(relative, digest);
-            }
+    for entry in walkdir::WalkDir::new(folder).into_iter().flatten() {
+        let path = entry.path();
+        if entry.file_type().is_file()
+            && path.extension().is_some_and(|extension| extension == "md")
+        {
+            let relative = path
+                .strip_prefix(repo)
+                .unwrap_or(path)
+                .display()
+                .to_string();
+            // Links are not followed; opened without blocking (a FIFO swapped in meanwhile
+            // is refused, not waited on).
+            let digest = crate::artifacts::safe_files::read_regular(path, u64::MAX)
+                .map(|(bytes, _)| sha256_hex(&bytes))
+                .unwrap_or_else(|_| "unreadable".to_owned());
+            digests.insert(relative, digest);
         }
     }
     digests

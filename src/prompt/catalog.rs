@@ -288,28 +288,16 @@ fn clone_error(error: &PromptError) -> PromptError {
 /// Markdown files under a folder, sorted, without following symlinks out of it.
 fn markdown_files(folder: &Path) -> Result<Vec<std::path::PathBuf>, PromptError> {
     let mut found = Vec::new();
-    let mut pending = vec![folder.to_path_buf()];
-    while let Some(directory) = pending.pop() {
-        let entries = std::fs::read_dir(&directory).map_err(|source| PromptError::Read {
-            path: directory.clone(),
-            source,
+    for entry in walkdir::WalkDir::new(folder) {
+        let entry = entry.map_err(|error| PromptError::Read {
+            path: error.path().unwrap_or(folder).to_path_buf(),
+            source: error.into(),
         })?;
-        for entry in entries {
-            let entry = entry.map_err(|source| PromptError::Read {
-                path: directory.clone(),
-                source,
-            })?;
-            let kind = entry.file_type().map_err(|source| PromptError::Read {
-                path: entry.path(),
-                source,
-            })?;
-            let path = entry.path();
-            if kind.is_dir() {
-                pending.push(path);
-            } else if kind.is_file() && path.extension().is_some_and(|extension| extension == "md")
-            {
-                found.push(path);
-            }
+        let path = entry.path();
+        if entry.file_type().is_file()
+            && path.extension().is_some_and(|extension| extension == "md")
+        {
+            found.push(path.to_path_buf());
         }
     }
     found.sort();

@@ -140,24 +140,23 @@ const CONDUCTOR_FILE: &[u8] = b"conductor file";
 /// without following symlinks inside them), relative to `root`.
 fn conductor_files(root: &Path) -> Vec<Vec<u8>> {
     let mut found = Vec::new();
-    let mut pending = Vec::new();
     for path in CONDUCTOR_FILES {
         let full = root.join(path);
-        if full.is_dir() {
-            pending.push(full);
-        } else if std::fs::symlink_metadata(&full).is_ok() {
-            found.push(path.as_bytes().to_vec());
-        }
-    }
-    while let Some(directory) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&directory) else {
+        if !full.is_dir() {
+            if std::fs::symlink_metadata(&full).is_ok() {
+                found.push(path.as_bytes().to_vec());
+            }
             continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-                pending.push(path);
-            } else if let Ok(relative) = path.strip_prefix(root) {
+        }
+        for entry in walkdir::WalkDir::new(&full)
+            .min_depth(1)
+            .into_iter()
+            .flatten()
+        {
+            if entry.file_type().is_dir() {
+                continue;
+            }
+            if let Ok(relative) = entry.path().strip_prefix(root) {
                 found.push(relative.as_os_str().as_bytes().to_vec());
             }
         }

@@ -146,45 +146,35 @@ fn parse(contents: &[u8]) -> BTreeMap<String, String> {
 pub(super) fn loose(common_dir: &Path) -> Result<BTreeMap<String, String>, WorkspaceError> {
     let mut refs = BTreeMap::new();
     for namespace in RUN_NAMESPACES {
-        let dir = common_dir.join(namespace.trim_end_matches('/'));
-        walk(&dir, namespace.trim_end_matches('/'), &mut refs)?;
+        let namespace = namespace.trim_end_matches('/');
+        let dir = common_dir.join(namespace);
+        for entry in walkdir::WalkDir::new(&dir).min_depth(1) {
+            let entry = match entry {
+                Ok(entry) => entry,
+                // No such namespace (yet): no loose refs in it.
+                Err(error) if error.depth() == 0 => break,
+                Err(error) => {
+                    let path = error.path().unwrap_or(&dir).to_path_buf();
+                    return Err(WorkspaceError::io("list", &path, error.into()));
+                }
+            };
+            let kind = entry.file_type();
+            let Ok(relative) = entry.path().strip_prefix(&dir) else {
+                continue;
+            };
+            let Some(relative) = relative.to_str() else {
+                continue;
+            };
+            if kind.is_dir() || relative.ends_with(".lock") {
+                continue;
+            }
+            refs.insert(
+                format!("{namespace}/{relative}"),
+                loose_value(entry.path(), kind),
+            );
+        }
     }
     Ok(refs)
-}
-
-fn walk(dir: &Path, name: &str, refs: &mut BTreeMap<String, String>) -> Result<(), WorkspaceError> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(error)
-            if matches!(
-                error.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-            ) =>
-        {
-            return Ok(());
-        }
-        Err(source) => return Err(WorkspaceError::io("list", dir, source)),
-    };
-    for entry in entries {
-        let entry = entry.map_err(|source| WorkspaceError::io("list", dir, source))?;
-        let Some(child) = entry
-            .file_name()
-            .to_str()
-            .map(|part| format!("{name}/{part}"))
-        else {
-            continue;
-        };
-        let path = entry.path();
-        let kind = entry
-            .file_type()
-            .map_err(|source| WorkspaceError::io("read", &path, source))?;
-        if kind.is_dir() {
-            walk(&path, &child, refs)?;
-        } else if !child.ends_with(".lock") {
-            refs.insert(child, loose_value(&path, kind));
-        }
-    }
-    Ok(())
 }
 
 /// What a loose ref file says, as [`super::Listing`] keeps values.
