@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::finished_runs::FinishedIndex;
 use super::journal_record::{RunRecord, record_of};
 use super::run::DEFAULT_ARTIFACTS_ROOT;
 use super::state::RunState;
@@ -155,16 +156,27 @@ pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
         let ended = ended_at.and_then(|ended| ended.get(..10));
         started <= last && ended.is_none_or(|ended| ended >= date)
     };
-    let mut records: Vec<RunRecord> = ids
-        .iter()
-        .filter_map(|id| {
-            let run_dir = RunDir::at(root.join(id));
-            let (metadata, damage) = metadata_of(repo, &run_dir, id);
-            went_on(&metadata.started_at, metadata.ended_at.as_deref())
-                .then(|| record_of(&run_dir, &metadata, damage.as_deref()))
-        })
-        .collect();
+    // A finished run the index knows is read only when it went on during these days.
+    let mut finished = FinishedIndex::load(repo);
+    let mut records: Vec<RunRecord> = Vec::new();
+    for id in &ids {
+        let known = finished
+            .get(id)
+            .map(|run| went_on(&run.started, Some(&run.ended)));
+        if known == Some(false) {
+            continue;
+        }
+        let run_dir = RunDir::at(root.join(id));
+        let (metadata, damage) = metadata_of(repo, &run_dir, id);
+        if known.is_none() && damage.is_none() && metadata.ended_at.is_some() {
+            finished.learn(&run_dir, id);
+        }
+        if went_on(&metadata.started_at, metadata.ended_at.as_deref()) {
+            records.push(record_of(&run_dir, &metadata, damage.as_deref()));
+        }
+    }
     // A run directory still there is the run (a clean stopped after keeping its record).
+    finished.save(&ids);
     let present: std::collections::BTreeSet<&String> = ids.iter().collect();
     let (kept, damaged) = super::history::read_history(repo);
     records.extend(kept.into_iter().filter(|record| {
