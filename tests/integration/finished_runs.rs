@@ -72,7 +72,7 @@ fn a_run_is_indexed_only_once_it_finished_and_a_damaged_index_reads_as_none() {
 
     let before = views_without_index(&repo, &day);
     assert!(before.0.contains(&waiting), "{}", before.0);
-    assert_eq!(indexed(&repo), [completed.clone()], "a waiting run is not");
+    assert_eq!(indexed(&repo), [completed.as_str()], "a waiting run is not");
     assert_eq!(index(&repo)["runs"][&completed]["ended"], day.as_str());
     assert_eq!(views(&repo, &day), before, "read through the index");
 
