@@ -216,7 +216,7 @@ fn waiting_gates(repo: &std::path::Path) -> (Vec<Waiting>, Vec<(String, String)>
             damage,
         });
     }
-    finished.save(&names);
+    finished.save(&names, None);
     gates.sort_by(|left, right| left.requested_at.cmp(&right.requested_at));
     timed_out.sort();
     (gates, timed_out)

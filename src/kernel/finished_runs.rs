@@ -30,8 +30,12 @@ const INDEX_LIMIT: u64 = 64 * 1024 * 1024;
 pub struct FinishedRuns {
     /// The format's version.
     pub schema_version: u32,
-    /// Each finished run, by run id.
+    /// Each finished run whose directory is there, by run id.
     pub runs: BTreeMap<String, FinishedRun>,
+    /// Each finished run `runs clean --all` removed, by run id: the journal reads its record
+    /// in `.tnh/history/` only for the days it went on.
+    #[serde(default)]
+    pub removed: BTreeMap<String, FinishedRun>,
 }
 
 /// The days a finished run went on, as its `metadata.json` records them.
@@ -50,9 +54,10 @@ pub struct FinishedIndex {
     path: PathBuf,
     known: FinishedRuns,
     changed: bool,
-    /// How many runs were asked about and known: when that is all of them, every run the index
-    /// knows is still there and nothing needs dropping.
+    /// How many runs (and removed runs) were asked about and known: when that is all of them,
+    /// every run the index knows is still there and nothing needs dropping.
     hits: std::cell::Cell<usize>,
+    removed_hits: std::cell::Cell<usize>,
 }
 
 impl FinishedIndex {
@@ -61,16 +66,17 @@ impl FinishedIndex {
     pub fn load(repo: &Path) -> Self {
         let path = repo.join(FINISHED_RUNS_FILE);
         let mut known = read_index(&path).unwrap_or_default();
-        let before = known.runs.len();
-        known
-            .runs
-            .retain(|_, run| is_day(&run.started) && is_day(&run.ended));
-        let changed = known.runs.len() != before;
+        let before = known.runs.len() + known.removed.len();
+        let valid = |_: &String, run: &mut FinishedRun| is_day(&run.started) && is_day(&run.ended);
+        known.runs.retain(valid);
+        known.removed.retain(valid);
+        let changed = known.runs.len() + known.removed.len() != before;
         Self {
             path,
             known,
             changed,
             hits: std::cell::Cell::new(0),
+            removed_hits: std::cell::Cell::new(0),
         }
     }
 
@@ -83,26 +89,45 @@ impl FinishedIndex {
         found
     }
 
+    /// The removed run `run_id`, when its kept record was read before. Each is asked about once.
+    pub fn get_removed(&self, run_id: &str) -> Option<&FinishedRun> {
+        let found = self.known.removed.get(run_id);
+        if found.is_some() {
+            self.removed_hits.set(self.removed_hits.get() + 1);
+        }
+        found
+    }
+
     /// Adds the run `run_id` (in `run_dir`) when its files say it finished: `state.json` says
     /// so and `metadata.json` records its end.
     pub fn learn(&mut self, run_dir: &RunDir, run_id: &str) {
         if let Some(run) = finished_run(run_dir) {
-            self.known.runs.insert(run_id.to_owned(), run);
-            self.changed = true;
+            self.changed |= self.known.runs.insert(run_id.to_owned(), run.clone()) != Some(run);
         }
     }
 
-    /// Writes the index back when it changed, keeping only the runs of `present` (the run
-    /// directories still there, each asked about once with [`Self::get`]). A failure is not an
-    /// error: the next command reads the runs again.
-    pub fn save(mut self, present: &[String]) {
-        if !self.changed && self.hits.get() == self.known.runs.len() {
+    /// Adds the removed run `run_id` from its kept record's start and end (RFC 3339): a record
+    /// with an end was written after the run finished, and is never written again.
+    pub fn learn_removed(&mut self, run_id: &str, started_at: &str, ended_at: &str) {
+        if let (Some(started), Some(ended)) = (day_of(started_at), day_of(ended_at)) {
+            let run = FinishedRun { started, ended };
+            self.changed |= self.known.removed.insert(run_id.to_owned(), run.clone()) != Some(run);
+        }
+    }
+
+    /// Writes the index back when it changed, keeping only the runs of `runs` (the run
+    /// directories still there) and, when given, the removed runs of `removed` (the records
+    /// kept of them), each asked about once with [`Self::get`] and [`Self::get_removed`]. A
+    /// failure is not an error: the next command reads the runs again.
+    pub fn save(mut self, runs: &[String], removed: Option<&[String]>) {
+        let mut changed = self.changed;
+        changed |= prune(&mut self.known.runs, self.hits.get(), runs);
+        if let Some(removed) = removed {
+            changed |= prune(&mut self.known.removed, self.removed_hits.get(), removed);
+        }
+        if !changed {
             return;
         }
-        let present: BTreeSet<&str> = present.iter().map(String::as_str).collect();
-        self.known
-            .runs
-            .retain(|run_id, _| present.contains(run_id.as_str()));
         self.known.schema_version = SCHEMA_VERSION;
         // Compact: it is read whole by every `gate list` and `journal`.
         if let Ok(bytes) = serde_json::to_vec(&self.known)
@@ -112,6 +137,18 @@ impl FinishedIndex {
             let _ = crate::artifacts::replace_file(&self.path, &bytes);
         }
     }
+}
+
+/// Drops the runs of `known` not in `present`, unless all were asked about and known (then
+/// all are there); says whether any was dropped.
+fn prune(known: &mut BTreeMap<String, FinishedRun>, hits: usize, present: &[String]) -> bool {
+    if hits == known.len() {
+        return false;
+    }
+    let present: BTreeSet<&str> = present.iter().map(String::as_str).collect();
+    let before = known.len();
+    known.retain(|run_id, _| present.contains(run_id.as_str()));
+    known.len() != before
 }
 
 fn read_index(path: &Path) -> Option<FinishedRuns> {
@@ -131,11 +168,15 @@ fn finished_run(run_dir: &RunDir) -> Option<FinishedRun> {
         return None;
     }
     let metadata = read_json::<RunMetadata>(&run_dir.metadata(), "run metadata").ok()?;
-    let day = |stamp: &str| stamp.get(..10).filter(|day| is_day(day)).map(str::to_owned);
     Some(FinishedRun {
-        started: day(&metadata.started_at)?,
-        ended: day(metadata.ended_at.as_deref()?)?,
+        started: day_of(&metadata.started_at)?,
+        ended: day_of(metadata.ended_at.as_deref()?)?,
     })
+}
+
+/// The day of an RFC 3339 time, as the journal reads it: its first ten characters.
+fn day_of(stamp: &str) -> Option<String> {
+    stamp.get(..10).filter(|day| is_day(day)).map(str::to_owned)
 }
 
 /// `YYYY-MM-DD` in shape: days are only compared, as text (a full date check of every entry

@@ -13,7 +13,11 @@ fn index(repo: &RunRepo) -> serde_json::Value {
 }
 
 fn indexed(repo: &RunRepo) -> Vec<String> {
-    index(repo)["runs"]
+    listed(repo, "runs")
+}
+
+fn listed(repo: &RunRepo, key: &str) -> Vec<String> {
+    index(repo)[key]
         .as_object()
         .unwrap()
         .keys()
@@ -101,11 +105,18 @@ fn a_run_is_indexed_only_once_it_finished_and_a_damaged_index_reads_as_none() {
     assert_eq!(views(&repo, &day), after, "a folder in its place");
     assert_eq!(indexed(&repo), both, "the folder was replaced");
 
-    // Removed runs leave it; the journal reads them from their kept records, as before.
+    // Removed runs leave it for its list of removed runs, whose kept records the journal
+    // reads as before.
     views(&repo, &day);
     repo.conductor_exits(&["runs", "clean", "--all"], 0);
     assert_eq!(views(&repo, &day), after);
     assert_eq!(indexed(&repo), Vec::<String>::new());
+    assert_eq!(listed(&repo, "removed"), both);
+    assert_eq!(views_without_index(&repo, &day), after);
+    // A kept record removed in turn leaves it too.
+    std::fs::remove_file(repo.path().join(format!(".tnh/history/{waiting}.json"))).unwrap();
+    views(&repo, &day);
+    assert_eq!(listed(&repo, "removed"), [completed.as_str()]);
 }
 
 /// A run of other days: the index keeps the days its metadata records, so the journal of each
@@ -139,4 +150,15 @@ fn the_journal_of_every_day_reads_the_same_with_the_index() {
     std::fs::remove_file(repo.path().join(INDEX)).unwrap();
     assert_eq!(since(&repo), with_index);
     assert!(with_index.contains(&earlier) && with_index.contains(&later));
+
+    // The same once the runs were removed: read from the records kept of them.
+    let days = ["2025-12-31", "2026-01-01", "2026-01-02", "2026-01-03", &day];
+    let before: Vec<_> = days.iter().map(|date| views(&repo, date)).collect();
+    repo.conductor_exits(&["runs", "clean", "--all"], 0);
+    for (date, before) in days.iter().zip(&before) {
+        assert_eq!(&views_without_index(&repo, date), before, "{date}");
+        assert_eq!(&views(&repo, date), before, "{date}");
+    }
+    assert_eq!(index(&repo)["removed"][&later]["started"], "2026-01-03");
+    assert_eq!(since(&repo), with_index);
 }
