@@ -119,7 +119,9 @@ mod tests {
         )
         .unwrap();
         std::fs::write(folder.join("notes.json"), "{").unwrap();
-        let (records, damaged) = read_history(repo.path(), &kept_runs(repo.path()));
+        let kept = kept_runs(repo.path());
+        assert_eq!(kept.len(), 2, "{kept:?}");
+        let (records, damaged) = read_history(repo.path(), &kept);
         assert!(records.is_empty());
         assert_eq!(damaged.len(), 2, "{damaged:?}");
         assert!(damaged[1].contains("newer tnh-conductor"), "{damaged:?}");
