@@ -7,12 +7,12 @@ use clap::{Args, Subcommand};
 use super::{Cli, Output, one_line, repo_root};
 use crate::artifacts::{RunDir, RunMetadata, is_run_id, read_json};
 use crate::error::{Error, ExitStatus, Result};
+use crate::kernel::finished_runs::FinishedIndex;
 use crate::kernel::gate::{
     Decision, decide, is_due, notice_timeout, read_request, request_of, rollback_since_request,
 };
 use crate::kernel::recorder::Recorder;
 
-use crate::kernel::finished_runs::FinishedIndex;
 use crate::kernel::run::{DEFAULT_ARTIFACTS_ROOT, RunError, find_run_dir};
 use crate::kernel::{Phase, RunState};
 
