@@ -61,20 +61,13 @@ pub struct FinishedIndex {
 }
 
 impl FinishedIndex {
-    /// The index of the repository `repo`: empty when there is none or it cannot be read, and
-    /// without the entries whose days are not dates.
+    /// The index of the repository `repo`: empty when there is none or it cannot be read.
     pub fn load(repo: &Path) -> Self {
         let path = repo.join(FINISHED_RUNS_FILE);
-        let mut known = read_index(&path).unwrap_or_default();
-        let before = known.runs.len() + known.removed.len();
-        let valid = |_: &String, run: &mut FinishedRun| is_day(&run.started) && is_day(&run.ended);
-        known.runs.retain(valid);
-        known.removed.retain(valid);
-        let changed = known.runs.len() + known.removed.len() != before;
         Self {
+            known: read_index(&path).unwrap_or_default(),
             path,
-            known,
-            changed,
+            changed: false,
             hits: std::cell::Cell::new(0),
             removed_hits: std::cell::Cell::new(0),
         }
@@ -82,20 +75,12 @@ impl FinishedIndex {
 
     /// The run `run_id`, when it is known to have finished. Each run is asked about once.
     pub fn get(&self, run_id: &str) -> Option<&FinishedRun> {
-        let found = self.known.runs.get(run_id);
-        if found.is_some() {
-            self.hits.set(self.hits.get() + 1);
-        }
-        found
+        found(&self.known.runs, run_id, &self.hits)
     }
 
     /// The removed run `run_id`, when its kept record was read before. Each is asked about once.
     pub fn get_removed(&self, run_id: &str) -> Option<&FinishedRun> {
-        let found = self.known.removed.get(run_id);
-        if found.is_some() {
-            self.removed_hits.set(self.removed_hits.get() + 1);
-        }
-        found
+        found(&self.known.removed, run_id, &self.removed_hits)
     }
 
     /// Adds the run `run_id` (in `run_dir`) when its files say it finished: `state.json` says
@@ -139,15 +124,31 @@ impl FinishedIndex {
     }
 }
 
-/// Drops the runs of `known` not in `present`, unless all were asked about and known (then
-/// all are there); says whether any was dropped.
+/// The entry of `run_id` in `known`, counted in `hits`; one whose days are not days (written
+/// by hand, or damaged) is not an entry.
+fn found<'a>(
+    known: &'a BTreeMap<String, FinishedRun>,
+    run_id: &str,
+    hits: &std::cell::Cell<usize>,
+) -> Option<&'a FinishedRun> {
+    let run = known
+        .get(run_id)
+        .filter(|run| is_day(&run.started) && is_day(&run.ended))?;
+    hits.set(hits.get() + 1);
+    Some(run)
+}
+
+/// Drops the runs of `known` not in `present`, and those whose days are not days, unless all
+/// were asked about and found (then all are there, and sound); says whether any was dropped.
 fn prune(known: &mut BTreeMap<String, FinishedRun>, hits: usize, present: &[String]) -> bool {
     if hits == known.len() {
         return false;
     }
     let present: BTreeSet<&str> = present.iter().map(String::as_str).collect();
     let before = known.len();
-    known.retain(|run_id, _| present.contains(run_id.as_str()));
+    known.retain(|run_id, run| {
+        present.contains(run_id.as_str()) && is_day(&run.started) && is_day(&run.ended)
+    });
     known.len() != before
 }
 
@@ -217,5 +218,9 @@ mod tests {
         let index = FinishedIndex::load(repo.path());
         assert!(index.get("20261201T080000Z-abcdef").is_some());
         assert!(index.get("20261201T080001Z-abcdef").is_none());
+        // Written back without it.
+        index.save(&["20261201T080001Z-abcdef".to_owned()], None);
+        let index = FinishedIndex::load(repo.path());
+        assert!(index.known.runs.is_empty(), "{:?}", index.known);
     }
 }
