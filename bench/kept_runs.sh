@@ -7,8 +7,9 @@
 # --limit 20`, `journal`, `gate list`, `status`) are timed at the largest count.
 #
 # Kept runs are made cheaply: one real run is made, then its run directory and its refs are
-# copied under new run ids, as a finished run leaves them: its refs packed into `packed-refs`
-# and, beyond the five most recent (`retention`), no checkout. TNH_BENCH_CHECKOUTS=1 copies a
+# copied under new (older) run ids, its times moved to the day of the id, as a finished run
+# leaves them: its refs packed into `packed-refs` and, beyond the five most recent
+# (`retention`), no checkout. TNH_BENCH_CHECKOUTS=1 copies a
 # worktree registration (`.git/worktrees/<run>`, and a folder holding only its `.git` file)
 # and leaves the refs loose for each, as runs before retention left them.
 #
@@ -94,6 +95,8 @@ refs = subprocess.run(
     check=True, capture_output=True, text=True).stdout.splitlines()
 own = [line.split(" ", 1) for line in refs if template in line]
 updates = []
+def day_of(run_id):
+    return ("%s-%s-%sT" % (run_id[:4], run_id[4:6], run_id[6:8])).encode()
 for index in range(count):
     run = "2025%04dT%06dZ-%06x" % (101 + index // 100000, index % 100000, index)
     source = os.path.join(runs, template)
@@ -104,9 +107,12 @@ for index in range(count):
             path = os.path.join(folder, name)
             with open(path, "rb") as handle:
                 data = handle.read()
-            if template.encode() in data:
+            # Dated as its id says, as a run of that day: its start, end and events.
+            copied = data.replace(template.encode(), run.encode()).replace(
+                day_of(template), day_of(run))
+            if copied != data:
                 with open(path, "wb") as handle:
-                    handle.write(data.replace(template.encode(), run.encode()))
+                    handle.write(copied)
     for sha, name in own:
         updates.append("create %s %s\n" % (name.replace(template, run), sha))
     if not checkouts:

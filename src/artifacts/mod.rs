@@ -18,8 +18,8 @@ mod status;
 mod tool_logs;
 
 pub use atomic::{
-    link_atomic, read_json, replace_json, write_atomic, write_json_atomic, write_json_new,
-    write_json_private, write_json_unsynced,
+    link_atomic, read_json, replace_file, replace_json, write_atomic, write_json_atomic,
+    write_json_new, write_json_private, write_json_unsynced,
 };
 pub(crate) use events::check_against_checkpoint;
 pub use events::{Event, EventLog, EventType};

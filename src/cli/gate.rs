@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use super::{Cli, Output, one_line, repo_root};
 use crate::artifacts::{RunDir, RunMetadata, is_run_id, read_json};
 use crate::error::{Error, ExitStatus, Result};
+use crate::kernel::finished_runs::FinishedIndex;
 use crate::kernel::gate::{
     Decision, decide, is_due, notice_timeout, read_request, request_of, rollback_since_request,
 };
@@ -139,13 +140,20 @@ fn waiting_gates(repo: &std::path::Path) -> (Vec<Waiting>, Vec<(String, String)>
     let Ok(entries) = std::fs::read_dir(&root) else {
         return (Vec::new(), Vec::new());
     };
+    let names: Vec<String> = entries
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| is_run_id(name))
+        .collect();
+    // A finished run never waits again: those the index knows are not read.
+    let mut finished = FinishedIndex::load(repo);
     let mut gates = Vec::new();
     let mut timed_out = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !is_run_id(&name) {
+    for name in &names {
+        if finished.get(name).is_some() {
             continue;
         }
+        let name = name.clone();
         let run_dir = RunDir::at(root.join(&name));
         // A waiting gate is listed even when its run is damaged, with what is wrong: hidden,
         // it would wait for ever. A damaged state.json leaves status.json to say it waits.
@@ -153,6 +161,10 @@ fn waiting_gates(repo: &std::path::Path) -> (Vec<Waiting>, Vec<(String, String)>
             match crate::kernel::state::read_state(&run_dir.state()) {
                 Ok(state) => match state.phase {
                     Phase::Waiting { step_id, visit } => (step_id, visit, None),
+                    Phase::Finished { .. } => {
+                        finished.learn(&run_dir, &name);
+                        continue;
+                    }
                     _ => continue,
                 },
                 Err(error) => {
@@ -204,6 +216,7 @@ fn waiting_gates(repo: &std::path::Path) -> (Vec<Waiting>, Vec<(String, String)>
             damage,
         });
     }
+    finished.save(&names, None);
     gates.sort_by(|left, right| left.requested_at.cmp(&right.requested_at));
     timed_out.sort();
     (gates, timed_out)

@@ -70,6 +70,8 @@ pub enum SchemaName {
     Journal,
     /// `.tnh/history/<run_id>.json`: what the journal keeps of a run `runs clean --all` removed.
     RunHistory,
+    /// `.tnh/finished-runs.json`: the finished runs `gate list` and `journal` need not read.
+    FinishedRuns,
     /// The output of `tnh context --json`.
     TnhContext,
     /// The output of `tnh test|lint|typecheck --json`.
@@ -111,6 +113,9 @@ pub fn schema_of(name: SchemaName) -> Option<serde_json::Value> {
         SchemaName::RunsList => Some(schema_value::<super::runs::RunsList>()),
         SchemaName::Journal => Some(crate::kernel::journal::journal_schema()),
         SchemaName::RunHistory => Some(schema_value::<crate::kernel::journal_record::RunRecord>()),
+        SchemaName::FinishedRuns => {
+            Some(schema_value::<crate::kernel::finished_runs::FinishedRuns>())
+        }
         SchemaName::TnhContext => Some(schema_value::<crate::tnh::ContextReport>()),
         SchemaName::TnhCheck => Some(schema_value::<crate::tnh::CheckReport>()),
     }

@@ -44,25 +44,37 @@ pub fn keep_run(
     Ok(Some(path))
 }
 
-/// Every record kept, and a line for each one that cannot be read (damaged, or written by a
-/// newer release), which the journal lists as a blocker rather than drop in silence.
-pub fn read_history(repo: &Path) -> (Vec<RunRecord>, Vec<String>) {
-    let folder = repo.join(HISTORY_DIR);
-    let Ok(entries) = std::fs::read_dir(&folder) else {
-        return (Vec::new(), Vec::new());
+/// The runs whose record is kept, sorted.
+pub fn kept_runs(repo: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(repo.join(HISTORY_DIR)) else {
+        return Vec::new();
     };
-    let mut names: Vec<String> = entries
+    let mut run_ids: Vec<String> = entries
         .flatten()
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.strip_suffix(".json").is_some_and(is_run_id))
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".json")
+                .filter(|run_id| is_run_id(run_id))
+                .map(str::to_owned)
+        })
         .collect();
-    names.sort();
+    run_ids.sort();
+    run_ids
+}
+
+/// The records kept of `run_ids`, each with the run id of its file, and a line for each one
+/// that cannot be read (damaged, or written by a newer release), which the journal lists as a
+/// blocker rather than drop in silence.
+pub fn read_history<'a>(
+    repo: &Path,
+    run_ids: impl IntoIterator<Item = &'a String>,
+) -> (Vec<(&'a String, RunRecord)>, Vec<String>) {
     let mut records = Vec::new();
     let mut damaged = Vec::new();
-    for name in names {
-        let path = folder.join(&name);
+    for run_id in run_ids {
+        let path = history_file(repo, run_id);
         match read_record(&path) {
-            Ok(record) => records.push(record),
+            Ok(record) => records.push((run_id, record)),
             Err(problem) => damaged.push(format!(
                 "the journal's record of a removed run, `{}`, cannot be read: {problem}; the days that run went on are shown without it",
                 path.display()
@@ -107,7 +119,9 @@ mod tests {
         )
         .unwrap();
         std::fs::write(folder.join("notes.json"), "{").unwrap();
-        let (records, damaged) = read_history(repo.path());
+        let kept = kept_runs(repo.path());
+        assert_eq!(kept.len(), 2, "{kept:?}");
+        let (records, damaged) = read_history(repo.path(), &kept);
         assert!(records.is_empty());
         assert_eq!(damaged.len(), 2, "{damaged:?}");
         assert!(damaged[1].contains("newer tnh-conductor"), "{damaged:?}");

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::finished_runs::FinishedIndex;
 use super::journal_record::{RunRecord, record_of};
 use super::run::DEFAULT_ARTIFACTS_ROOT;
 use super::state::RunState;
@@ -155,21 +156,50 @@ pub fn build_journal(repo: &Path, date: &str, until: Option<&str>) -> Journal {
         let ended = ended_at.and_then(|ended| ended.get(..10));
         started <= last && ended.is_none_or(|ended| ended >= date)
     };
-    let mut records: Vec<RunRecord> = ids
-        .iter()
-        .filter_map(|id| {
-            let run_dir = RunDir::at(root.join(id));
-            let (metadata, damage) = metadata_of(repo, &run_dir, id);
-            went_on(&metadata.started_at, metadata.ended_at.as_deref())
-                .then(|| record_of(&run_dir, &metadata, damage.as_deref()))
-        })
-        .collect();
-    // A run directory still there is the run (a clean stopped after keeping its record).
-    let present: std::collections::BTreeSet<&String> = ids.iter().collect();
-    let (kept, damaged) = super::history::read_history(repo);
-    records.extend(kept.into_iter().filter(|record| {
-        !present.contains(&record.run_id) && went_on(&record.started_at, record.ended_at.as_deref())
-    }));
+    // A finished run the index knows is read only when it went on during these days.
+    let mut finished = FinishedIndex::load(repo);
+    let mut records: Vec<RunRecord> = Vec::new();
+    for id in &ids {
+        let known = finished
+            .get(id)
+            .map(|run| went_on(&run.started, Some(&run.ended)));
+        if known == Some(false) {
+            continue;
+        }
+        let run_dir = RunDir::at(root.join(id));
+        let (metadata, damage) = metadata_of(repo, &run_dir, id);
+        if known.is_none() && damage.is_none() && metadata.ended_at.is_some() {
+            finished.learn(&run_dir, id);
+        }
+        if went_on(&metadata.started_at, metadata.ended_at.as_deref()) {
+            records.push(record_of(&run_dir, &metadata, damage.as_deref()));
+        }
+    }
+    // A run directory still there is the run (a clean stopped after keeping its record); a
+    // removed run the index knows is read only when it went on during these days.
+    let kept = super::history::kept_runs(repo);
+    let present: std::collections::BTreeSet<&String> = if kept.is_empty() {
+        std::collections::BTreeSet::new()
+    } else {
+        ids.iter().collect()
+    };
+    let wanted = kept.iter().filter(|run_id| {
+        finished
+            .get_removed(run_id)
+            .is_none_or(|run| went_on(&run.started, Some(&run.ended)))
+    });
+    let (removed, damaged) = super::history::read_history(repo, wanted);
+    for (run_id, record) in removed {
+        if let Some(ended_at) = &record.ended_at {
+            finished.learn_removed(run_id, &record.started_at, ended_at);
+        }
+        if !present.contains(&record.run_id)
+            && went_on(&record.started_at, record.ended_at.as_deref())
+        {
+            records.push(record);
+        }
+    }
+    finished.save(&ids, Some(&kept));
     // Oldest first; start times have sub-second precision, so the order is the order of runs.
     records.sort_by(|left, right| {
         (&left.started_at, &left.run_id).cmp(&(&right.started_at, &right.run_id))

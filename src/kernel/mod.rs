@@ -3,6 +3,7 @@
 
 pub mod abandon;
 pub mod driver;
+pub mod finished_runs;
 pub mod gate;
 pub mod history;
 pub use crate::runner::interrupts;

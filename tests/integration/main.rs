@@ -12,6 +12,7 @@ mod docs;
 mod doctor;
 mod evidence_folder;
 mod exclude_rule;
+mod finished_runs;
 mod first_use;
 mod gate;
 mod gate_views;

@@ -140,6 +140,7 @@ fn every_published_schema_compiles_and_real_records_match_it() {
         "runlog-entry",
         "validate-output",
         "run-history",
+        "finished-runs",
         "tnh-context",
         "tnh-check",
     ] {
