@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::workflow::validate::KnownNames;
 use crate::workflow::yaml::{self, Node, Pos};
 
+pub mod planners;
 mod retention;
 pub use retention::{DEFAULT_FINISHED_CHECKOUTS, Retention};
 
@@ -234,7 +235,7 @@ impl Config {
         // Planner definitions likewise: a mistake in one (even `default`, which an EVALUATE
         // naming no planner asks) would otherwise show only when an EVALUATE asks it.
         for (name, node) in &config.planners {
-            crate::planner::backend::check_definition(name, node, &config)
+            planners::check_definition(name, node, &config)
                 .map_err(|(pos, error)| invalid(pos, error.to_string()))?;
         }
         Ok(config)

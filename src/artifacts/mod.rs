@@ -11,6 +11,7 @@ pub(crate) mod harness;
 pub mod lock;
 mod manifest;
 mod record_schemas;
+mod records;
 mod run_dir;
 mod run_id;
 pub mod safe_files;
@@ -29,6 +30,7 @@ pub use record_schemas::{
     gate_outcome_schema, gate_request_schema, process_group_schema, runlog_entry_schema,
     stopped_orphans_schema, validation_report_schema,
 };
+pub use records::{Blocker, DiffStat, GUARD_STATE_FILE, Status};
 pub use run_dir::RunDir;
 pub use run_id::{is_run_id, new_run_id};
 pub use status::{Landing, LifecycleState, RunMetadata, RunStatus, Termination};
@@ -45,8 +47,7 @@ pub const PROMPT_INPUTS_FILE: &str = "inputs.json";
 /// Files of a RUN_AGENT visit the conductor writes before the agent starts, besides the
 /// runner's own (`prompt.md`, the captures): after the agent each must still be a regular
 /// file of one name, or gone.
-pub const AGENT_VISIT_FILES_BEFORE: [&str; 2] =
-    [PROMPT_INPUTS_FILE, crate::workspace::GUARD_STATE_FILE];
+pub const AGENT_VISIT_FILES_BEFORE: [&str; 2] = [PROMPT_INPUTS_FILE, GUARD_STATE_FILE];
 
 /// Files of a RUN_AGENT or RUN_VALIDATION visit the conductor writes after the agent (or the
 /// validators) ended, besides the runner's own (`transcript.md`, `runner_metadata.json`) and

@@ -12,8 +12,7 @@
 
 use serde_json::{Value, json};
 
-use crate::planner::{Blocker, Status};
-use crate::workspace::DiffStat;
+use super::{Blocker, DiffStat, Status};
 
 const DRAFT: &str = "https://json-schema.org/draft/2020-12/schema";
 

@@ -13,67 +13,7 @@ pub mod vectors;
 
 use serde::{Deserialize, Serialize};
 
-use crate::outcome::Outcome;
-
-/// A blocker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Blocker {
-    /// A stable code (`policy_violation`, `missing_artifact`, …).
-    pub code: String,
-    /// What blocks.
-    pub summary: String,
-    /// An artifact path or reference, if any.
-    #[serde(default)]
-    pub evidence_ref: Option<String>,
-    /// `low`, `medium` or `high`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub severity: Option<String>,
-}
-
-/// A planner status: the five EVALUATE outcomes.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// All required checks satisfied.
-    Success,
-    /// Recoverable failures with a fix path.
-    Partial,
-    /// No safe forward action.
-    Blocked,
-    /// A human must decide.
-    NeedsHuman,
-    /// Untrusted state.
-    Unsafe,
-}
-
-impl Status {
-    /// The outcome EVALUATE routes on.
-    pub fn outcome(self) -> Outcome {
-        match self {
-            Status::Success => Outcome::Success,
-            Status::Partial => Outcome::Partial,
-            Status::Blocked => Outcome::Blocked,
-            Status::NeedsHuman => Outcome::NeedsHuman,
-            Status::Unsafe => Outcome::Unsafe,
-        }
-    }
-
-    /// The blocker severity a guard raise to this status carries.
-    pub fn severity(self) -> &'static str {
-        match self {
-            Status::Success | Status::Partial => "low",
-            Status::Blocked => "medium",
-            Status::NeedsHuman | Status::Unsafe => "high",
-        }
-    }
-
-    /// The snake_case name.
-    pub fn name(self) -> &'static str {
-        self.outcome().as_str()
-    }
-}
+pub use crate::artifacts::{Blocker, Status};
 
 /// What a fix step should do. Only `objective` is required;
 /// the lists may be absent or `null` (read as empty). The shipped `task.fix_*` prompts render

@@ -5,11 +5,12 @@
 //! consulted or changed.
 
 use std::collections::{BTreeSet, HashMap};
-use std::fmt;
 use std::io::{BufRead, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+
+pub use crate::artifacts::DiffStat;
 
 use super::error::WorkspaceError;
 use super::git::Git;
@@ -87,47 +88,6 @@ impl ChangedFile {
     /// True when the new side is a symlink.
     pub fn is_symlink(&self) -> bool {
         self.new_mode.as_deref() == Some(MODE_SYMLINK)
-    }
-}
-
-/// Totals of a change, for evidence summaries.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-pub struct DiffStat {
-    /// Paths changed.
-    pub files_changed: u64,
-    /// Lines added.
-    pub insertions: u64,
-    /// Lines removed.
-    pub deletions: u64,
-    /// Binary files among the changed paths.
-    pub binary_files: u64,
-}
-
-impl DiffStat {
-    /// True when nothing changed.
-    pub fn is_empty(&self) -> bool {
-        self.files_changed == 0
-    }
-}
-
-impl fmt::Display for DiffStat {
-    /// One line: `3 files changed, +10 -2 (1 binary)`, or `no changes`.
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_empty() {
-            return formatter.write_str("no changes");
-        }
-        let plural = if self.files_changed == 1 { "" } else { "s" };
-        write!(
-            formatter,
-            "{} file{plural} changed, +{} -{}",
-            self.files_changed, self.insertions, self.deletions
-        )?;
-        if self.binary_files > 0 {
-            write!(formatter, " ({} binary)", self.binary_files)?;
-        }
-        Ok(())
     }
 }
 

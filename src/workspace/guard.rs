@@ -528,8 +528,7 @@ impl Workspace {
     }
 }
 
-/// The file a visit's guard state is saved in, in the visit's folder, while its agent runs.
-pub const GUARD_STATE_FILE: &str = "guard_state.json";
+pub use crate::artifacts::GUARD_STATE_FILE;
 
 impl Workspace {
     /// The guard whose [`RefGuard::state`] was saved as JSON in `path`; `None` when there is

@@ -1,10 +1,10 @@
 //! Asking a backend for a decision: each attempt recorded, retried on failure, the answer
 //! checked against the envelope and guarded, and the kernel's decision when none came.
 
+use super::DefinitionError;
 use super::claude::ClaudeError;
 use super::codex::CodexError;
 use super::decision::{DecisionError, NotUtf8, within_limits};
-use super::definition::DefinitionError;
 use super::http::HttpError;
 use super::process::ProcessError;
 use super::{Asked, Backend, External, Request, Verdict, ask};

@@ -9,6 +9,7 @@ use super::decision::{NotUtf8, decode, parse_decision};
 use super::request::model_prompt;
 use super::{Asked, AttemptError, External, Request};
 use crate::planner::Decision;
+use crate::text::redact;
 
 /// The most of an HTTP response body read.
 const BODY_LIMIT: u64 = 8 * 1024 * 1024;
@@ -331,85 +332,5 @@ fn decode_body(bytes: Vec<u8>, cut: bool) -> (String, Option<NotUtf8>) {
             (String::from_utf8_lossy(&bytes).into_owned(), None)
         }
         _ => decode(bytes),
-    }
-}
-
-/// `text` with the credentials of `url` (its user information and the values of its query)
-/// replaced by `***`, so that no message recorded in the run directory holds them: the URL
-/// itself is written redacted, and a credential of 4 characters or more quoted elsewhere in
-/// the text is masked too.
-pub fn redact(text: &str, url: &str) -> String {
-    let (redacted, mut secrets) = redacted_url(url);
-    let mut text = text.replace(url, &redacted);
-    secrets.retain(|secret| secret.chars().count() >= 4);
-    // Longest first, so that a whole user information goes before its parts.
-    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
-    for secret in secrets {
-        text = text.replace(secret, "***");
-    }
-    text
-}
-
-/// `url` with its credentials replaced by `***`, and those credentials.
-fn redacted_url(url: &str) -> (String, Vec<&str>) {
-    let (scheme, rest) = url
-        .split_once("://")
-        .map_or(("", url), |(scheme, rest)| (scheme, rest));
-    let (rest, fragment) = rest
-        .split_once('#')
-        .map_or((rest, None), |(rest, fragment)| (rest, Some(fragment)));
-    let (rest, query) = rest
-        .split_once('?')
-        .map_or((rest, None), |(rest, query)| (rest, Some(query)));
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    let mut secrets: Vec<&str> = Vec::new();
-    let host = match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            secrets.push(userinfo);
-            secrets.extend(userinfo.split(':'));
-            format!("***@{host}")
-        }
-        None => authority.to_owned(),
-    };
-    let mut redacted = if scheme.is_empty() {
-        format!("{host}{path}")
-    } else {
-        format!("{scheme}://{host}{path}")
-    };
-    if let Some(query) = query {
-        let pairs: Vec<String> = query
-            .split('&')
-            .map(|pair| match pair.split_once('=') {
-                Some((name, value)) => {
-                    secrets.push(value);
-                    format!("{name}=***")
-                }
-                None => pair.to_owned(),
-            })
-            .collect();
-        redacted.push('?');
-        redacted.push_str(&pairs.join("&"));
-    }
-    if let Some(fragment) = fragment {
-        redacted.push('#');
-        redacted.push_str(fragment);
-    }
-    (redacted, secrets)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn credentials_of_a_url_are_redacted_from_messages() {
-        let url = "https://alice:pw-1@api.example.com/v1/chat?api_key=key-2&mode=x#frag";
-        let message = redact(&format!("POST {url}: refused (pw-1, key-2)"), url);
-        assert_eq!(
-            message,
-            "POST https://***@api.example.com/v1/chat?api_key=***&mode=***#frag: refused (***, ***)"
-        );
-        assert_eq!(redact("plain", "http://127.0.0.1:1/v1"), "plain");
     }
 }

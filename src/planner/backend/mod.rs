@@ -10,8 +10,9 @@
 //! run can end with the offending decision saved.
 //!
 //! This module holds the backend types and the dispatch of one attempt to the backend asked;
-//! each backend lives in a file of its own, beside the definition read from the configuration,
-//! the parsing of decisions, the retries, and the supervision of planner processes.
+//! each backend lives in a file of its own, beside the backend made of a configured definition
+//! (the configuration reads and checks definitions: [`crate::config::planners`]), the parsing
+//! of decisions, the retries, and the supervision of planner processes.
 
 mod attempts;
 mod cancel;
@@ -29,14 +30,17 @@ use std::time::Duration;
 
 use super::{Decision, Status};
 
+pub use crate::config::planners::{
+    DefinitionError, ExternalKind, check_definition, default_planner_name,
+};
+pub use crate::text::redact;
 pub use attempts::{
     Attempt, AttemptError, BackendError, IllegalNextStep, PlannerAttempts, decide, failed,
 };
 pub use claude::ClaudeError;
 pub use codex::CodexError;
 pub use decision::{DecisionError, NotUtf8, limits};
-pub use definition::{DefinitionError, check_definition, default_planner_name};
-pub use http::{Cut, HttpError, Unread, redact};
+pub use http::{Cut, HttpError, Unread};
 pub use process::{OUTPUT_LIMIT, ProcessError, ReadError, STDERR_LIMIT};
 pub use request::{DEFAULT_PROMPT, Request};
 
@@ -66,41 +70,6 @@ pub struct External {
     /// `TNH_CLAUDE_BIN`) is resolved against, when known (see
     /// [`crate::runner::adapters::resolve_program`]).
     pub root: Option<PathBuf>,
-}
-
-/// The external backends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ExternalKind {
-    /// Any program: envelope on stdin, decision on stdout.
-    Command {
-        /// argv.
-        argv: Vec<String>,
-    },
-    /// Claude Code in print mode with a JSON schema.
-    Claude {
-        /// The binary (`TNH_CLAUDE_BIN` wins).
-        binary: Option<String>,
-        /// `--model`.
-        model: Option<String>,
-    },
-    /// `codex exec` with an output schema.
-    Codex {
-        /// The binary (`TNH_CODEX_BIN` wins).
-        binary: Option<String>,
-        /// `--model`.
-        model: Option<String>,
-        /// `-c key=value` pairs.
-        config: Vec<(String, String)>,
-    },
-    /// An OpenAI-compatible chat completions endpoint.
-    Http {
-        /// The endpoint (`…/v1/chat/completions`).
-        url: String,
-        /// The model name sent.
-        model: String,
-        /// The variable holding the bearer token, if any.
-        api_key_env: Option<String>,
-    },
 }
 
 /// What the backend's answer comes to.
