@@ -276,14 +276,16 @@ impl Workspace {
     /// The names at the top of `tree`, NUL-terminated as `git ls-tree -z --name-only` lists
     /// them, read in-process (one object, no git process); `None` when libgit2 cannot.
     fn top_level_names(&self, tree: &str) -> Option<Vec<u8>> {
-        let repository = git2::Repository::open(&self.common_dir).ok()?;
-        let tree = repository.find_tree(git2::Oid::from_str(tree).ok()?).ok()?;
-        let mut names = Vec::new();
-        for entry in &tree {
-            names.extend_from_slice(entry.name_bytes());
-            names.push(0);
-        }
-        Some(names)
+        let tree = git2::Oid::from_str(tree).ok()?;
+        super::repositories::with_repository(&self.common_dir, |repository| {
+            let mut names = Vec::new();
+            for entry in &repository.find_tree(tree)? {
+                names.extend_from_slice(entry.name_bytes());
+                names.push(0);
+            }
+            Ok(names)
+        })
+        .ok()
     }
 }
 

@@ -1189,7 +1189,7 @@ impl RefGuard {
                 after.insert(name, value.clone());
             }
         }
-        if now.identity != self.packed.identity {
+        if !packed::same_file(now.identity.as_ref(), self.packed.identity.as_ref()) {
             let names: BTreeSet<&String> = self.packed.refs.keys().chain(now.refs.keys()).collect();
             for name in names {
                 let (was, is) = (self.packed.refs.get(name), now.refs.get(name));

@@ -25,6 +25,7 @@ mod index_file;
 pub mod land;
 pub(crate) mod operator_checkout;
 mod remembered;
+mod repositories;
 mod result_commit;
 pub mod retention;
 mod rollback;

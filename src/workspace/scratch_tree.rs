@@ -31,8 +31,6 @@ impl Workspace {
         if size > IN_PROCESS_INDEX_LIMIT {
             return None;
         }
-        // The repository itself, never through the worktree's `.git` file an agent can rewrite.
-        let repository = git2::Repository::open(&self.common_dir).ok()?;
         // Read into memory and never written back: the scratch index stays as git wrote it.
         let mut index = git2::Index::open(&index_path).ok()?;
         // What git leaves out of a tree (an entry only intended to be added) or refuses to
@@ -45,7 +43,11 @@ impl Workspace {
         {
             return None;
         }
-        let tree = index.write_tree_to(&repository).ok()?;
+        // The repository itself, never through the worktree's `.git` file an agent can rewrite.
+        let tree = super::repositories::with_repository(&self.common_dir, |repository| {
+            index.write_tree_to(repository)
+        })
+        .ok()?;
         Some(tree.to_string())
     }
 }

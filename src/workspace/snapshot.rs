@@ -266,16 +266,18 @@ impl Workspace {
         message: &str,
         references: &[&str],
     ) -> Result<(String, String), git2::Error> {
-        let repository = git2::Repository::open(self.path())?;
-        let parent = repository.head()?.peel_to_commit()?;
-        let tree = repository.find_tree(git2::Oid::from_str(tree)?)?;
-        let time = git2::Time::new(unix_now(), 0);
-        let signature = git2::Signature::new(SNAPSHOT_NAME, SNAPSHOT_EMAIL, &time)?;
-        let commit = repository.commit(None, &signature, &signature, message, &tree, &[&parent])?;
-        for reference in references {
-            repository.reference(reference, commit, true, "tnh: snapshot")?;
-        }
-        Ok((commit.to_string(), parent.id().to_string()))
+        super::repositories::with_repository(self.path(), |repository| {
+            let parent = repository.head()?.peel_to_commit()?;
+            let tree = repository.find_tree(git2::Oid::from_str(tree)?)?;
+            let time = git2::Time::new(unix_now(), 0);
+            let signature = git2::Signature::new(SNAPSHOT_NAME, SNAPSHOT_EMAIL, &time)?;
+            let commit =
+                repository.commit(None, &signature, &signature, message, &tree, &[&parent])?;
+            for reference in references {
+                repository.reference(reference, commit, true, "tnh: snapshot")?;
+            }
+            Ok((commit.to_string(), parent.id().to_string()))
+        })
     }
 
     /// A tree object of the worktree as it is now, built in a scratch index so the worktree's

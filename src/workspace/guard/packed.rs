@@ -56,6 +56,18 @@ impl PackedRuns {
     }
 }
 
+/// Whether two identities of `packed-refs` name the same contents. The change time is left
+/// out: the hard link the guard keeps beside the file moves it. Git replaces the file by
+/// renaming a new one over it (a new inode), so what git writes is always seen; only an edit
+/// in place that also set the modification time back to the nanosecond would not be.
+pub(super) fn same_file(left: Option<&FileIdentity>, right: Option<&FileIdentity>) -> bool {
+    match (left, right) {
+        (Some(left), Some(right)) => left.same_contents_as(right),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
 /// The repository's `packed-refs`.
 pub(super) fn packed_refs_file(common_dir: &Path) -> PathBuf {
     common_dir.join("packed-refs")
@@ -72,7 +84,7 @@ pub(super) fn current(common_dir: &Path) -> Result<Arc<PackedRuns>, WorkspaceErr
         .lock()
         .ok()
         .and_then(|cache| cache.get(&file).cloned())
-        .filter(|known| known.identity == identity)
+        .filter(|known| same_file(known.identity.as_ref(), identity.as_ref()))
     {
         return Ok(known);
     }
@@ -93,7 +105,7 @@ pub(super) fn read(file: &Path) -> Result<PackedRuns, WorkspaceError> {
             None if identity.is_none() => return Ok(PackedRuns::default()),
             None => continue,
         };
-        if FileIdentity::of(file) == identity {
+        if same_file(FileIdentity::of(file).as_ref(), identity.as_ref()) {
             return Ok(PackedRuns {
                 identity,
                 refs: parse(&contents),
