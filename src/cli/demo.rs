@@ -14,7 +14,7 @@ use crate::demo::{self, ADR_ID, APPROVER};
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::driver::RunEnd;
 use crate::kernel::gate::{Decision, decide};
-use crate::kernel::run::{RunRequest, RunSummary, resume_run, start_run};
+use crate::kernel::run::{ResumeRequest, RunRequest, RunSummary, resume_run, start_run};
 
 /// `demo`.
 #[derive(Debug, Args)]
@@ -79,15 +79,10 @@ pub fn cmd_demo(cli: &Cli, args: &DemoArgs, output: &mut Output) -> Result<ExitS
             false,
         )
         .map_err(run_error)?;
-        summary = resume_run(
-            &repo.root,
-            summary.run_id.as_str(),
-            config.clone(),
-            false,
-            crate::kernel::run::RepositoryChanges::Refuse,
-            false,
-            observer(),
-        )
+        summary = resume_run(ResumeRequest {
+            observer: observer(),
+            ..ResumeRequest::new(&repo.root, summary.run_id.clone(), config.clone())
+        })
         .map_err(run_error)?;
     }
     let end = super::run::EndLine::of(&summary.end, &summary.run_dir);

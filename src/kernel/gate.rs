@@ -200,7 +200,7 @@ pub(crate) fn rollback_since_request(
 /// Why a run that is not waiting cannot be decided: a visit its driving process left in the
 /// middle (the lock is ours, so that process is gone) is said to be one, a gate's own first.
 fn not_waiting(run_dir: &crate::artifacts::RunDir, state: &RunState, error: GateError) -> RunError {
-    let Ok(Some((step_id, visit))) = super::run::visit_in_progress(run_dir, state) else {
+    let Ok(Some((step_id, visit))) = super::recovery::visit_in_progress(run_dir, state) else {
         return RunError::Gate(error);
     };
     let requested = EventLog::read_all(&run_dir.events()).is_ok_and(|events| {
@@ -320,7 +320,7 @@ pub fn decide_as_of(
     }
     // The reviewer decided on what the gate showed: a worktree changed since is refused
     // whichever way the decision routes (a STOP included), unless accepted.
-    let workflow = super::run::workflow_of(&mut recorder, &state)?;
+    let workflow = super::continuation::workflow_of(&mut recorder, &state)?;
     // An operator's rollback since the gate showed the worktree checkpointed the rolled-back
     // one: it is still drift from what the gate showed, checked against the checkpoint the
     // rollback replaced.
@@ -343,7 +343,7 @@ pub fn decide_as_of(
             state.fingerprint = Some(shown);
         }
     }
-    super::run::check_drift_before_decision(&workflow, &mut recorder, &mut state, accept_drift)?;
+    super::drift::check_drift_before_decision(&workflow, &mut recorder, &mut state, accept_drift)?;
     let outcome = match decision {
         Decision::Approve => Outcome::GateApproved,
         Decision::Reject => Outcome::GateRejected,
@@ -431,7 +431,7 @@ pub fn resolve_if_timed_out(
     let request = read_request(recorder, &step_id, visit)?;
     let due = is_due(&request);
     if due {
-        let workflow = super::run::workflow_of(recorder, state)?;
+        let workflow = super::continuation::workflow_of(recorder, state)?;
         resolve(
             &workflow,
             recorder,
@@ -630,7 +630,7 @@ pub fn finish_interrupted_decision(
     } else {
         super::routing::Completion::Record
     };
-    let workflow = super::run::workflow_of(recorder, state)?;
+    let workflow = super::continuation::workflow_of(recorder, state)?;
     route_decision(
         &workflow,
         recorder,

@@ -27,7 +27,8 @@ use crate::workspace::{
 
 use super::lock::RunLock;
 use super::recorder::payload;
-use super::run::{RunError, visit_in_progress};
+use super::recovery::visit_in_progress;
+use super::run::RunError;
 use super::state::{Phase, RunState};
 
 /// What the operator's rollback did.
