@@ -5,7 +5,9 @@ use std::path::Path;
 
 use super::recorder::Recorder;
 use super::run_error::RunError;
+use crate::artifacts::ArtifactRole as Role;
 use crate::artifacts::{EventType, GATE_REQUEST_FILE, SCHEMA_VERSION, now};
+use crate::runner::artifacts::names;
 use crate::workflow::model::Workflow;
 
 /// The manifest of a visit that did not finish (termination `interrupted`), listing every file
@@ -86,92 +88,91 @@ pub(super) fn record_interrupted_manifest(
 /// The record a ROLLBACK visit writes once it reset the worktree.
 const ROLLBACK_RECORD: &str = "rollback.json";
 
+/// The files a step may leave at the top of its visit's folder, by the names the opcodes
+/// write, each with its role and media type, in the order a manifest lists them.
+const VISIT_FILES: [(&str, Role, &str); 22] = [
+    (names::PROMPT, Role::RunnerPrompt, "text/markdown"),
+    (
+        crate::artifacts::PROMPT_INPUTS_FILE,
+        Role::PromptInputs,
+        "application/json",
+    ),
+    (
+        names::STDOUT_JSONL,
+        Role::RunnerTranscript,
+        "application/x-ndjson",
+    ),
+    (names::STDOUT_TEXT, Role::RunnerTranscript, "text/plain"),
+    (names::STDERR, Role::RunnerStderr, "text/plain"),
+    (
+        "transcript.md",
+        Role::RunnerTranscriptMarkdown,
+        "text/markdown",
+    ),
+    (
+        "final_response.md",
+        Role::RunnerFinalResponse,
+        "text/markdown",
+    ),
+    (
+        "runner_metadata.json",
+        Role::RunnerMetadata,
+        "application/json",
+    ),
+    (
+        crate::artifacts::RUNLOG_FILE,
+        Role::AgentRunlog,
+        "application/x-ndjson",
+    ),
+    ("workspace.diff", Role::WorkspaceDiff, "text/x-diff"),
+    (
+        "workspace_status.json",
+        Role::WorkspaceStatus,
+        "application/json",
+    ),
+    (
+        "policy_summary.json",
+        Role::PolicySummary,
+        "application/json",
+    ),
+    (
+        "validation_report.json",
+        Role::ValidationReport,
+        "application/json",
+    ),
+    (
+        "harness_report.json",
+        Role::HarnessReport,
+        "application/json",
+    ),
+    ("planner_input.json", Role::PlannerInput, "application/json"),
+    (
+        "planner_decision.json",
+        Role::PlannerDecision,
+        "application/json",
+    ),
+    ("planner_prompt.md", Role::PlannerPrompt, "text/markdown"),
+    (
+        "planner_attempts.json",
+        Role::PlannerAttempts,
+        "application/json",
+    ),
+    (GATE_REQUEST_FILE, Role::GateRequest, "application/json"),
+    ("run.diff", Role::WorkspaceDiff, "text/x-diff"),
+    ("gate_outcome.json", Role::GateOutcome, "application/json"),
+    (ROLLBACK_RECORD, Role::RollbackRecord, "application/json"),
+];
+
 /// The files an interrupted visit's step left in its folder, by the names the opcodes write
 /// (`validators/<id>/…` for a validation's validators), each with its role and media type, in
 /// a stable order. What the conductor keeps only while a step runs (the saved guard state, the
 /// process-group records, the pids a refused `resume` killed) and anything else an agent
 /// left there are not evidence of the step, and are not listed; nothing is followed.
-fn interrupted_visit_files(
-    visit_dir: &Path,
-) -> Vec<(String, crate::artifacts::ArtifactRole, &'static str)> {
-    use crate::artifacts::ArtifactRole as Role;
-    use crate::runner::artifacts::names;
-    let top: [(&str, Role, &str); 22] = [
-        (names::PROMPT, Role::RunnerPrompt, "text/markdown"),
-        (
-            crate::artifacts::PROMPT_INPUTS_FILE,
-            Role::PromptInputs,
-            "application/json",
-        ),
-        (
-            names::STDOUT_JSONL,
-            Role::RunnerTranscript,
-            "application/x-ndjson",
-        ),
-        (names::STDOUT_TEXT, Role::RunnerTranscript, "text/plain"),
-        (names::STDERR, Role::RunnerStderr, "text/plain"),
-        (
-            "transcript.md",
-            Role::RunnerTranscriptMarkdown,
-            "text/markdown",
-        ),
-        (
-            "final_response.md",
-            Role::RunnerFinalResponse,
-            "text/markdown",
-        ),
-        (
-            "runner_metadata.json",
-            Role::RunnerMetadata,
-            "application/json",
-        ),
-        (
-            crate::artifacts::RUNLOG_FILE,
-            Role::AgentRunlog,
-            "application/x-ndjson",
-        ),
-        ("workspace.diff", Role::WorkspaceDiff, "text/x-diff"),
-        (
-            "workspace_status.json",
-            Role::WorkspaceStatus,
-            "application/json",
-        ),
-        (
-            "policy_summary.json",
-            Role::PolicySummary,
-            "application/json",
-        ),
-        (
-            "validation_report.json",
-            Role::ValidationReport,
-            "application/json",
-        ),
-        (
-            "harness_report.json",
-            Role::HarnessReport,
-            "application/json",
-        ),
-        ("planner_input.json", Role::PlannerInput, "application/json"),
-        (
-            "planner_decision.json",
-            Role::PlannerDecision,
-            "application/json",
-        ),
-        ("planner_prompt.md", Role::PlannerPrompt, "text/markdown"),
-        (
-            "planner_attempts.json",
-            Role::PlannerAttempts,
-            "application/json",
-        ),
-        (GATE_REQUEST_FILE, Role::GateRequest, "application/json"),
-        ("run.diff", Role::WorkspaceDiff, "text/x-diff"),
-        ("gate_outcome.json", Role::GateOutcome, "application/json"),
-        (ROLLBACK_RECORD, Role::RollbackRecord, "application/json"),
-    ];
+fn interrupted_visit_files(visit_dir: &Path) -> Vec<(String, Role, &'static str)> {
     let is_file = |path: &Path| {
         std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.file_type().is_file())
     };
-    let mut files: Vec<(String, Role, &'static str)> = top
+    let mut files: Vec<(String, Role, &'static str)> = VISIT_FILES
         .into_iter()
         .filter(|(name, _, _)| is_file(&visit_dir.join(name)))
         .map(|(name, role, media_type)| (name.to_owned(), role, media_type))
@@ -181,6 +182,16 @@ fn interrupted_visit_files(
             .into_iter()
             .map(|name| (name, Role::ToolLog, "text/plain")),
     );
+    files.extend(validator_files(visit_dir));
+    files
+}
+
+/// The files of a validation's validators (`validators/<id>/…`), validators in name order.
+fn validator_files(visit_dir: &Path) -> Vec<(String, Role, &'static str)> {
+    let is_file = |path: &Path| {
+        std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.file_type().is_file())
+    };
+    let mut files = Vec::new();
     let validators = visit_dir.join("validators");
     let mut ids: Vec<String> = std::fs::read_dir(&validators)
         .into_iter()

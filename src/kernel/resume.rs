@@ -17,7 +17,9 @@ use super::launch::{drive, pin_loaded_modules, run_context};
 use super::lock::RunLock;
 use super::planner_recovery::planner_owns_change;
 use super::recorder::{Recorder, payload};
-use super::recovery::{recover_interrupted_visit, replay_started_visit, visit_in_progress};
+use super::recovery::{
+    Recovery, recover_interrupted_visit, replay_started_visit, visit_in_progress,
+};
 use super::recreate::create_again;
 use super::run::{RunSummary, check_recorded_repository, find_run_dir, workspace_record};
 use super::run_error::RunError;
@@ -114,35 +116,19 @@ pub fn resume_run(request: ResumeRequest) -> Result<RunSummary, RunError> {
     // Before any work: a signal while the interrupted visit is recovered (orphans killed, its
     // snapshot restored) is noticed once that is done, and the run stops before its next step.
     let cancellation = super::interrupts::listen().map_err(RunError::Runtime)?;
-    let ResumeRequest {
-        repo,
-        run_id,
-        config,
-        accept_drift,
-        repository,
-        skip_guard_check,
-        observer,
-    } = request;
-    let Opened {
-        run_dir,
-        _lock,
-        mut recorder,
-        events,
-        mut state,
-        never_started,
-    } = open_for_resume(&repo, run_id.as_str(), observer, &cancellation)?;
+    let repo = request.repo.as_path();
+    let run_id = request.run_id;
+    // The run's lock is held for as long as `opened` lives: to the end of the drive.
+    let opened = open_for_resume(repo, run_id.as_str(), request.observer, &cancellation)?;
+    let (run_dir, events) = (&opened.run_dir, &opened.events);
+    let (mut recorder, mut state) = (opened.recorder, opened.state);
     let metadata: RunMetadata = recorder.metadata().clone();
-    let (
-        Continuation {
-            loaded,
-            params,
-            prompts,
-        },
-        pinned,
-    ) = continuation_of(&repo, &metadata, config, &run_dir, &recorder, &state)?;
+    let (continued, pinned) =
+        continuation_of(repo, &metadata, request.config, run_dir, &recorder, &state)?;
+    let (loaded, params) = (continued.loaded, continued.params);
     let record = workspace_record(&metadata);
     let (workspace, recreated) = match worktree(
-        never_started,
+        opened.never_started,
         &record,
         &metadata,
         &mut recorder,
@@ -158,18 +144,18 @@ pub fn resume_run(request: ResumeRequest) -> Result<RunSummary, RunError> {
             });
         }
     };
-    replay_started_visit(&loaded.workflow, &run_dir, &mut state)?;
+    replay_started_visit(&loaded.workflow, run_dir, &mut state)?;
     let checks = Checks {
         run_id: run_id.as_str(),
         workflow: &loaded.workflow,
         workspace: &workspace,
-        run_dir: &run_dir,
+        run_dir,
         state: &state,
-        events: &events,
+        events,
         recreated,
-        accept_drift,
-        repository,
-        skip_guard_check,
+        accept_drift: request.accept_drift,
+        repository: request.repository,
+        skip_guard_check: request.skip_guard_check,
     };
     let (planners, unusable) = checks.refuse_before_writing()?;
     // A gate decision recorded by a process that died before taking its route stands (its
@@ -180,8 +166,8 @@ pub fn resume_run(request: ResumeRequest) -> Result<RunSummary, RunError> {
     record_workflow_change(&mut recorder, digest(&loaded.source))?;
     record_config_change(&mut recorder, &loaded.config)?;
     record_params_change(&mut recorder, &params)?;
-    super::pins::record_prompts_change(&mut recorder, prompts)?;
-    if accept_drift {
+    super::pins::record_prompts_change(&mut recorder, continued.prompts)?;
+    if request.accept_drift {
         record_accepted_drift(
             &loaded.workflow,
             &workspace,
@@ -190,14 +176,14 @@ pub fn resume_run(request: ResumeRequest) -> Result<RunSummary, RunError> {
             planners,
         )?;
     }
-    recover_interrupted_visit(
-        &loaded.workflow,
-        loaded.config.operator_checkout,
-        &workspace,
-        &mut recorder,
-        &mut state,
-        (repository, unusable.as_ref()),
-    )?;
+    let recovery = Recovery {
+        workflow: &loaded.workflow,
+        operator_checkout: loaded.config.operator_checkout,
+        workspace: &workspace,
+        repository: request.repository,
+        unusable: unusable.as_ref(),
+    };
+    recover_interrupted_visit(&recovery, &mut recorder, &mut state)?;
     recorder.commit(&mut state, None)?;
     if super::gate::resolve_if_timed_out(&mut recorder, &mut state)? {
         recorder.commit(&mut state, None)?;

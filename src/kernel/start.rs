@@ -130,61 +130,13 @@ pub fn start_checked(checked: CheckedRun) -> Result<RunSummary, RunError> {
     // Before any work: a signal during the worktree's creation must not kill the conductor
     // alone, with `git` still writing the checkout.
     let cancellation = super::interrupts::listen().map_err(RunError::Runtime)?;
-    let prompts = super::pins::prompt_digests(&request.repo);
     let workflow = &loaded.workflow;
     let run_id = new_run_id();
     let workflow_id = WorkflowId::new(workflow.workflow_id.value.as_str());
     let planned = planned_record(&request.repo, &run_id, &workflow_id, &request.base)?;
-    let artifacts_root = workflow
-        .defaults
-        .artifacts_dir
-        .as_ref()
-        .map_or(DEFAULT_ARTIFACTS_ROOT, |dir| dir.value.as_str())
-        .to_owned();
-    let run_dir = RunDir::new(&request.repo, &artifacts_root, &run_id);
-    let started_at = now();
-    let metadata = RunMetadata {
-        schema_version: SCHEMA_VERSION,
-        run_id: run_id.to_string(),
-        workflow_id: workflow_id.to_string(),
-        workflow_version: workflow.version.value,
-        workflow_path: std::path::absolute(&request.workflow_path)
-            .unwrap_or(request.workflow_path.clone())
-            .display()
-            .to_string(),
-        started_at: started_at.clone(),
-        artifacts_root,
-        entry_step: workflow.entry_step.value.to_string(),
-        ended_at: None,
-        last_step_id: None,
-        termination: None,
-        schema_versions: [
-            ("metadata", SCHEMA_VERSION),
-            ("event", SCHEMA_VERSION),
-            ("manifest", SCHEMA_VERSION),
-            ("state", SCHEMA_VERSION),
-        ]
-        .into_iter()
-        .map(|(name, version)| (name.to_owned(), version))
-        .collect(),
-        repo_root: planned.repo_root.display().to_string(),
-        worktree_path: planned.worktree_path.display().to_string(),
-        branch: planned.branch.clone(),
-        base_ref: planned.base_ref.clone(),
-        // Known once the worktree is created from it.
-        base_sha: String::new(),
-        params: params.clone(),
-        planner_override: loaded.config.planner_override.clone(),
-        workflow_sha256: Some(digest(&loaded.source)),
-        config_sha256: Some(config_digest(&loaded.config)),
-        config_path: explicit_config_path(&request.repo, &loaded.config),
-        // Pinned once the script is loaded, before any agent runs.
-        script_modules: None,
-        prompts_sha256: Some(prompts),
-        base_branch: crate::workspace::base_branch(&planned.repo_root, &request.base),
-        result_commit: None,
-        landings: Vec::new(),
-    };
+    let metadata = new_metadata(&request, &loaded, &params, &planned, &run_id);
+    let run_dir = RunDir::new(&request.repo, &metadata.artifacts_root, &run_id);
+    let started_at = metadata.started_at.clone();
     let mut recorder = Recorder::create(run_dir.clone(), metadata)?;
     recorder.observe(super::recorder::with_test_signal(
         request.observer,
@@ -252,6 +204,67 @@ pub fn start_checked(checked: CheckedRun) -> Result<RunSummary, RunError> {
         worktree: workspace.path().to_path_buf(),
         end,
     })
+}
+
+/// The metadata of a new run, written before its worktree is created: the worktree, branch
+/// and base to come (`planned`); the base commit is known once the worktree is made from it.
+fn new_metadata(
+    request: &RunRequest,
+    loaded: &Loaded,
+    params: &serde_json::Map<String, serde_json::Value>,
+    planned: &crate::workspace::WorkspaceRecord,
+    run_id: &RunId,
+) -> RunMetadata {
+    let workflow = &loaded.workflow;
+    let artifacts_root = workflow
+        .defaults
+        .artifacts_dir
+        .as_ref()
+        .map_or(DEFAULT_ARTIFACTS_ROOT, |dir| dir.value.as_str())
+        .to_owned();
+    let prompts = super::pins::prompt_digests(&request.repo);
+    RunMetadata {
+        schema_version: SCHEMA_VERSION,
+        run_id: run_id.to_string(),
+        workflow_id: WorkflowId::new(workflow.workflow_id.value.as_str()).to_string(),
+        workflow_version: workflow.version.value,
+        workflow_path: std::path::absolute(&request.workflow_path)
+            .unwrap_or(request.workflow_path.clone())
+            .display()
+            .to_string(),
+        started_at: now(),
+        artifacts_root,
+        entry_step: workflow.entry_step.value.to_string(),
+        ended_at: None,
+        last_step_id: None,
+        termination: None,
+        schema_versions: [
+            ("metadata", SCHEMA_VERSION),
+            ("event", SCHEMA_VERSION),
+            ("manifest", SCHEMA_VERSION),
+            ("state", SCHEMA_VERSION),
+        ]
+        .into_iter()
+        .map(|(name, version)| (name.to_owned(), version))
+        .collect(),
+        repo_root: planned.repo_root.display().to_string(),
+        worktree_path: planned.worktree_path.display().to_string(),
+        branch: planned.branch.clone(),
+        base_ref: planned.base_ref.clone(),
+        // Known once the worktree is created from it.
+        base_sha: String::new(),
+        params: params.clone(),
+        planner_override: loaded.config.planner_override.clone(),
+        workflow_sha256: Some(digest(&loaded.source)),
+        config_sha256: Some(config_digest(&loaded.config)),
+        config_path: explicit_config_path(&request.repo, &loaded.config),
+        // Pinned once the script is loaded, before any agent runs.
+        script_modules: None,
+        prompts_sha256: Some(prompts),
+        base_branch: crate::workspace::base_branch(&planned.repo_root, &request.base),
+        result_commit: None,
+        landings: Vec::new(),
+    }
 }
 
 /// A run whose worktree could not be made because the operator interrupted its creation:
