@@ -13,7 +13,7 @@ use super::{Cli, Output};
 use crate::demo::{self, ADR_ID, APPROVER};
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::driver::RunEnd;
-use crate::kernel::gate::{Decision, decide};
+use crate::kernel::gate::{Decision, DecisionRequest, decide};
 use crate::kernel::run::{ResumeRequest, RunRequest, RunSummary, resume_run, start_run};
 
 /// `demo`.
@@ -70,14 +70,15 @@ pub fn cmd_demo(cli: &Cli, args: &DemoArgs, output: &mut Output) -> Result<ExitS
             "gate `{step_id}` waits; the demo approves it as `{APPROVER}` (you would run `tnh-conductor gate approve {} --as {APPROVER} --resume`)",
             summary.run_id
         ));
-        decide(
-            &repo.root,
-            summary.run_id.as_str(),
-            Decision::Approve,
-            APPROVER,
-            Some("approved by the demo"),
-            false,
-        )
+        decide(&DecisionRequest {
+            repo: &repo.root,
+            run_id: summary.run_id.as_str(),
+            decision: Decision::Approve,
+            reviewer: APPROVER,
+            comment: Some("approved by the demo"),
+            accept_drift: false,
+            answered_at: None,
+        })
         .map_err(run_error)?;
         summary = resume_run(ResumeRequest {
             observer: observer(),

@@ -10,7 +10,7 @@ use super::{Cli, Output};
 use crate::artifacts::RunDir;
 use crate::ids::RunId;
 use crate::kernel::driver::RunEnd;
-use crate::kernel::gate::{Decision, GateError, decide_as_of, read_request};
+use crate::kernel::gate::{Decision, DecisionRequest, GateError, decide, read_request};
 use crate::kernel::recorder::Recorder;
 use crate::kernel::run::{ResumeRequest, RunError, RunSummary, resume_run};
 use crate::runner::Cancellation;
@@ -268,15 +268,16 @@ pub fn wait_at_gates(
                     return result;
                 }
             };
-            match decide_as_of(
+            let request = DecisionRequest {
                 repo,
-                &run_id,
-                answer.decision,
-                &answer.reviewer,
-                comment.as_deref(),
-                false,
-                Some(answer.answered_at),
-            ) {
+                run_id: &run_id,
+                decision: answer.decision,
+                reviewer: &answer.reviewer,
+                comment: comment.as_deref(),
+                accept_drift: false,
+                answered_at: Some(answer.answered_at),
+            };
+            match decide(&request) {
                 // The decision routed straight to a STOP: the run is over.
                 Ok(crate::kernel::Phase::Finished { end, reason, .. }) => {
                     return Ok(RunSummary {
