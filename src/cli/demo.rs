@@ -13,8 +13,8 @@ use super::{Cli, Output};
 use crate::demo::{self, ADR_ID, APPROVER};
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::driver::RunEnd;
-use crate::kernel::gate::{Decision, decide};
-use crate::kernel::run::{RunRequest, RunSummary, resume_run, start_run};
+use crate::kernel::gate::{Decision, DecisionRequest, decide};
+use crate::kernel::run::{ResumeRequest, RunRequest, RunSummary, resume_run, start_run};
 
 /// `demo`.
 #[derive(Debug, Args)]
@@ -70,24 +70,20 @@ pub fn cmd_demo(cli: &Cli, args: &DemoArgs, output: &mut Output) -> Result<ExitS
             "gate `{step_id}` waits; the demo approves it as `{APPROVER}` (you would run `tnh-conductor gate approve {} --as {APPROVER} --resume`)",
             summary.run_id
         ));
-        decide(
-            &repo.root,
-            summary.run_id.as_str(),
-            Decision::Approve,
-            APPROVER,
-            Some("approved by the demo"),
-            false,
-        )
+        decide(&DecisionRequest {
+            repo: &repo.root,
+            run_id: summary.run_id.as_str(),
+            decision: Decision::Approve,
+            reviewer: APPROVER,
+            comment: Some("approved by the demo"),
+            accept_drift: false,
+            answered_at: None,
+        })
         .map_err(run_error)?;
-        summary = resume_run(
-            &repo.root,
-            summary.run_id.as_str(),
-            config.clone(),
-            false,
-            crate::kernel::run::RepositoryChanges::Refuse,
-            false,
-            observer(),
-        )
+        summary = resume_run(ResumeRequest {
+            observer: observer(),
+            ..ResumeRequest::new(&repo.root, summary.run_id.clone(), config.clone())
+        })
         .map_err(run_error)?;
     }
     let end = super::run::EndLine::of(&summary.end, &summary.run_dir);

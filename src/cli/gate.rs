@@ -9,7 +9,8 @@ use crate::artifacts::{RunDir, RunMetadata, is_run_id, read_json};
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::finished_runs::FinishedIndex;
 use crate::kernel::gate::{
-    Decision, decide, is_due, notice_timeout, read_request, request_of, rollback_since_request,
+    Decision, DecisionRequest, decide, is_due, notice_timeout, read_request, request_of,
+    rollback_since_request,
 };
 use crate::kernel::recorder::Recorder;
 
@@ -78,14 +79,15 @@ fn decide_gate(
         .clone()
         .or_else(|| std::env::var("USER").ok())
         .unwrap_or_else(|| "operator".into());
-    let phase = decide(
-        &repo,
-        &args.run_id,
+    let phase = decide(&DecisionRequest {
+        repo: &repo,
+        run_id: &args.run_id,
         decision,
-        &reviewer,
-        args.comment.as_deref(),
-        args.accept_drift,
-    )
+        reviewer: &reviewer,
+        comment: args.comment.as_deref(),
+        accept_drift: args.accept_drift,
+        answered_at: None,
+    })
     .map_err(|error| super::run::run_failure(error, output))?;
     let verb = match decision {
         Decision::Approve => "approved",

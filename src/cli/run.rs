@@ -6,11 +6,13 @@ use clap::Args;
 
 use super::{Cli, Output, load_config, repo_root};
 use crate::error::{Error, ExitStatus, Result};
+use crate::ids::RunId;
 use crate::kernel::End;
 use crate::kernel::driver::RunEnd;
 use crate::kernel::preflight::Problem;
 use crate::kernel::run::{
-    RepositoryChanges, RunError, RunRequest, RunSummary, check_run, resume_run, start_checked,
+    RepositoryChanges, ResumeRequest, RunError, RunRequest, RunSummary, check_run, resume_run,
+    start_checked,
 };
 
 /// `run WORKFLOW`.
@@ -165,21 +167,21 @@ fn ask_at_gates(
 /// Resumes a run.
 pub fn cmd_resume(cli: &Cli, args: &ResumeArgs, output: &mut Output) -> Result<ExitStatus> {
     let repo = repo_root(cli)?;
-    let result = resume_run(
-        &repo,
-        &args.run_id,
-        super::config_for_run(cli, &repo, &args.run_id)?,
-        args.accept_drift,
-        if args.put_back {
+    let result = resume_run(ResumeRequest {
+        repo: repo.clone(),
+        run_id: RunId::new(args.run_id.as_str()),
+        config: super::config_for_run(cli, &repo, &args.run_id)?,
+        accept_drift: args.accept_drift,
+        repository: if args.put_back {
             RepositoryChanges::PutBack
         } else if args.accept_drift {
             RepositoryChanges::Keep
         } else {
             RepositoryChanges::Refuse
         },
-        args.skip_guard_check,
-        super::progress::observer(!args.json && !cli.quiet),
-    );
+        skip_guard_check: args.skip_guard_check,
+        observer: super::progress::observer(!args.json && !cli.quiet),
+    });
     let result = ask_at_gates(
         cli,
         &repo,

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use super::{Cli, Output};
 use crate::artifacts::RunDir;
+use crate::ids::RunId;
 use crate::kernel::driver::RunEnd;
-use crate::kernel::gate::{Decision, GateError, decide_as_of, read_request};
+use crate::kernel::gate::{Decision, DecisionRequest, GateError, decide, read_request};
 use crate::kernel::recorder::Recorder;
-use crate::kernel::run::{RunError, RunSummary, resume_run};
+use crate::kernel::run::{ResumeRequest, RunError, RunSummary, resume_run};
 use crate::runner::Cancellation;
 
 /// What reaches the prompt: a line typed by the operator, or a signal (Ctrl-C, SIGTERM,
@@ -267,15 +268,16 @@ pub fn wait_at_gates(
                     return result;
                 }
             };
-            match decide_as_of(
+            let request = DecisionRequest {
                 repo,
-                &run_id,
-                answer.decision,
-                &answer.reviewer,
-                comment.as_deref(),
-                false,
-                Some(answer.answered_at),
-            ) {
+                run_id: &run_id,
+                decision: answer.decision,
+                reviewer: &answer.reviewer,
+                comment: comment.as_deref(),
+                accept_drift: false,
+                answered_at: Some(answer.answered_at),
+            };
+            match decide(&request) {
                 // The decision routed straight to a STOP: the run is over.
                 Ok(crate::kernel::Phase::Finished { end, reason, .. }) => {
                     return Ok(RunSummary {
@@ -337,21 +339,17 @@ pub fn wait_at_gates(
             output.note("the gate's time ran out");
         }
         // Resuming resolves a gate past its deadline and continues after a decision.
-        result = resume_run(
-            repo,
-            &run_id,
-            super::config_for_run(cli, repo, &run_id).map_err(|error| {
-                RunError::Artifacts(crate::artifacts::ArtifactsError::Io {
-                    action: "load the configuration for",
-                    path: repo.to_path_buf(),
-                    source: std::io::Error::other(error.to_string()),
-                })
-            })?,
-            false,
-            crate::kernel::run::RepositoryChanges::Refuse,
-            false,
-            super::progress::observer(options.progress),
-        );
+        let config = super::config_for_run(cli, repo, &run_id).map_err(|error| {
+            RunError::Artifacts(crate::artifacts::ArtifactsError::Io {
+                action: "load the configuration for",
+                path: repo.to_path_buf(),
+                source: std::io::Error::other(error.to_string()),
+            })
+        })?;
+        result = resume_run(ResumeRequest {
+            observer: super::progress::observer(options.progress),
+            ..ResumeRequest::new(repo, RunId::new(run_id.as_str()), config)
+        });
     }
 }
 

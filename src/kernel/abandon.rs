@@ -7,7 +7,8 @@ use std::path::Path;
 
 use super::lock::{LockError, RunLock};
 use super::recorder::{Recorder, payload};
-use super::run::{RunError, find_run_dir, visit_in_progress};
+use super::recovery::visit_in_progress;
+use super::run::{RunError, find_run_dir};
 use super::state::{End, Phase, RunState};
 use crate::artifacts::{EventType, RunMetadata, read_json};
 

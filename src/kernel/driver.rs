@@ -218,32 +218,9 @@ impl Driver<'_> {
             .and_then(|result| self.stopped_from_outside(&step_id, visit, result, cancelled));
         if outside.is_some() || (cancelled && self.cut_short(&step_id, visit, result.as_ref().ok()))
         {
-            let (cause, reason) = match outside {
-                Some((who, signal)) if !cancelled => (
-                    format!("{who} was stopped by {signal} from outside the conductor"),
-                    format!("{who} was stopped by {signal} from outside the conductor"),
-                ),
-                _ => {
-                    let signal = self.signal();
-                    (
-                        format!("operator interrupt ({signal})"),
-                        format!("interrupted by the operator ({signal})"),
-                    )
-                }
-            };
-            // What the agent said in its run log before it was stopped is said now.
-            ingest_runlog(self.recorder, &step_id, visit)?;
-            // The visit stays marked running: `resume` records it as interrupted, restores its
-            // pre-step snapshot and runs the step again, exactly as after a crash.
-            self.recorder.event(
-                EventType::RunInterrupted,
-                Some((&step_id, visit)),
-                payload([("cause", cause.into())]),
-            )?;
-            self.recorder.commit(&mut self.state, Some(&reason))?;
-            self.recorder
-                .write_blocked(&format!("{reason}; `tnh-conductor resume` continues it"))?;
-            return Ok(Some(RunEnd::Interrupted { step_id }));
+            return self
+                .interrupted(step_id, visit, outside, cancelled)
+                .map(Some);
         }
         let result = match result {
             Ok(result) => result,
@@ -257,8 +234,68 @@ impl Driver<'_> {
             },
         };
         let mut result = result;
-        self.ingest_runlog(&step_id, visit, &mut result.manifest)?;
-        let visit_dir = self.recorder.run_dir().visit_dir(&step_id, visit);
+        if let Some(end) = self.record_result(step, &step_id, visit, &mut result)? {
+            return Ok(Some(end));
+        }
+        if result.waiting {
+            self.state =
+                wait_at_gate(&self.state).unwrap_or_else(|error| fail(&self.state, &error));
+            self.recorder
+                .commit(&mut self.state, Some(super::recorder::WAITING_REASON))?;
+            return Ok(Some(RunEnd::Waiting { step_id }));
+        }
+        self.route(&step_id, visit, &result.report)?;
+        Ok(None)
+    }
+
+    /// Ends the drive on a visit the operator's interrupt cut short, or whose agent a stop
+    /// signal from outside ended (`outside`: who and by which signal).
+    fn interrupted(
+        &mut self,
+        step_id: String,
+        visit: u32,
+        outside: Option<(String, &'static str)>,
+        cancelled: bool,
+    ) -> Result<RunEnd, DriveError> {
+        let (cause, reason) = match outside {
+            Some((who, signal)) if !cancelled => (
+                format!("{who} was stopped by {signal} from outside the conductor"),
+                format!("{who} was stopped by {signal} from outside the conductor"),
+            ),
+            _ => {
+                let signal = self.signal();
+                (
+                    format!("operator interrupt ({signal})"),
+                    format!("interrupted by the operator ({signal})"),
+                )
+            }
+        };
+        // What the agent said in its run log before it was stopped is said now.
+        ingest_runlog(self.recorder, &step_id, visit)?;
+        // The visit stays marked running: `resume` records it as interrupted, restores its
+        // pre-step snapshot and runs the step again, exactly as after a crash.
+        self.recorder.event(
+            EventType::RunInterrupted,
+            Some((&step_id, visit)),
+            payload([("cause", cause.into())]),
+        )?;
+        self.recorder.commit(&mut self.state, Some(&reason))?;
+        self.recorder
+            .write_blocked(&format!("{reason}; `tnh-conductor resume` continues it"))?;
+        Ok(RunEnd::Interrupted { step_id })
+    }
+
+    /// Records a visit's result: its run log's entries, its manifest (with its tool logs), its
+    /// cost and the worktree's fingerprint. Returns an end when the step fails on the way.
+    fn record_result(
+        &mut self,
+        step: &crate::workflow::model::Step,
+        step_id: &str,
+        visit: u32,
+        result: &mut opcode::StepResult,
+    ) -> Result<Option<RunEnd>, DriveError> {
+        self.ingest_runlog(step_id, visit, &mut result.manifest)?;
+        let visit_dir = self.recorder.run_dir().visit_dir(step_id, visit);
         let logs = crate::artifacts::tool_logs(&visit_dir);
         result
             .manifest
@@ -289,18 +326,10 @@ impl Driver<'_> {
                 Ok(fingerprint) => self.state.fingerprint = Some(fingerprint),
                 Err(error) => {
                     let error = OpcodeError::Workspace(error);
-                    return self.step_failed(&step_id, visit, &error).map(Some);
+                    return self.step_failed(step_id, visit, &error).map(Some);
                 }
             }
         }
-        if result.waiting {
-            self.state =
-                wait_at_gate(&self.state).unwrap_or_else(|error| fail(&self.state, &error));
-            self.recorder
-                .commit(&mut self.state, Some(super::recorder::WAITING_REASON))?;
-            return Ok(Some(RunEnd::Waiting { step_id }));
-        }
-        self.route(&step_id, visit, &result.report)?;
         Ok(None)
     }
 

@@ -200,7 +200,7 @@ pub(crate) fn rollback_since_request(
 /// Why a run that is not waiting cannot be decided: a visit its driving process left in the
 /// middle (the lock is ours, so that process is gone) is said to be one, a gate's own first.
 fn not_waiting(run_dir: &crate::artifacts::RunDir, state: &RunState, error: GateError) -> RunError {
-    let Ok(Some((step_id, visit))) = super::run::visit_in_progress(run_dir, state) else {
+    let Ok(Some((step_id, visit))) = super::recovery::visit_in_progress(run_dir, state) else {
         return RunError::Gate(error);
     };
     let requested = EventLog::read_all(&run_dir.events()).is_ok_and(|events| {
@@ -225,61 +225,43 @@ fn not_waiting(run_dir: &crate::artifacts::RunDir, state: &RunState, error: Gate
     }
 }
 
-/// Decides the waiting gate of a run. The run lock makes concurrent decisions safe: exactly
-/// one wins, the other finds the run no longer waiting (or the lock held) and changes nothing.
-pub fn decide(
-    repo: &Path,
-    run_id: &str,
-    decision: Decision,
-    reviewer: &str,
-    comment: Option<&str>,
-    accept_drift: bool,
-) -> Result<Phase, RunError> {
-    decide_as_of(
-        repo,
-        run_id,
-        decision,
-        reviewer,
-        comment,
-        accept_drift,
-        None,
-    )
+/// A reviewer's decision of a run's waiting gate, as `gate approve|reject` and the `--wait`
+/// prompt make it.
+#[derive(Debug, Clone, Copy)]
+pub struct DecisionRequest<'a> {
+    /// The repository the run directory is found in.
+    pub repo: &'a Path,
+    /// The run.
+    pub run_id: &'a str,
+    /// Approve or reject.
+    pub decision: Decision,
+    /// Who decides (`--as`).
+    pub reviewer: &'a str,
+    /// Why (`--comment`).
+    pub comment: Option<&'a str>,
+    /// `--accept-drift`: decide on what the worktree holds now when it changed since the gate
+    /// showed it (recorded as a `drift_accepted` event).
+    pub accept_drift: bool,
+    /// When the reviewer answered, for a decision recorded later (the `--wait` prompt asks for
+    /// a name and a comment after the answer): a gate whose deadline passed in between is
+    /// decided as of that answer (its `decided_at`), not timed out. `None`: now.
+    pub answered_at: Option<jiff::Timestamp>,
 }
 
-/// [`decide`], for a decision the reviewer made at `answered_at` and that is recorded later:
-/// the `--wait` prompt asks for a name and a comment after the answer. A gate whose deadline
-/// passed in between is decided as of that answer (its `decided_at`), not timed out.
-pub fn decide_as_of(
-    repo: &Path,
-    run_id: &str,
-    decision: Decision,
-    reviewer: &str,
-    comment: Option<&str>,
-    accept_drift: bool,
-    answered_at: Option<jiff::Timestamp>,
-) -> Result<Phase, RunError> {
+/// Decides the waiting gate of a run. The run lock makes concurrent decisions safe: exactly
+/// one wins, the other finds the run no longer waiting (or the lock held) and changes nothing.
+pub fn decide(request: &DecisionRequest<'_>) -> Result<Phase, RunError> {
+    let (run_id, reviewer) = (request.run_id, request.reviewer);
     // Refused before anything is opened: a decision must say who made it.
     if reviewer.trim().is_empty() {
         return Err(RunError::Gate(GateError::NoReviewer {
             run_id: run_id.to_owned(),
         }));
     }
-    let run_dir = find_run_dir(repo, run_id)?;
-    super::run::check_recorded_repository(repo, &run_dir, run_id)?;
+    let run_dir = find_run_dir(request.repo, run_id)?;
+    super::run::check_recorded_repository(request.repo, &run_dir, run_id)?;
     let _lock = RunLock::acquire(&run_dir.lock())?;
-    // A run a newer release wrote is refused before anything of it is opened for writing.
-    super::state::check_run_versions(&run_dir)?;
-    if !run_dir.state().is_file() {
-        return Err(RunError::StateMissing {
-            run_id: run_id.to_owned(),
-            path: run_dir.state(),
-            evidence: "a gate can only wait after a checkpoint".to_owned(),
-        });
-    }
-    let mut recorder = Recorder::open(run_dir.clone())?;
-    let mut state = super::state::read_state(&run_dir.state())?;
-    // A `runs abandon` killed after its event stands: the run is ended now.
-    super::abandon::finish_interrupted_abandon(&mut recorder, &mut state)?;
+    let (mut recorder, mut state) = open_waiting(&run_dir, run_id)?;
     let (step_id, visit) = match waiting(&state) {
         Ok(gate) => gate,
         Err(error @ GateError::Abandoned { .. }) => return Err(error.into()),
@@ -294,57 +276,37 @@ pub fn decide_as_of(
             ended: ended(&state),
         }));
     }
-    let request = read_request(&recorder, &step_id, visit)?;
+    let request_file = read_request(&recorder, &step_id, visit)?;
     // A decision after the deadline is too late: the gate times out now, as `gate list` or
     // `status` would have noticed.
-    let answered_in_time =
-        answered_at.filter(|at| deadline_of(&request).is_none_or(|deadline| *at < deadline));
+    let answered_in_time = request
+        .answered_at
+        .filter(|at| deadline_of(&request_file).is_none_or(|deadline| *at < deadline));
     if answered_in_time.is_none() && resolve_if_timed_out(&mut recorder, &mut state)? {
         return Err(RunError::Gate(GateError::TimedOut {
             run_id: state.run_id.clone(),
             step_id,
-            deadline: request["deadline"].as_str().unwrap_or("?").to_owned(),
+            deadline: request_file["deadline"].as_str().unwrap_or("?").to_owned(),
             ended: ended(&state),
         }));
     }
-    let approvers: Vec<&str> = request["approvers"]
-        .as_array()
-        .map(|names| names.iter().filter_map(|name| name.as_str()).collect())
-        .unwrap_or_default();
-    if !approvers.is_empty() && !approvers.contains(&reviewer) {
-        return Err(RunError::Gate(GateError::NotApprover {
-            reviewer: reviewer.to_owned(),
-            step_id,
-            approvers: approvers.join(", "),
-        }));
-    }
+    check_approver(&request_file, reviewer, &step_id)?;
     // The reviewer decided on what the gate showed: a worktree changed since is refused
     // whichever way the decision routes (a STOP included), unless accepted.
-    let workflow = super::run::workflow_of(&mut recorder, &state)?;
-    // An operator's rollback since the gate showed the worktree checkpointed the rolled-back
-    // one: it is still drift from what the gate showed, checked against the checkpoint the
-    // rollback replaced.
-    if let Some(rollback) = rollback_since_request(&recorder, &step_id, visit)? {
-        if !accept_drift {
-            return Err(RunError::Gate(GateError::RolledBack {
-                run_id: state.run_id.clone(),
-                step_id,
-                target: rollback.text("target").unwrap_or("?").to_owned(),
-                record: rollback.text("record").unwrap_or("?").to_owned(),
-            }));
-        }
-        if let Ok(Some(shown)) = serde_json::from_value(
-            rollback
-                .payload
-                .get("checkpoint_before")
-                .cloned()
-                .unwrap_or_default(),
-        ) {
-            state.fingerprint = Some(shown);
-        }
-    }
-    super::run::check_drift_before_decision(&workflow, &mut recorder, &mut state, accept_drift)?;
-    let outcome = match decision {
+    let workflow = super::continuation::workflow_of(&mut recorder, &state)?;
+    check_rollback_since(
+        &recorder,
+        &mut state,
+        (&step_id, visit),
+        request.accept_drift,
+    )?;
+    super::drift::check_drift_before_decision(
+        &workflow,
+        &mut recorder,
+        &mut state,
+        request.accept_drift,
+    )?;
+    let outcome = match request.decision {
         Decision::Approve => Outcome::GateApproved,
         Decision::Reject => Outcome::GateRejected,
     };
@@ -354,10 +316,84 @@ pub fn decide_as_of(
         &mut state,
         (&step_id, visit),
         outcome,
-        Some((reviewer, comment)),
+        Some((reviewer, request.comment)),
         answered_in_time,
     )?;
     Ok(state.phase)
+}
+
+/// Opens a run to decide its gate: refuses a run a newer release wrote or one without a
+/// checkpoint, and finishes an interrupted `runs abandon` (its event stands: the run is
+/// ended now).
+fn open_waiting(
+    run_dir: &crate::artifacts::RunDir,
+    run_id: &str,
+) -> Result<(Recorder, RunState), RunError> {
+    // A run a newer release wrote is refused before anything of it is opened for writing.
+    super::state::check_run_versions(run_dir)?;
+    if !run_dir.state().is_file() {
+        return Err(RunError::StateMissing {
+            run_id: run_id.to_owned(),
+            path: run_dir.state(),
+            evidence: "a gate can only wait after a checkpoint".to_owned(),
+        });
+    }
+    let mut recorder = Recorder::open(run_dir.clone())?;
+    let mut state = super::state::read_state(&run_dir.state())?;
+    super::abandon::finish_interrupted_abandon(&mut recorder, &mut state)?;
+    Ok((recorder, state))
+}
+
+/// Refuses a reviewer who is not one of the gate's approvers, when it names any.
+fn check_approver(
+    request: &serde_json::Value,
+    reviewer: &str,
+    step_id: &str,
+) -> Result<(), RunError> {
+    let approvers: Vec<&str> = request["approvers"]
+        .as_array()
+        .map(|names| names.iter().filter_map(|name| name.as_str()).collect())
+        .unwrap_or_default();
+    if !approvers.is_empty() && !approvers.contains(&reviewer) {
+        return Err(RunError::Gate(GateError::NotApprover {
+            reviewer: reviewer.to_owned(),
+            step_id: step_id.to_owned(),
+            approvers: approvers.join(", "),
+        }));
+    }
+    Ok(())
+}
+
+/// An operator's rollback since the gate showed the worktree checkpointed the rolled-back
+/// one: it is still drift from what the gate showed. Refused unless `accept_drift`, which
+/// checks against the checkpoint the rollback replaced.
+fn check_rollback_since(
+    recorder: &Recorder,
+    state: &mut RunState,
+    (step_id, visit): (&str, u32),
+    accept_drift: bool,
+) -> Result<(), RunError> {
+    let Some(rollback) = rollback_since_request(recorder, step_id, visit)? else {
+        return Ok(());
+    };
+    if !accept_drift {
+        return Err(RunError::Gate(GateError::RolledBack {
+            run_id: state.run_id.clone(),
+            step_id: step_id.to_owned(),
+            target: rollback.text("target").unwrap_or("?").to_owned(),
+            record: rollback.text("record").unwrap_or("?").to_owned(),
+        }));
+    }
+    if let Ok(Some(shown)) = serde_json::from_value(
+        rollback
+            .payload
+            .get("checkpoint_before")
+            .cloned()
+            .unwrap_or_default(),
+    ) {
+        state.fingerprint = Some(shown);
+    }
+    Ok(())
 }
 
 /// Resolves the waiting gate of a run that no process drives, when its deadline has passed
@@ -431,7 +467,7 @@ pub fn resolve_if_timed_out(
     let request = read_request(recorder, &step_id, visit)?;
     let due = is_due(&request);
     if due {
-        let workflow = super::run::workflow_of(recorder, state)?;
+        let workflow = super::continuation::workflow_of(recorder, state)?;
         resolve(
             &workflow,
             recorder,
@@ -630,7 +666,7 @@ pub fn finish_interrupted_decision(
     } else {
         super::routing::Completion::Record
     };
-    let workflow = super::run::workflow_of(recorder, state)?;
+    let workflow = super::continuation::workflow_of(recorder, state)?;
     route_decision(
         &workflow,
         recorder,

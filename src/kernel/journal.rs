@@ -468,27 +468,7 @@ impl Journal {
         text.push_str("\n## Pending Review\n");
         list(
             &mut text,
-            self.pending_review.iter().map(|review| {
-                let flags = if review.risk_flags.is_empty() {
-                    String::new()
-                } else {
-                    format!(" — risk: {}", l(&review.risk_flags.join(", ")))
-                };
-                let deadline = match &review.deadline {
-                    Some(deadline) if review.deadline_passed => {
-                        format!(" — {}", l(&deadline_passed_text(&review.run_id, deadline)))
-                    }
-                    _ => String::new(),
-                };
-                format!(
-                    "- [ ] {} `{}` / {}: {} ({}){deadline}{flags}",
-                    l(&review.kind),
-                    l(&review.run_id),
-                    l(&review.step_id),
-                    l(&review.reason),
-                    l(&review.request)
-                )
-            }),
+            self.pending_review.iter().map(pending_review_line),
         );
         text.push_str("\n## Blockers & Decisions Needed\n");
         list(
@@ -512,57 +492,10 @@ impl Journal {
         text.push_str("\n## Planner Assessments\n");
         list(
             &mut text,
-            self.planner_assessments.iter().map(|assessment| {
-                let mut line = format!(
-                    "→ {} / `{}` / step: {}\n  Status: {}",
-                    l(&assessment.workflow),
-                    l(&assessment.run_id),
-                    l(&assessment.step),
-                    l(&assessment.status)
-                );
-                for blocker in &assessment.blockers {
-                    let _ = write!(line, "\n  Blocker: \"{}\"", l(blocker));
-                }
-                if !assessment.risk_flags.is_empty() {
-                    let _ = write!(
-                        line,
-                        "\n  Risk flags: {}",
-                        l(&assessment.risk_flags.join(", "))
-                    );
-                }
-                line
-            }),
+            self.planner_assessments.iter().map(assessment_lines),
         );
         text.push_str("\n## Provenance\n");
-        list(
-            &mut text,
-            self.provenance.iter().map(|run| {
-                let mut line = format!(
-                    "- Run `{}`: workflow {}, run directory {}",
-                    l(&run.run_id),
-                    l(&run.workflow),
-                    l(&run.run_dir)
-                );
-                if !run.agents.is_empty() {
-                    let _ = write!(line, "\n  - Agents: {}", l(&run.agents.join(", ")));
-                }
-                // Each step's last transcript: a loop of 250 visits is one line, not 250.
-                let latest = run.latest_transcripts();
-                for transcript in &latest {
-                    let _ = write!(line, "\n  - Transcript: {}", l(transcript));
-                }
-                let earlier = run.transcripts.len() - latest.len();
-                if earlier > 0 {
-                    let _ = write!(
-                        line,
-                        "\n  - ({earlier} earlier visit{} not listed: each visit's transcript is artifacts/STEP/VISIT/transcript.md of the run directory; `tnh-conductor runs show {}` lists the visits)",
-                        if earlier == 1 { "" } else { "s" },
-                        l(&run.run_id)
-                    );
-                }
-                line
-            }),
-        );
+        list(&mut text, self.provenance.iter().map(provenance_lines));
         text
     }
 }
@@ -587,6 +520,82 @@ impl Provenance {
             .map(|(_, transcript)| transcript)
             .collect()
     }
+}
+
+/// A Pending Review line of the Markdown journal, every value on one line.
+fn pending_review_line(review: &ReviewEntry) -> String {
+    let l = |text: &str| one_line(text).into_owned();
+    let flags = if review.risk_flags.is_empty() {
+        String::new()
+    } else {
+        format!(" — risk: {}", l(&review.risk_flags.join(", ")))
+    };
+    let deadline = match &review.deadline {
+        Some(deadline) if review.deadline_passed => {
+            format!(" — {}", l(&deadline_passed_text(&review.run_id, deadline)))
+        }
+        _ => String::new(),
+    };
+    format!(
+        "- [ ] {} `{}` / {}: {} ({}){deadline}{flags}",
+        l(&review.kind),
+        l(&review.run_id),
+        l(&review.step_id),
+        l(&review.reason),
+        l(&review.request)
+    )
+}
+
+/// A Planner Assessments entry of the Markdown journal, every value on one line.
+fn assessment_lines(assessment: &Assessment) -> String {
+    let l = |text: &str| one_line(text).into_owned();
+    let mut line = format!(
+        "→ {} / `{}` / step: {}\n  Status: {}",
+        l(&assessment.workflow),
+        l(&assessment.run_id),
+        l(&assessment.step),
+        l(&assessment.status)
+    );
+    for blocker in &assessment.blockers {
+        let _ = write!(line, "\n  Blocker: \"{}\"", l(blocker));
+    }
+    if !assessment.risk_flags.is_empty() {
+        let _ = write!(
+            line,
+            "\n  Risk flags: {}",
+            l(&assessment.risk_flags.join(", "))
+        );
+    }
+    line
+}
+
+/// A Provenance entry of the Markdown journal, every value on one line.
+fn provenance_lines(run: &Provenance) -> String {
+    let l = |text: &str| one_line(text).into_owned();
+    let mut line = format!(
+        "- Run `{}`: workflow {}, run directory {}",
+        l(&run.run_id),
+        l(&run.workflow),
+        l(&run.run_dir)
+    );
+    if !run.agents.is_empty() {
+        let _ = write!(line, "\n  - Agents: {}", l(&run.agents.join(", ")));
+    }
+    // Each step's last transcript: a loop of 250 visits is one line, not 250.
+    let latest = run.latest_transcripts();
+    for transcript in &latest {
+        let _ = write!(line, "\n  - Transcript: {}", l(transcript));
+    }
+    let earlier = run.transcripts.len() - latest.len();
+    if earlier > 0 {
+        let _ = write!(
+            line,
+            "\n  - ({earlier} earlier visit{} not listed: each visit's transcript is artifacts/STEP/VISIT/transcript.md of the run directory; `tnh-conductor runs show {}` lists the visits)",
+            if earlier == 1 { "" } else { "s" },
+            l(&run.run_id)
+        );
+    }
+    line
 }
 
 fn list(text: &mut String, lines: impl Iterator<Item = String>) {

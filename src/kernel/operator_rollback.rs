@@ -27,7 +27,8 @@ use crate::workspace::{
 
 use super::lock::RunLock;
 use super::recorder::payload;
-use super::run::{RunError, visit_in_progress};
+use super::recovery::visit_in_progress;
+use super::run::RunError;
 use super::state::{Phase, RunState};
 
 /// What the operator's rollback did.
@@ -110,36 +111,7 @@ pub fn rollback_run(
     let record_file = save_record(&run_dir, &record)?;
 
     let checkpoint_before = state.as_ref().and_then(|state| state.fingerprint.clone());
-    let after = match &mut state {
-        Some(state) if matches!(state.phase, Phase::Finished { .. }) => AfterRollback::Ended,
-        Some(state) => {
-            state.fingerprint = Some(workspace.fingerprint()?);
-            let waiting_gate = match &state.phase {
-                Phase::Waiting { step_id, .. } => Some(step_id.clone()),
-                _ => None,
-            };
-            // As after a ROLLBACK step: `pre_step` undoes the violation only when its
-            // snapshot is not newer than the violating visit.
-            let undone = match target {
-                RollbackTarget::PreRun => true,
-                RollbackTarget::PreStep => state.safety.pre_step_undoes_violation,
-            };
-            if undone {
-                AfterRollback::Continues {
-                    waiting_gate,
-                    violation_cleared: state.safety.policy_violation.take(),
-                    violation_kept: None,
-                }
-            } else {
-                AfterRollback::Continues {
-                    waiting_gate,
-                    violation_cleared: None,
-                    violation_kept: state.safety.policy_violation.clone(),
-                }
-            }
-        }
-        None => AfterRollback::NotStarted,
-    };
+    let after = after_rollback(state.as_mut(), &workspace, target)?;
     // The event is durable before the checkpoint that accounts for it.
     let cleared = match &after {
         AfterRollback::Continues {
@@ -178,6 +150,45 @@ pub fn rollback_run(
         worktree: entry.record.worktree_path.clone(),
         branch: entry.record.branch.clone(),
         run: after,
+    })
+}
+
+/// What the rollback means for the run (`None`: it has no checkpoint yet): the checkpoint
+/// takes the rolled-back worktree, and the policy violation the rollback undid is cleared.
+fn after_rollback(
+    state: Option<&mut RunState>,
+    workspace: &Workspace,
+    target: RollbackTarget,
+) -> Result<AfterRollback, RunError> {
+    Ok(match state {
+        Some(state) if matches!(state.phase, Phase::Finished { .. }) => AfterRollback::Ended,
+        Some(state) => {
+            state.fingerprint = Some(workspace.fingerprint()?);
+            let waiting_gate = match &state.phase {
+                Phase::Waiting { step_id, .. } => Some(step_id.clone()),
+                _ => None,
+            };
+            // As after a ROLLBACK step: `pre_step` undoes the violation only when its
+            // snapshot is not newer than the violating visit.
+            let undone = match target {
+                RollbackTarget::PreRun => true,
+                RollbackTarget::PreStep => state.safety.pre_step_undoes_violation,
+            };
+            if undone {
+                AfterRollback::Continues {
+                    waiting_gate,
+                    violation_cleared: state.safety.policy_violation.take(),
+                    violation_kept: None,
+                }
+            } else {
+                AfterRollback::Continues {
+                    waiting_gate,
+                    violation_cleared: None,
+                    violation_kept: state.safety.policy_violation.clone(),
+                }
+            }
+        }
+        None => AfterRollback::NotStarted,
     })
 }
 

@@ -1,0 +1,257 @@
+//! The manifest of a visit that did not finish, and the table of the files a step leaves in
+//! its visit's folder with the role each plays.
+
+use std::path::Path;
+
+use super::recorder::Recorder;
+use super::run_error::RunError;
+use crate::artifacts::ArtifactRole as Role;
+use crate::artifacts::{EventType, GATE_REQUEST_FILE, SCHEMA_VERSION, now};
+use crate::runner::artifacts::names;
+use crate::workflow::model::Workflow;
+
+/// The manifest of a visit that did not finish (termination `interrupted`), listing every file
+/// its step left in the visit's folder — an agent's prompt, raw output, stderr and run log, a
+/// validation's validator outputs and collected artifacts, an evaluation's planner input, a
+/// rollback's record… — so the evidence of an interrupted visit is in the run's record like
+/// any other's; the entries of its run log become `agent_runlog` events unless they already
+/// are. Its opcode is the one the visit ran with (its `step_started` event), not the edited
+/// workflow's. A rollback that reset the worktree before it was interrupted keeps what it
+/// undid in the summary (`rollback`). A visit that already has its manifest keeps it.
+pub(super) fn record_interrupted_manifest(
+    workflow: &Workflow,
+    recorder: &mut Recorder,
+    events: &[crate::artifacts::Event],
+    (step_id, visit): (&str, u32),
+    cause: serde_json::Value,
+) -> Result<(), RunError> {
+    use crate::artifacts::StepManifest;
+    let run_dir = recorder.run_dir().clone();
+    if run_dir.visit_manifest(step_id, visit).exists() {
+        return Ok(());
+    }
+    // The agent's run-log entries become events once: here, unless the driver did it when the
+    // operator's interrupt cut the visit short.
+    if !super::driver::runlog_recorded(events, (step_id, visit)) {
+        super::driver::ingest_runlog(recorder, step_id, visit)?;
+    }
+    let visit_dir = run_dir.visit_dir(step_id, visit);
+    let artifacts = interrupted_visit_files(&visit_dir)
+        .into_iter()
+        .map(|(name, role, media_type)| crate::artifacts::ArtifactEntry {
+            role,
+            path: run_dir.relative(&visit_dir.join(name)),
+            media_type: media_type.to_owned(),
+            required: false,
+            important: true,
+        })
+        .collect();
+    let started = events.iter().find(|event| {
+        event.event_type == EventType::StepStarted
+            && event.step_id.as_deref() == Some(step_id)
+            && event.visit == Some(visit)
+    });
+    let started_at = started
+        .map(|event| event.timestamp.clone())
+        .unwrap_or_default();
+    let opcode = started
+        .and_then(|event| event.text("opcode"))
+        .map(str::to_owned)
+        .or_else(|| {
+            workflow
+                .step(step_id)
+                .map(|step| step.body.opcode().name().to_owned())
+        })
+        .unwrap_or_default();
+    let mut evidence_summary = serde_json::json!({ "interrupted": true, "cause": cause });
+    if let Ok((bytes, false)) =
+        crate::artifacts::safe_files::read_regular(&visit_dir.join(ROLLBACK_RECORD), 1024 * 1024)
+        && let Ok(record) = serde_json::from_slice::<serde_json::Value>(&bytes)
+    {
+        evidence_summary["rollback"] = record;
+    }
+    let manifest = StepManifest {
+        schema_version: SCHEMA_VERSION,
+        step_id: step_id.to_owned(),
+        opcode,
+        visit,
+        started_at,
+        ended_at: now(),
+        termination: "interrupted".to_owned(),
+        evidence_summary,
+        artifacts,
+        timings_ms: None,
+    };
+    Ok(recorder.write_manifest(&manifest)?)
+}
+
+/// The record a ROLLBACK visit writes once it reset the worktree.
+const ROLLBACK_RECORD: &str = "rollback.json";
+
+/// The files a step may leave at the top of its visit's folder, by the names the opcodes
+/// write, each with its role and media type, in the order a manifest lists them.
+const VISIT_FILES: [(&str, Role, &str); 22] = [
+    (names::PROMPT, Role::RunnerPrompt, "text/markdown"),
+    (
+        crate::artifacts::PROMPT_INPUTS_FILE,
+        Role::PromptInputs,
+        "application/json",
+    ),
+    (
+        names::STDOUT_JSONL,
+        Role::RunnerTranscript,
+        "application/x-ndjson",
+    ),
+    (names::STDOUT_TEXT, Role::RunnerTranscript, "text/plain"),
+    (names::STDERR, Role::RunnerStderr, "text/plain"),
+    (
+        "transcript.md",
+        Role::RunnerTranscriptMarkdown,
+        "text/markdown",
+    ),
+    (
+        "final_response.md",
+        Role::RunnerFinalResponse,
+        "text/markdown",
+    ),
+    (
+        "runner_metadata.json",
+        Role::RunnerMetadata,
+        "application/json",
+    ),
+    (
+        crate::artifacts::RUNLOG_FILE,
+        Role::AgentRunlog,
+        "application/x-ndjson",
+    ),
+    ("workspace.diff", Role::WorkspaceDiff, "text/x-diff"),
+    (
+        "workspace_status.json",
+        Role::WorkspaceStatus,
+        "application/json",
+    ),
+    (
+        "policy_summary.json",
+        Role::PolicySummary,
+        "application/json",
+    ),
+    (
+        "validation_report.json",
+        Role::ValidationReport,
+        "application/json",
+    ),
+    (
+        "harness_report.json",
+        Role::HarnessReport,
+        "application/json",
+    ),
+    ("planner_input.json", Role::PlannerInput, "application/json"),
+    (
+        "planner_decision.json",
+        Role::PlannerDecision,
+        "application/json",
+    ),
+    ("planner_prompt.md", Role::PlannerPrompt, "text/markdown"),
+    (
+        "planner_attempts.json",
+        Role::PlannerAttempts,
+        "application/json",
+    ),
+    (GATE_REQUEST_FILE, Role::GateRequest, "application/json"),
+    ("run.diff", Role::WorkspaceDiff, "text/x-diff"),
+    ("gate_outcome.json", Role::GateOutcome, "application/json"),
+    (ROLLBACK_RECORD, Role::RollbackRecord, "application/json"),
+];
+
+/// The files an interrupted visit's step left in its folder, by the names the opcodes write
+/// (`validators/<id>/…` for a validation's validators), each with its role and media type, in
+/// a stable order. What the conductor keeps only while a step runs (the saved guard state, the
+/// process-group records, the pids a refused `resume` killed) and anything else an agent
+/// left there are not evidence of the step, and are not listed; nothing is followed.
+fn interrupted_visit_files(visit_dir: &Path) -> Vec<(String, Role, &'static str)> {
+    let is_file = |path: &Path| {
+        std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.file_type().is_file())
+    };
+    let mut files: Vec<(String, Role, &'static str)> = VISIT_FILES
+        .into_iter()
+        .filter(|(name, _, _)| is_file(&visit_dir.join(name)))
+        .map(|(name, role, media_type)| (name.to_owned(), role, media_type))
+        .collect();
+    files.extend(
+        crate::artifacts::tool_logs(visit_dir)
+            .into_iter()
+            .map(|name| (name, Role::ToolLog, "text/plain")),
+    );
+    files.extend(validator_files(visit_dir));
+    files
+}
+
+/// The files of a validation's validators (`validators/<id>/…`), validators in name order.
+fn validator_files(visit_dir: &Path) -> Vec<(String, Role, &'static str)> {
+    let is_file = |path: &Path| {
+        std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.file_type().is_file())
+    };
+    let mut files = Vec::new();
+    let validators = visit_dir.join("validators");
+    let mut ids: Vec<String> = std::fs::read_dir(&validators)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .collect();
+    ids.sort();
+    for id in ids {
+        let folder = validators.join(&id);
+        for (name, role, media_type) in [
+            ("stdout.txt", Role::ValidationStdout, "text/plain"),
+            ("stderr.txt", Role::ValidationStderr, "text/plain"),
+            (
+                "harness_report.json",
+                Role::HarnessReport,
+                "application/json",
+            ),
+        ] {
+            if is_file(&folder.join(name)) {
+                files.push((format!("validators/{id}/{name}"), role, media_type));
+            }
+        }
+        let collected = folder.join("artifacts");
+        let mut found = Vec::new();
+        collect_files(&collected, "", &mut found, 0);
+        found.sort();
+        files.extend(found.into_iter().map(|path| {
+            (
+                format!("validators/{id}/artifacts/{path}"),
+                Role::ValidationArtifact,
+                "application/octet-stream",
+            )
+        }));
+    }
+    files
+}
+
+/// The regular files under `dir` (links not followed, at most 16 folders deep and 10 000
+/// files), as paths relative to it.
+fn collect_files(dir: &Path, prefix: &str, found: &mut Vec<String>, depth: usize) {
+    if depth > 16 || found.len() >= 10_000 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let relative = format!("{prefix}{name}");
+        if kind.is_file() && found.len() < 10_000 {
+            found.push(relative);
+        } else if kind.is_dir() {
+            collect_files(&entry.path(), &format!("{relative}/"), found, depth + 1);
+        }
+    }
+}
