@@ -96,24 +96,7 @@ pub(super) fn collect_artifacts(
                 ));
                 continue;
             }
-            // The copy lands in the step folder, where what the validator ran (the agent's
-            // code) may have put links: folders on the way are real ones, the file a new one,
-            // and only a regular file is read (a FIFO would block the copy).
-            let mut folders = vec![name];
-            folders.extend(
-                Path::new(relative)
-                    .parent()
-                    .into_iter()
-                    .flat_map(Path::components)
-                    .filter_map(|part| part.as_os_str().to_str()),
-            );
-            let copied = crate::artifacts::safe_files::create_real_folders(base, &folders)
-                .and_then(|(folder, _)| {
-                    let target = folder.join(Path::new(relative).file_name().unwrap_or_default());
-                    crate::artifacts::safe_files::copy_regular(&source, &target, size)
-                })
-                .is_ok();
-            if copied {
+            if copy_into((base, name), relative, &source, size) {
                 matched = true;
                 total += size;
                 collected.copied.push(relative.clone());
@@ -124,6 +107,27 @@ pub(super) fn collect_artifacts(
         }
     }
     collected
+}
+
+/// Copies `source` (`size` bytes) to `base/name/relative`; false when it could not be.
+/// The copy lands in the step folder, where what the validator ran (the agent's code) may
+/// have put links: folders on the way are real ones, the file a new one, and only a regular
+/// file is read (a FIFO would block the copy).
+fn copy_into((base, name): (&Path, &str), relative: &str, source: &Path, size: u64) -> bool {
+    let mut folders = vec![name];
+    folders.extend(
+        Path::new(relative)
+            .parent()
+            .into_iter()
+            .flat_map(Path::components)
+            .filter_map(|part| part.as_os_str().to_str()),
+    );
+    crate::artifacts::safe_files::create_real_folders(base, &folders)
+        .and_then(|(folder, _)| {
+            let target = folder.join(Path::new(relative).file_name().unwrap_or_default());
+            crate::artifacts::safe_files::copy_regular(source, &target, size)
+        })
+        .is_ok()
 }
 
 /// Relative paths of the files under `root` (symlinks listed, not followed), bounded.
