@@ -8,9 +8,9 @@ use crate::artifacts::{
 use crate::kernel::StepReport;
 use crate::kernel::recorder::payload;
 use crate::prompt::render;
-use crate::runner::{Limits as RunnerLimits, StepRequest, resolve_profile};
+use crate::runner::{AgentRun, Limits as RunnerLimits, StepRequest, resolve_profile};
 use crate::workflow::model::{Inputs, Limits, PromptSpec, RunAgent};
-use crate::workspace::{Capture, Checked, Fingerprint, GUARD_STATE_FILE};
+use crate::workspace::{Capture, Checked, DiffStat, Fingerprint, GUARD_STATE_FILE, Snapshot};
 
 use super::step_policy::{self, PolicyCheck};
 use super::{OpcodeError, StepContext, StepResult};
@@ -19,7 +19,6 @@ pub(super) fn execute(
     context: &mut StepContext<'_>,
     agent: &RunAgent,
 ) -> Result<StepResult, OpcodeError> {
-    let step = (context.step_id().to_owned(), context.visit);
     let visit_dir = context.visit_dir()?;
     let mut workspace_time = Stopwatch::default();
     let snapshot = workspace_time.time(|| {
@@ -32,39 +31,12 @@ pub(super) fn execute(
     // `tnh context` shows the agent what its prompt was given.
     let prompt_inputs = crate::artifacts::PromptInputs {
         schema_version: crate::artifacts::SCHEMA_VERSION,
-        step_id: step.0.clone(),
+        step_id: context.step_id().to_owned(),
         prompt: prompt_reference(agent),
         inputs,
     };
     crate::artifacts::write_json_unsynced(&visit_dir.join(INPUTS_FILE), &prompt_inputs)?;
-    let request = StepRequest {
-        agent_name: agent.agent.value.clone(),
-        profile: resolve_profile(&agent.agent.value, &configured_profiles(context)?)?,
-        prompt,
-        worktree: cwd,
-        step_dir: visit_dir.clone(),
-        limits: runner_limits(&agent.limits, &context.run.workflow.defaults.limits),
-        max_turns: limit(
-            &agent.limits.max_turns,
-            &context.run.workflow.defaults.limits.max_turns,
-        ),
-        max_budget_usd: limit(
-            &agent.limits.max_budget_usd,
-            &context.run.workflow.defaults.limits.max_budget_usd,
-        ),
-        remaining_run_budget_usd: context
-            .run
-            .workflow
-            .defaults
-            .limits
-            .max_budget_usd
-            .as_ref()
-            .map(|budget| budget.value - context.state.spent_usd),
-        tnh_variables: context.tnh_variables(),
-        host_env: context.run.host_env.clone(),
-        program_root: context.run.config.root.clone(),
-        env,
-    };
+    let request = step_request(context, agent, (prompt, cwd, env), &visit_dir)?;
     // Recorded last before the agent starts: rendering the prompt may capture the worktree
     // (a `diff` input), which rewrites the conductor's scratch index the guard watches.
     let guard = workspace_time.time(|| {
@@ -76,67 +48,15 @@ pub(super) fn execute(
     // checks the step against it.
     let guard_state = visit_dir.join(GUARD_STATE_FILE);
     write_json_private(&guard_state, &guard.state())?;
-    context.recorder.event(
-        EventType::RunnerStarted,
-        Some((&step.0, step.1)),
-        payload([("agent", agent.agent.value.clone().into())]),
-    )?;
-    let cancellation = context.run.cancellation.clone();
-    let run = context
-        .run
-        .runtime
-        .block_on(async move {
-            tokio::spawn(async move { crate::runner::run_agent(&request, cancellation).await })
-                .await
-        })
-        .map_err(|error| OpcodeError::Other(format!("the agent task failed: {error}")))?;
-    let run = match run {
-        Ok(run) => run,
-        // The agent's program could not be started: no process ran, so there is nothing for
-        // the guard to check, and the step stops resumable. Its saved state goes, or `resume`
-        // would take what the operator does meanwhile (committing the missing program, editing
-        // the checkout) for changes of an agent that was killed, and call them drift or
-        // `path_escape` violations.
-        Err(error @ crate::runner::RunnerError::Spawn { .. }) => {
-            remove_guard_state(&guard_state)?;
-            return Err(error.into());
-        }
-        Err(error) => return Err(error.into()),
-    };
-    let fields = payload([
-        ("outcome", run.outcome.as_str().into()),
-        ("cause", run.cause.clone().into()),
-    ]);
-    context
-        .recorder
-        .event(EventType::RunnerCompleted, Some((&step.0, step.1)), fields)?;
-    if !run.evidence_tampering.is_empty() {
-        // The runner removed what the agent put in the place of the inputs (if it did).
-        if std::fs::symlink_metadata(visit_dir.join(INPUTS_FILE)).is_err() {
-            crate::artifacts::write_json_unsynced(&visit_dir.join(INPUTS_FILE), &prompt_inputs)?;
-        }
-        context.recorder.event(
-            EventType::EvidenceTampered,
-            Some((&step.0, step.1)),
-            payload([("entries", run.evidence_tampering.clone().into())]),
-        )?;
-    }
+    let run = supervise(context, agent, request, &guard_state)?;
+    record_tampering(context, &run, &visit_dir, &prompt_inputs)?;
     let Checked {
         report: guard_report,
         head,
     } = workspace_time.time(|| guard.check())?;
     remove_guard_state(&guard_state)?;
-    let (capture, run_diffstat) = workspace_time.time(|| {
-        let capture = context
-            .workspace
-            .capture_since(&snapshot, &visit_dir.join("workspace.diff"))?;
-        let pre_run = context.workspace.pre_run()?;
-        let run_diffstat = context
-            .workspace
-            .diffstat_since_base(&capture, &snapshot, &pre_run)?;
-        Ok::<_, crate::workspace::WorkspaceError>((capture, run_diffstat))
-    })?;
-    let Capture { status, tree } = capture;
+    let (Capture { status, tree }, run_diffstat) =
+        workspace_time.time(|| capture_change(context, &snapshot, &visit_dir))?;
     // The next agent step's snapshot, when nothing runs in the worktree before it.
     context.workspace.remember_capture(&tree);
     write_json_new(&visit_dir.join("workspace_status.json"), &status)?;
@@ -146,23 +66,7 @@ pub(super) fn execute(
     } = step_policy::check(context, agent.policy.as_ref(), &status, guard_report, &[])?;
     write_json_new(&visit_dir.join("policy_summary.json"), &summary)?;
     step_policy::record_violations(context, &violations)?;
-    let mut artifacts: Vec<ArtifactEntry> = run
-        .artifacts
-        .iter()
-        .filter_map(|record| {
-            let role: ArtifactRole =
-                serde_json::from_value(serde_json::Value::String(record.role.clone())).ok()?;
-            Some(context.artifact(role, &record.path, &record.media_type, record.required))
-        })
-        .collect();
-    artifacts.push(context.artifact(
-        ArtifactRole::PromptInputs,
-        INPUTS_FILE,
-        "application/json",
-        false,
-    ));
-    artifacts.extend(step_policy::capture_artifacts(context));
-    artifacts.push(step_policy::policy_artifact(context));
+    let artifacts = listed_artifacts(context, &run);
     let summary_json = serde_json::json!({
         "outcome": run.outcome.as_str(),
         "cause": run.cause,
@@ -194,6 +98,145 @@ pub(super) fn execute(
         waiting: false,
         fingerprint: Some(Fingerprint { tree, head }),
     })
+}
+
+/// What the runner is asked to run: the agent's profile, its rendered prompt, where it works
+/// (`place`: its folder and the step's `env`), and the step's limits over the workflow's.
+fn step_request(
+    context: &StepContext<'_>,
+    agent: &RunAgent,
+    (prompt, cwd, env): (String, std::path::PathBuf, Vec<(String, String)>),
+    visit_dir: &std::path::Path,
+) -> Result<StepRequest, OpcodeError> {
+    let defaults = &context.run.workflow.defaults.limits;
+    Ok(StepRequest {
+        agent_name: agent.agent.value.clone(),
+        profile: resolve_profile(&agent.agent.value, &configured_profiles(context)?)?,
+        prompt,
+        worktree: cwd,
+        step_dir: visit_dir.to_owned(),
+        limits: runner_limits(&agent.limits, defaults),
+        max_turns: limit(&agent.limits.max_turns, &defaults.max_turns),
+        max_budget_usd: limit(&agent.limits.max_budget_usd, &defaults.max_budget_usd),
+        remaining_run_budget_usd: defaults
+            .max_budget_usd
+            .as_ref()
+            .map(|budget| budget.value - context.state.spent_usd),
+        tnh_variables: context.tnh_variables(),
+        host_env: context.run.host_env.clone(),
+        program_root: context.run.config.root.clone(),
+        env,
+    })
+}
+
+/// Runs the agent under the runner's supervision, between `runner_started` and
+/// `runner_completed`.
+fn supervise(
+    context: &mut StepContext<'_>,
+    agent: &RunAgent,
+    request: StepRequest,
+    guard_state: &std::path::Path,
+) -> Result<AgentRun, OpcodeError> {
+    let step = (context.step_id().to_owned(), context.visit);
+    context.recorder.event(
+        EventType::RunnerStarted,
+        Some((&step.0, step.1)),
+        payload([("agent", agent.agent.value.clone().into())]),
+    )?;
+    let cancellation = context.run.cancellation.clone();
+    let run = context
+        .run
+        .runtime
+        .block_on(async move {
+            tokio::spawn(async move { crate::runner::run_agent(&request, cancellation).await })
+                .await
+        })
+        .map_err(|error| OpcodeError::Other(format!("the agent task failed: {error}")))?;
+    let run = match run {
+        Ok(run) => run,
+        // The agent's program could not be started: no process ran, so there is nothing for
+        // the guard to check, and the step stops resumable. Its saved state goes, or `resume`
+        // would take what the operator does meanwhile (committing the missing program, editing
+        // the checkout) for changes of an agent that was killed, and call them drift or
+        // `path_escape` violations.
+        Err(error @ crate::runner::RunnerError::Spawn { .. }) => {
+            remove_guard_state(guard_state)?;
+            return Err(error.into());
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let fields = payload([
+        ("outcome", run.outcome.as_str().into()),
+        ("cause", run.cause.clone().into()),
+    ]);
+    context
+        .recorder
+        .event(EventType::RunnerCompleted, Some((&step.0, step.1)), fields)?;
+    Ok(run)
+}
+
+/// Records what the agent put in the place of the visit's evidence (which the runner removed),
+/// writing the prompt's inputs again if they went.
+fn record_tampering(
+    context: &mut StepContext<'_>,
+    run: &AgentRun,
+    visit_dir: &std::path::Path,
+    prompt_inputs: &crate::artifacts::PromptInputs,
+) -> Result<(), OpcodeError> {
+    if run.evidence_tampering.is_empty() {
+        return Ok(());
+    }
+    // The runner removed what the agent put in the place of the inputs (if it did).
+    if std::fs::symlink_metadata(visit_dir.join(INPUTS_FILE)).is_err() {
+        crate::artifacts::write_json_unsynced(&visit_dir.join(INPUTS_FILE), prompt_inputs)?;
+    }
+    let step = (context.step_id().to_owned(), context.visit);
+    context.recorder.event(
+        EventType::EvidenceTampered,
+        Some((&step.0, step.1)),
+        payload([("entries", run.evidence_tampering.clone().into())]),
+    )?;
+    Ok(())
+}
+
+/// The step's change since its snapshot (written to `workspace.diff`), and the run's change
+/// so far as a diffstat.
+fn capture_change(
+    context: &StepContext<'_>,
+    snapshot: &Snapshot,
+    visit_dir: &std::path::Path,
+) -> Result<(Capture, DiffStat), crate::workspace::WorkspaceError> {
+    let capture = context
+        .workspace
+        .capture_since(snapshot, &visit_dir.join("workspace.diff"))?;
+    let pre_run = context.workspace.pre_run()?;
+    let run_diffstat = context
+        .workspace
+        .diffstat_since_base(&capture, snapshot, &pre_run)?;
+    Ok((capture, run_diffstat))
+}
+
+/// The artifacts the visit's manifest lists: the runner's, the prompt's inputs, the capture
+/// of the worktree and the policy summary.
+fn listed_artifacts(context: &StepContext<'_>, run: &AgentRun) -> Vec<ArtifactEntry> {
+    let mut artifacts: Vec<ArtifactEntry> = run
+        .artifacts
+        .iter()
+        .filter_map(|record| {
+            let role: ArtifactRole =
+                serde_json::from_value(serde_json::Value::String(record.role.clone())).ok()?;
+            Some(context.artifact(role, &record.path, &record.media_type, record.required))
+        })
+        .collect();
+    artifacts.push(context.artifact(
+        ArtifactRole::PromptInputs,
+        INPUTS_FILE,
+        "application/json",
+        false,
+    ));
+    artifacts.extend(step_policy::capture_artifacts(context));
+    artifacts.push(step_policy::policy_artifact(context));
+    artifacts
 }
 
 /// Where the agent works and what it is given besides the filtered environment: the step's
