@@ -12,7 +12,7 @@ pub mod error;
 pub mod exit;
 pub mod ids;
 pub mod kernel;
-pub mod opcode;
+pub use kernel::opcode;
 pub mod outcome;
 pub mod planner;
 pub mod policy;

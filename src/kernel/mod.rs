@@ -11,6 +11,7 @@ pub mod gate;
 mod guard_recovery;
 pub mod history;
 mod interrupted_manifest;
+pub mod opcode;
 pub use crate::runner::interrupts;
 pub mod journal;
 pub mod journal_record;

@@ -14,7 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["config", "runner"],
     &["workspace", "policy"],
     &["planner"],
-    &["opcode", "kernel"],
+    &["kernel"],
     &["tnh", "doctor", "demo"],
     &["cli", "error"],
 ];
