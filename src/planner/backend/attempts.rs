@@ -26,9 +26,8 @@ pub struct Attempt {
     /// The raw answer, bounded.
     pub raw: String,
     /// What the planner process wrote on stderr, when it wrote anything: at most the last
-    /// 64 KiB ([`STDERR_LIMIT`](super::STDERR_LIMIT)), decoded lossily (U+FFFD for bytes that
-    /// are not UTF-8); when it wrote more, a first line says how many bytes were cut. Absent
-    /// for `http` planners.
+    /// 64 KiB ([`STDERR_LIMIT`]), decoded lossily (U+FFFD for bytes that are not UTF-8); when
+    /// it wrote more, a first line says how many bytes were cut. Absent for `http` planners.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr: Option<String>,
 }
