@@ -174,3 +174,45 @@ fn every_published_schema_compiles_and_real_records_match_it() {
     broken["event_type"] = serde_json::json!("step_exploded");
     assert!(!validator.is_valid(&broken));
 }
+
+/// Every record format's schema is committed under `schemas/records/` as `schema NAME` prints
+/// it: a change to a record's shape (or to the words describing it) shows in review, and
+/// readers of the repository find every format without building it.
+#[test]
+fn every_record_schema_is_committed_as_generated() {
+    let help = conductor().args(["schema", "--help"]).output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let names: BTreeSet<String> = help
+        .lines()
+        .skip_while(|line| !line.contains("Possible values:"))
+        .skip(1)
+        .take_while(|line| !line.trim().is_empty())
+        .filter_map(|line| line.trim().strip_prefix("- "))
+        .filter_map(|line| line.split(':').next())
+        .filter(|name| *name != "workflow")
+        .map(str::to_owned)
+        .collect();
+    assert!(names.len() > 20, "{help}");
+    let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/records");
+    let committed: BTreeSet<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|entry| {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            name.trim_end_matches(".json").to_owned()
+        })
+        .collect();
+    assert_eq!(
+        committed, names,
+        "schemas/records/ holds one file a schema name"
+    );
+    for name in &names {
+        let output = conductor().args(["schema", name]).output().unwrap();
+        let file = folder.join(format!("{name}.json"));
+        assert_eq!(
+            String::from_utf8(output.stdout).unwrap(),
+            std::fs::read_to_string(&file).unwrap(),
+            "{} is stale: run `cargo run -- schema {name} > schemas/records/{name}.json`",
+            file.display()
+        );
+    }
+}
