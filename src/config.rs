@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::document::yaml::{self, Node, Pos};
 use crate::workflow::validate::KnownNames;
-use crate::workflow::yaml::{self, Node, Pos};
 
 pub mod planners;
 mod retention;
@@ -419,7 +419,7 @@ fn check_agent(name: &str, node: &Node) -> Result<(), (Pos, String)> {
             return Err((key.pos, invalid("its keys must be strings".to_owned())));
         };
         if profile::kinds_taking(text).is_none() {
-            let hint = match crate::workflow::diagnostic::nearest(text, keys()) {
+            let hint = match crate::document::diagnostic::nearest(text, keys()) {
                 Some(near) => format!("did you mean `{near}`?"),
                 None => format!(
                     "the keys are {} (per-step limits such as `timeout` go on the workflow's step)",

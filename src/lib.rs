@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod doctor;
+pub mod document;
 pub mod error;
 pub mod exit;
 pub mod ids;

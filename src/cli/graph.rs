@@ -49,12 +49,12 @@ pub fn cmd_graph(cli: &super::Cli, args: &GraphArgs, output: &mut Output) -> Res
     let drawable = checked
         .diagnostics
         .iter()
-        .filter(|diagnostic| diagnostic.severity == crate::workflow::diagnostic::Severity::Error)
+        .filter(|diagnostic| diagnostic.severity == crate::document::diagnostic::Severity::Error)
         .all(|diagnostic| NAMES_DEFINED_ELSEWHERE.contains(&diagnostic.code));
     let workflow = match checked.workflow {
         Some(workflow) if drawable => {
             for diagnostic in checked.diagnostics.iter().filter(|diagnostic| {
-                diagnostic.severity == crate::workflow::diagnostic::Severity::Error
+                diagnostic.severity == crate::document::diagnostic::Severity::Error
             }) {
                 output.note(&format!(
                     "note: drawn although {} (line {}): pass the configuration it runs with (--config) to check it",

@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 use clap::Subcommand;
 
 use super::{Cli, Output, optional_repo_root};
+use crate::document::yaml;
 use crate::error::{Error, ExitStatus, Result};
 use crate::prompt::{Catalog, Prompt, render};
-use crate::workflow::yaml;
 
 /// `prompts …`.
 #[derive(Debug, Subcommand)]

@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use super::{Output, known_names};
 use crate::cli::Cli;
+use crate::document::diagnostic::{Diagnostic, Severity};
 use crate::error::{ExitStatus, Result};
-use crate::workflow::diagnostic::{Diagnostic, Severity};
 use crate::workflow::load::check_file;
 
 /// `validate`.

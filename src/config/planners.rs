@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::Config;
+use crate::document::yaml::{Node, Pos};
 use crate::text::redact;
-use crate::workflow::yaml::{Node, Pos};
 
 /// A planner definition, read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -275,7 +275,7 @@ impl DefinitionError {
 
 /// The nearest known key to a misspelt one, else the list of keys.
 fn unknown_key_hint(key: &str) -> String {
-    match crate::workflow::diagnostic::nearest(key, DEFINITION_KEYS.iter().copied()) {
+    match crate::document::diagnostic::nearest(key, DEFINITION_KEYS.iter().copied()) {
         Some(near) => format!("did you mean `{near}`?"),
         None => format!("the keys are {}", DEFINITION_KEYS.join(", ")),
     }

@@ -3,7 +3,7 @@
 //! run is a full copy of the repository's files; a finished run needs its checkout no more
 //! (its branch, snapshot refs and run directory stay, and `rollback` checks it out again).
 
-use crate::workflow::yaml::{Node, Pos, Value};
+use crate::document::yaml::{Node, Pos, Value};
 
 /// What is kept of finished runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +59,7 @@ pub(super) fn parse(node: &Node) -> Result<Retention, (Pos, String)> {
             }
             other => {
                 let text = other.unwrap_or_default();
-                let hint = match crate::workflow::diagnostic::nearest(text, KEYS) {
+                let hint = match crate::document::diagnostic::nearest(text, KEYS) {
                     Some(near) => format!("did you mean `{near}`?"),
                     None => format!("the keys are {}", KEYS.join(", ")),
                 };

@@ -1,10 +1,10 @@
 //! Run parameters: `-p name=value` (values parsed as YAML), checked against the workflow's
 //! `params` declarations before anything starts.
 
+use crate::document::diagnostic::nearest;
+use crate::document::yaml::{self, Node, Pos, Value};
 use crate::workflow::decode::value_has_type;
-use crate::workflow::diagnostic::nearest;
 use crate::workflow::model::{ParamType, Workflow};
-use crate::workflow::yaml::{self, Node, Pos, Value};
 
 /// A parameter problem (exit 2; nothing was created).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -347,7 +347,7 @@ fn parse_value(name: &str, text: &str) -> Result<Node, ParamError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workflow::diagnostic::Diagnostics;
+    use crate::document::diagnostic::Diagnostics;
     use crate::workflow::load::check_bytes;
     use crate::workflow::validate::KnownNames;
 

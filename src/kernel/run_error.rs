@@ -7,7 +7,7 @@ use super::driver::DriveError;
 use super::lock::LockError;
 use super::params::ParamError;
 use crate::artifacts::ArtifactsError;
-use crate::workflow::diagnostic::Diagnostic;
+use crate::document::diagnostic::Diagnostic;
 use crate::workspace::{Fingerprint, WorkspaceError};
 
 /// Why a run could not start or continue.
@@ -227,7 +227,7 @@ pub enum RunError {
 fn problem_count(diagnostics: &[Diagnostic], problems: &[super::preflight::Problem]) -> String {
     let errors = diagnostics
         .iter()
-        .filter(|diagnostic| diagnostic.severity == crate::workflow::diagnostic::Severity::Error)
+        .filter(|diagnostic| diagnostic.severity == crate::document::diagnostic::Severity::Error)
         .count()
         + problems.iter().filter(|problem| problem.is_error()).count();
     match errors {
@@ -347,7 +347,7 @@ impl RunError {
             RunError::Drift { .. } => Some("inspect the worktree (`git -C WORKTREE status`); `--accept-drift` on `resume` or on the gate decision continues with the changes (recorded as an event), or discard them with `tnh-conductor rollback RUN_ID --target pre_step` (the last agent step's work goes too) or `--target pre_run`, then resume or decide again".into()),
             RunError::StateMissing { run_id, path, .. } => Some(format!("nothing was changed; put `{}` back (from a backup or a copy of the run directory) and resume again, or start a new run with `tnh-conductor run WORKFLOW`; the evidence of `{run_id}` stays in its directory (`tnh-conductor runs show {run_id}`)", path.display())),
             RunError::UnknownPlanner { name, known, recorded } => {
-                let near = crate::workflow::diagnostic::nearest(name, known.iter().map(String::as_str))
+                let near = crate::document::diagnostic::nearest(name, known.iter().map(String::as_str))
                     .map(|near| format!("did you mean `{near}`? "))
                     .unwrap_or_default();
                 Some(if *recorded {

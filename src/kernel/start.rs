@@ -85,7 +85,7 @@ pub fn check_run(request: RunRequest) -> Result<CheckedRun, RunError> {
     let invalid = checked
         .diagnostics
         .iter()
-        .any(|diagnostic| diagnostic.severity == crate::workflow::diagnostic::Severity::Error);
+        .any(|diagnostic| diagnostic.severity == crate::document::diagnostic::Severity::Error);
     let (params, warnings) = match params {
         Some(params) if !problems.iter().any(super::preflight::Problem::is_error) => {
             (params, problems)

@@ -1,8 +1,8 @@
 //! Table tests of the pure transition function.
 
 use super::*;
+use crate::document::diagnostic::Diagnostics;
 use crate::outcome::Outcome;
-use crate::workflow::diagnostic::Diagnostics;
 use crate::workflow::load::check_bytes;
 use crate::workflow::model::Workflow;
 use crate::workflow::validate::KnownNames;

@@ -108,7 +108,7 @@ pub enum FormatError {
     /// `expect.status` is none of the five statuses.
     #[error(
         "`expect.status` `{status}` is not a status (success, partial, blocked, unsafe, needs_human){}",
-        crate::workflow::diagnostic::nearest(status, STATUSES.iter().copied())
+        crate::document::diagnostic::nearest(status, STATUSES.iter().copied())
             .map_or(String::new(), |near| format!("; did you mean `{near}`?"))
     )]
     UnknownStatus {
@@ -365,7 +365,7 @@ fn unknown_key(
 
 /// The nearest key to a misspelt one, else the list of keys.
 fn unknown_key_hint(key: &str, keys: &[&str], prefix: &str) -> String {
-    match crate::workflow::diagnostic::nearest(key, keys.iter().copied()) {
+    match crate::document::diagnostic::nearest(key, keys.iter().copied()) {
         Some(near) => format!("did you mean `{prefix}{near}`?"),
         None => format!(
             "the keys are {}",

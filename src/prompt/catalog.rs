@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use super::read::read_prompt_file;
 use super::{Prompt, PromptError, PromptSource};
-use crate::workflow::diagnostic::nearest;
+use crate::document::diagnostic::nearest;
 
 /// The built-in prompt files, embedded so the binary works from any directory.
 /// A test fails when a file under `prompts/` is missing here.

@@ -1,7 +1,7 @@
 //! One prompt file: `---` YAML front matter `---` then the Markdown template.
 
-use crate::workflow::diagnostic::nearest;
-use crate::workflow::yaml::{self, Node, Value};
+use crate::document::diagnostic::nearest;
+use crate::document::yaml::{self, Node, Value};
 
 use super::PromptError;
 

@@ -116,7 +116,7 @@ fn undeclared_problems(
             let (line, column) = sandbox::first_lookup(template, name)
                 .map(|line| (line, word_column(body, line, name)))
                 .unwrap_or((1, 0));
-            let near = crate::workflow::diagnostic::nearest(name, declared.iter().map(String::as_str))
+            let near = crate::document::diagnostic::nearest(name, declared.iter().map(String::as_str))
                 .map(|near| format!("did you mean `{near}`? Otherwise "))
                 .unwrap_or_default();
             PromptError::Template {

@@ -8,7 +8,7 @@ use std::fmt;
 
 use rhai::{EvalAltResult, ParseError, Position};
 
-use crate::workflow::yaml::Pos;
+use crate::document::yaml::Pos;
 
 /// The AST source name of the workflow's `script`.
 pub(crate) const SCRIPT_SOURCE: &str = "workflow script";

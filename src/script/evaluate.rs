@@ -8,9 +8,9 @@ use super::context::Context;
 use super::error::{CodeKind, Origin, ScriptError};
 use super::host::ScriptHost;
 use super::value::{dynamic_to_json, json_to_node, to_text};
+use crate::document::yaml::{Node, Pos, Value};
 use crate::workflow::expressions::{Piece, locate_in, scan};
 use crate::workflow::model::{NodeList, is_whole_expression};
-use crate::workflow::yaml::{Node, Pos, Value};
 
 /// The name of a value's type in errors, as scripts know it.
 fn json_type(value: &serde_json::Value) -> &'static str {

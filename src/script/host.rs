@@ -379,7 +379,7 @@ impl ScriptHost {
     }
 
     /// Where the workflow's script was written, when there is one.
-    pub fn script_position(&self) -> Option<crate::workflow::yaml::Pos> {
+    pub fn script_position(&self) -> Option<crate::document::yaml::Pos> {
         self.script.as_ref().map(|origin| origin.pos)
     }
 

@@ -4,8 +4,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::*;
+use crate::document::yaml::Pos;
 use crate::script::ChangeKind;
-use crate::workflow::yaml::Pos;
 
 /// Reads `start` for the first `fresh_reads` readings, then a time long past any deadline.
 #[derive(Debug)]

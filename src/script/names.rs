@@ -156,7 +156,7 @@ pub fn unknown_calls(ast: &AST, callable: &CallableNames) -> Vec<UnknownCall> {
 }
 
 fn nearest<'a>(name: &str, candidates: impl Iterator<Item = &'a String>) -> Option<String> {
-    crate::workflow::diagnostic::nearest(name, candidates.map(String::as_str)).map(str::to_owned)
+    crate::document::diagnostic::nearest(name, candidates.map(String::as_str)).map(str::to_owned)
 }
 
 fn rhai_position(position: Position) -> Option<(usize, usize)> {

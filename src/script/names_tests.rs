@@ -124,7 +124,7 @@ fn no_shipped_workflow_or_example_calls_an_unknown_function() {
 fn validate_reports_an_unknown_function_of_an_expression_at_its_position() {
     let source = "workflow_id: w\nversion: 1\ndescription: d\nentry_step: g\nscript: |\n  fn fix(x) { x }\nsteps:\n  - id: g\n    opcode: STOP\n    reason: \"${{ fixed(1) }}\"\n";
     let known = crate::workflow::validate::KnownNames::default();
-    let mut diagnostics = crate::workflow::diagnostic::Diagnostics::new("wf.yaml");
+    let mut diagnostics = crate::document::diagnostic::Diagnostics::new("wf.yaml");
     crate::workflow::load::check_bytes(source.as_bytes(), &known, &mut diagnostics);
     let found: Vec<_> = diagnostics
         .into_sorted()

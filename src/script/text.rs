@@ -248,7 +248,7 @@ fn parse_yaml(state: &HostState, text: &str) -> Result<Dynamic, Box<EvalAltResul
     bounded_input(state, "parse_yaml", text)?;
     let limit = max_parsed_values(state);
     let node =
-        crate::workflow::yaml::parse_with_node_limit(text.as_bytes(), limit).map_err(|error| {
+        crate::document::yaml::parse_with_node_limit(text.as_bytes(), limit).map_err(|error| {
             match error.code {
                 "yaml-limits" if error.message.contains("number of nodes") => {
                     too_many_values("parse_yaml", limit)

@@ -6,7 +6,7 @@
 
 use rhai::{Array, Dynamic, ImmutableString, Map};
 
-use crate::workflow::yaml::{Node, Pos, Value};
+use crate::document::yaml::{Node, Pos, Value};
 
 /// How deeply values may nest when converted.
 pub const MAX_VALUE_DEPTH: usize = 64;

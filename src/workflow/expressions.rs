@@ -5,8 +5,8 @@
 use super::diagnostic::Diagnostics;
 use super::model::{Gate, Inputs, PromptSpec, Step, StepBody, Stop, ValidatorEntry, Workflow};
 use super::yaml::{Node, Pos, Value};
+use crate::document::diagnostic::nearest;
 use crate::script::names::{CallableNames, UnknownCall, unknown_calls};
-use crate::workflow::diagnostic::nearest;
 
 /// The plain substitution names (besides `params.NAME`).
 pub const SUBSTITUTIONS: [&str; 7] = [

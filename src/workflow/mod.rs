@@ -3,7 +3,7 @@
 
 pub mod decode;
 pub mod decode_step;
-pub mod diagnostic;
+pub use crate::document::diagnostic;
 pub mod duration;
 pub mod expressions;
 pub mod graph;
@@ -13,7 +13,7 @@ pub mod prompts_check;
 pub mod schema;
 mod stop_paths;
 pub mod validate;
-pub mod yaml;
+pub use crate::document::yaml;
 
 /// Loading or validating a workflow failed.
 #[derive(Debug, thiserror::Error)]

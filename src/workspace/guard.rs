@@ -125,12 +125,6 @@ impl Workspace {
             names.push(globset::escape(branch));
         }
         let protected = compile_branch_globs(&names)?;
-        let packed = packed::current(&self.common_dir)?;
-        packed::keep_before(
-            &self.common_dir,
-            self.run_id().as_str(),
-            packed.identity.as_ref(),
-        );
         let mut guard = RefGuard {
             workspace: self.clone(),
             names,
@@ -138,7 +132,7 @@ impl Workspace {
             refs: BTreeMap::new(),
             others: BTreeMap::new(),
             other_runs: BTreeMap::new(),
-            packed,
+            packed: Arc::default(),
             operator_head,
             worktree_head: String::new(),
             files: BTreeMap::new(),
@@ -157,7 +151,13 @@ impl Workspace {
             scope: Scope::Everything,
             started_ns: Some(started_ns),
         };
-        let listing = guard.list_refs(&guard.packed)?;
+        let (listing, packed) = guard.list_refs()?;
+        packed::keep_before(
+            &self.common_dir,
+            self.run_id().as_str(),
+            packed.identity.as_ref(),
+        );
+        guard.packed = packed;
         guard.worktree_head = match head_commit(&guard.workspace.read_head(), &listing.resolved) {
             Some(commit) => commit,
             None => self.git.text(["rev-parse", "--verify", "HEAD^{commit}"])?,
@@ -214,8 +214,7 @@ impl RefGuard {
         self.clear_special_files(&watched, &mut report, &shared)?;
         // What lives in the repository first, with git run there: that does not depend on
         // the state the agent left its worktree in (deleted, its HEAD garbled).
-        let packed_now = packed::current(&self.workspace.common_dir)?;
-        let listing = self.list_refs(&packed_now)?;
+        let (listing, packed_now) = self.list_refs()?;
         shared.add_listing(&listing);
         report.other_runs_driven = shared.driven().to_vec();
         let (mut guarded, others) = self.split(listing.values.clone());

@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// The top-level modules, bottom layer first (as docs/architecture.md draws them).
 const LAYERS: &[&[&str]] = &[
-    &["ids", "text", "outcome", "exit"],
+    &["ids", "text", "outcome", "exit", "document"],
     &["artifacts"],
     &["workflow", "script", "prompt"],
     &["config", "runner"],

@@ -117,7 +117,7 @@ pub(super) fn violation_text(violations: &[Violation]) -> Option<String> {
 fn check_position(
     context: &StepContext<'_>,
     step_policy: Option<&At<PolicySpec>>,
-) -> crate::workflow::yaml::Pos {
+) -> crate::document::yaml::Pos {
     let spec = step_policy.or(context.run.workflow.defaults.policy.as_ref());
     match spec.map(|spec| &spec.value) {
         Some(PolicySpec::Inline(inline)) => inline

@@ -5,7 +5,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use crate::config::Config;
-use crate::workflow::yaml::Node;
+use crate::document::yaml::Node;
 
 /// A resolved validator command.
 #[derive(Debug, Clone, PartialEq, Eq)]

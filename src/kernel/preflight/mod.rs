@@ -16,15 +16,15 @@ pub use problem::{Problem, ProblemKind};
 
 use super::params::{ParamError, collect_params};
 use crate::config::Config;
+use crate::document::diagnostic::Severity;
+use crate::document::yaml::{Node, Pos, Value};
 use crate::opcode::validators;
 use crate::prompt::Catalog;
 use crate::runner::probe::{self, VersionCheck};
 use crate::runner::{AgentKind, AgentProfile};
-use crate::workflow::diagnostic::Severity;
 use crate::workflow::model::{
     Inputs, PromptSpec, Step, StepBody, ValidatorEntry, ValidatorKind, Workflow,
 };
-use crate::workflow::yaml::{Node, Pos, Value};
 
 /// What the checks need.
 #[derive(Debug, Clone, Copy)]

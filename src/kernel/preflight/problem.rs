@@ -1,11 +1,11 @@
 //! What the checks before a run find: each problem with its place, its severity, a stable
 //! code and a hint, shown like a workflow diagnostic.
 
+use crate::document::diagnostic::{Diagnostic, Severity};
+use crate::document::yaml::Pos;
 use crate::runner::AgentKind;
 use crate::runner::probe::VersionCheck;
-use crate::workflow::diagnostic::{Diagnostic, Severity};
 use crate::workflow::model::Step;
-use crate::workflow::yaml::Pos;
 
 use super::super::params::ParamError;
 

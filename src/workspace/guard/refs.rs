@@ -48,9 +48,13 @@ pub(super) fn compile_branch_globs(names: &[String]) -> Result<GlobSet, Workspac
 
 impl RefGuard {
     /// Every branch, tag, remote-tracking, replace and notes ref, the stash, this run's refs
-    /// and the loose refs of the other runs ([`packed`]: the runs going on); `packed` gives
-    /// this run's refs that are packed.
-    pub(super) fn list_refs(&self, packed: &packed::PackedRuns) -> Result<Listing, WorkspaceError> {
+    /// and the loose refs of the other runs ([`packed`]: the runs going on), with the runs'
+    /// packed refs as they were read after the loose ones: git writes `packed-refs` before it
+    /// removes the loose refs it packed, so a run packing its refs meanwhile never makes one
+    /// look deleted.
+    pub(super) fn list_refs(
+        &self,
+    ) -> Result<(Listing, std::sync::Arc<packed::PackedRuns>), WorkspaceError> {
         let mut args = vec![
             "for-each-ref",
             "--format=%(objectname) %(refname) %(symref)",
@@ -89,6 +93,7 @@ impl RefGuard {
             }
         }
         let loose = packed::loose(&self.workspace.common_dir)?;
+        let packed = packed::current(&self.workspace.common_dir)?;
         let own = format!("{}/", refs_prefix(self.workspace.run_id()));
         let branch = self.workspace.branch_ref();
         let own_packed = packed
@@ -115,7 +120,7 @@ impl RefGuard {
             }
             result.values.insert(name, value);
         }
-        Ok(result)
+        Ok((result, packed))
     }
 
     /// A listing split into the guarded refs (protected branches, tags, remote-tracking,

@@ -57,8 +57,7 @@ impl RefGuard {
         // put back.
         let mut shared = super::shared::Shared::new(&guard, false);
         guard.clear_special_files(&watched, &mut report, &shared)?;
-        let packed_now = super::packed::current(&guard.workspace.common_dir)?;
-        let listing = guard.list_refs(&packed_now)?;
+        let (listing, packed_now) = guard.list_refs()?;
         let (mut guarded, others) = guard.split(listing.values.clone());
         let (others_before, others) = guard.settle(others, &packed_now);
         let beside = super::beside::Beside::new(&guard, &listing);

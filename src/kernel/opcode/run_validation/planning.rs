@@ -5,11 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use crate::artifacts::write_json_new;
+use crate::document::yaml::Node;
 use crate::outcome::Outcome;
 use crate::workflow::model::{
     NetworkAccess, NodeList, RunValidation, ValidatorEntry, ValidatorKind, ValidatorSpec,
 };
-use crate::workflow::yaml::Node;
 
 use super::super::validators::{self, Command};
 use super::super::{OpcodeError, StepContext};
@@ -115,7 +115,7 @@ pub(super) struct Evaluated {
     args: Vec<String>,
     entrypoint: Option<String>,
     /// The `cwd` as given, with where it is written.
-    cwd: Option<(String, crate::workflow::yaml::Pos)>,
+    cwd: Option<(String, crate::document::yaml::Pos)>,
     env: Vec<(String, String)>,
     globs: Vec<String>,
     report: Option<String>,
