@@ -180,33 +180,38 @@ pub(super) fn loose(common_dir: &Path) -> Result<BTreeMap<String, String>, Works
             if kind.is_dir() || relative.ends_with(".lock") {
                 continue;
             }
-            refs.insert(
-                format!("{namespace}/{relative}"),
-                loose_value(entry.path(), kind),
-            );
+            if let Some(value) = loose_value(entry.path(), kind) {
+                refs.insert(format!("{namespace}/{relative}"), value);
+            }
         }
     }
     Ok(refs)
 }
 
 /// What a loose ref file says, as [`super::Listing`] keeps values.
-fn loose_value(path: &Path, kind: std::fs::FileType) -> String {
+/// `None` when the file went between its listing and its reading: git removes the loose refs
+/// it packs (after writing `packed-refs`, which is read after the loose refs).
+fn loose_value(path: &Path, kind: std::fs::FileType) -> Option<String> {
+    let gone = |error: &std::io::Error| error.kind() == std::io::ErrorKind::NotFound;
     if kind.is_symlink() {
         // Git reads a link under `refs/` as a symbolic ref to the ref it names.
         return match std::fs::read_link(path) {
-            Ok(target) => format!("{SYMREF}{}", target.display()),
-            Err(_) => "(unreadable link)".to_owned(),
+            Ok(target) => Some(format!("{SYMREF}{}", target.display())),
+            Err(error) if gone(&error) => None,
+            Err(_) => Some("(unreadable link)".to_owned()),
         };
     }
-    let Ok((bytes, _)) = crate::artifacts::safe_files::read_regular(path, 4096) else {
-        return "(not a ref file)".to_owned();
+    let bytes = match crate::artifacts::safe_files::read_regular(path, 4096) {
+        Ok((bytes, _)) => bytes,
+        Err(error) if gone(&error) => return None,
+        Err(_) => return Some("(not a ref file)".to_owned()),
     };
     let text = String::from_utf8_lossy(&bytes);
     let text = text.trim_end();
-    match text.strip_prefix("ref:") {
+    Some(match text.strip_prefix("ref:") {
         Some(target) => format!("{SYMREF}{}", target.trim_start()),
         None => text.to_owned(),
-    }
+    })
 }
 
 /// Whether a loose value names a commit (as opposed to a symbolic ref or junk).

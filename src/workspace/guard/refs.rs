@@ -269,6 +269,11 @@ impl RefGuard {
         let Some(restore) = self.scope.of_ref(self.is_own_ref(name)) else {
             return Ok(());
         };
+        // A loose ref file that held no ref before the step (garbled) cannot be written back:
+        // the change is reported, not put back.
+        let restore = restore
+            && before
+                .is_none_or(|value| value.starts_with(SYMREF) || packed::is_object_name(value));
         if restore {
             self.restore_ref(name, before)?;
         }
