@@ -460,7 +460,41 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
     };
     let metadata: RunMetadata = metadata;
     let status = status_of(&run_dir)?;
-    let mut text = if metadata_damage.is_some() {
+    let mut text = show_header(&metadata, metadata_damage.is_some(), &status, &run_dir);
+    damage_lines(&run_dir, run_id, &status, &mut text, output);
+    if let Some(termination) = &metadata.termination {
+        let _ = writeln!(
+            text,
+            "  ended:     {} at `{}`: {}",
+            termination.kind,
+            one_line(&termination.step_id),
+            one_line(&termination.reason)
+        );
+    }
+    landing_lines(&metadata, &mut text);
+    text.push_str("steps:\n");
+    let (events, damage) = EventLog::read_readable(&run_dir.events()).map_err(artifacts)?;
+    let manifest_damage = step_lines(&run_dir, run_id, &status, &events, &mut text);
+    output.print(&text);
+    match metadata_damage {
+        Some(error) => Err(artifacts(error)),
+        None if damage.is_empty() => match manifest_damage.into_iter().next() {
+            Some(error) => Err(artifacts(error)),
+            None => Ok(ExitStatus::Success),
+        },
+        None => damaged(damage),
+    }
+}
+
+/// The first lines of `runs show`: what the run is and where it lives (only what the run's
+/// other files say when its metadata is `unreadable`).
+fn show_header(
+    metadata: &RunMetadata,
+    unreadable: bool,
+    status: &RunStatus,
+    run_dir: &RunDir,
+) -> String {
+    if unreadable {
         format!(
             "run {}\n  workflow:  {}\n  state:     {}\n  started:   {}\n  run dir:   {}\n  metadata:  unreadable (see the error below)\n",
             metadata.run_id,
@@ -484,32 +518,41 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
             metadata.worktree_path,
             run_dir.root().display()
         )
-    };
-    if let Some(damage) = state_damage(&run_dir, Some(&status)) {
+    }
+}
+
+/// The `damaged:` lines of a run whose state or event log is damaged, each also warned of.
+fn damage_lines(
+    run_dir: &RunDir,
+    run_id: &str,
+    status: &RunStatus,
+    text: &mut String,
+    output: &mut Output,
+) {
+    if let Some(damage) = state_damage(run_dir, Some(status)) {
         let _ = writeln!(text, "  damaged:   {damage}");
         output.note(&format!("warning: run {run_id} is damaged: {damage}"));
     }
-    if let Some(short) = short_of_checkpoint(&run_dir) {
+    if let Some(short) = short_of_checkpoint(run_dir) {
         let _ = writeln!(text, "  damaged:   {}", one_line(&short.to_string()));
         output.note(&format!(
             "warning: the event log of run {run_id} is incomplete: {short}"
         ));
     }
-    if let Some(termination) = &metadata.termination {
-        let _ = writeln!(
-            text,
-            "  ended:     {} at `{}`: {}",
-            termination.kind,
-            one_line(&termination.step_id),
-            one_line(&termination.reason)
-        );
-    }
-    landing_lines(&metadata, &mut text);
-    text.push_str("steps:\n");
-    let (events, damage) = EventLog::read_readable(&run_dir.events()).map_err(artifacts)?;
-    let open = open_visit(&events);
+}
+
+/// The `steps:` lines, one per visit and operator rollback, from the run's events; returns
+/// the manifests that could not be read (the command fails on them after printing).
+fn step_lines(
+    run_dir: &RunDir,
+    run_id: &str,
+    status: &RunStatus,
+    events: &[crate::artifacts::Event],
+    text: &mut String,
+) -> Vec<crate::artifacts::ArtifactsError> {
+    let open = open_visit(events);
     let mut manifest_damage = Vec::new();
-    for event in &events {
+    for event in events {
         let step = event.step_id.clone().unwrap_or_default();
         let visit = event.visit.unwrap_or(0);
         let field = |key: &str| event.text(key).unwrap_or("?").to_owned();
@@ -521,18 +564,7 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
                     *open_step == step && *open_visit == visit
                 }) =>
             {
-                let mut line = visit_in_progress(&events, &step, visit, &status);
-                if status.lifecycle_state == LifecycleState::Waiting
-                    && let Some(deadline) =
-                        crate::kernel::gate::gate_deadline_passed(&run_dir, &step, visit)
-                {
-                    let _ = write!(
-                        line,
-                        "; {}",
-                        crate::kernel::journal::deadline_passed_text(run_id, &deadline)
-                    );
-                }
-                let _ = writeln!(text, "  {step} #{visit}: {}", one_line(&line));
+                open_visit_line(run_dir, run_id, status, events, &step, visit, text);
             }
             EventType::StepFailed => {
                 let _ = writeln!(
@@ -542,71 +574,14 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
                 );
             }
             EventType::StepCompleted => {
-                // A missing or unreadable manifest is lost evidence, never "0 artifacts": the
-                // line names the file, and the command fails after printing (exit 4).
-                let manifest: Option<StepManifest> = match read_json(
-                    &run_dir.visit_manifest(&step, visit),
-                    "manifest",
-                ) {
-                    Ok(manifest) => Some(manifest),
-                    Err(error) => {
-                        let _ = writeln!(
-                            text,
-                            "  {step} #{visit}: {} (manifest artifacts/{step}/{visit}/manifest.json {}: see the error below)",
-                            field("outcome"),
-                            if run_dir.visit_manifest(&step, visit).exists() {
-                                "unreadable"
-                            } else {
-                                "missing"
-                            }
-                        );
-                        manifest_damage.push(error);
-                        continue;
-                    }
-                };
-                let files = manifest
-                    .as_ref()
-                    .map_or(0, |manifest| manifest.artifacts.len());
-                let plural = if files == 1 { "" } else { "s" };
-                let _ = writeln!(
-                    text,
-                    "  {step} #{visit}: {} ({files} artifact{plural})",
-                    field("outcome")
-                );
-                for line in manifest
-                    .iter()
-                    .flat_map(|manifest| describe_visit(manifest, &run_dir))
+                if let Err(error) = completed_lines(run_dir, &step, visit, &field("outcome"), text)
                 {
-                    let _ = writeln!(text, "      {}", one_line(&line));
+                    manifest_damage.push(error);
                 }
             }
             // A visit whose process died: what the guard found when `resume` checked it.
             EventType::StepInterrupted => {
-                let _ = writeln!(
-                    text,
-                    "  {step} #{visit}: interrupted — {}",
-                    one_line(&field("cause"))
-                );
-                let manifest =
-                    read_json::<StepManifest>(&run_dir.visit_manifest(&step, visit), "manifest");
-                for line in manifest
-                    .iter()
-                    .flat_map(|manifest| describe_visit(manifest, &run_dir))
-                {
-                    let _ = writeln!(text, "      {}", one_line(&line));
-                }
-                let violations = events.iter().filter(|other| {
-                    other.event_type == EventType::PolicyViolation
-                        && other.step_id == event.step_id
-                        && other.visit == event.visit
-                });
-                for violation in violations {
-                    let _ = writeln!(
-                        text,
-                        "      policy violation — {}",
-                        one_line(&describe_violation(violation.payload.get("violation")))
-                    );
-                }
+                interrupted_lines(run_dir, events, event, &step, visit, text);
             }
             // A rollback the operator ran with `tnh-conductor rollback` (a ROLLBACK step's
             // own is described by its step line).
@@ -647,14 +622,102 @@ pub fn cmd_runs_show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<Exi
             _ => {}
         }
     }
-    output.print(&text);
-    match metadata_damage {
-        Some(error) => Err(artifacts(error)),
-        None if damage.is_empty() => match manifest_damage.into_iter().next() {
-            Some(error) => Err(artifacts(error)),
-            None => Ok(ExitStatus::Success),
-        },
-        None => damaged(damage),
+    manifest_damage
+}
+
+/// The line of the visit the run is at, with a passed gate deadline when it waits.
+fn open_visit_line(
+    run_dir: &RunDir,
+    run_id: &str,
+    status: &RunStatus,
+    events: &[crate::artifacts::Event],
+    step: &str,
+    visit: u32,
+    text: &mut String,
+) {
+    let mut line = visit_in_progress(events, step, visit, status);
+    if status.lifecycle_state == LifecycleState::Waiting
+        && let Some(deadline) = crate::kernel::gate::gate_deadline_passed(run_dir, step, visit)
+    {
+        let _ = write!(
+            line,
+            "; {}",
+            crate::kernel::journal::deadline_passed_text(run_id, &deadline)
+        );
+    }
+    let _ = writeln!(text, "  {step} #{visit}: {}", one_line(&line));
+}
+
+/// The lines of a completed visit: its outcome and what its manifest records.
+fn completed_lines(
+    run_dir: &RunDir,
+    step: &str,
+    visit: u32,
+    outcome: &str,
+    text: &mut String,
+) -> std::result::Result<(), crate::artifacts::ArtifactsError> {
+    // A missing or unreadable manifest is lost evidence, never "0 artifacts": the line names
+    // the file, and the command fails after printing (exit 4).
+    let manifest: StepManifest = match read_json(&run_dir.visit_manifest(step, visit), "manifest") {
+        Ok(manifest) => manifest,
+        Err(error) => {
+            let _ = writeln!(
+                text,
+                "  {step} #{visit}: {outcome} (manifest artifacts/{step}/{visit}/manifest.json {}: see the error below)",
+                if run_dir.visit_manifest(step, visit).exists() {
+                    "unreadable"
+                } else {
+                    "missing"
+                }
+            );
+            return Err(error);
+        }
+    };
+    let files = manifest.artifacts.len();
+    let plural = if files == 1 { "" } else { "s" };
+    let _ = writeln!(
+        text,
+        "  {step} #{visit}: {outcome} ({files} artifact{plural})"
+    );
+    for line in describe_visit(&manifest, run_dir) {
+        let _ = writeln!(text, "      {}", one_line(&line));
+    }
+    Ok(())
+}
+
+/// The lines of a visit whose process died: the cause, what its manifest records, and the
+/// policy violations found in it.
+fn interrupted_lines(
+    run_dir: &RunDir,
+    events: &[crate::artifacts::Event],
+    event: &crate::artifacts::Event,
+    step: &str,
+    visit: u32,
+    text: &mut String,
+) {
+    let _ = writeln!(
+        text,
+        "  {step} #{visit}: interrupted — {}",
+        one_line(event.text("cause").unwrap_or("?"))
+    );
+    let manifest = read_json::<StepManifest>(&run_dir.visit_manifest(step, visit), "manifest");
+    for line in manifest
+        .iter()
+        .flat_map(|manifest| describe_visit(manifest, run_dir))
+    {
+        let _ = writeln!(text, "      {}", one_line(&line));
+    }
+    let violations = events.iter().filter(|other| {
+        other.event_type == EventType::PolicyViolation
+            && other.step_id == event.step_id
+            && other.visit == event.visit
+    });
+    for violation in violations {
+        let _ = writeln!(
+            text,
+            "      policy violation — {}",
+            one_line(&describe_violation(violation.payload.get("violation")))
+        );
     }
 }
 

@@ -146,12 +146,70 @@ pub fn wait_at_gates(
             ) => (summary.clone(), step_id.clone()),
             _ => return result,
         };
-        let (run_id, run_dir) = (summary.run_id.to_string(), summary.run_dir.clone());
         // No name to record the decision under (`--as ""`, `$USER` empty): refused before
         // anything is asked; the run stays waiting.
         if identity.trim().is_empty() {
-            return Err(RunError::Gate(GateError::NoReviewer { run_id }));
+            return Err(RunError::Gate(GateError::NoReviewer {
+                run_id: summary.run_id.to_string(),
+            }));
         }
+        let gate = Gate::read(summary, step_id, &identity)?;
+        gate.announce(&identity, output);
+        match gate.prompt(&input, &identity, output) {
+            Prompted::Answer(answer) => match gate.record(repo, &input, answer, output) {
+                Flow::Done(done) => return done,
+                Flow::Next(next) => {
+                    result = next;
+                    continue;
+                }
+                Flow::Resume => {}
+            },
+            Prompted::TimedOut => output.note("the gate's time ran out"),
+            Prompted::Done(done) => return done,
+        }
+        result = resume_after(cli, repo, &gate.run_id, options.progress);
+    }
+}
+
+/// The blocking gate a run waits at, as its request describes it.
+struct Gate {
+    /// The run's summary as it waits here.
+    summary: RunSummary,
+    step_id: String,
+    run_id: String,
+    run_dir: std::path::PathBuf,
+    visit: u32,
+    request: serde_json::Value,
+    deadline: Option<jiff::Timestamp>,
+    approvers: Vec<String>,
+    /// Whether the operator's own name may decide it.
+    approver: bool,
+}
+
+/// What asking at the gate gave.
+enum Prompted {
+    /// A decision, to record.
+    Answer(Answer),
+    /// The gate's deadline passed while asking.
+    TimedOut,
+    /// The command ends with this (left waiting, input ended, interrupted).
+    Done(Result<RunSummary, RunError>),
+}
+
+/// Where recording a decision leads.
+enum Flow {
+    /// The command ends with this.
+    Done(Result<RunSummary, RunError>),
+    /// Ask again with this result, nothing resumed.
+    Next(Result<RunSummary, RunError>),
+    /// The decision is recorded: resuming continues the run.
+    Resume,
+}
+
+impl Gate {
+    /// Reads the request of the gate `summary`'s run waits at.
+    fn read(summary: RunSummary, step_id: String, identity: &str) -> Result<Gate, RunError> {
+        let (run_id, run_dir) = (summary.run_id.to_string(), summary.run_dir.clone());
         let recorder = Recorder::open(RunDir::at(&run_dir))?;
         let visit = visit_of(&run_dir);
         let request = read_request(&recorder, &step_id, visit)?;
@@ -167,78 +225,102 @@ pub fn wait_at_gates(
                     .collect()
             })
             .unwrap_or_default();
-        let approver = approvers.is_empty() || approvers.contains(&identity);
+        let approver = approvers.is_empty() || approvers.iter().any(|name| name == identity);
+        Ok(Gate {
+            summary,
+            step_id,
+            run_id,
+            run_dir,
+            visit,
+            request,
+            deadline,
+            approvers,
+            approver,
+        })
+    }
+
+    /// Says which gate is asked, and whether the operator may decide it as themselves.
+    fn announce(&self, identity: &str, output: &mut Output) {
         output.note(&format!(
-            "\ngate `{step_id}`: {}",
-            super::one_line(request["reason"].as_str().unwrap_or_default())
+            "\ngate `{}`: {}",
+            self.step_id,
+            super::one_line(self.request["reason"].as_str().unwrap_or_default())
         ));
-        if !approver {
+        if !self.approver {
             // Said before anything is asked: the gate would refuse the decision.
             output.note(&format!(
-                "`{identity}` is not an approver of this gate (approvers: {}): answering a or r asks which of them you decide as; or leave it waiting (l) and decide with `tnh-conductor gate approve {run_id} --as {} --resume`",
-                approvers.join(", "),
-                approvers[0]
+                "`{identity}` is not an approver of this gate (approvers: {}): answering a or r asks which of them you decide as; or leave it waiting (l) and decide with `tnh-conductor gate approve {} --as {} --resume`",
+                self.approvers.join(", "),
+                self.run_id,
+                self.approvers[0]
             ));
         }
-        let interrupted = |signal: &str, output: &mut Output| {
-            output.note(&format!(
-                "\ninterrupted ({signal}): the run is left waiting at gate `{step_id}`; decide it with `tnh-conductor gate approve|reject {run_id} --resume`"
-            ));
-            Ok(RunSummary {
-                end: RunEnd::Interrupted {
-                    step_id: step_id.clone(),
-                },
-                ..summary.clone()
-            })
-        };
-        let answer = loop {
+    }
+
+    /// The run as it is left when a signal ends the command at the prompt.
+    fn interrupted(&self, signal: &str, output: &mut Output) -> Result<RunSummary, RunError> {
+        output.note(&format!(
+            "\ninterrupted ({signal}): the run is left waiting at gate `{}`; decide it with `tnh-conductor gate approve|reject {} --resume`",
+            self.step_id, self.run_id
+        ));
+        Ok(RunSummary {
+            end: RunEnd::Interrupted {
+                step_id: self.step_id.clone(),
+            },
+            ..self.summary.clone()
+        })
+    }
+
+    /// The run left waiting at this gate, as it was.
+    fn left_waiting(&self) -> Result<RunSummary, RunError> {
+        Ok(self.summary.clone())
+    }
+
+    /// Asks approve / reject / show diff / leave waiting until a decision is made, the gate's
+    /// time runs out or the command ends.
+    fn prompt(&self, input: &Receiver<Input>, identity: &str, output: &mut Output) -> Prompted {
+        loop {
             let answer = match ask(
-                &input,
+                input,
                 "approve / reject / show diff / leave waiting [a/r/s/l]: ",
-                deadline,
+                self.deadline,
             ) {
                 Reply::Line(answer) => answer,
-                Reply::TimedOut => break None,
+                Reply::TimedOut => return Prompted::TimedOut,
                 // Nobody can answer any more: the run stays waiting, as with `l`.
                 Reply::InputEnded => {
                     output.note("\ninput ended: the run is left waiting at the gate");
-                    return result;
+                    return Prompted::Done(self.left_waiting());
                 }
-                Reply::Interrupted(signal) => return interrupted(&signal, output),
+                Reply::Interrupted(signal) => {
+                    return Prompted::Done(self.interrupted(&signal, output));
+                }
             };
             let answered_at = jiff::Timestamp::now();
             let decision = match answer.trim() {
                 "a" | "approve" => Decision::Approve,
                 "r" | "reject" => Decision::Reject,
                 "s" | "show" | "show diff" => {
-                    let diff = request["context"]["diff"]
-                        .as_str()
-                        .map(|path| run_dir.join(path));
-                    // Bounded as `gate show` bounds it: a megabyte line or a huge patch
-                    // would bury the question.
-                    let text = diff
-                        .and_then(|path| super::gate::patch_view(&path))
-                        .unwrap_or_else(|| "(no diff recorded)\n".into());
-                    output.diagnostic(&text);
+                    self.show_diff(output);
                     continue;
                 }
-                "l" | "leave" | "leave waiting" => return result,
+                "l" | "leave" | "leave waiting" => return Prompted::Done(self.left_waiting()),
                 _ => {
                     output.note("answer a, r, s or l");
                     continue;
                 }
             };
-            if approver {
-                break Some(Answer {
+            if self.approver {
+                return Prompted::Answer(Answer {
                     decision,
                     answered_at,
-                    reviewer: identity.clone(),
+                    reviewer: identity.to_owned(),
                 });
             }
             // The decision stands as of the answer; the name asked now is not timed.
-            match ask_approver(&input, &approvers, output) {
+            match ask_approver(input, &self.approvers, output) {
                 Named::Approver(reviewer) => {
-                    break Some(Answer {
+                    return Prompted::Answer(Answer {
                         decision,
                         answered_at,
                         reviewer,
@@ -246,111 +328,143 @@ pub fn wait_at_gates(
                 }
                 Named::InputEnded => {
                     output.note("\ninput ended: the run is left waiting at the gate");
-                    return result;
+                    return Prompted::Done(self.left_waiting());
                 }
-                Named::Interrupted(signal) => return interrupted(&signal, output),
+                Named::Interrupted(signal) => {
+                    return Prompted::Done(self.interrupted(&signal, output));
+                }
                 // No name: nothing decided, asked again.
                 Named::Back => {}
             }
-        };
-        if let Some(answer) = answer {
-            // The comment is asked after the decision was made: not timed either.
-            let comment = match ask(&input, "comment (optional): ", None) {
-                Reply::Line(text) if !text.trim().is_empty() => Some(text),
-                Reply::Line(_) | Reply::TimedOut => None,
-                Reply::Interrupted(signal) => return interrupted(&signal, output),
-                // A terminal closed before the decision was confirmed (its input ends before
-                // or after its SIGHUP) decides nothing, as a signal there does.
-                Reply::InputEnded => {
-                    output.note(
-                        "\ninput ended: nothing was decided; the run is left waiting at the gate",
-                    );
-                    return result;
-                }
-            };
-            let request = DecisionRequest {
-                repo,
-                run_id: &run_id,
-                decision: answer.decision,
-                reviewer: &answer.reviewer,
-                comment: comment.as_deref(),
-                accept_drift: false,
-                answered_at: Some(answer.answered_at),
-            };
-            match decide(&request) {
-                // The decision routed straight to a STOP: the run is over.
-                Ok(crate::kernel::Phase::Finished { end, reason, .. }) => {
-                    return Ok(RunSummary {
-                        end: RunEnd::Finished { end, reason },
-                        ..summary
-                    });
-                }
-                Ok(_) => {}
-                Err(RunError::Gate(error)) => {
-                    // The prompt's view may be stale: the gate may have been decided (and the
-                    // run driven on) from another shell meanwhile, or resolved as timed out by
-                    // a command that noticed its deadline. What the run is now decides.
-                    let now = phase_of(&run_dir);
-                    if let Some(crate::kernel::Phase::Waiting {
-                        step_id: now_waiting,
-                        visit: now_visit,
-                    }) = &now
-                        && *now_waiting == step_id
-                        && *now_visit == visit
-                    {
-                        // Still this gate: the decision itself was refused; ask again.
-                        output.note(&format!("error: {error}"));
-                        continue;
-                    }
-                    let how = match &error {
-                        GateError::TimedOut { .. } => error.to_string(),
-                        _ => resolution(&run_dir, &step_id, visit),
-                    };
-                    match now {
-                        Some(crate::kernel::Phase::Waiting {
-                            step_id: now_waiting,
-                            ..
-                        }) => {
-                            output
-                                .note(&format!("{how}; the run now waits at gate `{now_waiting}`"));
-                            result = Ok(RunSummary {
-                                end: RunEnd::Waiting {
-                                    step_id: now_waiting,
-                                },
-                                ..summary
-                            });
-                            continue;
-                        }
-                        Some(crate::kernel::Phase::Finished { end, reason, .. }) => {
-                            output.note(&format!("{how}; the run has ended ({})", end.name()));
-                            return Ok(RunSummary {
-                                end: RunEnd::Finished { end, reason },
-                                ..summary
-                            });
-                        }
-                        // Decided but not continued (or its state unreadable): resuming
-                        // continues the run, or says who drives it.
-                        _ => output.note(&how),
-                    }
-                }
-                Err(error) => return Err(error),
-            }
-        } else {
-            output.note("the gate's time ran out");
         }
-        // Resuming resolves a gate past its deadline and continues after a decision.
-        let config = super::config_for_run(cli, repo, &run_id).map_err(|error| {
-            RunError::Artifacts(crate::artifacts::ArtifactsError::Io {
-                action: "load the configuration for",
-                path: repo.to_path_buf(),
-                source: std::io::Error::other(error.to_string()),
-            })
-        })?;
-        result = resume_run(ResumeRequest {
-            observer: super::progress::observer(options.progress),
-            ..ResumeRequest::new(repo, RunId::new(run_id.as_str()), config)
-        });
     }
+
+    /// Shows the gate's recorded diff.
+    fn show_diff(&self, output: &mut Output) {
+        let diff = self.request["context"]["diff"]
+            .as_str()
+            .map(|path| self.run_dir.join(path));
+        // Bounded as `gate show` bounds it: a megabyte line or a huge patch would bury the
+        // question.
+        let text = diff
+            .and_then(|path| super::gate::patch_view(&path))
+            .unwrap_or_else(|| "(no diff recorded)\n".into());
+        output.diagnostic(&text);
+    }
+
+    /// Asks the optional comment and records the decision.
+    fn record(
+        &self,
+        repo: &std::path::Path,
+        input: &Receiver<Input>,
+        answer: Answer,
+        output: &mut Output,
+    ) -> Flow {
+        // The comment is asked after the decision was made: not timed either.
+        let comment = match ask(input, "comment (optional): ", None) {
+            Reply::Line(text) if !text.trim().is_empty() => Some(text),
+            Reply::Line(_) | Reply::TimedOut => None,
+            Reply::Interrupted(signal) => return Flow::Done(self.interrupted(&signal, output)),
+            // A terminal closed before the decision was confirmed (its input ends before
+            // or after its SIGHUP) decides nothing, as a signal there does.
+            Reply::InputEnded => {
+                output.note(
+                    "\ninput ended: nothing was decided; the run is left waiting at the gate",
+                );
+                return Flow::Done(self.left_waiting());
+            }
+        };
+        let request = DecisionRequest {
+            repo,
+            run_id: &self.run_id,
+            decision: answer.decision,
+            reviewer: &answer.reviewer,
+            comment: comment.as_deref(),
+            accept_drift: false,
+            answered_at: Some(answer.answered_at),
+        };
+        match decide(&request) {
+            // The decision routed straight to a STOP: the run is over.
+            Ok(crate::kernel::Phase::Finished { end, reason, .. }) => Flow::Done(Ok(RunSummary {
+                end: RunEnd::Finished { end, reason },
+                ..self.summary.clone()
+            })),
+            Ok(_) => Flow::Resume,
+            Err(RunError::Gate(error)) => self.refused(error, output),
+            Err(error) => Flow::Done(Err(error)),
+        }
+    }
+
+    /// Where a decision the gate refused leads.
+    fn refused(&self, error: GateError, output: &mut Output) -> Flow {
+        // The prompt's view may be stale: the gate may have been decided (and the run driven
+        // on) from another shell meanwhile, or resolved as timed out by a command that
+        // noticed its deadline. What the run is now decides.
+        let now = phase_of(&self.run_dir);
+        if let Some(crate::kernel::Phase::Waiting {
+            step_id: now_waiting,
+            visit: now_visit,
+        }) = &now
+            && *now_waiting == self.step_id
+            && *now_visit == self.visit
+        {
+            // Still this gate: the decision itself was refused; ask again.
+            output.note(&format!("error: {error}"));
+            return Flow::Next(self.left_waiting());
+        }
+        let how = match &error {
+            GateError::TimedOut { .. } => error.to_string(),
+            _ => resolution(&self.run_dir, &self.step_id, self.visit),
+        };
+        match now {
+            Some(crate::kernel::Phase::Waiting {
+                step_id: now_waiting,
+                ..
+            }) => {
+                output.note(&format!("{how}; the run now waits at gate `{now_waiting}`"));
+                Flow::Next(Ok(RunSummary {
+                    end: RunEnd::Waiting {
+                        step_id: now_waiting,
+                    },
+                    ..self.summary.clone()
+                }))
+            }
+            Some(crate::kernel::Phase::Finished { end, reason, .. }) => {
+                output.note(&format!("{how}; the run has ended ({})", end.name()));
+                Flow::Done(Ok(RunSummary {
+                    end: RunEnd::Finished { end, reason },
+                    ..self.summary.clone()
+                }))
+            }
+            // Decided but not continued (or its state unreadable): resuming continues the
+            // run, or says who drives it.
+            _ => {
+                output.note(&how);
+                Flow::Resume
+            }
+        }
+    }
+}
+
+/// Resumes the run after its gate was decided or its time ran out: resuming resolves a gate
+/// past its deadline and continues after a decision.
+fn resume_after(
+    cli: &Cli,
+    repo: &std::path::Path,
+    run_id: &str,
+    progress: bool,
+) -> Result<RunSummary, RunError> {
+    let config = super::config_for_run(cli, repo, run_id).map_err(|error| {
+        RunError::Artifacts(crate::artifacts::ArtifactsError::Io {
+            action: "load the configuration for",
+            path: repo.to_path_buf(),
+            source: std::io::Error::other(error.to_string()),
+        })
+    })?;
+    resume_run(ResumeRequest {
+        observer: super::progress::observer(progress),
+        ..ResumeRequest::new(repo, RunId::new(run_id), config)
+    })
 }
 
 /// What asking for an approver's name gave.
