@@ -48,10 +48,17 @@ impl Drop for View {
 
 impl View {
     fn show(&mut self, event: &Event) {
+        let permanent = self.step_line(event).or_else(|| resume_line(event));
+        self.print(event, permanent);
+    }
+
+    /// The permanent line for an event about a step (or the run between steps), if it has one;
+    /// also follows the step in flight for the status line.
+    fn step_line(&mut self, event: &Event) -> Option<String> {
         let step = event.step_id.as_deref().unwrap_or("-");
         let visit = event.visit.unwrap_or(0);
         let field = |key: &str| event.text(key).unwrap_or_default().to_owned();
-        let permanent = match event.event_type {
+        match event.event_type {
             EventType::StepStarted => {
                 self.step_started = Instant::now();
                 self.current = format!("{step} #{visit} ({})", field("opcode"));
@@ -97,44 +104,6 @@ impl View {
             // What `resume` (or a gate decision that continues the run) recovered, before it
             // goes on: said here, from the events it records.
             EventType::StepInterrupted => Some(interrupted_visit(event, step, visit)),
-            EventType::WorktreeRecreated => Some(format!(
-                "  the worktree was gone: checked out again at {} from branch {}",
-                field("path"),
-                field("branch")
-            )),
-            EventType::WorkflowChanged => Some(format!(
-                "  the workflow file {} changed since the run started or last continued; it applies from here on",
-                field("path")
-            )),
-            EventType::ConfigChanged => Some(format!(
-                "  the configuration {} changed since the run started or last continued; it applies from here on",
-                match field("path") {
-                    path if path.is_empty() => "(built-in defaults)".to_owned(),
-                    path => path,
-                }
-            )),
-            EventType::PromptsChanged => Some(format!(
-                "  prompt files in {} changed ({}); they apply from here on",
-                field("path"),
-                names(event.payload.get("changed"))
-            )),
-            EventType::ParamsChanged => Some(format!(
-                "  the workflow's parameters changed: added {}; removed {}",
-                event
-                    .payload
-                    .get("added")
-                    .and_then(serde_json::Value::as_object)
-                    .filter(|added| !added.is_empty())
-                    .map_or_else(
-                        || "none".to_owned(),
-                        |added| added.keys().cloned().collect::<Vec<_>>().join(", ")
-                    ),
-                names(event.payload.get("removed"))
-            )),
-            EventType::DriftAccepted => Some(
-                "  the worktree differed from the recorded state: accepted as it is (--accept-drift)"
-                    .to_owned(),
-            ),
             EventType::GuardCheckSkipped => Some(format!(
                 "  {step} #{visit}: NOT CHECKED (--skip-guard-check) — {}; refs, git configuration and the operator's checkout are left as they are",
                 field("reason")
@@ -146,17 +115,26 @@ impl View {
                     .get("ref_changes")
                     .and_then(serde_json::Value::as_array)
                     .map_or(0, Vec::len),
-                if event.payload.get("git_config_changed").is_some_and(|changed| {
-                    changed.as_bool() == Some(true)
-                        || changed.as_array().is_some_and(|files| !files.is_empty())
-                }) {
+                if event
+                    .payload
+                    .get("git_config_changed")
+                    .is_some_and(|changed| {
+                        changed.as_bool() == Some(true)
+                            || changed.as_array().is_some_and(|files| !files.is_empty())
+                    })
+                {
                     ", git configuration"
                 } else {
                     ""
                 }
             )),
             _ => None,
-        };
+        }
+    }
+
+    /// Erases the status line, prints the permanent line if any (or, without a terminal, the
+    /// step that starts), then writes the status line again.
+    fn print(&self, event: &Event, permanent: Option<String>) {
         let mut stderr = std::io::stderr().lock();
         if self.live {
             let _ = write!(stderr, "\r\x1b[K");
@@ -179,6 +157,53 @@ impl View {
             );
         }
         let _ = stderr.flush();
+    }
+}
+
+/// The line for what `resume` (or a gate decision that continues the run) found changed
+/// before it goes on, if the event is one of those.
+fn resume_line(event: &Event) -> Option<String> {
+    let field = |key: &str| event.text(key).unwrap_or_default().to_owned();
+    match event.event_type {
+        EventType::WorktreeRecreated => Some(format!(
+            "  the worktree was gone: checked out again at {} from branch {}",
+            field("path"),
+            field("branch")
+        )),
+        EventType::WorkflowChanged => Some(format!(
+            "  the workflow file {} changed since the run started or last continued; it applies from here on",
+            field("path")
+        )),
+        EventType::ConfigChanged => Some(format!(
+            "  the configuration {} changed since the run started or last continued; it applies from here on",
+            match field("path") {
+                path if path.is_empty() => "(built-in defaults)".to_owned(),
+                path => path,
+            }
+        )),
+        EventType::PromptsChanged => Some(format!(
+            "  prompt files in {} changed ({}); they apply from here on",
+            field("path"),
+            names(event.payload.get("changed"))
+        )),
+        EventType::ParamsChanged => Some(format!(
+            "  the workflow's parameters changed: added {}; removed {}",
+            event
+                .payload
+                .get("added")
+                .and_then(serde_json::Value::as_object)
+                .filter(|added| !added.is_empty())
+                .map_or_else(
+                    || "none".to_owned(),
+                    |added| added.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            names(event.payload.get("removed"))
+        )),
+        EventType::DriftAccepted => Some(
+            "  the worktree differed from the recorded state: accepted as it is (--accept-drift)"
+                .to_owned(),
+        ),
+        _ => None,
     }
 }
 

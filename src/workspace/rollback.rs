@@ -18,7 +18,7 @@ use super::capture::DiffStat;
 use super::error::WorkspaceError;
 use super::git::Git;
 use super::index_file;
-use super::snapshot::{Scratch, Snapshot};
+use super::snapshot::{Scratch, Snapshot, Unrecorded};
 use super::worktree::Workspace;
 use crate::ids::RunId;
 
@@ -136,6 +136,22 @@ pub struct InterruptedRollback {
     pub tree_before: Option<String>,
 }
 
+/// What a rollback finds before it resets anything.
+struct Scanned {
+    /// git bound to the scratch index, just brought up to date with the worktree.
+    scratch: Git,
+    /// Paths whose owner's access was given back while scanning.
+    access_restored: Vec<String>,
+    /// What git cannot record, which the rollback removes.
+    unrecorded: Vec<Unrecorded>,
+    /// The worktree's HEAD commit (empty: HEAD named no commit).
+    head_before: String,
+    /// The tree of the worktree's files, when it could be written.
+    tree_before: Option<String>,
+    /// The files whose inode has other links.
+    hard_linked: Vec<Vec<u8>>,
+}
+
 impl Workspace {
     /// Rolls the worktree back to `target`.
     pub fn rollback(&self, target: RollbackTarget) -> Result<RollbackRecord, WorkspaceError> {
@@ -184,11 +200,51 @@ impl Workspace {
         snapshot: Snapshot,
         announce: Option<impl FnOnce(&RollbackStart<'_>) -> Result<(), E>>,
     ) -> Result<RollbackRecord, E> {
-        // The worktree as it is, hashed into git's objects: what the rollback undoes. (Git
-        // is told where the repository is, so a rewritten `.git` file is put back after.)
+        let Scanned {
+            scratch,
+            mut access_restored,
+            unrecorded,
+            head_before,
+            tree_before,
+            hard_linked,
+        } = self.scan_before_rollback()?;
+        if let Some(announce) = announce {
+            announce(&RollbackStart {
+                snapshot: &snapshot,
+                head_before: &head_before,
+                tree_before: tree_before.as_deref(),
+            })?;
+        }
+        let hard_links_replaced = self.remove_hard_linked(hard_linked)?;
+        let (before, reset) =
+            self.reset_counting(target, &snapshot, tree_before.as_deref(), &scratch);
+        access_restored.extend(reset?);
+        access_restored.sort();
+        access_restored.dedup();
+        let mut before = before?;
+        let after = self.settle_after_reset(&snapshot, &unrecorded, &mut before)?;
+        Ok(RollbackRecord {
+            schema_version: ROLLBACK_RECORD_SCHEMA_VERSION,
+            run_id: self.run_id().clone(),
+            target,
+            head_after: snapshot.base.clone(),
+            snapshot,
+            head_before,
+            before,
+            after,
+            access_restored,
+            hard_links_replaced,
+            interrupted_attempt: None,
+        })
+    }
+
+    /// The worktree as it is, before anything is reset: its files hashed into git's objects
+    /// (what the rollback undoes), its HEAD and the files that share their inode.
+    fn scan_before_rollback(&self) -> Result<Scanned, WorkspaceError> {
+        // (Git is told where the repository is, so a rewritten `.git` file is put back after.)
         let Scratch {
             git: scratch,
-            mut access_restored,
+            access_restored,
             unrecorded,
         } = self.refresh_scratch_index()?;
         self.repair_git_link()?;
@@ -207,32 +263,52 @@ impl Workspace {
                 detail: "looking for hard-linked files failed".to_owned(),
             })
         })?;
-        if let Some(announce) = announce {
-            announce(&RollbackStart {
-                snapshot: &snapshot,
-                head_before: &head_before,
-                tree_before: tree_before.as_deref(),
-            })?;
-        }
-        // A file with other links keeps sharing its inode through a reset that finds its
-        // content unchanged: removed now, the reset writes it afresh.
+        Ok(Scanned {
+            scratch,
+            access_restored,
+            unrecorded,
+            head_before,
+            tree_before,
+            hard_linked,
+        })
+    }
+
+    /// Removes the files with other links, returning their paths: a file with other links
+    /// keeps sharing its inode through a reset that finds its content unchanged; removed
+    /// now, the reset writes it afresh.
+    fn remove_hard_linked(&self, hard_linked: Vec<Vec<u8>>) -> Result<Vec<String>, WorkspaceError> {
         let mut hard_links_replaced = Vec::new();
         for path in hard_linked {
             remove_file_beneath(self.path(), &path)?;
             hard_links_replaced.push(String::from_utf8_lossy(&path).into_owned());
         }
+        Ok(hard_links_replaced)
+    }
+
+    /// Resets the worktree to `snapshot` while counting the lines it undoes: the counts, and
+    /// the paths whose access the reset gave back.
+    fn reset_counting(
+        &self,
+        target: RollbackTarget,
+        snapshot: &Snapshot,
+        tree_before: Option<&str>,
+        scratch: &Git,
+    ) -> (
+        Result<DiffStat, WorkspaceError>,
+        Result<Vec<String>, WorkspaceError>,
+    ) {
         // The line counts of that tree against the snapshot's come from git's objects alone,
         // so they are counted while git resets the worktree. They are counted between the two
         // trees, not against the scratch index: `diff-index --cached` reads a file from the
         // worktree instead of its object when the index says the two match, and the reset
         // may remove or rewrite it in between, which counted a removed new file as empty.
-        let (before, reset) = match &tree_before {
+        match tree_before {
             Some(tree) => std::thread::scope(|scope| {
                 let counting = scope.spawn(|| {
                     self.changes_between(&snapshot.tree, tree)
                         .map(|files| super::capture::diffstat_of(&files))
                 });
-                let reset = self.reset_hard_with_access(target, &snapshot);
+                let reset = self.reset_hard_with_access(target, snapshot);
                 let before = counting.join().unwrap_or_else(|_| {
                     Err(WorkspaceError::Parse {
                         command: "diff-tree --numstat",
@@ -243,14 +319,20 @@ impl Workspace {
             }),
             // No tree could be written: counted from the scratch index before the reset.
             None => {
-                let before = super::capture::diffstat_against(&scratch, &snapshot);
-                (before, self.reset_hard_with_access(target, &snapshot))
+                let before = super::capture::diffstat_against(scratch, snapshot);
+                (before, self.reset_hard_with_access(target, snapshot))
             }
-        };
-        access_restored.extend(reset?);
-        access_restored.sort();
-        access_restored.dedup();
-        let mut before = before?;
+        }
+    }
+
+    /// After the hard reset: removes what git could not record (counted in `before`), puts
+    /// the branch back at the snapshot's base and returns what still differs from it.
+    fn settle_after_reset(
+        &self,
+        snapshot: &Snapshot,
+        unrecorded: &[Unrecorded],
+        before: &mut DiffStat,
+    ) -> Result<DiffStat, WorkspaceError> {
         // What git cannot record is not in the tree, but the rollback removes it: the clean
         // removes repositories with no commit, names git refuses and paths too long for it
         // (see `clean`); git never looks into a submodule's folder never checked out.
@@ -278,23 +360,10 @@ impl Workspace {
                 snapshot.base.as_str(),
             ])?;
         }
-        let after = if exact {
+        Ok(if exact {
             DiffStat::default()
         } else {
-            self.status_since(&snapshot)?.diffstat
-        };
-        Ok(RollbackRecord {
-            schema_version: ROLLBACK_RECORD_SCHEMA_VERSION,
-            run_id: self.run_id().clone(),
-            target,
-            head_after: snapshot.base.clone(),
-            snapshot,
-            head_before,
-            before,
-            after,
-            access_restored,
-            hard_links_replaced,
-            interrupted_attempt: None,
+            self.status_since(snapshot)?.diffstat
         })
     }
 
