@@ -17,6 +17,7 @@ mod run_id;
 pub mod safe_files;
 mod status;
 mod tool_logs;
+mod visit_dir;
 
 pub use atomic::{
     link_atomic, read_json, replace_file, replace_json, write_atomic, write_json_atomic,
@@ -35,6 +36,7 @@ pub use run_dir::RunDir;
 pub use run_id::{is_run_id, new_run_id};
 pub use status::{Landing, LifecycleState, RunMetadata, RunStatus, Termination};
 pub use tool_logs::{RUNLOG_FILE, tool_log_name, tool_logs};
+pub use visit_dir::VisitDir;
 
 use std::path::PathBuf;
 

@@ -83,6 +83,11 @@ impl RunDir {
         self.step_dir(step_id).join(visit.to_string())
     }
 
+    /// `artifacts/<step_id>/<visit>/`, with the names of the files it holds.
+    pub fn visit(&self, step_id: &str, visit: u32) -> super::VisitDir {
+        super::VisitDir::at(self.visit_dir(step_id, visit))
+    }
+
     /// Creates `artifacts/<step_id>/<visit>/` as real folders (a link or a file an agent left
     /// in the place of one is replaced, never followed) and returns it.
     pub fn create_visit_dir(
