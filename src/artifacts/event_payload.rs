@@ -19,14 +19,15 @@ type Json = serde_json::Value;
 /// A JSON object with no fixed shape here.
 type JsonObject = serde_json::Map<String, serde_json::Value>;
 
-/// Reads a field that is written even when it has no value (`null`): present (`Some`) with its
-/// value or `null`, absent (`None`) only when the key is missing.
-fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+/// Reads a field that is written even when it has no value (`null`): `Some` whenever the key
+/// is there, `null` included, so the line is written back the same; `None` only when the key
+/// is missing.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de>,
 {
-    Option::<T>::deserialize(deserializer).map(Some)
+    T::deserialize(deserializer).map(Some)
 }
 
 /// What an event records, with its fields.
@@ -204,7 +205,7 @@ pub struct RunnerStarted {
 #[serde(default)]
 pub struct RunnerCompleted {
     /// The process's (or the validation's) outcome.
-    #[schemars(with = "String")]
+    #[schemars(with = "Option<String>")]
     pub outcome: Option<Outcome>,
     /// Why the agent's process ended.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -215,12 +216,13 @@ pub struct RunnerCompleted {
 }
 
 /// `artifact_recorded`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default)]
 pub struct ArtifactRecorded {
     /// What the file is.
-    pub role: ArtifactRole,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<ArtifactRole>,
     /// The file, relative to the run directory.
-    #[serde(default)]
     pub path: String,
 }
 
@@ -237,7 +239,7 @@ pub struct PolicyViolation {
 #[serde(default)]
 pub struct RouteSelected {
     /// The outcome routed on.
-    #[schemars(with = "String")]
+    #[schemars(with = "Option<String>")]
     pub outcome: Option<Outcome>,
     /// The next step, or `STOP`.
     pub next_step: String,
@@ -254,7 +256,7 @@ pub struct RouteSelected {
 #[serde(default)]
 pub struct StepCompleted {
     /// The visit's outcome.
-    #[schemars(with = "String")]
+    #[schemars(with = "Option<String>")]
     pub outcome: Option<Outcome>,
     /// Whether a validator proposed new golden files.
     pub proposed_goldens: bool,
@@ -307,10 +309,10 @@ pub struct StepInterrupted {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub surviving_orphans: Option<Vec<i32>>,
     /// What the saved guard found (the guard's report).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub guard_report: Option<Json>,
     /// The rollback to the visit's snapshot (its record).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub restored: Option<Json>,
 }
 
@@ -349,10 +351,10 @@ pub struct RollbackCompleted {
     #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub policy_violation_cleared: Option<Option<String>>,
     /// The operator's rollback: the checkpoint the run had before.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub checkpoint_before: Option<Json>,
     /// The operator's rollback: an earlier attempt that was killed part-way, which it finished.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub interrupted_attempt: Option<Json>,
 }
 
@@ -398,7 +400,7 @@ pub struct HumanFeedback {
 #[serde(default)]
 pub struct PlannerDecision {
     /// The decision's status.
-    #[schemars(with = "String")]
+    #[schemars(with = "Option<String>")]
     pub status: Option<Outcome>,
     /// The planner that decided.
     pub planner: Option<String>,
@@ -603,3 +605,7 @@ pub struct Landed {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pull_request: Option<String>,
 }
+
+#[cfg(test)]
+#[path = "event_payload_tests.rs"]
+mod tests;

@@ -279,7 +279,7 @@ impl Recorder {
         let step = (manifest.step_id.as_str(), manifest.visit);
         for entry in &manifest.artifacts {
             let recorded = ArtifactRecorded {
-                role: entry.role,
+                role: Some(entry.role),
                 path: entry.path.clone(),
             };
             self.event(Some(step), EventPayload::ArtifactRecorded(recorded))?;

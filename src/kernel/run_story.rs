@@ -92,7 +92,7 @@ impl RunStory {
                     }
                 }
                 EventPayload::ArtifactRecorded(recorded)
-                    if recorded.role == ArtifactRole::RunnerFinalResponse =>
+                    if recorded.role == Some(ArtifactRole::RunnerFinalResponse) =>
                 {
                     final_answer = Some(recorded.path.clone());
                 }

@@ -24,7 +24,7 @@ pub(super) fn execute(
             write_json_new(&visit_dir.join("rollback.json"), &record)?;
             let fields = RollbackCompleted {
                 target: target.as_str().to_owned(),
-                record: "rollback.json".to_owned(),
+                record: crate::artifacts::VisitDir::ROLLBACK.to_owned(),
                 undone: record.before.to_string(),
                 ..RollbackCompleted::default()
             };
