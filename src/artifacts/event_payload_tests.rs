@@ -1,7 +1,6 @@
 //! Each event type's line, in the shape the writers produced when payloads were free maps,
 //! reads back and is written again with the same keys and values.
 
-use super::*;
 use crate::artifacts::Event;
 
 /// One line of each event type (and of each shape an event type has), as recorded.

@@ -279,7 +279,7 @@ impl Driver<'_> {
         // The visit stays marked running: `resume` records it as interrupted, restores its
         // pre-step snapshot and runs the step again, exactly as after a crash.
         let interrupted = RunInterrupted {
-            cause: cause.into(),
+            cause,
             next_step: None,
         };
         self.recorder.event(
