@@ -4,14 +4,13 @@
 //! never acknowledged) and appending continues with the next sequence number, so a resumed run's
 //! events stay contiguous.
 
-use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{ArtifactsError, SCHEMA_VERSION, now};
+use super::{ArtifactsError, EventPayload, SCHEMA_VERSION, now};
 
 /// What an event records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
@@ -109,7 +108,7 @@ pub enum EventType {
     Landed,
 }
 
-/// One line of `events.ndjson`.
+/// One line of `events.ndjson`: the event's own keys, and its payload's fields beside them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Event {
     /// The event format's version.
@@ -126,45 +125,23 @@ pub struct Event {
     /// The visit of the step, for step events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub visit: Option<u32>,
-    /// What happened.
-    pub event_type: EventType,
-    /// Small payload fields (large payloads are artifacts the event points to).
+    /// What happened (`event_type`), with its fields (large payloads are artifacts the event
+    /// points to).
     #[serde(flatten)]
-    pub payload: BTreeMap<String, serde_json::Value>,
+    pub payload: EventPayload,
 }
 
 impl Event {
-    /// A text field of the payload.
-    pub fn text(&self, key: &str) -> Option<&str> {
-        self.payload.get(key).and_then(serde_json::Value::as_str)
+    /// What the event records.
+    pub fn event_type(&self) -> EventType {
+        self.payload.event_type()
     }
 
-    /// A validation's `exit_codes` (its `runner_completed` event): each validator and its exit
-    /// code, `None` for one stopped or not run. Empty for any other event.
-    pub fn exit_codes(&self) -> Vec<(&str, Option<i64>)> {
-        self.payload
-            .get("exit_codes")
-            .and_then(serde_json::Value::as_object)
-            .map(|codes| {
-                codes
-                    .iter()
-                    .map(|(id, code)| (id.as_str(), code.as_i64()))
-                    .collect()
-            })
-            .unwrap_or_default()
+    /// Whether the event is of the visit `(step_id, visit)`.
+    pub fn is_of(&self, (step_id, visit): (&str, u32)) -> bool {
+        self.step_id.as_deref() == Some(step_id) && self.visit == Some(visit)
     }
 }
-
-/// The keys of an event line that are not payload.
-const RESERVED_KEYS: [&str; 7] = [
-    "schema_version",
-    "seq",
-    "timestamp",
-    "run_id",
-    "step_id",
-    "visit",
-    "event_type",
-];
 
 /// The append-only event stream of one run.
 #[derive(Debug)]
@@ -237,17 +214,9 @@ impl EventLog {
     /// Appends an event and returns it.
     pub fn append(
         &mut self,
-        event_type: EventType,
         step: Option<(&str, u32)>,
-        mut payload: BTreeMap<String, serde_json::Value>,
+        payload: EventPayload,
     ) -> Result<Event, ArtifactsError> {
-        // A payload field named like one of the event's own would write the key twice and
-        // make the line unreadable: it is kept under another name.
-        for reserved in RESERVED_KEYS {
-            if let Some(value) = payload.remove(reserved) {
-                payload.insert(format!("payload_{reserved}"), value);
-            }
-        }
         let event = Event {
             schema_version: SCHEMA_VERSION,
             seq: self.last_seq + 1,
@@ -255,7 +224,6 @@ impl EventLog {
             run_id: self.run_id.clone(),
             step_id: step.map(|(id, _)| id.to_owned()),
             visit: step.map(|(_, visit)| visit),
-            event_type,
             payload,
         };
         let mut line = serde_json::to_vec(&event).map_err(|source| ArtifactsError::Json {
@@ -405,27 +373,12 @@ fn scan_events(path: &Path) -> Result<(Vec<Event>, u64, Vec<ArtifactsError>), Ar
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::artifacts::event_payload::{RunResumed, RunStarted, StepStarted};
 
-    fn payload(key: &str, value: &str) -> BTreeMap<String, serde_json::Value> {
-        BTreeMap::from([(key.to_owned(), serde_json::Value::from(value))])
-    }
-
-    /// A payload field named like one of the event's own keys is kept under another name:
-    /// written as is, the key would appear twice and the line could not be read back.
-    #[test]
-    fn a_payload_field_named_like_an_event_key_keeps_the_line_readable() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("events.ndjson");
-        let mut log = EventLog::open(&path, "run").unwrap();
-        let mut fields = payload("timestamp", "forged");
-        fields.insert("seq".into(), 99.into());
-        log.append(EventType::AgentRunlog, Some(("s", 1)), fields)
-            .unwrap();
-        let events = EventLog::read_all(&path).unwrap();
-        assert_eq!(events[0].seq, 1);
-        assert_ne!(events[0].timestamp, "forged");
-        assert_eq!(events[0].text("payload_timestamp"), Some("forged"));
-        assert_eq!(events[0].payload["payload_seq"], 99);
+    fn started(opcode: &str) -> EventPayload {
+        EventPayload::StepStarted(StepStarted {
+            opcode: opcode.to_owned(),
+        })
     }
 
     #[test]
@@ -433,14 +386,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("events.ndjson");
         let mut log = EventLog::open(&path, "run").unwrap();
-        log.append(EventType::RunStarted, None, BTreeMap::new())
+        log.append(None, EventPayload::RunStarted(RunStarted::default()))
             .unwrap();
-        log.append(
-            EventType::StepStarted,
-            Some(("a", 1)),
-            payload("opcode", "RUN_AGENT"),
-        )
-        .unwrap();
+        log.append(Some(("a", 1)), started("RUN_AGENT")).unwrap();
         drop(log);
         // A crash in the middle of the third line.
         let mut file = OpenOptions::new().append(true).open(&path).unwrap();
@@ -449,7 +397,7 @@ mod tests {
         let mut log = EventLog::open(&path, "run").unwrap();
         assert_eq!(log.last_seq(), 2);
         let event = log
-            .append(EventType::RunResumed, None, BTreeMap::new())
+            .append(None, EventPayload::RunResumed(RunResumed { from_seq: 2 }))
             .unwrap();
         assert_eq!(event.seq, 3);
         let events = EventLog::read_all(&path).unwrap();
@@ -457,11 +405,75 @@ mod tests {
             events.iter().map(|event| event.seq).collect::<Vec<_>>(),
             [1, 2, 3]
         );
-        assert_eq!(events[1].payload["opcode"], "RUN_AGENT");
+        assert_eq!(events[1].payload, started("RUN_AGENT"));
         assert_eq!(
             (events[1].step_id.as_deref(), events[1].visit),
             (Some("a"), Some(1))
         );
+    }
+
+    /// The payload's fields are written beside the event's own keys, as one flat object.
+    #[test]
+    fn an_event_line_is_one_flat_object() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.ndjson");
+        let mut log = EventLog::open(&path, "run").unwrap();
+        log.append(Some(("a", 1)), started("GATE")).unwrap();
+        let line: serde_json::Value =
+            serde_json::from_str(std::fs::read_to_string(&path).unwrap().trim()).unwrap();
+        let keys: Vec<&str> = line
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys.iter()
+                .copied()
+                .collect::<std::collections::BTreeSet<_>>(),
+            [
+                "schema_version",
+                "seq",
+                "timestamp",
+                "run_id",
+                "step_id",
+                "visit",
+                "event_type",
+                "opcode"
+            ]
+            .into_iter()
+            .collect()
+        );
+        assert_eq!(line["event_type"], "step_started");
+        assert_eq!(line["opcode"], "GATE");
+    }
+
+    /// A line of an event type this release does not know is damage, as it always was: the
+    /// lines after it are still read.
+    #[test]
+    fn an_unknown_event_type_is_a_damaged_line_that_hides_nothing_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.ndjson");
+        let line = |seq: u64, event_type: &str| {
+            format!(
+                "{{\"schema_version\":1,\"seq\":{seq},\"timestamp\":\"t\",\"run_id\":\"r\",\"event_type\":\"{event_type}\"}}\n"
+            )
+        };
+        let text = [
+            line(1, "run_started"),
+            line(2, "step_exploded"),
+            line(3, "run_resumed"),
+        ]
+        .concat();
+        std::fs::write(&path, text).unwrap();
+        let (events, damage) = EventLog::read_readable(&path).unwrap();
+        assert_eq!(
+            events.iter().map(|event| event.seq).collect::<Vec<_>>(),
+            [1, 3]
+        );
+        assert_eq!(events[1].event_type(), EventType::RunResumed);
+        assert_eq!(damage.len(), 1, "{damage:?}");
+        assert!(damage[0].to_string().contains("line 2"), "{}", damage[0]);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! event stream is append-only with contiguous sequence numbers that a resume continues.
 
 mod atomic;
+pub mod event_payload;
 mod events;
 pub(crate) mod harness;
 pub mod lock;
@@ -23,6 +24,7 @@ pub use atomic::{
     link_atomic, read_json, replace_file, replace_json, write_atomic, write_json_atomic,
     write_json_new, write_json_private, write_json_unsynced,
 };
+pub use event_payload::EventPayload;
 pub(crate) use events::check_against_checkpoint;
 pub use events::{Event, EventLog, EventType};
 pub use harness::{harness_report_problems, harness_report_schema};

@@ -432,15 +432,15 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
     runs_beside_lines(&context["runs_beside"], &mut text);
     // The change below is what the gate was requested with; an operator's rollback since
     // removed it from the worktree, and a decision then needs `--accept-drift`.
-    if let Ok(Some(rollback)) = rollback_since_request(&recorder, step_id, *visit) {
+    if let Ok(Some((timestamp, rollback))) = rollback_since_request(&recorder, step_id, *visit) {
         let _ = writeln!(
             text,
             "  ROLLED BACK: the operator rolled the worktree back to {} at {} ({}), after this \
              gate was requested: the change below is no longer in the worktree; a decision \
              needs `--accept-drift` and decides on what the worktree holds now",
-            one_line(rollback.text("target").unwrap_or("?")),
-            one_line(&rollback.timestamp),
-            one_line(rollback.text("record").unwrap_or("?")),
+            one_line(&rollback.target),
+            one_line(&timestamp),
+            one_line(&rollback.record),
         );
     }
     if let Some(diff) = context["diff"].as_str()

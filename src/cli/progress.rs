@@ -7,8 +7,10 @@ use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
 use super::step_lines::describe_violation;
-use crate::artifacts::{Event, EventType};
+use crate::artifacts::event_payload::{RunnerCompleted, StepInterrupted};
+use crate::artifacts::{Event, EventPayload, EventType};
 use crate::kernel::recorder::Observer;
+use crate::outcome::Outcome;
 
 /// The observer that prints progress, or none when progress is not wanted.
 pub fn observer(enabled: bool) -> Option<Observer> {
@@ -57,71 +59,65 @@ impl View {
     fn step_line(&mut self, event: &Event) -> Option<String> {
         let step = event.step_id.as_deref().unwrap_or("-");
         let visit = event.visit.unwrap_or(0);
-        let field = |key: &str| event.text(key).unwrap_or_default().to_owned();
-        match event.event_type {
-            EventType::StepStarted => {
+        match &event.payload {
+            EventPayload::StepStarted(started) => {
                 self.step_started = Instant::now();
-                self.current = format!("{step} #{visit} ({})", field("opcode"));
+                self.current = format!("{step} #{visit} ({})", started.opcode);
                 None
             }
-            EventType::RunnerCompleted => {
-                self.failed_validators = failed_validators(event);
+            EventPayload::RunnerCompleted(completed) => {
+                self.failed_validators = failed_validators(completed);
                 None
             }
-            EventType::StepCompleted => Some(format!(
+            EventPayload::StepCompleted(completed) => Some(format!(
                 "  {step} #{visit}: {} ({:.1}s){}",
-                field("outcome"),
+                completed.outcome.map_or("", Outcome::as_str),
                 self.step_started.elapsed().as_secs_f64(),
                 std::mem::take(&mut self.failed_validators)
             )),
-            EventType::PolicyViolation => Some(format!(
+            EventPayload::PolicyViolation(policy) => Some(format!(
                 "  {step} #{visit}: policy violation — {}",
-                describe_violation(event.payload.get("violation"))
+                describe_violation(Some(&policy.violation))
             )),
-            EventType::GateRequested
-                if field("gate").starts_with("requires")
-                    || field("gate").starts_with("blocking") =>
+            EventPayload::GateRequested(requested)
+                if requested.gate.starts_with("requires")
+                    || requested.gate.starts_with("blocking") =>
             {
                 Some(format!(
                     "  {step} #{visit}: waiting for a decision — {}",
-                    super::output::one_line(&field("reason"))
+                    super::output::one_line(&requested.reason)
                 ))
             }
-            EventType::StepFailed => Some(
-                match event.payload.get("hint").and_then(|hint| hint.as_str()) {
-                    Some(hint) => format!(
-                        "  {step} #{visit}: could not run — {}\n    hint: {hint}",
-                        field("error")
-                    ),
-                    None => format!("  {step} #{visit}: could not run — {}", field("error")),
-                },
-            ),
+            EventPayload::StepFailed(failed) => Some(match &failed.hint {
+                Some(hint) => format!(
+                    "  {step} #{visit}: could not run — {}\n    hint: {hint}",
+                    failed.error
+                ),
+                None => format!("  {step} #{visit}: could not run — {}", failed.error),
+            }),
             // Between steps (a signal noticed after a step was kept, or before the first).
-            EventType::RunInterrupted if event.step_id.is_none() => {
-                Some(format!("  interrupted before `{}`", field("next_step")))
-            }
-            EventType::RunInterrupted => Some(format!("  {step} #{visit}: interrupted")),
+            EventPayload::RunInterrupted(interrupted) if event.step_id.is_none() => Some(format!(
+                "  interrupted before `{}`",
+                interrupted.next_step.as_deref().unwrap_or_default()
+            )),
+            EventPayload::RunInterrupted(_) => Some(format!("  {step} #{visit}: interrupted")),
             // What `resume` (or a gate decision that continues the run) recovered, before it
             // goes on: said here, from the events it records.
-            EventType::StepInterrupted => Some(interrupted_visit(event, step, visit)),
-            EventType::GuardCheckSkipped => Some(format!(
+            EventPayload::StepInterrupted(interrupted) => {
+                Some(interrupted_visit(interrupted, step, visit))
+            }
+            EventPayload::GuardCheckSkipped(skipped) => Some(format!(
                 "  {step} #{visit}: NOT CHECKED (--skip-guard-check) — {}; refs, git configuration and the operator's checkout are left as they are",
-                field("reason")
+                skipped.reason
             )),
-            EventType::RepositoryChangesKept => Some(format!(
+            EventPayload::RepositoryChangesKept(kept) => Some(format!(
                 "  {step} #{visit}: refs and git configuration changed during the step kept as the operator's ({} ref change(s){})",
-                event
-                    .payload
-                    .get("ref_changes")
-                    .and_then(serde_json::Value::as_array)
-                    .map_or(0, Vec::len),
-                if event
-                    .payload
-                    .get("git_config_changed")
-                    .is_some_and(|changed| {
-                        changed.as_bool() == Some(true)
-                            || changed.as_array().is_some_and(|files| !files.is_empty())
-                    })
+                kept.ref_changes.as_array().map_or(0, Vec::len),
+                if kept.git_config_changed.as_bool() == Some(true)
+                    || kept
+                        .git_config_changed
+                        .as_array()
+                        .is_some_and(|files| !files.is_empty())
                 {
                     ", git configuration"
                 } else {
@@ -141,11 +137,11 @@ impl View {
         }
         if let Some(line) = permanent {
             let _ = writeln!(stderr, "{}", super::output::terminal_safe(&line));
-        } else if !self.live && event.event_type == EventType::StepStarted {
+        } else if !self.live && event.event_type() == EventType::StepStarted {
             let _ = writeln!(stderr, "▶ {}", self.current);
         }
         if self.live && !self.current.is_empty() {
-            let activity = serde_json::to_value(event.event_type)
+            let activity = serde_json::to_value(event.event_type())
                 .ok()
                 .and_then(|value| value.as_str().map(str::to_owned))
                 .unwrap_or_default();
@@ -163,43 +159,33 @@ impl View {
 /// The line for what `resume` (or a gate decision that continues the run) found changed
 /// before it goes on, if the event is one of those.
 fn resume_line(event: &Event) -> Option<String> {
-    let field = |key: &str| event.text(key).unwrap_or_default().to_owned();
-    match event.event_type {
-        EventType::WorktreeRecreated => Some(format!(
+    match &event.payload {
+        EventPayload::WorktreeRecreated(recreated) => Some(format!(
             "  the worktree was gone: checked out again at {} from branch {}",
-            field("path"),
-            field("branch")
+            recreated.path, recreated.branch
         )),
-        EventType::WorkflowChanged => Some(format!(
+        EventPayload::WorkflowChanged(changed) => Some(format!(
             "  the workflow file {} changed since the run started or last continued; it applies from here on",
-            field("path")
+            changed.path
         )),
-        EventType::ConfigChanged => Some(format!(
+        EventPayload::ConfigChanged(changed) => Some(format!(
             "  the configuration {} changed since the run started or last continued; it applies from here on",
-            match field("path") {
-                path if path.is_empty() => "(built-in defaults)".to_owned(),
+            match changed.path.as_str() {
+                "" => "(built-in defaults)",
                 path => path,
             }
         )),
-        EventType::PromptsChanged => Some(format!(
+        EventPayload::PromptsChanged(changed) => Some(format!(
             "  prompt files in {} changed ({}); they apply from here on",
-            field("path"),
-            names(event.payload.get("changed"))
+            changed.path,
+            names(&changed.changed)
         )),
-        EventType::ParamsChanged => Some(format!(
+        EventPayload::ParamsChanged(changed) => Some(format!(
             "  the workflow's parameters changed: added {}; removed {}",
-            event
-                .payload
-                .get("added")
-                .and_then(serde_json::Value::as_object)
-                .filter(|added| !added.is_empty())
-                .map_or_else(
-                    || "none".to_owned(),
-                    |added| added.keys().cloned().collect::<Vec<_>>().join(", ")
-                ),
-            names(event.payload.get("removed"))
+            names(&changed.added.keys().cloned().collect::<Vec<_>>()),
+            names(&changed.removed)
         )),
-        EventType::DriftAccepted => Some(
+        EventPayload::DriftAccepted(_) => Some(
             "  the worktree differed from the recorded state: accepted as it is (--accept-drift)"
                 .to_owned(),
         ),
@@ -209,11 +195,12 @@ fn resume_line(event: &Event) -> Option<String> {
 
 /// ` — tests exit 1, lint exit 2` for a validation's `runner_completed` event naming validators
 /// that did not exit 0 (`no exit code` for one stopped or not run); empty otherwise.
-fn failed_validators(event: &Event) -> String {
-    let failed: Vec<String> = event
-        .exit_codes()
-        .into_iter()
-        .filter(|(_, code)| *code != Some(0))
+fn failed_validators(completed: &RunnerCompleted) -> String {
+    let failed: Vec<String> = completed
+        .exit_codes
+        .iter()
+        .flatten()
+        .filter(|(_, code)| **code != Some(0))
         .map(|(id, code)| match code {
             Some(code) => format!("{id} exit {code}"),
             None => format!("{id} no exit code"),
@@ -228,31 +215,27 @@ fn failed_validators(event: &Event) -> String {
 
 /// `resume`'s line for the visit it found cut short: why, the orphans it stopped (and any that
 /// survived), and the pre-step snapshot it put the worktree back to.
-fn interrupted_visit(event: &Event, step: &str, visit: u32) -> String {
+fn interrupted_visit(interrupted: &StepInterrupted, step: &str, visit: u32) -> String {
+    let cause = Some(interrupted.cause.as_str()).filter(|cause| !cause.is_empty());
     let mut line = format!(
         "  {step} #{visit}: recorded as interrupted — {}",
-        event.text("cause").unwrap_or("cause unknown")
+        cause.unwrap_or("cause unknown")
     );
-    let pids = |key: &str| {
-        event
-            .payload
-            .get(key)
-            .and_then(serde_json::Value::as_array)
-            .filter(|pids| !pids.is_empty())
-            .map(|pids| {
-                pids.iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
+    let pids = |pids: &[i32]| {
+        (!pids.is_empty()).then(|| {
+            pids.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
     };
-    if let Some(killed) = pids("killed_orphans") {
+    if let Some(killed) = pids(&interrupted.killed_orphans) {
         let _ = write!(line, "; stopped its orphaned processes (pid {killed})");
     }
-    if let Some(survivors) = pids("surviving_orphans") {
+    if let Some(survivors) = interrupted.surviving_orphans.as_deref().and_then(pids) {
         let _ = write!(line, "; STILL ALIVE after being killed: pid {survivors}");
     }
-    if let Some(restored) = event.payload.get("restored") {
+    if let Some(restored) = &interrupted.restored {
         let snapshot = restored["snapshot"]["reference"]
             .as_str()
             .or_else(|| restored["snapshot"]["commit"].as_str())
@@ -266,21 +249,11 @@ fn interrupted_visit(event: &Event, step: &str, visit: u32) -> String {
     line
 }
 
-/// A JSON list of names as `a, b`, or `none`.
-fn names(list: Option<&serde_json::Value>) -> String {
-    list.and_then(serde_json::Value::as_array)
-        .filter(|names| !names.is_empty())
-        .map_or_else(
-            || "none".to_owned(),
-            |names| {
-                names
-                    .iter()
-                    .map(|name| {
-                        name.as_str()
-                            .map_or_else(|| name.to_string(), str::to_owned)
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            },
-        )
+/// A list of names as `a, b`, or `none`.
+fn names(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
 }

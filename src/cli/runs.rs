@@ -9,7 +9,8 @@ use super::output::one_line;
 use super::step_lines::{describe_violation, describe_visit};
 use super::{Cli, Output, repo_root};
 use crate::artifacts::{
-    EventLog, EventType, LifecycleState, RunDir, RunMetadata, RunStatus, StepManifest, read_json,
+    EventLog, EventPayload, EventType, LifecycleState, RunDir, RunMetadata, RunStatus,
+    StepManifest, read_json,
 };
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::run::{DEFAULT_ARTIFACTS_ROOT, find_run_dir};
@@ -164,13 +165,12 @@ fn activity(run_dir: &RunDir, step: &str, visit: u32) -> String {
         compact_duration(now.duration_since(then).unwrap_or_default().as_secs())
     };
     let events = EventLog::read_all(&run_dir.events()).unwrap_or_default();
-    let started_event = events.iter().rev().find(|event| {
-        event.event_type == EventType::StepStarted
-            && event.step_id.as_deref() == Some(step)
-            && event.visit == Some(visit)
+    let started_event = events.iter().rev().find_map(|event| match &event.payload {
+        EventPayload::StepStarted(started) if event.is_of((step, visit)) => Some((event, started)),
+        _ => None,
     });
     let started = started_event
-        .and_then(|event| event.timestamp.parse::<jiff::Timestamp>().ok())
+        .and_then(|(event, _)| event.timestamp.parse::<jiff::Timestamp>().ok())
         .map(std::time::SystemTime::from);
     let running = started.map_or_else(
         || "running".to_owned(),
@@ -178,7 +178,7 @@ fn activity(run_dir: &RunDir, step: &str, visit: u32) -> String {
     );
     // An EVALUATE's files are the conductor's, not a process's output: what it waits for is
     // the planner's answer.
-    if started_event.and_then(|event| event.text("opcode")) == Some("EVALUATE") {
+    if started_event.is_some_and(|(_, started)| started.opcode == "EVALUATE") {
         let input = run_dir.visit_dir(step, visit).join("planner_input.json");
         return match std::fs::metadata(input).and_then(|file| file.modified()) {
             Ok(written) => format!(
@@ -555,45 +555,44 @@ fn step_lines(
     for event in events {
         let step = event.step_id.clone().unwrap_or_default();
         let visit = event.visit.unwrap_or(0);
-        let field = |key: &str| event.text(key).unwrap_or("?").to_owned();
-        match event.event_type {
+        match &event.payload {
             // The visit the run is at (waiting at a gate, running, or cut short), which no
             // `step_completed` describes yet.
-            EventType::StepStarted
+            EventPayload::StepStarted(_)
                 if open.as_ref().is_some_and(|(open_step, open_visit)| {
                     *open_step == step && *open_visit == visit
                 }) =>
             {
                 open_visit_line(run_dir, run_id, status, events, &step, visit, text);
             }
-            EventType::StepFailed => {
+            EventPayload::StepFailed(failed) => {
                 let _ = writeln!(
                     text,
                     "  {step} #{visit}: could not run — {}",
-                    one_line(&field("error"))
+                    one_line(&failed.error)
                 );
             }
-            EventType::StepCompleted => {
-                if let Err(error) = completed_lines(run_dir, &step, visit, &field("outcome"), text)
-                {
+            EventPayload::StepCompleted(completed) => {
+                let outcome = completed
+                    .outcome
+                    .map_or("?", crate::outcome::Outcome::as_str);
+                if let Err(error) = completed_lines(run_dir, &step, visit, outcome, text) {
                     manifest_damage.push(error);
                 }
             }
             // A visit whose process died: what the guard found when `resume` checked it.
-            EventType::StepInterrupted => {
-                interrupted_lines(run_dir, events, event, &step, visit, text);
+            EventPayload::StepInterrupted(interrupted) => {
+                interrupted_lines(run_dir, events, event, &interrupted.cause, text);
             }
             // A rollback the operator ran with `tnh-conductor rollback` (a ROLLBACK step's
             // own is described by its step line).
-            EventType::RollbackCompleted if event.step_id.is_none() => {
+            EventPayload::RollbackCompleted(rollback) if event.step_id.is_none() => {
                 let _ = writeln!(
                     text,
                     "  rollback by the operator to {}: {} undone ({})",
-                    field("target"),
-                    field("undone"),
-                    field("record")
+                    rollback.target, rollback.undone, rollback.record
                 );
-                if let Some(attempt) = event.payload.get("interrupted_attempt") {
+                if let Some(attempt) = &rollback.interrupted_attempt {
                     let head = attempt["head_before"].as_str().unwrap_or_default();
                     let _ = writeln!(
                         text,
@@ -604,19 +603,19 @@ fn step_lines(
                 }
             }
             // The operator's rollback killed part-way: what it was undoing.
-            EventType::RollbackStarted
+            EventPayload::RollbackStarted(started)
                 if !events.iter().any(|later| {
                     later.seq > event.seq
-                        && later.event_type == EventType::RollbackCompleted
+                        && later.event_type() == EventType::RollbackCompleted
                         && later.step_id.is_none()
                 }) =>
             {
-                let head = field("head_before");
+                let head = &started.head_before;
                 let _ = writeln!(
                     text,
                     "  rollback by the operator to {}: started, never completed (HEAD was {} then); `tnh-conductor rollback` again finishes it",
-                    field("target"),
-                    head.get(..12).unwrap_or(&head)
+                    started.target,
+                    head.get(..12).unwrap_or(head)
                 );
             }
             _ => {}
@@ -691,15 +690,13 @@ fn interrupted_lines(
     run_dir: &RunDir,
     events: &[crate::artifacts::Event],
     event: &crate::artifacts::Event,
-    step: &str,
-    visit: u32,
+    cause: &str,
     text: &mut String,
 ) {
-    let _ = writeln!(
-        text,
-        "  {step} #{visit}: interrupted — {}",
-        one_line(event.text("cause").unwrap_or("?"))
-    );
+    let step = event.step_id.as_deref().unwrap_or_default();
+    let visit = event.visit.unwrap_or(0);
+    let cause = Some(cause).filter(|cause| !cause.is_empty()).unwrap_or("?");
+    let _ = writeln!(text, "  {step} #{visit}: interrupted — {}", one_line(cause));
     let manifest = read_json::<StepManifest>(&run_dir.visit_manifest(step, visit), "manifest");
     for line in manifest
         .iter()
@@ -707,16 +704,19 @@ fn interrupted_lines(
     {
         let _ = writeln!(text, "      {}", one_line(&line));
     }
-    let violations = events.iter().filter(|other| {
-        other.event_type == EventType::PolicyViolation
-            && other.step_id == event.step_id
-            && other.visit == event.visit
+    let violations = events.iter().filter_map(|other| match &other.payload {
+        EventPayload::PolicyViolation(policy)
+            if other.step_id == event.step_id && other.visit == event.visit =>
+        {
+            Some(&policy.violation)
+        }
+        _ => None,
     });
     for violation in violations {
         let _ = writeln!(
             text,
             "      policy violation — {}",
-            one_line(&describe_violation(violation.payload.get("violation")))
+            one_line(&describe_violation(Some(violation)))
         );
     }
 }
@@ -725,12 +725,12 @@ fn interrupted_lines(
 fn open_visit(events: &[crate::artifacts::Event]) -> Option<(String, u32)> {
     let started = events
         .iter()
-        .rposition(|event| event.event_type == EventType::StepStarted)?;
+        .rposition(|event| event.event_type() == EventType::StepStarted)?;
     let event = &events[started];
     let key = (event.step_id.clone()?, event.visit?);
     let ended = events[started..].iter().any(|later| {
         matches!(
-            later.event_type,
+            later.event_type(),
             EventType::StepCompleted | EventType::StepFailed | EventType::StepInterrupted
         ) && later.step_id.as_deref() == Some(key.0.as_str())
             && later.visit == Some(key.1)
@@ -748,7 +748,7 @@ fn visit_in_progress(
 ) -> String {
     let of_visit = |event_type: EventType| {
         events.iter().rev().find(|event| {
-            event.event_type == event_type
+            event.event_type() == event_type
                 && event.step_id.as_deref() == Some(step)
                 && event.visit == Some(visit)
         })
@@ -759,7 +759,10 @@ fn visit_in_progress(
     match status.lifecycle_state {
         LifecycleState::Waiting => {
             let reason = of_visit(EventType::GateRequested)
-                .and_then(|event| event.text("reason").map(str::to_owned))
+                .and_then(|event| match &event.payload {
+                    EventPayload::GateRequested(requested) => Some(requested.reason.clone()),
+                    _ => None,
+                })
                 .or_else(|| status.reason.clone())
                 .unwrap_or_default();
             format!("waiting — {reason} (since {since})")

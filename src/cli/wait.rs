@@ -506,19 +506,27 @@ fn ask_approver(input: &Receiver<Input>, approvers: &[String], output: &mut Outp
 fn resolution(run_dir: &std::path::Path, step_id: &str, visit: u32) -> String {
     let events =
         crate::artifacts::EventLog::read_all(&RunDir::at(run_dir).events()).unwrap_or_default();
-    let resolved = events.iter().rev().find(|event| {
-        event.event_type == crate::artifacts::EventType::GateResolved
-            && event.step_id.as_deref() == Some(step_id)
-            && event.visit == Some(visit)
+    let resolved = events.iter().rev().find_map(|event| match &event.payload {
+        crate::artifacts::EventPayload::GateResolved(resolved) if event.is_of((step_id, visit)) => {
+            Some(resolved)
+        }
+        _ => None,
     });
     match resolved {
-        Some(event) if event.text("decision") == Some("gate_timed_out") => format!(
+        Some(resolved) if resolved.decision == "gate_timed_out" => format!(
             "gate `{step_id}` timed out before your decision was recorded: its deadline had passed and another command (`gate list`, `status`) resolved it as gate_timed_out"
         ),
-        Some(event) => format!(
+        Some(resolved) => format!(
             "gate `{step_id}` was decided by another process meanwhile ({} by {})",
-            super::one_line(event.text("decision").unwrap_or("?")),
-            super::one_line(event.text("reviewer").unwrap_or("?"))
+            super::one_line(&resolved.decision),
+            super::one_line(
+                resolved
+                    .reviewer
+                    .clone()
+                    .flatten()
+                    .as_deref()
+                    .unwrap_or("?")
+            )
         ),
         None => format!("gate `{step_id}` was decided by another process meanwhile"),
     }

@@ -6,11 +6,12 @@
 use std::path::Path;
 
 use super::lock::{LockError, RunLock};
-use super::recorder::{Recorder, payload};
+use super::recorder::Recorder;
 use super::recovery::visit_in_progress;
 use super::run::{RunError, find_run_dir};
 use super::state::{End, Phase, RunState};
-use crate::artifacts::{EventType, RunMetadata, read_json};
+use crate::artifacts::{EventPayload, event_payload::RunAbandoned};
+use crate::artifacts::{RunMetadata, read_json};
 
 /// Why a run could not be abandoned (nothing was changed).
 #[derive(Debug, thiserror::Error)]
@@ -96,19 +97,15 @@ pub fn abandon_run(
     };
     let (step_id, visit, was) = where_it_stood(&state, in_progress);
     let reason = end_reason(request.by, request.reason);
-    let mut fields = payload([
-        ("by", request.by.into()),
-        ("was", was.into()),
-        ("stopped_pids", orphans.killed.clone().into()),
-    ]);
-    if let Some(why) = request.reason {
-        fields.insert("reason".to_owned(), why.into());
-    }
-    if !orphans.survivors.is_empty() {
-        fields.insert("survivors".to_owned(), orphans.survivors.clone().into());
-    }
+    let fields = RunAbandoned {
+        by: request.by.to_owned(),
+        was: was.to_owned(),
+        stopped_pids: orphans.killed.clone(),
+        reason: request.reason.map(str::to_owned),
+        survivors: (!orphans.survivors.is_empty()).then(|| orphans.survivors.clone()),
+    };
     let step = visit.map(|visit| (step_id.as_str(), visit));
-    recorder.event(EventType::RunAbandoned, step, fields)?;
+    recorder.event(step, EventPayload::RunAbandoned(fields))?;
     state.phase = Phase::Finished {
         end: End::Abandoned,
         step_id: step_id.clone(),
@@ -193,17 +190,14 @@ pub(crate) fn finish_interrupted_abandon(
         return Ok(None);
     }
     let events = crate::artifacts::EventLog::read_all(&recorder.run_dir().events())?;
-    let Some(abandoned) = events
-        .iter()
-        .rev()
-        .find(|event| event.seq > state.events_seq && event.event_type == EventType::RunAbandoned)
-    else {
+    let Some((abandoned, fields)) = events.iter().rev().find_map(|event| match &event.payload {
+        EventPayload::RunAbandoned(fields) if event.seq > state.events_seq => Some((event, fields)),
+        _ => None,
+    }) else {
         return Ok(None);
     };
-    let reason = end_reason(
-        abandoned.text("by").unwrap_or("operator"),
-        abandoned.text("reason"),
-    );
+    let by = Some(fields.by.as_str()).filter(|by| !by.is_empty());
+    let reason = end_reason(by.unwrap_or("operator"), fields.reason.as_deref());
     let step_id = match (&abandoned.step_id, &state.phase) {
         (Some(step_id), _) => step_id.clone(),
         (

@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::recorder::{Recorder, payload};
+use super::recorder::Recorder;
 use super::run_error::RunError;
-use crate::artifacts::{EventType, RunMetadata};
+use crate::artifacts::event_payload::{FileChanged, ParamsChanged};
+use crate::artifacts::{EventPayload, RunMetadata};
 use crate::config::Config;
 
 /// The SHA-256 of a workflow's text, as `metadata.json` keeps it.
@@ -52,7 +53,7 @@ pub(super) fn record_config_change(
         .map_or_else(String::new, |path| path.display().to_string());
     record_file_change(
         recorder,
-        EventType::ConfigChanged,
+        EventPayload::ConfigChanged,
         path,
         recorded,
         config_digest(config),
@@ -80,7 +81,7 @@ pub(super) fn record_workflow_change(
     );
     record_file_change(
         recorder,
-        EventType::WorkflowChanged,
+        EventPayload::WorkflowChanged,
         path,
         recorded,
         found,
@@ -93,7 +94,7 @@ pub(super) fn record_workflow_change(
 /// `keep`. Runs recorded without a digest are left alone.
 fn record_file_change(
     recorder: &mut Recorder,
-    event: EventType,
+    event: fn(FileChanged) -> EventPayload,
     path: String,
     recorded: Option<String>,
     found: String,
@@ -105,12 +106,12 @@ fn record_file_change(
     if recorded == found {
         return Ok(());
     }
-    let fields = payload([
-        ("path", path.into()),
-        ("recorded_sha256", recorded.into()),
-        ("found_sha256", found.clone().into()),
-    ]);
-    recorder.event(event, None, fields)?;
+    let fields = FileChanged {
+        path,
+        recorded_sha256: recorded,
+        found_sha256: found.clone(),
+    };
+    recorder.event(None, event(fields))?;
     recorder.update_metadata(|metadata| keep(metadata, found))?;
     Ok(())
 }
@@ -126,14 +127,11 @@ pub(super) fn record_params_change(
     if recorder.metadata().params == params.values {
         return Ok(());
     }
-    let fields = payload([
-        ("added", serde_json::Value::Object(params.added.clone())),
-        (
-            "removed",
-            serde_json::Value::Array(params.removed.iter().cloned().map(Into::into).collect()),
-        ),
-    ]);
-    recorder.event(EventType::ParamsChanged, None, fields)?;
+    let fields = ParamsChanged {
+        added: params.added.clone(),
+        removed: params.removed.clone(),
+    };
+    recorder.event(None, EventPayload::ParamsChanged(fields))?;
     let values = params.values.clone();
     recorder.update_metadata(|metadata| metadata.params = values)?;
     Ok(())

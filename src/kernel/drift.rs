@@ -1,11 +1,11 @@
 //! Drift: the worktree changed since the run's last checkpoint, by someone other than the
 //! step that was running. Refused, or accepted and recorded.
 
-use super::recorder::{Recorder, payload};
+use super::recorder::Recorder;
 use super::run::workspace_record;
 use super::run_error::RunError;
 use super::state::{Phase, RunState};
-use crate::artifacts::EventType;
+use crate::artifacts::{EventPayload, event_payload::DriftAccepted};
 use crate::ids::RunId;
 use crate::workflow::model::{Opcode, Workflow};
 use crate::workspace::{Fingerprint, Workspace};
@@ -104,14 +104,11 @@ pub(super) fn record_accepted_drift(
     let Some((recorded, found)) = drifted(workflow, workspace, state, planners)? else {
         return Ok(());
     };
-    let fields = payload([
-        (
-            "recorded",
-            serde_json::to_value(&recorded).unwrap_or_default(),
-        ),
-        ("found", serde_json::to_value(&found).unwrap_or_default()),
-    ]);
-    recorder.event(EventType::DriftAccepted, None, fields)?;
+    let fields = DriftAccepted {
+        recorded: serde_json::to_value(&recorded).unwrap_or_default(),
+        found: serde_json::to_value(&found).unwrap_or_default(),
+    };
+    recorder.event(None, EventPayload::DriftAccepted(fields))?;
     state.fingerprint = Some(found);
     Ok(())
 }

@@ -1,9 +1,11 @@
 //! The driver loop: performs what the pure kernel decides, one step visit at a time, and
 //! records everything. It is the only place that turns transitions into I/O.
 
-use super::recorder::{Recorder, payload};
+use super::recorder::Recorder;
 use super::state::{End, Phase, RunState};
 use super::transition::{KernelError, StepReport, fail, start_step, wait_at_gate};
+use crate::artifacts::EventPayload;
+use crate::artifacts::event_payload::{AgentRunlog, RunEnded, RunInterrupted, StepStarted};
 use crate::artifacts::{ArtifactsError, EventType, now};
 use crate::opcode::{self, OpcodeError, RunContext, StepContext};
 use crate::workspace::Workspace;
@@ -182,9 +184,11 @@ impl Driver<'_> {
         )
         .entered();
         tracing::info!("started");
-        let fields = payload([("opcode", step.body.opcode().name().into())]);
+        let started = StepStarted {
+            opcode: step.body.opcode().name().to_owned(),
+        };
         self.recorder
-            .event(EventType::StepStarted, Some((&step_id, visit)), fields)?;
+            .event(Some((&step_id, visit)), EventPayload::StepStarted(started))?;
         self.recorder.flush(&self.state)?;
         let mut context = StepContext {
             run: self.run,
@@ -274,10 +278,13 @@ impl Driver<'_> {
         ingest_runlog(self.recorder, &step_id, visit)?;
         // The visit stays marked running: `resume` records it as interrupted, restores its
         // pre-step snapshot and runs the step again, exactly as after a crash.
+        let interrupted = RunInterrupted {
+            cause,
+            next_step: None,
+        };
         self.recorder.event(
-            EventType::RunInterrupted,
             Some((&step_id, visit)),
-            payload([("cause", cause.into())]),
+            EventPayload::RunInterrupted(interrupted),
         )?;
         self.recorder.commit(&mut self.state, Some(&reason))?;
         self.recorder
@@ -351,14 +358,14 @@ impl Driver<'_> {
             return true;
         };
         let started = events.iter().rposition(|event| {
-            event.event_type == EventType::StepStarted
+            event.event_type() == EventType::StepStarted
                 && event.step_id.as_deref() == Some(step_id)
                 && event.visit == Some(visit)
         });
         events[started.unwrap_or(0)..]
             .iter()
             .filter(|event| event.step_id.as_deref() == Some(step_id) && event.visit == Some(visit))
-            .any(|event| event.payload.values().any(stopped))
+            .any(|event| stopped(&serde_json::to_value(&event.payload).unwrap_or_default()))
     }
 
     /// The stop signal (`SIGHUP`, `SIGINT`, `SIGTERM`) that ended the agent of a RUN_AGENT
@@ -447,14 +454,12 @@ impl Driver<'_> {
     /// running) and the run marked blocked; `resume` continues with `step_id`.
     fn interrupted_between_steps(&mut self, step_id: String) -> Result<RunEnd, DriveError> {
         let signal = self.signal();
-        self.recorder.event(
-            EventType::RunInterrupted,
-            None,
-            payload([
-                ("cause", format!("operator interrupt ({signal})").into()),
-                ("next_step", step_id.clone().into()),
-            ]),
-        )?;
+        let interrupted = RunInterrupted {
+            cause: format!("operator interrupt ({signal})"),
+            next_step: Some(step_id.clone()),
+        };
+        self.recorder
+            .event(None, EventPayload::RunInterrupted(interrupted))?;
         let reason = format!("interrupted by the operator ({signal}) before step `{step_id}`");
         self.recorder.commit(&mut self.state, Some(&reason))?;
         self.recorder.write_blocked(&format!(
@@ -503,16 +508,8 @@ impl Driver<'_> {
         error: &OpcodeError,
     ) -> Result<RunEnd, DriveError> {
         let resumable = error.is_resumable();
-        let mut fields = payload([("error", error.to_string().into())]);
-        if resumable {
-            fields.insert("resumable".into(), true.into());
-        }
-        if let Some(hint) = error.hint() {
-            fields.insert("hint".into(), hint.into());
-        }
-        fields.extend(error.event_fields());
-        self.recorder
-            .event(EventType::StepFailed, Some((step_id, visit)), fields)?;
+        let failed = EventPayload::StepFailed(error.step_failed());
+        self.recorder.event(Some((step_id, visit)), failed)?;
         if !resumable {
             return self.finish_error(format!("step `{step_id}` could not run: {error}"));
         }
@@ -555,11 +552,11 @@ pub(super) fn finish_with_error(
         step_id,
         reason: reason.clone(),
     };
-    recorder.event(
-        EventType::RunFailed,
-        None,
-        payload([("end", "error".into()), ("reason", reason.clone().into())]),
-    )?;
+    let ended = RunEnded {
+        end: "error".to_owned(),
+        reason: reason.clone(),
+    };
+    recorder.event(None, EventPayload::RunFailed(ended))?;
     recorder.commit(state, Some(&reason))?;
     recorder.finish(state)?;
     Ok(RunEnd::Finished {
@@ -624,9 +621,8 @@ pub(super) fn ingest_runlog(
             continue;
         }
         recorder.event(
-            EventType::AgentRunlog,
             Some((step_id, visit)),
-            runlog_fields(&entry),
+            EventPayload::AgentRunlog(runlog_fields(&entry)),
         )?;
         recorded += 1;
     }
@@ -668,8 +664,12 @@ fn record_runlog_problem(
     visit: u32,
     message: String,
 ) -> Result<(), ArtifactsError> {
-    let fields = payload([("kind", "unreadable".into()), ("message", message.into())]);
-    recorder.event(EventType::AgentRunlog, Some((step_id, visit)), fields)?;
+    let fields = AgentRunlog {
+        kind: Some("unreadable".to_owned()),
+        message: Some(message),
+        ..AgentRunlog::default()
+    };
+    recorder.event(Some((step_id, visit)), EventPayload::AgentRunlog(fields))?;
     Ok(())
 }
 
@@ -680,7 +680,7 @@ pub(super) fn runlog_recorded(
     (step_id, visit): (&str, u32),
 ) -> bool {
     events.iter().any(|event| {
-        event.event_type == EventType::AgentRunlog
+        event.event_type() == EventType::AgentRunlog
             && event.step_id.as_deref() == Some(step_id)
             && event.visit == Some(visit)
     })
@@ -705,25 +705,21 @@ const MAX_RUNLOG_ENTRIES: usize = 1000;
 /// The event fields of one run-log entry: `kind`, `message`, `ref` and the agent's
 /// `timestamp` (as `logged_at`), each as text of bounded length; a field that is absent or
 /// `null` is left out (a JSON `null` is no reference to a file named `null`).
-fn runlog_fields(
-    entry: &serde_json::Map<String, serde_json::Value>,
-) -> std::collections::BTreeMap<String, serde_json::Value> {
-    [
-        ("kind", "kind", 64),
-        ("message", "message", 4096),
-        ("ref", "ref", 1024),
-        ("timestamp", "logged_at", 64),
-    ]
-    .into_iter()
-    .filter_map(|(key, name, limit)| {
+fn runlog_fields(entry: &serde_json::Map<String, serde_json::Value>) -> AgentRunlog {
+    let field = |key: &str, limit: usize| {
         let text = match entry.get(key)? {
             serde_json::Value::Null => return None,
             serde_json::Value::String(text) => text.clone(),
             other => other.to_string(),
         };
-        Some((name.to_owned(), bounded_text(&text, limit).into()))
-    })
-    .collect()
+        Some(bounded_text(&text, limit))
+    };
+    AgentRunlog {
+        kind: field("kind", 64),
+        message: field("message", 4096),
+        r#ref: field("ref", 1024),
+        logged_at: field("timestamp", 64),
+    }
 }
 
 fn bounded_text(text: &str, limit: usize) -> String {

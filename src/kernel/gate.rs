@@ -5,10 +5,12 @@
 use std::path::Path;
 
 use super::lock::RunLock;
-use super::recorder::{Recorder, payload};
+use super::recorder::Recorder;
 use super::run::{RunError, find_run_dir};
 use super::state::{Phase, RunState};
 use super::transition::StepReport;
+use crate::artifacts::EventPayload;
+use crate::artifacts::event_payload::{GateResolved, HumanFeedback, RollbackCompleted};
 use crate::artifacts::{
     ArtifactRole, EventLog, EventType, StepManifest, read_json, write_json_new,
 };
@@ -174,26 +176,31 @@ fn waiting(state: &RunState) -> Result<(String, u32), GateError> {
     }
 }
 
-/// The first rollback the operator made after the gate of this visit was requested.
+/// The first rollback the operator made after the gate of this visit was requested: when it
+/// was recorded, and its fields.
 pub(crate) fn rollback_since_request(
     recorder: &Recorder,
     step_id: &str,
     visit: u32,
-) -> Result<Option<crate::artifacts::Event>, RunError> {
+) -> Result<Option<(String, RollbackCompleted)>, RunError> {
     let events = EventLog::read_all(&recorder.run_dir().events())?;
     let Some(requested) = events.iter().rev().find(|event| {
-        event.event_type == EventType::GateRequested
+        event.event_type() == EventType::GateRequested
             && event.step_id.as_deref() == Some(step_id)
             && event.visit == Some(visit)
     }) else {
         return Ok(None);
     };
     let requested = requested.seq;
-    Ok(events.into_iter().find(|event| {
-        event.seq > requested
-            && event.event_type == EventType::RollbackCompleted
-            && event.step_id.is_none()
-            && event.text("by") == Some("operator")
+    Ok(events.into_iter().find_map(|event| match event.payload {
+        EventPayload::RollbackCompleted(rollback)
+            if event.seq > requested
+                && event.step_id.is_none()
+                && rollback.by.as_deref() == Some("operator") =>
+        {
+            Some((event.timestamp, rollback))
+        }
+        _ => None,
     }))
 }
 
@@ -206,7 +213,7 @@ fn not_waiting(run_dir: &crate::artifacts::RunDir, state: &RunState, error: Gate
     let requested = EventLog::read_all(&run_dir.events()).is_ok_and(|events| {
         events.iter().any(|event| {
             event.seq > state.events_seq
-                && event.event_type == EventType::GateRequested
+                && event.event_type() == EventType::GateRequested
                 && event.step_id.as_deref() == Some(step_id.as_str())
                 && event.visit == Some(visit)
         })
@@ -373,24 +380,19 @@ fn check_rollback_since(
     (step_id, visit): (&str, u32),
     accept_drift: bool,
 ) -> Result<(), RunError> {
-    let Some(rollback) = rollback_since_request(recorder, step_id, visit)? else {
+    let Some((_, rollback)) = rollback_since_request(recorder, step_id, visit)? else {
         return Ok(());
     };
     if !accept_drift {
         return Err(RunError::Gate(GateError::RolledBack {
             run_id: state.run_id.clone(),
             step_id: step_id.to_owned(),
-            target: rollback.text("target").unwrap_or("?").to_owned(),
-            record: rollback.text("record").unwrap_or("?").to_owned(),
+            target: rollback.target,
+            record: rollback.record,
         }));
     }
-    if let Ok(Some(shown)) = serde_json::from_value(
-        rollback
-            .payload
-            .get("checkpoint_before")
-            .cloned()
-            .unwrap_or_default(),
-    ) {
+    if let Ok(Some(shown)) = serde_json::from_value(rollback.checkpoint_before.unwrap_or_default())
+    {
         state.fingerprint = Some(shown);
     }
     Ok(())
@@ -509,14 +511,11 @@ fn resolve(
     });
     write_json_new(&visit_dir.join("gate_outcome.json"), &gate_outcome)?;
     let step = Some((step_id, visit));
-    recorder.event(
-        EventType::GateResolved,
-        step,
-        payload([
-            ("decision", outcome.as_str().into()),
-            ("reviewer", reviewer.into()),
-        ]),
-    )?;
+    let resolved = GateResolved {
+        decision: outcome.as_str().to_owned(),
+        reviewer: Some(reviewer.map(str::to_owned)),
+    };
+    recorder.event(step, EventPayload::GateResolved(resolved))?;
     if let Some(reviewer) = reviewer {
         record_feedback(recorder, (step_id, visit), outcome, reviewer, comment)?;
     }
@@ -543,13 +542,13 @@ fn record_feedback(
         "artifacts/{step_id}/{visit}/{}",
         crate::artifacts::GATE_REQUEST_FILE
     );
-    let fields = payload([
-        ("decision", outcome.as_str().into()),
-        ("comments", comment.into()),
-        ("reviewer", reviewer.into()),
-        ("related", serde_json::json!([related])),
-    ]);
-    recorder.event(EventType::HumanFeedback, Some((step_id, visit)), fields)?;
+    let fields = HumanFeedback {
+        decision: outcome.as_str().to_owned(),
+        comments: comment.map(str::to_owned),
+        reviewer: reviewer.to_owned(),
+        related: vec![related],
+    };
+    recorder.event(Some((step_id, visit)), EventPayload::HumanFeedback(fields))?;
     Ok(())
 }
 
@@ -619,27 +618,26 @@ pub fn finish_interrupted_decision(
         return Ok(None);
     };
     let events = EventLog::read_all(&recorder.run_dir().events())?;
-    let Some(recorded) = events.iter().rev().find(|event| {
-        event.seq > state.events_seq
-            && event.event_type == EventType::GateResolved
-            && event.step_id.as_deref() == Some(step_id.as_str())
-            && event.visit == Some(visit)
+    let Some((recorded, resolved)) = events.iter().rev().find_map(|event| match &event.payload {
+        EventPayload::GateResolved(resolved)
+            if event.seq > state.events_seq && event.is_of((step_id.as_str(), visit)) =>
+        {
+            Some((event, resolved))
+        }
+        _ => None,
     }) else {
         return Ok(None);
     };
-    let Some(outcome) = recorded
-        .text("decision")
-        .and_then(|decision| decision.parse::<Outcome>().ok())
-    else {
+    let Ok(outcome) = resolved.decision.parse::<Outcome>() else {
         return Ok(None);
     };
     let decided_at = recorded.timestamp.clone();
-    let reviewer = recorded.text("reviewer").map(str::to_owned);
+    let reviewer = resolved.reviewer.clone().flatten();
     // The process may have died before recording the reviewer's feedback: it is recorded now,
     // with the comment kept in `gate_outcome.json`.
     let feedback = events.iter().any(|event| {
         event.seq > recorded.seq
-            && event.event_type == EventType::HumanFeedback
+            && event.event_type() == EventType::HumanFeedback
             && event.step_id.as_deref() == Some(step_id.as_str())
             && event.visit == Some(visit)
     });
@@ -657,7 +655,7 @@ pub fn finish_interrupted_decision(
     // The process may have died after recording the visit's end too.
     let completed = events.iter().any(|event| {
         event.seq > state.events_seq
-            && event.event_type == EventType::StepCompleted
+            && event.event_type() == EventType::StepCompleted
             && event.step_id.as_deref() == Some(step_id.as_str())
             && event.visit == Some(visit)
     });

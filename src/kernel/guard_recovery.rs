@@ -3,10 +3,12 @@
 
 use std::path::PathBuf;
 
-use super::recorder::{Payload, Recorder, payload};
+use super::recorder::Recorder;
 use super::resume::RepositoryChanges;
 use super::run_error::{RunError, short};
 use super::state::{Phase, RunState};
+use crate::artifacts::EventPayload;
+use crate::artifacts::event_payload::{PolicyViolation, RepositoryChangesKept, StepInterrupted};
 use crate::artifacts::{EventType, RunDir};
 use crate::config::OperatorCheckout;
 use crate::policy::{Policy, PolicySpec};
@@ -30,7 +32,7 @@ pub(super) fn check_interrupted_agent(
     operator_checkout: OperatorCheckout,
     recorder: &mut Recorder,
     (step_id, visit): (&str, u32),
-    fields: &mut Payload,
+    fields: &mut StepInterrupted,
     repository: RepositoryChanges,
 ) -> Result<(), RunError> {
     let saved = recorder
@@ -45,29 +47,19 @@ pub(super) fn check_interrupted_agent(
         RepositoryChanges::Refuse | RepositoryChanges::PutBack => None,
     };
     if let Some(kept) = kept {
-        let changes = payload([
-            (
-                "ref_changes",
-                serde_json::to_value(&kept.ref_changes).unwrap_or_default(),
-            ),
-            (
-                "git_config_changed",
-                serde_json::to_value(&kept.git_config_changed).unwrap_or_default(),
-            ),
-            ("by", "operator".into()),
-        ]);
+        let changes = RepositoryChangesKept {
+            ref_changes: serde_json::to_value(&kept.ref_changes).unwrap_or_default(),
+            git_config_changed: serde_json::to_value(&kept.git_config_changed).unwrap_or_default(),
+            by: "operator".to_owned(),
+        };
         recorder.event(
-            EventType::RepositoryChangesKept,
             Some((step_id, visit)),
-            changes,
+            EventPayload::RepositoryChangesKept(changes),
         )?;
         guard = guard.with_scope(GuardScope::RunOwn);
     }
     let report = guard.verify()?;
-    fields.insert(
-        "guard_report".into(),
-        serde_json::to_value(&report).unwrap_or_default(),
-    );
+    fields.guard_report = Some(serde_json::to_value(&report).unwrap_or_default());
     let violations = Policy::compile(&PolicySpec::default())
         .map(|policy| {
             policy
@@ -76,11 +68,10 @@ pub(super) fn check_interrupted_agent(
         })
         .unwrap_or_default();
     for violation in violations {
-        let fields = payload([(
-            "violation",
-            serde_json::to_value(&violation).unwrap_or_default(),
-        )]);
-        recorder.event(EventType::PolicyViolation, Some((step_id, visit)), fields)?;
+        let fields = EventPayload::PolicyViolation(PolicyViolation {
+            violation: serde_json::to_value(&violation).unwrap_or_default(),
+        });
+        recorder.event(Some((step_id, visit)), fields)?;
     }
     Ok(())
 }
@@ -100,7 +91,7 @@ pub(super) fn repository_changes_of_interrupted_visit(
     };
     let settled = events.iter().any(|event| {
         matches!(
-            event.event_type,
+            event.event_type(),
             EventType::StepCompleted | EventType::StepInterrupted
         ) && event.step_id.as_deref() == Some(step_id.as_str())
             && event.visit == Some(*visit)
@@ -161,7 +152,7 @@ pub(super) fn unusable_guard_state(
     };
     let of_visit = |kinds: &[EventType]| {
         events.iter().find(|event| {
-            kinds.contains(&event.event_type)
+            kinds.contains(&event.event_type())
                 && event.step_id.as_deref() == Some(step_id.as_str())
                 && event.visit == Some(*visit)
         })
@@ -175,7 +166,11 @@ pub(super) fn unusable_guard_state(
     {
         return None;
     }
-    let process = match of_visit(&[EventType::StepStarted]).and_then(|event| event.text("opcode")) {
+    let opcode = of_visit(&[EventType::StepStarted]).and_then(|event| match &event.payload {
+        EventPayload::StepStarted(started) => Some(started.opcode.as_str()),
+        _ => None,
+    });
+    let process = match opcode {
         Some("RUN_VALIDATION") => "validators",
         _ => "agent",
     };

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::recorder::Recorder;
 use super::run_error::RunError;
 use crate::artifacts::ArtifactRole as Role;
-use crate::artifacts::{EventType, GATE_REQUEST_FILE, SCHEMA_VERSION, now};
+use crate::artifacts::{EventPayload, GATE_REQUEST_FILE, SCHEMA_VERSION, now};
 use crate::runner::artifacts::names;
 use crate::workflow::model::Workflow;
 
@@ -46,17 +46,17 @@ pub(super) fn record_interrupted_manifest(
             important: true,
         })
         .collect();
-    let started = events.iter().find(|event| {
-        event.event_type == EventType::StepStarted
-            && event.step_id.as_deref() == Some(step_id)
-            && event.visit == Some(visit)
+    let started = events.iter().find_map(|event| match &event.payload {
+        EventPayload::StepStarted(started) if event.is_of((step_id, visit)) => {
+            Some((event, started))
+        }
+        _ => None,
     });
     let started_at = started
-        .map(|event| event.timestamp.clone())
+        .map(|(event, _)| event.timestamp.clone())
         .unwrap_or_default();
     let opcode = started
-        .and_then(|event| event.text("opcode"))
-        .map(str::to_owned)
+        .map(|(_, started)| started.opcode.clone())
         .or_else(|| {
             workflow
                 .step(step_id)

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use super::journal::{Assessment, Provenance, ReviewEntry, ViolationEntry};
 use super::state::{Phase, RunState};
 use crate::artifacts::{
-    ArtifactRole, Event, EventLog, EventType, LifecycleState, RunDir, RunMetadata, RunStatus,
-    StepManifest, read_json,
+    ArtifactRole, Event, EventLog, EventPayload, EventType, LifecycleState, RunDir, RunMetadata,
+    RunStatus, StepManifest, read_json,
 };
 use crate::policy::Violation;
 
@@ -301,14 +301,10 @@ fn provenance(
 fn violations(events: &[Event], run_id: &str) -> Vec<ViolationEntry> {
     let mut found = Vec::new();
     for event in events {
-        if event.event_type != EventType::PolicyViolation {
+        let EventPayload::PolicyViolation(policy) = &event.payload else {
             continue;
-        }
-        let Some(violation) = event
-            .payload
-            .get("violation")
-            .and_then(|value| serde_json::from_value::<Violation>(value.clone()).ok())
-        else {
+        };
+        let Ok(violation) = serde_json::from_value::<Violation>(policy.violation.clone()) else {
             continue;
         };
         found.push(ViolationEntry {
@@ -342,8 +338,8 @@ fn where_it_is(status: &RunStatus) -> Option<String> {
 fn changes_of(manifests: &[StepManifest], events: &[Event]) -> String {
     let mut changes = "no changes".to_owned();
     for event in events {
-        match event.event_type {
-            EventType::StepCompleted => {
+        match &event.payload {
+            EventPayload::StepCompleted(_) => {
                 let captured = manifests
                     .iter()
                     .find(|manifest| {
@@ -361,16 +357,14 @@ fn changes_of(manifests: &[StepManifest], events: &[Event]) -> String {
                     changes = describe_diffstat(diffstat);
                 }
             }
-            EventType::RollbackCompleted => {
+            EventPayload::RollbackCompleted(rollback) => {
                 let by = if event.step_id.is_none() {
                     " by the operator"
                 } else {
                     ""
                 };
-                changes = format!(
-                    "rolled back{by} to {}",
-                    event.text("target").unwrap_or("a snapshot")
-                );
+                let target = Some(rollback.target.as_str()).filter(|target| !target.is_empty());
+                changes = format!("rolled back{by} to {}", target.unwrap_or("a snapshot"));
             }
             _ => {}
         }
@@ -383,8 +377,8 @@ fn manifests_in_order(run_dir: &RunDir, events: &[Event]) -> Vec<StepManifest> {
     events
         .iter()
         .filter(|event| {
-            event.event_type == EventType::StepCompleted
-                || event.event_type == EventType::GateRequested
+            event.event_type() == EventType::StepCompleted
+                || event.event_type() == EventType::GateRequested
         })
         .filter_map(|event| {
             let (step, visit) = (event.step_id.as_ref()?, event.visit?);

@@ -13,7 +13,7 @@ use super::lock::{RunLock, is_held};
 use super::run::{RunError, find_run_dir};
 use super::run_story::RunStory;
 use crate::artifacts::{
-    ArtifactsError, Event, EventLog, EventType, Landing, RunDir, RunMetadata, is_run_id, now,
+    ArtifactsError, Event, EventLog, EventPayload, Landing, RunDir, RunMetadata, is_run_id, now,
     write_json_atomic,
 };
 use crate::workspace::WorkspaceError;
@@ -327,12 +327,10 @@ fn result_of(run_id: &str, metadata: &RunMetadata, events: &[Event]) -> Result<S
             ),
         });
     }
-    let recorded = events
-        .iter()
-        .rev()
-        .find(|event| event.event_type == EventType::RunCommitted)
-        .and_then(|event| event.text("commit"))
-        .map(str::to_owned);
+    let recorded = events.iter().rev().find_map(|event| match &event.payload {
+        EventPayload::RunCommitted(committed) => Some(committed.commit.clone()),
+        _ => None,
+    });
     recorded
         .or_else(|| metadata.result_commit.clone())
         .ok_or_else(|| LandError::NoChange {
@@ -359,13 +357,14 @@ fn land_locally(target: &Target<'_>, options: &LandOptions) -> Result<Landed, La
         events,
         result,
     } = *target;
-    let earlier = events
-        .iter()
-        .find(|event| event.event_type == EventType::Landed && event.text("into").is_some());
-    if let Some(earlier) = earlier {
+    let earlier = events.iter().find_map(|event| match &event.payload {
+        EventPayload::Landed(landed) => Some((event, landed.into.as_ref()?)),
+        _ => None,
+    });
+    if let Some((earlier, into)) = earlier {
         return Err(LandError::AlreadyLanded {
             run_id: metadata.run_id.clone(),
-            into: earlier.text("into").unwrap_or("?").to_owned(),
+            into: into.clone(),
             at: earlier.timestamp.clone(),
         });
     }
@@ -437,21 +436,16 @@ fn record(
         &metadata.run_id,
         checkpoint.map(|seq| (state.as_path(), seq)),
     )?;
-    let mut fields = super::recorder::payload([("run_commit", result_commit.into())]);
-    let optional = [
-        ("into", landing.into.clone()),
-        ("mode", landing.mode.clone()),
-        ("commit", landing.commit.clone()),
-        ("before", before.map(str::to_owned)),
-        ("remote", landing.remote.clone()),
-        ("pull_request", landing.pull_request.clone()),
-    ];
-    for (key, value) in optional {
-        if let Some(value) = value {
-            fields.insert(key.to_owned(), value.into());
-        }
-    }
-    events.append(EventType::Landed, None, fields)?;
+    let fields = crate::artifacts::event_payload::Landed {
+        run_commit: result_commit.to_owned(),
+        into: landing.into.clone(),
+        mode: landing.mode.clone(),
+        commit: landing.commit.clone(),
+        before: before.map(str::to_owned),
+        remote: landing.remote.clone(),
+        pull_request: landing.pull_request.clone(),
+    };
+    events.append(None, EventPayload::Landed(fields))?;
     events.sync()?;
     metadata.landings.push(landing);
     write_json_atomic(&run_dir.metadata(), &metadata)?;

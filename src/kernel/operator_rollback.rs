@@ -19,17 +19,17 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::artifacts::{EventLog, EventType, RunDir, write_json_atomic, write_json_new};
+use crate::artifacts::{EventLog, EventPayload, RunDir, write_json_atomic, write_json_new};
 use crate::workspace::runs::load_run;
 use crate::workspace::{
     InterruptedRollback, RollbackRecord, RollbackStart, RollbackTarget, Workspace,
 };
 
 use super::lock::RunLock;
-use super::recorder::payload;
 use super::recovery::visit_in_progress;
 use super::run::RunError;
 use super::state::{Phase, RunState};
+use crate::artifacts::event_payload::{RollbackCompleted, RollbackStarted};
 
 /// What the operator's rollback did.
 #[derive(Debug)]
@@ -119,25 +119,19 @@ pub fn rollback_run(
         } => violation_cleared.clone(),
         _ => None,
     };
-    let fields = payload([
-        ("target", target.as_str().into()),
-        ("by", "operator".into()),
-        ("record", record_file.clone().into()),
-        ("undone", record.before.to_string().into()),
-        ("policy_violation_cleared", cleared.into()),
-        (
-            "checkpoint_before",
-            serde_json::to_value(&checkpoint_before).unwrap_or_default(),
-        ),
-    ]);
-    let mut fields = fields;
-    if let Some(attempt) = &record.interrupted_attempt {
-        fields.insert(
-            "interrupted_attempt".into(),
-            serde_json::to_value(attempt).unwrap_or_default(),
-        );
-    }
-    events.append(EventType::RollbackCompleted, None, fields)?;
+    let fields = RollbackCompleted {
+        target: target.as_str().to_owned(),
+        by: Some("operator".to_owned()),
+        record: record_file.clone(),
+        undone: record.before.to_string(),
+        policy_violation_cleared: Some(cleared),
+        checkpoint_before: Some(serde_json::to_value(&checkpoint_before).unwrap_or_default()),
+        interrupted_attempt: record
+            .interrupted_attempt
+            .as_ref()
+            .map(|attempt| serde_json::to_value(attempt).unwrap_or_default()),
+    };
+    events.append(None, EventPayload::RollbackCompleted(fields))?;
     events.sync()?;
     if let (Some(state), AfterRollback::Continues { .. }) = (&mut state, &after) {
         state.events_seq = events.last_seq();
@@ -200,15 +194,15 @@ fn record_start(
     target: RollbackTarget,
     start: &RollbackStart<'_>,
 ) -> Result<(), RunError> {
-    let fields = payload([
-        ("target", target.as_str().into()),
-        ("by", "operator".into()),
-        ("snapshot", start.snapshot.reference.clone().into()),
-        ("snapshot_commit", start.snapshot.commit.clone().into()),
-        ("head_before", start.head_before.into()),
-        ("tree_before", start.tree_before.into()),
-    ]);
-    events.append(EventType::RollbackStarted, None, fields)?;
+    let fields = RollbackStarted {
+        target: target.as_str().to_owned(),
+        by: "operator".to_owned(),
+        snapshot: start.snapshot.reference.clone(),
+        snapshot_commit: start.snapshot.commit.clone(),
+        head_before: start.head_before.to_owned(),
+        tree_before: start.tree_before.map(str::to_owned),
+    };
+    events.append(None, EventPayload::RollbackStarted(fields))?;
     events.sync()?;
     Ok(())
 }
@@ -217,31 +211,28 @@ fn record_start(
 /// (killed part-way), if any.
 fn interrupted_attempt(run_dir: &RunDir) -> Result<Option<InterruptedRollback>, RunError> {
     let events = EventLog::read_all(&run_dir.events())?;
-    let by_operator = |event: &&crate::artifacts::Event| event.text("by") == Some("operator");
-    let Some(started) = events
-        .iter()
-        .rev()
-        .filter(by_operator)
-        .find(|event| event.event_type == EventType::RollbackStarted)
-    else {
+    let Some((event, started)) = events.iter().rev().find_map(|event| match &event.payload {
+        EventPayload::RollbackStarted(started) if started.by == "operator" => {
+            Some((event, started))
+        }
+        _ => None,
+    }) else {
         return Ok(None);
     };
-    let completed = events
-        .iter()
-        .filter(by_operator)
-        .any(|event| event.event_type == EventType::RollbackCompleted && event.seq > started.seq);
+    let completed = events.iter().any(|later| {
+        later.seq > event.seq
+            && matches!(&later.payload, EventPayload::RollbackCompleted(completed)
+                if completed.by.as_deref() == Some("operator"))
+    });
     if completed {
         return Ok(None);
     }
     Ok(Some(InterruptedRollback {
-        started_seq: started.seq,
-        started_at: started.timestamp.clone(),
-        target: started
-            .text("target")
-            .and_then(|target| target.parse().ok())
-            .unwrap_or(RollbackTarget::PreRun),
-        head_before: started.text("head_before").unwrap_or_default().to_owned(),
-        tree_before: started.text("tree_before").map(str::to_owned),
+        started_seq: event.seq,
+        started_at: event.timestamp.clone(),
+        target: started.target.parse().unwrap_or(RollbackTarget::PreRun),
+        head_before: started.head_before.clone(),
+        tree_before: started.tree_before.clone(),
     }))
 }
 

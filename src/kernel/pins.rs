@@ -6,9 +6,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::recorder::{Recorder, payload};
+use super::recorder::Recorder;
 use super::run::RunError;
-use crate::artifacts::{ArtifactsError, EventType, RunDir, sha256_hex, write_atomic};
+use crate::artifacts::{ArtifactsError, RunDir, sha256_hex, write_atomic};
+use crate::artifacts::{EventPayload, event_payload::PromptsChanged};
 
 /// Where repository modules live in the repository (as the script resolver names them).
 const REPOSITORY_MODULES: &str = ".tnh/scripts/";
@@ -116,18 +117,18 @@ pub fn record_prompts_change(
     if recorded == found {
         return Ok(());
     }
-    let changed: Vec<serde_json::Value> = recorded
+    let changed: Vec<String> = recorded
         .keys()
         .chain(found.keys())
         .filter(|file| recorded.get(*file) != found.get(*file))
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
-        .map(|file| file.clone().into())
+        .cloned()
         .collect();
-    let fields = payload([
-        ("path", ".tnh/prompts".into()),
-        ("changed", serde_json::Value::Array(changed)),
-    ]);
-    recorder.event(EventType::PromptsChanged, None, fields)?;
+    let fields = PromptsChanged {
+        path: ".tnh/prompts".to_owned(),
+        changed,
+    };
+    recorder.event(None, EventPayload::PromptsChanged(fields))?;
     recorder.update_metadata(|metadata| metadata.prompts_sha256 = Some(found))
 }

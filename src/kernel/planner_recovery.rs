@@ -1,10 +1,11 @@
 //! An interrupted EVALUATE visit: what its planner process changed is the planner's,
 //! recorded as the visit's violations, never drift.
 
-use super::recorder::{Recorder, payload};
+use super::recorder::Recorder;
 use super::run_error::RunError;
 use super::state::{Phase, RunState};
-use crate::artifacts::{EventLog, EventType, RunDir};
+use crate::artifacts::{EventLog, RunDir};
+use crate::artifacts::{EventPayload, event_payload::PolicyViolation};
 use crate::config::OperatorCheckout;
 use crate::workflow::model::{Opcode, Workflow};
 use crate::workspace::{GUARD_STATE_FILE, GuardReport, Workspace};
@@ -33,12 +34,13 @@ impl<'a> PlannerVisit<'a> {
         events: &[crate::artifacts::Event],
         (step_id, visit): (&'a str, u32),
     ) -> Option<Self> {
-        let started = events.iter().rev().find(|event| {
-            event.event_type == EventType::StepStarted
-                && event.step_id.as_deref() == Some(step_id)
-                && event.visit == Some(visit)
+        let started = events.iter().rev().find_map(|event| match &event.payload {
+            EventPayload::StepStarted(started) if event.is_of((step_id, visit)) => {
+                Some(started.opcode.as_str())
+            }
+            _ => None,
         });
-        let evaluation = match started.and_then(|event| event.text("opcode")) {
+        let evaluation = match started {
             Some(opcode) => opcode == Opcode::Evaluate.name(),
             None => workflow
                 .step(step_id)
@@ -69,13 +71,12 @@ impl<'a> PlannerVisit<'a> {
         let events = EventLog::read_all(&recorder.run_dir().events())?;
         let recorded: Vec<Violation> = events
             .iter()
-            .filter(|event| {
-                event.event_type == EventType::PolicyViolation
-                    && event.step_id.as_deref() == Some(step_id)
-                    && event.visit == Some(visit)
-            })
-            .filter_map(|event| {
-                serde_json::from_value(event.payload.get("violation")?.clone()).ok()
+            .filter(|event| event.is_of((step_id, visit)))
+            .filter_map(|event| match &event.payload {
+                EventPayload::PolicyViolation(policy) => {
+                    serde_json::from_value(policy.violation.clone()).ok()
+                }
+                _ => None,
             })
             .collect();
         let mut new = Vec::new();
@@ -111,11 +112,10 @@ impl<'a> PlannerVisit<'a> {
             }
         }
         for violation in &new {
-            let fields = payload([(
-                "violation",
-                serde_json::to_value(violation).unwrap_or_default(),
-            )]);
-            recorder.event(EventType::PolicyViolation, Some((step_id, visit)), fields)?;
+            let fields = EventPayload::PolicyViolation(PolicyViolation {
+                violation: serde_json::to_value(violation).unwrap_or_default(),
+            });
+            recorder.event(Some((step_id, visit)), fields)?;
         }
         let all: Vec<&Violation> = recorded.iter().chain(&new).collect();
         if let Some(first) = all.first() {
@@ -197,15 +197,15 @@ pub(super) fn planner_change_recorded(
     step_id: &str,
     visit: u32,
 ) -> bool {
-    events.iter().any(|event| {
-        event.event_type == EventType::PolicyViolation
-            && event.step_id.as_deref() == Some(step_id)
-            && event.visit == Some(visit)
-            && event
-                .payload
-                .get("violation")
-                .and_then(|violation| violation.get("class"))
-                .and_then(serde_json::Value::as_str)
-                == Some("planner_changed_worktree")
+    events.iter().any(|event| match &event.payload {
+        EventPayload::PolicyViolation(policy) => {
+            event.is_of((step_id, visit))
+                && policy
+                    .violation
+                    .get("class")
+                    .and_then(serde_json::Value::as_str)
+                    == Some("planner_changed_worktree")
+        }
+        _ => false,
     })
 }

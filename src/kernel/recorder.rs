@@ -3,25 +3,13 @@
 //! then `state.json` (which names the last event it accounts for) is replaced atomically, then
 //! the human-facing `status.json` and `final-state.txt` follow.
 
-use std::collections::BTreeMap;
-
 use super::state::{End, Phase, RunState};
+use crate::artifacts::event_payload::ArtifactRecorded;
 use crate::artifacts::{
-    ArtifactsError, Event, EventLog, EventType, LifecycleState, RunDir, RunMetadata, RunStatus,
+    ArtifactsError, Event, EventLog, EventPayload, LifecycleState, RunDir, RunMetadata, RunStatus,
     SCHEMA_VERSION, StepManifest, Termination, link_atomic, now, read_json, replace_json,
     write_atomic, write_json_atomic, write_json_new,
 };
-
-/// Payload fields of an event.
-pub type Payload = BTreeMap<String, serde_json::Value>;
-
-/// Builds a payload from `(key, value)` pairs.
-pub fn payload<const N: usize>(fields: [(&str, serde_json::Value); N]) -> Payload {
-    fields
-        .into_iter()
-        .map(|(key, value)| (key.to_owned(), value))
-        .collect()
-}
 
 /// Test hook: `TNH_TEST_KILL_AT_EVENT=N` makes the process SIGKILL itself right after writing
 /// event N, to test that a crash at any instant loses nothing and resumes cleanly.
@@ -133,11 +121,10 @@ impl Recorder {
     /// Appends an event.
     pub fn event(
         &mut self,
-        event_type: EventType,
         step: Option<(&str, u32)>,
-        fields: Payload,
+        payload: EventPayload,
     ) -> Result<Event, ArtifactsError> {
-        let event = self.events.append(event_type, step, fields)?;
+        let event = self.events.append(step, payload)?;
         if self.kill_at_event == Some(event.seq) {
             let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
         }
@@ -291,11 +278,11 @@ impl Recorder {
     pub fn write_manifest(&mut self, manifest: &StepManifest) -> Result<(), ArtifactsError> {
         let step = (manifest.step_id.as_str(), manifest.visit);
         for entry in &manifest.artifacts {
-            let fields = payload([
-                ("role", serde_json::to_value(entry.role).unwrap_or_default()),
-                ("path", entry.path.clone().into()),
-            ]);
-            self.event(EventType::ArtifactRecorded, Some(step), fields)?;
+            let recorded = ArtifactRecorded {
+                role: Some(entry.role),
+                path: entry.path.clone(),
+            };
+            self.event(Some(step), EventPayload::ArtifactRecorded(recorded))?;
         }
         let visit_manifest = self.run_dir.visit_manifest(step.0, step.1);
         if visit_manifest.exists() {

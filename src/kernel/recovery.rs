@@ -5,14 +5,14 @@ use super::drift::own_snapshot_is_latest;
 use super::guard_recovery::{UnusableGuardState, check_interrupted_agent};
 use super::interrupted_manifest::record_interrupted_manifest;
 use super::planner_recovery::{PlannerFound, PlannerVisit, guard_saved, planner_change_recorded};
-use super::recorder::{Payload, Recorder, payload};
+use super::recorder::Recorder;
 use super::resume::RepositoryChanges;
 use super::run_error::RunError;
 use super::state::{Phase, RunState};
 use super::transition::StepReport;
-use crate::artifacts::{EventLog, EventType, RunDir};
+use crate::artifacts::event_payload::{GuardCheckSkipped, StepInterrupted};
+use crate::artifacts::{Event, EventLog, EventPayload, EventType, RunDir};
 use crate::config::OperatorCheckout;
-use crate::outcome::Outcome;
 use crate::workflow::model::Workflow;
 use crate::workspace::{GUARD_STATE_FILE, RollbackTarget, Workspace};
 
@@ -46,7 +46,7 @@ pub(crate) fn visit_in_progress(
             let events = EventLog::read_all(&run_dir.events())?;
             let started = events.iter().any(|event| {
                 event.seq > state.events_seq
-                    && event.event_type == EventType::StepStarted
+                    && event.event_type() == EventType::StepStarted
                     && event.step_id.as_deref() == Some(step_id.as_str())
                     && event.visit == Some(*visit)
             });
@@ -107,21 +107,17 @@ pub(super) fn recover_interrupted_visit(
     let orphans = super::orphans::end_recorded_groups(&visit_dir, orphans);
     // A planner process was running (or not yet checked) when the process died.
     let planner_ran = guard_saved(recorder.run_dir(), &step_id, visit);
-    let mut fields: Payload = payload([
-        (
-            "cause",
-            interruption_cause(&events, (&step_id, visit)).into(),
-        ),
-        ("killed_orphans", orphans.killed.into()),
-    ]);
-    if !orphans.survivors.is_empty() {
+    let mut fields = StepInterrupted {
+        cause: interruption_cause(&events, (&step_id, visit)),
+        killed_orphans: orphans.killed,
         // Still alive after seconds of stopping and killing: said, never hidden.
-        fields.insert("surviving_orphans".into(), orphans.survivors.into());
-    }
+        surviving_orphans: (!orphans.survivors.is_empty()).then_some(orphans.survivors),
+        ..StepInterrupted::default()
+    };
     recovery.check_guard(recorder, &events, (&step_id, visit), &mut fields)?;
     if let Some(planner) = PlannerVisit::of(workflow, &events, (&step_id, visit)) {
         let found = PlannerFound {
-            guard_report: fields.get("guard_report"),
+            guard_report: fields.guard_report.as_ref(),
             operator_checkout: recovery.operator_checkout,
             planner_ran,
         };
@@ -129,13 +125,13 @@ pub(super) fn recover_interrupted_visit(
     }
     if own_snapshot_is_latest(workspace, state, &step_id, visit)? {
         let record = workspace.rollback(RollbackTarget::PreStep)?;
-        fields.insert(
-            "restored".into(),
-            serde_json::to_value(&record).unwrap_or_default(),
-        );
+        fields.restored = Some(serde_json::to_value(&record).unwrap_or_default());
     }
-    let cause = fields.get("cause").cloned().unwrap_or_default();
-    recorder.event(EventType::StepInterrupted, Some((&step_id, visit)), fields)?;
+    let cause = fields.cause.clone().into();
+    recorder.event(
+        Some((&step_id, visit)),
+        EventPayload::StepInterrupted(fields),
+    )?;
     finish_interrupted(workflow, recorder, state, &events, (step_id, visit), cause)
 }
 
@@ -148,14 +144,11 @@ impl Recovery<'_> {
         recorder: &mut Recorder,
         events: &[crate::artifacts::Event],
         (step_id, visit): (&str, u32),
-        fields: &mut Payload,
+        fields: &mut StepInterrupted,
     ) -> Result<(), RunError> {
-        let skipped = visit_text(
-            events,
-            EventType::GuardCheckSkipped,
-            (step_id, visit),
-            "reason",
-        )
+        let skipped = latest_of_visit(events, (step_id, visit), |payload| {
+            matches!(payload, EventPayload::GuardCheckSkipped(_)).then_some(())
+        })
         .is_some();
         match self
             .unusable
@@ -163,15 +156,15 @@ impl Recovery<'_> {
         {
             _ if skipped => Ok(()),
             Some(unusable) => {
-                let skip = payload([
-                    ("guard_state", unusable.path.display().to_string().into()),
-                    (
-                        "reason",
-                        format!("the guard state {}", unusable.problem).into(),
-                    ),
-                    ("by", "operator".into()),
-                ]);
-                recorder.event(EventType::GuardCheckSkipped, Some((step_id, visit)), skip)?;
+                let skip = GuardCheckSkipped {
+                    guard_state: unusable.path.display().to_string(),
+                    reason: format!("the guard state {}", unusable.problem),
+                    by: "operator".to_owned(),
+                };
+                recorder.event(
+                    Some((step_id, visit)),
+                    EventPayload::GuardCheckSkipped(skip),
+                )?;
                 Ok(())
             }
             None => check_interrupted_agent(
@@ -193,13 +186,14 @@ fn recorded_interruption(
     state: &RunState,
     (step_id, visit): (&str, u32),
 ) -> Option<serde_json::Value> {
-    let recorded = events.iter().rev().find(|event| {
-        event.seq > state.events_seq
-            && event.event_type == EventType::StepInterrupted
-            && event.step_id.as_deref() == Some(step_id)
-            && event.visit == Some(visit)
-    })?;
-    Some(recorded.payload.get("cause").cloned().unwrap_or_default())
+    events
+        .iter()
+        .rev()
+        .filter(|event| event.seq > state.events_seq && event.is_of((step_id, visit)))
+        .find_map(|event| match &event.payload {
+            EventPayload::StepInterrupted(interrupted) => Some(interrupted.cause.clone().into()),
+            _ => None,
+        })
 }
 
 /// The report of the visit's recorded `step_completed` event, when it has one with an
@@ -208,29 +202,15 @@ fn recorded_completion(
     events: &[crate::artifacts::Event],
     (step_id, visit): (&str, u32),
 ) -> Option<StepReport> {
-    let event = events.iter().rev().find(|event| {
-        event.event_type == EventType::StepCompleted
-            && event.step_id.as_deref() == Some(step_id)
-            && event.visit == Some(visit)
+    let completed = latest_of_visit(events, (step_id, visit), |payload| match payload {
+        EventPayload::StepCompleted(completed) => Some(completed),
+        _ => None,
     })?;
-    let outcome = event
-        .payload
-        .get("outcome")
-        .and_then(|value| value.as_str())
-        .and_then(|text| text.parse::<Outcome>().ok())?;
     Some(StepReport {
-        outcome,
-        policy_violation: event
-            .payload
-            .get("policy_violation")
-            .and_then(|value| value.as_str())
-            .map(str::to_owned),
-        proposed_goldens: event
-            .payload
-            .get("proposed_goldens")
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(false),
-        stop_reason: event.text("stop_reason").map(str::to_owned),
+        outcome: completed.outcome?,
+        policy_violation: completed.policy_violation.clone(),
+        proposed_goldens: completed.proposed_goldens,
+        stop_reason: completed.stop_reason.clone(),
     })
 }
 
@@ -239,8 +219,14 @@ fn recorded_completion(
 /// process died during it.
 fn interruption_cause(events: &[crate::artifacts::Event], visit: (&str, u32)) -> String {
     match (
-        visit_text(events, EventType::StepFailed, visit, "error"),
-        visit_text(events, EventType::RunInterrupted, visit, "cause"),
+        latest_of_visit(events, visit, |payload| match payload {
+            EventPayload::StepFailed(failed) => Some(failed.error.as_str()),
+            _ => None,
+        }),
+        latest_of_visit(events, visit, |payload| match payload {
+            EventPayload::RunInterrupted(interrupted) => Some(interrupted.cause.as_str()),
+            _ => None,
+        }),
     ) {
         (Some(error), _) => format!("the step could not run: {error}"),
         (None, Some(interrupt)) => interrupt.to_owned(),
@@ -248,19 +234,17 @@ fn interruption_cause(events: &[crate::artifacts::Event], visit: (&str, u32)) ->
     }
 }
 
-/// The text `field` of the visit's latest event of type `kind`.
-fn visit_text<'e>(
-    events: &'e [crate::artifacts::Event],
-    kind: EventType,
-    (step_id, visit): (&str, u32),
-    field: &str,
-) -> Option<&'e str> {
-    events.iter().rev().find_map(|event| {
-        let this_visit = event.event_type == kind
-            && event.step_id.as_deref() == Some(step_id)
-            && event.visit == Some(visit);
-        this_visit.then(|| event.text(field)).flatten()
-    })
+/// What `pick` takes from the latest event of the visit it takes something from.
+pub(super) fn latest_of_visit<'e, T>(
+    events: &'e [Event],
+    visit: (&str, u32),
+    pick: impl Fn(&'e EventPayload) -> Option<T>,
+) -> Option<T> {
+    events
+        .iter()
+        .rev()
+        .filter(|event| event.is_of(visit))
+        .find_map(|event| pick(&event.payload))
 }
 
 /// What follows a visit's `step_interrupted` event: its saved guard state goes, its

@@ -9,10 +9,11 @@
 //! kernel's own doing while it holds the run's lock, which the guards of runs beside this one
 //! take as that run's work.
 
-use super::recorder::{Recorder, payload};
+use super::recorder::Recorder;
 use super::run_story::RunStory;
 use super::state::RunState;
-use crate::artifacts::{ArtifactsError, EventLog, EventType};
+use crate::artifacts::{ArtifactsError, EventLog};
+use crate::artifacts::{EventPayload, event_payload::RunCommitted};
 use crate::workspace::{Fingerprint, Workspace};
 
 /// Commits the run's change at a success STOP and records it, unless `recorded` (the commit of
@@ -45,18 +46,15 @@ pub(super) fn commit_at_success(
     } else {
         "fallback"
     };
-    let fields = payload([
-        ("commit", result.commit.clone().into()),
-        ("parent", result.parent.clone().into()),
-        ("tree", result.tree.clone().into()),
-        ("branch", metadata.branch.clone().into()),
-        (
-            "author",
-            format!("{} <{}>", result.author.name, result.author.email).into(),
-        ),
-        ("identity", identity.into()),
-    ]);
-    recorder.event(EventType::RunCommitted, None, fields)?;
+    let fields = RunCommitted {
+        commit: result.commit.clone(),
+        parent: result.parent.clone(),
+        tree: result.tree.clone(),
+        branch: metadata.branch.clone(),
+        author: format!("{} <{}>", result.author.name, result.author.email),
+        identity: identity.to_owned(),
+    };
+    recorder.event(None, EventPayload::RunCommitted(fields))?;
     // The worktree is now the commit checked out: what `rollback` and `runs clean` compare
     // with from here on.
     state.fingerprint = Some(Fingerprint {

@@ -16,7 +16,7 @@ use super::guard_recovery::{
 use super::launch::{drive, pin_loaded_modules, run_context};
 use super::lock::RunLock;
 use super::planner_recovery::planner_owns_change;
-use super::recorder::{Recorder, payload};
+use super::recorder::Recorder;
 use super::recovery::{
     Recovery, recover_interrupted_visit, replay_started_visit, visit_in_progress,
 };
@@ -25,6 +25,8 @@ use super::run::{RunSummary, check_recorded_repository, find_run_dir, workspace_
 use super::run_error::RunError;
 use super::start::{interrupted_before_start, keep_record, record_run_started};
 use super::state::{Phase, RunState};
+use crate::artifacts::EventPayload;
+use crate::artifacts::event_payload::{RunResumed, WorktreeRecreated};
 use crate::artifacts::{EventLog, EventType, RunDir, RunMetadata};
 use crate::config::Config;
 use crate::ids::RunId;
@@ -244,7 +246,7 @@ fn open_for_resume(
     let never_started = !checkpointed
         && !events
             .iter()
-            .any(|event| event.event_type == EventType::RunStarted);
+            .any(|event| event.event_type() == EventType::RunStarted);
     // A `runs abandon` killed after its event stands: the run is ended now.
     super::abandon::finish_interrupted_abandon(&mut recorder, &mut state)?;
     refuse_ended(run_id, &state)?;
@@ -442,17 +444,16 @@ fn record_resumed(
     workspace: &Workspace,
     recreated_branch: Option<&str>,
 ) -> Result<(), RunError> {
-    recorder.event(
-        EventType::RunResumed,
-        None,
-        payload([("from_seq", state.events_seq.into())]),
-    )?;
+    let resumed = RunResumed {
+        from_seq: state.events_seq,
+    };
+    recorder.event(None, EventPayload::RunResumed(resumed))?;
     if let Some(branch) = recreated_branch {
-        let fields = payload([
-            ("path", workspace.path().display().to_string().into()),
-            ("branch", branch.to_owned().into()),
-        ]);
-        recorder.event(EventType::WorktreeRecreated, None, fields)?;
+        let fields = WorktreeRecreated {
+            path: workspace.path().display().to_string(),
+            branch: branch.to_owned(),
+        };
+        recorder.event(None, EventPayload::WorktreeRecreated(fields))?;
     }
     Ok(())
 }
@@ -488,17 +489,17 @@ fn checkpointed_evidence(run_dir: &RunDir, events: &[crate::artifacts::Event]) -
     ];
     if let Some(event) = events
         .iter()
-        .find(|event| !before_checkpoint.contains(&event.event_type))
+        .find(|event| !before_checkpoint.contains(&event.event_type()))
     {
         let step = match (&event.step_id, event.visit) {
             (Some(step), Some(visit)) => format!(" of `{step}` #{visit}"),
             (Some(step), None) => format!(" of `{step}`"),
             _ => String::new(),
         };
-        let kind = serde_json::to_value(event.event_type)
+        let kind = serde_json::to_value(event.event_type())
             .ok()
             .and_then(|value| value.as_str().map(str::to_owned))
-            .unwrap_or_else(|| format!("{:?}", event.event_type));
+            .unwrap_or_else(|| format!("{:?}", event.event_type()));
         return Some(format!("event {} is `{kind}`{step}", event.seq));
     }
     let artifacts = run_dir.root().join("artifacts");

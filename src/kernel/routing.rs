@@ -1,9 +1,11 @@
 //! Recording a finished visit and taking the kernel's route — one place for the driver, gate
 //! decisions and crash recovery, so the three write the same events in the same order.
 
-use super::recorder::{Recorder, payload};
+use super::recorder::Recorder;
 use super::state::{End, Phase, RunState};
 use super::transition::{Next, StepReport, complete_step, fail};
+use crate::artifacts::EventPayload;
+use crate::artifacts::event_payload::{RouteSelected, RunEnded, StepCompleted};
 use crate::artifacts::{ArtifactsError, EventLog, EventType};
 use crate::workflow::model::Workflow;
 
@@ -35,40 +37,33 @@ pub fn record_route(
         Completion::Recovered => Recorded::read(recorder, state.events_seq, (step_id, visit))?,
     };
     if completion == Completion::Record {
-        let mut fields = payload([
-            ("outcome", report.outcome.as_str().into()),
-            ("proposed_goldens", report.proposed_goldens.into()),
-        ]);
-        if let Some(violation) = &report.policy_violation {
-            fields.insert("policy_violation".into(), violation.clone().into());
-        }
-        if let Some(why) = &report.stop_reason {
-            fields.insert("stop_reason".into(), why.clone().into());
-        }
-        recorder.event(EventType::StepCompleted, step, fields)?;
+        let fields = StepCompleted {
+            outcome: Some(report.outcome),
+            proposed_goldens: report.proposed_goldens,
+            policy_violation: report.policy_violation.clone(),
+            stop_reason: report.stop_reason.clone(),
+        };
+        recorder.event(step, EventPayload::StepCompleted(fields))?;
     }
     let reason = match complete_step(workflow, state, report) {
         Ok(mut transition) => {
             explain_bare_failure(workflow, recorder, step_id, &mut transition);
             *state = transition.state;
-            let mut fields = payload([("outcome", transition.outcome.as_str().into())]);
-            match &transition.next {
+            let (next_step, next_visit) = match &transition.next {
                 Next::Step {
                     step_id: next,
                     visit: next_visit,
-                } => {
-                    fields.insert("next_step".into(), next.clone().into());
-                    fields.insert("next_visit".into(), (*next_visit).into());
-                }
-                Next::End { .. } => {
-                    fields.insert("next_step".into(), "STOP".into());
-                }
-            }
-            if completion == Completion::Recovered {
-                fields.insert("recovered".into(), true.into());
-            }
+                } => (next.clone(), Some(*next_visit)),
+                Next::End { .. } => ("STOP".to_owned(), None),
+            };
+            let fields = RouteSelected {
+                outcome: Some(transition.outcome),
+                next_step,
+                next_visit,
+                recovered: (completion == Completion::Recovered).then_some(true),
+            };
             if !recorded.route {
-                recorder.event(EventType::RouteSelected, step, fields)?;
+                recorder.event(step, EventPayload::RouteSelected(fields))?;
             }
             match transition.next {
                 Next::End { reason, .. } if recorded.end => Some(reason),
@@ -77,19 +72,16 @@ pub fn record_route(
                         let committed = recorded.committed.clone();
                         super::result::commit_at_success(recorder, state, committed)?;
                     }
-                    let event = if end == End::Error {
-                        EventType::RunFailed
-                    } else {
-                        EventType::RunCompleted
+                    let ended = RunEnded {
+                        end: end.name().to_owned(),
+                        reason: reason.clone(),
                     };
-                    recorder.event(
-                        event,
-                        None,
-                        payload([
-                            ("end", end.name().into()),
-                            ("reason", reason.clone().into()),
-                        ]),
-                    )?;
+                    let event = if end == End::Error {
+                        EventPayload::RunFailed(ended)
+                    } else {
+                        EventPayload::RunCompleted(ended)
+                    };
+                    recorder.event(None, event)?;
                     Some(reason)
                 }
                 Next::Step { .. } => None,
@@ -101,11 +93,11 @@ pub fn record_route(
             if recorded.end {
                 return finish(recorder, state, Some(&reason));
             }
-            recorder.event(
-                EventType::RunFailed,
-                None,
-                payload([("end", "error".into()), ("reason", reason.clone().into())]),
-            )?;
+            let ended = RunEnded {
+                end: "error".to_owned(),
+                reason: reason.clone(),
+            };
+            recorder.event(None, EventPayload::RunFailed(ended))?;
             Some(reason)
         }
     };
@@ -179,7 +171,7 @@ impl Recorded {
         let events = EventLog::read_all(&recorder.run_dir().events())?;
         let mut recorded = Recorded::default();
         for event in events.iter().filter(|event| event.seq > checkpoint) {
-            match event.event_type {
+            match event.event_type() {
                 EventType::RouteSelected
                     if event.step_id.as_deref() == Some(step_id) && event.visit == Some(visit) =>
                 {
@@ -189,7 +181,9 @@ impl Recorded {
                     recorded.end = true;
                 }
                 EventType::RunCommitted => {
-                    recorded.committed = event.text("commit").map(str::to_owned);
+                    if let EventPayload::RunCommitted(committed) = &event.payload {
+                        recorded.committed = Some(committed.commit.clone());
+                    }
                 }
                 _ => {}
             }

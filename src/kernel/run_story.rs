@@ -4,7 +4,9 @@
 
 use std::fmt::Write as _;
 
-use crate::artifacts::{Event, EventType, RunDir, RunMetadata, safe_files};
+use crate::artifacts::event_payload::{PlannerDecision, RunnerCompleted};
+use crate::artifacts::{ArtifactRole, Event, EventPayload, RunDir, RunMetadata, safe_files};
+use crate::outcome::Outcome;
 use crate::text::one_line;
 
 /// The longest first line of a result commit (git's own advice is to keep it short).
@@ -53,46 +55,46 @@ impl RunStory {
                     event.visit.unwrap_or(0)
                 )
             };
-            match event.event_type {
-                EventType::StepCompleted => {
+            match &event.payload {
+                EventPayload::StepCompleted(completed) => {
                     let opcode = opcode_of(events, event);
-                    let outcome = event.text("outcome").unwrap_or("?");
+                    let outcome = completed.outcome.map_or("?", Outcome::as_str);
                     story
                         .steps
                         .push(format!("{} ({opcode}): {outcome}", visit()));
                 }
-                EventType::RunnerCompleted if event.payload.contains_key("exit_codes") => {
+                EventPayload::RunnerCompleted(completed) if completed.exit_codes.is_some() => {
                     story.validations.push(format!(
                         "{}: {}{}",
                         visit(),
-                        event.text("outcome").unwrap_or("?"),
-                        exit_codes(event)
+                        completed.outcome.map_or("?", Outcome::as_str),
+                        exit_codes(completed)
                     ));
                 }
-                EventType::PlannerDecision => story.assessments.push(assessment(event, &visit())),
-                EventType::GateRequested => {
+                EventPayload::PlannerDecision(decision) => {
+                    story.assessments.push(assessment(decision, &visit()));
+                }
+                EventPayload::GateRequested(requested) => {
                     // A gate without a `reason:` says only which step it is: no summary.
                     let unwritten = format!(
                         "review step `{}` of run {}",
                         event.step_id.as_deref().unwrap_or_default(),
                         metadata.run_id
                     );
-                    if let Some(reason) = event
-                        .text("reason")
-                        .filter(|reason| !reason.trim().is_empty() && *reason != unwritten)
-                    {
-                        gate_reason = Some(reason.to_owned());
+                    let reason = &requested.reason;
+                    if !reason.trim().is_empty() && *reason != unwritten {
+                        gate_reason = Some(reason.clone());
                     }
                 }
-                EventType::GateResolved if event.text("decision") == Some("gate_approved") => {
-                    if let Some(reviewer) = event.text("reviewer") {
+                EventPayload::GateResolved(resolved) if resolved.decision == "gate_approved" => {
+                    if let Some(Some(reviewer)) = &resolved.reviewer {
                         story.approvers.push(one_line(reviewer).into_owned());
                     }
                 }
-                EventType::ArtifactRecorded
-                    if event.text("role") == Some("runner_final_response") =>
+                EventPayload::ArtifactRecorded(recorded)
+                    if recorded.role == Some(ArtifactRole::RunnerFinalResponse) =>
                 {
-                    final_answer = event.text("path").map(str::to_owned);
+                    final_answer = Some(recorded.path.clone());
                 }
                 _ => {}
             }
@@ -179,24 +181,27 @@ fn opcode_of<'a>(events: &'a [Event], completed: &Event) -> &'a str {
     events
         .iter()
         .rev()
-        .find(|event| {
-            event.event_type == EventType::StepStarted
-                && event.seq < completed.seq
+        .filter(|event| {
+            event.seq < completed.seq
                 && event.step_id == completed.step_id
                 && event.visit == completed.visit
         })
-        .and_then(|event| event.text("opcode"))
+        .find_map(|event| match &event.payload {
+            EventPayload::StepStarted(started) => Some(started.opcode.as_str()),
+            _ => None,
+        })
         .unwrap_or("?")
 }
 
 /// ` (tests: 0, lint: 1)` from a validation's exit codes; empty without any.
-fn exit_codes(event: &Event) -> String {
-    let codes = event.exit_codes();
-    if codes.is_empty() {
+fn exit_codes(completed: &RunnerCompleted) -> String {
+    let codes = completed.exit_codes.as_ref();
+    if codes.is_none_or(std::collections::BTreeMap::is_empty) {
         return String::new();
     }
     let listed: Vec<String> = codes
         .into_iter()
+        .flatten()
         .map(|(name, code)| match code {
             Some(code) => format!("{}: {code}", one_line(name)),
             None => format!("{}: null", one_line(name)),
@@ -206,24 +211,19 @@ fn exit_codes(event: &Event) -> String {
 }
 
 /// `judge #1: success by rules (risk: …)`.
-fn assessment(event: &Event, visit: &str) -> String {
-    let status = event.text("status").unwrap_or("?");
-    let planner = event
-        .text("planner")
+fn assessment(decision: &PlannerDecision, visit: &str) -> String {
+    let status = decision.status.map_or("?", Outcome::as_str);
+    let planner = decision
+        .planner
+        .as_deref()
         .map(|planner| format!(" by {}", one_line(planner)))
         .unwrap_or_default();
-    let flags: Vec<String> = event
-        .payload
-        .get("risk_flags")
-        .and_then(serde_json::Value::as_array)
-        .map(|flags| {
-            flags
-                .iter()
-                .filter_map(serde_json::Value::as_str)
-                .map(|flag| one_line(flag).into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+    let flags: Vec<String> = decision
+        .risk_flags
+        .iter()
+        .flatten()
+        .map(|flag| one_line(flag).into_owned())
+        .collect();
     let risk = if flags.is_empty() {
         String::new()
     } else {

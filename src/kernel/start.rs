@@ -7,13 +7,12 @@ use super::continuation::{Loaded, check_planner_override};
 use super::driver::RunEnd;
 use super::launch::{drive, pin_loaded_modules, run_context};
 use super::lock::RunLock;
-use super::recorder::{Recorder, payload};
+use super::recorder::Recorder;
 use super::run::{DEFAULT_ARTIFACTS_ROOT, RunRequest, RunSummary};
 use super::run_error::RunError;
 use super::state::RunState;
-use crate::artifacts::{
-    ArtifactsError, EventType, RunDir, RunMetadata, SCHEMA_VERSION, new_run_id, now,
-};
+use crate::artifacts::{ArtifactsError, RunDir, RunMetadata, SCHEMA_VERSION, new_run_id, now};
+use crate::artifacts::{EventPayload, event_payload::RunStarted};
 use crate::ids::{RunId, WorkflowId};
 use crate::prompt::Catalog;
 use crate::runner::Cancellation;
@@ -316,11 +315,11 @@ pub(super) fn keep_record(metadata: &mut RunMetadata, record: &crate::workspace:
 /// The `run_started` event, once the run's worktree exists.
 pub(super) fn record_run_started(recorder: &mut Recorder) -> Result<(), RunError> {
     let metadata = recorder.metadata();
-    let fields = payload([
-        ("workflow_id", metadata.workflow_id.clone().into()),
-        ("base_sha", metadata.base_sha.clone().into()),
-        ("params", serde_json::Value::Object(metadata.params.clone())),
-    ]);
-    recorder.event(EventType::RunStarted, None, fields)?;
+    let fields = RunStarted {
+        workflow_id: metadata.workflow_id.clone(),
+        base_sha: metadata.base_sha.clone(),
+        params: metadata.params.clone(),
+    };
+    recorder.event(None, EventPayload::RunStarted(fields))?;
     Ok(())
 }

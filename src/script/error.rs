@@ -200,27 +200,22 @@ impl ScriptError {
         }
     }
 
-    /// Small fields for the run's event log (`step_failed`, `run_failed`): the message, the
-    /// hint and, when located, `file`, `line`, `column`, `code` and `code_position`.
-    pub fn event_payload(&self) -> std::collections::BTreeMap<String, serde_json::Value> {
-        let mut payload = std::collections::BTreeMap::new();
-        payload.insert("message".to_owned(), self.to_string().into());
-        if let Some(hint) = self.hint() {
-            payload.insert("hint".to_owned(), hint.into());
+    /// The fields of the run's `step_failed` event: the message as its `error`, the hint and,
+    /// when located, `file`, `line`, `column`, `code` and `code_position`.
+    pub fn step_failed(&self) -> crate::artifacts::event_payload::StepFailed {
+        let location = self.location();
+        crate::artifacts::event_payload::StepFailed {
+            error: self.to_string(),
+            hint: self.hint(),
+            file: location.map(|location| location.file.clone()),
+            line: location.map(|location| location.pos.line.into()),
+            column: location.map(|location| location.pos.column.into()),
+            code: location.map(|location| location.kind.to_string()),
+            code_position: location
+                .and_then(|location| location.code_pos)
+                .map(|(line, column)| format!("{line}:{column}")),
+            ..Default::default()
         }
-        if let Some(location) = self.location() {
-            payload.insert("file".to_owned(), location.file.clone().into());
-            payload.insert("line".to_owned(), location.pos.line.into());
-            payload.insert("column".to_owned(), location.pos.column.into());
-            payload.insert("code".to_owned(), location.kind.to_string().into());
-            if let Some((line, column)) = location.code_pos {
-                payload.insert(
-                    "code_position".to_owned(),
-                    format!("{line}:{column}").into(),
-                );
-            }
-        }
-        payload
     }
 
     /// A compile error of code that starts at `origin`.

@@ -81,16 +81,18 @@ pub struct ScriptMessage {
 }
 
 impl ScriptMessage {
-    /// Small fields for a `script_output` event: `stream` (`print` or `debug`) and `text`.
-    pub fn event_payload(&self) -> std::collections::BTreeMap<String, serde_json::Value> {
+    /// The `script_output` event of the message: `stream` (`print` or `debug`) and `text`.
+    pub fn event_payload(&self) -> crate::artifacts::EventPayload {
         let stream = match self.kind {
             MessageKind::Print => "print",
             MessageKind::Debug => "debug",
         };
-        std::collections::BTreeMap::from([
-            ("stream".to_owned(), stream.into()),
-            ("text".to_owned(), self.text.clone().into()),
-        ])
+        crate::artifacts::EventPayload::ScriptOutput(
+            crate::artifacts::event_payload::ScriptOutput {
+                stream: stream.to_owned(),
+                text: self.text.clone(),
+            },
+        )
     }
 }
 

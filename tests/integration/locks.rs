@@ -431,19 +431,22 @@ fn a_live_runs_lock_file_taken_away(how: &str) {
 /// in at once) can never overwrite each other's lines: each line lands whole at the end.
 #[test]
 fn two_writers_of_one_event_log_never_overwrite_a_line() {
-    use tnh_conductor::artifacts::{EventLog, EventType};
+    use tnh_conductor::artifacts::{EventLog, EventPayload};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("events.ndjson");
     let mut first = EventLog::open(&path, "run").unwrap();
     first
-        .append(EventType::RunStarted, None, Default::default())
+        .append(None, EventPayload::RunStarted(Default::default()))
         .unwrap();
     let mut second = EventLog::open(&path, "run").unwrap();
     first
-        .append(EventType::StepStarted, Some(("a", 1)), Default::default())
+        .append(
+            Some(("a", 1)),
+            EventPayload::StepStarted(Default::default()),
+        )
         .unwrap();
     second
-        .append(EventType::RunResumed, None, Default::default())
+        .append(None, EventPayload::RunResumed(Default::default()))
         .unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<serde_json::Value> = text

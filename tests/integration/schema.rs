@@ -156,12 +156,13 @@ fn every_published_schema_compiles_and_real_records_match_it() {
     let path = dir.path().join("events.ndjson");
     let mut log =
         tnh_conductor::artifacts::EventLog::open(&path, "20260101T000000Z-abcdef").unwrap();
-    let payload =
-        std::collections::BTreeMap::from([("outcome".to_owned(), serde_json::json!("completed"))]);
+    let payload = tnh_conductor::artifacts::event_payload::StepCompleted {
+        outcome: Some(tnh_conductor::outcome::Outcome::Completed),
+        ..Default::default()
+    };
     log.append(
-        tnh_conductor::artifacts::EventType::StepCompleted,
         Some(("implement", 2)),
-        payload,
+        tnh_conductor::artifacts::EventPayload::StepCompleted(payload),
     )
     .unwrap();
     let output = conductor().args(["schema", "event"]).output().unwrap();

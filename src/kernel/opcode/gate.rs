@@ -2,9 +2,10 @@
 //! non-blocking gate records the request for the review journal and continues with
 //! `gate_queued`.
 
-use crate::artifacts::{ArtifactRole, EventType, GATE_REQUEST_FILE, read_json, write_json_new};
+use crate::artifacts::EventPayload;
+use crate::artifacts::event_payload::{GateRequested, GateResolved};
+use crate::artifacts::{ArtifactRole, GATE_REQUEST_FILE, read_json, write_json_new};
 use crate::kernel::StepReport;
-use crate::kernel::recorder::payload;
 use crate::outcome::Outcome;
 use crate::workflow::model::{Gate, GateKind};
 
@@ -62,14 +63,12 @@ pub(super) fn execute(
     });
     write_json_new(&visit_dir.join(GATE_REQUEST_FILE), &request)?;
     let step = (context.step_id().to_owned(), context.visit);
-    let fields = payload([
-        ("gate", kind.into()),
-        ("reason", reason.into()),
-        ("request", GATE_REQUEST_FILE.into()),
-    ]);
-    context
-        .recorder
-        .event(EventType::GateRequested, Some((&step.0, step.1)), fields)?;
+    let fields = EventPayload::GateRequested(GateRequested {
+        gate: kind.to_owned(),
+        reason: reason.clone(),
+        request: GATE_REQUEST_FILE.to_owned(),
+    });
+    context.recorder.event(Some((&step.0, step.1)), fields)?;
     let artifacts = vec![
         context.artifact(
             ArtifactRole::GateRequest,
@@ -96,10 +95,11 @@ pub(super) fn execute(
             fingerprint: None,
         });
     }
-    let fields = payload([("decision", "queued".into())]);
-    context
-        .recorder
-        .event(EventType::GateResolved, Some((&step.0, step.1)), fields)?;
+    let fields = EventPayload::GateResolved(GateResolved {
+        decision: "queued".to_owned(),
+        reviewer: None,
+    });
+    context.recorder.event(Some((&step.0, step.1)), fields)?;
     let manifest = context.manifest(
         Outcome::GateQueued.as_str(),
         serde_json::json!({ "gate": kind, "queued_for_review": true, "run_diffstat": run_diffstat }),

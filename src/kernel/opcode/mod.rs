@@ -18,7 +18,7 @@ pub(crate) use evaluate::{planner_guard_violations, planner_worktree_change};
 pub(crate) use run_agent::remove_guard_state;
 pub(crate) use run_validation::VALIDATION_REPORT;
 
-use crate::kernel::recorder::Payload;
+use crate::artifacts::event_payload::StepFailed;
 use crate::workflow::model::StepBody;
 
 /// A step could not be executed at all (as opposed to producing an outcome): the run ends
@@ -166,15 +166,16 @@ impl OpcodeError {
     /// Where the error is, for the `step_failed` event beside its `error` and `hint`: for a
     /// script error the workflow `file`, `line` and `column`, the kind of `code` and the
     /// `code_position` inside it (docs/scripting.md); empty for other errors.
-    pub fn event_fields(&self) -> Payload {
-        match self {
-            OpcodeError::Script(error) => {
-                let mut fields = error.event_payload();
-                fields.remove("message");
-                fields.remove("hint");
-                fields
-            }
-            _ => Payload::new(),
+    pub fn step_failed(&self) -> StepFailed {
+        let located = match self {
+            OpcodeError::Script(error) => error.step_failed(),
+            _ => StepFailed::default(),
+        };
+        StepFailed {
+            error: self.to_string(),
+            resumable: self.is_resumable().then_some(true),
+            hint: self.hint(),
+            ..located
         }
     }
 
@@ -231,9 +232,4 @@ pub fn execute(context: &mut StepContext<'_>) -> Result<StepResult, OpcodeError>
         Err(error) => Err(error),
         Ok(result) => recorded.map(|()| result),
     }
-}
-
-/// The payload of a `step_started` event.
-pub fn started_payload(context: &StepContext<'_>) -> Payload {
-    crate::kernel::recorder::payload([("opcode", context.step.body.opcode().name().into())])
 }

@@ -1,8 +1,8 @@
 //! ROLLBACK: reset the worktree to `pre_run` or the latest pre-step snapshot.
 
-use crate::artifacts::{ArtifactRole, EventType, write_json_new};
+use crate::artifacts::{ArtifactRole, write_json_new};
+use crate::artifacts::{EventPayload, event_payload::RollbackCompleted};
 use crate::kernel::StepReport;
-use crate::kernel::recorder::payload;
 use crate::outcome::Outcome;
 use crate::workflow::model::{Rollback, RollbackTarget};
 use crate::workspace::RollbackTarget as WorkspaceTarget;
@@ -22,15 +22,15 @@ pub(super) fn execute(
     let (outcome, summary, artifacts) = match context.workspace.rollback(target) {
         Ok(record) => {
             write_json_new(&visit_dir.join("rollback.json"), &record)?;
-            let fields = payload([
-                ("target", target.as_str().into()),
-                ("record", "rollback.json".into()),
-                ("undone", record.before.to_string().into()),
-            ]);
+            let fields = RollbackCompleted {
+                target: target.as_str().to_owned(),
+                record: crate::artifacts::VisitDir::ROLLBACK.to_owned(),
+                undone: record.before.to_string(),
+                ..RollbackCompleted::default()
+            };
             context.recorder.event(
-                EventType::RollbackCompleted,
                 Some((&step.0, step.1)),
-                fields,
+                EventPayload::RollbackCompleted(fields),
             )?;
             let summary = serde_json::to_value(&record).unwrap_or_default();
             (

@@ -1,12 +1,12 @@
 //! RUN_AGENT: snapshot the worktree, guard protected refs, render the prompt, run the agent
 //! under supervision, then capture the diff, check the policy and record everything.
 
-use crate::artifacts::EventType;
+use crate::artifacts::EventPayload;
+use crate::artifacts::event_payload::{EvidenceTampered, RunnerCompleted, RunnerStarted};
 use crate::artifacts::{
     ArtifactEntry, ArtifactRole, ArtifactsError, StepTimings, write_json_new, write_json_private,
 };
 use crate::kernel::StepReport;
-use crate::kernel::recorder::payload;
 use crate::prompt::render;
 use crate::runner::{AgentRun, Limits as RunnerLimits, StepRequest, resolve_profile};
 use crate::workflow::model::{Inputs, Limits, PromptSpec, RunAgent};
@@ -138,10 +138,13 @@ fn supervise(
     guard_state: &std::path::Path,
 ) -> Result<AgentRun, OpcodeError> {
     let step = (context.step_id().to_owned(), context.visit);
+    let started = RunnerStarted {
+        agent: Some(agent.agent.value.clone()),
+        ..RunnerStarted::default()
+    };
     context.recorder.event(
-        EventType::RunnerStarted,
         Some((&step.0, step.1)),
-        payload([("agent", agent.agent.value.clone().into())]),
+        EventPayload::RunnerStarted(started),
     )?;
     let cancellation = context.run.cancellation.clone();
     let run = context
@@ -165,13 +168,15 @@ fn supervise(
         }
         Err(error) => return Err(error.into()),
     };
-    let fields = payload([
-        ("outcome", run.outcome.as_str().into()),
-        ("cause", run.cause.clone().into()),
-    ]);
-    context
-        .recorder
-        .event(EventType::RunnerCompleted, Some((&step.0, step.1)), fields)?;
+    let fields = RunnerCompleted {
+        outcome: Some(run.outcome),
+        cause: Some(run.cause.clone()),
+        exit_codes: None,
+    };
+    context.recorder.event(
+        Some((&step.0, step.1)),
+        EventPayload::RunnerCompleted(fields),
+    )?;
     Ok(run)
 }
 
@@ -191,10 +196,12 @@ fn record_tampering(
         crate::artifacts::write_json_unsynced(&visit_dir.join(INPUTS_FILE), prompt_inputs)?;
     }
     let step = (context.step_id().to_owned(), context.visit);
+    let tampered = EvidenceTampered {
+        entries: run.evidence_tampering.clone(),
+    };
     context.recorder.event(
-        EventType::EvidenceTampered,
         Some((&step.0, step.1)),
-        payload([("entries", run.evidence_tampering.clone().into())]),
+        EventPayload::EvidenceTampered(tampered),
     )?;
     Ok(())
 }

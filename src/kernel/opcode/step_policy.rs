@@ -3,8 +3,8 @@
 //! against the effective policy (the step's `policy`, else the workflow default, else an empty
 //! one), and each violation is recorded as a `policy_violation` event of the visit.
 
-use crate::artifacts::{ArtifactEntry, ArtifactRole, EventType};
-use crate::kernel::recorder::payload;
+use crate::artifacts::{ArtifactEntry, ArtifactRole};
+use crate::artifacts::{EventPayload, event_payload::PolicyViolation};
 use crate::policy::{Operation, Policy, PolicySpec as EnforcedPolicy, PolicySummary, Violation};
 use crate::workflow::model::{At, PolicySpec};
 use crate::workspace::{ChangedFile, GuardReport, WorkspaceStatus};
@@ -89,13 +89,10 @@ pub(super) fn record_violations(
 ) -> Result<(), OpcodeError> {
     let step = (context.step_id().to_owned(), context.visit);
     for violation in violations {
-        let fields = payload([(
-            "violation",
-            serde_json::to_value(violation).unwrap_or_default(),
-        )]);
-        context
-            .recorder
-            .event(EventType::PolicyViolation, Some((&step.0, step.1)), fields)?;
+        let fields = EventPayload::PolicyViolation(PolicyViolation {
+            violation: serde_json::to_value(violation).unwrap_or_default(),
+        });
+        context.recorder.event(Some((&step.0, step.1)), fields)?;
     }
     Ok(())
 }
@@ -160,11 +157,9 @@ pub(super) fn policy_artifact(context: &StepContext<'_>) -> ArtifactEntry {
 pub(super) fn record_script_output(context: &mut StepContext<'_>) -> Result<(), OpcodeError> {
     let step = (context.step_id().to_owned(), context.visit);
     for message in context.run.script.take_output() {
-        context.recorder.event(
-            EventType::ScriptOutput,
-            Some((&step.0, step.1)),
-            message.event_payload(),
-        )?;
+        context
+            .recorder
+            .event(Some((&step.0, step.1)), message.event_payload())?;
     }
     Ok(())
 }
@@ -173,9 +168,7 @@ pub(super) fn record_script_output(context: &mut StepContext<'_>) -> Result<(), 
 /// run loaded it — recorded as the run's (events without a step).
 pub(super) fn record_run_output(context: &mut StepContext<'_>) -> Result<(), OpcodeError> {
     for message in context.run.script.take_output() {
-        context
-            .recorder
-            .event(EventType::ScriptOutput, None, message.event_payload())?;
+        context.recorder.event(None, message.event_payload())?;
     }
     Ok(())
 }

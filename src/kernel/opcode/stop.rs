@@ -1,6 +1,6 @@
 //! STOP: the terminal step; its reason is evaluated and recorded.
 
-use crate::artifacts::{EventLog, EventType};
+use crate::artifacts::{EventLog, EventPayload};
 use crate::kernel::StepReport;
 use crate::outcome::Outcome;
 use crate::workflow::model::{Stop, StopOutcome};
@@ -73,11 +73,13 @@ fn what_led_here(
     context: &StepContext<'_>,
     events: &[crate::artifacts::Event],
 ) -> Option<(String, String)> {
-    let route = events.iter().rev().find(|event| {
-        event.event_type == EventType::RouteSelected
-            && event.text("next_step") == Some(context.step_id())
+    let (route, outcome) = events.iter().rev().find_map(|event| match &event.payload {
+        EventPayload::RouteSelected(route) if route.next_step == context.step_id() => {
+            Some((event, route.outcome))
+        }
+        _ => None,
     })?;
-    let outcome = route.text("outcome")?;
+    let outcome = outcome?.as_str();
     let ordinary = ["completed", "success", "gate_approved", "gate_queued"];
     if ordinary.contains(&outcome) {
         return None;

@@ -3,7 +3,7 @@
 //! planner's status and first blocker — so a failed run's summary, status and journal say
 //! why without opening the run.
 
-use crate::artifacts::{Event, EventType, RunDir, read_json};
+use crate::artifacts::{Event, EventPayload, RunDir, read_json};
 use crate::planner::{Decision, Status};
 
 /// The causes found in `events` since the last RUN_AGENT visit started, joined with `; `;
@@ -12,7 +12,7 @@ pub(crate) fn failure_causes(run_dir: &RunDir, events: &[Event]) -> Option<Strin
     let since = events
         .iter()
         .rposition(|event| {
-            event.event_type == EventType::StepStarted && event.text("opcode") == Some("RUN_AGENT")
+            matches!(&event.payload, EventPayload::StepStarted(started) if started.opcode == "RUN_AGENT")
         })
         .unwrap_or(0);
     let window = &events[since..];
@@ -27,12 +27,14 @@ pub(crate) fn failure_causes(run_dir: &RunDir, events: &[Event]) -> Option<Strin
 
 /// The first policy violation of the window, and how many more there were.
 fn violation(window: &[Event]) -> Option<String> {
-    let violations: Vec<&Event> = window
+    let violations: Vec<&serde_json::Value> = window
         .iter()
-        .filter(|event| event.event_type == EventType::PolicyViolation)
+        .filter_map(|event| match &event.payload {
+            EventPayload::PolicyViolation(policy) => Some(&policy.violation),
+            _ => None,
+        })
         .collect();
-    let first = violations.first()?;
-    let detail = first.payload.get("violation")?.get("detail")?.as_str()?;
+    let detail = violations.first()?.get("detail")?.as_str()?;
     let more = match violations.len() {
         1 => String::new(),
         count => format!(" (and {} more)", count - 1),
@@ -42,22 +44,24 @@ fn violation(window: &[Event]) -> Option<String> {
 
 /// The validators of the window's last failed RUN_VALIDATION, with their exit codes.
 fn failed_validators(window: &[Event]) -> Option<String> {
-    let completed = window.iter().rev().find(|event| {
-        event.event_type == EventType::RunnerCompleted && event.payload.contains_key("exit_codes")
+    let (outcome, exit_codes) = window.iter().rev().find_map(|event| match &event.payload {
+        EventPayload::RunnerCompleted(completed) => {
+            Some((completed.outcome, completed.exit_codes.as_ref()?))
+        }
+        _ => None,
     })?;
-    if completed.text("outcome") == Some("completed") {
+    if outcome == Some(crate::outcome::Outcome::Completed) {
         return None;
     }
-    let failed: Vec<String> = completed
-        .exit_codes()
-        .into_iter()
-        .filter(|(_, code)| *code != Some(0))
+    let failed: Vec<String> = exit_codes
+        .iter()
+        .filter(|(_, code)| **code != Some(0))
         .map(|(id, code)| match code {
             Some(code) => format!("{id} (exit {code})"),
             None => format!("{id} (no exit code)"),
         })
         .collect();
-    let outcome = completed.text("outcome").unwrap_or("error");
+    let outcome = outcome.map_or("error", crate::outcome::Outcome::as_str);
     match failed.is_empty() {
         true => Some(format!("validation ended {outcome}")),
         false => Some(format!("validators failed: {}", failed.join(", "))),
@@ -68,11 +72,11 @@ fn failed_validators(window: &[Event]) -> Option<String> {
 /// blocker, else what it asked to fix (read from the visit's `planner_decision.json`). A
 /// policy-violation blocker is left out when the violation is named already.
 fn planner_verdict(run_dir: &RunDir, window: &[Event], violation_named: bool) -> Option<String> {
-    let decided = window
-        .iter()
-        .rev()
-        .find(|event| event.event_type == EventType::PlannerDecision)?;
-    let status = decided.text("status")?;
+    let (decided, status) = window.iter().rev().find_map(|event| match &event.payload {
+        EventPayload::PlannerDecision(decision) => Some((event, decision.status)),
+        _ => None,
+    })?;
+    let status = status?.as_str();
     if status == Status::Success.name() {
         return None;
     }

@@ -342,7 +342,7 @@ fn a_print_flood_is_bounded() {
 
 #[test]
 fn a_stopped_script_and_its_output_are_recorded_in_the_run_events() {
-    use tnh_conductor::artifacts::{EventLog, EventType};
+    use tnh_conductor::artifacts::{EventLog, EventPayload, EventType};
     let doc = "script: |\n  fn noisy() {\n      print(\"starting\");\n      loop { }\n  }\nvalues:\n  x: \"${{ noisy() }}\"\n";
     let bench = Bench::new(doc);
     let error = bench.err("x");
@@ -350,28 +350,37 @@ fn a_stopped_script_and_its_output_are_recorded_in_the_run_events() {
     let path = run.path().join("events.ndjson");
     let mut log = EventLog::open(&path, "r1").unwrap();
     for message in bench.host.take_output() {
-        log.append(
-            EventType::ScriptOutput,
-            Some(("a", 1)),
-            message.event_payload(),
-        )
-        .unwrap();
+        log.append(Some(("a", 1)), message.event_payload()).unwrap();
     }
-    log.append(EventType::StepFailed, Some(("a", 1)), error.event_payload())
-        .unwrap();
+    log.append(
+        Some(("a", 1)),
+        EventPayload::StepFailed(error.step_failed()),
+    )
+    .unwrap();
     let events = EventLog::read_all(&path).unwrap();
     assert_eq!(events.len(), 2);
-    assert_eq!(events[0].event_type, EventType::ScriptOutput);
-    assert_eq!(events[0].payload["text"], json!("starting"));
-    assert_eq!(events[1].event_type, EventType::StepFailed);
-    assert_eq!(events[1].payload["file"], json!("flow.yaml"));
-    assert_eq!(events[1].payload["line"], json!(7));
-    assert!(
-        events[1].payload["message"]
-            .as_str()
+    assert_eq!(events[0].event_type(), EventType::ScriptOutput);
+    let EventPayload::ScriptOutput(output) = &events[0].payload else {
+        panic!("{:?}", events[0]);
+    };
+    assert_eq!(output.text, "starting");
+    let EventPayload::StepFailed(failed) = &events[1].payload else {
+        panic!("{:?}", events[1]);
+    };
+    assert_eq!(failed.file.as_deref(), Some("flow.yaml"));
+    assert_eq!(failed.line, Some(7));
+    assert!(failed.error.contains("exceeded the operations limit"));
+    // As written: the fields keep their names in the line.
+    let line: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&path)
             .unwrap()
-            .contains("exceeded the operations limit")
-    );
+            .lines()
+            .nth(1)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(line["file"], json!("flow.yaml"));
+    assert_eq!(line["line"], json!(7));
 }
 
 #[test]

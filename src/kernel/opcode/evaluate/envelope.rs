@@ -93,7 +93,7 @@ pub(super) fn completed_manifests(
     let events = EventLog::read_all(&run_dir.events())?;
     Ok(events
         .iter()
-        .filter(|event| event.event_type == EventType::StepCompleted)
+        .filter(|event| event.event_type() == EventType::StepCompleted)
         .filter_map(|event| {
             let (step, visit) = (event.step_id.as_ref()?, event.visit?);
             read_json::<StepManifest>(&run_dir.visit_manifest(step, visit), "manifest").ok()

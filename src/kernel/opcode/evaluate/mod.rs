@@ -19,9 +19,9 @@ mod watch;
 pub(crate) use watch::{planner_guard_violations, planner_worktree_change};
 
 use super::{OpcodeError, StepContext, StepResult};
-use crate::artifacts::{ArtifactEntry, ArtifactRole, EventType, write_json_new};
+use crate::artifacts::{ArtifactEntry, ArtifactRole, write_json_new};
+use crate::artifacts::{EventPayload, event_payload::PlannerDecision};
 use crate::kernel::StepReport;
-use crate::kernel::recorder::payload;
 use crate::outcome::Outcome;
 use crate::planner::Status;
 use crate::workflow::model::Evaluate;
@@ -125,15 +125,17 @@ fn routed(
         .and_then(|text| text.parse().ok())
         .unwrap_or(Outcome::Blocked);
     let step = (context.step_id().to_owned(), context.visit);
-    let fields = payload([
-        ("status", status.as_str().into()),
-        ("planner", decision["planner"].clone()),
-        ("decided_by", decision["decided_by"].clone()),
-        ("risk_flags", decision["risk_flags"].clone()),
-    ]);
-    context
-        .recorder
-        .event(EventType::PlannerDecision, Some((&step.0, step.1)), fields)?;
+    let text = |key: &str| decision[key].as_str().map(str::to_owned);
+    let fields = PlannerDecision {
+        status: Some(status),
+        planner: text("planner"),
+        decided_by: text("decided_by"),
+        risk_flags: serde_json::from_value(decision["risk_flags"].clone()).ok(),
+    };
+    context.recorder.event(
+        Some((&step.0, step.1)),
+        EventPayload::PlannerDecision(fields),
+    )?;
     let fingerprint = context
         .state
         .fingerprint

@@ -5,9 +5,10 @@
 
 use std::path::Path;
 
-use crate::artifacts::{ArtifactEntry, ArtifactRole, EventType, write_json_new};
+use crate::artifacts::EventPayload;
+use crate::artifacts::event_payload::{EvidenceTampered, RunnerCompleted};
+use crate::artifacts::{ArtifactEntry, ArtifactRole, write_json_new};
 use crate::kernel::StepReport;
-use crate::kernel::recorder::payload;
 use crate::outcome::Outcome;
 use crate::policy::PolicySummary;
 use crate::workflow::model::RunValidation;
@@ -70,13 +71,19 @@ pub(super) fn finish(
         summary["diffstat"] = serde_json::to_value(diffstat).unwrap_or_default();
     }
     let step = (context.step_id().to_owned(), context.visit);
-    let fields = payload([
-        ("outcome", outcome.as_str().into()),
-        ("exit_codes", summary["exit_codes"].clone()),
-    ]);
-    context
-        .recorder
-        .event(EventType::RunnerCompleted, Some((&step.0, step.1)), fields)?;
+    let fields = RunnerCompleted {
+        outcome: Some(outcome),
+        cause: None,
+        exit_codes: Some(
+            ran.iter()
+                .map(|result| (result.id.clone(), result.record["exit_code"].as_i64()))
+                .collect(),
+        ),
+    };
+    context.recorder.event(
+        Some((&step.0, step.1)),
+        EventPayload::RunnerCompleted(fields),
+    )?;
     let manifest = context.manifest(outcome.as_str(), summary, artifacts);
     Ok(StepResult {
         report: StepReport {
@@ -117,10 +124,10 @@ fn check_visit_folder(
     );
     if !tampered.is_empty() {
         let step = context.step_id().to_owned();
+        let tampered = EvidenceTampered { entries: tampered };
         context.recorder.event(
-            EventType::EvidenceTampered,
             Some((&step, context.visit)),
-            payload([("entries", tampered.into())]),
+            EventPayload::EvidenceTampered(tampered),
         )?;
     }
     Ok(())

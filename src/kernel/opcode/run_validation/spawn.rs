@@ -5,8 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::artifacts::EventType;
-use crate::kernel::recorder::payload;
+use crate::artifacts::{EventPayload, event_payload::RunnerStarted};
 use crate::runner::{
     CaptureFormat, Limits as RunnerLimits, ProcessKind, ProcessSpec, Supervised,
     validator_environment,
@@ -112,13 +111,14 @@ fn supervise(
         remaining_budget_usd: None,
     };
     let step = (context.step_id().to_owned(), context.visit);
+    let started = RunnerStarted {
+        validator: Some(id.to_owned()),
+        argv: Some(command.argv.clone()),
+        agent: None,
+    };
     context.recorder.event(
-        EventType::RunnerStarted,
         Some((&step.0, step.1)),
-        payload([
-            ("validator", id.to_owned().into()),
-            ("argv", command.argv.clone().into()),
-        ]),
+        EventPayload::RunnerStarted(started),
     )?;
     let cancellation = context.run.cancellation.clone();
     // Recorded in the validator's folder while it runs: how `resume` ends the group if this
