@@ -1,6 +1,9 @@
 //! The guard: deterministic checks of the evidence applied to every
 //! backend's decision. It raises statuses and adds the canonical risk flags; it never lowers.
 
+use serde::Deserialize;
+
+use super::input::{HistoryEntry, PlannerInput, StepEntry, WindowEntry};
 use super::{Decision, Status};
 
 /// Evidence facts the guard and the rules planner read from an planner envelope.
@@ -41,128 +44,190 @@ pub struct Facts {
 
 impl Facts {
     /// Reads the facts from an envelope.
-    pub fn from_envelope(envelope: &serde_json::Value) -> Self {
-        let evidence = &envelope["evidence"];
-        let report = &evidence["harness_report"];
-        let report_passed = report["cases"]
-            .as_array()
-            .map(|cases| !cases.is_empty() && cases.iter().all(|case| case["status"] == "passed"));
-        let transcript = evidence["transcript_summary"]
-            .as_str()
-            .unwrap_or_default()
-            .to_lowercase();
-        let diff = evidence["workspace_diff_summary"]
-            .as_str()
-            .unwrap_or_default()
-            .to_lowercase();
-        let window = envelope["provenance_window"]
-            .as_array()
-            .cloned()
+    pub fn from_input(input: &PlannerInput) -> Self {
+        let evidence = &input.evidence;
+        let report = evidence
+            .harness_report
+            .as_ref()
+            .and_then(|report| ReportVerdict::deserialize(report).ok())
             .unwrap_or_default();
-        let history = evaluation_history(envelope, &window);
-        let current_fingerprint = evidence["worktree_fingerprint"].as_str();
+        let transcript = evidence.transcript_summary.to_lowercase();
+        let diff = evidence.workspace_diff_summary.to_lowercase();
+        let history = evaluation_history(input);
+        let current_fingerprint = evidence.worktree_fingerprint.as_deref();
+        let validation = &evidence.validation;
         Facts {
-            no_new_evidence: no_new_evidence(envelope["steps"].as_array(), history.last()),
+            no_new_evidence: no_new_evidence(input.steps.as_deref(), history.last()),
             unchanged_blocker_codes: unchanged_blocker_codes(&history, current_fingerprint, &diff),
-            expects_changes: envelope["inputs"]["expects_changes"]
-                .as_bool()
-                .unwrap_or(true),
-            policy_events: strings(&evidence["policy_events"]),
-            proposed_goldens: report["proposed_goldens"]
-                .as_array()
-                .is_some_and(|goldens| !goldens.is_empty()),
-            report_passed,
-            validator_failed: validator_failed(&evidence["validation"]),
-            mechanical_outcome: evidence["validation"]["mechanical_outcome"]
-                .as_str()
-                .unwrap_or("completed")
-                .to_owned(),
-            missing_artifacts: strings(&evidence["validation"]["missing_artifacts"]),
+            expects_changes: expects_changes(input.inputs.as_ref()),
+            policy_events: evidence.policy_events.clone(),
+            proposed_goldens: report.proposed_goldens.is_some_and(|goldens| goldens > 0),
+            report_passed: report
+                .cases
+                .map(|cases| !cases.is_empty() && cases.iter().all(|case| case.passed)),
+            validator_failed: validation
+                .exit_codes
+                .values()
+                .any(|code| code.is_some_and(|code| code != 0)),
+            mechanical_outcome: validation.mechanical_outcome.clone(),
+            missing_artifacts: validation.missing_artifacts.clone(),
             claims_done: claims_completion(&transcript),
-            empty_diff: match evidence["workspace_diffstat"]["files_changed"].as_u64() {
-                Some(files) => files == 0,
+            empty_diff: match &evidence.workspace_diffstat {
+                Some(diffstat) => diffstat.files_changed == 0,
                 None => empty_diff_text(&diff),
             },
-            previous_statuses: history.iter().map(status_of).collect(),
-            previous_contradiction: history.iter().chain(&window).any(|entry| {
-                strings(&entry["risk_flags"])
-                    .iter()
-                    .any(|flag| flag.contains("mismatch") || flag == "repeated_contradiction")
-            }),
+            previous_statuses: history
+                .iter()
+                .map(|entry| entry.status.unwrap_or_default().to_owned())
+                .collect(),
+            previous_contradiction: history
+                .iter()
+                .map(|entry| entry.risk_flags)
+                .chain(
+                    input
+                        .provenance_window
+                        .iter()
+                        .map(|entry| &entry.risk_flags[..]),
+                )
+                .flatten()
+                .any(|flag| flag.contains("mismatch") || flag == "repeated_contradiction"),
         }
     }
 }
 
-/// The items of a JSON list as text (a non-string item written as JSON); empty when absent.
-fn strings(value: &serde_json::Value) -> Vec<String> {
-    value
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .map(|item| {
-                    item.as_str()
-                        .map_or_else(|| item.to_string(), str::to_owned)
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+/// What the guard reads of a harness report in the envelope: whether every case passed and
+/// whether it proposes goldens. The report is the harness's own document (cut to a bound by
+/// the kernel), so nothing else of it is assumed.
+#[derive(Debug, Default, Deserialize)]
+struct ReportVerdict {
+    /// The cases, when the report lists them.
+    #[serde(default, deserialize_with = "list_or_none")]
+    cases: Option<Vec<CaseVerdict>>,
+    /// How many goldens it proposes, when it lists them.
+    #[serde(default, deserialize_with = "count_or_none")]
+    proposed_goldens: Option<usize>,
 }
 
-/// Whether some validator of the evidence exited non-zero.
-fn validator_failed(validation: &serde_json::Value) -> bool {
-    validation["exit_codes"].as_object().is_some_and(|codes| {
-        codes
-            .values()
-            .any(|code| code.as_i64().is_some_and(|code| code != 0))
+/// Whether one case passed: its `status` is `passed` (a case of any other shape did not).
+#[derive(Debug)]
+struct CaseVerdict {
+    passed: bool,
+}
+
+impl From<serde_json::Value> for CaseVerdict {
+    fn from(case: serde_json::Value) -> Self {
+        let passed = case.get("status").and_then(serde_json::Value::as_str) == Some("passed");
+        Self { passed }
+    }
+}
+
+/// A list, or `None` when the value is not one.
+fn list_or_none<'de, D, T>(deserializer: D) -> Result<Option<Vec<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: From<serde_json::Value>,
+{
+    Ok(match serde_json::Value::deserialize(deserializer)? {
+        serde_json::Value::Array(items) => Some(items.into_iter().map(T::from).collect()),
+        _ => None,
     })
+}
+
+/// The length of a list, or `None` when the value is not one.
+fn count_or_none<'de, D>(deserializer: D) -> Result<Option<usize>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Ok(serde_json::Value::deserialize(deserializer)?
+        .as_array()
+        .map(Vec::len))
+}
+
+/// Whether the judged step was meant to change code: not when the EVALUATE's `inputs` say
+/// `expects_changes: false`.
+fn expects_changes(inputs: Option<&serde_json::Value>) -> bool {
+    #[derive(Deserialize)]
+    struct Expects {
+        expects_changes: bool,
+    }
+    inputs
+        .and_then(|inputs| Expects::deserialize(inputs).ok())
+        .is_none_or(|inputs| inputs.expects_changes)
+}
+
+/// An earlier evaluation as the guard compares it, from the kernel's history or the window.
+struct Earlier<'a> {
+    step_id: Option<&'a str>,
+    visit: Option<u32>,
+    status: Option<&'a str>,
+    blocker_codes: &'a [String],
+    risk_flags: &'a [String],
+    worktree_fingerprint: Option<&'a str>,
+    diff_summary: Option<&'a str>,
+}
+
+impl<'a> From<&'a HistoryEntry> for Earlier<'a> {
+    fn from(entry: &'a HistoryEntry) -> Self {
+        Self {
+            step_id: entry.step_id.as_deref(),
+            visit: entry.visit,
+            status: entry.status.as_deref(),
+            blocker_codes: &entry.blocker_codes,
+            risk_flags: &entry.risk_flags,
+            worktree_fingerprint: entry.worktree_fingerprint.as_deref(),
+            diff_summary: None,
+        }
+    }
+}
+
+impl<'a> From<&'a WindowEntry> for Earlier<'a> {
+    fn from(entry: &'a WindowEntry) -> Self {
+        Self {
+            step_id: Some(&entry.step_id),
+            visit: None,
+            // A window entry's outcome is the status the evaluation decided.
+            status: Some(&entry.outcome),
+            blocker_codes: &entry.blocker_codes,
+            risk_flags: &entry.risk_flags,
+            worktree_fingerprint: None,
+            diff_summary: entry.diff_summary.as_deref(),
+        }
+    }
 }
 
 /// The run's earlier evaluations: the kernel's `evaluation_history` when present (it reaches
 /// past the K=3 window), else the EVALUATE entries of the window.
-fn evaluation_history(
-    envelope: &serde_json::Value,
-    window: &[serde_json::Value],
-) -> Vec<serde_json::Value> {
-    match envelope["evaluation_history"].as_array() {
-        Some(history) => history.clone(),
-        None => window
+fn evaluation_history(input: &PlannerInput) -> Vec<Earlier<'_>> {
+    match &input.evaluation_history {
+        Some(history) => history.iter().map(Earlier::from).collect(),
+        None => input
+            .provenance_window
             .iter()
-            .filter(|entry| entry["opcode"] == "EVALUATE")
-            .cloned()
+            .filter(|entry| entry.opcode == "EVALUATE")
+            .map(Earlier::from)
             .collect(),
     }
-}
-
-/// The status an earlier evaluation decided (`status`, else `outcome`).
-fn status_of(entry: &serde_json::Value) -> String {
-    entry["status"]
-        .as_str()
-        .or(entry["outcome"].as_str())
-        .unwrap_or_default()
-        .to_owned()
 }
 
 /// The blocker codes of earlier evaluations made on the worktree as it is now: the same
 /// fingerprint, or, with summaries only, the same diff summary.
 fn unchanged_blocker_codes(
-    history: &[serde_json::Value],
+    history: &[Earlier<'_>],
     current_fingerprint: Option<&str>,
     diff: &str,
 ) -> Vec<String> {
     history
         .iter()
-        .filter(|entry| {
-            let then = entry["worktree_fingerprint"].as_str();
-            match (then, current_fingerprint) {
+        .filter(
+            |entry| match (entry.worktree_fingerprint, current_fingerprint) {
                 (Some(then), Some(now)) => then == now,
                 // Summaries only: the diff the earlier evaluation saw is the diff now.
-                _ => entry["diff_summary"]
-                    .as_str()
+                _ => entry
+                    .diff_summary
                     .is_some_and(|then| then.trim().eq_ignore_ascii_case(diff.trim())),
-            }
-        })
-        .flat_map(|entry| strings(&entry["blocker_codes"]))
+            },
+        )
+        .flat_map(|entry| entry.blocker_codes.iter().cloned())
         .collect()
 }
 
@@ -179,11 +244,8 @@ fn empty_diff_text(text: &str) -> bool {
 }
 
 /// The mechanical steps: the ones whose processes show what the work is.
-fn is_mechanical(step: &serde_json::Value) -> bool {
-    matches!(
-        step["opcode"].as_str(),
-        Some("RUN_AGENT" | "RUN_VALIDATION")
-    )
+fn is_mechanical(step: &StepEntry) -> bool {
+    matches!(step.opcode.as_str(), "RUN_AGENT" | "RUN_VALIDATION")
 }
 
 /// The floor of an evaluation with nothing new to judge (see [`Facts::no_new_evidence`]):
@@ -193,12 +255,12 @@ fn is_mechanical(step: &serde_json::Value) -> bool {
 /// previous evaluation's status up to `blocked` (an `unsafe` change the rollback removed is
 /// no longer there; one it did not remove is still among the policy events).
 fn no_new_evidence(
-    steps: Option<&Vec<serde_json::Value>>,
-    previous: Option<&serde_json::Value>,
+    steps: Option<&[StepEntry]>,
+    previous: Option<&Earlier<'_>>,
 ) -> Option<(Status, String)> {
     // An envelope without `steps` (a hand-written vector) says nothing about what ran.
     let steps = steps?;
-    let rollback = steps.iter().rposition(|step| step["opcode"] == "ROLLBACK");
+    let rollback = steps.iter().rposition(|step| step.opcode == "ROLLBACK");
     if steps[rollback.map_or(0, |at| at + 1)..]
         .iter()
         .any(is_mechanical)
@@ -206,11 +268,9 @@ fn no_new_evidence(
         return None;
     }
     let previous = previous.and_then(|last| {
-        let status = last["status"].as_str().or(last["outcome"].as_str())?;
-        let status: Status =
-            serde_json::from_value(serde_json::Value::String(status.to_owned())).ok()?;
-        let step = last["step_id"].as_str().unwrap_or("an earlier EVALUATE");
-        let label = match last["visit"].as_u64() {
+        let status = Status::deserialize(serde_json::Value::from(last.status?)).ok()?;
+        let step = last.step_id.unwrap_or("an earlier EVALUATE");
+        let label = match last.visit {
             Some(visit) => format!("`{step}` #{visit}"),
             None => format!("`{step}`"),
         };
@@ -226,7 +286,7 @@ fn no_new_evidence(
             ),
         )),
         (Some(at), previous) => {
-            let undo = steps[at]["step_id"].as_str().unwrap_or("a ROLLBACK");
+            let undo = steps[at].step_id.as_str();
             let carried = previous
                 .as_ref()
                 .map_or(Status::Partial, |(_, status)| *status);
@@ -464,6 +524,11 @@ fn repeated_blocker(decision: &mut Decision, facts: &Facts) {
 mod tests {
     use super::*;
 
+    /// An envelope as the guard reads it.
+    fn input(envelope: &serde_json::Value) -> PlannerInput {
+        PlannerInput::from_value(envelope).unwrap()
+    }
+
     #[test]
     fn the_guard_raises_but_never_lowers() {
         let facts = Facts {
@@ -587,10 +652,10 @@ mod tests {
             "workspace_diff_summary": "",
             "validation": {"mechanical_outcome": "completed"},
         }});
-        let facts = Facts::from_envelope(&envelope);
+        let facts = Facts::from_input(&input(&envelope));
         assert!(!facts.claims_done && facts.empty_diff);
         assert!(
-            !crate::planner::rules::decide(&envelope)
+            !crate::planner::rules::decide(&input(&envelope))
                 .risk_flags
                 .contains(&"transcript_workspace_mismatch".to_owned())
         );
@@ -631,7 +696,7 @@ mod tests {
                 "blocker_codes": ["killed_timeout"], "risk_flags": ["killed_timeout"]}],
             "evidence": {"validation": {"mechanical_outcome": "completed"}},
         });
-        let facts = Facts::from_envelope(&envelope);
+        let facts = Facts::from_input(&input(&envelope));
         let raised = guard(Decision::status(Status::Success), &facts);
         assert_eq!(raised.status, Status::Blocked);
         assert_eq!(raised.risk_flags, ["no_new_evidence"]);
@@ -641,7 +706,7 @@ mod tests {
                 .contains("`judge` #1 decided `blocked`")
         );
         assert_eq!(
-            crate::planner::rules::decide(&envelope).status,
+            crate::planner::rules::decide(&input(&envelope)).status,
             Status::Blocked,
             "the rules planner too"
         );
@@ -649,10 +714,10 @@ mod tests {
         let mut stepped = envelope.clone();
         stepped["steps"] =
             serde_json::json!([{"step_id": "fix", "opcode": "RUN_AGENT", "outcome": "completed"}]);
-        assert_eq!(Facts::from_envelope(&stepped).no_new_evidence, None);
+        assert_eq!(Facts::from_input(&input(&stepped)).no_new_evidence, None);
         let mut first = envelope;
         first["evaluation_history"] = serde_json::json!([]);
-        assert_eq!(Facts::from_envelope(&first).no_new_evidence, None);
+        assert_eq!(Facts::from_input(&input(&first)).no_new_evidence, None);
     }
 
     /// A gate (its decision is no evidence about the work) or a rollback
@@ -708,7 +773,7 @@ mod tests {
                 None,
             ),
         ] {
-            let facts = Facts::from_envelope(&envelope(serde_json::json!(steps), previous));
+            let facts = Facts::from_input(&input(&envelope(serde_json::json!(steps), previous)));
             assert_eq!(
                 facts.no_new_evidence.as_ref().map(|(floor, _)| *floor),
                 floor,
@@ -727,7 +792,7 @@ mod tests {
         }
         // The rules planner decides the same; the summary says what happened.
         let rolled_back = envelope(serde_json::json!([gate, undo]), "blocked");
-        let decided = crate::planner::rules::decide(&rolled_back);
+        let decided = crate::planner::rules::decide(&input(&rolled_back));
         assert_eq!(decided.status, Status::Blocked);
         assert!(
             decided.blockers[0].summary.contains(
@@ -742,14 +807,14 @@ mod tests {
             "evidence": {"validation": {"mechanical_outcome": "completed"}},
         });
         assert_eq!(
-            crate::planner::rules::decide(&first).status,
+            crate::planner::rules::decide(&input(&first)).status,
             Status::Partial
         );
         // A gate and no earlier evaluation, or no `steps` at all (a hand-written vector): no floor.
         let no_history = serde_json::json!({"steps": [{"step_id": "note", "opcode": "GATE"}]});
-        assert_eq!(Facts::from_envelope(&no_history).no_new_evidence, None);
+        assert_eq!(Facts::from_input(&input(&no_history)).no_new_evidence, None);
         let vector = serde_json::json!({"evaluation_history": [{"status": "blocked"}]});
-        assert_eq!(Facts::from_envelope(&vector).no_new_evidence, None);
+        assert_eq!(Facts::from_input(&input(&vector)).no_new_evidence, None);
     }
 
     /// "10 files changed" contains "0 files changed": the diff text was
@@ -772,7 +837,7 @@ mod tests {
         ] {
             let envelope = serde_json::json!({"evidence": {"workspace_diff_summary": text}});
             assert_eq!(
-                Facts::from_envelope(&envelope).empty_diff,
+                Facts::from_input(&input(&envelope)).empty_diff,
                 empty,
                 "{text:?}"
             );
@@ -787,7 +852,7 @@ mod tests {
                 "workspace_diffstat": {"files_changed": files, "insertions": 0, "deletions": 0, "binary_files": 0},
             }});
             assert_eq!(
-                Facts::from_envelope(&envelope).empty_diff,
+                Facts::from_input(&input(&envelope)).empty_diff,
                 empty,
                 "{files} {text:?}"
             );
@@ -799,7 +864,7 @@ mod tests {
             "validation": {"mechanical_outcome": "completed"},
         }});
         assert_eq!(
-            crate::planner::rules::decide(&ten),
+            crate::planner::rules::decide(&input(&ten)),
             Decision::status(Status::Success)
         );
     }
@@ -819,10 +884,10 @@ mod tests {
                 "causes": {"tests": "declared artifacts missing: report/out.xml"},
             },
         }});
-        let facts = Facts::from_envelope(&envelope);
+        let facts = Facts::from_input(&input(&envelope));
         assert_eq!(facts.missing_artifacts, ["report/out.xml"]);
         for decided in [
-            crate::planner::rules::decide(&envelope),
+            crate::planner::rules::decide(&input(&envelope)),
             guard(Decision::status(Status::Success), &facts),
         ] {
             assert_eq!(decided.status, Status::Blocked);
