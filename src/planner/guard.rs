@@ -526,7 +526,7 @@ mod tests {
 
     /// An envelope as the guard reads it.
     fn input(envelope: &serde_json::Value) -> PlannerInput {
-        PlannerInput::from_value(envelope).unwrap()
+        PlannerInput::read(envelope)
     }
 
     #[test]

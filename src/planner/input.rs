@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Blocker, Decision, Status};
+use super::{Blocker, Decision, Status, lenient};
 use crate::artifacts::DiffStat;
 use crate::runner::TailLine;
 use crate::runner::artifacts::PermissionDenial;
@@ -23,48 +23,64 @@ use crate::runner::artifacts::PermissionDenial;
 )]
 pub struct PlannerInput {
     /// Set on envelopes the kernel saves.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::value"
+    )]
     #[schemars(with = "SchemaVersion")]
     pub schema_version: Option<u32>,
     /// The run.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub run_id: String,
     /// The workflow.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub workflow_id: String,
     /// The EVALUATE step.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub step_id: String,
     /// Prompt reference `id.vN`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub evaluate_prompt: String,
     /// The steps the planner may name as `next_step`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::strings")]
     pub allowed_next_steps: Vec<String>,
     /// The last K=3 step summaries before this EVALUATE.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::items")]
     pub provenance_window: Vec<WindowEntry>,
     /// The steps completed since the previous EVALUATE, oldest first. Absent from a
     /// hand-written envelope, which then says nothing about what ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::optional_items"
+    )]
     #[schemars(with = "Vec<StepEntry>")]
     pub steps: Option<Vec<StepEntry>>,
     /// What the last RUN_AGENT was asked: its prompt reference, the inputs it names, the
     /// rendered prompt's path.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub intent: Option<Intent>,
     /// The run's earlier evaluations (status, blocker codes, risk flags, the worktree
     /// fingerprint they judged), oldest first. Absent from a hand-written envelope, whose
     /// window's evaluations stand in for it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::optional_items"
+    )]
     #[schemars(with = "Vec<HistoryEntry>")]
     pub evaluation_history: Option<Vec<HistoryEntry>>,
     /// The EVALUATE step's own `inputs`, computed (`expects_changes: false` tells the guard
     /// the judged step was not meant to change code).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::value"
+    )]
     pub inputs: Option<serde_json::Value>,
     /// What the steps since the previous EVALUATE left.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub evidence: Evidence,
 }
 
@@ -85,25 +101,29 @@ fn version_constant(schema: &mut schemars::Schema) {
 #[schemars(transform = required_step)]
 pub struct WindowEntry {
     /// The step.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub step_id: String,
     /// Its opcode (`RUN_AGENT`, `EVALUATE`, …).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub opcode: String,
     /// How it ended: the mechanical outcome, or an EVALUATE's status.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub outcome: String,
     /// Its diffstat as one line (`2 files changed, +10 -1`, `no changes`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub diff_summary: Option<String>,
     /// An EVALUATE's risk flags.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::strings")]
     pub risk_flags: Vec<String>,
     /// An EVALUATE's blocker codes.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::strings")]
     pub blocker_codes: Vec<String>,
     /// Its evidence summary, whole up to 16 KiB of JSON, else an `omitted` note.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::value"
+    )]
     pub summary: Option<serde_json::Value>,
 }
 
@@ -112,17 +132,21 @@ pub struct WindowEntry {
 #[schemars(transform = required_step)]
 pub struct StepEntry {
     /// The step.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub step_id: String,
     /// Its visit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::value"
+    )]
     #[schemars(with = "u32")]
     pub visit: Option<u32>,
     /// Its opcode.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub opcode: String,
     /// How it ended.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub outcome: String,
 }
 
@@ -130,25 +154,37 @@ pub struct StepEntry {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HistoryEntry {
     /// The EVALUATE step.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::value"
+    )]
     #[schemars(with = "String")]
     pub step_id: Option<String>,
     /// Its visit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::value"
+    )]
     #[schemars(with = "u32")]
     pub visit: Option<u32>,
     /// The status it decided.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::value"
+    )]
     #[schemars(with = "String")]
     pub status: Option<String>,
     /// Its blockers' codes.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::strings")]
     pub blocker_codes: Vec<String>,
     /// Its risk flags.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::strings")]
     pub risk_flags: Vec<String>,
     /// The tree of the worktree it judged.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub worktree_fingerprint: Option<String>,
 }
 
@@ -157,22 +193,38 @@ pub struct HistoryEntry {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Intent {
     /// The agent step.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub step_id: String,
     /// Its visit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::value"
+    )]
     #[schemars(with = "u32")]
     pub visit: Option<u32>,
     /// The agent profile.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::value"
+    )]
     #[schemars(with = "String")]
     pub agent: Option<String>,
     /// The prompt reference, or `inline`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::value"
+    )]
     #[schemars(with = "String")]
     pub prompt: Option<String>,
     /// The inputs the step names.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::value"
+    )]
     #[schemars(with = "Vec<String>")]
     pub inputs: Option<Vec<String>>,
     /// The rendered prompt as sent, relative to the run directory (`null` when not saved).
@@ -190,7 +242,7 @@ fn present<'de, D>(deserializer: D) -> Result<Option<Option<String>>, D::Error>
 where
     D: serde::Deserializer<'de>,
 {
-    Option::<String>::deserialize(deserializer).map(Some)
+    lenient::value::<D, Option<String>>(deserializer).map(Some)
 }
 
 /// The evidence of the steps since the previous EVALUATE.
@@ -198,24 +250,24 @@ where
 #[schemars(transform = required_evidence)]
 pub struct Evidence {
     /// The tree of the worktree being judged.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub worktree_fingerprint: Option<String>,
     /// The last agent's final response, bounded (its claims, for the contradiction checks).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub transcript_summary: String,
     /// The last agent's termination, cause, exit code, turns, cost, permission denials and
     /// output tail.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub transcript: Option<Transcript>,
     /// The last agent step's diffstat as one line.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub workspace_diff_summary: String,
     /// The last agent step's diffstat, structured (null without one); the guard reads an
     /// empty diff from `files_changed`, never from the text.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub workspace_diffstat: Option<DiffStat>,
     /// The validation summary.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub validation: Validation,
     /// The last harness report since the previous EVALUATE, whole up to 32 KiB of JSON; a
     /// larger one keeps `suite_id`, `version`, `generated_at`, `summary`, the first 50
@@ -224,17 +276,21 @@ pub struct Evidence {
     /// `report`: the whole report's path in the run directory, `bytes`, `cases_total`,
     /// `cases_kept`, `cases_not_passed`).
     // The harness's own document, cut to a bound: its fields are the harness's, not ours.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub harness_report: Option<serde_json::Value>,
     /// The artifacts of the steps since the previous EVALUATE.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::strings")]
     pub artifacts: Vec<String>,
     /// Policy or safety events the kernel recorded.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::strings")]
     pub policy_events: Vec<String>,
     /// What the workflow's `summarize(evidence)` returned.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::value"
+    )]
     pub summary: Option<serde_json::Value>,
 }
 
@@ -242,25 +298,25 @@ pub struct Evidence {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Transcript {
     /// `completed`, `error`, `killed_timeout`, `killed_idle` or `killed_policy`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub termination: Option<String>,
     /// Why it ended so.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub cause: Option<String>,
     /// The agent's exit code, when it exited by itself.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub exit_code: Option<i32>,
     /// Model turns, as reported.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub turns: Option<u64>,
     /// Cost in US dollars, as reported.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub cost_usd: Option<f64>,
     /// Tool uses refused by the permission settings.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub permission_denials: Option<Vec<PermissionDenial>>,
     /// The last lines of the agent's output.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub tail: Option<Vec<TailLine>>,
 }
 
@@ -270,21 +326,21 @@ pub struct Transcript {
 #[schemars(transform = required_validation)]
 pub struct Validation {
     /// `completed`, `error`, `killed_timeout`, …
-    #[serde(default = "completed")]
+    #[serde(default = "completed", deserialize_with = "lenient::outcome")]
     pub mechanical_outcome: String,
     /// Each validator's exit code (null when it did not exit by itself).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::exit_codes")]
     pub exit_codes: BTreeMap<String, Option<i64>>,
     /// The validators killed by their timeout.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::strings")]
     pub timeouts: Vec<String>,
     /// Declared artifacts a validator did not produce (its latest run since the previous
     /// EVALUATE).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::strings")]
     pub missing_artifacts: Vec<String>,
     /// Why each validator that did not complete failed, by validator id (up to 1000
     /// characters each).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::value")]
     pub causes: BTreeMap<String, String>,
 }
 
@@ -346,9 +402,13 @@ impl Omitted {
 }
 
 impl PlannerInput {
-    /// Reads an envelope, each absent field as its default.
-    pub fn from_value(value: &serde_json::Value) -> Result<Self, serde_json::Error> {
-        Self::deserialize(value)
+    /// Reads an envelope: each field absent, or of another shape than the kernel writes, as
+    /// its default; anything but an object as an empty envelope.
+    pub fn read(value: &serde_json::Value) -> Self {
+        if !value.is_object() {
+            return Self::default();
+        }
+        Self::deserialize(value).unwrap_or_default()
     }
 }
 
@@ -456,7 +516,7 @@ mod tests {
     #[test]
     fn an_envelope_the_kernel_wrote_reads_back_and_writes_the_same_keys() {
         let record = written();
-        let input = PlannerInput::from_value(&record).unwrap();
+        let input = PlannerInput::read(&record);
         assert_eq!(input.evidence.validation.exit_codes["lint"], None);
         assert_eq!(serde_json::to_value(&input).unwrap(), record);
         // Without an agent step: `intent`, `transcript` and the diffstat are null, and stay.
@@ -467,7 +527,7 @@ mod tests {
         bare["evidence"]["harness_report"] = serde_json::Value::Null;
         bare.as_object_mut().unwrap().remove("inputs");
         bare["evidence"].as_object_mut().unwrap().remove("summary");
-        let input = PlannerInput::from_value(&bare).unwrap();
+        let input = PlannerInput::read(&bare);
         assert_eq!(serde_json::to_value(&input).unwrap(), bare);
     }
 
@@ -490,16 +550,30 @@ mod tests {
     /// as its default, and an absent `steps` or history stays absent (it means "unknown").
     #[test]
     fn a_partial_envelope_reads_with_defaults() {
-        let input =
-            PlannerInput::from_value(&serde_json::json!({"evidence": {"policy_events": ["x"]}}))
-                .unwrap();
+        let input = PlannerInput::read(&serde_json::json!({"evidence": {"policy_events": ["x"]}}));
         assert_eq!(input.evidence.policy_events, ["x"]);
         assert_eq!(input.evidence.validation.mechanical_outcome, "completed");
         assert_eq!(input.steps, None);
         assert_eq!(input.evaluation_history, None);
-        assert!(
-            PlannerInput::from_value(&serde_json::json!({"evidence": {"policy_events": "x"}}))
-                .is_err()
+        // A field of another shape reads as its default; the others are still read.
+        let input = PlannerInput::read(&serde_json::json!({
+            "steps": "none",
+            "evidence": {"policy_events": [{"path": ".git/config"}], "validation": {
+                "mechanical_outcome": 3, "exit_codes": {"tests": "one", "lint": 2}}},
+            "provenance_window": [7, {"step_id": "fix", "opcode": "RUN_AGENT", "outcome": "completed"}],
+        }));
+        assert_eq!(input.steps, None);
+        assert_eq!(input.evidence.policy_events, [r#"{"path":".git/config"}"#]);
+        assert_eq!(input.evidence.validation.mechanical_outcome, "completed");
+        assert_eq!(
+            input.evidence.validation.exit_codes,
+            BTreeMap::from([("lint".to_owned(), Some(2)), ("tests".to_owned(), None)])
+        );
+        assert_eq!(input.provenance_window.len(), 2);
+        assert_eq!(input.provenance_window[1].step_id, "fix");
+        assert_eq!(
+            PlannerInput::read(&serde_json::json!([1, 2])),
+            PlannerInput::default()
         );
     }
 

@@ -9,6 +9,7 @@ pub mod answer_schema;
 pub mod backend;
 pub mod guard;
 pub mod input;
+mod lenient;
 pub mod rules;
 pub mod vectors;
 

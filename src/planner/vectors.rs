@@ -323,10 +323,7 @@ fn check_vector(vector: &serde_json::Value) -> Result<Expectation, FormatError> 
     if let Some(problem) = envelope_problems(envelope).into_iter().next() {
         return Err(FormatError::InvalidEnvelope { problem });
     }
-    let input =
-        PlannerInput::from_value(envelope).map_err(|error| FormatError::InvalidEnvelope {
-            problem: error.to_string(),
-        })?;
+    let input = PlannerInput::read(envelope);
     let expect = object
         .get("expect")
         .and_then(serde_json::Value::as_object)

@@ -300,8 +300,7 @@ mod tests {
         };
         let verdict = |report: &serde_json::Value| {
             let envelope = serde_json::json!({"evidence": {"harness_report": report}});
-            let facts =
-                Facts::from_input(&crate::planner::PlannerInput::from_value(&envelope).unwrap());
+            let facts = Facts::from_input(&crate::planner::PlannerInput::read(&envelope));
             (facts.report_passed, facts.proposed_goldens)
         };
         for (statuses, detail) in [
