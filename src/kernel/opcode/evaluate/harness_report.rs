@@ -18,13 +18,10 @@ pub(super) fn harness_report(
     context: &StepContext<'_>,
     manifests: &[StepManifest],
 ) -> Option<serde_json::Value> {
-    let Some(entry) = manifests
+    let entry = manifests
         .iter()
         .rev()
-        .find_map(|manifest| manifest.artifact(ArtifactRole::HarnessReport))
-    else {
-        return None;
-    };
+        .find_map(|manifest| manifest.artifact(ArtifactRole::HarnessReport))?;
     let path = context.recorder.run_dir().root().join(&entry.path);
     let read = crate::artifacts::safe_files::read_regular(&path, HARNESS_REPORT_READ_LIMIT);
     let report = match read {
