@@ -306,4 +306,3 @@ fn no_new_evidence(
         }
     }
 }
-
