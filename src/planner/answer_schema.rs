@@ -164,6 +164,49 @@ mod tests {
         });
     }
 
+    /// The property names of an object schema, sorted.
+    fn names(schema: &Value) -> Vec<String> {
+        let mut names: Vec<String> = schema["properties"]
+            .as_object()
+            .map(|properties| properties.keys().cloned().collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    /// The answer schema is written by hand (the model CLIs need every field required and
+    /// nullable, no references, and a closed `severity`), so it is checked against the
+    /// decision type: each object asks for exactly the fields the type has, less the ones
+    /// the kernel adds to saved decisions.
+    #[test]
+    fn the_answer_schema_asks_for_every_field_of_the_decision_type() {
+        let answer = answer_schema();
+        let decision = super::super::decision_schema();
+        let defs = &decision["$defs"];
+        let saved_only = ["decided_by", "planner", "schema_version"];
+        let decision_fields: Vec<String> = names(&decision)
+            .into_iter()
+            .filter(|name| !saved_only.contains(&name.as_str()))
+            .collect();
+        assert_eq!(names(&answer), decision_fields);
+        let fix = &answer["properties"]["fix_instructions"]["anyOf"][0];
+        for (schema, type_name) in [
+            (fix, "FixInstructions"),
+            (&fix["properties"]["edits"]["items"], "Edit"),
+            (&fix["properties"]["verification"]["items"], "Verification"),
+            (&answer["properties"]["blockers"]["items"], "Blocker"),
+        ] {
+            assert_eq!(names(schema), names(&defs[type_name]), "{type_name}");
+        }
+        assert_eq!(
+            answer["properties"]["status"]["enum"],
+            json!(["success", "partial", "blocked", "needs_human", "unsafe"])
+        );
+        for status in answer["properties"]["status"]["enum"].as_array().unwrap() {
+            serde_json::from_value::<super::super::Status>(status.clone()).unwrap();
+        }
+    }
+
     #[test]
     fn a_full_answer_and_a_bare_one_parse_as_decisions() {
         let validator = jsonschema::validator_for(&answer_schema()).unwrap();

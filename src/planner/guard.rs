@@ -1,249 +1,11 @@
 //! The guard: deterministic checks of the evidence applied to every
 //! backend's decision. It raises statuses and adds the canonical risk flags; it never lowers.
 
+mod facts;
+
+pub use facts::Facts;
+
 use super::{Decision, Status};
-
-/// Evidence facts the guard and the rules planner read from an planner envelope.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Facts {
-    /// Policy or safety events from the kernel.
-    pub policy_events: Vec<String>,
-    /// The harness report proposes goldens.
-    pub proposed_goldens: bool,
-    /// The harness report says every case passed.
-    pub report_passed: Option<bool>,
-    /// Some deterministic validator exited non-zero.
-    pub validator_failed: bool,
-    /// The validation outcome (`completed`, `error`, `killed_timeout`, …).
-    pub mechanical_outcome: String,
-    /// Declared artifacts that are missing.
-    pub missing_artifacts: Vec<String>,
-    /// The agent claims it finished the work.
-    pub claims_done: bool,
-    /// The diff is empty.
-    pub empty_diff: bool,
-    /// The statuses of the previous evaluations in the window, oldest first.
-    pub previous_statuses: Vec<String>,
-    /// Earlier windows flagged a contradiction.
-    pub previous_contradiction: bool,
-    /// Blocker codes of earlier evaluations made on the same worktree (no net diff change
-    /// since).
-    pub unchanged_blocker_codes: Vec<String>,
-    /// Nothing new to judge: no agent or validation step (RUN_AGENT, RUN_VALIDATION) ran
-    /// since the previous evaluation, or none ran after the last ROLLBACK among the steps
-    /// since then (a GATE decides nothing about the work). The least status this evaluation
-    /// may decide, and why.
-    pub no_new_evidence: Option<(Status, String)>,
-    /// The step being judged was meant to change code (an EVALUATE input
-    /// `expects_changes: false` says it was not, e.g. a plan).
-    pub expects_changes: bool,
-}
-
-impl Facts {
-    /// Reads the facts from an envelope.
-    pub fn from_envelope(envelope: &serde_json::Value) -> Self {
-        let evidence = &envelope["evidence"];
-        let report = &evidence["harness_report"];
-        let report_passed = report["cases"]
-            .as_array()
-            .map(|cases| !cases.is_empty() && cases.iter().all(|case| case["status"] == "passed"));
-        let transcript = evidence["transcript_summary"]
-            .as_str()
-            .unwrap_or_default()
-            .to_lowercase();
-        let diff = evidence["workspace_diff_summary"]
-            .as_str()
-            .unwrap_or_default()
-            .to_lowercase();
-        let window = envelope["provenance_window"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let history = evaluation_history(envelope, &window);
-        let current_fingerprint = evidence["worktree_fingerprint"].as_str();
-        Facts {
-            no_new_evidence: no_new_evidence(envelope["steps"].as_array(), history.last()),
-            unchanged_blocker_codes: unchanged_blocker_codes(&history, current_fingerprint, &diff),
-            expects_changes: envelope["inputs"]["expects_changes"]
-                .as_bool()
-                .unwrap_or(true),
-            policy_events: strings(&evidence["policy_events"]),
-            proposed_goldens: report["proposed_goldens"]
-                .as_array()
-                .is_some_and(|goldens| !goldens.is_empty()),
-            report_passed,
-            validator_failed: validator_failed(&evidence["validation"]),
-            mechanical_outcome: evidence["validation"]["mechanical_outcome"]
-                .as_str()
-                .unwrap_or("completed")
-                .to_owned(),
-            missing_artifacts: strings(&evidence["validation"]["missing_artifacts"]),
-            claims_done: claims_completion(&transcript),
-            empty_diff: match evidence["workspace_diffstat"]["files_changed"].as_u64() {
-                Some(files) => files == 0,
-                None => empty_diff_text(&diff),
-            },
-            previous_statuses: history.iter().map(status_of).collect(),
-            previous_contradiction: history.iter().chain(&window).any(|entry| {
-                strings(&entry["risk_flags"])
-                    .iter()
-                    .any(|flag| flag.contains("mismatch") || flag == "repeated_contradiction")
-            }),
-        }
-    }
-}
-
-/// The items of a JSON list as text (a non-string item written as JSON); empty when absent.
-fn strings(value: &serde_json::Value) -> Vec<String> {
-    value
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .map(|item| {
-                    item.as_str()
-                        .map_or_else(|| item.to_string(), str::to_owned)
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Whether some validator of the evidence exited non-zero.
-fn validator_failed(validation: &serde_json::Value) -> bool {
-    validation["exit_codes"].as_object().is_some_and(|codes| {
-        codes
-            .values()
-            .any(|code| code.as_i64().is_some_and(|code| code != 0))
-    })
-}
-
-/// The run's earlier evaluations: the kernel's `evaluation_history` when present (it reaches
-/// past the K=3 window), else the EVALUATE entries of the window.
-fn evaluation_history(
-    envelope: &serde_json::Value,
-    window: &[serde_json::Value],
-) -> Vec<serde_json::Value> {
-    match envelope["evaluation_history"].as_array() {
-        Some(history) => history.clone(),
-        None => window
-            .iter()
-            .filter(|entry| entry["opcode"] == "EVALUATE")
-            .cloned()
-            .collect(),
-    }
-}
-
-/// The status an earlier evaluation decided (`status`, else `outcome`).
-fn status_of(entry: &serde_json::Value) -> String {
-    entry["status"]
-        .as_str()
-        .or(entry["outcome"].as_str())
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// The blocker codes of earlier evaluations made on the worktree as it is now: the same
-/// fingerprint, or, with summaries only, the same diff summary.
-fn unchanged_blocker_codes(
-    history: &[serde_json::Value],
-    current_fingerprint: Option<&str>,
-    diff: &str,
-) -> Vec<String> {
-    history
-        .iter()
-        .filter(|entry| {
-            let then = entry["worktree_fingerprint"].as_str();
-            match (then, current_fingerprint) {
-                (Some(then), Some(now)) => then == now,
-                // Summaries only: the diff the earlier evaluation saw is the diff now.
-                _ => entry["diff_summary"]
-                    .as_str()
-                    .is_some_and(|then| then.trim().eq_ignore_ascii_case(diff.trim())),
-            }
-        })
-        .flat_map(|entry| strings(&entry["blocker_codes"]))
-        .collect()
-}
-
-/// Whether a diff summary says nothing changed. The whole text is read, never a part of it:
-/// `10 files changed, +10 -0` is a change, `0 files changed` and `no changes` (the kernel's
-/// word for an empty diffstat) are not. The kernel's envelopes also carry the structured
-/// `workspace_diffstat`, which wins over the text.
-fn empty_diff_text(text: &str) -> bool {
-    let text = text.trim();
-    let mut words = text.split_whitespace();
-    text.is_empty()
-        || text == "no changes"
-        || (words.next() == Some("0") && words.next().is_some_and(|word| word.starts_with("file")))
-}
-
-/// The mechanical steps: the ones whose processes show what the work is.
-fn is_mechanical(step: &serde_json::Value) -> bool {
-    matches!(
-        step["opcode"].as_str(),
-        Some("RUN_AGENT" | "RUN_VALIDATION")
-    )
-}
-
-/// The floor of an evaluation with nothing new to judge (see [`Facts::no_new_evidence`]):
-/// without a ROLLBACK, the previous evaluation's status carries over (a gate between the two
-/// changes nothing: a killed step stays `blocked`); after a ROLLBACK with nothing run since,
-/// the work judged before is gone and nothing shows a success: at least `partial`, and the
-/// previous evaluation's status up to `blocked` (an `unsafe` change the rollback removed is
-/// no longer there; one it did not remove is still among the policy events).
-fn no_new_evidence(
-    steps: Option<&Vec<serde_json::Value>>,
-    previous: Option<&serde_json::Value>,
-) -> Option<(Status, String)> {
-    // An envelope without `steps` (a hand-written vector) says nothing about what ran.
-    let steps = steps?;
-    let rollback = steps.iter().rposition(|step| step["opcode"] == "ROLLBACK");
-    if steps[rollback.map_or(0, |at| at + 1)..]
-        .iter()
-        .any(is_mechanical)
-    {
-        return None;
-    }
-    let previous = previous.and_then(|last| {
-        let status = last["status"].as_str().or(last["outcome"].as_str())?;
-        let status: Status =
-            serde_json::from_value(serde_json::Value::String(status.to_owned())).ok()?;
-        let step = last["step_id"].as_str().unwrap_or("an earlier EVALUATE");
-        let label = match last["visit"].as_u64() {
-            Some(visit) => format!("`{step}` #{visit}"),
-            None => format!("`{step}`"),
-        };
-        Some((label, status))
-    });
-    match (rollback, previous) {
-        (None, None) => None,
-        (None, Some((label, status))) => Some((
-            status,
-            format!(
-                "no agent or validation step ran since {label} decided `{}`: an evaluation without new evidence keeps at least that status",
-                status.name()
-            ),
-        )),
-        (Some(at), previous) => {
-            let undo = steps[at]["step_id"].as_str().unwrap_or("a ROLLBACK");
-            let carried = previous
-                .as_ref()
-                .map_or(Status::Partial, |(_, status)| *status);
-            let floor = carried.clamp(Status::Partial, Status::Blocked);
-            let before = previous
-                .map(|(label, status)| format!(" ({label} decided `{}`)", status.name()))
-                .unwrap_or_default();
-            Some((
-                floor,
-                format!(
-                    "`{undo}` rolled the work back and no agent or validation step ran since{before}: nothing shows a success, so at least `{}`",
-                    floor.name()
-                ),
-            ))
-        }
-    }
-}
 
 /// The words that claim the work is finished.
 const CLAIM_WORDS: [&str; 5] = ["implemented", "done", "completed", "finished", "fixed"];
@@ -464,6 +226,11 @@ fn repeated_blocker(decision: &mut Decision, facts: &Facts) {
 mod tests {
     use super::*;
 
+    /// An envelope as the guard reads it.
+    fn input(envelope: &serde_json::Value) -> crate::planner::PlannerInput {
+        crate::planner::PlannerInput::read(envelope)
+    }
+
     #[test]
     fn the_guard_raises_but_never_lowers() {
         let facts = Facts {
@@ -587,10 +354,10 @@ mod tests {
             "workspace_diff_summary": "",
             "validation": {"mechanical_outcome": "completed"},
         }});
-        let facts = Facts::from_envelope(&envelope);
+        let facts = Facts::from_input(&input(&envelope));
         assert!(!facts.claims_done && facts.empty_diff);
         assert!(
-            !crate::planner::rules::decide(&envelope)
+            !crate::planner::rules::decide(&input(&envelope))
                 .risk_flags
                 .contains(&"transcript_workspace_mismatch".to_owned())
         );
@@ -631,7 +398,7 @@ mod tests {
                 "blocker_codes": ["killed_timeout"], "risk_flags": ["killed_timeout"]}],
             "evidence": {"validation": {"mechanical_outcome": "completed"}},
         });
-        let facts = Facts::from_envelope(&envelope);
+        let facts = Facts::from_input(&input(&envelope));
         let raised = guard(Decision::status(Status::Success), &facts);
         assert_eq!(raised.status, Status::Blocked);
         assert_eq!(raised.risk_flags, ["no_new_evidence"]);
@@ -641,7 +408,7 @@ mod tests {
                 .contains("`judge` #1 decided `blocked`")
         );
         assert_eq!(
-            crate::planner::rules::decide(&envelope).status,
+            crate::planner::rules::decide(&input(&envelope)).status,
             Status::Blocked,
             "the rules planner too"
         );
@@ -649,10 +416,10 @@ mod tests {
         let mut stepped = envelope.clone();
         stepped["steps"] =
             serde_json::json!([{"step_id": "fix", "opcode": "RUN_AGENT", "outcome": "completed"}]);
-        assert_eq!(Facts::from_envelope(&stepped).no_new_evidence, None);
+        assert_eq!(Facts::from_input(&input(&stepped)).no_new_evidence, None);
         let mut first = envelope;
         first["evaluation_history"] = serde_json::json!([]);
-        assert_eq!(Facts::from_envelope(&first).no_new_evidence, None);
+        assert_eq!(Facts::from_input(&input(&first)).no_new_evidence, None);
     }
 
     /// A gate (its decision is no evidence about the work) or a rollback
@@ -708,7 +475,7 @@ mod tests {
                 None,
             ),
         ] {
-            let facts = Facts::from_envelope(&envelope(serde_json::json!(steps), previous));
+            let facts = Facts::from_input(&input(&envelope(serde_json::json!(steps), previous)));
             assert_eq!(
                 facts.no_new_evidence.as_ref().map(|(floor, _)| *floor),
                 floor,
@@ -727,7 +494,7 @@ mod tests {
         }
         // The rules planner decides the same; the summary says what happened.
         let rolled_back = envelope(serde_json::json!([gate, undo]), "blocked");
-        let decided = crate::planner::rules::decide(&rolled_back);
+        let decided = crate::planner::rules::decide(&input(&rolled_back));
         assert_eq!(decided.status, Status::Blocked);
         assert!(
             decided.blockers[0].summary.contains(
@@ -742,14 +509,14 @@ mod tests {
             "evidence": {"validation": {"mechanical_outcome": "completed"}},
         });
         assert_eq!(
-            crate::planner::rules::decide(&first).status,
+            crate::planner::rules::decide(&input(&first)).status,
             Status::Partial
         );
         // A gate and no earlier evaluation, or no `steps` at all (a hand-written vector): no floor.
         let no_history = serde_json::json!({"steps": [{"step_id": "note", "opcode": "GATE"}]});
-        assert_eq!(Facts::from_envelope(&no_history).no_new_evidence, None);
+        assert_eq!(Facts::from_input(&input(&no_history)).no_new_evidence, None);
         let vector = serde_json::json!({"evaluation_history": [{"status": "blocked"}]});
-        assert_eq!(Facts::from_envelope(&vector).no_new_evidence, None);
+        assert_eq!(Facts::from_input(&input(&vector)).no_new_evidence, None);
     }
 
     /// "10 files changed" contains "0 files changed": the diff text was
@@ -772,7 +539,7 @@ mod tests {
         ] {
             let envelope = serde_json::json!({"evidence": {"workspace_diff_summary": text}});
             assert_eq!(
-                Facts::from_envelope(&envelope).empty_diff,
+                Facts::from_input(&input(&envelope)).empty_diff,
                 empty,
                 "{text:?}"
             );
@@ -787,7 +554,7 @@ mod tests {
                 "workspace_diffstat": {"files_changed": files, "insertions": 0, "deletions": 0, "binary_files": 0},
             }});
             assert_eq!(
-                Facts::from_envelope(&envelope).empty_diff,
+                Facts::from_input(&input(&envelope)).empty_diff,
                 empty,
                 "{files} {text:?}"
             );
@@ -799,7 +566,7 @@ mod tests {
             "validation": {"mechanical_outcome": "completed"},
         }});
         assert_eq!(
-            crate::planner::rules::decide(&ten),
+            crate::planner::rules::decide(&input(&ten)),
             Decision::status(Status::Success)
         );
     }
@@ -819,10 +586,10 @@ mod tests {
                 "causes": {"tests": "declared artifacts missing: report/out.xml"},
             },
         }});
-        let facts = Facts::from_envelope(&envelope);
+        let facts = Facts::from_input(&input(&envelope));
         assert_eq!(facts.missing_artifacts, ["report/out.xml"]);
         for decided in [
-            crate::planner::rules::decide(&envelope),
+            crate::planner::rules::decide(&input(&envelope)),
             guard(Decision::status(Status::Success), &facts),
         ] {
             assert_eq!(decided.status, Status::Blocked);

@@ -8,12 +8,15 @@
 pub mod answer_schema;
 pub mod backend;
 pub mod guard;
+pub mod input;
+mod lenient;
 pub mod rules;
 pub mod vectors;
 
 use serde::{Deserialize, Serialize};
 
 pub use crate::artifacts::{Blocker, Status};
+pub use input::{EvaluationSummary, PlannerInput};
 
 /// What a fix step should do. Only `objective` is required;
 /// the lists may be absent or `null` (read as empty). The shipped `task.fix_*` prompts render
@@ -155,104 +158,4 @@ pub fn decision_schema() -> serde_json::Value {
     schemars::schema_for!(Decision).to_value()
 }
 
-/// The JSON Schema of the planner's input envelope (`tnh-conductor schema planner-input`).
-pub fn input_schema() -> serde_json::Value {
-    let strings = serde_json::json!({ "type": "array", "items": { "type": "string" } });
-    serde_json::json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "PlannerInput",
-        "description": "The envelope an EVALUATE step sends its planner.",
-        "type": "object",
-        "required": ["run_id", "workflow_id", "step_id", "evaluate_prompt", "allowed_next_steps", "provenance_window", "evidence"],
-        "properties": {
-            "schema_version": { "type": "integer", "const": 1, "description": "set on envelopes the kernel saves" },
-            "inputs": { "description": "the EVALUATE step's own `inputs`, computed (`expects_changes: false` tells the guard the judged step was not meant to change code)" },
-            "steps": {
-                "type": "array",
-                "description": "the steps completed since the previous EVALUATE, oldest first",
-                "items": { "type": "object", "required": ["step_id", "opcode", "outcome"] }
-            },
-            "intent": {
-                "type": ["object", "null"],
-                "description": "what the last RUN_AGENT was asked: its prompt reference, the inputs it names, the rendered prompt's path"
-            },
-            "evaluation_history": {
-                "type": "array",
-                "description": "the run's earlier evaluations (status, blocker codes, risk flags, the worktree fingerprint they judged), oldest first",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "step_id": { "type": "string" },
-                        "visit": { "type": "integer" },
-                        "status": { "type": "string" },
-                        "blocker_codes": strings,
-                        "risk_flags": strings,
-                        "worktree_fingerprint": { "type": ["string", "null"] }
-                    }
-                }
-            },
-            "run_id": { "type": "string" },
-            "workflow_id": { "type": "string" },
-            "step_id": { "type": "string" },
-            "evaluate_prompt": { "type": "string", "description": "prompt reference `id.vN`" },
-            "allowed_next_steps": strings,
-            "provenance_window": {
-                "type": "array",
-                "description": "the last K=3 step summaries before this EVALUATE",
-                "items": {
-                    "type": "object",
-                    "required": ["step_id", "opcode", "outcome"],
-                    "properties": {
-                        "step_id": { "type": "string" },
-                        "opcode": { "type": "string" },
-                        "outcome": { "type": "string" },
-                        "diff_summary": { "type": ["string", "null"] },
-                        "risk_flags": strings,
-                        "blocker_codes": strings
-                    }
-                }
-            },
-            "evidence": {
-                "type": "object",
-                "required": ["transcript_summary", "workspace_diff_summary", "validation", "artifacts", "policy_events"],
-                "properties": {
-                    "transcript_summary": { "type": "string" },
-                    "workspace_diff_summary": { "type": "string" },
-                    "workspace_diffstat": {
-                        "type": ["object", "null"],
-                        "description": "the last agent step's diffstat, structured (null without one); the guard reads an empty diff from `files_changed`, never from the text",
-                        "properties": {
-                            "files_changed": { "type": "integer" },
-                            "insertions": { "type": "integer" },
-                            "deletions": { "type": "integer" },
-                            "binary_files": { "type": "integer" }
-                        }
-                    },
-                    "validation": {
-                        "type": "object",
-                        "required": ["mechanical_outcome", "exit_codes", "timeouts"],
-                        "properties": {
-                            "mechanical_outcome": { "type": "string" },
-                            "exit_codes": { "type": "object", "additionalProperties": { "type": ["integer", "null"] } },
-                            "timeouts": strings,
-                            "missing_artifacts": { "type": "array", "items": { "type": "string" }, "description": "declared artifacts a validator did not produce (its latest run since the previous EVALUATE)" },
-                            "causes": { "type": "object", "additionalProperties": { "type": "string" }, "description": "why each validator that did not complete failed, by validator id (up to 1000 characters each)" }
-                        }
-                    },
-                    "harness_report": {
-                        "type": ["object", "null"],
-                        "description": "the last harness report since the previous EVALUATE, whole up to 32 KiB of JSON; a larger one keeps `suite_id`, `version`, `generated_at`, `summary`, the first 50 `proposed_goldens`, the cases that did not pass then those that did (long fields shortened) as many as fit, `ux_flags` when they fit, and a `truncated` note (`note`, `report`: the whole report's path in the run directory, `bytes`, `cases_total`, `cases_kept`, `cases_not_passed`)"
-                    },
-                    "transcript": {
-                        "type": ["object", "null"],
-                        "description": "the last agent's termination, cause, exit code, turns, cost, permission denials and output tail"
-                    },
-                    "worktree_fingerprint": { "type": ["string", "null"], "description": "the tree of the worktree being judged" },
-                    "summary": { "description": "what the workflow's `summarize(evidence)` returned" },
-                    "artifacts": strings,
-                    "policy_events": strings
-                }
-            }
-        }
-    })
-}
+pub use input::input_schema;

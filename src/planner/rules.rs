@@ -3,11 +3,11 @@
 //! consistency, then the guard raises it where the evidence demands.
 
 use super::guard::{Facts, guard};
-use super::{Decision, FixInstructions, Status, Verification};
+use super::{Decision, FixInstructions, PlannerInput, Status, Verification};
 
-/// Decides from an planner envelope.
-pub fn decide(envelope: &serde_json::Value) -> Decision {
-    let facts = Facts::from_envelope(envelope);
+/// Decides from a planner envelope.
+pub fn decide(input: &PlannerInput) -> Decision {
+    let facts = Facts::from_input(input);
     let decision = base(&facts);
     // The transcript/workspace contradiction is the guard's: every backend gets it.
     // `next_step` stays empty: the EVALUATE step fills in the target its routes give the status.

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::PlannerInput;
 use super::backend::{Backend, Request, Verdict, decide};
 
 /// Why the vectors of a folder cannot be run. Every file is checked before any is run, so a
@@ -134,6 +135,7 @@ pub struct Vector {
     /// Its name.
     pub name: String,
     envelope: serde_json::Value,
+    input: PlannerInput,
     expected: String,
     risk_flags: Vec<String>,
 }
@@ -211,6 +213,7 @@ fn load_vector(path: &Path) -> Result<Vector, VectorError> {
         })?;
     let Expectation {
         name,
+        input,
         status,
         risk_flags,
     } = check_vector(&vector).map_err(|problem| VectorError::NotAVector {
@@ -220,7 +223,11 @@ fn load_vector(path: &Path) -> Result<Vector, VectorError> {
     Ok(Vector {
         file: path.to_path_buf(),
         name,
-        envelope: vector["envelope"].clone(),
+        envelope: vector
+            .get("envelope")
+            .cloned()
+            .unwrap_or(serde_json::Value::Null),
+        input,
         expected: status,
         risk_flags,
     })
@@ -230,6 +237,7 @@ fn load_vector(path: &Path) -> Result<Vector, VectorError> {
 pub fn run_vector(vector: &Vector, backend: &Backend) -> VectorResult {
     let request = Request {
         envelope: &vector.envelope,
+        input: &vector.input,
         prompt: super::backend::DEFAULT_PROMPT,
         cwd: None,
         run_variables: None,
@@ -286,6 +294,7 @@ pub fn run_vector(vector: &Vector, backend: &Backend) -> VectorResult {
 /// What a well-formed vector expects.
 struct Expectation {
     name: String,
+    input: PlannerInput,
     status: String,
     risk_flags: Vec<String>,
 }
@@ -314,6 +323,7 @@ fn check_vector(vector: &serde_json::Value) -> Result<Expectation, FormatError> 
     if let Some(problem) = envelope_problems(envelope).into_iter().next() {
         return Err(FormatError::InvalidEnvelope { problem });
     }
+    let input = PlannerInput::read(envelope);
     let expect = object
         .get("expect")
         .and_then(serde_json::Value::as_object)
@@ -342,6 +352,7 @@ fn check_vector(vector: &serde_json::Value) -> Result<Expectation, FormatError> 
     };
     Ok(Expectation {
         name,
+        input,
         status: status.to_owned(),
         risk_flags,
     })

@@ -9,8 +9,8 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::sync::mpsc;
 
-use tnh_conductor::planner::Status;
 use tnh_conductor::planner::backend::{Attempt, Backend, Request, Verdict, decide};
+use tnh_conductor::planner::{PlannerInput, Status};
 
 use crate::kernel_support::{RunRepo, first_event};
 use crate::support::{conductor, fixture, stderr_text, stdout_text};
@@ -131,8 +131,10 @@ fn vector_envelope(name: &str) -> serde_json::Value {
 }
 
 fn ask(backend: &Backend, envelope: &serde_json::Value) -> (Verdict, Vec<Attempt>) {
+    let input = PlannerInput::read(envelope);
     let request = Request {
         envelope,
+        input: &input,
         prompt: "Judge the implementation.",
         cwd: None,
         run_variables: None,

@@ -204,7 +204,9 @@ fn the_rules_planners_fix_instructions_render_in_the_shipped_fix_prompts() {
             .unwrap(),
     )
     .unwrap();
-    let decision = tnh_conductor::planner::rules::decide(&vector["envelope"]);
+    let decision = tnh_conductor::planner::rules::decide(
+        &tnh_conductor::planner::PlannerInput::read(&vector["envelope"]),
+    );
     let fix = serde_json::to_string(&decision.fix_instructions.expect("instructions")).unwrap();
     for reference in [
         "task.fix_from_logs.v2",

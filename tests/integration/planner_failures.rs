@@ -6,6 +6,7 @@ use std::io::Write;
 use std::net::TcpListener;
 use std::path::Path;
 
+use tnh_conductor::planner::PlannerInput;
 use tnh_conductor::planner::backend::{Attempt, Backend, Request, decide};
 
 use crate::kernel_support::RunRepo;
@@ -169,8 +170,10 @@ fn ask_http(url: &str, attempts: usize) -> Vec<Attempt> {
             .unwrap(),
     )
     .unwrap();
+    let input = PlannerInput::read(&vector["envelope"]);
     let request = Request {
         envelope: &vector["envelope"],
+        input: &input,
         prompt: "Judge the implementation.",
         cwd: None,
         run_variables: None,

@@ -7,6 +7,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::mpsc;
 
+use tnh_conductor::planner::PlannerInput;
 use tnh_conductor::planner::backend::{Backend, Request, Verdict, decide};
 
 use crate::support::fixture;
@@ -103,8 +104,10 @@ fn an_http_planner_does_not_follow_a_redirect_it_is_a_failed_attempt_naming_the_
         .unwrap();
         let backend = Backend::from_config("local", &config).unwrap();
         let envelope = envelope();
+        let input = PlannerInput::read(&envelope);
         let request = Request {
             envelope: &envelope,
+            input: &input,
             prompt: "Judge the implementation.",
             cwd: None,
             run_variables: None,

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use tnh_conductor::planner::PlannerInput;
 use tnh_conductor::planner::backend::{Attempt, Backend, Request, Verdict, decide};
 
 use crate::kernel_support::{RunRepo, first_event};
@@ -264,8 +265,10 @@ fn ask(
     cancellation: &tnh_conductor::runner::Cancellation,
 ) -> (Verdict, Vec<Attempt>) {
     let envelope = envelope();
+    let input = PlannerInput::read(&envelope);
     let request = Request {
         envelope: &envelope,
+        input: &input,
         prompt: "Judge.",
         cwd: None,
         run_variables: None,

@@ -161,37 +161,37 @@ impl StepContext<'_> {
         let record = self.workspace.record();
         let defaults = &self.run.workflow.defaults;
         let manifests = self.latest_manifests();
-        let mut steps: serde_json::Map<String, serde_json::Value> = self
+        let mut steps: std::collections::BTreeMap<String, ScriptStep> = self
             .state
             .last_outcomes
             .iter()
-            .map(|(step, outcome)| (step.clone(), serde_json::json!({ "outcome": outcome })))
+            .map(|(step, outcome)| {
+                let view = ScriptStep {
+                    outcome: Some(outcome.clone()),
+                    ..ScriptStep::default()
+                };
+                (step.clone(), view)
+            })
             .collect();
         for manifest in &manifests {
-            let mut artifacts = serde_json::Map::new();
+            let mut artifacts = std::collections::BTreeMap::<String, Vec<String>>::new();
             for entry in &manifest.artifacts {
                 let role = serde_json::to_value(entry.role)
                     .ok()
                     .and_then(|role| role.as_str().map(str::to_owned))
                     .unwrap_or_default();
-                let paths = artifacts
-                    .entry(role)
-                    .or_insert_with(|| serde_json::Value::Array(Vec::new()));
-                if let serde_json::Value::Array(paths) = paths {
-                    paths.push(entry.path.clone().into());
-                }
+                artifacts.entry(role).or_default().push(entry.path.clone());
             }
-            let step = steps
-                .entry(manifest.step_id.clone())
-                .or_insert_with(|| serde_json::json!({ "outcome": null }));
-            step["status"] = manifest.termination.clone().into();
-            step["visit"] = manifest.visit.into();
-            step["evidence"] = manifest.evidence_summary.clone();
-            step["artifacts"] = serde_json::Value::Object(artifacts);
-            step["final_response"] = manifest
-                .artifact(ArtifactRole::RunnerFinalResponse)
-                .and_then(|entry| final_response(&run_dir.root().join(&entry.path)))
-                .map_or(serde_json::Value::Null, serde_json::Value::String);
+            let step = steps.entry(manifest.step_id.clone()).or_default();
+            step.status = Some(manifest.termination.clone());
+            step.visit = Some(manifest.visit);
+            step.evidence = Some(manifest.evidence_summary.clone());
+            step.artifacts = Some(artifacts);
+            step.final_response = Some(
+                manifest
+                    .artifact(ArtifactRole::RunnerFinalResponse)
+                    .and_then(|entry| final_response(&run_dir.root().join(&entry.path))),
+            );
         }
         let latest = |role: ArtifactRole| {
             manifests
@@ -325,6 +325,27 @@ pub struct StepResult {
     /// can have changed since (RUN_AGENT: the agent's processes are gone); the checkpoint
     /// reuses it instead of reading the worktree again.
     pub fingerprint: Option<crate::workspace::Fingerprint>,
+}
+
+/// One step as a script's `ctx.steps.NAME` shows it: the outcome it last routed on, and for a
+/// step with a manifest its status, visit, evidence summary, artifacts by role and final
+/// response.
+#[derive(Debug, Default, serde::Serialize)]
+struct ScriptStep {
+    /// The outcome it last routed on (`null` when the state has none).
+    outcome: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    visit: Option<u32>,
+    /// The step's evidence summary: a script value, whatever its opcode wrote.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    evidence: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    artifacts: Option<std::collections::BTreeMap<String, Vec<String>>>,
+    /// The agent's final response (`null` when it has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    final_response: Option<Option<String>>,
 }
 
 #[cfg(test)]

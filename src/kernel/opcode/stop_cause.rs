@@ -82,7 +82,7 @@ fn planner_verdict(run_dir: &RunDir, window: &[Event], violation_named: bool) ->
     }
     let (step, visit) = (decided.step_id.as_deref()?, decided.visit?);
     let decision: Option<Decision> = read_json(
-        &run_dir.visit_dir(step, visit).join("planner_decision.json"),
+        &run_dir.visit(step, visit).planner_decision(),
         "planner decision",
     )
     .ok();

@@ -8,13 +8,13 @@ use super::decision::{DecisionError, NotUtf8, within_limits};
 use super::http::HttpError;
 use super::process::ProcessError;
 use super::{Asked, Backend, External, Request, Verdict, ask};
-use crate::planner::{Decision, Status, guard, rules};
+use crate::planner::{Decision, PlannerInput, Status, guard, rules};
 
 /// The most of a raw answer kept in the attempt record.
 const RAW_LIMIT: usize = 16 * 1024;
 
 /// One try of an external backend, for the record.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Attempt {
     /// 1-based.
     pub attempt: usize,
@@ -33,7 +33,7 @@ pub struct Attempt {
 }
 
 /// `planner_attempts.json`: every try of an external backend in one EVALUATE visit.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct PlannerAttempts {
     /// The version of this format.
     pub schema_version: u32,
@@ -107,7 +107,7 @@ pub struct IllegalNextStep {
 /// each attempt of an external backend.
 pub fn decide(backend: &Backend, request: &Request<'_>) -> (Verdict, Vec<Attempt>) {
     let Backend::External(external) = backend else {
-        let decision = rules::decide(request.envelope);
+        let decision = rules::decide(request.input);
         let verdict = Verdict::Decided {
             answered: Some(decision.status),
             decision,
@@ -139,7 +139,7 @@ pub fn decide(backend: &Backend, request: &Request<'_>) -> (Verdict, Vec<Attempt
         attempts: external.attempts,
         last,
     };
-    let (decision, decided_by) = failed(&error, request.envelope);
+    let (decision, decided_by) = failed(&error, request.input);
     let verdict = Verdict::Decided {
         decision,
         decided_by,
@@ -186,11 +186,11 @@ fn try_once(
         }
     };
     record(None);
-    if let Err(reason) = legal(&decision, request.envelope) {
+    if let Err(reason) = legal(&decision, request.input) {
         return Ok(Verdict::Illegal { decision, reason });
     }
     let answered = Some(decision.status);
-    let decision = guard::guard(decision, &guard::Facts::from_envelope(request.envelope));
+    let decision = guard::guard(decision, &guard::Facts::from_input(request.input));
     Ok(Verdict::Decided {
         decision,
         decided_by: external.name.clone(),
@@ -200,30 +200,26 @@ fn try_once(
 
 /// The kernel's decision when no backend answered: `blocked` with `planner_error`, guarded
 /// like any answer (a policy event still makes it `unsafe`).
-pub fn failed(error: &BackendError, envelope: &serde_json::Value) -> (Decision, String) {
+pub fn failed(error: &BackendError, input: &PlannerInput) -> (Decision, String) {
     let mut decision = Decision::status(Status::Blocked);
     decision.raise(Status::Blocked, "planner_error", error.to_string());
     (
-        guard::guard(decision, &guard::Facts::from_envelope(envelope)),
+        guard::guard(decision, &guard::Facts::from_input(input)),
         "kernel".into(),
     )
 }
 
 /// Rejects a `next_step` outside the envelope's `allowed_next_steps`.
-fn legal(decision: &Decision, envelope: &serde_json::Value) -> Result<(), IllegalNextStep> {
+fn legal(decision: &Decision, input: &PlannerInput) -> Result<(), IllegalNextStep> {
     let Some(next) = decision.next_step.as_deref() else {
         return Ok(());
     };
-    let allowed: Vec<&str> = envelope["allowed_next_steps"]
-        .as_array()
-        .map(|steps| steps.iter().filter_map(|step| step.as_str()).collect())
-        .unwrap_or_default();
-    if allowed.contains(&next) {
+    if input.allowed_next_steps.iter().any(|step| step == next) {
         Ok(())
     } else {
         Err(IllegalNextStep {
             next: next.to_owned(),
-            allowed: allowed.into_iter().map(str::to_owned).collect(),
+            allowed: input.allowed_next_steps.clone(),
         })
     }
 }
@@ -239,4 +235,40 @@ fn bounded(mut raw: String) -> String {
         raw.push_str("\n[truncated]");
     }
     raw
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attempts_record_the_kernel_wrote_reads_back_and_writes_the_same_keys() {
+        let record = serde_json::json!({
+            "schema_version": 1,
+            "attempts": [
+                {"attempt": 1, "ok": false, "error": "the answer is not JSON: expected value at line 1 column 1",
+                 "raw": "I think it is fine", "stderr": "warning: slow\n"},
+                {"attempt": 2, "ok": true, "raw": "{\"status\": \"success\"}"},
+            ],
+        });
+        let attempts: PlannerAttempts = serde_json::from_value(record.clone()).unwrap();
+        assert_eq!(attempts.attempts[1].error, None);
+        assert_eq!(serde_json::to_value(&attempts).unwrap(), record);
+    }
+
+    #[test]
+    fn a_next_step_outside_the_allowed_ones_is_illegal() {
+        let input = PlannerInput {
+            allowed_next_steps: vec!["fix".into(), "gate".into()],
+            ..PlannerInput::default()
+        };
+        let mut decision = Decision::status(Status::Partial);
+        decision.next_step = Some("deploy".into());
+        assert_eq!(
+            legal(&decision, &input).unwrap_err().to_string(),
+            "the planner chose next_step `deploy`, which is not in allowed_next_steps [fix, gate]"
+        );
+        decision.next_step = Some("gate".into());
+        assert!(legal(&decision, &input).is_ok());
+    }
 }

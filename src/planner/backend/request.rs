@@ -6,8 +6,10 @@ pub const DEFAULT_PROMPT: &str = "Judge the evidence of this EVALUATE step again
 /// What a backend is asked.
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
-    /// The planner envelope.
+    /// The planner envelope as sent to the planner.
     pub envelope: &'a serde_json::Value,
+    /// The same envelope as the rules planner and the guard read it.
+    pub input: &'a crate::planner::PlannerInput,
     /// The rendered planner prompt (model backends send it; `command` gets the envelope only).
     pub prompt: &'a str,
     /// Where planner processes run (the run's worktree), else the current directory.

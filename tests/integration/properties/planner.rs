@@ -9,7 +9,7 @@ use proptest::sample::Index;
 use proptest::test_runner::TestCaseError;
 use serde_json::{Value, json};
 use tnh_conductor::planner::guard::{Facts, guard};
-use tnh_conductor::planner::{Blocker, Decision, Status, rules};
+use tnh_conductor::planner::{Blocker, Decision, PlannerInput, Status, rules};
 
 use super::{case, config, json_value, node_mut, node_paths};
 use crate::support::fixture;
@@ -252,7 +252,7 @@ proptest! {
 
     #[test]
     fn the_guard_never_lowers_a_status_and_only_adds(decision in decision(), envelope in any_envelope()) {
-        let guarded = guard(decision.clone(), &Facts::from_envelope(&envelope));
+        let guarded = guard(decision.clone(), &Facts::from_input(&PlannerInput::read(&envelope)));
         prop_assert!(
             rank(guarded.status) >= rank(decision.status),
             "{:?} lowered to {:?}", decision.status, guarded.status
@@ -267,7 +267,7 @@ proptest! {
 
     #[test]
     fn guarding_twice_is_guarding_once(decision in decision(), envelope in any_envelope()) {
-        let facts = Facts::from_envelope(&envelope);
+        let facts = Facts::from_input(&PlannerInput::read(&envelope));
         let once = guard(decision, &facts);
         let twice = guard(once.clone(), &facts);
         prop_assert_eq!(twice, once);
@@ -275,8 +275,8 @@ proptest! {
 
     #[test]
     fn the_rules_planner_decides_guarded_and_within_the_evidence(envelope in any_envelope()) {
-        let decision = rules::decide(&envelope);
-        let facts = Facts::from_envelope(&envelope);
+        let decision = rules::decide(&PlannerInput::read(&envelope));
+        let facts = Facts::from_input(&PlannerInput::read(&envelope));
         prop_assert_eq!(&guard(decision.clone(), &facts), &decision, "a rules decision is already guarded");
         prop_assert!(rank(decision.status) >= rank(evidence_floor(&envelope)), "{:?}", decision.status);
         let validation = &envelope["evidence"]["validation"];
@@ -304,8 +304,8 @@ proptest! {
             let path = at.get(&paths).clone();
             *node_mut(&mut envelope, &path) = value;
         }
-        let decision = rules::decide(&envelope);
-        prop_assert_eq!(guard(decision.clone(), &Facts::from_envelope(&envelope)), decision);
+        let decision = rules::decide(&PlannerInput::read(&envelope));
+        prop_assert_eq!(guard(decision.clone(), &Facts::from_input(&PlannerInput::read(&envelope))), decision);
     }
 }
 

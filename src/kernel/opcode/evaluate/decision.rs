@@ -3,15 +3,15 @@
 
 use super::super::{OpcodeError, StepContext};
 use super::watch::{Found, Watch};
-use crate::artifacts::write_json_new;
+use crate::artifacts::{VisitDir, write_json_new};
 use crate::planner::backend::{Attempt, Backend, Request, Verdict};
-use crate::planner::{Decision, Status};
+use crate::planner::{Decision, PlannerInput, Status};
 use crate::workflow::model::{Evaluate, PromptSpec};
 
 /// What the planner's turn left.
 pub(super) struct Decided {
-    /// The decision as saved.
-    pub(super) decision: serde_json::Value,
+    /// The decision as saved (when interrupted, the `blocked` of no decision: never saved).
+    pub(super) decision: Decision,
     /// The status the backend answered before the guard and the kernel's safety facts
     /// (`None` when the kernel decided).
     pub(super) answered: Option<Status>,
@@ -56,18 +56,22 @@ fn planner_name(context: &StepContext<'_>, evaluate: &Evaluate) -> String {
 fn planner_prompt(
     context: &StepContext<'_>,
     evaluate: &Evaluate,
+    input: &PlannerInput,
     envelope: &serde_json::Value,
 ) -> Result<String, OpcodeError> {
     match &evaluate.prompt.value {
         PromptSpec::Literal(text) => Ok(text.clone()),
         PromptSpec::Reference(reference) => {
             let prompt = context.run.catalog.resolve(reference.as_str())?;
+            // A prompt names the fields it renders: looked up by name in the envelope, then
+            // in the step's `inputs`, then in the evidence.
+            let evidence = serde_json::to_value(&input.evidence).unwrap_or_default();
             let mut inputs = serde_json::Map::new();
             for declared in &prompt.inputs {
                 let value = envelope
                     .get(&declared.name)
-                    .or_else(|| envelope["inputs"].get(&declared.name))
-                    .or_else(|| envelope["evidence"].get(&declared.name))
+                    .or_else(|| input.inputs.as_ref()?.get(&declared.name))
+                    .or_else(|| evidence.get(&declared.name))
                     .filter(|value| !value.is_null());
                 if let Some(value) = value {
                     inputs.insert(declared.name.clone(), value.clone());
@@ -92,11 +96,12 @@ struct Asked {
 pub(super) fn decide(
     context: &StepContext<'_>,
     evaluate: &Evaluate,
+    input: &PlannerInput,
     envelope: &serde_json::Value,
     visit_dir: &std::path::Path,
 ) -> Result<Decided, OpcodeError> {
     let name = planner_name(context, evaluate);
-    let asked = ask(context, evaluate, envelope, visit_dir, &name)?;
+    let asked = ask(context, evaluate, (input, envelope), visit_dir, &name)?;
     // Checked before anything else can fail: what the planner moved is put back.
     let found = match asked.watch {
         Some(watch) => watch.finish(context, &name)?,
@@ -108,7 +113,7 @@ pub(super) fn decide(
             schema_version: crate::artifacts::SCHEMA_VERSION,
             attempts: asked.attempts,
         };
-        write_json_new(&visit_dir.join("planner_attempts.json"), &record)?;
+        write_json_new(&visit_dir.join(VisitDir::PLANNER_ATTEMPTS), &record)?;
     }
     let prompt_saved = asked.prompt_saved;
     let (mut decision, decided_by, answered, illegal) = match asked.verdict {
@@ -116,7 +121,7 @@ pub(super) fn decide(
         // interruption ends the visit.
         Verdict::Interrupted => {
             return Ok(Decided {
-                decision: serde_json::Value::Null,
+                decision: Decision::status(Status::Blocked),
                 answered: None,
                 illegal: None,
                 interrupted: true,
@@ -146,7 +151,7 @@ pub(super) fn decide(
     decision.planner = Some(name);
     decision.decided_by = Some(decided_by);
     Ok(Decided {
-        decision: serde_json::to_value(&decision).unwrap_or_default(),
+        decision,
         answered,
         illegal,
         interrupted: false,
@@ -161,14 +166,14 @@ pub(super) fn decide(
 fn ask(
     context: &StepContext<'_>,
     evaluate: &Evaluate,
-    envelope: &serde_json::Value,
+    (input, envelope): (&PlannerInput, &serde_json::Value),
     visit_dir: &std::path::Path,
     name: &str,
 ) -> Result<Asked, OpcodeError> {
     let backend = match Backend::from_config(name, &context.run.config) {
         Ok(backend) => backend,
         Err(error) => {
-            let (decision, decided_by) = crate::planner::backend::failed(&error.into(), envelope);
+            let (decision, decided_by) = crate::planner::backend::failed(&error.into(), input);
             let verdict = Verdict::Decided {
                 decision,
                 decided_by,
@@ -184,8 +189,8 @@ fn ask(
     };
     let prompt_saved = backend.reads_prompt();
     let prompt = if prompt_saved {
-        let text = planner_prompt(context, evaluate, envelope)?;
-        let path = visit_dir.join("planner_prompt.md");
+        let text = planner_prompt(context, evaluate, input, envelope)?;
+        let path = visit_dir.join(VisitDir::PLANNER_PROMPT);
         crate::artifacts::safe_files::write_new(&path, text.as_bytes()).map_err(|error| {
             OpcodeError::Other(format!("cannot save the planner prompt: {error}"))
         })?;
@@ -203,6 +208,7 @@ fn ask(
     };
     let request = Request {
         envelope,
+        input,
         prompt: &prompt,
         cwd: Some(context.workspace.path()),
         run_variables: Some(&variables),

@@ -3,8 +3,16 @@
 //! the last agent was asked, and the step's own `inputs` (and the workflow's `summarize` hook).
 
 use super::super::{OpcodeError, StepContext};
-use super::harness_report::{harness_report, shrink};
+use std::collections::BTreeMap;
+
+use serde::Deserialize as _;
+
+use super::harness_report::{cut_text, harness_report};
 use crate::artifacts::{ArtifactRole, EventLog, EventType, StepManifest, read_json};
+use crate::planner::input::{
+    Evidence, HistoryEntry, Intent, Omitted, StepEntry, Transcript, Validation, WindowEntry,
+};
+use crate::planner::{EvaluationSummary, PlannerInput};
 use crate::workflow::model::{Evaluate, PromptSpec};
 use crate::workspace::DiffStat;
 
@@ -21,11 +29,9 @@ fn window_summary(summary: &serde_json::Value, step_id: &str, visit: u32) -> ser
     if size <= WINDOW_SUMMARY_LIMIT {
         return summary.clone();
     }
-    serde_json::json!({
-        "omitted": format!(
-            "the evidence summary is {size} bytes (more than {WINDOW_SUMMARY_LIMIT}); see artifacts/{step_id}/{visit}/manifest.json"
-        ),
-    })
+    Omitted::note(format!(
+        "the evidence summary is {size} bytes (more than {WINDOW_SUMMARY_LIMIT}); see artifacts/{step_id}/{visit}/manifest.json"
+    ))
 }
 
 /// The EVALUATE step's own `inputs`, computed (expressions keep their types), sent to the
@@ -33,7 +39,7 @@ fn window_summary(summary: &serde_json::Value, step_id: &str, visit: u32) -> ser
 pub(super) fn add_inputs(
     context: &StepContext<'_>,
     evaluate: &Evaluate,
-    envelope: &mut serde_json::Value,
+    envelope: &mut PlannerInput,
 ) -> Result<(), OpcodeError> {
     let script_context = context.script_context()?;
     let inputs = match &evaluate.inputs {
@@ -55,7 +61,7 @@ pub(super) fn add_inputs(
             context.run.script.evaluate_json(node, &script_context)?
         }
     };
-    envelope["inputs"] = inputs;
+    envelope.inputs = Some(inputs);
     Ok(())
 }
 
@@ -64,7 +70,7 @@ pub(super) fn add_inputs(
 /// and the guard judge the raw evidence, never the summary.
 pub(super) fn summarize(
     context: &mut StepContext<'_>,
-    envelope: &mut serde_json::Value,
+    envelope: &mut PlannerInput,
 ) -> Result<(), OpcodeError> {
     if !context.run.script.defines("summarize", 1) {
         return Ok(());
@@ -76,12 +82,13 @@ pub(super) fn summarize(
         .unwrap_or(context.step.pos);
     let function = crate::workflow::model::At::new("summarize".to_owned(), pos);
     let script_context = context.script_context()?;
-    let summary = context.run.script.call_function(
-        &function,
-        &[envelope["evidence"].clone()],
-        &script_context,
-    )?;
-    envelope["evidence"]["summary"] = summary;
+    // The script gets the evidence as a script value (a map), as any other JSON.
+    let evidence = serde_json::to_value(&envelope.evidence).unwrap_or_default();
+    let summary = context
+        .run
+        .script
+        .call_function(&function, &[evidence], &script_context)?;
+    envelope.evidence.summary = Some(summary);
     super::super::step_policy::record_script_output(context)
 }
 
@@ -103,41 +110,81 @@ pub(super) fn completed_manifests(
 
 /// The run's earlier evaluations (status, blockers, flags and the worktree they judged), for
 /// the guard's loop and repetition checks beyond the K=3 window.
-fn evaluation_history(completed: &[StepManifest]) -> Vec<serde_json::Value> {
+fn evaluation_history(completed: &[StepManifest]) -> Vec<HistoryEntry> {
     completed
         .iter()
         .filter(|manifest| manifest.opcode == "EVALUATE")
         .map(|manifest| {
-            let decision = &manifest.evidence_summary["decision"];
-            serde_json::json!({
-                "step_id": manifest.step_id,
-                "visit": manifest.visit,
-                "status": manifest.termination,
-                "blocker_codes": blocker_codes(decision),
-                "risk_flags": decision.get("risk_flags").cloned().unwrap_or_else(|| serde_json::json!([])),
-                "worktree_fingerprint": manifest.evidence_summary["worktree_fingerprint"],
-            })
+            let summary = evaluation_summary(manifest);
+            HistoryEntry {
+                step_id: Some(manifest.step_id.clone()),
+                visit: Some(manifest.visit),
+                status: Some(manifest.termination.clone()),
+                blocker_codes: summary
+                    .as_ref()
+                    .map(EvaluationSummary::blocker_codes)
+                    .unwrap_or_default(),
+                risk_flags: summary
+                    .as_ref()
+                    .map(|summary| summary.decision.risk_flags.clone())
+                    .unwrap_or_default(),
+                worktree_fingerprint: summary.and_then(|summary| summary.worktree_fingerprint),
+            }
         })
         .collect()
 }
 
-fn blocker_codes(decision: &serde_json::Value) -> Vec<serde_json::Value> {
-    decision["blockers"]
-        .as_array()
-        .map(|blockers| {
-            blockers
-                .iter()
-                .map(|blocker| blocker["code"].clone())
-                .collect()
-        })
-        .unwrap_or_default()
+/// An EVALUATE manifest's evidence summary, `None` for another step's (or one that cannot be
+/// read: its decision then carries no flags or blockers forward).
+fn evaluation_summary(manifest: &StepManifest) -> Option<EvaluationSummary> {
+    if manifest.opcode != "EVALUATE" {
+        return None;
+    }
+    EvaluationSummary::deserialize(&manifest.evidence_summary).ok()
+}
+
+/// What an agent step's evidence summary says of its diff.
+#[derive(serde::Deserialize)]
+struct AgentDiff {
+    diffstat: DiffStat,
+}
+
+/// A step's recorded diffstat (`None` when it has none).
+fn recorded_diffstat(manifest: &StepManifest) -> Option<DiffStat> {
+    AgentDiff::deserialize(&manifest.evidence_summary)
+        .ok()
+        .map(|summary| summary.diffstat)
+}
+
+/// One step of the provenance window.
+fn window_entry(manifest: &StepManifest) -> WindowEntry {
+    let summary = evaluation_summary(manifest);
+    WindowEntry {
+        step_id: manifest.step_id.clone(),
+        opcode: manifest.opcode.clone(),
+        outcome: manifest.termination.clone(),
+        diff_summary: recorded_diffstat(manifest).map(|stat| stat.to_string()),
+        risk_flags: summary
+            .as_ref()
+            .map(|summary| summary.decision.risk_flags.clone())
+            .unwrap_or_default(),
+        blocker_codes: summary
+            .as_ref()
+            .map(EvaluationSummary::blocker_codes)
+            .unwrap_or_default(),
+        summary: Some(window_summary(
+            &manifest.evidence_summary,
+            &manifest.step_id,
+            manifest.visit,
+        )),
+    }
 }
 
 pub(super) fn envelope(
     context: &StepContext<'_>,
     evaluate: &Evaluate,
     completed: &[StepManifest],
-) -> serde_json::Value {
+) -> PlannerInput {
     // The evidence: the steps since the previous EVALUATE; the window: the last K steps
     // whatever they were (earlier evaluations included).
     let since = completed
@@ -145,24 +192,7 @@ pub(super) fn envelope(
         .rposition(|manifest| manifest.opcode == "EVALUATE")
         .map_or(0, |index| index + 1);
     let manifests = &completed[since..];
-    let window: Vec<serde_json::Value> = completed
-        .iter()
-        .rev()
-        .take(PROVENANCE_WINDOW)
-        .rev()
-        .map(|manifest| {
-            let decision = &manifest.evidence_summary["decision"];
-            serde_json::json!({
-                "step_id": manifest.step_id,
-                "opcode": manifest.opcode,
-                "outcome": manifest.termination,
-                "diff_summary": diff_text(&manifest.evidence_summary["diffstat"]),
-                "risk_flags": decision.get("risk_flags").cloned().unwrap_or_else(|| serde_json::json!([])),
-                "blocker_codes": blocker_codes(decision),
-                "summary": window_summary(&manifest.evidence_summary, &manifest.step_id, manifest.visit),
-            })
-        })
-        .collect();
+    let window_start = completed.len().saturating_sub(PROVENANCE_WINDOW);
     let last_agent = manifests
         .iter()
         .rev()
@@ -171,46 +201,77 @@ pub(super) fn envelope(
         PromptSpec::Reference(reference) => reference.to_string(),
         PromptSpec::Literal(text) => text.clone(),
     };
-    let artifacts: Vec<&str> = manifests
-        .iter()
-        .flat_map(|manifest| manifest.artifacts.iter().map(|entry| entry.path.as_str()))
-        .collect();
-    serde_json::json!({
-        "schema_version": crate::artifacts::SCHEMA_VERSION,
-        "run_id": context.state.run_id,
-        "workflow_id": context.state.workflow_id,
-        "step_id": context.step_id(),
-        "evaluate_prompt": prompt,
-        "allowed_next_steps": evaluate.allowed_next_steps.iter().map(|id| id.value.as_str()).collect::<Vec<_>>(),
-        "provenance_window": window,
-        "steps": manifests.iter().map(|manifest| serde_json::json!({
-            "step_id": manifest.step_id,
-            "visit": manifest.visit,
-            "opcode": manifest.opcode,
-            "outcome": manifest.termination,
-        })).collect::<Vec<_>>(),
-        "intent": intent(context, last_agent),
-        "evaluation_history": evaluation_history(completed),
-        "evidence": {
-            "worktree_fingerprint": context.state.fingerprint.as_ref().map(|fingerprint| fingerprint.tree.clone()),
-            "transcript_summary": transcript_summary(context, last_agent),
-            "transcript": transcript_details(context, last_agent),
-            "workspace_diff_summary": last_agent.and_then(|manifest| diff_text(&manifest.evidence_summary["diffstat"])).unwrap_or_default(),
-            "workspace_diffstat": last_agent.and_then(|manifest| diffstat(&manifest.evidence_summary["diffstat"])),
-            "validation": validation(context, manifests),
-            "harness_report": harness_report(context, manifests),
-            "artifacts": artifacts,
-            "policy_events": context.state.safety.policy_violation.iter().collect::<Vec<_>>(),
-        },
-    })
+    PlannerInput {
+        schema_version: Some(crate::artifacts::SCHEMA_VERSION),
+        run_id: context.state.run_id.clone(),
+        workflow_id: context.state.workflow_id.clone(),
+        step_id: context.step_id().to_owned(),
+        evaluate_prompt: prompt,
+        allowed_next_steps: evaluate
+            .allowed_next_steps
+            .iter()
+            .map(|id| id.value.as_str().to_owned())
+            .collect(),
+        provenance_window: completed[window_start..].iter().map(window_entry).collect(),
+        steps: Some(
+            manifests
+                .iter()
+                .map(|manifest| StepEntry {
+                    step_id: manifest.step_id.clone(),
+                    visit: Some(manifest.visit),
+                    opcode: manifest.opcode.clone(),
+                    outcome: manifest.termination.clone(),
+                })
+                .collect(),
+        ),
+        intent: intent(context, last_agent),
+        evaluation_history: Some(evaluation_history(completed)),
+        inputs: None,
+        evidence: evidence(context, manifests, last_agent),
+    }
+}
+
+/// The evidence of the steps since the previous EVALUATE.
+fn evidence(
+    context: &StepContext<'_>,
+    manifests: &[StepManifest],
+    last_agent: Option<&StepManifest>,
+) -> Evidence {
+    let diffstat = last_agent.and_then(recorded_diffstat);
+    Evidence {
+        worktree_fingerprint: context
+            .state
+            .fingerprint
+            .as_ref()
+            .map(|fingerprint| fingerprint.tree.clone()),
+        transcript_summary: transcript_summary(context, last_agent),
+        transcript: transcript_details(context, last_agent),
+        workspace_diff_summary: diffstat
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+        workspace_diffstat: diffstat,
+        validation: validation(context, manifests),
+        harness_report: harness_report(context, manifests),
+        artifacts: manifests
+            .iter()
+            .flat_map(|manifest| manifest.artifacts.iter().map(|entry| entry.path.clone()))
+            .collect(),
+        policy_events: context
+            .state
+            .safety
+            .policy_violation
+            .iter()
+            .cloned()
+            .collect(),
+        summary: None,
+    }
 }
 
 /// What the last agent step was asked: its prompt reference (or `inline`), the inputs it
 /// names, and the rendered prompt as sent.
-fn intent(context: &StepContext<'_>, last_agent: Option<&StepManifest>) -> serde_json::Value {
-    let Some(manifest) = last_agent else {
-        return serde_json::Value::Null;
-    };
+fn intent(context: &StepContext<'_>, last_agent: Option<&StepManifest>) -> Option<Intent> {
+    let manifest = last_agent?;
     let step = context
         .run
         .workflow
@@ -219,7 +280,10 @@ fn intent(context: &StepContext<'_>, last_agent: Option<&StepManifest>) -> serde
         .find(|step| step.id.value.as_str() == manifest.step_id);
     let Some(crate::workflow::model::StepBody::RunAgent(agent)) = step.map(|step| &step.body)
     else {
-        return serde_json::json!({ "step_id": manifest.step_id });
+        return Some(Intent {
+            step_id: manifest.step_id.clone(),
+            ..Intent::default()
+        });
     };
     let prompt = match &agent.prompt.value {
         PromptSpec::Reference(reference) => reference.to_string(),
@@ -236,13 +300,17 @@ fn intent(context: &StepContext<'_>, last_agent: Option<&StepManifest>) -> serde
             values.iter().map(|(name, _)| name.value.clone()).collect()
         }
     };
-    serde_json::json!({
-        "step_id": manifest.step_id,
-        "visit": manifest.visit,
-        "agent": agent.agent.value,
-        "prompt": prompt,
-        "inputs": inputs,
-        "rendered_prompt": manifest.artifact(ArtifactRole::RunnerPrompt).map(|entry| entry.path.clone()),
+    Some(Intent {
+        step_id: manifest.step_id.clone(),
+        visit: Some(manifest.visit),
+        agent: Some(agent.agent.value.clone()),
+        prompt: Some(prompt),
+        inputs: Some(inputs),
+        rendered_prompt: Some(
+            manifest
+                .artifact(ArtifactRole::RunnerPrompt)
+                .map(|entry| entry.path.clone()),
+        ),
     })
 }
 
@@ -250,41 +318,42 @@ fn intent(context: &StepContext<'_>, last_agent: Option<&StepManifest>) -> serde
 fn transcript_details(
     context: &StepContext<'_>,
     last_agent: Option<&StepManifest>,
-) -> serde_json::Value {
-    let Some(entry) =
-        last_agent.and_then(|manifest| manifest.artifact(ArtifactRole::RunnerMetadata))
-    else {
-        return serde_json::Value::Null;
-    };
-    let Ok(metadata) = read_json::<serde_json::Value>(
+) -> Option<Transcript> {
+    let entry = last_agent.and_then(|manifest| manifest.artifact(ArtifactRole::RunnerMetadata))?;
+    let metadata = read_json::<AgentRunFacts>(
         &context.recorder.run_dir().root().join(&entry.path),
         "runner metadata",
-    ) else {
-        return serde_json::Value::Null;
-    };
-    serde_json::json!({
-        "termination": metadata["outcome"],
-        "cause": metadata["cause"],
-        "exit_code": metadata["exit_code"],
-        "turns": metadata["turns"],
-        "cost_usd": metadata["cost_usd"],
-        "permission_denials": metadata["permission_denials"],
-        "tail": metadata["output_tail"],
+    )
+    .ok()?;
+    Some(Transcript {
+        termination: metadata.outcome,
+        cause: metadata.cause,
+        exit_code: metadata.exit_code,
+        turns: metadata.turns,
+        cost_usd: metadata.cost_usd,
+        permission_denials: metadata.permission_denials,
+        tail: metadata.output_tail,
     })
 }
 
-/// A recorded diffstat as one line (`2 files changed, +10 -1` or `no changes`).
-fn diff_text(diffstat: &serde_json::Value) -> Option<String> {
-    serde_json::from_value::<DiffStat>(diffstat.clone())
-        .ok()
-        .map(|stat| stat.to_string())
-}
-
-/// A recorded diffstat as the structured `workspace_diffstat` (`files_changed`,
-/// `insertions`, `deletions`, `binary_files`): the guard reads whether the diff is empty from
-/// it, never from the text.
-fn diffstat(diffstat: &serde_json::Value) -> Option<DiffStat> {
-    serde_json::from_value::<DiffStat>(diffstat.clone()).ok()
+/// What the envelope repeats of `runner_metadata.json`, each field read on its own so that a
+/// record of an older release (a field missing) still gives the others.
+#[derive(serde::Deserialize)]
+struct AgentRunFacts {
+    #[serde(default)]
+    outcome: Option<String>,
+    #[serde(default)]
+    cause: Option<String>,
+    #[serde(default)]
+    exit_code: Option<i32>,
+    #[serde(default)]
+    turns: Option<u64>,
+    #[serde(default)]
+    cost_usd: Option<f64>,
+    #[serde(default)]
+    permission_denials: Option<Vec<crate::runner::artifacts::PermissionDenial>>,
+    #[serde(default)]
+    output_tail: Option<Vec<crate::runner::TailLine>>,
 }
 
 /// The last agent's final response (its claims, for the contradiction checks), bounded.
@@ -320,15 +389,12 @@ fn transcript_summary(context: &StepContext<'_>, last_agent: Option<&StepManifes
     }
 }
 
-/// The most of a validation report (`validation_report.json`) read for the envelope.
-const VALIDATION_REPORT_READ_LIMIT: u64 = 8 * 1024 * 1024;
-
 /// The validation summary: the worst mechanical termination since the last EVALUATE (of the
 /// steps that run processes or reset the worktree: a gate's decision is not one), the exit
 /// codes and timeouts of its RUN_VALIDATION steps, and, from their validation reports, the
 /// declared artifacts that were missing and why a validator did not complete (`causes`).
 /// A validator that ran in several of those steps counts as its latest run.
-fn validation(context: &StepContext<'_>, manifests: &[StepManifest]) -> serde_json::Value {
+fn validation(context: &StepContext<'_>, manifests: &[StepManifest]) -> Validation {
     let mut failed = manifests.iter().filter(|manifest| {
         matches!(
             manifest.opcode.as_str(),
@@ -341,62 +407,77 @@ fn validation(context: &StepContext<'_>, manifests: &[StepManifest]) -> serde_js
     let outcome = killed
         .or(failed.next_back())
         .map_or("completed", |manifest| manifest.termination.as_str());
-    let mut exit_codes = serde_json::Map::new();
-    let mut timeouts = Vec::new();
-    // Per validator, its latest record's missing artifacts and cause.
-    let mut missing = std::collections::BTreeMap::<String, Vec<serde_json::Value>>::new();
-    let mut causes = serde_json::Map::new();
+    let mut summary = Validation {
+        mechanical_outcome: outcome.to_owned(),
+        ..Validation::default()
+    };
+    // Per validator, its latest record's missing artifacts.
+    let mut missing = BTreeMap::<String, Vec<String>>::new();
     for manifest in manifests
         .iter()
         .filter(|manifest| manifest.opcode == "RUN_VALIDATION")
     {
-        if let Some(codes) = manifest.evidence_summary["exit_codes"].as_object() {
-            exit_codes.extend(
-                codes
-                    .iter()
-                    .map(|(name, code)| (name.clone(), code.clone())),
-            );
-        }
-        if let Some(names) = manifest.evidence_summary["timeouts"].as_array() {
-            timeouts.extend(names.iter().cloned());
+        if let Ok(evidence) = ValidationEvidence::deserialize(&manifest.evidence_summary) {
+            summary.exit_codes.extend(evidence.exit_codes);
+            summary.timeouts.extend(evidence.timeouts);
         }
         let Some(report) = validation_report(context, manifest) else {
             continue;
         };
-        let Some(validators) = report["validators"].as_object() else {
-            continue;
-        };
-        for (id, record) in validators {
-            let paths = record["missing_artifacts"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            missing.insert(id.clone(), paths);
-            match record["cause"].as_str() {
-                Some(cause) if record["outcome"] != "completed" && !cause.is_empty() => {
-                    causes.insert(id.clone(), shrink(&cause.into(), 1000, 0, 0));
+        for (id, record) in report.validators {
+            missing.insert(id.clone(), record.missing_artifacts);
+            match record.cause {
+                Some(cause)
+                    if record.outcome.as_deref() != Some("completed") && !cause.is_empty() =>
+                {
+                    summary.causes.insert(id, cut_text(&cause, 1000));
                 }
                 _ => {
-                    causes.remove(id);
+                    summary.causes.remove(&id);
                 }
             }
         }
     }
-    let missing: Vec<serde_json::Value> = missing.into_values().flatten().collect();
-    serde_json::json!({
-        "mechanical_outcome": outcome,
-        "exit_codes": exit_codes,
-        "timeouts": timeouts,
-        "missing_artifacts": missing,
-        "causes": causes,
-    })
+    summary.missing_artifacts = missing.into_values().flatten().collect();
+    summary
 }
+
+/// What a RUN_VALIDATION step's evidence summary says of its validators.
+#[derive(serde::Deserialize)]
+struct ValidationEvidence {
+    #[serde(default)]
+    exit_codes: BTreeMap<String, Option<i64>>,
+    #[serde(default)]
+    timeouts: Vec<String>,
+}
+
+/// What the envelope reads of a `validation_report.json`: per validator, its outcome, cause
+/// and missing artifacts. (A view of that record's fields until it has a type of its own.)
+#[derive(serde::Deserialize)]
+struct ReportValidators {
+    #[serde(default)]
+    validators: BTreeMap<String, ValidatorRecord>,
+}
+
+/// One validator of a validation report, as the envelope reads it.
+#[derive(serde::Deserialize)]
+struct ValidatorRecord {
+    #[serde(default)]
+    outcome: Option<String>,
+    #[serde(default)]
+    cause: Option<String>,
+    #[serde(default)]
+    missing_artifacts: Vec<String>,
+}
+
+/// The most of a validation report (`validation_report.json`) read for the envelope.
+const VALIDATION_REPORT_READ_LIMIT: u64 = 8 * 1024 * 1024;
 
 /// A RUN_VALIDATION visit's `validation_report.json`, parsed (`None` when it cannot be read).
 fn validation_report(
     context: &StepContext<'_>,
     manifest: &StepManifest,
-) -> Option<serde_json::Value> {
+) -> Option<ReportValidators> {
     let entry = manifest.artifact(ArtifactRole::ValidationReport)?;
     let path = context.recorder.run_dir().root().join(&entry.path);
     let (bytes, more) =

@@ -3,6 +3,7 @@
 
 use super::super::StepContext;
 use crate::artifacts::{ArtifactRole, StepManifest};
+use crate::planner::input::Omitted;
 
 /// The most of a harness report the envelope carries, as JSON; a larger one is cut (see
 /// [`bounded_report`]) with a note naming the report's path.
@@ -16,37 +17,64 @@ const HARNESS_REPORT_READ_LIMIT: u64 = 64 * 1024 * 1024;
 pub(super) fn harness_report(
     context: &StepContext<'_>,
     manifests: &[StepManifest],
-) -> serde_json::Value {
-    let Some(entry) = manifests
+) -> Option<serde_json::Value> {
+    let entry = manifests
         .iter()
         .rev()
-        .find_map(|manifest| manifest.artifact(ArtifactRole::HarnessReport))
-    else {
-        return serde_json::Value::Null;
-    };
+        .find_map(|manifest| manifest.artifact(ArtifactRole::HarnessReport))?;
     let path = context.recorder.run_dir().root().join(&entry.path);
     let read = crate::artifacts::safe_files::read_regular(&path, HARNESS_REPORT_READ_LIMIT);
-    match read {
+    let report = match read {
         Ok((bytes, false)) => match serde_json::from_slice::<serde_json::Value>(&bytes) {
             Ok(report) => bounded_report(report, bytes.len(), &entry.path),
-            Err(error) => serde_json::json!({
-                "omitted": format!("the harness report {} cannot be read as JSON: {error}", entry.path),
-            }),
-        },
-        Ok((_, true)) => serde_json::json!({
-            "omitted": format!(
-                "the harness report {} is larger than {HARNESS_REPORT_READ_LIMIT} bytes: not read",
+            Err(error) => Omitted::note(format!(
+                "the harness report {} cannot be read as JSON: {error}",
                 entry.path
-            ),
-        }),
+            )),
+        },
+        Ok((_, true)) => Omitted::note(format!(
+            "the harness report {} is larger than {HARNESS_REPORT_READ_LIMIT} bytes: not read",
+            entry.path
+        )),
         // Gone or replaced since its step listed it: nothing to send, as before it existed.
-        Err(_) => serde_json::Value::Null,
-    }
+        Err(_) => return None,
+    };
+    Some(report)
+}
+
+/// The note a cut report carries as `truncated`: what was kept, and where the whole is.
+#[derive(serde::Serialize)]
+struct Truncated {
+    /// What was kept and left out.
+    note: String,
+    /// The whole report, relative to the run directory.
+    report: String,
+    /// Its size.
+    bytes: usize,
+    /// How many cases the report lists, when it lists them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cases_total: Option<usize>,
+    /// How many of them were kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cases_kept: Option<usize>,
+    /// How many did not pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cases_not_passed: Option<usize>,
 }
 
 /// The size of `value` as JSON.
 fn json_size(value: &serde_json::Value) -> usize {
     serde_json::to_vec(value).map_or(0, |text| text.len())
+}
+
+/// `text` cut to `limit` characters, saying how long it was.
+pub(super) fn cut_text(text: &str, limit: usize) -> String {
+    if text.chars().count() > limit {
+        let kept: String = text.chars().take(limit).collect();
+        format!("{kept}… [cut: {} bytes in all]", text.len())
+    } else {
+        text.to_owned()
+    }
 }
 
 /// `value` made small: strings cut to `text` characters (saying how long they were), lists
@@ -60,10 +88,7 @@ pub(super) fn shrink(
 ) -> serde_json::Value {
     use serde_json::Value;
     match value {
-        Value::String(string) if string.chars().count() > text => {
-            let kept: String = string.chars().take(text).collect();
-            Value::String(format!("{kept}… [cut: {} bytes in all]", string.len()))
-        }
+        Value::String(string) => Value::String(cut_text(string, text)),
         Value::Array(_) | Value::Object(_) if depth == 0 => {
             Value::String(format!("[cut: {} bytes of JSON]", json_size(value)))
         }
@@ -114,20 +139,23 @@ fn bounded_report(report: serde_json::Value, bytes: usize, path: &str) -> serde_
         return report;
     }
     let Value::Object(mut fields) = report else {
-        return serde_json::json!({
-            "omitted": format!("the harness report is {bytes} bytes and not an object; see {path}"),
-        });
+        return Omitted::note(format!(
+            "the harness report is {bytes} bytes and not an object; see {path}"
+        ));
     };
     let mut kept = serde_json::Map::new();
     let goldens_total = keep_head(&mut fields, &mut kept);
     let cases = fields.remove("cases");
     let ux_flags = fields.remove("ux_flags");
     let others: Vec<String> = fields.keys().cloned().collect();
-    let mut note = serde_json::json!({
-        "note": "",
-        "report": path,
-        "bytes": bytes,
-    });
+    let mut note = Truncated {
+        note: String::new(),
+        report: path.to_owned(),
+        bytes,
+        cases_total: None,
+        cases_kept: None,
+        cases_not_passed: None,
+    };
     let summary_of_cases = keep_cases(cases, &mut kept, &mut note);
     let mut dropped = others;
     if let Some(flags) = ux_flags {
@@ -150,8 +178,11 @@ fn bounded_report(report: serde_json::Value, bytes: usize, path: &str) -> serde_
         text.push_str(&format!("; left out: {}", dropped.join(", ")));
     }
     text.push_str(&format!("; the whole report is {path}"));
-    note["note"] = text.into();
-    kept.insert("truncated".to_owned(), note);
+    note.note = text;
+    kept.insert(
+        "truncated".to_owned(),
+        serde_json::to_value(note).unwrap_or_default(),
+    );
     Value::Object(kept)
 }
 
@@ -195,7 +226,7 @@ fn keep_head(
 fn keep_cases(
     cases: Option<serde_json::Value>,
     kept: &mut serde_json::Map<String, serde_json::Value>,
-    note: &mut serde_json::Value,
+    note: &mut Truncated,
 ) -> String {
     use serde_json::Value;
     let cases = match cases {
@@ -206,7 +237,7 @@ fn keep_cases(
         }
         None => return String::from("no cases"),
     };
-    let failing = |case: &Value| case["status"] != "passed";
+    let failing = |case: &Value| case.get("status").and_then(Value::as_str) != Some("passed");
     let ordered: Vec<&Value> = cases
         .iter()
         .filter(|case| failing(case))
@@ -230,9 +261,9 @@ fn keep_cases(
         chosen.len(),
         cases.len()
     );
-    note["cases_total"] = cases.len().into();
-    note["cases_kept"] = chosen.len().into();
-    note["cases_not_passed"] = failing_total.into();
+    note.cases_total = Some(cases.len());
+    note.cases_kept = Some(chosen.len());
+    note.cases_not_passed = Some(failing_total);
     kept.insert("cases".to_owned(), Value::Array(chosen));
     summary
 }
@@ -265,8 +296,8 @@ mod tests {
             })
         };
         let verdict = |report: &serde_json::Value| {
-            let facts =
-                Facts::from_envelope(&serde_json::json!({"evidence": {"harness_report": report}}));
+            let envelope = serde_json::json!({"evidence": {"harness_report": report}});
+            let facts = Facts::from_input(&crate::planner::PlannerInput::read(&envelope));
             (facts.report_passed, facts.proposed_goldens)
         };
         for (statuses, detail) in [

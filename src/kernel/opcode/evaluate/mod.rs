@@ -19,11 +19,11 @@ mod watch;
 pub(crate) use watch::{planner_guard_violations, planner_worktree_change};
 
 use super::{OpcodeError, StepContext, StepResult};
-use crate::artifacts::{ArtifactEntry, ArtifactRole, write_json_new};
+use crate::artifacts::{ArtifactEntry, ArtifactRole, VisitDir, write_json_new};
 use crate::artifacts::{EventPayload, event_payload::PlannerDecision};
 use crate::kernel::StepReport;
 use crate::outcome::Outcome;
-use crate::planner::Status;
+use crate::planner::EvaluationSummary;
 use crate::workflow::model::Evaluate;
 use decision::Decided;
 
@@ -33,11 +33,13 @@ pub(super) fn execute(
 ) -> Result<StepResult, OpcodeError> {
     let visit_dir = context.visit_dir()?;
     let completed = envelope::completed_manifests(context)?;
-    let mut envelope = envelope::envelope(context, evaluate, &completed);
-    envelope::add_inputs(context, evaluate, &mut envelope)?;
-    envelope::summarize(context, &mut envelope)?;
-    write_json_new(&visit_dir.join("planner_input.json"), &envelope)?;
-    let decided = decision::decide(context, evaluate, &envelope, &visit_dir)?;
+    let mut input = envelope::envelope(context, evaluate, &completed);
+    envelope::add_inputs(context, evaluate, &mut input)?;
+    envelope::summarize(context, &mut input)?;
+    // As JSON once: saved, and sent to a planner process or model as is.
+    let envelope = serde_json::to_value(&input).unwrap_or_default();
+    write_json_new(&visit_dir.join(VisitDir::PLANNER_INPUT), &envelope)?;
+    let decided = decision::decide(context, evaluate, &input, &envelope, &visit_dir)?;
     let mut artifacts = artifacts(context, &decided);
     if let Some(summary) = &decided.found.policy_summary {
         write_json_new(&visit_dir.join("policy_summary.json"), summary)?;
@@ -58,22 +60,26 @@ pub(super) fn execute(
     }
     if let Some(reason) = decided.illegal {
         // The offending decision is evidence: saved, recorded, and the run ends (exit 4).
-        write_json_new(&visit_dir.join("planner_decision.json"), &decided.decision)?;
+        write_json_new(
+            &visit_dir.join(VisitDir::PLANNER_DECISION),
+            &decided.decision,
+        )?;
         let path = format!(
-            "artifacts/{}/{}/planner_decision.json",
+            "artifacts/{}/{}/{}",
             context.step_id(),
-            context.visit
+            context.visit,
+            VisitDir::PLANNER_DECISION
         );
         return Err(OpcodeError::IllegalDecision {
-            planner: decided.decision["planner"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
+            planner: decided.decision.planner.clone().unwrap_or_default(),
             reason,
             path,
         });
     }
-    write_json_new(&visit_dir.join("planner_decision.json"), &decided.decision)?;
+    write_json_new(
+        &visit_dir.join(VisitDir::PLANNER_DECISION),
+        &decided.decision,
+    )?;
     routed(context, decided, artifacts)
 }
 
@@ -83,13 +89,13 @@ fn artifacts(context: &StepContext<'_>, decided: &Decided) -> Vec<ArtifactEntry>
     let mut artifacts = vec![
         context.artifact(
             ArtifactRole::PlannerInput,
-            "planner_input.json",
+            VisitDir::PLANNER_INPUT,
             "application/json",
             true,
         ),
         context.artifact(
             ArtifactRole::PlannerDecision,
-            "planner_decision.json",
+            VisitDir::PLANNER_DECISION,
             "application/json",
             true,
         ),
@@ -97,7 +103,7 @@ fn artifacts(context: &StepContext<'_>, decided: &Decided) -> Vec<ArtifactEntry>
     if decided.prompt_saved {
         artifacts.push(context.artifact(
             ArtifactRole::PlannerPrompt,
-            "planner_prompt.md",
+            VisitDir::PLANNER_PROMPT,
             "text/markdown",
             false,
         ));
@@ -105,7 +111,7 @@ fn artifacts(context: &StepContext<'_>, decided: &Decided) -> Vec<ArtifactEntry>
     if decided.attempts_saved {
         artifacts.push(context.artifact(
             ArtifactRole::PlannerAttempts,
-            "planner_attempts.json",
+            VisitDir::PLANNER_ATTEMPTS,
             "application/json",
             false,
         ));
@@ -120,17 +126,13 @@ fn routed(
     artifacts: Vec<ArtifactEntry>,
 ) -> Result<StepResult, OpcodeError> {
     let decision = decided.decision;
-    let status: Outcome = decision["status"]
-        .as_str()
-        .and_then(|text| text.parse().ok())
-        .unwrap_or(Outcome::Blocked);
+    let status: Outcome = decision.status.outcome();
     let step = (context.step_id().to_owned(), context.visit);
-    let text = |key: &str| decision[key].as_str().map(str::to_owned);
     let fields = PlannerDecision {
         status: Some(status),
-        planner: text("planner"),
-        decided_by: text("decided_by"),
-        risk_flags: serde_json::from_value(decision["risk_flags"].clone()).ok(),
+        planner: decision.planner.clone(),
+        decided_by: decision.decided_by.clone(),
+        risk_flags: Some(decision.risk_flags.clone()),
     };
     context.recorder.event(
         Some((&step.0, step.1)),
@@ -141,14 +143,15 @@ fn routed(
         .fingerprint
         .as_ref()
         .map(|fingerprint| fingerprint.tree.clone());
+    let summary = EvaluationSummary {
+        status: decision.status,
+        planner_status: decided.answered,
+        decision,
+        worktree_fingerprint: fingerprint,
+    };
     let manifest = context.manifest(
         status.as_str(),
-        serde_json::json!({
-            "status": status.as_str(),
-            "planner_status": decided.answered.map(Status::name),
-            "decision": decision,
-            "worktree_fingerprint": fingerprint,
-        }),
+        serde_json::to_value(&summary).unwrap_or_default(),
         artifacts,
     );
     // The planner's change stays a violation until a ROLLBACK removes it.
