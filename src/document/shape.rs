@@ -60,6 +60,29 @@ impl<T: DeserializeOwned> Deref for Names<T> {
     }
 }
 
+/// For each key of struct `T`, in declaration order, the strings its schema lists under
+/// `extension` (`#[schemars(extend("x-kinds" = ["claude"]))]`), or `None` where it lists none.
+pub fn key_annotations<T: DeserializeOwned + schemars::JsonSchema>(
+    extension: &str,
+) -> Vec<(&'static str, Option<Vec<String>>)> {
+    let schema = schemars::schema_for!(T).to_value();
+    keys::<T>()
+        .iter()
+        .map(|key| {
+            let listed = schema["properties"][*key]
+                .get(extension)
+                .and_then(serde_json::Value::as_array)
+                .map(|items| {
+                    items
+                        .iter()
+                        .filter_map(|item| item.as_str().map(str::to_owned))
+                        .collect()
+                });
+            (*key, listed)
+        })
+        .collect()
+}
+
 /// A document enum's schema as its names only (`{"type": "string", "enum": [...]}`): the
 /// variants' doc comments are for readers of the code, and the field using the enum says
 /// what it is for.
