@@ -570,3 +570,43 @@ impl FrontMatter<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(front_matter: &str) -> Vec<String> {
+        let text = format!("---\n{front_matter}---\nHello.\n");
+        match Prompt::parse(&text, PromptSource::Repo("p.md".into())) {
+            Ok(_) => Vec::new(),
+            Err(errors) => errors.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    /// The keys and names a front matter may use are read from its document type, and told
+    /// as before, in the order the type declares them.
+    #[test]
+    fn front_matter_keys_and_names_come_from_its_type() {
+        let base = "prompt_id: task.x\nversion: 1\nsummary: s\n";
+        assert!(problems(&format!("{base}role: task\nstatus: draft\n")).is_empty());
+        assert_eq!(
+            problems(&format!("{base}role: task\nstatus: final\n")),
+            ["p.md:6:9: status `final` is not draft, current or deprecated"]
+        );
+        assert_eq!(
+            problems(&format!("{base}role: tasks\n")),
+            [
+                "p.md:5:7: role `tasks` is not one of task, policy, planner, triage, risk, journal, agent"
+            ]
+        );
+        let unknown = problems(&format!("{base}role: task\nsumary: s\n"));
+        assert_eq!(
+            unknown,
+            [
+                "p.md:6:1: unknown front-matter key `sumary` (did you mean `summary`? valid: prompt_id, version, role, summary, inputs, outputs, status, allowed_paths, forbidden_paths, forbidden_operations, check, decision_schema)"
+            ]
+        );
+        assert_eq!(PromptStatus::Deprecated.name(), "deprecated");
+        assert_eq!(InputType::parse("any"), Some(InputType::Any));
+    }
+}
