@@ -5,9 +5,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::document::shape;
 use crate::document::yaml::{self, Node, Pos};
 use crate::workflow::validate::KnownNames;
 
+pub mod document;
+pub mod planner_document;
 pub mod planners;
 mod retention;
 pub use retention::{DEFAULT_FINISHED_CHECKOUTS, Retention};
@@ -85,7 +88,8 @@ pub struct Config {
 
 /// What a change to the operator's checkout while an agent step runs is (the guard always
 /// records it; it cannot tell the agent's edit from the operator's own).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum OperatorCheckout {
     /// A policy violation (`path_escape`, rule `operator_checkout`): the default, for runs
     /// nobody watches.
@@ -185,16 +189,10 @@ impl Config {
                     check_branch_globs(value).map_err(|(pos, message)| invalid(pos, message))?;
                 }
                 Some("operator_checkout") => {
-                    config.operator_checkout = match value.as_str() {
-                        Some("forbid") => OperatorCheckout::Forbid,
-                        Some("report") => OperatorCheckout::Report,
-                        _ => {
-                            return Err(invalid(
-                                value.pos,
-                                "`operator_checkout` must be `forbid` or `report`".to_owned(),
-                            ));
-                        }
-                    }
+                    config.operator_checkout = value
+                        .as_str()
+                        .and_then(shape::parse)
+                        .ok_or_else(|| invalid(value.pos, operator_checkout_expected()))?
                 }
                 Some("script_allowlist") => {
                     config.script_allowlist = strings(value, "script_allowlist")
@@ -372,17 +370,14 @@ fn adr_paths(node: &Node) -> Result<Vec<String>, (Pos, String)> {
     Ok(patterns)
 }
 
-/// The keys this module reads.
-const KNOWN_KEYS: [&str; 8] = [
-    "agents",
-    "validators",
-    "planners",
-    "protected_branches",
-    "script_allowlist",
-    "operator_checkout",
-    "adr_paths",
-    "retention",
-];
+/// What `operator_checkout` must be.
+fn operator_checkout_expected() -> String {
+    let names: Vec<String> = shape::names::<OperatorCheckout>()
+        .iter()
+        .map(|name| format!("`{name}`"))
+        .collect();
+    format!("`operator_checkout` must be {}", names.join(" or "))
+}
 
 /// The known key `key` is a likely misspelling of (the same but for case, `-` for `_` or a
 /// plural, and then a small edit away: one letter for keys of up to 8 letters, two for longer
@@ -391,11 +386,14 @@ const KNOWN_KEYS: [&str; 8] = [
 /// `agents`) is not a misspelling: it is left to its owner.
 fn near_miss(key: &str) -> Option<&'static str> {
     let normal = key.to_ascii_lowercase().replace('-', "_");
-    KNOWN_KEYS.into_iter().find(|known| {
-        let allowed = if known.len() <= 8 { 1 } else { 2 };
-        let singular = |word: &str| word.trim_end_matches('s').to_owned();
-        strsim::damerau_levenshtein(&singular(&normal), &singular(known)) <= allowed
-    })
+    shape::keys::<document::ConfigDocument>()
+        .iter()
+        .copied()
+        .find(|known| {
+            let allowed = if known.len() <= 8 { 1 } else { 2 };
+            let singular = |word: &str| word.trim_end_matches('s').to_owned();
+            strsim::damerau_levenshtein(&singular(&normal), &singular(known)) <= allowed
+        })
 }
 
 /// An `agents:` entry, checked where each part is written: a mapping whose keys are profile
@@ -413,7 +411,7 @@ fn check_agent(name: &str, node: &Node) -> Result<(), (Pos, String)> {
             )),
         ));
     };
-    let keys = || profile::PROFILE_KEYS.iter().map(|(key, _)| *key);
+    let keys = || profile::profile_keys().iter().copied();
     for (key, _) in entries {
         let Some(text) = key.as_str() else {
             return Err((key.pos, invalid("its keys must be strings".to_owned())));
@@ -489,7 +487,10 @@ fn check_validator(name: &str, node: &Node) -> Result<(), (Pos, String)> {
         ));
     };
     for (key, _) in entries {
-        if key.as_str() != Some("argv") {
+        if !key
+            .as_str()
+            .is_some_and(|key| shape::keys::<document::ValidatorCommand>().contains(&key))
+        {
             return Err((
                 key.pos,
                 format!(

@@ -2,9 +2,12 @@
 //! the configuration is read (a mistake shows at its key, before any run starts). The planner
 //! turns a definition into the backend an EVALUATE asks.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use super::Config;
+use super::planner_document::{DefinitionDocument, PlannerKind};
+use crate::document::shape;
 use crate::document::yaml::{Node, Pos};
 use crate::text::redact;
 
@@ -73,33 +76,21 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Tries before giving up, unless the profile says `attempts:`.
 const DEFAULT_ATTEMPTS: usize = 2;
 
-/// The keys a planner definition may have (docs/planner.md).
-const DEFINITION_KEYS: &[&str] = &[
-    "kind",
-    "argv",
-    "binary",
-    "model",
-    "config",
-    "url",
-    "api_key_env",
-    "timeout",
-    "attempts",
-    "pass_env",
-];
+/// The keys a planner definition may have, in declaration order.
+fn definition_keys() -> &'static [&'static str] {
+    shape::keys::<DefinitionDocument>()
+}
 
-/// The kinds that read each definition key besides `kind` (every other kind would ignore it,
-/// so it is refused there; `kind: rules` takes no other key).
-const KEY_KINDS: &[(&str, &[&str])] = &[
-    ("argv", &["command"]),
-    ("binary", &["claude", "codex"]),
-    ("model", &["claude", "codex", "http"]),
-    ("config", &["codex"]),
-    ("url", &["http"]),
-    ("api_key_env", &["http"]),
-    ("timeout", &["command", "claude", "codex", "http"]),
-    ("attempts", &["command", "claude", "codex", "http"]),
-    ("pass_env", &["command", "claude", "codex"]),
-];
+/// The kinds that read each definition key that not every kind reads.
+fn key_kinds() -> &'static [(&'static str, Vec<String>)] {
+    static KINDS: OnceLock<Vec<(&'static str, Vec<String>)>> = OnceLock::new();
+    KINDS.get_or_init(|| {
+        shape::key_annotations::<DefinitionDocument>("x-kinds")
+            .into_iter()
+            .filter_map(|(key, kinds)| Some((key, kinds?)))
+            .collect()
+    })
+}
 
 /// Why a planner definition cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -275,9 +266,9 @@ impl DefinitionError {
 
 /// The nearest known key to a misspelt one, else the list of keys.
 fn unknown_key_hint(key: &str) -> String {
-    match crate::document::diagnostic::nearest(key, DEFINITION_KEYS.iter().copied()) {
+    match crate::document::diagnostic::nearest(key, definition_keys().iter().copied()) {
         Some(near) => format!("did you mean `{near}`?"),
-        None => format!("the keys are {}", DEFINITION_KEYS.join(", ")),
+        None => format!("the keys are {}", definition_keys().join(", ")),
     }
 }
 
@@ -285,15 +276,15 @@ fn unknown_key_hint(key: &str) -> String {
 fn ignored_key<'n>(name: &str, node: &'n Node, kind: &str) -> Option<(&'n Node, DefinitionError)> {
     node.as_map()?.iter().find_map(|(key, _)| {
         let text = key.as_str()?;
-        let (_, kinds) = KEY_KINDS.iter().find(|(known, _)| *known == text)?;
-        if kinds.contains(&kind) {
+        let (_, kinds) = key_kinds().iter().find(|(known, _)| *known == text)?;
+        if kinds.iter().any(|taker| taker == kind) {
             return None;
         }
         let error = DefinitionError::IgnoredKey {
             name: name.to_owned(),
             kind: kind.to_owned(),
             key: text.to_owned(),
-            takers: kinds.iter().map(|kind| (*kind).to_owned()).collect(),
+            takers: kinds.clone(),
         };
         Some((key, error))
     })
@@ -326,7 +317,7 @@ pub fn check_definition(
         let Some(text) = key.as_str() else {
             return Err((key.pos, DefinitionError::KeyNotText { name: name_owned() }));
         };
-        if !DEFINITION_KEYS.contains(&text) {
+        if !definition_keys().contains(&text) {
             let key_text = text.to_owned();
             let error = DefinitionError::UnknownKey {
                 name: name_owned(),
@@ -337,7 +328,7 @@ pub fn check_definition(
     }
     // A key the kind does not read (an http planner's `argv`) would configure nothing.
     if let Some(kind) = node.get("kind").and_then(Node::as_str)
-        && ["command", "claude", "codex", "http"].contains(&kind)
+        && shape::parse::<PlannerKind>(kind).is_some_and(|kind| kind != PlannerKind::Rules)
         && let Some((key, error)) = ignored_key(name, node, kind)
     {
         return Err((key.pos, error));

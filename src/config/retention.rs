@@ -25,9 +25,6 @@ impl Default for Retention {
     }
 }
 
-/// The keys of `retention:`.
-const KEYS: [&str; 1] = ["finished_checkouts"];
-
 /// Reads `retention:`: a mapping of known keys, each a non-negative integer.
 pub(super) fn parse(node: &Node) -> Result<Retention, (Pos, String)> {
     let Some(entries) = node.as_map() else {
@@ -59,9 +56,10 @@ pub(super) fn parse(node: &Node) -> Result<Retention, (Pos, String)> {
             }
             other => {
                 let text = other.unwrap_or_default();
-                let hint = match crate::document::diagnostic::nearest(text, KEYS) {
+                let keys = crate::document::shape::keys::<super::document::RetentionDocument>();
+                let hint = match crate::document::diagnostic::nearest(text, keys.iter().copied()) {
                     Some(near) => format!("did you mean `{near}`?"),
-                    None => format!("the keys are {}", KEYS.join(", ")),
+                    None => format!("the keys are {}", keys.join(", ")),
                 };
                 return Err((
                     key.pos,

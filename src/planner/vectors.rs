@@ -4,8 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::PlannerInput;
+use super::{PlannerInput, Status};
 use super::backend::{Backend, Request, Verdict, decide};
+use crate::document::shape;
 
 /// Why the vectors of a folder cannot be run. Every file is checked before any is run, so a
 /// malformed one never comes after paid planner calls whose results would be lost.
@@ -109,7 +110,7 @@ pub enum FormatError {
     /// `expect.status` is none of the five statuses.
     #[error(
         "`expect.status` `{status}` is not a status (success, partial, blocked, unsafe, needs_human){}",
-        crate::document::diagnostic::nearest(status, STATUSES.iter().copied())
+        crate::document::diagnostic::nearest(status, shape::names::<Status>().iter().copied())
             .map_or(String::new(), |near| format!("; did you mean `{near}`?"))
     )]
     UnknownStatus {
@@ -124,8 +125,29 @@ pub enum FormatError {
     },
 }
 
-/// The statuses a vector may expect.
-const STATUSES: [&str; 5] = ["success", "partial", "blocked", "unsafe", "needs_human"];
+/// A vector file as written: a named envelope and the decision it must get.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VectorDocument {
+    /// Names the vector in reports.
+    pub name: String,
+    /// What the vector checks.
+    pub description: Option<String>,
+    /// Valid planner input (`tnh-conductor schema planner-input`).
+    pub envelope: serde_json::Map<String, serde_json::Value>,
+    /// The decision expected.
+    pub expect: ExpectDocument,
+}
+
+/// A vector's `expect`.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectDocument {
+    /// The status the planner must answer.
+    pub status: Status,
+    /// Risk flags the answer must raise.
+    pub risk_flags: Option<Vec<String>>,
+}
 
 /// A checked vector, ready to run.
 #[derive(Debug, Clone, PartialEq)]
@@ -299,16 +321,12 @@ struct Expectation {
     risk_flags: Vec<String>,
 }
 
-/// The keys of a vector and of its `expect`.
-const VECTOR_KEYS: &[&str] = &["name", "description", "envelope", "expect"];
-const EXPECT_KEYS: &[&str] = &["status", "risk_flags"];
-
 /// Checks a vector against the format `{"name", "envelope", "expect": {"status",
 /// "risk_flags"}}`: known keys only, a string name, an envelope that is valid planner input
 /// (`tnh-conductor schema planner-input`), a status among the five, a list of flag strings.
 fn check_vector(vector: &serde_json::Value) -> Result<Expectation, FormatError> {
     let object = vector.as_object().ok_or(FormatError::NotAnObject)?;
-    unknown_key(object, VECTOR_KEYS, "")?;
+    unknown_key(object, shape::keys::<VectorDocument>(), "")?;
     let name = object
         .get("name")
         .and_then(serde_json::Value::as_str)
@@ -328,12 +346,12 @@ fn check_vector(vector: &serde_json::Value) -> Result<Expectation, FormatError> 
         .get("expect")
         .and_then(serde_json::Value::as_object)
         .ok_or(FormatError::NoExpect)?;
-    unknown_key(expect, EXPECT_KEYS, "expect.")?;
+    unknown_key(expect, shape::keys::<ExpectDocument>(), "expect.")?;
     let status = expect
         .get("status")
         .and_then(serde_json::Value::as_str)
         .ok_or(FormatError::NoStatus)?;
-    if !STATUSES.contains(&status) {
+    if shape::parse::<Status>(status).is_none() {
         return Err(FormatError::UnknownStatus {
             status: status.to_owned(),
         });

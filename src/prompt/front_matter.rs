@@ -1,12 +1,14 @@
 //! One prompt file: `---` YAML front matter `---` then the Markdown template.
 
 use crate::document::diagnostic::nearest;
+use crate::document::shape::{self, Names};
 use crate::document::yaml::{self, Node, Value};
 
 use super::PromptError;
 
 /// What a prompt is for; it must fit the opcode that uses it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum PromptRole {
     /// Heavy work done by a coding agent (RUN_AGENT).
     Task,
@@ -26,34 +28,21 @@ pub enum PromptRole {
 
 impl PromptRole {
     /// Names used in front matter.
-    pub const NAMES: [&'static str; 7] = [
-        "task", "policy", "planner", "triage", "risk", "journal", "agent",
-    ];
-    const ALL: [PromptRole; 7] = [
-        PromptRole::Task,
-        PromptRole::Policy,
-        PromptRole::Planner,
-        PromptRole::Triage,
-        PromptRole::Risk,
-        PromptRole::Journal,
-        PromptRole::Agent,
-    ];
+    pub const NAMES: Names<Self> = Names::new();
 
     /// The front-matter name.
     pub fn name(self) -> &'static str {
-        Self::NAMES[Self::ALL.iter().position(|role| *role == self).unwrap_or(0)]
+        Self::NAMES[self as usize]
     }
 
     fn parse(name: &str) -> Option<Self> {
-        Self::NAMES
-            .iter()
-            .position(|known| *known == name)
-            .map(|index| Self::ALL[index])
+        shape::parse(name)
     }
 }
 
 /// Release state of a prompt version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum PromptStatus {
     /// Being written; may change without a new version.
     Draft,
@@ -71,16 +60,13 @@ impl PromptStatus {
 
     /// The front-matter name.
     pub fn name(self) -> &'static str {
-        match self {
-            PromptStatus::Draft => "draft",
-            PromptStatus::Current => "current",
-            PromptStatus::Deprecated => "deprecated",
-        }
+        shape::names::<Self>()[self as usize]
     }
 }
 
 /// The type of a prompt input.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum InputType {
     /// Text.
     String,
@@ -97,26 +83,15 @@ pub enum InputType {
 }
 
 impl InputType {
-    const NAMES: [&'static str; 6] = ["string", "int", "bool", "list", "map", "any"];
-    const ALL: [InputType; 6] = [
-        InputType::String,
-        InputType::Int,
-        InputType::Bool,
-        InputType::List,
-        InputType::Map,
-        InputType::Any,
-    ];
+    const NAMES: Names<Self> = Names::new();
 
     /// The front-matter name.
     pub fn name(self) -> &'static str {
-        Self::NAMES[Self::ALL.iter().position(|kind| *kind == self).unwrap_or(0)]
+        Self::NAMES[self as usize]
     }
 
     fn parse(name: &str) -> Option<Self> {
-        Self::NAMES
-            .iter()
-            .position(|known| *known == name)
-            .map(|index| Self::ALL[index])
+        shape::parse(name)
     }
 
     /// Whether a JSON value has this type.
@@ -291,21 +266,54 @@ impl Prompt {
     }
 }
 
+/// A prompt's front matter as written: its keys and what each holds.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FrontMatterDocument {
+    /// `family.name`.
+    pub prompt_id: String,
+    /// The prompt's version (`vN` in references), at least 1.
+    pub version: u32,
+    /// What the prompt is for.
+    pub role: PromptRole,
+    /// One line on what it does.
+    pub summary: String,
+    /// The inputs the template uses.
+    pub inputs: Option<Vec<InputDocument>>,
+    /// What the prompt asks to produce.
+    pub outputs: Option<Vec<String>>,
+    /// Release state (default `current`).
+    pub status: Option<PromptStatus>,
+    /// Policy prompts: globs every change must match.
+    pub allowed_paths: Option<Vec<String>>,
+    /// Policy prompts: globs no change may match.
+    pub forbidden_paths: Option<Vec<String>>,
+    /// Policy prompts: operation ids or advisory text.
+    pub forbidden_operations: Option<Vec<String>>,
+    /// Policy prompts: a script function called for each changed file.
+    pub check: Option<String>,
+    /// Planner prompts: the schema of the decision asked for.
+    pub decision_schema: Option<serde_json::Value>,
+}
+
+/// One entry of `inputs`.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub struct InputDocument {
+    /// Its name in the template.
+    pub name: String,
+    /// Its type (default `string`).
+    #[serde(rename = "type")]
+    pub input_type: Option<InputType>,
+    /// Whether it must be given (default true).
+    pub required: Option<bool>,
+    /// What it is.
+    pub description: Option<String>,
+}
+
 /// Keys a prompt's front matter may hold.
-pub const FRONT_MATTER_KEYS: &[&str] = &[
-    "prompt_id",
-    "version",
-    "role",
-    "summary",
-    "inputs",
-    "outputs",
-    "status",
-    "allowed_paths",
-    "forbidden_paths",
-    "forbidden_operations",
-    "check",
-    "decision_schema",
-];
+pub fn front_matter_keys() -> &'static [&'static str] {
+    shape::keys::<FrontMatterDocument>()
+}
 
 struct FrontMatter<'a> {
     root: &'a Node,
@@ -370,15 +378,15 @@ impl FrontMatter<'_> {
         };
         for (key, _) in entries {
             let name = key.scalar_text();
-            if !FRONT_MATTER_KEYS.contains(&name.as_str()) {
-                let near = nearest(&name, FRONT_MATTER_KEYS.iter().copied())
+            if !front_matter_keys().contains(&name.as_str()) {
+                let near = nearest(&name, front_matter_keys().iter().copied())
                     .map(|near| format!("did you mean `{near}`? "))
                     .unwrap_or_default();
                 self.at(
                     key,
                     format!(
                         "unknown front-matter key `{name}` ({near}valid: {})",
-                        FRONT_MATTER_KEYS.join(", ")
+                        front_matter_keys().join(", ")
                     ),
                 );
             }
@@ -427,18 +435,19 @@ impl FrontMatter<'_> {
     }
 
     fn status(&mut self) -> Option<PromptStatus> {
-        match self.optional_string("status").ok()?.as_deref() {
-            None | Some("current") => Some(PromptStatus::Current),
-            Some("draft") => Some(PromptStatus::Draft),
-            Some("deprecated") => Some(PromptStatus::Deprecated),
-            Some(other) => {
-                self.error(
-                    "status",
-                    format!("status `{other}` is not draft, current or deprecated"),
-                );
-                None
-            }
+        let Some(name) = self.optional_string("status").ok()? else {
+            return Some(PromptStatus::Current);
+        };
+        let status = shape::parse(&name);
+        if status.is_none() {
+            let names = shape::names::<PromptStatus>();
+            let listed = match names.split_last() {
+                Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+                None => String::new(),
+            };
+            self.error("status", format!("status `{name}` is not {listed}"));
         }
+        status
     }
 
     fn version(&mut self) -> Option<u32> {
@@ -559,5 +568,45 @@ impl FrontMatter<'_> {
             forbidden_operations: self.string_list("forbidden_operations"),
             check,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(front_matter: &str) -> Vec<String> {
+        let text = format!("---\n{front_matter}---\nHello.\n");
+        match Prompt::parse(&text, PromptSource::Repo("p.md".into())) {
+            Ok(_) => Vec::new(),
+            Err(errors) => errors.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    /// The keys and names a front matter may use are read from its document type, and told
+    /// as before, in the order the type declares them.
+    #[test]
+    fn front_matter_keys_and_names_come_from_its_type() {
+        let base = "prompt_id: task.x\nversion: 1\nsummary: s\n";
+        assert!(problems(&format!("{base}role: task\nstatus: draft\n")).is_empty());
+        assert_eq!(
+            problems(&format!("{base}role: task\nstatus: final\n")),
+            ["p.md:6:9: status `final` is not draft, current or deprecated"]
+        );
+        assert_eq!(
+            problems(&format!("{base}role: tasks\n")),
+            [
+                "p.md:5:7: role `tasks` is not one of task, policy, planner, triage, risk, journal, agent"
+            ]
+        );
+        let unknown = problems(&format!("{base}role: task\nsumary: s\n"));
+        assert_eq!(
+            unknown,
+            [
+                "p.md:6:1: unknown front-matter key `sumary` (did you mean `summary`? valid: prompt_id, version, role, summary, inputs, outputs, status, allowed_paths, forbidden_paths, forbidden_operations, check, decision_schema)"
+            ]
+        );
+        assert_eq!(PromptStatus::Deprecated.name(), "deprecated");
+        assert_eq!(InputType::parse("any"), Some(InputType::Any));
     }
 }

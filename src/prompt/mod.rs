@@ -13,7 +13,10 @@ mod render;
 mod sandbox;
 
 pub use catalog::{BUILTIN_FILES, BrokenPrompt, Catalog, PromptErrorText, builtin_catalog};
-pub use front_matter::{InputType, Prompt, PromptInput, PromptRole, PromptSource, PromptStatus};
+pub use front_matter::{
+    FrontMatterDocument, InputDocument, InputType, Prompt, PromptInput, PromptRole, PromptSource,
+    PromptStatus, front_matter_keys,
+};
 pub use read::MAX_PROMPT_FILE_BYTES;
 pub use render::render;
 pub use sandbox::{ALLOWED_FILTERS, MAX_RENDERED_BYTES};

@@ -7,10 +7,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
 use super::RunnerError;
+use crate::document::shape;
 
 /// Which adapter drives the agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -46,36 +48,30 @@ impl AgentKind {
     }
 }
 
-/// The keys of an `agents:` entry, each with the kinds whose adapter reads it. Every other
-/// kind would silently ignore it (a codex profile's `disallowed_tools` restricts nothing), so
-/// it is refused there.
-pub const PROFILE_KEYS: &[(&str, &[AgentKind])] = &[
-    ("kind", &AgentKind::ALL),
-    ("argv", &[AgentKind::Command]),
-    ("binary", CLI_KINDS),
-    ("model", CLI_KINDS),
-    ("permission_mode", &[AgentKind::Claude]),
-    ("approval_mode", &[AgentKind::Gemini]),
-    ("allowed_tools", &[AgentKind::Claude]),
-    ("disallowed_tools", &[AgentKind::Claude]),
-    ("sandbox", &[AgentKind::Codex, AgentKind::Gemini]),
-    ("config", &[AgentKind::Codex]),
-    ("add_dirs", CLI_KINDS),
-    ("append_system_prompt", &[AgentKind::Claude]),
-    ("pass_env", &AgentKind::ALL),
-    ("extra_args", &AgentKind::ALL),
-    ("max_output_mib", &AgentKind::ALL),
-];
-
-/// The kinds that drive a model CLI.
-const CLI_KINDS: &[AgentKind] = &[AgentKind::Claude, AgentKind::Codex, AgentKind::Gemini];
+/// The keys of an `agents:` entry, in declaration order.
+pub fn profile_keys() -> &'static [&'static str] {
+    shape::keys::<AgentProfile>()
+}
 
 /// The kinds that read profile key `key`; `None` for a key profiles do not have.
 pub fn kinds_taking(key: &str) -> Option<&'static [AgentKind]> {
-    PROFILE_KEYS
+    static KINDS: OnceLock<Vec<(&'static str, Vec<AgentKind>)>> = OnceLock::new();
+    let table = KINDS.get_or_init(|| {
+        shape::key_annotations::<AgentProfile>("x-kinds")
+            .into_iter()
+            .map(|(key, names)| {
+                let kinds = match names {
+                    Some(names) => names.iter().filter_map(|name| shape::parse(name)).collect(),
+                    None => AgentKind::ALL.to_vec(),
+                };
+                (key, kinds)
+            })
+            .collect()
+    });
+    table
         .iter()
         .find(|(known, _)| *known == key)
-        .map(|(_, kinds)| *kinds)
+        .map(|(_, kinds)| kinds.as_slice())
 }
 
 /// Why profile key `key` may not be written on a profile of `kind`, when it may not.
@@ -106,7 +102,9 @@ pub fn key_refused_for(key: &str, kind: AgentKind) -> Option<String> {
     ))
 }
 
-/// One `agents:` entry.
+/// One `agents:` entry. A key only some kinds' adapters read names them (`x-kinds`): every
+/// other kind would silently ignore it (a codex profile's `disallowed_tools` restricts
+/// nothing), so it is refused there.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentProfile {
@@ -114,38 +112,49 @@ pub struct AgentProfile {
     pub kind: AgentKind,
     /// `command`: the program and its arguments (required). Not used by other kinds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kinds" = ["command"]))]
     pub argv: Vec<String>,
     /// `claude`/`codex`/`gemini`: the binary to run instead of `claude`/`codex`/`gemini`
     /// (TNH_CLAUDE_BIN, TNH_CODEX_BIN and TNH_GEMINI_BIN still win).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kinds" = ["claude", "codex", "gemini"]))]
     pub binary: Option<String>,
     /// The model (`--model` / `-m`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kinds" = ["claude", "codex", "gemini"]))]
     pub model: Option<String>,
     /// Claude `--permission-mode` (`acceptEdits`, `dontAsk`, `plan`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kinds" = ["claude"]))]
     pub permission_mode: Option<String>,
     /// Gemini `--approval-mode` (`default`, `auto_edit`, `yolo`, `plan`; default `auto_edit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kinds" = ["gemini"]))]
     pub approval_mode: Option<String>,
     /// Claude `--allowedTools`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kinds" = ["claude"]))]
     pub allowed_tools: Vec<String>,
     /// Claude `--disallowedTools`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kinds" = ["claude"]))]
     pub disallowed_tools: Vec<String>,
     /// Codex `--sandbox` (default `workspace-write`); Gemini: `true` runs it with `--sandbox`
     /// (the container tool is Gemini's `GEMINI_SANDBOX`), `false` (the default) without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kinds" = ["codex", "gemini"]))]
     pub sandbox: Option<String>,
     /// Codex `-c key=value` pairs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("x-kinds" = ["codex"]))]
     pub config: BTreeMap<String, ConfigValue>,
     /// Extra directories the agent may use (`--add-dir`, Gemini `--include-directories`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kinds" = ["claude", "codex", "gemini"]))]
     pub add_dirs: Vec<PathBuf>,
     /// Claude `--append-system-prompt`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kinds" = ["claude"]))]
     pub append_system_prompt: Option<String>,
     /// Host variables passed through to the agent besides the allowlist.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -384,6 +393,28 @@ pub fn resolve_profile(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kinds each key is refused for come from the profile type: every kind named there
+    /// is one, and a key only some kinds read names them.
+    #[test]
+    fn each_keys_kinds_are_read_from_the_profile_type() {
+        for (key, names) in shape::key_annotations::<AgentProfile>("x-kinds") {
+            let kinds = kinds_taking(key).unwrap();
+            assert_eq!(
+                kinds.len(),
+                names.map_or(AgentKind::ALL.len(), |names| names.len()),
+                "{key}"
+            );
+        }
+        assert_eq!(profile_keys().first(), Some(&"kind"));
+        assert_eq!(kinds_taking("kind"), Some(&AgentKind::ALL[..]));
+        assert_eq!(kinds_taking("argv"), Some(&[AgentKind::Command][..]));
+        assert_eq!(
+            kinds_taking("sandbox"),
+            Some(&[AgentKind::Codex, AgentKind::Gemini][..])
+        );
+        assert_eq!(kinds_taking("timeout"), None);
+    }
 
     #[test]
     fn the_output_limit_defaults_to_the_documented_256_mib_per_stream() {

@@ -1,58 +1,23 @@
 //! Decoding a YAML node tree into the workflow model, collecting every problem on the way.
 //!
-//! Each mapping is checked against the keys it may hold (the tables below are also checked
-//! against the published JSON Schema by a test), so an unknown key is reported with the
-//! nearest valid key, and decoding goes on to find the next problem.
+//! Each mapping is checked against the keys it may hold, read from the document's types in
+//! `schema.rs` (which the published JSON Schema is derived from too), so an unknown key is
+//! reported with the nearest valid key, and decoding goes on to find the next problem.
 
 use std::time::Duration;
+
+use serde::de::DeserializeOwned;
 
 use super::diagnostic::Diagnostics;
 use super::duration::parse_duration;
 use super::model::{
-    At, ComponentKind, Defaults, EvalProfile, InlinePolicy, Inputs, Limits, Param, ParamType,
-    PolicySpec, PromptSpec, Workflow, is_prompt_reference,
+    At, Defaults, InlinePolicy, Inputs, Limits, Param, ParamType, PolicySpec, PromptSpec, Workflow,
+    is_prompt_reference,
 };
+use super::schema as document;
 use super::yaml::{Node, Pos, Value};
+use crate::document::shape::{keys, names, parse};
 use crate::ids::{PromptRef, StepId, WorkflowId};
-
-/// Keys of the document.
-pub const DOCUMENT_KEYS: &[&str] = &[
-    "workflow_id",
-    "version",
-    "description",
-    "entry_step",
-    "defaults",
-    "params",
-    "script",
-    "steps",
-];
-/// Keys of `defaults`.
-pub const DEFAULTS_KEYS: &[&str] = &[
-    "policy",
-    "limits",
-    "artifacts_dir",
-    "component_kind",
-    "eval_profile",
-    "planner",
-];
-/// Keys of `limits`.
-pub const LIMITS_KEYS: &[&str] = &[
-    "timeout",
-    "idle_timeout",
-    "max_turns",
-    "max_budget_usd",
-    "max_visits",
-    "max_transitions",
-];
-/// Keys of a parameter declaration.
-pub const PARAM_KEYS: &[&str] = &["type", "required", "default", "description"];
-/// Keys of an inline policy.
-pub const POLICY_KEYS: &[&str] = &[
-    "allowed_paths",
-    "forbidden_paths",
-    "forbidden_operations",
-    "check",
-];
 
 /// The folder, relative to the repository, where run directories live: the only value
 /// `defaults.artifacts_dir` accepts (the kernel's `DEFAULT_ARTIFACTS_ROOT`).
@@ -65,7 +30,11 @@ pub const EXPRESSIONS_ALLOWED_HINT: &str = "write the literal value; `${…}` an
 /// Returns `None` only when the document is not even a mapping.
 pub fn decode_workflow(root: &Node, diagnostics: &mut Diagnostics) -> Option<Workflow> {
     let mut decoder = Decoder { diagnostics };
-    let fields = decoder.mapping(root, "the workflow document", DOCUMENT_KEYS)?;
+    let fields = decoder.mapping(
+        root,
+        "the workflow document",
+        keys::<document::WorkflowDocument>(),
+    )?;
     let workflow_id = decoder
         .required(&fields, "workflow_id", "the workflow")
         .and_then(|node| decoder.id(node, "workflow_id"))
@@ -486,7 +455,7 @@ impl Decoder<'_> {
     }
 
     fn defaults(&mut self, node: &Node) -> Defaults {
-        let Some(fields) = self.mapping(node, "defaults", DEFAULTS_KEYS) else {
+        let Some(fields) = self.mapping(node, "defaults", keys::<document::Defaults>()) else {
             return Defaults::default();
         };
         Defaults {
@@ -498,22 +467,12 @@ impl Decoder<'_> {
             artifacts_dir: fields
                 .get("artifacts_dir")
                 .and_then(|value| self.artifacts_dir(value)),
-            component_kind: fields.get("component_kind").and_then(|value| {
-                self.choice(
-                    value,
-                    "component_kind",
-                    &ComponentKind::NAMES,
-                    ComponentKind::parse,
-                )
-            }),
-            eval_profile: fields.get("eval_profile").and_then(|value| {
-                self.choice(
-                    value,
-                    "eval_profile",
-                    &EvalProfile::NAMES,
-                    EvalProfile::parse,
-                )
-            }),
+            component_kind: fields
+                .get("component_kind")
+                .and_then(|value| self.choice(value, "component_kind")),
+            eval_profile: fields
+                .get("eval_profile")
+                .and_then(|value| self.choice(value, "eval_profile")),
             planner: fields
                 .get("planner")
                 .and_then(|value| self.string(value, "planner")),
@@ -547,16 +506,11 @@ impl Decoder<'_> {
         None
     }
 
-    /// One of a fixed set of names.
-    pub fn choice<T>(
-        &mut self,
-        node: &Node,
-        what: &str,
-        names: &[&str],
-        parse: impl Fn(&str) -> Option<T>,
-    ) -> Option<At<T>> {
+    /// One of the names of document enum `T`.
+    pub fn choice<T: DeserializeOwned>(&mut self, node: &Node, what: &str) -> Option<At<T>> {
+        let names = names::<T>();
         let text = self.routing_string(node, what)?;
-        match parse(&text.value) {
+        match parse::<T>(&text.value) {
             Some(value) => Some(At::new(value, node.pos)),
             None => {
                 self.diagnostics
@@ -577,7 +531,7 @@ impl Decoder<'_> {
 
     /// A `limits` block; `max_transitions` belongs to the run, so only to `defaults`.
     pub fn limits(&mut self, node: &Node, run_level: bool) -> Limits {
-        let Some(fields) = self.mapping(node, "limits", LIMITS_KEYS) else {
+        let Some(fields) = self.mapping(node, "limits", keys::<document::Limits>()) else {
             return Limits::default();
         };
         let max_transitions = fields.get("max_transitions");
@@ -652,10 +606,10 @@ impl Decoder<'_> {
     fn param(&mut self, name_node: &Node, declaration: &Node) -> Option<Param> {
         let name = self.identifier(name_node, "a parameter name")?;
         let what = format!("parameter `{}`", name.value);
-        let fields = self.mapping(declaration, &what, PARAM_KEYS)?;
+        let fields = self.mapping(declaration, &what, keys::<document::Param>())?;
         let param_type = self
             .required(&fields, "type", &what)
-            .and_then(|value| self.choice(value, "type", &ParamType::NAMES, ParamType::parse))?;
+            .and_then(|value| self.choice::<ParamType>(value, "type"))?;
         let required = fields
             .get("required")
             .and_then(|value| self.boolean(value, "required"))
@@ -710,7 +664,7 @@ impl Decoder<'_> {
                 .hint("write a reference like `policy.workspace_safety.v1`, or an inline mapping with allowed_paths/forbidden_paths/forbidden_operations");
             return None;
         }
-        let fields = self.mapping(node, "policy", POLICY_KEYS)?;
+        let fields = self.mapping(node, "policy", keys::<document::InlinePolicy>())?;
         let mut list = |key: &str| {
             fields
                 .get(key)

@@ -2,46 +2,38 @@
 
 use super::decode::Decoder;
 use super::model::{
-    At, Evaluate, Gate, GateKind, Inputs, Limits, NetworkAccess, NodeList, Opcode, Rollback,
-    RollbackTarget, RouteKey, Routes, RunAgent, RunValidation, Step, StepBody, StepOutline, Stop,
-    StopOutcome, ValidatorEntry, ValidatorKind, ValidatorSpec, is_whole_expression,
+    At, Evaluate, Gate, Inputs, Limits, NodeList, Opcode, Rollback, RollbackTarget, RouteKey,
+    Routes, RunAgent, RunValidation, Step, StepBody, StepOutline, Stop, ValidatorEntry,
+    ValidatorKind, ValidatorSpec, is_whole_expression,
 };
+use super::schema as document;
 use super::yaml::{Node, Value};
+use crate::document::shape::{keys, names, parse};
 use crate::ids::StepId;
 use crate::outcome::Outcome;
 
 /// Keys every step may hold.
-pub const COMMON_STEP_KEYS: &[&str] =
-    &["id", "opcode", "description", "routes", "allow_unreachable"];
-
-/// Keys an opcode adds to the common ones.
-pub fn opcode_keys(opcode: Opcode) -> &'static [&'static str] {
-    match opcode {
-        Opcode::RunAgent => &[
-            "agent", "prompt", "inputs", "policy", "limits", "cwd", "env",
-        ],
-        Opcode::RunValidation => &["run", "limits", "policy"],
-        Opcode::Evaluate => &["prompt", "allowed_next_steps", "planner", "inputs"],
-        Opcode::Gate => &["gate", "reason", "approvers", "timeout"],
-        Opcode::Rollback => &["target"],
-        Opcode::Stop => &["outcome", "reason"],
-    }
+pub fn common_step_keys() -> &'static [&'static str] {
+    keys::<document::StepHeader>()
 }
 
-/// Keys of an inline validator.
-pub const VALIDATOR_KEYS: &[&str] = &[
-    "id",
-    "kind",
-    "entrypoint",
-    "args",
-    "cwd",
-    "artifacts",
-    "timeout",
-    "env",
-    "report",
-    "network",
-    "max_output_mib",
-];
+/// Keys an opcode adds to the common ones, in the order its document type declares them.
+pub fn opcode_keys(opcode: Opcode) -> Vec<&'static str> {
+    let declared = match opcode {
+        Opcode::RunAgent => keys::<document::RunAgent>(),
+        Opcode::RunValidation => keys::<document::RunValidation>(),
+        Opcode::Evaluate => keys::<document::Evaluate>(),
+        Opcode::Gate => keys::<document::Gate>(),
+        Opcode::Rollback => keys::<document::Rollback>(),
+        Opcode::Stop => keys::<document::Stop>(),
+    };
+    let common = common_step_keys();
+    declared
+        .iter()
+        .copied()
+        .filter(|key| !common.contains(key))
+        .collect()
+}
 
 impl Decoder<'_> {
     /// The `steps` list: the steps decoded whole, and the outlines of those that were not.
@@ -107,8 +99,8 @@ impl Decoder<'_> {
                 allow_unreachable,
             }));
         };
-        let mut allowed: Vec<&str> = COMMON_STEP_KEYS.to_vec();
-        allowed.extend_from_slice(opcode_keys(opcode));
+        let mut allowed = common_step_keys().to_vec();
+        allowed.extend(opcode_keys(opcode));
         let fields = self.mapping(node, &owner, &allowed).ok_or(None)?;
         let routes = match fields.get("routes") {
             Some(value) => self.routes(value, &owner),
@@ -179,7 +171,7 @@ impl Decoder<'_> {
                 .hint(format!("one of: {}", Opcode::NAMES.join(", ")));
             return None;
         };
-        self.choice(value, "opcode", &Opcode::NAMES, Opcode::parse)
+        self.choice::<Opcode>(value, "opcode")
             .map(|opcode| opcode.value)
     }
 
@@ -229,9 +221,9 @@ impl Decoder<'_> {
             }
             Opcode::Evaluate => self.evaluate(node, owner)?,
             Opcode::Gate => {
-                let gate = self.required_field(node, "gate", owner).and_then(|value| {
-                    self.choice(value, "gate", &GateKind::NAMES, GateKind::parse)
-                });
+                let gate = self
+                    .required_field(node, "gate", owner)
+                    .and_then(|value| self.choice(value, "gate"));
                 let approvers = field("approvers")
                     .map(|value| self.string_list(value, "approvers"))
                     .unwrap_or_default();
@@ -250,18 +242,7 @@ impl Decoder<'_> {
                 StepBody::Rollback(Rollback { target: target? })
             }
             Opcode::Stop => {
-                let outcome = field("outcome").and_then(|value| {
-                    self.choice(
-                        value,
-                        "outcome",
-                        &["success", "failure"],
-                        |name| match name {
-                            "success" => Some(StopOutcome::Success),
-                            "failure" => Some(StopOutcome::Failure),
-                            _ => None,
-                        },
-                    )
-                });
+                let outcome = field("outcome").and_then(|value| self.choice(value, "outcome"));
                 StepBody::Stop(Stop {
                     outcome_written: field("outcome").is_some(),
                     outcome: outcome.map(|at| at.value).unwrap_or_default(),
@@ -341,9 +322,16 @@ impl Decoder<'_> {
 
     fn rollback_target(&mut self, node: &Node) -> Option<At<RollbackTarget>> {
         let text = self.routing_string(node, "target")?;
+        if let Some(target) = parse::<RollbackTarget>(&text.value) {
+            return Some(At::new(target, node.pos));
+        }
+        let targets = names::<RollbackTarget>();
+        let either = targets
+            .iter()
+            .map(|name| format!("`{name}`"))
+            .collect::<Vec<_>>()
+            .join(" or ");
         match text.value.as_str() {
-            "pre_run" => Some(At::new(RollbackTarget::PreRun, node.pos)),
-            "pre_step" => Some(At::new(RollbackTarget::PreStep, node.pos)),
             other if other.starts_with("checkpoint:") => {
                 self.diagnostics
                     .error(
@@ -351,7 +339,7 @@ impl Decoder<'_> {
                         "reserved-checkpoint",
                         format!("rollback target `{other}` is reserved and not implemented"),
                     )
-                    .hint("use `pre_run` or `pre_step`");
+                    .hint(format!("use {either}"));
                 None
             }
             other => {
@@ -359,13 +347,9 @@ impl Decoder<'_> {
                     .error(
                         node.pos,
                         "invalid-value",
-                        format!("rollback target `{other}` is not `pre_run` or `pre_step`"),
+                        format!("rollback target `{other}` is not {either}"),
                     )
-                    .suggest(
-                        other,
-                        ["pre_run", "pre_step"],
-                        "use `pre_run` or `pre_step`",
-                    );
+                    .suggest(other, targets.iter().copied(), format!("use {either}"));
                 None
             }
         }
@@ -447,19 +431,13 @@ impl Decoder<'_> {
                 .identifier(node, "a validator name")
                 .map(ValidatorEntry::Named);
         }
-        let fields = self.mapping(node, "a validator", VALIDATOR_KEYS)?;
+        let fields = self.mapping(node, "a validator", keys::<document::ValidatorSpec>())?;
         let id = self
             .required(&fields, "id", "a validator")
             .and_then(|value| self.identifier(value, "validator id"));
         let kind = self
             .required(&fields, "kind", "a validator")
-            .and_then(|value| {
-                self.choice(value, "kind", &["builtin", "script"], |name| match name {
-                    "builtin" => Some(ValidatorKind::Builtin),
-                    "script" => Some(ValidatorKind::Script),
-                    _ => None,
-                })
-            });
+            .and_then(|value| self.choice(value, "kind"));
         let entrypoint = fields.get("entrypoint").cloned();
         if let (
             Some(At {
@@ -537,13 +515,7 @@ impl Decoder<'_> {
         };
         let network = fields
             .get("network")
-            .and_then(|value| {
-                self.choice(value, "network", &["deny", "allow"], |name| match name {
-                    "deny" => Some(NetworkAccess::Deny),
-                    "allow" => Some(NetworkAccess::Allow),
-                    _ => None,
-                })
-            })
+            .and_then(|value| self.choice(value, "network"))
             .map(|at| at.value);
         let max_output_mib = fields
             .get("max_output_mib")

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::yaml::{Node, Pos};
+use crate::document::shape::{self, Names, names_only};
 use crate::ids::{PromptRef, StepId, WorkflowId};
 use crate::outcome::Outcome;
 
@@ -88,7 +89,9 @@ pub struct Defaults {
 }
 
 /// Hint for harness synthesis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(transform = names_only)]
 pub enum ComponentKind {
     /// Documentation.
     Docs,
@@ -102,34 +105,15 @@ pub enum ComponentKind {
     Library,
 }
 
-/// The value whose document name is `name`, for enums listing their `NAMES` and `ALL`
-/// variants in the same order.
-fn parse_named<T: Copy>(names: &[&str], all: &[T], name: &str) -> Option<T> {
-    names
-        .iter()
-        .position(|known| *known == name)
-        .map(|index| all[index])
-}
-
 impl ComponentKind {
     /// The names accepted in documents, in declaration order.
-    pub const NAMES: [&'static str; 5] = ["docs", "cli", "web", "vscode_ui", "library"];
-    const ALL: [ComponentKind; 5] = [
-        ComponentKind::Docs,
-        ComponentKind::Cli,
-        ComponentKind::Web,
-        ComponentKind::VscodeUi,
-        ComponentKind::Library,
-    ];
-
-    /// Parses a document name.
-    pub fn parse(name: &str) -> Option<Self> {
-        parse_named(&Self::NAMES, &Self::ALL, name)
-    }
+    pub const NAMES: Names<Self> = Names::new();
 }
 
 /// Validation depth hint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(transform = names_only)]
 pub enum EvalProfile {
     /// Quick checks.
     Smoke,
@@ -141,17 +125,7 @@ pub enum EvalProfile {
 
 impl EvalProfile {
     /// The names accepted in documents, in declaration order.
-    pub const NAMES: [&'static str; 3] = ["smoke", "overnight", "release_candidate"];
-    const ALL: [EvalProfile; 3] = [
-        EvalProfile::Smoke,
-        EvalProfile::Overnight,
-        EvalProfile::ReleaseCandidate,
-    ];
-
-    /// Parses a document name.
-    pub fn parse(name: &str) -> Option<Self> {
-        parse_named(&Self::NAMES, &Self::ALL, name)
-    }
+    pub const NAMES: Names<Self> = Names::new();
 }
 
 /// Resource limits, in `defaults` or on a step; a step's value overrides the default.
@@ -194,7 +168,9 @@ pub struct Param {
 }
 
 /// The type of a run parameter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(transform = names_only)]
 pub enum ParamType {
     /// Text.
     String,
@@ -210,26 +186,16 @@ pub enum ParamType {
 
 impl ParamType {
     /// The names accepted in documents.
-    pub const NAMES: [&'static str; 5] = ["string", "int", "bool", "list", "map"];
-    const ALL: [ParamType; 5] = [
-        ParamType::String,
-        ParamType::Int,
-        ParamType::Bool,
-        ParamType::List,
-        ParamType::Map,
-    ];
+    pub const NAMES: Names<Self> = Names::new();
 
     /// Parses a document name.
     pub fn parse(name: &str) -> Option<Self> {
-        parse_named(&Self::NAMES, &Self::ALL, name)
+        shape::parse(name)
     }
 
     /// The document name.
     pub fn name(self) -> &'static str {
-        Self::NAMES[Self::ALL
-            .iter()
-            .position(|known| *known == self)
-            .unwrap_or(0)]
+        Self::NAMES[self as usize]
     }
 }
 
@@ -251,7 +217,8 @@ pub struct Step {
 }
 
 /// The opcode of a step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Opcode {
     /// Run a coding agent.
     RunAgent,
@@ -269,34 +236,16 @@ pub enum Opcode {
 
 impl Opcode {
     /// The names used in documents.
-    pub const NAMES: [&'static str; 6] = [
-        "RUN_AGENT",
-        "RUN_VALIDATION",
-        "EVALUATE",
-        "GATE",
-        "ROLLBACK",
-        "STOP",
-    ];
-    const ALL: [Opcode; 6] = [
-        Opcode::RunAgent,
-        Opcode::RunValidation,
-        Opcode::Evaluate,
-        Opcode::Gate,
-        Opcode::Rollback,
-        Opcode::Stop,
-    ];
+    pub const NAMES: Names<Self> = Names::new();
 
     /// Parses a document name.
     pub fn parse(name: &str) -> Option<Self> {
-        parse_named(&Self::NAMES, &Self::ALL, name)
+        shape::parse(name)
     }
 
     /// The document name.
     pub fn name(self) -> &'static str {
-        Self::NAMES[Self::ALL
-            .iter()
-            .position(|known| *known == self)
-            .unwrap_or(0)]
+        Self::NAMES[self as usize]
     }
 
     /// Whether a step of this opcode may change the worktree (agents, validators, rollbacks).
@@ -500,7 +449,9 @@ impl ValidatorEntry {
 }
 
 /// Builtin or script validator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(transform = names_only)]
 pub enum ValidatorKind {
     /// A registered validator, by id.
     Builtin,
@@ -509,7 +460,9 @@ pub enum ValidatorKind {
 }
 
 /// Network access of a validator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(transform = names_only, rename = "Network")]
 pub enum NetworkAccess {
     /// No network where the platform can enforce it (the default).
     #[default]
@@ -574,7 +527,9 @@ pub struct Evaluate {
 }
 
 /// GATE kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(transform = names_only)]
 pub enum GateKind {
     /// Block until approved or rejected.
     RequiresApproval,
@@ -588,23 +543,7 @@ pub enum GateKind {
 
 impl GateKind {
     /// The names accepted in documents.
-    pub const NAMES: [&'static str; 4] = [
-        "requires_approval",
-        "blocking_approval",
-        "queue_for_review",
-        "requires_daily_review",
-    ];
-    const ALL: [GateKind; 4] = [
-        GateKind::RequiresApproval,
-        GateKind::BlockingApproval,
-        GateKind::QueueForReview,
-        GateKind::RequiresDailyReview,
-    ];
-
-    /// Parses a document name.
-    pub fn parse(name: &str) -> Option<Self> {
-        parse_named(&Self::NAMES, &Self::ALL, name)
-    }
+    pub const NAMES: Names<Self> = Names::new();
 
     /// Whether the run waits for a human decision.
     pub fn is_blocking(self) -> bool {
@@ -629,7 +568,9 @@ pub struct Gate {
 }
 
 /// Where ROLLBACK resets the worktree.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(transform = names_only)]
 pub enum RollbackTarget {
     /// The base the run started from.
     PreRun,
@@ -645,7 +586,9 @@ pub struct Rollback {
 }
 
 /// How a STOP step ends the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(transform = names_only)]
 pub enum StopOutcome {
     /// Exit 0.
     #[default]

@@ -1,14 +1,13 @@
 //! The published workflow JSON Schema: the committed copy is current, valid fixtures pass it,
-//! structurally broken ones fail it, and it names exactly the keys the decoder accepts.
+//! structurally broken ones fail it, and it names exactly the keys the decoder accepts (both
+//! are read from the same document types).
 
 use std::collections::BTreeSet;
 
-use tnh_conductor::workflow::decode::{
-    DEFAULTS_KEYS, DOCUMENT_KEYS, LIMITS_KEYS, PARAM_KEYS, POLICY_KEYS,
-};
-use tnh_conductor::workflow::decode_step::{COMMON_STEP_KEYS, VALIDATOR_KEYS, opcode_keys};
+use tnh_conductor::document::shape::keys;
+use tnh_conductor::workflow::decode_step::{common_step_keys, opcode_keys};
 use tnh_conductor::workflow::model::Opcode;
-use tnh_conductor::workflow::schema::workflow_schema;
+use tnh_conductor::workflow::schema::{self as document, workflow_schema};
 use tnh_conductor::workflow::yaml;
 
 use crate::support::{conductor, fixture};
@@ -82,30 +81,55 @@ fn properties(schema: &serde_json::Value) -> BTreeSet<String> {
         .collect()
 }
 
-fn keys(list: &[&str]) -> BTreeSet<String> {
+fn set(list: &[&str]) -> BTreeSet<String> {
     list.iter().map(|key| (*key).to_owned()).collect()
 }
 
+/// The decoder reads each type's keys as serde spells them, the schema as schemars does: a
+/// rename only one of them sees would make them differ.
 #[test]
 fn schema_and_decoder_accept_the_same_keys() {
     let schema = workflow_schema();
     let definitions = &schema["$defs"];
-    assert_eq!(properties(&schema), keys(DOCUMENT_KEYS));
-    assert_eq!(properties(&definitions["Defaults"]), keys(DEFAULTS_KEYS));
-    assert_eq!(properties(&definitions["Limits"]), keys(LIMITS_KEYS));
-    assert_eq!(properties(&definitions["Param"]), keys(PARAM_KEYS));
-    assert_eq!(properties(&definitions["InlinePolicy"]), keys(POLICY_KEYS));
+    assert_eq!(
+        properties(&schema),
+        set(keys::<document::WorkflowDocument>())
+    );
+    assert_eq!(
+        properties(&definitions["Defaults"]),
+        set(keys::<document::Defaults>())
+    );
+    assert_eq!(
+        properties(&definitions["Limits"]),
+        set(keys::<document::Limits>())
+    );
+    assert_eq!(
+        properties(&definitions["Param"]),
+        set(keys::<document::Param>())
+    );
+    assert_eq!(
+        properties(&definitions["InlinePolicy"]),
+        set(keys::<document::InlinePolicy>())
+    );
     assert_eq!(
         properties(&definitions["ValidatorSpec"]),
-        keys(VALIDATOR_KEYS)
+        set(keys::<document::ValidatorSpec>())
     );
     let variants = definitions["Step"]["oneOf"].as_array().unwrap();
-    assert_eq!(variants.len(), Opcode::NAMES.len());
+    let opcodes: Vec<&str> = variants
+        .iter()
+        .map(|variant| variant["properties"]["opcode"]["const"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        opcodes,
+        *Opcode::NAMES,
+        "the schema's opcodes are the model's"
+    );
     for variant in variants {
         let opcode =
             Opcode::parse(variant["properties"]["opcode"]["const"].as_str().unwrap()).unwrap();
-        let mut expected = keys(COMMON_STEP_KEYS);
-        expected.extend(keys(opcode_keys(opcode)));
+        let mut expected = set(common_step_keys());
+        expected.extend(set(&opcode_keys(opcode)));
         if opcode == Opcode::Stop {
             // STOP steps have no routes; the decoder accepts the key only to report it.
             expected.remove("routes");
