@@ -301,9 +301,10 @@ fn file_name(file: &str) -> String {
             .or_else(|| line.strip_prefix("+++ "))
     });
     let minus = file.lines().find_map(|line| line.strip_prefix("--- a/"));
+    // git ends a name holding a space with a tab on these lines.
     plus.filter(|name| *name != "/dev/null")
         .or(minus)
-        .map(str::to_owned)
+        .map(|name| name.trim_end_matches('\t').to_owned())
         .unwrap_or_else(|| {
             file.lines()
                 .next()
