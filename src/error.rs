@@ -65,7 +65,13 @@ pub enum Error {
     Land(Box<crate::kernel::land::LandError>),
     /// The viewer (`serve`, `report`) could not start or failed.
     #[error(transparent)]
-    Viewer(#[from] crate::viewer::ViewerError),
+    Viewer(Box<crate::viewer::ViewerError>),
+}
+
+impl From<crate::viewer::ViewerError> for Error {
+    fn from(error: crate::viewer::ViewerError) -> Self {
+        Error::Viewer(Box::new(error))
+    }
 }
 
 impl From<crate::kernel::land::LandError> for Error {

@@ -105,7 +105,7 @@ pub(super) async fn events(
 ) -> Response {
     let run_dir = match shared.run(repo, &run_id) {
         Ok((_, run_dir)) => run_dir,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     // A browser that reconnects says the last event it got.
     let offset = headers

@@ -58,7 +58,13 @@ pub enum ViewerError {
     Serve(std::io::Error),
     /// The run of a report could not be read.
     #[error(transparent)]
-    Run(#[from] crate::kernel::run::RunError),
+    Run(Box<crate::kernel::run::RunError>),
+}
+
+impl From<crate::kernel::run::RunError> for ViewerError {
+    fn from(error: crate::kernel::run::RunError) -> Self {
+        ViewerError::Run(Box::new(error))
+    }
 }
 
 impl ViewerError {

@@ -44,13 +44,17 @@ pub(super) struct Shared {
 impl Shared {
     /// The run directory of `run_id` in repository number `repo`, or the page saying there
     /// is none.
-    pub(super) fn run(&self, repo: usize, run_id: &str) -> Result<(PathBuf, RunDir), Response> {
+    pub(super) fn run(
+        &self,
+        repo: usize,
+        run_id: &str,
+    ) -> Result<(PathBuf, RunDir), Box<Response>> {
         let Some(root) = self.repos.get(repo) else {
-            return Err(not_found("no such repository"));
+            return Err(Box::new(not_found("no such repository")));
         };
         crate::kernel::run::find_run_dir(root, run_id)
             .map(|run_dir| (root.clone(), run_dir))
-            .map_err(|error| not_found(&error.to_string()))
+            .map_err(|error| Box::new(not_found(&error.to_string())))
     }
 }
 
@@ -195,7 +199,7 @@ async fn run(
 ) -> Response {
     blocking(move || match shared.run(repo, &run_id) {
         Ok((_, run_dir)) => Html(super::run_page::served(repo, run_dir, &run_id)).into_response(),
-        Err(response) => response,
+        Err(response) => *response,
     })
     .await
 }
@@ -206,7 +210,7 @@ async fn visit(
 ) -> Response {
     blocking(move || match shared.run(repo, &run_id) {
         Ok((_, run_dir)) => super::visit_page::served(repo, &run_dir, &run_id, &step, visit),
-        Err(response) => response,
+        Err(response) => *response,
     })
     .await
 }
@@ -217,7 +221,7 @@ async fn file(
 ) -> Response {
     blocking(move || match shared.run(repo, &run_id) {
         Ok((_, run_dir)) => super::visit_page::raw_file(&run_dir, &path),
-        Err(response) => response,
+        Err(response) => *response,
     })
     .await
 }
@@ -236,7 +240,7 @@ async fn decide(
             let told = super::gates::decide(&root, &run_id, &form, shared.program.as_deref());
             Html(super::gates::render(&shared.repos, Some(&told))).into_response()
         }
-        Err(response) => response,
+        Err(response) => *response,
     })
     .await
 }
@@ -250,7 +254,7 @@ async fn land(
             let told = super::gates::land(&root, &run_id);
             Html(super::gates::render(&shared.repos, Some(&told))).into_response()
         }
-        Err(response) => response,
+        Err(response) => *response,
     })
     .await
 }
