@@ -221,6 +221,15 @@ fn every_page_answers_for_a_real_run_with_agent_text_escaped() {
         gates.contains(&format!("Approve the feature of {run_id}")),
         "{gates}"
     );
+    // A last event cut short (a write in progress) shows as being written, not as an error.
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(repo.run_dir(&run_id).join("events.ndjson"))
+        .unwrap();
+    log.write_all(b"{\"schema_version\":1,\"seq\":").unwrap();
+    let (status, _, page) = server.get(&run);
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("is being written"), "{page}");
 }
 
 #[test]
@@ -304,6 +313,32 @@ fn a_gate_decided_over_http_moves_the_run_as_gate_approve_does() {
     );
     assert!(again.contains("class=\"refused\""), "{again}");
     assert_eq!(status_of(&repo, &run_id), "completed");
+}
+
+#[test]
+fn a_run_that_succeeded_is_landed_from_its_page() {
+    let repo = RunRepo::new();
+    repo.repo.commit_all("the workflow and configuration");
+    let run_id = waiting_run(&repo);
+    repo.repo.commit_all("nothing else is left uncommitted");
+    let server = Server::start(repo.path());
+    let origin = Some(server.base.as_str());
+    let (_, body) = server.post(
+        &format!("/r/0/{run_id}/gate"),
+        &[("decision", "approve"), ("reviewer", "lead")],
+        true,
+        origin,
+    );
+    assert!(body.contains("approved by lead"), "{body}");
+    let (_, _, page) = server.get(&format!("/r/0/{run_id}"));
+    assert!(page.contains(&format!("action=\"/r/0/{run_id}/land\"")), "{page}");
+    let (status, body) = server.post(&format!("/r/0/{run_id}/land"), &[], true, origin);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&format!("run {run_id} landed into")), "{body}");
+    assert!(repo.path().join("<img src=x onerror=alert(1)>.txt").is_file());
+    // A second landing is refused with the command's message, and changes nothing.
+    let (_, again) = server.post(&format!("/r/0/{run_id}/land"), &[], true, origin);
+    assert!(again.contains("class=\"refused\""), "{again}");
 }
 
 #[test]
