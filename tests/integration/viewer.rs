@@ -40,9 +40,16 @@ struct Server {
 
 impl Server {
     fn start(repo: &Path) -> Self {
-        let mut child = conductor()
-            .arg("--repo")
-            .arg(repo)
+        Self::start_for(&[repo])
+    }
+
+    /// `serve` of several repositories.
+    fn start_for(repos: &[&Path]) -> Self {
+        let mut command = conductor();
+        for repo in repos {
+            command.arg("--repo").arg(repo);
+        }
+        let mut child = command
             .args(["serve", "--addr", "127.0.0.1:0"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -331,11 +338,21 @@ fn a_run_that_succeeded_is_landed_from_its_page() {
     );
     assert!(body.contains("approved by lead"), "{body}");
     let (_, _, page) = server.get(&format!("/r/0/{run_id}"));
-    assert!(page.contains(&format!("action=\"/r/0/{run_id}/land\"")), "{page}");
+    assert!(
+        page.contains(&format!("action=\"/r/0/{run_id}/land\"")),
+        "{page}"
+    );
     let (status, body) = server.post(&format!("/r/0/{run_id}/land"), &[], true, origin);
     assert_eq!(status, 200, "{body}");
-    assert!(body.contains(&format!("run {run_id} landed into")), "{body}");
-    assert!(repo.path().join("<img src=x onerror=alert(1)>.txt").is_file());
+    assert!(
+        body.contains(&format!("run {run_id} landed into")),
+        "{body}"
+    );
+    assert!(
+        repo.path()
+            .join("<img src=x onerror=alert(1)>.txt")
+            .is_file()
+    );
     // A second landing is refused with the command's message, and changes nothing.
     let (_, again) = server.post(&format!("/r/0/{run_id}/land"), &[], true, origin);
     assert!(again.contains("class=\"refused\""), "{again}");
@@ -368,6 +385,70 @@ fn files_are_served_only_from_inside_the_run_directory_and_never_through_a_link(
     assert!(answer.contains("text/plain"), "{answer}");
 }
 
+/// A run's event stream read over a raw connection, with a deadline.
+struct EventStream {
+    stream: TcpStream,
+    deadline: Instant,
+    received: String,
+}
+
+impl EventStream {
+    /// Connects to the run's stream from byte `from` of its log and reads the answer's head.
+    fn open(server: &Server, run_id: &str, from: u64) -> Self {
+        let address = server.base.trim_start_matches("http://").to_owned();
+        let mut stream = TcpStream::connect(&address).unwrap();
+        write!(
+            stream,
+            "GET /r/0/{run_id}/events?from={from} HTTP/1.1\r\nHost: {address}\r\nCookie: {}\r\nAccept: text/event-stream\r\n\r\n",
+            server.cookie()
+        )
+        .unwrap();
+        let mut opened = Self {
+            stream,
+            deadline: Instant::now() + Duration::from_secs(60),
+            received: String::new(),
+        };
+        opened.read_until("\r\n\r\n");
+        assert!(
+            opened.received.starts_with("HTTP/1.1 200"),
+            "{}",
+            opened.received
+        );
+        assert!(
+            opened.received.contains("text/event-stream"),
+            "{}",
+            opened.received
+        );
+        opened
+    }
+
+    /// Reads until `wanted` arrives, failing at the deadline.
+    fn read_until(&mut self, wanted: &str) {
+        let mut buffer = [0_u8; 4096];
+        while !self.received.contains(wanted) {
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "no `{wanted}` before the deadline: {}",
+                self.received
+            );
+            self.stream.set_read_timeout(Some(left)).unwrap();
+            match self.stream.read(&mut buffer) {
+                Ok(0) => panic!("the stream closed: {}", self.received),
+                Ok(count) => self
+                    .received
+                    .push_str(&String::from_utf8_lossy(&buffer[..count])),
+                Err(error)
+                    if matches!(
+                        error.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(error) => panic!("{error}"),
+            }
+        }
+    }
+}
+
 #[test]
 fn the_event_stream_delivers_an_event_appended_after_connecting() {
     let repo = RunRepo::new();
@@ -376,37 +457,7 @@ fn the_event_stream_delivers_an_event_appended_after_connecting() {
     let length = std::fs::metadata(&events_file).unwrap().len();
     let last_seq = repo.events(&run_id).len();
     let server = Server::start(repo.path());
-    let address = server.base.trim_start_matches("http://").to_owned();
-    let mut stream = TcpStream::connect(&address).unwrap();
-    write!(
-        stream,
-        "GET /r/0/{run_id}/events?from={length} HTTP/1.1\r\nHost: {address}\r\nCookie: {}\r\nAccept: text/event-stream\r\n\r\n",
-        server.cookie()
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut received = String::new();
-    let mut read_until = |wanted: &str, received: &mut String| {
-        let mut buffer = [0_u8; 4096];
-        while !received.contains(wanted) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(
-                !left.is_zero(),
-                "no `{wanted}` before the deadline: {received}"
-            );
-            stream.set_read_timeout(Some(left)).unwrap();
-            match stream.read(&mut buffer) {
-                Ok(0) => panic!("the stream closed: {received}"),
-                Ok(count) => received.push_str(&String::from_utf8_lossy(&buffer[..count])),
-                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {}
-                Err(error) => panic!("{error}"),
-            }
-        }
-    };
-    read_until("\r\n\r\n", &mut received);
-    assert!(received.starts_with("HTTP/1.1 200"), "{received}");
-    assert!(received.contains("text/event-stream"), "{received}");
+    let mut stream = EventStream::open(&server, &run_id, length);
     // Half a line first (a write in progress), then the rest of it.
     let line = format!(
         "{{\"schema_version\":1,\"seq\":{},\"timestamp\":\"2026-12-06T00:00:00Z\",\"run_id\":\"{run_id}\",\"step_id\":\"appended_step\",\"visit\":7,\"event_type\":\"step_started\",\"opcode\":\"RUN_AGENT\"}}\n",
@@ -421,9 +472,51 @@ fn the_event_stream_delivers_an_event_appended_after_connecting() {
     log.flush().unwrap();
     log.write_all(rest.as_bytes()).unwrap();
     log.flush().unwrap();
-    read_until("appended_step", &mut received);
-    assert!(received.contains("\"visit\":7"), "{received}");
-    assert!(received.contains("event: run"), "{received}");
+    stream.read_until("appended_step");
+    assert!(
+        stream.received.contains("\"visit\":7"),
+        "{}",
+        stream.received
+    );
+    assert!(
+        stream.received.contains("event: run"),
+        "{}",
+        stream.received
+    );
+}
+
+#[test]
+fn an_approval_that_asks_to_continue_resumes_the_run_in_the_background() {
+    let repo = RunRepo::new();
+    let text = hostile_gate_workflow()
+        .replace("gate_approved: STOP", "gate_approved: after")
+        .replace(
+            "  - id: timed_out\n",
+            "  - id: after\n    opcode: RUN_AGENT\n    agent: scripted\n    prompt: |\n      SAY carried on\n    routes:\n      completed: STOP\n      \"*\": failed\n  - id: timed_out\n",
+        );
+    let workflow = repo.workflow_text("gate.yaml", &text);
+    let (run_id, _) = repo.run_exits(&workflow, &[], 3);
+    let length = std::fs::metadata(repo.run_dir(&run_id).join("events.ndjson"))
+        .unwrap()
+        .len();
+    let server = Server::start(repo.path());
+    let mut stream = EventStream::open(&server, &run_id, length);
+    let (status, body) = server.post(
+        &format!("/r/0/{run_id}/gate"),
+        &[
+            ("decision", "approve"),
+            ("reviewer", "alice"),
+            ("resume", "on"),
+        ],
+        true,
+        Some(server.base.as_str()),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("continues in the background"), "{body}");
+    // The resumed run's visit of `after`, then its end, arrive on the stream.
+    stream.read_until("\"step_id\":\"after\"");
+    stream.read_until("\"ended\":true");
+    assert_eq!(status_of(&repo, &run_id), "completed");
 }
 
 #[test]
@@ -447,6 +540,27 @@ fn a_report_is_one_file_that_fetches_nothing() {
         "{html}"
     );
     assert!(!html.contains("<img src=x"), "{html}");
+}
+
+#[test]
+fn serve_shows_the_runs_of_every_repository_given() {
+    let (first, second) = (RunRepo::new(), RunRepo::new());
+    let (first_run, second_run) = (waiting_run(&first), waiting_run(&second));
+    let server = Server::start_for(&[first.path(), second.path()]);
+    let (status, _, page) = server.get("/");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains(&format!("/r/0/{first_run}")), "{page}");
+    assert!(page.contains(&format!("/r/1/{second_run}")), "{page}");
+    // Any other command takes one repository.
+    let output = conductor()
+        .arg("--repo")
+        .arg(first.path())
+        .arg("--repo")
+        .arg(second.path())
+        .args(["runs", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr_text(&output));
 }
 
 #[test]
