@@ -103,6 +103,17 @@ impl RunView {
             .is_none_or(|status| status.lifecycle_state == LifecycleState::Running)
     }
 
+    /// Whether the run can still move (it runs, or waits, stopped or was decided and can be
+    /// resumed): its page follows its events.
+    pub(super) fn may_move(&self) -> bool {
+        self.status.as_ref().is_none_or(|status| {
+            !matches!(
+                status.lifecycle_state,
+                LifecycleState::Completed | LifecycleState::Failed | LifecycleState::Abandoned
+            )
+        })
+    }
+
     /// The steps visited, in order (the path taken).
     pub(super) fn path_taken(&self) -> Vec<&str> {
         self.visits

@@ -72,7 +72,7 @@ pub(super) fn served(repo: usize, run_dir: RunDir, run_id: &str) -> String {
         &format!("Run {run_id}"),
         &body,
         Delivery::Served {
-            live: view.is_active(),
+            live: view.may_move(),
         },
     )
 }
