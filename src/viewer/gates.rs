@@ -135,11 +135,13 @@ struct Waiting {
     request: GateRequestView,
 }
 
-/// Every run waiting at a gate; finished runs the index knows are not read.
+/// Every run waiting at a gate; finished runs the index knows are not read, and those it
+/// did not know yet are added to it (as `gate list` does). A gate past its deadline is shown
+/// as it is: reading changes no run, and deciding it times it out.
 fn waiting(repos: &[PathBuf]) -> Vec<Waiting> {
     let mut found = Vec::new();
     for (index, repo) in repos.iter().enumerate() {
-        let finished = FinishedIndex::load(repo);
+        let mut finished = FinishedIndex::load(repo);
         let root = repo.join(DEFAULT_ARTIFACTS_ROOT);
         let Ok(entries) = std::fs::read_dir(&root) else {
             continue;
@@ -147,11 +149,21 @@ fn waiting(repos: &[PathBuf]) -> Vec<Waiting> {
         let mut ids: Vec<String> = entries
             .flatten()
             .map(|entry| entry.file_name().to_string_lossy().into_owned())
-            .filter(|name| is_run_id(name) && finished.get(name).is_none())
+            .filter(|name| is_run_id(name))
             .collect();
         ids.sort_unstable();
-        for run_id in ids {
+        for run_id in &ids {
+            if finished.get(run_id).is_some() {
+                continue;
+            }
+            let run_id = run_id.clone();
             let run_dir = RunDir::at(root.join(&run_id));
+            if crate::kernel::state::read_state(&run_dir.state())
+                .is_ok_and(|state| matches!(state.phase, Phase::Finished { .. }))
+            {
+                finished.learn(&run_dir, &run_id);
+                continue;
+            }
             let Ok(status) = crate::kernel::run_status::read_status(&run_dir) else {
                 continue;
             };
@@ -172,6 +184,7 @@ fn waiting(repos: &[PathBuf]) -> Vec<Waiting> {
                 request,
             });
         }
+        finished.save(&ids, None);
     }
     found
 }
