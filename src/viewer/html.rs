@@ -91,11 +91,16 @@ pub(super) fn pre(text: &str) -> String {
 
 /// A table: a header row and rows of cells that are already HTML.
 pub(super) fn table(class: &str, headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut html = format!("<table class=\"{class}\"><thead><tr>");
-    for header in headers {
-        let _ = write!(html, "<th>{}</th>", escape(header));
+    let mut html = format!("<table class=\"{class}\">");
+    // A table of names and values has no header row.
+    if headers.iter().any(|header| !header.is_empty()) {
+        html.push_str("<thead><tr>");
+        for header in headers {
+            let _ = write!(html, "<th>{}</th>", escape(header));
+        }
+        html.push_str("</tr></thead>");
     }
-    html.push_str("</tr></thead><tbody>");
+    html.push_str("<tbody>");
     for row in rows {
         html.push_str("<tr>");
         for cell in row {
