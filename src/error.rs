@@ -63,6 +63,15 @@ pub enum Error {
     /// `land` refused or failed.
     #[error(transparent)]
     Land(Box<crate::kernel::land::LandError>),
+    /// The viewer (`serve`, `report`) could not start or failed.
+    #[error(transparent)]
+    Viewer(Box<crate::viewer::ViewerError>),
+}
+
+impl From<crate::viewer::ViewerError> for Error {
+    fn from(error: crate::viewer::ViewerError) -> Self {
+        Error::Viewer(Box::new(error))
+    }
 }
 
 impl From<crate::kernel::land::LandError> for Error {
@@ -103,11 +112,13 @@ impl Error {
             Error::Land(error) if error.is_usage() => ExitStatus::Usage,
             Error::Land(error) if error.is_refusal() => ExitStatus::Failure,
             Error::Land(_) => ExitStatus::Runtime,
+            Error::Viewer(error) if error.is_usage() => ExitStatus::Usage,
             Error::Script(_)
             | Error::Runner(_)
             | Error::Io { .. }
             | Error::Json(_)
-            | Error::Demo(_) => ExitStatus::Runtime,
+            | Error::Demo(_)
+            | Error::Viewer(_) => ExitStatus::Runtime,
         }
     }
 
@@ -135,6 +146,7 @@ impl Error {
             Error::Json(_) => None,
             Error::Demo(error) => error.hint(),
             Error::Land(error) => error.hint(),
+            Error::Viewer(error) => error.hint(),
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod runner;
 pub mod script;
 pub mod text;
 pub mod tnh;
+pub mod viewer;
 pub mod workflow;
 pub mod workspace;
 

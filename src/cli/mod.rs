@@ -18,7 +18,8 @@ mod runs;
 mod runs_abandon;
 mod runs_clean;
 mod schema;
-mod step_lines;
+mod serve;
+use crate::kernel::step_lines;
 mod stub;
 mod validate;
 mod wait;
@@ -35,9 +36,10 @@ pub use output::{Output, one_line};
 #[derive(Debug, Parser)]
 #[command(name = "tnh-conductor", version, about, long_about = None)]
 pub struct Cli {
-    /// Repository to work in (default: the current directory's repository).
-    #[arg(long, global = true, value_name = "DIR")]
-    pub repo: Option<PathBuf>,
+    /// Repository to work in (default: the current directory's repository); `serve` takes
+    /// it more than once.
+    #[arg(long, global = true, value_name = "DIR", action = clap::ArgAction::Append)]
+    pub repo: Vec<PathBuf>,
     /// Configuration file (default: `<repo>/.tnh/config.yaml`).
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -110,12 +112,24 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// Print shell completions.
     Completions(completions::CompletionsArgs),
+    /// Serve the run viewer: runs, a run live, visits, gates, the journal, in a browser.
+    Serve(serve::ServeArgs),
+    /// Write a run as one self-contained HTML file.
+    Report(serve::ReportArgs),
 }
 
 /// Runs a parsed command line and returns how the process should exit.
 pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
     note_ignored_checkout_config(&cli, output);
+    if cli.repo.len() > 1 && !matches!(cli.command, Command::Serve(_)) {
+        return Err(Error::usage(
+            "--repo is given more than once",
+            "only `serve` shows several repositories; give one --repo DIR",
+        ));
+    }
     match &cli.command {
+        Command::Serve(args) => serve::cmd_serve(&cli, args, output),
+        Command::Report(args) => serve::cmd_report(&cli, args, output),
         Command::Validate(args) => validate::cmd_validate(&cli, args, output),
         Command::Schema(args) => schema::cmd_schema(args, output),
         Command::Doctor(args) => doctor::cmd_doctor(&cli, args, output),
@@ -179,6 +193,25 @@ pub(crate) fn repo_root(cli: &Cli) -> Result<PathBuf> {
     })
 }
 
+/// Every repository `--repo` names (each resolved as `repo_root` does), else the current
+/// directory's: the repositories `serve` shows.
+pub(crate) fn repo_roots(cli: &Cli) -> Result<Vec<PathBuf>> {
+    if cli.repo.is_empty() {
+        return Ok(vec![repo_root(cli)?]);
+    }
+    cli.repo
+        .iter()
+        .map(|dir| {
+            resolve_repo_at(Some(dir))?.0.ok_or_else(|| {
+                Error::usage(
+                    format!("`{}` is not inside a git repository", dir.display()),
+                    "pass the folder of a git repository (or any folder inside it)",
+                )
+            })
+        })
+        .collect()
+}
+
 /// Like `repo_root`, for commands that also work outside a repository (`validate`, `graph`,
 /// `prompts`, `planner check`): `None` when the current directory is in none. A `--repo` that
 /// names no repository is still an error.
@@ -188,7 +221,12 @@ pub(crate) fn optional_repo_root(cli: &Cli) -> Result<Option<PathBuf>> {
 
 /// The repository root, if the start folder is in one, and the start folder.
 fn resolve_repo(cli: &Cli) -> Result<(Option<PathBuf>, PathBuf)> {
-    let start = match &cli.repo {
+    resolve_repo_at(cli.repo.first())
+}
+
+/// [`resolve_repo`] for one `--repo` (or none).
+fn resolve_repo_at(given: Option<&PathBuf>) -> Result<(Option<PathBuf>, PathBuf)> {
+    let start = match given {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().map_err(|source| Error::Io {
             action: "read the current directory",
@@ -196,7 +234,7 @@ fn resolve_repo(cli: &Cli) -> Result<(Option<PathBuf>, PathBuf)> {
             source,
         })?,
     };
-    if cli.repo.is_some() && !start.is_dir() {
+    if given.is_some() && !start.is_dir() {
         let what = if start.exists() {
             "is not a directory"
         } else {
@@ -209,7 +247,7 @@ fn resolve_repo(cli: &Cli) -> Result<(Option<PathBuf>, PathBuf)> {
     }
     match crate::workspace::runs::find_repo_root(&start) {
         Ok(root) => Ok((Some(root), start)),
-        Err(WorkspaceError::NotARepository(_)) if cli.repo.is_some() => Err(Error::usage(
+        Err(WorkspaceError::NotARepository(_)) if given.is_some() => Err(Error::usage(
             format!(
                 "--repo `{}` is not inside a git repository",
                 start.display()
@@ -228,7 +266,11 @@ fn note_ignored_checkout_config(cli: &Cli, output: &mut Output) {
     if cli.config.is_some() {
         return;
     }
-    let start = cli.repo.clone().or_else(|| std::env::current_dir().ok());
+    let start = cli
+        .repo
+        .first()
+        .cloned()
+        .or_else(|| std::env::current_dir().ok());
     let Some(start) = start else { return };
     let checkout = crate::workspace::runs::checkout_root(&start);
     let root = crate::workspace::runs::find_repo_root(&start).ok();

@@ -36,6 +36,7 @@ pub mod run_status;
 pub mod run_story;
 mod start;
 pub mod state;
+pub mod step_lines;
 pub mod transition;
 
 pub use state::{End, Phase, RunState, Safety};

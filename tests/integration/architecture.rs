@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["workspace", "policy"],
     &["planner"],
     &["kernel"],
-    &["tnh", "doctor", "demo"],
+    &["tnh", "doctor", "demo", "viewer"],
     &["cli", "error"],
 ];
 

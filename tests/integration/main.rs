@@ -78,6 +78,7 @@ mod validate;
 mod validation;
 mod validation_policy;
 mod validator_process;
+mod viewer;
 mod workflow_text;
 mod workspace;
 mod workspace_access;

@@ -1,6 +1,6 @@
 //! One readable line per finished visit, from its manifest's evidence summary: what the agent
 //! did and what the policy found, what the checks returned, what the planner decided, what a
-//! rollback undid. Used by `runs show` (and the violation text by the live progress).
+//! rollback undid. Used by `runs show`, the viewer's run page (and the violation text by the live progress).
 
 use serde_json::Value;
 
@@ -228,7 +228,7 @@ fn describe_summary(opcode: &str, summary: &Value) -> Option<String> {
 }
 
 /// `3 file(s) +10 −2` (and binary files when there are), or `no changes`.
-pub(super) fn diffstat(stat: Option<&Value>) -> String {
+pub fn diffstat(stat: Option<&Value>) -> String {
     let count = |key: &str| number(stat, key).unwrap_or(0.0);
     if count("files_changed") == 0.0 {
         return "no changes".to_owned();
