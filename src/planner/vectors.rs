@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{PlannerInput, Status};
 use super::backend::{Backend, Request, Verdict, decide};
+use super::{PlannerInput, Status};
 use crate::document::shape;
 
 /// Why the vectors of a folder cannot be run. Every file is checked before any is run, so a

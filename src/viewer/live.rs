@@ -14,7 +14,8 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 
 use super::server::Shared;
-use crate::artifacts::{Event, EventType};
+use crate::artifacts::{Event, EventPayload, EventType};
+use crate::outcome::Outcome;
 
 /// The script of live pages, served as `/assets/live.js`.
 pub(super) const SCRIPT: &str = include_str!("live.js");
@@ -46,21 +47,26 @@ struct EventView<'a> {
 }
 
 fn view(event: &Event) -> EventView<'_> {
-    let outcome = match event.event_type {
-        EventType::StepCompleted => event.text("outcome"),
-        EventType::StepFailed => Some("failed"),
-        EventType::StepInterrupted => Some("interrupted"),
+    let outcome = match &event.payload {
+        EventPayload::StepCompleted(completed) => completed.outcome.map(Outcome::as_str),
+        EventPayload::StepFailed(_) => Some("failed"),
+        EventPayload::StepInterrupted(_) => Some("interrupted"),
         _ => None,
     };
+    let opcode = match &event.payload {
+        EventPayload::StepStarted(started) => Some(started.opcode.as_str()),
+        _ => None,
+    };
+    let event_type = event.event_type();
     EventView {
         seq: event.seq,
-        event_type: event.event_type,
+        event_type,
         step_id: event.step_id.as_deref(),
         visit: event.visit,
-        opcode: event.text("opcode"),
+        opcode,
         outcome,
         ended: matches!(
-            event.event_type,
+            event_type,
             EventType::RunCompleted | EventType::RunFailed | EventType::RunAbandoned
         ),
     }

@@ -4,10 +4,11 @@
 use std::path::Path;
 
 use crate::artifacts::{
-    ArtifactRole, Event, EventType, LifecycleState, RunDir, RunMetadata, RunStatus, StepManifest,
-    read_json,
+    ArtifactRole, Event, EventPayload, LifecycleState, RunDir, RunMetadata, RunStatus,
+    StepManifest, read_json,
 };
 use crate::kernel::step_lines;
+use crate::outcome::Outcome;
 use crate::policy::PolicySummary;
 use crate::runner::RunnerMetadata;
 
@@ -130,11 +131,11 @@ fn visit_rows(run_dir: &RunDir, events: &[Event]) -> Vec<VisitRow> {
         let (Some(step_id), Some(visit)) = (&event.step_id, event.visit) else {
             continue;
         };
-        match event.event_type {
-            EventType::StepStarted => rows.push(VisitRow {
+        match &event.payload {
+            EventPayload::StepStarted(started) => rows.push(VisitRow {
                 step_id: step_id.clone(),
                 visit,
-                opcode: event.text("opcode").unwrap_or_default().to_owned(),
+                opcode: started.opcode.clone(),
                 outcome: None,
                 started_at: event.timestamp.clone(),
                 ended_at: None,
@@ -145,18 +146,21 @@ fn visit_rows(run_dir: &RunDir, events: &[Event]) -> Vec<VisitRow> {
                 violations: Vec::new(),
                 summary: Vec::new(),
             }),
-            EventType::StepCompleted | EventType::StepFailed | EventType::StepInterrupted => {
+            EventPayload::StepCompleted(_)
+            | EventPayload::StepFailed(_)
+            | EventPayload::StepInterrupted(_) => {
                 if let Some(row) = rows
                     .iter_mut()
                     .rev()
                     .find(|row| row.step_id == *step_id && row.visit == visit)
                 {
                     row.ended_at = Some(event.timestamp.clone());
-                    row.outcome = Some(match event.event_type {
-                        EventType::StepCompleted => {
-                            event.text("outcome").unwrap_or("completed").to_owned()
-                        }
-                        EventType::StepFailed => "failed".to_owned(),
+                    row.outcome = Some(match &event.payload {
+                        EventPayload::StepCompleted(completed) => completed
+                            .outcome
+                            .map_or("completed", Outcome::as_str)
+                            .to_owned(),
+                        EventPayload::StepFailed(_) => "failed".to_owned(),
                         _ => "interrupted".to_owned(),
                     });
                 }
