@@ -48,9 +48,6 @@ pub use visit_dir::VisitDir;
 
 use std::path::PathBuf;
 
-/// The file of a GATE visit holding what the reviewer is asked to decide.
-pub const GATE_REQUEST_FILE: &str = "gate_request.json";
-
 /// The file of a RUN_AGENT visit holding the inputs its prompt was rendered with.
 pub const PROMPT_INPUTS_FILE: &str = "inputs.json";
 

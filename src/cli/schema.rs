@@ -154,3 +154,40 @@ pub fn cmd_schema(args: &SchemaArgs, output: &mut Output) -> Result<ExitStatus> 
     output.print(&format!("{}\n", serde_json::to_string_pretty(&schema)?));
     Ok(ExitStatus::Success)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The records whose schema says what this release writes.
+    const WRITTEN: [SchemaName; 6] = [
+        SchemaName::GateRequest,
+        SchemaName::GateOutcome,
+        SchemaName::ValidationReport,
+        SchemaName::RunlogEntry,
+        SchemaName::ProcessGroup,
+        SchemaName::StoppedOrphans,
+    ];
+
+    #[test]
+    fn a_written_record_schema_requires_every_key_and_refuses_others() {
+        for name in WRITTEN {
+            let schema = schema_of(name).unwrap();
+            assert!(jsonschema::validator_for(&schema).is_ok(), "{schema}");
+        }
+        let validator =
+            jsonschema::validator_for(&schema_of(SchemaName::GateOutcome).unwrap()).unwrap();
+        let mut outcome = serde_json::json!({
+            "schema_version": 1, "run_id": "r", "step_id": "g", "visit": 1,
+            "decision": "gate_approved", "reviewer": null, "comment": null, "decided_at": "t",
+        });
+        assert!(validator.is_valid(&outcome));
+        outcome["approved_by_planner"] = serde_json::json!(true);
+        assert!(!validator.is_valid(&outcome));
+        // Read as empty when missing, but always written: required.
+        let mut outcome = outcome.as_object().unwrap().clone();
+        outcome.remove("approved_by_planner");
+        outcome.remove("comment");
+        assert!(!validator.is_valid(&outcome.into()));
+    }
+}

@@ -19,65 +19,13 @@ pub(super) fn execute(
     gate: &Gate,
 ) -> Result<StepResult, OpcodeError> {
     let visit_dir = VisitDir::at(context.visit_dir()?);
-    // A reason that is `()` (an expression with no value) counts as no reason, as it renders
-    // as nothing inside a longer text.
-    let written = match &gate.reason {
-        Some(node) => {
-            let script_context = context.script_context()?;
-            match context.run.script.evaluate_json(node, &script_context)? {
-                serde_json::Value::Null => None,
-                serde_json::Value::String(text) => Some(text),
-                other => Some(other.to_string()),
-            }
-        }
-        None => None,
-    };
-    let reason = written.unwrap_or_else(|| {
-        format!(
-            "review step `{}` of run {}",
-            context.step_id(),
-            context.state.run_id
-        )
-    });
-    let kind = gate_type(gate.gate.value);
-    let requested_at = jiff::Timestamp::now();
-    // A timeout so long that the deadline lies past the last representable time (year 9999)
-    // is clamped to it: the gate still has a deadline, never `null` (which would never time
-    // out although the workflow asked for a `gate_timed_out` route).
-    let deadline = gate.timeout.as_ref().map(|timeout| {
-        jiff::SignedDuration::try_from(timeout.value)
-            .ok()
-            .and_then(|span| requested_at.checked_add(span).ok())
-            .unwrap_or(jiff::Timestamp::MAX)
-    });
-    let blocking = gate.gate.value.is_blocking();
-    let request = GateRequest {
-        schema_version: crate::artifacts::SCHEMA_VERSION,
-        run_id: context.state.run_id.clone(),
-        step_id: context.step_id().to_owned(),
-        visit: context.visit,
-        gate: kind,
-        blocking,
-        reason: reason.clone(),
-        required_decision: if blocking {
-            RequiredDecision::ApproveOrReject
-        } else {
-            RequiredDecision::Review
-        },
-        approvers: gate
-            .approvers
-            .iter()
-            .map(|name| name.value.clone())
-            .collect(),
-        requested_at: requested_at.to_string(),
-        deadline: deadline.map(|deadline| deadline.to_string()),
-        context: review_context(context, &visit_dir)?,
-    };
+    let request = gate_request(context, gate, &visit_dir)?;
+    let (kind, blocking) = (request.gate, request.blocking);
     write_json_new(&visit_dir.gate_request(), &request)?;
     let step = (context.step_id().to_owned(), context.visit);
     let fields = payload([
         ("gate", kind.as_str().into()),
-        ("reason", reason.into()),
+        ("reason", request.reason.clone().into()),
         ("request", VisitDir::GATE_REQUEST.into()),
     ]);
     context
@@ -129,6 +77,69 @@ pub(super) fn execute(
         cost_usd: 0.0,
         waiting: false,
         fingerprint: None,
+    })
+}
+
+/// What the gate asks its reviewers: its kind, the reason (the workflow's, or a default
+/// sentence), who may decide, until when, and the review context.
+fn gate_request(
+    context: &StepContext<'_>,
+    gate: &Gate,
+    visit_dir: &VisitDir,
+) -> Result<GateRequest, OpcodeError> {
+    // A reason that is `()` (an expression with no value) counts as no reason, as it renders
+    // as nothing inside a longer text.
+    let written = match &gate.reason {
+        Some(node) => {
+            let script_context = context.script_context()?;
+            match context.run.script.evaluate_json(node, &script_context)? {
+                serde_json::Value::Null => None,
+                serde_json::Value::String(text) => Some(text),
+                other => Some(other.to_string()),
+            }
+        }
+        None => None,
+    };
+    let reason = written.unwrap_or_else(|| {
+        format!(
+            "review step `{}` of run {}",
+            context.step_id(),
+            context.state.run_id
+        )
+    });
+    let kind = gate_type(gate.gate.value);
+    let requested_at = jiff::Timestamp::now();
+    // A timeout so long that the deadline lies past the last representable time (year 9999)
+    // is clamped to it: the gate still has a deadline, never `null` (which would never time
+    // out although the workflow asked for a `gate_timed_out` route).
+    let deadline = gate.timeout.as_ref().map(|timeout| {
+        jiff::SignedDuration::try_from(timeout.value)
+            .ok()
+            .and_then(|span| requested_at.checked_add(span).ok())
+            .unwrap_or(jiff::Timestamp::MAX)
+    });
+    let blocking = gate.gate.value.is_blocking();
+    Ok(GateRequest {
+        schema_version: crate::artifacts::SCHEMA_VERSION,
+        run_id: context.state.run_id.clone(),
+        step_id: context.step_id().to_owned(),
+        visit: context.visit,
+        gate: kind,
+        blocking,
+        reason,
+        required_decision: if blocking {
+            RequiredDecision::ApproveOrReject
+        } else {
+            RequiredDecision::Review
+        },
+        approvers: gate
+            .approvers
+            .iter()
+            .map(|name| name.value.clone())
+            .collect(),
+        requested_at: requested_at.to_string(),
+        deadline: deadline.map(|deadline| deadline.to_string()),
+        context: review_context(context, visit_dir)?,
     })
 }
 
