@@ -8,16 +8,18 @@
 mod atomic;
 pub mod event_payload;
 mod events;
+mod gate_records;
 pub(crate) mod harness;
 pub mod lock;
 mod manifest;
-mod record_schemas;
 mod records;
 mod run_dir;
 mod run_id;
+mod runlog_entry;
 pub mod safe_files;
 mod status;
 mod tool_logs;
+mod validation_records;
 mod visit_dir;
 
 pub use atomic::{
@@ -27,23 +29,26 @@ pub use atomic::{
 pub use event_payload::EventPayload;
 pub(crate) use events::check_against_checkpoint;
 pub use events::{Event, EventLog, EventType};
+pub use gate_records::{
+    GateContext, GateDecision, GateLastStep, GateOutcome, GatePlanner, GateRequest, GateType,
+    RequiredDecision, RunBeside,
+};
 pub use harness::{harness_report_problems, harness_report_schema};
 pub use manifest::{ArtifactEntry, ArtifactRole, PromptInputs, StepManifest, StepTimings};
-pub use record_schemas::{
-    gate_outcome_schema, gate_request_schema, process_group_schema, runlog_entry_schema,
-    stopped_orphans_schema, validation_report_schema,
-};
 pub use records::{Blocker, DiffStat, GUARD_STATE_FILE, Status};
 pub use run_dir::RunDir;
 pub use run_id::{is_run_id, new_run_id};
+pub use runlog_entry::{RunlogEntry, RunlogKind};
 pub use status::{Landing, LifecycleState, RunMetadata, RunStatus, Termination};
 pub use tool_logs::{RUNLOG_FILE, tool_log_name, tool_logs};
+pub use validation_records::{
+    NotConfigured, NotRun, NotedPath, RanValidation, UnconfiguredValidation, UnresolvedStatus,
+    UnresolvedValidator, ValidationOutcome, ValidationReport, ValidatorNotStarted, ValidatorRecord,
+    ValidatorRun,
+};
 pub use visit_dir::VisitDir;
 
 use std::path::PathBuf;
-
-/// The file of a GATE visit holding what the reviewer is asked to decide.
-pub const GATE_REQUEST_FILE: &str = "gate_request.json";
 
 /// The file of a RUN_AGENT visit holding the inputs its prompt was rendered with.
 pub const PROMPT_INPUTS_FILE: &str = "inputs.json";

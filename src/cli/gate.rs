@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use clap::{Args, Subcommand};
 
 use super::{Cli, Output, one_line, repo_root};
-use crate::artifacts::{RunDir, RunMetadata, is_run_id, read_json};
+use crate::artifacts::{GatePlanner, RunBeside, RunDir, RunMetadata, is_run_id, read_json};
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::finished_runs::FinishedIndex;
 use crate::kernel::gate::{
@@ -207,14 +207,16 @@ fn waiting_gates(repo: &std::path::Path) -> (Vec<Waiting>, Vec<(String, String)>
             )),
             (Ok(_), Ok(_)) => None,
         };
-        let request = request.unwrap_or_default();
-        let text = |key: &str| request[key].as_str().unwrap_or_default().to_owned();
+        let (requested_at, reason, deadline) = match request {
+            Ok(request) => (request.requested_at, request.reason, request.deadline),
+            Err(_) => Default::default(),
+        };
         gates.push(Waiting {
             run_id: name,
             step_id,
-            requested_at: text("requested_at"),
-            reason: text("reason"),
-            deadline: request["deadline"].as_str().map(str::to_owned),
+            requested_at,
+            reason,
+            deadline,
             damage,
         });
     }
@@ -273,38 +275,30 @@ fn list(cli: &Cli, output: &mut Output) -> Result<ExitStatus> {
 
 /// The latest planner decision a gate's reviewer sees: its status and risk flags, then one line
 /// per blocker.
-fn planner_lines(planner: &serde_json::Value, run_dir: &RunDir, text: &mut String) {
-    let Some(status) = planner["status"].as_str() else {
+fn planner_lines(planner: Option<&GatePlanner>, run_dir: &RunDir, text: &mut String) {
+    let Some(planner) = planner else {
         let _ = writeln!(text, "  planner:   no decision before this gate");
         return;
     };
-    let strings = |key: &str| -> Vec<String> {
-        planner[key]
-            .as_array()
-            .map(|items| {
-                items
-                    .iter()
-                    .filter_map(|item| item["summary"].as_str().or(item.as_str()))
-                    .map(|item| one_line(item).into_owned())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let flags = strings("risk_flags");
+    let flags: Vec<String> = planner
+        .risk_flags
+        .iter()
+        .map(|flag| one_line(flag).into_owned())
+        .collect();
     let flags = if flags.is_empty() {
         "no risk flags".to_owned()
     } else {
         format!("risk flags: {}", flags.join(", "))
     };
-    let _ = writeln!(text, "  planner:   {}, {flags}", one_line(status));
-    for blocker in strings("blockers") {
-        let _ = writeln!(text, "    blocker: {blocker}");
+    let _ = writeln!(text, "  planner:   {}, {flags}", planner.status.name());
+    for blocker in &planner.blockers {
+        let _ = writeln!(text, "    blocker: {}", one_line(&blocker.summary));
     }
-    if let Some(path) = planner["path"].as_str() {
+    if !planner.path.is_empty() {
         let _ = writeln!(
             text,
             "    decision: {}",
-            one_line(&run_dir.root().join(path).display().to_string())
+            one_line(&run_dir.root().join(&planner.path).display().to_string())
         );
     }
 }
@@ -312,27 +306,25 @@ fn planner_lines(planner: &serde_json::Value, run_dir: &RunDir, text: &mut Strin
 /// The other runs driven while the run's steps ran (the gate request's `runs_beside`): their
 /// agents could have written into this worktree, and the diff shows such a write as this
 /// run's.
-fn runs_beside_lines(runs: &serde_json::Value, text: &mut String) {
-    let Some(runs) = runs.as_array().filter(|runs| !runs.is_empty()) else {
+fn runs_beside_lines(runs: &[RunBeside], text: &mut String) {
+    if runs.is_empty() {
         return;
-    };
+    }
     let _ = writeln!(
         text,
         "  BESIDE:    other runs were driven while this run's steps ran; their agents could have \
          written into this worktree, and the diff below shows such a write as this run's change:"
     );
     for run in runs {
-        let visits: Vec<String> = run["visits"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|visit| visit.as_str())
+        let visits: Vec<String> = run
+            .visits
+            .iter()
             .map(|visit| one_line(visit).into_owned())
             .collect();
         let _ = writeln!(
             text,
             "    run {} (during {})",
-            one_line(run["run_id"].as_str().unwrap_or("?")),
+            one_line(&run.run_id),
             visits.join(", ")
         );
     }
@@ -371,26 +363,24 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
     };
     let recorder = Recorder::open(run_dir.clone()).map_err(|error| run_error(error.into()))?;
     let request = read_request(&recorder, step_id, *visit).map_err(run_error)?;
-    let context = &request["context"];
+    let context = &request.context;
+    let approvers = if request.approvers.is_empty() {
+        "anyone".to_owned()
+    } else {
+        let names: Vec<_> = request
+            .approvers
+            .iter()
+            .map(|name| one_line(name))
+            .collect();
+        names.join(", ")
+    };
     let mut text = format!(
-        "gate `{step_id}` of run {run_id} ({}, waiting {})\n  reason:    {}\n  approvers: {}\n",
-        one_line(request["gate"].as_str().unwrap_or_default()),
-        age(request["requested_at"].as_str().unwrap_or_default()),
-        one_line(request["reason"].as_str().unwrap_or_default()),
-        request["approvers"]
-            .as_array()
-            .filter(|names| !names.is_empty())
-            .map_or_else(
-                || "anyone".to_owned(),
-                |names| names
-                    .iter()
-                    .filter_map(|name| name.as_str())
-                    .map(one_line)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+        "gate `{step_id}` of run {run_id} ({}, waiting {})\n  reason:    {}\n  approvers: {approvers}\n",
+        request.gate.as_str(),
+        age(&request.requested_at),
+        one_line(&request.reason),
     );
-    if let Some(deadline) = request["deadline"].as_str() {
+    if let Some(deadline) = &request.deadline {
         let passed = if is_due(&request) {
             " — PASSED: the gate times out (its `gate_timed_out` route) as soon as `resume`, \
              `gate list` or `status` notices it; a decision now is refused"
@@ -402,21 +392,24 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
     let _ = writeln!(
         text,
         "  diffstat:  {} (the whole run)",
-        super::step_lines::diffstat(Some(&context["diffstat"]))
+        crate::kernel::step_lines::diffstat_of(Some(&context.diffstat))
     );
-    let last = &context["last_step"];
-    if let Some(step) = last["step_id"].as_str() {
+    if let Some(last) = &context.last_step {
         let _ = writeln!(
             text,
             "  last step: `{}` #{}: {}",
-            one_line(step),
-            last["visit"],
-            super::step_lines::diffstat(Some(&last["diffstat"]))
+            one_line(&last.step_id),
+            last.visit,
+            crate::kernel::step_lines::diffstat_of(last.diffstat.as_ref())
         );
     }
-    planner_lines(&context["planner"], &run_dir, &mut text);
-    for key in ["diff", "transcript"] {
-        if let Some(path) = context[key].as_str() {
+    planner_lines(context.planner.as_ref(), &run_dir, &mut text);
+    // A key an older request lacks reads as empty: nothing to show.
+    for (key, path) in [
+        ("diff", Some(&context.diff)),
+        ("transcript", context.transcript.as_ref()),
+    ] {
+        if let Some(path) = path.filter(|path| !path.is_empty()) {
             let _ = writeln!(
                 text,
                 "  {key}: {}",
@@ -424,12 +417,8 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
             );
         }
     }
-    let _ = writeln!(
-        text,
-        "  worktree:  {}",
-        one_line(context["worktree"].as_str().unwrap_or_default())
-    );
-    runs_beside_lines(&context["runs_beside"], &mut text);
+    let _ = writeln!(text, "  worktree:  {}", one_line(&context.worktree));
+    runs_beside_lines(&context.runs_beside, &mut text);
     // The change below is what the gate was requested with; an operator's rollback since
     // removed it from the worktree, and a decision then needs `--accept-drift`.
     if let Ok(Some((timestamp, rollback))) = rollback_since_request(&recorder, step_id, *visit) {
@@ -443,8 +432,8 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
             one_line(&rollback.record),
         );
     }
-    if let Some(diff) = context["diff"].as_str()
-        && let Some(patch) = patch_view(&run_dir.root().join(diff))
+    if !context.diff.is_empty()
+        && let Some(patch) = patch_view(&run_dir.root().join(&context.diff))
     {
         let _ = writeln!(text, "\n{patch}");
     }

@@ -408,9 +408,5 @@ fn first_approver(run_dir: &std::path::Path, step_id: &str) -> Option<String> {
     let manifest: crate::artifacts::StepManifest =
         crate::artifacts::read_json(&run_dir.step_manifest(step_id), "manifest").ok()?;
     let request = crate::kernel::gate::request_of(&run_dir, step_id, manifest.visit).ok()?;
-    request["approvers"]
-        .as_array()?
-        .first()?
-        .as_str()
-        .map(str::to_owned)
+    request.approvers.into_iter().next()
 }

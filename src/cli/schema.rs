@@ -97,16 +97,20 @@ pub fn schema_of(name: SchemaName) -> Option<serde_json::Value> {
         SchemaName::PlannerDecision => Some(crate::planner::decision_schema()),
         SchemaName::Doctor => Some(crate::doctor::doctor_schema()),
         SchemaName::RunnerMetadata => Some(crate::runner::runner_metadata_schema()),
-        SchemaName::ValidationReport => Some(crate::artifacts::validation_report_schema()),
-        SchemaName::GateRequest => Some(crate::artifacts::gate_request_schema()),
-        SchemaName::GateOutcome => Some(crate::artifacts::gate_outcome_schema()),
+        SchemaName::ValidationReport => {
+            Some(written_schema::<crate::artifacts::ValidationReport>())
+        }
+        SchemaName::GateRequest => Some(written_schema::<crate::artifacts::GateRequest>()),
+        SchemaName::GateOutcome => Some(written_schema::<crate::artifacts::GateOutcome>()),
         SchemaName::PlannerAttempts => {
             Some(schema_value::<crate::planner::backend::PlannerAttempts>())
         }
         SchemaName::State => Some(schema_value::<crate::kernel::RunState>()),
-        SchemaName::ProcessGroup => Some(crate::artifacts::process_group_schema()),
-        SchemaName::StoppedOrphans => Some(crate::artifacts::stopped_orphans_schema()),
-        SchemaName::RunlogEntry => Some(crate::artifacts::runlog_entry_schema()),
+        SchemaName::ProcessGroup => Some(written_schema::<crate::runner::RecordedGroup>()),
+        SchemaName::StoppedOrphans => {
+            Some(written_schema::<crate::kernel::orphans::StoppedOrphans>())
+        }
+        SchemaName::RunlogEntry => Some(written_schema::<crate::artifacts::RunlogEntry>()),
         SchemaName::ValidateOutput => Some(super::validate::validate_output_schema()),
         SchemaName::PromptInputs => Some(schema_value::<crate::artifacts::PromptInputs>()),
         SchemaName::RunResult => Some(schema_value::<super::run::RunResult>()),
@@ -125,6 +129,16 @@ fn schema_value<T: schemars::JsonSchema>() -> serde_json::Value {
     schemars::schema_for!(T).to_value()
 }
 
+/// The schema of a record as this release writes it: every key it writes is required, even
+/// those its readers take as empty when a record of an older release lacks them.
+fn written_schema<T: schemars::JsonSchema>() -> serde_json::Value {
+    schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value()
+}
+
 /// Prints a JSON Schema.
 pub fn cmd_schema(args: &SchemaArgs, output: &mut Output) -> Result<ExitStatus> {
     let Some(schema) = schema_of(args.name) else {
@@ -139,4 +153,41 @@ pub fn cmd_schema(args: &SchemaArgs, output: &mut Output) -> Result<ExitStatus> 
     };
     output.print(&format!("{}\n", serde_json::to_string_pretty(&schema)?));
     Ok(ExitStatus::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The records whose schema says what this release writes.
+    const WRITTEN: [SchemaName; 6] = [
+        SchemaName::GateRequest,
+        SchemaName::GateOutcome,
+        SchemaName::ValidationReport,
+        SchemaName::RunlogEntry,
+        SchemaName::ProcessGroup,
+        SchemaName::StoppedOrphans,
+    ];
+
+    #[test]
+    fn a_written_record_schema_requires_every_key_and_refuses_others() {
+        for name in WRITTEN {
+            let schema = schema_of(name).unwrap();
+            assert!(jsonschema::validator_for(&schema).is_ok(), "{schema}");
+        }
+        let validator =
+            jsonschema::validator_for(&schema_of(SchemaName::GateOutcome).unwrap()).unwrap();
+        let mut outcome = serde_json::json!({
+            "schema_version": 1, "run_id": "r", "step_id": "g", "visit": 1,
+            "decision": "gate_approved", "reviewer": null, "comment": null, "decided_at": "t",
+        });
+        assert!(validator.is_valid(&outcome));
+        outcome["approved_by_planner"] = serde_json::json!(true);
+        assert!(!validator.is_valid(&outcome));
+        // Read as empty when missing, but always written: required.
+        let mut outcome = outcome.as_object().unwrap().clone();
+        outcome.remove("approved_by_planner");
+        outcome.remove("comment");
+        assert!(!validator.is_valid(&outcome.into()));
+    }
 }

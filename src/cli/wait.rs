@@ -179,7 +179,7 @@ struct Gate {
     run_id: String,
     run_dir: std::path::PathBuf,
     visit: u32,
-    request: serde_json::Value,
+    request: crate::artifacts::GateRequest,
     deadline: Option<jiff::Timestamp>,
     approvers: Vec<String>,
     /// Whether the operator's own name may decide it.
@@ -213,18 +213,8 @@ impl Gate {
         let recorder = Recorder::open(RunDir::at(&run_dir))?;
         let visit = visit_of(&run_dir);
         let request = read_request(&recorder, &step_id, visit)?;
-        let deadline = request["deadline"]
-            .as_str()
-            .and_then(|text| text.parse::<jiff::Timestamp>().ok());
-        let approvers: Vec<String> = request["approvers"]
-            .as_array()
-            .map(|names| {
-                names
-                    .iter()
-                    .filter_map(|name| name.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let deadline = request.deadline_time();
+        let approvers = request.approvers.clone();
         let approver = approvers.is_empty() || approvers.iter().any(|name| name == identity);
         Ok(Gate {
             summary,
@@ -244,7 +234,7 @@ impl Gate {
         output.note(&format!(
             "\ngate `{}`: {}",
             self.step_id,
-            super::one_line(self.request["reason"].as_str().unwrap_or_default())
+            super::one_line(&self.request.reason)
         ));
         if !self.approver {
             // Said before anything is asked: the gate would refuse the decision.
@@ -341,8 +331,8 @@ impl Gate {
 
     /// Shows the gate's recorded diff.
     fn show_diff(&self, output: &mut Output) {
-        let diff = self.request["context"]["diff"]
-            .as_str()
+        let diff = Some(&self.request.context.diff)
+            .filter(|path| !path.is_empty())
             .map(|path| self.run_dir.join(path));
         // Bounded as `gate show` bounds it: a megabyte line or a huge patch would bury the
         // question.

@@ -410,28 +410,23 @@ impl Driver<'_> {
                     .map(|signal| ("the agent".to_owned(), signal))
             }
             "RUN_VALIDATION" => {
-                let report: serde_json::Value = crate::artifacts::read_json(
-                    &visit_dir.join(crate::opcode::VALIDATION_REPORT),
+                let report: crate::artifacts::ValidationReport = crate::artifacts::read_json(
+                    &crate::artifacts::VisitDir::at(visit_dir).validation_report(),
                     "validation report",
                 )
                 .ok()?;
-                let validators = report.get("validators")?.as_object()?;
-                validators.iter().find_map(|(id, record)| {
-                    if record.get("outcome")?.as_str()? != "error" {
+                let crate::artifacts::ValidationReport::Ran(report) = report else {
+                    return None;
+                };
+                report.validators.iter().find_map(|(id, record)| {
+                    if record.outcome() != crate::artifacts::ValidationOutcome::Error {
                         return None;
                     }
-                    let signal = record
-                        .get("signal")
-                        .and_then(serde_json::Value::as_i64)
-                        .and_then(|number| i32::try_from(number).ok());
-                    let exit_code = record
-                        .get("exit_code")
-                        .and_then(serde_json::Value::as_i64)
-                        .and_then(|number| i32::try_from(number).ok());
+                    let (signal, exit_code) = (record.signal(), record.exit_code());
                     // Its cause is what its exit status says, nothing else: the supervisor
                     // stopped nothing, and no lost capture or missing artifact made it fail.
                     let (_, own) = crate::runner::supervisor::classify(None, exit_code, signal);
-                    if record.get("cause")?.as_str()? != own {
+                    if record.cause() != own {
                         return None;
                     }
                     stop_signal(signal, exit_code)

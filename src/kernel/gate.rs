@@ -12,7 +12,8 @@ use super::transition::StepReport;
 use crate::artifacts::EventPayload;
 use crate::artifacts::event_payload::{GateResolved, HumanFeedback, RollbackCompleted};
 use crate::artifacts::{
-    ArtifactRole, EventLog, EventType, StepManifest, read_json, write_json_new,
+    ArtifactRole, EventLog, EventType, GateDecision, GateOutcome, GateRequest, StepManifest,
+    VisitDir, read_json, write_json_new,
 };
 use crate::outcome::Outcome;
 
@@ -131,7 +132,7 @@ pub fn read_request(
     recorder: &Recorder,
     step_id: &str,
     visit: u32,
-) -> Result<serde_json::Value, RunError> {
+) -> Result<GateRequest, RunError> {
     Ok(request_of(recorder.run_dir(), step_id, visit)?)
 }
 
@@ -140,11 +141,9 @@ pub fn request_of(
     run_dir: &crate::artifacts::RunDir,
     step_id: &str,
     visit: u32,
-) -> Result<serde_json::Value, crate::artifacts::ArtifactsError> {
+) -> Result<GateRequest, crate::artifacts::ArtifactsError> {
     read_json(
-        &run_dir
-            .visit_dir(step_id, visit)
-            .join(crate::artifacts::GATE_REQUEST_FILE),
+        &run_dir.visit(step_id, visit).gate_request(),
         "gate request",
     )
 }
@@ -286,14 +285,16 @@ pub fn decide(request: &DecisionRequest<'_>) -> Result<Phase, RunError> {
     let request_file = read_request(&recorder, &step_id, visit)?;
     // A decision after the deadline is too late: the gate times out now, as `gate list` or
     // `status` would have noticed.
-    let answered_in_time = request
-        .answered_at
-        .filter(|at| deadline_of(&request_file).is_none_or(|deadline| *at < deadline));
+    let answered_in_time = request.answered_at.filter(|at| {
+        request_file
+            .deadline_time()
+            .is_none_or(|deadline| *at < deadline)
+    });
     if answered_in_time.is_none() && resolve_if_timed_out(&mut recorder, &mut state)? {
         return Err(RunError::Gate(GateError::TimedOut {
             run_id: state.run_id.clone(),
             step_id,
-            deadline: request_file["deadline"].as_str().unwrap_or("?").to_owned(),
+            deadline: request_file.deadline.as_deref().unwrap_or("?").to_owned(),
             ended: ended(&state),
         }));
     }
@@ -313,16 +314,16 @@ pub fn decide(request: &DecisionRequest<'_>) -> Result<Phase, RunError> {
         &mut state,
         request.accept_drift,
     )?;
-    let outcome = match request.decision {
-        Decision::Approve => Outcome::GateApproved,
-        Decision::Reject => Outcome::GateRejected,
+    let decision = match request.decision {
+        Decision::Approve => GateDecision::GateApproved,
+        Decision::Reject => GateDecision::GateRejected,
     };
     resolve(
         &workflow,
         &mut recorder,
         &mut state,
         (&step_id, visit),
-        outcome,
+        decision,
         Some((reviewer, request.comment)),
         answered_in_time,
     )?;
@@ -352,16 +353,9 @@ fn open_waiting(
 }
 
 /// Refuses a reviewer who is not one of the gate's approvers, when it names any.
-fn check_approver(
-    request: &serde_json::Value,
-    reviewer: &str,
-    step_id: &str,
-) -> Result<(), RunError> {
-    let approvers: Vec<&str> = request["approvers"]
-        .as_array()
-        .map(|names| names.iter().filter_map(|name| name.as_str()).collect())
-        .unwrap_or_default();
-    if !approvers.is_empty() && !approvers.contains(&reviewer) {
+fn check_approver(request: &GateRequest, reviewer: &str, step_id: &str) -> Result<(), RunError> {
+    let approvers = &request.approvers;
+    if !approvers.is_empty() && !approvers.iter().any(|name| name == reviewer) {
         return Err(RunError::Gate(GateError::NotApprover {
             reviewer: reviewer.to_owned(),
             step_id: step_id.to_owned(),
@@ -443,19 +437,14 @@ pub fn gate_deadline_passed(
     visit: u32,
 ) -> Option<String> {
     let request = request_of(run_dir, step_id, visit).ok()?;
-    is_due(&request).then(|| request["deadline"].as_str().unwrap_or("?").to_owned())
+    is_due(&request).then(|| request.deadline.as_deref().unwrap_or("?").to_owned())
 }
 
 /// Whether a gate request's deadline has passed (a request without one never is).
-pub fn is_due(request: &serde_json::Value) -> bool {
-    deadline_of(request).is_some_and(|deadline| deadline <= jiff::Timestamp::now())
-}
-
-/// A gate request's deadline, when it has one.
-fn deadline_of(request: &serde_json::Value) -> Option<jiff::Timestamp> {
-    request["deadline"]
-        .as_str()
-        .and_then(|deadline| deadline.parse::<jiff::Timestamp>().ok())
+pub fn is_due(request: &GateRequest) -> bool {
+    request
+        .deadline_time()
+        .is_some_and(|deadline| deadline <= jiff::Timestamp::now())
 }
 
 /// Resolves a waiting gate whose deadline has passed as `gate_timed_out`; returns whether it did.
@@ -475,7 +464,7 @@ pub fn resolve_if_timed_out(
             recorder,
             state,
             (&step_id, visit),
-            Outcome::GateTimedOut,
+            GateDecision::GateTimedOut,
             None,
             None,
         )?;
@@ -492,24 +481,25 @@ fn resolve(
     recorder: &mut Recorder,
     state: &mut RunState,
     (step_id, visit): (&str, u32),
-    outcome: Outcome,
+    decision: GateDecision,
     by: Option<(&str, Option<&str>)>,
     decided_at: Option<jiff::Timestamp>,
 ) -> Result<(), RunError> {
     let (reviewer, comment) = (by.map(|(reviewer, _)| reviewer), by.and_then(|(_, c)| c));
-    let visit_dir = recorder.run_dir().visit_dir(step_id, visit);
+    let visit_dir = recorder.run_dir().visit(step_id, visit);
     let decided_at = decided_at.map_or_else(crate::artifacts::now, |at| at.to_string());
-    let gate_outcome = serde_json::json!({
-        "schema_version": crate::artifacts::SCHEMA_VERSION,
-        "run_id": state.run_id,
-        "step_id": step_id,
-        "visit": visit,
-        "decision": outcome.as_str(),
-        "reviewer": reviewer,
-        "comment": comment,
-        "decided_at": decided_at,
-    });
-    write_json_new(&visit_dir.join("gate_outcome.json"), &gate_outcome)?;
+    let outcome = decision.outcome();
+    let gate_outcome = GateOutcome {
+        schema_version: crate::artifacts::SCHEMA_VERSION,
+        run_id: state.run_id.clone(),
+        step_id: step_id.to_owned(),
+        visit,
+        decision,
+        reviewer: reviewer.map(str::to_owned),
+        comment: comment.map(str::to_owned),
+        decided_at: decided_at.clone(),
+    };
+    write_json_new(&visit_dir.gate_outcome(), &gate_outcome)?;
     let step = Some((step_id, visit));
     let resolved = GateResolved {
         decision: outcome.as_str().to_owned(),
@@ -538,10 +528,7 @@ fn record_feedback(
     reviewer: &str,
     comment: Option<&str>,
 ) -> Result<(), RunError> {
-    let related = format!(
-        "artifacts/{step_id}/{visit}/{}",
-        crate::artifacts::GATE_REQUEST_FILE
-    );
+    let related = format!("artifacts/{step_id}/{visit}/{}", VisitDir::GATE_REQUEST);
     let fields = HumanFeedback {
         decision: outcome.as_str().to_owned(),
         comments: comment.map(str::to_owned),
@@ -572,7 +559,7 @@ fn route_decision(
         manifest.ended_at = decided_at.to_owned();
         manifest.artifacts.push(crate::artifacts::ArtifactEntry {
             role: ArtifactRole::GateOutcome,
-            path: format!("artifacts/{step_id}/{visit}/gate_outcome.json"),
+            path: format!("artifacts/{step_id}/{visit}/{}", VisitDir::GATE_OUTCOME),
             media_type: "application/json".into(),
             required: true,
             important: true,
@@ -642,14 +629,11 @@ pub fn finish_interrupted_decision(
             && event.visit == Some(visit)
     });
     if let Some(reviewer) = reviewer.filter(|_| !feedback) {
-        let decided: serde_json::Value = read_json(
-            &recorder
-                .run_dir()
-                .visit_dir(&step_id, visit)
-                .join("gate_outcome.json"),
+        let decided: GateOutcome = read_json(
+            &recorder.run_dir().visit(&step_id, visit).gate_outcome(),
             "gate outcome",
         )?;
-        let comment = decided["comment"].as_str();
+        let comment = decided.comment.as_deref();
         record_feedback(recorder, (&step_id, visit), outcome, &reviewer, comment)?;
     }
     // The process may have died after recording the visit's end too.

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::recorder::Recorder;
 use super::run_error::RunError;
 use crate::artifacts::ArtifactRole as Role;
-use crate::artifacts::{EventPayload, GATE_REQUEST_FILE, SCHEMA_VERSION, now};
+use crate::artifacts::{EventPayload, SCHEMA_VERSION, VisitDir, now};
 use crate::runner::artifacts::names;
 use crate::workflow::model::Workflow;
 
@@ -136,7 +136,7 @@ const VISIT_FILES: [(&str, Role, &str); 22] = [
         "application/json",
     ),
     (
-        "validation_report.json",
+        VisitDir::VALIDATION_REPORT,
         Role::ValidationReport,
         "application/json",
     ),
@@ -157,9 +157,17 @@ const VISIT_FILES: [(&str, Role, &str); 22] = [
         Role::PlannerAttempts,
         "application/json",
     ),
-    (GATE_REQUEST_FILE, Role::GateRequest, "application/json"),
-    ("run.diff", Role::WorkspaceDiff, "text/x-diff"),
-    ("gate_outcome.json", Role::GateOutcome, "application/json"),
+    (
+        VisitDir::GATE_REQUEST,
+        Role::GateRequest,
+        "application/json",
+    ),
+    (VisitDir::RUN_DIFF, Role::WorkspaceDiff, "text/x-diff"),
+    (
+        VisitDir::GATE_OUTCOME,
+        Role::GateOutcome,
+        "application/json",
+    ),
     (ROLLBACK_RECORD, Role::RollbackRecord, "application/json"),
 ];
 

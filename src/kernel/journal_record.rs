@@ -235,9 +235,13 @@ fn reviews(
         if !is_waiting && manifest.termination != "gate_queued" {
             continue;
         }
-        let body =
-            read_json::<serde_json::Value>(&run_dir.root().join(&request.path), "gate request")
-                .unwrap_or_default();
+        let body = read_json::<crate::artifacts::GateRequest>(
+            &run_dir.root().join(&request.path),
+            "gate request",
+        )
+        .ok();
+        let (reason, deadline) =
+            body.map_or_else(Default::default, |body| (body.reason, body.deadline));
         reviews.push(ReviewEntry {
             run_id: run_id.to_owned(),
             step_id: manifest.step_id.clone(),
@@ -246,8 +250,8 @@ fn reviews(
             } else {
                 "queued".into()
             },
-            reason: body["reason"].as_str().unwrap_or_default().to_owned(),
-            deadline: body["deadline"].as_str().map(str::to_owned),
+            reason,
+            deadline,
             deadline_passed: is_waiting && deadline_passed,
             request: relative(&run_dir.root().join(&request.path)),
             risk_flags: risk_flags.to_vec(),

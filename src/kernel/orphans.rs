@@ -29,16 +29,22 @@ pub fn kill_run_orphans(run_id: &str) -> KilledProcesses {
 
 /// The file of an interrupted visit's folder that keeps the pids [`stop_before_checks`] killed,
 /// until the visit's `step_interrupted` event lists them (see [`end_recorded_groups`]).
-pub const STOPPED_ORPHANS_FILE: &str = "stopped_orphans.json";
+pub const STOPPED_ORPHANS_FILE: &str = crate::artifacts::VisitDir::STOPPED_ORPHANS;
 
 /// [`STOPPED_ORPHANS_FILE`]: the pids a refused `resume` killed for the visit
 /// (`tnh-conductor schema stopped-orphans`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
+#[schemars(
+    description = "`stopped_orphans.json`: the pids a refused `resume` killed for the interrupted visit, kept until the visit's `step_interrupted` event lists them. An older release wrote a bare list of pids; it is still read."
+)]
 pub struct StoppedOrphans {
     /// The version of this format.
     pub schema_version: u32,
     /// The pids killed, in order.
+    #[schemars(inner(range(min = 1)))]
     pub pids: Vec<i32>,
 }
 

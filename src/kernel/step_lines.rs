@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::artifacts::{ArtifactRole, RunDir, StepManifest, read_json};
+use crate::artifacts::{ArtifactRole, GateOutcome, RunDir, StepManifest, read_json};
 use crate::policy::Violation;
 
 /// What a visit did, in a line, followed by one line per policy violation it recorded.
@@ -30,20 +30,21 @@ pub fn describe_visit(manifest: &StepManifest, run_dir: &RunDir) -> Vec<String> 
     }
     // Who decided a gate, and what they said.
     if let Some(entry) = manifest.artifact(ArtifactRole::GateOutcome) {
-        let outcome: Option<Value> =
+        let outcome: Option<GateOutcome> =
             read_json(&run_dir.root().join(&entry.path), "gate outcome").ok();
         if let Some(outcome) = outcome {
-            let by = match outcome["reviewer"].as_str() {
+            let by = match &outcome.reviewer {
                 Some(reviewer) => format!(" by {reviewer}"),
                 None => " by its deadline".to_owned(),
             };
-            let comment = outcome["comment"]
-                .as_str()
+            let comment = outcome
+                .comment
+                .as_ref()
                 .map(|comment| format!(": \"{comment}\""))
                 .unwrap_or_default();
             lines.push(format!(
                 "decision: {}{by}{comment}",
-                text(Some(&outcome), "decision")
+                outcome.decision.outcome().as_str()
             ));
         }
     }
@@ -243,6 +244,12 @@ pub fn diffstat(stat: Option<&Value>) -> String {
         line.push_str(&format!(", {} binary", count("binary_files")));
     }
     line
+}
+
+/// [`diffstat`] of a typed diffstat.
+pub fn diffstat_of(stat: Option<&crate::artifacts::DiffStat>) -> String {
+    let value = stat.and_then(|stat| serde_json::to_value(stat).ok());
+    diffstat(value.as_ref())
 }
 
 fn text<'a>(value: Option<&'a Value>, key: &str) -> &'a str {

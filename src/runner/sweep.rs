@@ -321,24 +321,33 @@ fn signal_groups(groups: &BTreeSet<i32>, signal: Signal) {
 /// [`super::supervisor::supervise_recorded`] as soon as the leader exists, removed once the
 /// step's processes are gone. One left behind means the conductor died during the step, and
 /// `resume` reads it to end the group (see [`kill_recorded_group`]).
-pub const PROCESS_GROUP_FILE: &str = "process_group.json";
+pub const PROCESS_GROUP_FILE: &str = crate::artifacts::VisitDir::PROCESS_GROUP;
 
 /// A step's process group as recorded while it ran: enough to tell, after the conductor that
 /// supervised it died, whether a group with that id is still the same one
 /// (`tnh-conductor schema process-group`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[schemars(
+    title = "ProcessGroup",
+    description = "`process_group.json`: a step's process group while its agent, validator or planner runs, so that `resume` after a crash ends what is left of it. Removed once its processes are gone. A record an older release wrote has no `schema_version`; it is still read.",
+    deny_unknown_fields
+)]
 pub struct RecordedGroup {
     /// The version of this format. A record an older release wrote has none: it is read as
     /// version 1, whose fields it has.
     #[serde(default = "first_version")]
     pub schema_version: u32,
     /// The group id: the leader's pid.
+    #[schemars(range(min = 1))]
     pub pgid: i32,
     /// The session the group was made in (the conductor's): a group never leaves it.
     pub session: i32,
     /// The leader's start time, in clock ticks since boot (`/proc/PID/stat`).
     pub leader_started: u64,
-    /// The kernel's boot id: start times and pids of another boot mean nothing.
+    /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`; empty when unreadable): start
+    /// times and pids of another boot mean nothing.
     pub boot_id: String,
 }
 

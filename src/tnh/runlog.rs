@@ -9,6 +9,7 @@ use std::io::Write;
 use clap::{Subcommand, ValueEnum};
 
 use super::{TnhError, TnhResult, print};
+use crate::artifacts::{RunlogEntry, RunlogKind};
 use crate::exit::ExitStatus;
 
 /// `tnh runlog …`.
@@ -34,8 +35,7 @@ Exit codes: 0 recorded; 2 outside a run, an empty message, or the step folder ca
 }
 
 /// Kinds of run-log entries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Kind {
     /// Something worth knowing.
     Note,
@@ -45,6 +45,17 @@ pub enum Kind {
     Blocker,
     /// A question for a human.
     Question,
+}
+
+impl From<Kind> for RunlogKind {
+    fn from(kind: Kind) -> Self {
+        match kind {
+            Kind::Note => RunlogKind::Note,
+            Kind::Decision => RunlogKind::Decision,
+            Kind::Blocker => RunlogKind::Blocker,
+            Kind::Question => RunlogKind::Question,
+        }
+    }
 }
 
 pub use crate::artifacts::RUNLOG_FILE;
@@ -71,14 +82,14 @@ pub fn run(command: &RunlogCommand) -> TnhResult {
             "say what to record with --message",
         ));
     }
-    let entry = serde_json::json!({
-        "schema_version": crate::artifacts::SCHEMA_VERSION,
-        "timestamp": crate::artifacts::now(),
-        "kind": kind,
-        "message": message,
-        "ref": reference,
-        "step_id": std::env::var("TNH_STEP_ID").ok(),
-    });
+    let entry = RunlogEntry {
+        schema_version: crate::artifacts::SCHEMA_VERSION,
+        timestamp: crate::artifacts::now(),
+        kind: (*kind).into(),
+        message: message.clone(),
+        reference: reference.clone(),
+        step_id: std::env::var("TNH_STEP_ID").ok(),
+    };
     let mut line = serde_json::to_vec(&entry).unwrap_or_default();
     line.push(b'\n');
     let path = std::path::Path::new(&step_dir).join(RUNLOG_FILE);

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::html::{Delivery, escape, page, segment, short_time};
-use super::records::GateRequestView;
+use crate::artifacts::GateRequest;
 use crate::artifacts::{LifecycleState, RunDir, is_run_id};
 use crate::kernel::finished_runs::FinishedIndex;
 use crate::kernel::gate::{Decision, DecisionRequest};
@@ -132,7 +132,8 @@ struct Waiting {
     run_id: String,
     step_id: String,
     visit: u32,
-    request: GateRequestView,
+    /// What the gate asks; `None` while it is being written or when damaged.
+    request: Option<GateRequest>,
 }
 
 /// Every run waiting at a gate; finished runs the index knows are not read, and those it
@@ -173,9 +174,7 @@ fn waiting(repos: &[PathBuf]) -> Vec<Waiting> {
             if status.lifecycle_state != LifecycleState::Waiting {
                 continue;
             }
-            let request = crate::kernel::gate::request_of(&run_dir, &step_id, visit)
-                .map(GateRequestView::of)
-                .unwrap_or_default();
+            let request = crate::kernel::gate::request_of(&run_dir, &step_id, visit).ok();
             found.push(Waiting {
                 repo: index,
                 run_id,
@@ -215,10 +214,10 @@ fn gate_section(gate: &Waiting) -> String {
     let run = segment(&gate.run_id);
     let step = segment(&gate.step_id);
     let repo = gate.repo;
-    let approvers = if gate.request.approvers.is_empty() {
-        "anyone".to_owned()
-    } else {
-        gate.request.approvers.join(", ")
+    let request = gate.request.as_ref();
+    let approvers = match request.map(|request| &request.approvers) {
+        Some(approvers) if !approvers.is_empty() => approvers.join(", "),
+        _ => "anyone".to_owned(),
     };
     format!(
         "<section id=\"run-{repo}-{run}\"><h2><a href=\"/r/{repo}/{run}\">{}</a> at {} #{}</h2>\
@@ -233,13 +232,11 @@ fn gate_section(gate: &Waiting) -> String {
         escape(&gate.run_id),
         escape(&gate.step_id),
         gate.visit,
-        escape(gate.request.reason.as_deref().unwrap_or("")),
+        escape(request.map_or("(the request is being written)", |request| &request.reason)),
         escape(&approvers),
         escape(
-            &gate
-                .request
-                .deadline
-                .as_deref()
+            &request
+                .and_then(|request| request.deadline.as_deref())
                 .map(short_time)
                 .unwrap_or_else(|| "none".to_owned())
         ),

@@ -15,13 +15,6 @@ use crate::runner::RunnerMetadata;
 /// The most bytes of `events.ndjson` a page reads (a run of thousands of visits is far less).
 const EVENTS_LIMIT: u64 = 64 * 1024 * 1024;
 
-/// A record not yet given a Rust type (gate request and outcome, validation report, planner
-/// input and decision), read as JSON to be shown whole. The one place the viewer reads such a
-/// record: it is switched to the typed reader when the type exists.
-pub(super) fn untyped_record(path: &Path) -> Option<serde_json::Value> {
-    read_json::<serde_json::Value>(path, "record").ok()
-}
-
 /// The complete events of a log and the byte offset just past the last complete line; a
 /// torn last line (a write in progress) is left for later and reported.
 #[derive(Debug, Default)]
@@ -206,27 +199,5 @@ fn fill_from_manifest(run_dir: &RunDir, row: &mut VisitRow) {
         && let Ok(policy) = read_json::<PolicySummary>(&path, "policy summary")
     {
         row.violations = policy.violations.iter().map(ToString::to_string).collect();
-    }
-}
-
-/// The fields of `gate_request.json` the gates page shows, read through
-/// [`untyped_record`]'s stand-in until the gate request has its own type.
-#[derive(Debug, Default, serde::Deserialize)]
-pub(super) struct GateRequestView {
-    /// Why the gate asks.
-    #[serde(default)]
-    pub(super) reason: Option<String>,
-    /// Who may decide (empty: anyone).
-    #[serde(default)]
-    pub(super) approvers: Vec<String>,
-    /// When it times out (RFC 3339).
-    #[serde(default)]
-    pub(super) deadline: Option<String>,
-}
-
-impl GateRequestView {
-    /// The view of a request as the kernel reads it.
-    pub(super) fn of(request: serde_json::Value) -> Self {
-        serde_json::from_value(request).unwrap_or_default()
     }
 }

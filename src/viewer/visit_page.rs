@@ -11,7 +11,10 @@ use axum::response::{Html, IntoResponse, Response};
 use super::files::{Content, inside, read};
 use super::html::{Delivery, escape, page, pre};
 use super::run_page::Links;
-use crate::artifacts::{RunDir, StepManifest, VisitDir, read_json};
+use crate::artifacts::{
+    GateOutcome, GateRequest, RunDir, StepManifest, ValidationReport, VisitDir, read_json,
+};
+use crate::planner::{Decision, PlannerInput};
 use crate::policy::PolicySummary;
 
 /// The most bytes of one file a page shows (the file's own link shows all of it).
@@ -118,15 +121,27 @@ pub(super) fn body(
     html.push_str(&file(VisitDir::FINAL_RESPONSE).shown(run_dir, "Final answer", pre));
     html.push_str(&file(VisitDir::WORKSPACE_DIFF).shown(run_dir, "Change", diff_html));
     html.push_str(&violations(&visit_dir));
-    for (name, title) in [
-        (VisitDir::VALIDATION_REPORT, "Validators"),
-        (VisitDir::PLANNER_INPUT, "Planner evidence"),
-        (VisitDir::PLANNER_DECISION, "Planner decision"),
-        (VisitDir::GATE_REQUEST, "Gate request"),
-        (VisitDir::GATE_OUTCOME, "Gate outcome"),
-    ] {
-        html.push_str(&record(&visit_dir.root().join(name), title));
-    }
+    let root = visit_dir.root();
+    html.push_str(&record::<ValidationReport>(
+        &root.join(VisitDir::VALIDATION_REPORT),
+        "Validators",
+    ));
+    html.push_str(&record::<PlannerInput>(
+        &root.join(VisitDir::PLANNER_INPUT),
+        "Planner evidence",
+    ));
+    html.push_str(&record::<Decision>(
+        &root.join(VisitDir::PLANNER_DECISION),
+        "Planner decision",
+    ));
+    html.push_str(&record::<GateRequest>(
+        &root.join(VisitDir::GATE_REQUEST),
+        "Gate request",
+    ));
+    html.push_str(&record::<GateOutcome>(
+        &root.join(VisitDir::GATE_OUTCOME),
+        "Gate outcome",
+    ));
     html
 }
 
@@ -201,16 +216,23 @@ fn violations(visit_dir: &VisitDir) -> String {
     html
 }
 
-/// A record without a Rust type yet, shown whole.
-fn record(path: &std::path::Path, title: &str) -> String {
-    match super::records::untyped_record(path) {
-        Some(value) => format!(
-            "<h3>{}</h3>{}",
-            escape(title),
-            pre(&serde_json::to_string_pretty(&value).unwrap_or_default())
-        ),
-        None => String::new(),
+/// A record of the visit read through its type and shown whole; one that does not read
+/// (being written, or damaged) says so instead.
+fn record<T: serde::de::DeserializeOwned + serde::Serialize>(
+    path: &std::path::Path,
+    title: &str,
+) -> String {
+    if !path.exists() {
+        return String::new();
     }
+    let body = match crate::artifacts::read_json::<T>(path, "record") {
+        Ok(value) => pre(&serde_json::to_string_pretty(&value).unwrap_or_default()),
+        Err(error) => format!(
+            "<p class=\"note\">being written, or unreadable: {}</p>",
+            escape(&error.to_string())
+        ),
+    };
+    format!("<h3>{}</h3>{body}", escape(title))
 }
 
 /// The transcript in entries: tool calls and results folded, long entries cut with the rest

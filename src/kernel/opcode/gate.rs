@@ -2,9 +2,12 @@
 //! non-blocking gate records the request for the review journal and continues with
 //! `gate_queued`.
 
-use crate::artifacts::EventPayload;
 use crate::artifacts::event_payload::{GateRequested, GateResolved};
-use crate::artifacts::{ArtifactRole, GATE_REQUEST_FILE, read_json, write_json_new};
+use crate::artifacts::{
+    ArtifactRole, Blocker, DiffStat, EventPayload, GateContext, GateLastStep, GatePlanner,
+    GateRequest, GateType, RequiredDecision, RunBeside, Status, VisitDir, read_json,
+    write_json_new,
+};
 use crate::kernel::StepReport;
 use crate::outcome::Outcome;
 use crate::workflow::model::{Gate, GateKind};
@@ -15,7 +18,74 @@ pub(super) fn execute(
     context: &mut StepContext<'_>,
     gate: &Gate,
 ) -> Result<StepResult, OpcodeError> {
-    let visit_dir = context.visit_dir()?;
+    let visit_dir = VisitDir::at(context.visit_dir()?);
+    let request = gate_request(context, gate, &visit_dir)?;
+    let (kind, blocking) = (request.gate, request.blocking);
+    write_json_new(&visit_dir.gate_request(), &request)?;
+    let step = (context.step_id().to_owned(), context.visit);
+    let fields = EventPayload::GateRequested(GateRequested {
+        gate: kind.as_str().to_owned(),
+        reason: request.reason.clone(),
+        request: VisitDir::GATE_REQUEST.to_owned(),
+    });
+    context.recorder.event(Some((&step.0, step.1)), fields)?;
+    let artifacts = vec![
+        context.artifact(
+            ArtifactRole::GateRequest,
+            VisitDir::GATE_REQUEST,
+            "application/json",
+            true,
+        ),
+        context.artifact(
+            ArtifactRole::WorkspaceDiff,
+            VisitDir::RUN_DIFF,
+            "text/x-diff",
+            true,
+        ),
+    ];
+    let run_diffstat = serde_json::to_value(request.context.diffstat).unwrap_or_default();
+    if blocking {
+        let manifest = context.manifest(
+            "waiting",
+            serde_json::json!({ "gate": kind.as_str(), "waiting": true, "run_diffstat": run_diffstat }),
+            artifacts,
+        );
+        // The outcome is decided later by a human; the report is a placeholder the kernel
+        // does not route on (the run waits instead).
+        return Ok(StepResult {
+            report: StepReport::outcome(Outcome::GateApproved),
+            manifest,
+            cost_usd: 0.0,
+            waiting: true,
+            fingerprint: None,
+        });
+    }
+    let fields = EventPayload::GateResolved(GateResolved {
+        decision: "queued".to_owned(),
+        reviewer: None,
+    });
+    context.recorder.event(Some((&step.0, step.1)), fields)?;
+    let manifest = context.manifest(
+        Outcome::GateQueued.as_str(),
+        serde_json::json!({ "gate": kind.as_str(), "queued_for_review": true, "run_diffstat": run_diffstat }),
+        artifacts,
+    );
+    Ok(StepResult {
+        report: StepReport::outcome(Outcome::GateQueued),
+        manifest,
+        cost_usd: 0.0,
+        waiting: false,
+        fingerprint: None,
+    })
+}
+
+/// What the gate asks its reviewers: its kind, the reason (the workflow's, or a default
+/// sentence), who may decide, until when, and the review context.
+fn gate_request(
+    context: &StepContext<'_>,
+    gate: &Gate,
+    visit_dir: &VisitDir,
+) -> Result<GateRequest, OpcodeError> {
     // A reason that is `()` (an expression with no value) counts as no reason, as it renders
     // as nothing inside a longer text.
     let written = match &gate.reason {
@@ -36,7 +106,7 @@ pub(super) fn execute(
             context.state.run_id
         )
     });
-    let kind = gate_name(gate.gate.value);
+    let kind = gate_type(gate.gate.value);
     let requested_at = jiff::Timestamp::now();
     // A timeout so long that the deadline lies past the last representable time (year 9999)
     // is clamped to it: the gate still has a deadline, never `null` (which would never time
@@ -47,85 +117,40 @@ pub(super) fn execute(
             .and_then(|span| requested_at.checked_add(span).ok())
             .unwrap_or(jiff::Timestamp::MAX)
     });
-    let request = serde_json::json!({
-        "schema_version": crate::artifacts::SCHEMA_VERSION,
-        "run_id": context.state.run_id,
-        "step_id": context.step_id(),
-        "visit": context.visit,
-        "gate": kind,
-        "blocking": gate.gate.value.is_blocking(),
-        "reason": reason,
-        "required_decision": if gate.gate.value.is_blocking() { "approve or reject" } else { "review" },
-        "approvers": gate.approvers.iter().map(|name| name.value.as_str()).collect::<Vec<_>>(),
-        "requested_at": requested_at.to_string(),
-        "deadline": deadline.map(|deadline| deadline.to_string()),
-        "context": review_context(context, &visit_dir)?,
-    });
-    write_json_new(&visit_dir.join(GATE_REQUEST_FILE), &request)?;
-    let step = (context.step_id().to_owned(), context.visit);
-    let fields = EventPayload::GateRequested(GateRequested {
-        gate: kind.to_owned(),
-        reason: reason.clone(),
-        request: GATE_REQUEST_FILE.to_owned(),
-    });
-    context.recorder.event(Some((&step.0, step.1)), fields)?;
-    let artifacts = vec![
-        context.artifact(
-            ArtifactRole::GateRequest,
-            GATE_REQUEST_FILE,
-            "application/json",
-            true,
-        ),
-        context.artifact(ArtifactRole::WorkspaceDiff, RUN_DIFF, "text/x-diff", true),
-    ];
-    let run_diffstat = request["context"]["diffstat"].clone();
-    if gate.gate.value.is_blocking() {
-        let manifest = context.manifest(
-            "waiting",
-            serde_json::json!({ "gate": kind, "waiting": true, "run_diffstat": run_diffstat }),
-            artifacts,
-        );
-        // The outcome is decided later by a human; the report is a placeholder the kernel
-        // does not route on (the run waits instead).
-        return Ok(StepResult {
-            report: StepReport::outcome(Outcome::GateApproved),
-            manifest,
-            cost_usd: 0.0,
-            waiting: true,
-            fingerprint: None,
-        });
-    }
-    let fields = EventPayload::GateResolved(GateResolved {
-        decision: "queued".to_owned(),
-        reviewer: None,
-    });
-    context.recorder.event(Some((&step.0, step.1)), fields)?;
-    let manifest = context.manifest(
-        Outcome::GateQueued.as_str(),
-        serde_json::json!({ "gate": kind, "queued_for_review": true, "run_diffstat": run_diffstat }),
-        artifacts,
-    );
-    Ok(StepResult {
-        report: StepReport::outcome(Outcome::GateQueued),
-        manifest,
-        cost_usd: 0.0,
-        waiting: false,
-        fingerprint: None,
+    let blocking = gate.gate.value.is_blocking();
+    Ok(GateRequest {
+        schema_version: crate::artifacts::SCHEMA_VERSION,
+        run_id: context.state.run_id.clone(),
+        step_id: context.step_id().to_owned(),
+        visit: context.visit,
+        gate: kind,
+        blocking,
+        reason,
+        required_decision: if blocking {
+            RequiredDecision::ApproveOrReject
+        } else {
+            RequiredDecision::Review
+        },
+        approvers: gate
+            .approvers
+            .iter()
+            .map(|name| name.value.clone())
+            .collect(),
+        requested_at: requested_at.to_string(),
+        deadline: deadline.map(|deadline| deadline.to_string()),
+        context: review_context(context, visit_dir)?,
     })
 }
 
-/// The gate type's document name.
-pub fn gate_name(kind: GateKind) -> &'static str {
+/// The gate type as the records name it.
+pub fn gate_type(kind: GateKind) -> GateType {
     match kind {
-        GateKind::RequiresApproval => "requires_approval",
-        GateKind::BlockingApproval => "blocking_approval",
-        GateKind::QueueForReview => "queue_for_review",
-        GateKind::RequiresDailyReview => "requires_daily_review",
+        GateKind::RequiresApproval => GateType::RequiresApproval,
+        GateKind::BlockingApproval => GateType::BlockingApproval,
+        GateKind::QueueForReview => GateType::QueueForReview,
+        GateKind::RequiresDailyReview => GateType::RequiresDailyReview,
     }
 }
-
-/// The whole change of the run a gate shows, in the gate's visit folder.
-const RUN_DIFF: &str = "run.diff";
 
 /// What a reviewer needs: the whole change being approved (the worktree against the run's
 /// start, as a patch and a diffstat), the last planner decision, the last change a step made,
@@ -133,55 +158,88 @@ const RUN_DIFF: &str = "run.diff";
 /// ([`runs_beside`]).
 fn review_context(
     context: &StepContext<'_>,
-    visit_dir: &std::path::Path,
-) -> Result<serde_json::Value, OpcodeError> {
+    visit_dir: &VisitDir,
+) -> Result<GateContext, OpcodeError> {
     let run_dir = context.recorder.run_dir();
     let pre_run = context.workspace.pre_run()?;
     let whole = context
         .workspace
-        .capture_since(&pre_run, &visit_dir.join(RUN_DIFF))?;
+        .capture_since(&pre_run, &visit_dir.run_diff())?;
     let diff = run_dir
-        .visit_dir(context.step_id(), context.visit)
-        .join(RUN_DIFF)
+        .visit(context.step_id(), context.visit)
+        .run_diff()
         .strip_prefix(run_dir.root())
         .map(|path| path.display().to_string())
-        .unwrap_or_else(|_| RUN_DIFF.to_owned());
-    let mut transcript = serde_json::Value::Null;
-    let mut last_step = serde_json::Value::Null;
-    let mut planner = serde_json::Value::Null;
+        .unwrap_or_else(|_| VisitDir::RUN_DIFF.to_owned());
+    let mut transcript = None;
+    let mut last_step = None;
+    let mut planner = None;
     // The latest evidence wins: manifests in the order their visits ended.
     let manifests = context.latest_manifests();
     for manifest in manifests {
         if let Some(entry) = manifest.artifact(ArtifactRole::PlannerDecision) {
-            planner = read_json::<serde_json::Value>(&run_dir.root().join(&entry.path), "planner decision")
-                .map(|decision| serde_json::json!({ "path": entry.path, "status": decision["status"], "risk_flags": decision["risk_flags"], "blockers": decision["blockers"] }))
-                .unwrap_or(serde_json::Value::Null);
+            planner =
+                read_json::<PlannerView>(&run_dir.root().join(&entry.path), "planner decision")
+                    .ok()
+                    .map(|decision| GatePlanner {
+                        path: entry.path.clone(),
+                        status: decision.status,
+                        risk_flags: decision.risk_flags,
+                        blockers: decision.blockers,
+                    });
         }
         let changes_files = matches!(manifest.opcode.as_str(), "RUN_AGENT" | "RUN_VALIDATION");
         if changes_files && let Some(entry) = manifest.artifact(ArtifactRole::WorkspaceDiff) {
-            last_step = serde_json::json!({
-                "step_id": manifest.step_id,
-                "visit": manifest.visit,
-                "diff": entry.path,
-                "diffstat": manifest.evidence_summary.get("diffstat").cloned().unwrap_or_default(),
+            let diffstat = manifest
+                .evidence_summary
+                .get("diffstat")
+                .and_then(|diffstat| serde_json::from_value::<DiffStat>(diffstat.clone()).ok());
+            last_step = Some(GateLastStep {
+                step_id: manifest.step_id.clone(),
+                visit: manifest.visit,
+                diff: entry.path.clone(),
+                diffstat,
             });
         }
         if let Some(entry) = manifest
             .artifact(ArtifactRole::RunnerTranscriptMarkdown)
             .or_else(|| manifest.artifact(ArtifactRole::RunnerTranscript))
         {
-            transcript = entry.path.clone().into();
+            transcript = Some(entry.path.clone());
         }
     }
-    Ok(serde_json::json!({
-        "runs_beside": runs_beside(context),
-        "diffstat": whole.status.diffstat,
-        "diff": diff,
-        "last_step": last_step,
-        "planner": planner,
-        "transcript": transcript,
-        "worktree": context.workspace.path().display().to_string(),
-    }))
+    Ok(GateContext {
+        runs_beside: runs_beside(context),
+        diffstat: whole.status.diffstat,
+        diff,
+        last_step,
+        planner,
+        transcript,
+        worktree: context.workspace.path().display().to_string(),
+    })
+}
+
+/// What a gate shows of a planner decision.
+#[derive(serde::Deserialize)]
+struct PlannerView {
+    status: Status,
+    #[serde(default)]
+    risk_flags: Vec<String>,
+    #[serde(default)]
+    blockers: Vec<Blocker>,
+}
+
+/// What a gate reads of a visit's policy summary: the other runs its guard saw driven.
+#[derive(Default, serde::Deserialize)]
+struct PolicyView {
+    #[serde(default)]
+    guard_report: GuardView,
+}
+
+#[derive(Default, serde::Deserialize)]
+struct GuardView {
+    #[serde(default)]
+    other_runs_driven: Vec<String>,
 }
 
 /// The other runs driven while this run's agent and validation steps ran, each with the visits
@@ -189,31 +247,29 @@ fn review_context(
 /// their agents could have written into this run's worktree, and such a write is in this
 /// run's diff as its own change (the guard watches the operator's checkout, not other runs'
 /// worktrees). Empty when no other run was.
-fn runs_beside(context: &StepContext<'_>) -> serde_json::Value {
+fn runs_beside(context: &StepContext<'_>) -> Vec<RunBeside> {
     let run_dir = context.recorder.run_dir();
     let mut runs: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for step in &context.run.workflow.steps {
         let step_id = step.id.value.as_str();
         for visit in 1.. {
-            let visit_dir = run_dir.visit_dir(step_id, visit);
-            if !visit_dir.is_dir() {
+            let visit_dir = run_dir.visit(step_id, visit);
+            if !visit_dir.root().is_dir() {
                 break;
             }
-            let Ok(summary) = read_json::<serde_json::Value>(
-                &visit_dir.join("policy_summary.json"),
-                "policy summary",
-            ) else {
+            let Ok(summary) =
+                read_json::<PolicyView>(&visit_dir.policy_summary(), "policy summary")
+            else {
                 continue;
             };
-            let driven = summary["guard_report"]["other_runs_driven"].as_array();
-            for run in driven.into_iter().flatten().filter_map(|run| run.as_str()) {
-                runs.entry(run.to_owned())
+            for run in summary.guard_report.other_runs_driven {
+                runs.entry(run)
                     .or_default()
                     .push(format!("{step_id}#{visit}"));
             }
         }
     }
     runs.into_iter()
-        .map(|(run_id, visits)| serde_json::json!({ "run_id": run_id, "visits": visits }))
+        .map(|(run_id, visits)| RunBeside { run_id, visits })
         .collect()
 }

@@ -16,7 +16,6 @@ pub mod validators;
 pub use context::{RunContext, StepContext, StepResult};
 pub(crate) use evaluate::{planner_guard_violations, planner_worktree_change};
 pub(crate) use run_agent::remove_guard_state;
-pub(crate) use run_validation::VALIDATION_REPORT;
 
 use crate::artifacts::event_payload::StepFailed;
 use crate::workflow::model::StepBody;

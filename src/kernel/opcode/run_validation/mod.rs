@@ -18,7 +18,10 @@ mod report;
 mod results;
 mod spawn;
 
-use crate::artifacts::{ArtifactEntry, write_json_private};
+use crate::artifacts::{
+    ArtifactEntry, ValidationOutcome, ValidatorNotStarted, ValidatorRecord, VisitDir,
+    write_json_private,
+};
 use crate::outcome::Outcome;
 use crate::workflow::model::RunValidation;
 use crate::workspace::GUARD_STATE_FILE;
@@ -30,7 +33,7 @@ use super::{OpcodeError, StepContext, StepResult};
 struct Ran {
     id: String,
     outcome: Outcome,
-    record: serde_json::Value,
+    record: ValidatorRecord,
     artifacts: Vec<ArtifactEntry>,
     proposed_goldens: bool,
     /// What the validator left in its folder under the conductor's names (removed).
@@ -39,7 +42,7 @@ struct Ran {
 
 /// The report a RUN_VALIDATION visit writes after its validators, beside the files every
 /// step writes then ([`crate::artifacts::STEP_VISIT_FILES_AFTER`]).
-pub(crate) const VALIDATION_REPORT: &str = "validation_report.json";
+pub(crate) const VALIDATION_REPORT: &str = VisitDir::VALIDATION_REPORT;
 
 /// A validator's captures, opened by the conductor before it starts.
 const VALIDATOR_CAPTURES: [&str; 2] = ["stdout.txt", "stderr.txt"];
@@ -158,7 +161,10 @@ fn not_run(id: &str, outcome: Outcome, cause: String) -> Ran {
     Ran {
         id: id.to_owned(),
         outcome,
-        record: serde_json::json!({ "outcome": outcome.as_str(), "cause": cause, "exit_code": null, "network": "not run" }),
+        record: ValidatorRecord::NotStarted(ValidatorNotStarted::new(
+            ValidationOutcome::of(outcome),
+            cause,
+        )),
         artifacts: Vec::new(),
         proposed_goldens: false,
         tampered: Vec::new(),

@@ -4,7 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::artifacts::write_json_new;
+use crate::artifacts::{
+    NotConfigured, UnconfiguredValidation, UnresolvedStatus, UnresolvedValidator, ValidationReport,
+    write_json_new,
+};
 use crate::document::yaml::Node;
 use crate::outcome::Outcome;
 use crate::workflow::model::{
@@ -47,7 +50,7 @@ pub(super) fn refuse_unconfigured(
     validation: &RunValidation,
     unconfigured: Vec<(String, String)>,
 ) -> Result<OpcodeError, OpcodeError> {
-    let validators: serde_json::Map<String, serde_json::Value> = validation
+    let validators = validation
         .run
         .iter()
         .map(|entry| {
@@ -56,24 +59,24 @@ pub(super) fn refuse_unconfigured(
                 ValidatorEntry::Spec(spec) => spec.id.value.clone(),
             };
             let record = match unconfigured.iter().find(|(name, _)| *name == id) {
-                Some((_, reason)) => serde_json::json!({
-                    "status": "not_configured",
-                    "cause": format!("{reason}: set validators.{id} in .tnh/config.yaml"),
-                    "exit_code": null,
-                }),
-                None => serde_json::json!({
-                    "status": "not_run",
-                    "cause": "not run: another validator of the step is not configured",
-                    "exit_code": null,
-                }),
+                Some((_, reason)) => UnresolvedValidator {
+                    status: UnresolvedStatus::NotConfigured,
+                    cause: format!("{reason}: set validators.{id} in .tnh/config.yaml"),
+                    exit_code: (),
+                },
+                None => UnresolvedValidator {
+                    status: UnresolvedStatus::NotRun,
+                    cause: "not run: another validator of the step is not configured".to_owned(),
+                    exit_code: (),
+                },
             };
             (id, record)
         })
         .collect();
-    let report = serde_json::json!({
-        "schema_version": crate::artifacts::SCHEMA_VERSION,
-        "status": "not_configured",
-        "validators": validators,
+    let report = ValidationReport::NotConfigured(UnconfiguredValidation {
+        schema_version: crate::artifacts::SCHEMA_VERSION,
+        status: NotConfigured::NotConfigured,
+        validators,
     });
     write_json_new(&visit_dir.join(VALIDATION_REPORT), &report)?;
     Ok(OpcodeError::ValidatorsNotConfigured {

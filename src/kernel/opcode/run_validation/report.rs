@@ -5,9 +5,11 @@
 
 use std::path::Path;
 
-use crate::artifacts::EventPayload;
 use crate::artifacts::event_payload::{EvidenceTampered, RunnerCompleted};
-use crate::artifacts::{ArtifactEntry, ArtifactRole, write_json_new};
+use crate::artifacts::{
+    ArtifactEntry, ArtifactRole, EventPayload, RanValidation, ValidationOutcome, ValidationReport,
+    write_json_new,
+};
 use crate::kernel::StepReport;
 use crate::outcome::Outcome;
 use crate::policy::PolicySummary;
@@ -76,7 +78,7 @@ pub(super) fn finish(
         cause: None,
         exit_codes: Some(
             ran.iter()
-                .map(|result| (result.id.clone(), result.record["exit_code"].as_i64()))
+                .map(|result| (result.id.clone(), result.record.exit_code().map(i64::from)))
                 .collect(),
         ),
     };
@@ -139,10 +141,13 @@ fn write_validation_report(
     outcome: Outcome,
     ran: &[Ran],
 ) -> Result<(), OpcodeError> {
-    let report = serde_json::json!({
-        "schema_version": crate::artifacts::SCHEMA_VERSION,
-        "outcome": outcome.as_str(),
-        "validators": ran.iter().map(|result| (result.id.clone(), result.record.clone())).collect::<serde_json::Map<_, _>>(),
+    let report = ValidationReport::Ran(RanValidation {
+        schema_version: crate::artifacts::SCHEMA_VERSION,
+        outcome: ValidationOutcome::of(outcome),
+        validators: ran
+            .iter()
+            .map(|result| (result.id.clone(), result.record.clone()))
+            .collect(),
     });
     write_json_new(&visit_dir.join(VALIDATION_REPORT), &report)?;
     Ok(())
@@ -162,7 +167,7 @@ fn write_policy_summary(
         fields.insert(
             "network".into(),
             ran.iter()
-                .map(|result| (result.id.clone(), result.record["network"].clone()))
+                .map(|result| (result.id.clone(), result.record.network().into()))
                 .collect::<serde_json::Map<_, _>>()
                 .into(),
         );
@@ -207,13 +212,13 @@ fn evidence_summary(
 ) -> serde_json::Value {
     let exit_codes: serde_json::Map<String, serde_json::Value> = ran
         .iter()
-        .map(|result| (result.id.clone(), result.record["exit_code"].clone()))
+        .map(|result| (result.id.clone(), result.record.exit_code().into()))
         .collect();
     // Why a validator has no exit code (a timeout, a refused entrypoint), for `runs show`.
     let causes: serde_json::Map<String, serde_json::Value> = ran
         .iter()
-        .filter(|result| result.record["exit_code"].is_null())
-        .map(|result| (result.id.clone(), result.record["cause"].clone()))
+        .filter(|result| result.record.exit_code().is_none())
+        .map(|result| (result.id.clone(), result.record.cause().into()))
         .collect();
     let timeouts: Vec<&str> = ran
         .iter()

@@ -3,7 +3,9 @@
 
 use std::path::Path;
 
-use crate::artifacts::{ArtifactEntry, ArtifactRole};
+use crate::artifacts::{
+    ArtifactEntry, ArtifactRole, NotedPath, ValidationOutcome, ValidatorRecord, ValidatorRun,
+};
 use crate::outcome::Outcome;
 use crate::runner::{StopReason, Supervised};
 
@@ -86,25 +88,25 @@ pub(super) fn judge(
         refused,
         skipped,
     } = collected;
-    let record = serde_json::json!({
-        "argv": command.argv,
-        "cwd": plan.cwd.display().to_string(),
-        "detected": command.detected,
-        "outcome": outcome.as_str(),
-        "cause": cause,
-        "exit_code": supervised.exit_code,
-        "signal": supervised.signal,
-        "duration_ms": duration.as_millis() as u64,
-        "timeout_ms": timeout.map(|timeout| timeout.as_millis() as u64),
-        "artifacts": copied,
-        "missing_artifacts": missing,
-        "refused_artifacts": refused.iter().map(|(path, reason)| serde_json::json!({ "path": path, "reason": reason })).collect::<Vec<_>>(),
-        "skipped_artifacts": skipped.iter().map(|(path, reason)| serde_json::json!({ "path": path, "reason": reason })).collect::<Vec<_>>(),
-        "harness_report": report.as_ref().map(|(path, _)| path.as_str()),
-        "proposed_goldens": proposed_goldens,
-        "network": network,
-        "dropped_env": dropped,
-    });
+    let record = ValidatorRecord::Ran(Box::new(ValidatorRun {
+        argv: command.argv.clone(),
+        cwd: plan.cwd.display().to_string(),
+        detected: command.detected,
+        outcome: ValidationOutcome::of(outcome),
+        cause,
+        exit_code: supervised.exit_code,
+        signal: supervised.signal,
+        duration_ms: duration.as_millis() as u64,
+        timeout_ms: timeout.map(|timeout| timeout.as_millis() as u64),
+        artifacts: copied,
+        missing_artifacts: missing,
+        refused_artifacts: noted(refused),
+        skipped_artifacts: noted(skipped),
+        harness_report: report.as_ref().map(|(path, _)| path.as_str().to_owned()),
+        proposed_goldens,
+        network: network.to_owned(),
+        dropped_env: dropped,
+    }));
     Ok(Ran {
         id: id.to_owned(),
         outcome,
@@ -113,6 +115,14 @@ pub(super) fn judge(
         proposed_goldens,
         tampered,
     })
+}
+
+/// Paths left out of what a validator left, with why, as the report records them.
+fn noted(paths: Vec<(String, String)>) -> Vec<NotedPath> {
+    paths
+        .into_iter()
+        .map(|(path, reason)| NotedPath { path, reason })
+        .collect()
 }
 
 /// The validator's captures, its artifacts copied from its working directory, and its
