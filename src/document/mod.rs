@@ -2,5 +2,6 @@
 //! diagnostics that point at those positions. Workflows, the configuration, prompts' front
 //! matter and scripts' data all read through it.
 
+pub mod at;
 pub mod diagnostic;
 pub mod yaml;
