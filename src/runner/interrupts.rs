@@ -84,8 +84,7 @@ pub fn listening() -> Option<Cancellation> {
 /// The signals this process ignores, as the `SigIgn` mask of `/proc/self/status` (bit `n - 1`
 /// for signal `n`); none when it cannot be read (every signal is then listened to).
 fn ignored_signals() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
+    crate::proc::own_status()
         .and_then(|status| parse_ignored(&status))
         .unwrap_or(0)
 }

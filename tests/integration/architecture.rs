@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// The top-level modules, bottom layer first (as docs/reference/architecture.md draws them).
 const LAYERS: &[&[&str]] = &[
-    &["ids", "text", "outcome", "exit", "document"],
+    &["ids", "text", "outcome", "exit", "document", "proc"],
     &["artifacts"],
     &["script", "prompt"],
     &["workflow"],
