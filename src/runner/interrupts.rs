@@ -32,6 +32,9 @@ pub fn listen() -> std::io::Result<Cancellation> {
     if let Some(cancellation) = listening.as_ref() {
         return Ok(cancellation.clone());
     }
+    // A runtime of its own, on its own thread, rather than the shared one: the signals must
+    // be counted even while the shared runtime's workers are busy (a supervisor writing a
+    // large output to a slow disk) or before anything built it.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()?;
