@@ -17,6 +17,7 @@ pub use kernel::opcode;
 pub mod outcome;
 pub mod planner;
 pub mod policy;
+pub mod proc;
 pub mod prompt;
 pub mod runner;
 pub mod script;

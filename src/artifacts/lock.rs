@@ -233,7 +233,7 @@ fn driver_elsewhere(
     let folder_device = std::fs::metadata(name.parent()?).ok()?.dev();
     let own = std::process::id();
     let recorded: Vec<u32> = recorded.into_iter().collect();
-    let table = std::fs::read_to_string(LOCK_TABLE).unwrap_or_default();
+    let table = crate::proc::locks().unwrap_or_default();
     let held: Vec<LockEntry> = table.lines().filter_map(parse_lock_line).collect();
     let mut seen = std::collections::BTreeSet::new();
     recorded
@@ -274,21 +274,13 @@ fn has_open(
     except: Option<FileId>,
     holds: impl Fn(FileId) -> bool,
 ) -> Option<bool> {
-    let fds = PathBuf::from(format!("/proc/{pid}/fd"));
-    let entries = std::fs::read_dir(&fds).ok()?;
-    Some(entries.flatten().any(|entry| {
-        let Ok(target) = std::fs::read_link(entry.path()) else {
-            return false;
-        };
-        let target = target.as_os_str().as_bytes();
-        let target = Path::new(std::ffi::OsStr::from_bytes(
-            target.strip_suffix(b" (deleted)").unwrap_or(target),
-        ));
-        let named = target == name;
-        if !named && target.parent() != name.parent() {
+    let mut files = crate::proc::open_files(pid)?;
+    Some(files.any(|file| {
+        let named = file.name == name;
+        if !named && file.name.parent() != name.parent() {
             return false;
         }
-        let Ok(metadata) = std::fs::metadata(entry.path()) else {
+        let Ok(metadata) = file.metadata() else {
             return false;
         };
         let id = FileId::of(&metadata);
@@ -326,9 +318,8 @@ pub struct LockTable {
 impl LockTable {
     /// Reads the table and the holders' open files now.
     pub fn read() -> Self {
-        let held: Option<Vec<LockEntry>> = std::fs::read_to_string(LOCK_TABLE)
-            .ok()
-            .map(|table| table.lines().filter_map(parse_lock_line).collect());
+        let held: Option<Vec<LockEntry>> =
+            crate::proc::locks().map(|table| table.lines().filter_map(parse_lock_line).collect());
         let own = std::process::id();
         let mut seen = std::collections::BTreeSet::new();
         let drivers: Vec<(u32, Option<OpenFiles>)> = held
@@ -422,18 +413,12 @@ type OpenFiles = Vec<(PathBuf, FileId)>;
 
 /// The files process `pid` has open; `None` when they cannot be listed.
 fn open_files(pid: u32) -> Option<OpenFiles> {
-    let entries = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    let files = crate::proc::open_files(pid)?;
     Some(
-        entries
-            .flatten()
-            .filter_map(|entry| {
-                let target = std::fs::read_link(entry.path()).ok()?;
-                let target = target.as_os_str().as_bytes();
-                let target = PathBuf::from(std::ffi::OsStr::from_bytes(
-                    target.strip_suffix(b" (deleted)").unwrap_or(target),
-                ));
-                let metadata = std::fs::metadata(entry.path()).ok()?;
-                Some((target, FileId::of(&metadata)))
+        files
+            .filter_map(|file| {
+                let metadata = file.metadata().ok()?;
+                Some((file.name, FileId::of(&metadata)))
             })
             .collect(),
     )
@@ -445,7 +430,7 @@ fn held_in_table(path: &Path) -> Option<bool> {
     let Ok(metadata) = std::fs::symlink_metadata(path) else {
         return Some(false);
     };
-    let table = std::fs::read_to_string(LOCK_TABLE).ok()?;
+    let table = crate::proc::locks()?;
     if !metadata.is_file() {
         return Some(false);
     }
@@ -457,7 +442,7 @@ fn held_in_table(path: &Path) -> Option<bool> {
 /// `path`, when it shows one (and names it: a holder in another pid namespace is `0` there).
 pub(crate) fn exclusive_holder(path: &Path) -> Option<u32> {
     let metadata = std::fs::symlink_metadata(path).ok()?;
-    let table = std::fs::read_to_string(LOCK_TABLE).ok()?;
+    let table = crate::proc::locks()?;
     let devices = devices_of(path, &metadata);
     table
         .lines()
@@ -528,9 +513,6 @@ fn parse_lock_line(line: &str) -> Option<LockEntry> {
     })
 }
 
-/// The kernel's table of locks.
-const LOCK_TABLE: &str = "/proc/locks";
-
 /// Whether the pid the holder wrote in the lock file is a live `tnh-conductor`.
 fn holder_in_file_is_conductor(path: &Path) -> bool {
     let pid = crate::artifacts::safe_files::read_regular_text(path).unwrap_or_default();
@@ -540,7 +522,7 @@ fn holder_in_file_is_conductor(path: &Path) -> bool {
 /// Whether process `pid` is alive and runs `tnh-conductor` (a pid the kernel gave to another
 /// program since is not the driver).
 pub(crate) fn is_conductor(pid: u32) -> bool {
-    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+    let Some(cmdline) = crate::proc::command_line(pid) else {
         return false;
     };
     let program = cmdline.split(|byte| *byte == 0).next().unwrap_or_default();
@@ -698,7 +680,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("lock");
         let held = RunLock::acquire(&path).unwrap();
-        let Ok(table) = std::fs::read_to_string(LOCK_TABLE) else {
+        let Some(table) = crate::proc::locks() else {
             return;
         };
         let metadata = std::fs::metadata(&path).unwrap();

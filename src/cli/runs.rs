@@ -199,34 +199,30 @@ fn activity(run_dir: &RunDir, step: &str, visit: u32) -> String {
 /// was last written.
 fn last_output(visit_dir: &Path) -> Option<(String, std::time::SystemTime)> {
     let mut newest: Option<(String, std::time::SystemTime)> = None;
-    let mut folders = vec![(visit_dir.to_path_buf(), 0)];
-    while let Some((folder, depth)) = folders.pop() {
-        for entry in std::fs::read_dir(&folder).ok()?.flatten() {
-            let Ok(metadata) = entry.metadata() else {
-                continue;
-            };
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if metadata.is_dir() && depth < 2 {
-                folders.push((entry.path(), depth + 1));
-            }
-            let written = metadata.modified().ok();
-            if !metadata.is_file()
-                || metadata.len() == 0
-                || matches!(
-                    name.as_str(),
-                    "prompt.md" | "inputs.json" | "guard_state.json"
-                )
-                || name == crate::runner::PROCESS_GROUP_FILE
-            {
-                continue;
-            }
-            if let Some(written) = written
-                && newest.as_ref().is_none_or(|(_, newest)| written > *newest)
-            {
-                let relative = entry.path();
-                let relative = relative.strip_prefix(visit_dir).unwrap_or(&relative);
-                newest = Some((relative.display().to_string(), written));
-            }
+    // The visit's folder and two levels of folders below it; links not followed.
+    for entry in walkdir::WalkDir::new(visit_dir).min_depth(1).max_depth(3) {
+        let entry = entry.ok()?;
+        let Ok(metadata) = entry.metadata() else {
+            continue;
+        };
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let written = metadata.modified().ok();
+        if !metadata.is_file()
+            || metadata.len() == 0
+            || matches!(
+                name.as_str(),
+                "prompt.md" | "inputs.json" | "guard_state.json"
+            )
+            || name == crate::runner::PROCESS_GROUP_FILE
+        {
+            continue;
+        }
+        if let Some(written) = written
+            && newest.as_ref().is_none_or(|(_, newest)| written > *newest)
+        {
+            let relative = entry.path();
+            let relative = relative.strip_prefix(visit_dir).unwrap_or(relative);
+            newest = Some((relative.display().to_string(), written));
         }
     }
     newest

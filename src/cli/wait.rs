@@ -49,7 +49,7 @@ fn operator_input(cancellation: Cancellation) -> Receiver<Input> {
         {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else {
+        let Ok(runtime) = crate::runner::runtime::shared() else {
             return;
         };
         runtime.block_on(async move {

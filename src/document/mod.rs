@@ -3,6 +3,7 @@
 //! describe a document's shape. Workflows, the configuration, prompts' front matter and
 //! scripts' data all read through it.
 
+pub mod at;
 pub mod diagnostic;
 pub mod shape;
 pub mod yaml;

@@ -226,7 +226,7 @@ fn validator_files(visit_dir: &Path) -> Vec<(String, Role, &'static str)> {
         }
         let collected = folder.join("artifacts");
         let mut found = Vec::new();
-        collect_files(&collected, "", &mut found, 0);
+        collect_files(&collected, &mut found);
         found.sort();
         files.extend(found.into_iter().map(|path| {
             (
@@ -241,25 +241,28 @@ fn validator_files(visit_dir: &Path) -> Vec<(String, Role, &'static str)> {
 
 /// The regular files under `dir` (links not followed, at most 16 folders deep and 10 000
 /// files), as paths relative to it.
-fn collect_files(dir: &Path, prefix: &str, found: &mut Vec<String>, depth: usize) {
-    if depth > 16 || found.len() >= 10_000 {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let Ok(name) = entry.file_name().into_string() else {
+fn collect_files(dir: &Path, found: &mut Vec<String>) {
+    let mut walker = walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .max_depth(17)
+        .into_iter();
+    while let Some(next) = walker.next() {
+        if found.len() >= 10_000 {
+            return;
+        }
+        let Ok(entry) = next else {
             continue;
         };
-        let Ok(kind) = entry.file_type() else {
+        let relative = entry.path().strip_prefix(dir).ok().and_then(Path::to_str);
+        let Some(relative) = relative else {
+            // A name that is not UTF-8 is passed over, and a folder so named not entered.
+            if entry.file_type().is_dir() {
+                walker.skip_current_dir();
+            }
             continue;
         };
-        let relative = format!("{prefix}{name}");
-        if kind.is_file() && found.len() < 10_000 {
-            found.push(relative);
-        } else if kind.is_dir() {
-            collect_files(&entry.path(), &format!("{relative}/"), found, depth + 1);
+        if entry.file_type().is_file() {
+            found.push(relative.to_owned());
         }
     }
 }

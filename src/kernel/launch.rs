@@ -24,11 +24,7 @@ pub(super) fn run_context(
     cancellation: Cancellation,
     pinned: Option<std::collections::BTreeMap<String, String>>,
 ) -> Result<RunContext, RunError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(RunError::Runtime)?;
+    let runtime = crate::runner::runtime::shared().map_err(RunError::Runtime)?;
     let options = crate::script::HostOptions {
         file: loaded.path.display().to_string(),
         source: loaded.source,

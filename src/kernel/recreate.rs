@@ -72,28 +72,18 @@ pub(super) fn create_again(
 fn stop_leftover_git(worktree: &Path) {
     use std::os::unix::ffi::OsStrExt;
     let own = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
-    };
     let mut killed = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|name| name.parse::<u32>().ok())
-            .filter(|pid| *pid != own)
-        else {
+    for pid in crate::proc::pids() {
+        let Some(pid) = u32::try_from(pid).ok().filter(|pid| *pid != own) else {
             continue;
         };
-        let proc_dir = entry.path();
-        let is_git = std::fs::read_to_string(proc_dir.join("comm"))
-            .is_ok_and(|comm| comm.trim_end() == "git");
+        let is_git = crate::proc::command_name(pid).is_some_and(|comm| comm == "git");
         if !is_git {
             continue;
         }
         let works_in =
-            std::fs::read_link(proc_dir.join("cwd")).is_ok_and(|cwd| cwd.starts_with(worktree));
-        let names = std::fs::read(proc_dir.join("cmdline")).is_ok_and(|command| {
+            crate::proc::working_directory(pid).is_some_and(|cwd| cwd.starts_with(worktree));
+        let names = crate::proc::command_line(pid).is_some_and(|command| {
             command
                 .split(|byte| *byte == 0)
                 .any(|arg| Path::new(std::ffi::OsStr::from_bytes(arg)).starts_with(worktree))

@@ -32,6 +32,9 @@ pub fn listen() -> std::io::Result<Cancellation> {
     if let Some(cancellation) = listening.as_ref() {
         return Ok(cancellation.clone());
     }
+    // A runtime of its own, on its own thread, rather than the shared one: the signals must
+    // be counted even while the shared runtime's workers are busy (a supervisor writing a
+    // large output to a slow disk) or before anything built it.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()?;
@@ -84,8 +87,7 @@ pub fn listening() -> Option<Cancellation> {
 /// The signals this process ignores, as the `SigIgn` mask of `/proc/self/status` (bit `n - 1`
 /// for signal `n`); none when it cannot be read (every signal is then listened to).
 fn ignored_signals() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
+    crate::proc::own_status()
         .and_then(|status| parse_ignored(&status))
         .unwrap_or(0)
 }

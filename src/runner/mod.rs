@@ -19,6 +19,7 @@ pub mod probe;
 pub mod process;
 pub mod profile;
 pub mod progress;
+pub mod runtime;
 mod state;
 pub mod supervisor;
 mod sweep;

@@ -94,8 +94,8 @@ pub(crate) fn adopt_orphans() -> bool {
 /// descendants made a process whose first walk met a fork chain search the slow way, and
 /// never freeze an escaped chain's group, for the rest of its life.)
 fn children_are_listed() -> bool {
-    let pid = std::process::id();
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).is_ok()
+    let pid = std::process::id() as i32;
+    crate::proc::children(pid, pid).is_some()
 }
 
 /// Every process descended from this one (children of all its threads, their children, and
@@ -172,18 +172,17 @@ enum Listing {
 /// The kernel builds a list entry by entry, and a child that ends meanwhile can make it skip
 /// a live sibling. A list is therefore read until two readings agree.
 fn read_children(pid: i32, into: &mut String) -> Option<Listing> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+    let Some(threads) = crate::proc::threads(pid) else {
         return Some(Listing::Absent);
     };
     let mut listing = Listing::Absent;
-    for task in tasks.flatten() {
-        let path = task.path().join("children");
-        let Ok(mut last) = std::fs::read_to_string(&path) else {
+    for thread in threads {
+        let Some(mut last) = crate::proc::children(pid, thread) else {
             continue;
         };
         let mut agreed = false;
         for _ in 1..CHILDREN_READINGS {
-            let Ok(reading) = std::fs::read_to_string(&path) else {
+            let Some(reading) = crate::proc::children(pid, thread) else {
                 break;
             };
             if reading == last {
@@ -207,13 +206,7 @@ fn candidates(mark: &StepMark) -> Vec<i32> {
     if let Some(found) = mark.descendants_suffice.then(descendants).flatten() {
         return found;
     }
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .collect()
+    crate::proc::pids()
 }
 
 /// Reaps the step's processes that died as our adopted children: members of the step's
@@ -404,12 +397,8 @@ pub(crate) fn find_step_members(mark: &StepMark) -> Vec<Member> {
 pub fn processes_with_variable(name: &str, value: &str) -> Vec<i32> {
     let needle = format!("\0{name}={value}\0");
     let own_pid = std::process::id() as i32;
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+    crate::proc::pids()
+        .into_iter()
         .filter(|&pid| pid != own_pid)
         .filter(|&pid| read_stat(pid).is_some_and(|stat| stat.is_live()))
         .filter(|&pid| environment_contains(pid, needle.as_bytes()))
@@ -418,50 +407,14 @@ pub fn processes_with_variable(name: &str, value: &str) -> Vec<i32> {
 
 /// Every live process in group `pgid` (used by tests and the final sweep).
 pub fn live_group_members(pgid: i32) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+    crate::proc::pids()
+        .into_iter()
         .filter(|&pid| read_stat(pid).is_some_and(|stat| stat.group == pgid && stat.is_live()))
         .collect()
 }
 
 /// What the supervisor reads of `/proc/PID/stat`.
-pub(crate) struct Stat {
-    /// The state letter (`R`, `S`, `Z`, …).
-    pub(crate) state: char,
-    /// The parent's pid.
-    pub(crate) parent: i32,
-    /// The process group.
-    pub(crate) group: i32,
-    /// The session.
-    pub(crate) session: i32,
-    /// The start time, in clock ticks since boot.
-    pub(crate) started: u64,
-}
-
-impl Stat {
-    pub(crate) fn is_live(&self) -> bool {
-        self.state != 'Z' && self.state != 'X'
-    }
-}
-
-pub(crate) fn read_stat(pid: i32) -> Option<Stat> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may itself contain spaces or parentheses, so
-    // the fields are counted from the last `)`: state, ppid, pgrp, …, starttime (the 20th).
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = after_name.split_whitespace().take(20).collect();
-    Some(Stat {
-        state: fields.first()?.chars().next()?,
-        parent: fields.get(1)?.parse().ok()?,
-        group: fields.get(2)?.parse().ok()?,
-        session: fields.get(3)?.parse().ok()?,
-        started: fields.get(19)?.parse().ok()?,
-    })
-}
+pub(crate) use crate::proc::{Stat, stat as read_stat};
 
 pub(crate) fn environment_contains(pid: i32, needle: &[u8]) -> bool {
     environment_contains_any(pid, &[needle])
@@ -470,19 +423,19 @@ pub(crate) fn environment_contains(pid: i32, needle: &[u8]) -> bool {
 /// [`environment_contains`] for any of `needles`, reading the environment once.
 pub(crate) fn environment_contains_any(pid: i32, needles: &[impl AsRef<[u8]>]) -> bool {
     // Other users' processes are unreadable (EACCES); they cannot be ours anyway.
-    match std::fs::read(format!("/proc/{pid}/environ")) {
-        Ok(environment) => needles.iter().any(|needle| {
+    match crate::proc::environment(pid) {
+        Some(environment) => needles.iter().any(|needle| {
             let needle = needle.as_ref();
             // The first variable has no NUL before it.
             environment.starts_with(&needle[1..])
                 || memchr::memmem::find(&environment, needle).is_some()
         }),
-        Err(_) => false,
+        None => false,
     }
 }
 
 pub(crate) fn read_command(pid: i32) -> String {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let raw = crate::proc::command_line(pid).unwrap_or_default();
     let text = String::from_utf8_lossy(&raw);
     text.trim_end_matches('\0').replace('\0', " ")
 }
@@ -634,7 +587,7 @@ mod tests {
         // children can disagree with itself, and `reap_adopted` then leaves the reaping to its
         // next call (as the sweep's next pass does): call it until it reaps, a bounded number
         // of times.
-        let gone = || !std::path::Path::new(&format!("/proc/{member}")).exists();
+        let gone = || !crate::proc::exists(member);
         for _ in 0..1000 {
             reap_adopted(&mark, &[], &std::collections::BTreeSet::new());
             if gone() {

@@ -41,6 +41,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
 use super::process::{self, StepMark, StrayProcess};
+use crate::proc::boot_id;
 
 /// How long the final sweep of a step keeps trying before it reports survivors.
 const SWEEP_LIMIT: Duration = Duration::from_secs(2);
@@ -222,15 +223,10 @@ impl MarkScanner {
     /// no proof here: it may be the session of the killed conductor's terminal.)
     fn scan(&mut self) -> (Vec<i32>, BTreeSet<i32>) {
         let own_pid = std::process::id() as i32;
-        let listing: BTreeSet<i32> = std::fs::read_dir("/proc")
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-                    .filter(|&pid| pid != own_pid)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let listing: BTreeSet<i32> = crate::proc::pids()
+            .into_iter()
+            .filter(|&pid| pid != own_pid)
+            .collect();
         let mut marked = Vec::new();
         let mut marked_groups = BTreeSet::new();
         for &pid in &listing {
@@ -368,12 +364,6 @@ impl RecordedGroup {
 /// The version of a record written before records carried one.
 fn first_version() -> u32 {
     1
-}
-
-fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|text| text.trim().to_owned())
-        .unwrap_or_default()
 }
 
 /// Why a recorded group was not signalled, or what was killed of it.

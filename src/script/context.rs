@@ -286,7 +286,7 @@ impl Context {
 
     /// The plain substitution names with a value in this context, for error messages.
     pub(crate) fn substitution_names(&self) -> Vec<&'static str> {
-        crate::workflow::expressions::SUBSTITUTIONS
+        super::expressions::SUBSTITUTIONS
             .into_iter()
             .filter(|name| self.substitution(name).is_some())
             .collect()

@@ -58,9 +58,9 @@ impl Origin {
     /// lines count too); otherwise (escapes, folded lines) every position is the scalar's own.
     pub(crate) fn of_script<S: AsRef<str>>(
         lines: &[S],
-        script: &crate::workflow::model::At<String>,
+        script: &crate::document::at::At<String>,
     ) -> Self {
-        let start = crate::workflow::expressions::code_start(lines, script.pos, &script.value);
+        let start = super::expressions::code_start(lines, script.pos, &script.value);
         Origin {
             pos: start.unwrap_or(script.pos),
             kind: CodeKind::Script,
@@ -73,7 +73,7 @@ impl Origin {
         if !self.precise || position.is_none() {
             return self.pos;
         }
-        crate::workflow::expressions::offset_pos(self.pos, position.line(), position.position())
+        super::expressions::offset_pos(self.pos, position.line(), position.position())
     }
 }
 

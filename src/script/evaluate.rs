@@ -6,11 +6,10 @@ use rhai::{Dynamic, Scope};
 
 use super::context::Context;
 use super::error::{CodeKind, Origin, ScriptError};
+use super::expressions::{NodeList, Piece, is_whole_expression, locate_in, scan};
 use super::host::ScriptHost;
 use super::value::{dynamic_to_json, json_to_node, to_text};
 use crate::document::yaml::{Node, Pos, Value};
-use crate::workflow::expressions::{Piece, locate_in, scan};
-use crate::workflow::model::{NodeList, is_whole_expression};
 
 /// The name of a value's type in errors, as scripts know it.
 fn json_type(value: &serde_json::Value) -> &'static str {

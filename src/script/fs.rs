@@ -8,11 +8,12 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use rhai::{Array, Dynamic, EvalAltResult, ImmutableString, Map, Module, Position};
+use walkdir::WalkDir;
 
 use super::context::{ChangedFile, saturating_int};
 use super::host::HostState;
@@ -310,49 +311,71 @@ fn glob(state: &HostState, patterns: &[String]) -> Result<Array, Box<EvalAltResu
     let sandbox = state.sandbox().map_err(|error| refuse("glob", &error))?;
     let set = glob_set("glob", patterns)?;
     let folders = Folders::new(patterns);
+    let root = sandbox.root();
     let mut found = Vec::new();
-    let mut pending: Vec<(PathBuf, String)> = vec![(sandbox.root().to_path_buf(), String::new())];
+    let mut walker = WalkDir::new(root).min_depth(1).into_iter();
     let mut visited = 0usize;
-    while let Some((directory, prefix)) = pending.pop() {
-        let entries = fs::read_dir(&directory)
-            .map_err(|error| refuse("glob", &format!("cannot list `{prefix}`: {error}")))?;
-        state.check_deadline()?;
-        for entry in entries.flatten() {
-            visited += 1;
-            if visited > state.limits.max_glob_entries {
-                let shown = if prefix.is_empty() {
-                    "the worktree's root"
-                } else {
-                    &prefix
-                };
-                return Err(refuse(
-                    "glob",
-                    &format!(
-                        "more than {} entries to search (the folders the patterns reach hold more; the limit was reached listing `{shown}`): start the pattern with the folder to search (`src/**/*.rs`) rather than `**`, or keep large generated folders out of what it reaches",
-                        state.limits.max_glob_entries
-                    ),
-                ));
-            }
-            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-                continue;
+    state.check_deadline()?;
+    while let Some(next) = walker.next() {
+        let entry = next.map_err(|error| {
+            let folder = error
+                .path()
+                .map_or_else(String::new, |path| folder_of(root, path));
+            let reason = error
+                .io_error()
+                .map_or_else(|| error.to_string(), ToString::to_string);
+            refuse("glob", &format!("cannot list `{folder}`: {reason}"))
+        })?;
+        visited += 1;
+        if visited > state.limits.max_glob_entries {
+            let parent = entry.path().parent().unwrap_or(root);
+            let folder = folder_of(root, parent);
+            let shown = if folder.is_empty() {
+                "the worktree's root"
+            } else {
+                &folder
             };
-            let relative = format!("{prefix}{name}");
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
+            return Err(refuse(
+                "glob",
+                &format!(
+                    "more than {} entries to search (the folders the patterns reach hold more; the limit was reached listing `{shown}`): start the pattern with the folder to search (`src/**/*.rs`) rather than `**`, or keep large generated folders out of what it reaches",
+                    state.limits.max_glob_entries
+                ),
+            ));
+        }
+        let kind = entry.file_type();
+        let relative = entry.path().strip_prefix(root).ok().and_then(Path::to_str);
+        let Some(relative) = relative else {
+            // A name that is not UTF-8 is passed over, and a folder so named not entered.
             if kind.is_dir() {
-                if name != ".git" && folders.may_hold_matches(&relative) {
-                    pending.push((entry.path(), format!("{relative}/")));
-                }
-            } else if (kind.is_file() || is_inside_file(sandbox, &relative, kind))
-                && set.is_match(&relative)
-            {
-                found.push(relative);
+                walker.skip_current_dir();
             }
+            continue;
+        };
+        if kind.is_dir() {
+            if entry.file_name() == ".git" || !folders.may_hold_matches(relative) {
+                walker.skip_current_dir();
+            } else {
+                state.check_deadline()?;
+            }
+        } else if (kind.is_file() || is_inside_file(sandbox, relative, kind))
+            && set.is_match(relative)
+        {
+            found.push(relative.to_owned());
         }
     }
     found.sort();
     Ok(found.into_iter().map(Dynamic::from).collect())
+}
+
+/// A folder below the worktree's root as the glob's messages name it: `src/`, or empty for
+/// the root itself.
+fn folder_of(root: &Path, folder: &Path) -> String {
+    match folder.strip_prefix(root) {
+        Ok(relative) if relative.as_os_str().is_empty() => String::new(),
+        Ok(relative) => format!("{}/", relative.to_string_lossy()),
+        Err(_) => folder.to_string_lossy().into_owned(),
+    }
 }
 
 /// One `/`-separated part of a glob pattern.

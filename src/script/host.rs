@@ -21,7 +21,14 @@ use super::error::{Origin, SCRIPT_SOURCE, ScriptError, Translator};
 use super::memory::{MemoryWatch, resident_bytes};
 use super::resolver::Resolver;
 use super::sandbox::Sandbox;
-use crate::workflow::model::{At, Workflow};
+use crate::document::at::At;
+
+/// A document that may carry a `script` module: the workflow. The workflow sits above the
+/// scripting host (its checks compile scripts), so the host sees it only through this.
+pub trait WorkflowScript {
+    /// The `script` and where it was written, if there is one.
+    fn script(&self) -> Option<&At<String>>;
+}
 
 /// How many compiled expressions a host keeps.
 const MAX_CACHED_EXPRESSIONS: usize = 10_000;
@@ -422,9 +429,12 @@ impl ScriptHost {
     }
 
     /// A host with the workflow's `script` compiled and loaded.
-    pub fn for_workflow(options: HostOptions, workflow: &Workflow) -> Result<Self, ScriptError> {
+    pub fn for_workflow(
+        options: HostOptions,
+        workflow: &impl WorkflowScript,
+    ) -> Result<Self, ScriptError> {
         let mut host = Self::new(options)?;
-        if let Some(script) = &workflow.script {
+        if let Some(script) = workflow.script() {
             host.load_script(script)?;
         }
         Ok(host)

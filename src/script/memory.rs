@@ -21,7 +21,7 @@ fn statm() -> Option<&'static (File, u64)> {
     static STATM: OnceLock<Option<(File, u64)>> = OnceLock::new();
     STATM
         .get_or_init(|| {
-            let file = File::open("/proc/self/statm").ok()?;
+            let file = crate::proc::own_memory_file()?;
             let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
                 .ok()
                 .flatten()

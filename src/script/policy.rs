@@ -14,7 +14,7 @@ use super::context::{ChangedFile, Context};
 use super::error::{CodeKind, Origin, ScriptError};
 use super::host::ScriptHost;
 use super::value::{dynamic_to_json, json_to_dynamic};
-use crate::workflow::model::At;
+use crate::document::at::At;
 
 /// A changed file a policy `check` rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -239,42 +239,37 @@ impl<'a> Walk<'a> {
     /// Walks the folder `start`; a link is named when it leads to a folder or when its name
     /// matches the patterns (a link to an image is none of the ADRs' business).
     fn walk(&mut self, start: PathBuf, set: &globset::GlobSet) {
-        let mut pending = vec![start];
-        while let Some(directory) = pending.pop() {
-            let Ok(entries) = std::fs::read_dir(&directory) else {
+        let mut walker = walkdir::WalkDir::new(start).min_depth(1).into_iter();
+        while let Some(next) = walker.next() {
+            // A folder that cannot be listed is passed over.
+            let Ok(entry) = next else {
                 continue;
             };
-            for entry in entries.flatten() {
-                if self.budget == 0 {
-                    self.exhausted = true;
-                    return;
+            if self.budget == 0 {
+                self.exhausted = true;
+                return;
+            }
+            self.budget -= 1;
+            // Not followed: a link's own type.
+            let kind = entry.file_type();
+            let name = entry.file_name();
+            if name == ".git" || name == "target" || name == "node_modules" || name == ".tnh" {
+                if kind.is_dir() {
+                    walker.skip_current_dir();
                 }
-                self.budget -= 1;
-                let name = entry.file_name();
-                if name == ".git" || name == "target" || name == "node_modules" || name == ".tnh" {
-                    continue;
-                }
-                let path = entry.path();
-                let Ok(relative) = path.strip_prefix(self.root).map(Path::to_path_buf) else {
-                    continue;
-                };
-                match entry.file_type() {
-                    Ok(kind) if kind.is_dir() => pending.push(path),
-                    Ok(kind)
-                        if kind.is_file()
-                            && path.extension().is_some_and(|extension| extension == "md") =>
-                    {
-                        self.found.push(relative);
-                    }
-                    Ok(kind)
-                        if kind.is_symlink()
-                            && (set.is_match(&relative)
-                                || std::fs::metadata(&path).is_ok_and(|meta| meta.is_dir())) =>
-                    {
-                        self.link(&relative);
-                    }
-                    _ => {}
-                }
+                continue;
+            }
+            let path = entry.path();
+            let Ok(relative) = path.strip_prefix(self.root).map(Path::to_path_buf) else {
+                continue;
+            };
+            if kind.is_file() && path.extension().is_some_and(|extension| extension == "md") {
+                self.found.push(relative);
+            } else if kind.is_symlink()
+                && (set.is_match(&relative)
+                    || std::fs::metadata(path).is_ok_and(|meta| meta.is_dir()))
+            {
+                self.link(&relative);
             }
         }
     }

@@ -234,9 +234,7 @@ fn exit_status(supervised: &Supervised) -> ExitStatus {
 /// Supervises the tool to its end; SIGTERM, SIGINT and SIGHUP sent to tnh meanwhile stop it.
 fn supervise(spec: ProcessSpec) -> Result<Supervised, TnhError> {
     let program = spec.program.clone();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+    let runtime = crate::runner::runtime::shared()
         .map_err(|error| TnhError::new(format!("cannot start: {error}"), "try again"))?;
     let cancellation =
         crate::kernel::interrupts::listen().unwrap_or_else(|_| Cancellation::never());

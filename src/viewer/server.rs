@@ -114,11 +114,9 @@ impl Viewer {
 
     /// Answers until the process is stopped.
     pub fn run(self) -> Result<(), ViewerError> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(ViewerError::Serve)?;
+        // The process's one runtime: pages are read on its blocking threads, and what a
+        // decision starts is supervised on it as in any other command.
+        let runtime = crate::runner::runtime::shared().map_err(ViewerError::Serve)?;
         runtime.block_on(async move {
             let listener =
                 tokio::net::TcpListener::from_std(self.listener).map_err(ViewerError::Serve)?;

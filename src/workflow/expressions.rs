@@ -6,91 +6,10 @@ use super::diagnostic::Diagnostics;
 use super::model::{Gate, Inputs, PromptSpec, Step, StepBody, Stop, ValidatorEntry, Workflow};
 use super::yaml::{Node, Pos, Value};
 use crate::document::diagnostic::nearest;
+use crate::script::expressions::{
+    Piece, SUBSTITUTIONS, char_count, code_start, locate_in, offset_pos, scan,
+};
 use crate::script::names::{CallableNames, UnknownCall, unknown_calls};
-
-/// The plain substitution names (besides `params.NAME`).
-pub const SUBSTITUTIONS: [&str; 7] = [
-    "run_id", "run_dir", "step_id", "step_dir", "worktree", "repo", "base_sha",
-];
-
-/// One `${…}` or `${{ … }}` occurrence in a string.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Piece<'t> {
-    /// `${name}`.
-    Substitution {
-        /// The name between the braces.
-        name: &'t str,
-        /// Byte offset of `$` in the string.
-        offset: usize,
-    },
-    /// `${{ expr }}`.
-    Expression {
-        /// The code between the double braces, untrimmed.
-        code: &'t str,
-        /// Byte offset of the code in the string.
-        offset: usize,
-    },
-    /// `$${`: a literal `${` (the three bytes stand for the two).
-    Escaped {
-        /// Byte offset of the first `$` in the string.
-        offset: usize,
-    },
-    /// An opening `${` or `${{` without its closing brace(s).
-    Unclosed {
-        /// Byte offset of `$` in the string.
-        offset: usize,
-    },
-}
-
-/// Finds every substitution, expression and escaped `$${` in a string, in order.
-///
-/// An expression ends at the first `}}` outside the braces and string literals of its code,
-/// so `${{ #{a: #{b: 1}} }}` is one expression; when the code's braces do not balance, at the
-/// first `}}` (and the code is then reported as it does not compile).
-pub fn scan(text: &str) -> Vec<Piece<'_>> {
-    let mut pieces = Vec::new();
-    let mut from = 0;
-    while let Some(found) = text[from..].find("${") {
-        let start = from + found;
-        if start > from && text.as_bytes()[start - 1] == b'$' {
-            pieces.push(Piece::Escaped { offset: start - 1 });
-            from = start + 2;
-            continue;
-        }
-        if text[start..].starts_with("${{") {
-            let code_start = start + 3;
-            match expression_length(&text[code_start..]) {
-                Some(length) => {
-                    pieces.push(Piece::Expression {
-                        code: &text[code_start..code_start + length],
-                        offset: code_start,
-                    });
-                    from = code_start + length + 2;
-                }
-                None => {
-                    pieces.push(Piece::Unclosed { offset: start });
-                    break;
-                }
-            }
-        } else {
-            let name_start = start + 2;
-            match text[name_start..].find('}') {
-                Some(length) => {
-                    pieces.push(Piece::Substitution {
-                        name: &text[name_start..name_start + length],
-                        offset: start,
-                    });
-                    from = name_start + length + 1;
-                }
-                None => {
-                    pieces.push(Piece::Unclosed { offset: start });
-                    break;
-                }
-            }
-        }
-    }
-    pieces
-}
 
 /// The offset of the first `{{ … }}` outside every `${{ … }}` of `text`: template syntax that
 /// a workflow string does not evaluate (a `$` was likely left out).
@@ -105,38 +24,6 @@ fn template_syntax(text: &str, pieces: &[Piece<'_>]) -> Option<usize> {
         let closed = text[at + 2..].contains("}}");
         closed && !text[..at].ends_with('$') && !inside_expression(at)
     })
-}
-
-/// The length of the code before the `}}` that closes an expression (see [`scan`]).
-fn expression_length(rest: &str) -> Option<usize> {
-    let bytes = rest.as_bytes();
-    let mut depth = 0usize;
-    let mut index = 0;
-    while index < bytes.len() {
-        match bytes[index] {
-            quote @ (b'"' | b'\'' | b'`') => {
-                // A string, character or template literal: skip to its closing quote.
-                let mut end = index + 1;
-                while end < bytes.len() && bytes[end] != quote {
-                    end += if bytes[end] == b'\\' && quote != b'`' {
-                        2
-                    } else {
-                        1
-                    };
-                }
-                if end >= bytes.len() {
-                    break;
-                }
-                index = end;
-            }
-            b'{' => depth += 1,
-            b'}' if depth > 0 => depth -= 1,
-            b'}' if bytes.get(index + 1) == Some(&b'}') => return Some(index),
-            _ => {}
-        }
-        index += 1;
-    }
-    rest.find("}}")
 }
 
 /// Checks expressions and substitutions across a workflow.
@@ -558,38 +445,12 @@ fn hook_functions(ast: &rhai::AST) -> Vec<ScriptFunction> {
         .collect()
 }
 
-/// The position of byte `offset` of a scalar that starts at `pos` on source line `line`, when
-/// the scalar is on that one line (plain or quoted without escapes before the offset).
-pub(crate) fn locate_in(line: &str, pos: Pos, text: &str, offset: usize) -> Option<Pos> {
-    let start: usize = line
-        .chars()
-        .take(pos.column.saturating_sub(1) as usize)
-        .map(char::len_utf8)
-        .sum();
-    let rest = line.get(start..)?;
-    let quoted = rest.starts_with(['"', '\'']);
-    let written = if quoted { &rest[1..] } else { rest };
-    let first_line = text.lines().next().unwrap_or_default();
-    if text.contains('\n') || offset > first_line.len() || !written.starts_with(first_line) {
-        return None;
-    }
-    let extra = u32::from(quoted);
-    Some(Pos::new(
-        pos.line,
-        pos.column + extra + char_count(&text[..offset]),
-    ))
-}
-
 fn push_inputs<'w>(inputs: &'w Inputs, values: &mut Vec<&'w Node>) {
     match inputs {
         Inputs::Values(entries) => values.extend(entries.iter().map(|(_, value)| value)),
         Inputs::Expression(node) => values.push(node),
         Inputs::Names(_) | Inputs::None => {}
     }
-}
-
-fn char_count(text: &str) -> u32 {
-    u32::try_from(text.chars().count()).unwrap_or(u32::MAX)
 }
 
 /// Rhai puts an error at the end of code that ends with a line break on the line after the
@@ -609,61 +470,6 @@ fn within_code(
     }
 }
 
-/// Where the first character of `code`, the value of a scalar written at `pos`, is in the file
-/// whose `lines` are given, when each line of the code is written as it is in the source from
-/// there: a block scalar (`|`; its position is its first line with content, so empty lines
-/// before it are counted back), or a plain or quoted scalar on one line without escapes. Rhai's
-/// positions inside the code then map onto the file with [`offset_pos`]. `None` when the
-/// scalar's text differs from its value (escapes, folded lines, a quoted scalar over several
-/// lines): a position inside it can only be the scalar's own.
-pub(crate) fn code_start<S: AsRef<str>>(lines: &[S], pos: Pos, code: &str) -> Option<Pos> {
-    let first = lines.get(pos.line.checked_sub(1)? as usize)?.as_ref();
-    let indent = pos.column.saturating_sub(1) as usize;
-    let quoted = first
-        .chars()
-        .nth(indent)
-        .is_some_and(|ch| ch == '"' || ch == '\'');
-    let start = if quoted {
-        Pos::new(pos.line, pos.column + 1)
-    } else {
-        let empty = code.lines().take_while(|line| line.is_empty()).count();
-        Pos::new(pos.line.checked_sub(saturate(empty))?, pos.column)
-    };
-    for (index, text) in code.lines().enumerate() {
-        let number = (start.line as usize - 1).checked_add(index)?;
-        let source = lines.get(number)?.as_ref();
-        let skip = (start.column as usize).saturating_sub(1);
-        let written = source
-            .char_indices()
-            .nth(skip)
-            .map_or("", |(byte, _)| &source[byte..]);
-        let same = if text.is_empty() {
-            written.trim().is_empty()
-        } else {
-            written.starts_with(text)
-        };
-        if !same {
-            return None;
-        }
-    }
-    Some(start)
-}
-
-fn saturate(count: usize) -> u32 {
-    u32::try_from(count).unwrap_or(u32::MAX)
-}
-
-/// Maps a Rhai position (1-based line and column inside the code) onto the file.
-pub(crate) fn offset_pos(start: Pos, line: Option<usize>, column: Option<usize>) -> Pos {
-    let line = u32::try_from(line.unwrap_or(1)).unwrap_or(1).max(1);
-    let column = u32::try_from(column.unwrap_or(1)).unwrap_or(1).max(1);
-    if line == 1 {
-        Pos::new(start.line, start.column + column - 1)
-    } else {
-        Pos::new(start.line + line - 1, start.column + column - 1)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -680,44 +486,44 @@ mod tests {
     }
 
     #[test]
-    fn scan_finds_substitutions_expressions_and_unclosed_openings() {
-        assert_eq!(
-            scan("a ${run_id} b ${{ params.x + 1 }} c"),
-            vec![
-                Piece::Substitution {
-                    name: "run_id",
-                    offset: 2
-                },
-                Piece::Expression {
-                    code: " params.x + 1 ",
-                    offset: 17
-                },
-            ]
-        );
-        assert_eq!(scan("x ${{ 1 + 2"), vec![Piece::Unclosed { offset: 2 }]);
-        assert_eq!(
-            scan("$${HOME} and $$${run_id}"),
-            vec![Piece::Escaped { offset: 0 }, Piece::Escaped { offset: 14 }]
-        );
-        assert_eq!(scan("x ${run_id"), vec![Piece::Unclosed { offset: 2 }]);
-        assert!(scan("plain $HOME text").is_empty());
+    fn no_shipped_workflow_or_example_calls_an_unknown_function() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut checked = 0;
+        for folder in ["workflows", "examples"] {
+            for entry in std::fs::read_dir(root.join(folder)).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_none_or(|extension| extension != "yaml") {
+                    continue;
+                }
+                let known = crate::workflow::validate::KnownNames::default();
+                let checked_file = crate::workflow::load::check_file(&path, "wf.yaml", &known);
+                let unknown: Vec<_> = checked_file
+                    .diagnostics
+                    .iter()
+                    .filter(|diagnostic| diagnostic.code == "unknown-function")
+                    .collect();
+                assert!(unknown.is_empty(), "{}: {unknown:?}", path.display());
+                checked += 1;
+            }
+        }
+        assert!(checked >= 8, "{checked} files checked");
     }
 
-    /// An expression ends at the `}}` outside its own braces and strings.
     #[test]
-    fn an_expression_ends_at_the_braces_that_close_it() {
-        let code = |text: &'static str| match scan(text).as_slice() {
-            [Piece::Expression { code, .. }] => *code,
-            other => panic!("{other:?}"),
-        };
+    fn validate_reports_an_unknown_function_of_an_expression_at_its_position() {
+        let source = "workflow_id: w\nversion: 1\ndescription: d\nentry_step: g\nscript: |\n  fn fix(x) { x }\nsteps:\n  - id: g\n    opcode: STOP\n    reason: \"${{ fixed(1) }}\"\n";
+        let known = crate::workflow::validate::KnownNames::default();
+        let mut diagnostics = crate::document::diagnostic::Diagnostics::new("wf.yaml");
+        crate::workflow::load::check_bytes(source.as_bytes(), &known, &mut diagnostics);
+        let found: Vec<_> = diagnostics
+            .into_sorted()
+            .into_iter()
+            .filter(|diagnostic| diagnostic.code == "unknown-function")
+            .map(|diagnostic| (diagnostic.line, diagnostic.column, diagnostic.hint))
+            .collect();
         assert_eq!(
-            code("${{ to_json(#{a: #{b: 1}}) }}"),
-            " to_json(#{a: #{b: 1}}) "
+            found,
+            vec![(10, 18, Some("did you mean `fix`?".to_owned()))]
         );
-        assert_eq!(code("${{ #{a: 1}}}"), " #{a: 1}");
-        assert_eq!(code("${{ \"}}\" + '}' + `}}` }}"), " \"}}\" + '}' + `}}` ");
-        // Unbalanced: the first `}}`, as before (the code then does not compile).
-        assert_eq!(code("${{ { }} x"), " { ");
-        assert_eq!(code("${{ \"}} x"), " \"");
     }
 }

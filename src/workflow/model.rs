@@ -4,25 +4,11 @@
 use std::time::Duration;
 
 use super::yaml::{Node, Pos};
+pub use crate::document::at::At;
 use crate::document::shape::{self, Names, names_only};
 use crate::ids::{PromptRef, StepId, WorkflowId};
 use crate::outcome::Outcome;
-
-/// A value and where it was written.
-#[derive(Debug, Clone, PartialEq)]
-pub struct At<T> {
-    /// The value.
-    pub value: T,
-    /// Its position in the workflow file.
-    pub pos: Pos,
-}
-
-impl<T> At<T> {
-    /// Pairs a value with its position.
-    pub fn new(value: T, pos: Pos) -> Self {
-        Self { value, pos }
-    }
-}
+pub use crate::script::expressions::{NodeList, is_whole_expression};
 
 /// A whole workflow document.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +33,12 @@ pub struct Workflow {
     /// kept by id and routes so the checks across steps (ids, entry step, targets,
     /// reachability) report only real problems. A workflow with any is invalid.
     pub step_outlines: Vec<StepOutline>,
+}
+
+impl crate::script::WorkflowScript for Workflow {
+    fn script(&self) -> Option<&At<String>> {
+        self.script.as_ref()
+    }
 }
 
 /// What is known of a step that could not be decoded whole.
@@ -341,40 +333,6 @@ pub enum Inputs {
     Values(Vec<(At<String>, Node)>),
     /// `inputs: "${{ package_inputs() }}"`: one expression whose value is the mapping.
     Expression(Node),
-}
-
-/// A list written out, or one `${{ EXPR }}` whose value is the list.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub enum NodeList {
-    /// `args: [a, b]`.
-    Items(Vec<Node>),
-    /// `args: "${{ compute_args() }}"`.
-    Expression(Node),
-    /// Not given.
-    #[default]
-    Absent,
-}
-
-impl NodeList {
-    /// The nodes to check or expand: the items, or the one expression.
-    pub fn nodes(&self) -> &[Node] {
-        match self {
-            NodeList::Items(items) => items,
-            NodeList::Expression(node) => std::slice::from_ref(node),
-            NodeList::Absent => &[],
-        }
-    }
-}
-
-/// True when a string is exactly one `${{ EXPR }}`, which keeps the expression's type.
-pub fn is_whole_expression(text: &str) -> bool {
-    use super::expressions::{Piece, scan};
-    let trimmed = text.trim();
-    trimmed.starts_with("${{")
-        && matches!(
-            scan(trimmed).as_slice(),
-            [Piece::Expression { code, offset: 3 }] if 3 + code.len() + 2 == trimmed.len()
-        )
 }
 
 /// A policy: a `policy.*` prompt reference or an inline definition.

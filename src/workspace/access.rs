@@ -9,6 +9,7 @@
 //! It is done only when git reports a refused access, and the paths changed are reported in
 //! the capture's `workspace_status` or the rollback's record.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -20,6 +21,8 @@ use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, renameat};
 use nix::sys::stat::{FchmodatFlags, Mode, SFlag, fchmodat, fstatat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
+
+use walkdir::WalkDir;
 
 use super::error::WorkspaceError;
 
@@ -65,52 +68,90 @@ pub(crate) fn restore_owner_access(root: &Path) -> Result<Vec<String>, Workspace
     if restore_root_access(root)? {
         restored.push(".".to_owned());
     }
-    let mut folders = vec![PathBuf::new()];
-    while let Some(relative) = folders.pop() {
-        let folder = root.join(&relative);
-        let handle =
-            File::open(&folder).map_err(|source| WorkspaceError::io("open", &folder, source))?;
-        let entries = std::fs::read_dir(&folder)
-            .map_err(|source| WorkspaceError::io("list", &folder, source))?;
-        for entry in entries {
-            let entry = entry.map_err(|source| WorkspaceError::io("list", &folder, source))?;
-            let path = entry.path();
-            // `DirEntry::metadata` does not follow symlinks.
-            let metadata = entry
-                .metadata()
-                .map_err(|source| WorkspaceError::io("inspect", &path, source))?;
-            let kind = metadata.file_type();
-            if kind.is_symlink() {
-                continue;
-            }
-            let needed = if kind.is_dir() {
-                FOLDER_ACCESS
-            } else {
-                FILE_ACCESS
-            };
-            let mode = metadata.permissions().mode() & 0o7777;
-            let name = entry.file_name();
-            if mode & needed != needed {
-                // Relative to the open folder and without following a symlink, so an entry
-                // swapped for a link meanwhile cannot redirect the change outside the worktree.
-                fchmodat(
-                    &handle,
-                    name.as_os_str(),
-                    Mode::from_bits_truncate(mode | needed),
-                    FchmodatFlags::NoFollowSymlink,
-                )
-                .map_err(|errno| {
-                    WorkspaceError::io("give the owner access to", &path, errno.into())
-                })?;
-                restored.push(relative.join(&name).to_string_lossy().into_owned());
-            }
-            if kind.is_dir() {
-                folders.push(relative.join(&name));
-            }
-        }
+    // The walker lists a folder as it meets it, before its access is given back: a folder it
+    // could not list is walked again from itself once it can be.
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(start) = pending.pop() {
+        restore_below(root, &start, &mut restored, &mut pending)?;
     }
     restored.sort();
     Ok(restored)
+}
+
+/// One walk of [`restore_owner_access`] from the folder `start`; the folders given access
+/// but not listed go to `again`.
+fn restore_below(
+    root: &Path,
+    start: &Path,
+    restored: &mut Vec<String>,
+    again: &mut Vec<PathBuf>,
+) -> Result<(), WorkspaceError> {
+    let open = |folder: &Path| {
+        File::open(folder).map_err(|source| WorkspaceError::io("open", folder, source))
+    };
+    // The open folders from `start` down to the parent of the entry at hand (the walk is
+    // depth first), so each change is made relative to its open folder.
+    let mut folders = vec![open(start)?];
+    let mut given_access = HashSet::new();
+    for next in WalkDir::new(start).min_depth(1) {
+        let entry = match next {
+            Ok(entry) => entry,
+            Err(error) => {
+                let folder = error.path().unwrap_or(start).to_path_buf();
+                if given_access.contains(&folder) {
+                    again.push(folder);
+                    continue;
+                }
+                let source = error
+                    .into_io_error()
+                    .unwrap_or_else(|| std::io::Error::other("the walk failed"));
+                return Err(WorkspaceError::io("list", folder, source));
+            }
+        };
+        let path = entry.path();
+        // Not following symlinks: the link's own metadata.
+        let metadata = entry
+            .metadata()
+            .map_err(|error| WorkspaceError::io("inspect", path, error.into()))?;
+        let kind = metadata.file_type();
+        if kind.is_symlink() {
+            continue;
+        }
+        folders.truncate(entry.depth());
+        let parent = folders.last().ok_or_else(|| {
+            WorkspaceError::io(
+                "list",
+                path,
+                std::io::Error::other("its folder is not open"),
+            )
+        })?;
+        let needed = if kind.is_dir() {
+            FOLDER_ACCESS
+        } else {
+            FILE_ACCESS
+        };
+        let mode = metadata.permissions().mode() & 0o7777;
+        if mode & needed != needed {
+            // Relative to the open folder and without following a symlink, so an entry
+            // swapped for a link meanwhile cannot redirect the change outside the worktree.
+            fchmodat(
+                parent,
+                entry.file_name(),
+                Mode::from_bits_truncate(mode | needed),
+                FchmodatFlags::NoFollowSymlink,
+            )
+            .map_err(|errno| WorkspaceError::io("give the owner access to", path, errno.into()))?;
+            let relative = path.strip_prefix(root).unwrap_or(path);
+            restored.push(relative.to_string_lossy().into_owned());
+            if kind.is_dir() {
+                given_access.insert(path.to_path_buf());
+            }
+        }
+        if kind.is_dir() {
+            folders.push(open(path)?);
+        }
+    }
+    Ok(())
 }
 
 /// The longest path, in bytes, the kernel accepts (`PATH_MAX` counts the final NUL).
@@ -167,8 +208,10 @@ fn entries_of(folder: &mut Dir) -> nix::Result<Vec<(CString, bool)>> {
 /// folder (`PATH_MAX - 1` bytes and more: git opens it as `path/`) or to stat a file
 /// (`PATH_MAX` bytes and more); the first such entry on each branch, not what it holds.
 /// With `remove`, each is removed, a folder with everything in it. Walked relative to each
-/// open folder (`openat`), so the absolute path's length never matters, and never through a
-/// symlink; `root`'s own `.git` is skipped. A whole walk: called only when git complained.
+/// open folder (`openat`), so the absolute path's length never matters (which is why this
+/// walk is not walkdir's: it opens each folder by its whole path, the very thing that fails
+/// here), and never through a symlink; `root`'s own `.git` is skipped. A whole walk: called
+/// only when git complained.
 pub(crate) fn too_long_paths(root: &Path, remove: bool) -> Result<Vec<TooLong>, WorkspaceError> {
     let failed = |action: &'static str, relative: &[u8], errno: Errno| {
         let shown = String::from_utf8_lossy(relative);

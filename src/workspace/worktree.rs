@@ -469,7 +469,7 @@ const LOCK_POLL_MAX: std::time::Duration = std::time::Duration::from_millis(100)
 
 /// The program process `pid` runs (its first argument), when it still runs.
 fn program_of(pid: u32) -> Option<String> {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let cmdline = crate::proc::command_line(pid)?;
     let program = cmdline.split(|byte| *byte == 0).next()?;
     Some(String::from_utf8_lossy(program).into_owned()).filter(|program| !program.is_empty())
 }

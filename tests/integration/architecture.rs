@@ -1,16 +1,17 @@
-//! The layers of docs/architecture.md, checked: a module of src/ refers (`crate::…`) only to
-//! modules of its own layer or below. The references that still go up are listed in
-//! `UPWARD`, to be moved down one by one: a new one fails, and so does a listed one that is
-//! gone (the list only shrinks).
+//! The layers of docs/reference/architecture.md, checked: a module of src/ refers (`crate::…`)
+//! only to modules of its own layer or below, and no modules use each other, not even within a
+//! layer. The references that still go up are listed in `UPWARD`, to be moved down one by
+//! one: a new one fails, and so does a listed one that is gone (the list only shrinks).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// The top-level modules, bottom layer first (as docs/architecture.md draws them).
+/// The top-level modules, bottom layer first (as docs/reference/architecture.md draws them).
 const LAYERS: &[&[&str]] = &[
-    &["ids", "text", "outcome", "exit", "document"],
+    &["ids", "text", "outcome", "exit", "document", "proc"],
     &["artifacts"],
-    &["workflow", "script", "prompt"],
+    &["script", "prompt"],
+    &["workflow"],
     &["config", "runner"],
     &["workspace", "policy"],
     &["planner"],
@@ -83,6 +84,53 @@ fn matching_brace(text: &str) -> usize {
     text.len()
 }
 
+/// Each module's references to other modules, from `(module, source text)` pairs.
+fn references<'a>(
+    sources: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> BTreeMap<String, BTreeSet<String>> {
+    let layers = layer_of();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, text) in sources {
+        for target in referenced(text) {
+            if target != module && layers.contains_key(target.as_str()) {
+                graph.entry(module.to_owned()).or_default().insert(target);
+            }
+        }
+    }
+    graph
+}
+
+/// The modules that use each other (each reaches the other through references), as
+/// `a <-> b` with `a` before `b`.
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<String> {
+    let reach = |from: &str| {
+        let mut seen = BTreeSet::new();
+        let mut pending = vec![from.to_owned()];
+        while let Some(module) = pending.pop() {
+            for next in graph.get(&module).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    pending.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reached: BTreeMap<&String, BTreeSet<String>> =
+        graph.keys().map(|module| (module, reach(module))).collect();
+    let mut found = BTreeSet::new();
+    for (module, targets) in &reached {
+        for target in targets {
+            let back = reached
+                .get(target)
+                .is_some_and(|from| from.contains(module.as_str()));
+            if back && module.as_str() < target.as_str() {
+                found.insert(format!("{module} <-> {target}"));
+            }
+        }
+    }
+    found
+}
+
 /// The references from one module to a module of a higher layer, as `from -> to`, from
 /// `(module, source text)` pairs.
 fn upward<'a>(sources: impl IntoIterator<Item = (&'a str, &'a str)>) -> BTreeSet<String> {
@@ -133,7 +181,7 @@ fn every_module_is_in_a_layer() {
     for module in &modules {
         assert!(
             layers.contains_key(module.as_str()),
-            "`{module}` is in no layer of docs/architecture.md (and of LAYERS here)"
+            "`{module}` is in no layer of docs/reference/architecture.md (and of LAYERS here)"
         );
     }
 }
@@ -152,12 +200,49 @@ fn no_module_refers_to_a_higher_layer_beyond_the_listed_ones() {
     assert!(
         new.is_empty(),
         "references to a higher layer: {new:?} — move the code they need down a layer (see \
-         docs/architecture.md)"
+         docs/reference/architecture.md)"
     );
     let gone: Vec<&String> = listed.difference(&found).collect();
     assert!(
         gone.is_empty(),
         "no longer referenced, take them off UPWARD: {gone:?}"
+    );
+}
+
+#[test]
+fn no_two_modules_use_each_other() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let files = sources(&root);
+    let found = cycles(&references(
+        files
+            .iter()
+            .map(|(module, text)| (module.as_str(), text.as_str())),
+    ));
+    assert!(
+        found.is_empty(),
+        "modules that use each other: {found:?} — move what both need into the lower one, or \
+         below both (see docs/reference/architecture.md)"
+    );
+}
+
+#[test]
+fn a_planted_cycle_is_caught_within_a_layer_and_through_a_third_module() {
+    let planted = [
+        ("tnh", "use crate::doctor::Check;"),
+        ("doctor", "fn f() { crate::tnh::main(); }"),
+        ("ids", "use crate::text::x;"),
+        ("text", "use crate::{outcome::Outcome};"),
+        ("outcome", "use crate::ids::RunId;"),
+        ("exit", "use crate::ids::RunId;"),
+    ];
+    assert_eq!(
+        cycles(&references(planted)),
+        BTreeSet::from([
+            "doctor <-> tnh".to_owned(),
+            "ids <-> outcome".to_owned(),
+            "ids <-> text".to_owned(),
+            "outcome <-> text".to_owned(),
+        ])
     );
 }
 

@@ -27,8 +27,8 @@ pub struct RunContext {
     pub host_env: HostEnv,
     /// Fires when the operator presses Ctrl-C.
     pub cancellation: Cancellation,
-    /// The async runtime processes are supervised on.
-    pub runtime: tokio::runtime::Runtime,
+    /// The process's runtime, processes are supervised on (see `runner::runtime`).
+    pub runtime: tokio::runtime::Handle,
     /// The workflow's compiled script and the expression evaluator.
     pub script: crate::script::ScriptHost,
     /// When the run started (RFC 3339).

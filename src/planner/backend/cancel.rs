@@ -14,10 +14,7 @@ pub(super) fn unless_cancelled<T: Send + 'static>(
     if cancellation.is_cancelled() {
         return None;
     }
-    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    else {
+    let Ok(runtime) = crate::runner::runtime::shared() else {
         return Some(work());
     };
     let (sender, receiver) = tokio::sync::oneshot::channel();
@@ -43,10 +40,7 @@ pub(super) fn sleep_unless_cancelled(cancellation: &Cancellation, wait: Duration
     if cancellation.is_cancelled() {
         return false;
     }
-    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    else {
+    let Ok(runtime) = crate::runner::runtime::shared() else {
         return true;
     };
     let cancelled = cancelled(cancellation.clone());

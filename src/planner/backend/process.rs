@@ -218,9 +218,7 @@ pub(super) fn run_process(
     let root = external.root.as_deref();
     let program = crate::runner::adapters::resolve_program(written, root);
     let spec = process_spec(external, request, &program, invocation, folder.path())?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = crate::runner::runtime::shared()?;
     // Inside a run, the planner's group is recorded in the EVALUATE visit's folder while it
     // runs, like an agent's: `resume` ends it if this process dies meanwhile, members that
     // cleared their environment included.

@@ -225,23 +225,28 @@ impl RefGuard {
 /// The repositories of the submodules under `common` (`.git/modules/<name>`, a name with
 /// slashes as folders, nested submodules in their own `modules`).
 pub(super) fn module_git_dirs(common: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut folders = vec![common.join("modules")];
-    while let Some(folder) = folders.pop() {
-        let Ok(entries) = std::fs::read_dir(&folder) else {
+    let mut found: Vec<PathBuf> = Vec::new();
+    let mut walker = walkdir::WalkDir::new(common.join("modules"))
+        .min_depth(1)
+        .into_iter();
+    while let Some(next) = walker.next() {
+        let Ok(entry) = next else {
             continue;
         };
-        for entry in entries.flatten() {
-            if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-                continue;
+        if !entry.file_type().is_dir() {
+            continue;
+        }
+        let dir = entry.path();
+        // Inside a submodule's repository only its own `modules` holds more.
+        let in_repository = dir
+            .parent()
+            .is_some_and(|parent| found.iter().any(|repository| repository == parent));
+        if in_repository {
+            if entry.file_name() != "modules" {
+                walker.skip_current_dir();
             }
-            let dir = entry.path();
-            if dir.join("HEAD").is_file() {
-                folders.push(dir.join("modules"));
-                found.push(dir);
-            } else {
-                folders.push(dir);
-            }
+        } else if dir.join("HEAD").is_file() {
+            found.push(dir.to_path_buf());
         }
     }
     found.sort();

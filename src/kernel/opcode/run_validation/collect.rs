@@ -133,28 +133,25 @@ fn copy_into((base, name): (&Path, &str), relative: &str, source: &Path, size: u
 /// Relative paths of the files under `root` (symlinks listed, not followed), bounded.
 fn walk(root: &Path) -> Vec<String> {
     let mut found = Vec::new();
-    let mut pending = vec![root.to_path_buf()];
-    while let Some(directory) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&directory) else {
+    let mut walker = walkdir::WalkDir::new(root).min_depth(1).into_iter();
+    while let Some(next) = walker.next() {
+        // A folder that cannot be listed is passed over.
+        let Ok(entry) = next else {
             continue;
         };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if entry.file_name() == ".git" {
-                continue;
+        if entry.file_name() == ".git" {
+            if entry.file_type().is_dir() {
+                walker.skip_current_dir();
             }
-            match entry.file_type() {
-                Ok(kind) if kind.is_dir() => pending.push(path),
-                Ok(_) => {
-                    if let Ok(relative) = path.strip_prefix(root) {
-                        found.push(relative.to_string_lossy().into_owned());
-                    }
-                }
-                Err(_) => {}
-            }
-            if found.len() > 50 * MAX_ARTIFACT_FILES {
-                return found;
-            }
+            continue;
+        }
+        if !entry.file_type().is_dir()
+            && let Ok(relative) = entry.path().strip_prefix(root)
+        {
+            found.push(relative.to_string_lossy().into_owned());
+        }
+        if found.len() > 50 * MAX_ARTIFACT_FILES {
+            return found;
         }
     }
     found
