@@ -17,6 +17,7 @@ mod run;
 mod runs;
 mod runs_abandon;
 mod runs_clean;
+mod runs_list;
 mod schema;
 mod serve;
 use crate::kernel::step_lines;
@@ -154,7 +155,7 @@ pub fn run(cli: Cli, output: &mut Output) -> Result<ExitStatus> {
             output,
         ),
         Command::Runs(stub::RunsCommand::List { json, limit }) => {
-            runs::cmd_runs_list(&cli, *json, *limit, output)
+            runs_list::cmd_runs_list(&cli, *json, *limit, output)
         }
         Command::Runs(stub::RunsCommand::Abandon { run_id, reason, by }) => {
             runs_abandon::cmd_runs_abandon(

@@ -1,4 +1,5 @@
-//! `tnh-conductor status RUN_ID`, `runs list`, `runs show RUN_ID`, `runs events RUN_ID`.
+//! `tnh-conductor status RUN_ID`, `runs show RUN_ID`, `runs events RUN_ID` (`runs list` is
+//! in `runs_list.rs`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -13,7 +14,7 @@ use crate::artifacts::{
     StepManifest, read_json,
 };
 use crate::error::{Error, ExitStatus, Result};
-use crate::kernel::run::{DEFAULT_ARTIFACTS_ROOT, find_run_dir};
+use crate::kernel::run::find_run_dir;
 
 /// `status RUN_ID`.
 #[derive(Debug, Args)]
@@ -32,7 +33,7 @@ fn run_dir(cli: &Cli, run_id: &str) -> Result<RunDir> {
     find_run_dir(&repo_root(cli)?, run_id).map_err(|error| Error::Run(Box::new(error)))
 }
 
-fn status_of(run_dir: &RunDir) -> Result<RunStatus> {
+pub(super) fn status_of(run_dir: &RunDir) -> Result<RunStatus> {
     crate::kernel::run_status::read_status(run_dir).map_err(artifacts)
 }
 
@@ -45,7 +46,7 @@ fn artifacts(error: crate::artifacts::ArtifactsError) -> Error {
 /// decisions and `rollback` refuse the run until it is dealt with), or gone while the run
 /// waits at a gate. `None` when the state is sound. Said even when the status, read without
 /// the state, names the problem in its reason: `runs list` and `runs show` do not print it.
-fn state_damage(run_dir: &RunDir, status: Option<&RunStatus>) -> Option<String> {
+pub(super) fn state_damage(run_dir: &RunDir, status: Option<&RunStatus>) -> Option<String> {
     use crate::kernel::state::StateError;
     let path = run_dir.state();
     let (problem, advice) = if path.is_file() {
@@ -235,179 +236,6 @@ fn compact_duration(seconds: u64) -> String {
         60..3600 => format!("{}m{:02}s", seconds / 60, seconds % 60),
         _ => format!("{}h{:02}m", seconds / 3600, seconds % 3600 / 60),
     }
-}
-
-/// What `runs list --json` prints.
-#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
-pub struct RunsList {
-    /// The format's version.
-    pub schema_version: u32,
-    /// Every run (the most recent ones with `--limit`), newest first.
-    pub runs: Vec<RunRow>,
-}
-
-/// One run of `runs list --json`.
-#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
-pub struct RunRow {
-    /// The run.
-    pub run_id: String,
-    /// `running`, `waiting`, `blocked`, `failed`, `completed` or `abandoned` (absent when
-    /// `status.json` and `state.json` are unreadable).
-    pub state: Option<String>,
-    /// The step it is at.
-    pub step: Option<String>,
-    /// Its workflow.
-    pub workflow_id: Option<String>,
-    /// When it started (RFC 3339); absent when its metadata is damaged.
-    pub started_at: Option<String>,
-    /// What is wrong with its files, when something is: a `metadata.json` that cannot be
-    /// read, a `state.json` that is damaged, written by a newer release, or missing while the
-    /// run waits at a gate; with what to do.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub damaged: Option<String>,
-    /// The deadline (RFC 3339) of the gate the run waits at, when it has passed: nothing
-    /// drives the run, and `resume` or any decision times the gate out (its `gate_timed_out`
-    /// route).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gate_deadline_passed: Option<String>,
-    /// Where `land` brought the run (`main`, `origin` for a push alone), when it did.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub landed: Option<String>,
-}
-
-/// `runs list`: every run, newest first.
-pub fn cmd_runs_list(
-    cli: &Cli,
-    json: bool,
-    limit: Option<usize>,
-    output: &mut Output,
-) -> Result<ExitStatus> {
-    let root = repo_root(cli)?.join(DEFAULT_ARTIFACTS_ROOT);
-    let mut ids: Vec<String> = match std::fs::read_dir(&root) {
-        Ok(entries) => entries
-            .filter_map(|entry| entry.ok())
-            .map(|entry| entry.file_name().to_string_lossy().into_owned())
-            .filter(|name| crate::artifacts::is_run_id(name))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    ids.sort_unstable_by(|left, right| right.cmp(left));
-    // Run ids start with their start time: the first ones are the most recent, and only
-    // those are read.
-    ids.truncate(limit.unwrap_or(usize::MAX));
-    let mut rows = Vec::new();
-    for id in ids {
-        let run_dir = RunDir::at(root.join(&id));
-        let status = status_of(&run_dir).ok();
-        let mut row = RunRow {
-            state: status
-                .as_ref()
-                .map(|status| status.lifecycle_state.name().to_owned()),
-            step: status
-                .as_ref()
-                .and_then(|status| status.current_step_id.clone()),
-            run_id: id,
-            workflow_id: None,
-            started_at: None,
-            damaged: None,
-            gate_deadline_passed: None,
-            landed: None,
-        };
-        row.gate_deadline_passed = status
-            .as_ref()
-            .filter(|status| status.lifecycle_state == LifecycleState::Waiting)
-            .and_then(|status| Some((status.current_step_id.as_deref()?, status.visit?)))
-            .and_then(|(step, visit)| {
-                crate::kernel::gate::gate_deadline_passed(&run_dir, step, visit)
-            });
-        // A run whose metadata cannot be read is listed, not hidden: with what `status.json`
-        // says of it, and what is wrong.
-        let mut damage = Vec::new();
-        match run_dir.read_metadata() {
-            Ok(metadata) => {
-                row.landed = landed_where(&metadata);
-                row.workflow_id = Some(metadata.workflow_id);
-                row.started_at = Some(metadata.started_at);
-            }
-            Err(error) => {
-                row.workflow_id = status.as_ref().map(|status| status.workflow_id.clone());
-                damage.push(format!(
-                    "{error}; restore the file (from a backup) to resume or decide the run"
-                ));
-            }
-        }
-        damage.extend(state_damage(&run_dir, status.as_ref()));
-        if !damage.is_empty() {
-            row.damaged = Some(damage.join("; and "));
-        }
-        rows.push(row);
-    }
-    for row in &rows {
-        if let Some(damage) = &row.damaged {
-            output.note(&format!("warning: run {} is damaged: {damage}", row.run_id));
-        }
-        if let Some(deadline) = &row.gate_deadline_passed {
-            output.note(&format!(
-                "note: run {} waits at a gate {}",
-                row.run_id,
-                crate::kernel::journal::deadline_passed_text(&row.run_id, deadline)
-            ));
-        }
-    }
-    if json {
-        let list = RunsList {
-            schema_version: crate::artifacts::SCHEMA_VERSION,
-            runs: rows,
-        };
-        output.print(&format!("{}\n", serde_json::to_string_pretty(&list)?));
-    } else if rows.is_empty() {
-        output.note("no runs yet: start one with `tnh-conductor run WORKFLOW`");
-    } else {
-        let mut text = String::new();
-        for row in rows {
-            let or_dash = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".into());
-            let step = or_dash(&row.step);
-            let step = if row.damaged.is_some() {
-                format!("{step} (damaged)")
-            } else {
-                step
-            };
-            let step = if row.gate_deadline_passed.is_some() {
-                format!("{step} (past its deadline)")
-            } else {
-                step
-            };
-            let step = match &row.landed {
-                Some(place) => format!("{step} (landed: {})", one_line(place)),
-                None => step,
-            };
-            let _ = writeln!(
-                text,
-                "{}  {:10} {:20} {step}",
-                row.run_id,
-                or_dash(&row.state),
-                or_dash(&row.workflow_id),
-            );
-        }
-        output.print(&text);
-    }
-    Ok(ExitStatus::Success)
-}
-
-/// Where a run was landed: the branches, else the remotes pushed to.
-fn landed_where(metadata: &RunMetadata) -> Option<String> {
-    let into: Vec<&str> = metadata
-        .landings
-        .iter()
-        .filter_map(|landing| landing.into.as_deref())
-        .collect();
-    let pushed: Vec<&str> = metadata
-        .landings
-        .iter()
-        .filter_map(|landing| landing.remote.as_deref())
-        .collect();
-    let places = if into.is_empty() { pushed } else { into };
-    (!places.is_empty()).then(|| places.join(", "))
 }
 
 /// The `commit:`, `landed:` and `pushed:` lines of `runs show`.

@@ -114,7 +114,7 @@ pub fn schema_of(name: SchemaName) -> Option<serde_json::Value> {
         SchemaName::ValidateOutput => Some(super::validate::validate_output_schema()),
         SchemaName::PromptInputs => Some(schema_value::<crate::artifacts::PromptInputs>()),
         SchemaName::RunResult => Some(schema_value::<super::run::RunResult>()),
-        SchemaName::RunsList => Some(schema_value::<super::runs::RunsList>()),
+        SchemaName::RunsList => Some(schema_value::<super::runs_list::RunsList>()),
         SchemaName::Journal => Some(crate::kernel::journal::journal_schema()),
         SchemaName::RunHistory => Some(schema_value::<crate::kernel::journal_record::RunRecord>()),
         SchemaName::FinishedRuns => {
