@@ -1,6 +1,6 @@
 //! Decoding steps: the keys each opcode accepts, its required fields, routes and validators.
 
-use super::decode::Decoder;
+use super::decode::{Decoder, Fields};
 use super::model::{
     At, Evaluate, Gate, Inputs, Limits, NodeList, Opcode, Rollback, RollbackTarget, RouteKey,
     Routes, RunAgent, RunValidation, Step, StepBody, StepOutline, Stop, ValidatorEntry,
@@ -439,70 +439,9 @@ impl Decoder<'_> {
             .required(&fields, "kind", "a validator")
             .and_then(|value| self.choice(value, "kind"));
         let entrypoint = fields.get("entrypoint").cloned();
-        if let (
-            Some(At {
-                value: ValidatorKind::Builtin,
-                ..
-            }),
-            Some(written),
-        ) = (&kind, fields.key("entrypoint"))
-        {
-            // A builtin runs the command registered for its id: an entrypoint would never run,
-            // and the step would pass on a check it did not make.
-            let name = fields
-                .get("id")
-                .and_then(Node::as_str)
-                .unwrap_or("tests")
-                .to_owned();
-            self.diagnostics
-                .error(
-                    written.pos,
-                    "unknown-key",
-                    format!(
-                        "`entrypoint` does not apply to a `kind: builtin` validator: a builtin runs the command configured (or detected) for its id, so `{name}`'s entrypoint would never run"
-                    ),
-                )
-                .hint(format!(
-                    "to run a script of your own, write `kind: script` (its entrypoint must lie under the run directory or a folder of `script_allowlist`); to change what the builtin runs, set `validators.{name}.argv` in .tnh/config.yaml"
-                ));
-        }
-        if matches!(
-            kind,
-            Some(At {
-                value: ValidatorKind::Script,
-                ..
-            })
-        ) && entrypoint.is_none()
-        {
-            self.diagnostics
-                .error(
-                    fields.pos,
-                    "missing-field",
-                    "a script validator is missing the required key `entrypoint`",
-                )
-                .hint("e.g. `entrypoint: .tnh/run/${run_id}/harness/harness.py`");
-        }
-        let list = |decoder: &mut Self, key: &str| -> NodeList {
-            match fields.get(key) {
-                Some(value) => match &value.value {
-                    Value::Seq(items) => NodeList::Items(items.clone()),
-                    Value::Str(text) if is_whole_expression(text) => {
-                        NodeList::Expression(value.clone())
-                    }
-                    _ => {
-                        decoder.wrong_type(
-                            value,
-                            key,
-                            "a list (or one `${{ expression }}` giving a list)",
-                        );
-                        NodeList::Absent
-                    }
-                },
-                None => NodeList::Absent,
-            }
-        };
-        let args = list(self, "args");
-        let artifacts = list(self, "artifacts");
+        self.check_validator_entrypoint(&fields, kind.as_ref(), entrypoint.is_some());
+        let args = self.node_list(&fields, "args");
+        let artifacts = self.node_list(&fields, "artifacts");
         let timeout = fields
             .get("timeout")
             .and_then(|value| self.duration(value, "timeout"));
@@ -535,6 +474,81 @@ impl Decoder<'_> {
             max_output_mib,
             pos: node.pos,
         })))
+    }
+
+    /// What a validator's `kind` asks of its `entrypoint`: a builtin takes none, a script
+    /// needs one.
+    fn check_validator_entrypoint(
+        &mut self,
+        fields: &Fields<'_>,
+        kind: Option<&At<ValidatorKind>>,
+        has_entrypoint: bool,
+    ) {
+        if let (
+            Some(At {
+                value: ValidatorKind::Builtin,
+                ..
+            }),
+            Some(written),
+        ) = (kind, fields.key("entrypoint"))
+        {
+            // A builtin runs the command registered for its id: an entrypoint would never run,
+            // and the step would pass on a check it did not make.
+            let name = fields
+                .get("id")
+                .and_then(Node::as_str)
+                .unwrap_or("tests")
+                .to_owned();
+            self.diagnostics
+                .error(
+                    written.pos,
+                    "unknown-key",
+                    format!(
+                        "`entrypoint` does not apply to a `kind: builtin` validator: a builtin runs the command configured (or detected) for its id, so `{name}`'s entrypoint would never run"
+                    ),
+                )
+                .hint(format!(
+                    "to run a script of your own, write `kind: script` (its entrypoint must lie under the run directory or a folder of `script_allowlist`); to change what the builtin runs, set `validators.{name}.argv` in .tnh/config.yaml"
+                ));
+        }
+        if matches!(
+            kind,
+            Some(At {
+                value: ValidatorKind::Script,
+                ..
+            })
+        ) && !has_entrypoint
+        {
+            self.diagnostics
+                .error(
+                    fields.pos,
+                    "missing-field",
+                    "a script validator is missing the required key `entrypoint`",
+                )
+                .hint("e.g. `entrypoint: .tnh/run/${run_id}/harness/harness.py`");
+        }
+    }
+
+    /// A validator's list key (`args`, `artifacts`): a list, or one `${ expression }`
+    /// giving a list.
+    fn node_list(&mut self, fields: &Fields<'_>, key: &str) -> NodeList {
+        match fields.get(key) {
+            Some(value) => match &value.value {
+                Value::Seq(items) => NodeList::Items(items.clone()),
+                Value::Str(text) if is_whole_expression(text) => {
+                    NodeList::Expression(value.clone())
+                }
+                _ => {
+                    self.wrong_type(
+                        value,
+                        key,
+                        "a list (or one `${{ expression }}` giving a list)",
+                    );
+                    NodeList::Absent
+                }
+            },
+            None => NodeList::Absent,
+        }
     }
 }
 
