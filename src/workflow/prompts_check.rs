@@ -562,6 +562,7 @@ pub fn check_policy_functions(
     }
 }
 
+/// A policy check's function: a public one-parameter function of the workflow's `script`.
 fn check_function(
     name: &str,
     pos: super::yaml::Pos,
@@ -570,15 +571,7 @@ fn check_function(
     functions: &[ScriptFunction],
     diagnostics: &mut Diagnostics,
 ) {
-    const ONE_PARAMETER: &str = "a policy check is called with one argument, the changed file, and returns `true` or a reason string";
-    let identifier = name
-        .chars()
-        .next()
-        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
-        && name
-            .chars()
-            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_');
-    if !identifier {
+    if !is_identifier(name) {
         diagnostics
             .error(
                 pos,
@@ -590,7 +583,6 @@ fn check_function(
             ));
         return;
     }
-    let callable = |function: &&ScriptFunction| !function.private && function.arity == 1;
     if functions
         .iter()
         .filter(callable)
@@ -610,6 +602,20 @@ fn check_function(
             ));
         return;
     }
+    if !same_name_mismatch(name, pos, owner, functions, diagnostics) {
+        not_a_function(name, pos, owner, functions, diagnostics);
+    }
+}
+
+/// Reports a function of that name the host cannot call (private, or of another arity);
+/// `true` when it did.
+fn same_name_mismatch(
+    name: &str,
+    pos: super::yaml::Pos,
+    owner: &str,
+    functions: &[ScriptFunction],
+    diagnostics: &mut Diagnostics,
+) -> bool {
     let same_name: Vec<&ScriptFunction> = functions
         .iter()
         .filter(|function| function.name == name)
@@ -625,7 +631,7 @@ fn check_function(
                 "remove `private` from `fn {name}({})`",
                 if private.arity == 1 { "change" } else { "…" }
             ));
-        return;
+        return true;
     }
     if let Some(other) = same_name.first() {
         let takes = match other.arity {
@@ -639,8 +645,19 @@ fn check_function(
                 format!("{owner} `{name}` {takes}; a check takes one"),
             )
             .hint(format!("define `fn {name}(change)`: {ONE_PARAMETER}"));
-        return;
+        return true;
     }
+    false
+}
+
+/// Reports a name the script has no function for, with the callable ones to choose from.
+fn not_a_function(
+    name: &str,
+    pos: super::yaml::Pos,
+    owner: &str,
+    functions: &[ScriptFunction],
+    diagnostics: &mut Diagnostics,
+) {
     let candidates: Vec<&str> = functions
         .iter()
         .filter(callable)
@@ -667,4 +684,22 @@ fn check_function(
             format!("{owner} `{name}` is not a function of the workflow's `script`"),
         )
         .suggest(name, candidates, fallback);
+}
+
+/// What a policy check is called with and returns, for the hints.
+const ONE_PARAMETER: &str = "a policy check is called with one argument, the changed file, and returns `true` or a reason string";
+
+/// A function the host can call as a check: public, of one parameter.
+fn callable(function: &&ScriptFunction) -> bool {
+    !function.private && function.arity == 1
+}
+
+/// A bare Rhai function name (a letter or `_`, then letters, digits or `_`).
+fn is_identifier(name: &str) -> bool {
+    name.chars()
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
 }
