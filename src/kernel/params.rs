@@ -3,7 +3,7 @@
 
 use crate::document::diagnostic::nearest;
 use crate::document::yaml::{self, Node, Pos, Value};
-use crate::workflow::decode::value_has_type;
+use crate::workflow::decode_params::value_has_type;
 use crate::workflow::model::{ParamType, Workflow};
 
 /// A parameter problem (exit 2; nothing was created).

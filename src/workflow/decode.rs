@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use super::diagnostic::Diagnostics;
 use super::duration::parse_duration;
 use super::model::{
-    At, Defaults, InlinePolicy, Inputs, Limits, Param, ParamType, PolicySpec, PromptSpec, Workflow,
+    At, Defaults, InlinePolicy, Inputs, Limits, PolicySpec, PromptSpec, Workflow,
     is_prompt_reference,
 };
 use super::schema as document;
@@ -588,68 +588,6 @@ impl Decoder<'_> {
         None
     }
 
-    fn params(&mut self, node: &Node) -> Vec<Param> {
-        let Some(entries) = node.as_map() else {
-            self.wrong_type(
-                node,
-                "params",
-                "a mapping of parameter names to declarations",
-            );
-            return Vec::new();
-        };
-        entries
-            .iter()
-            .filter_map(|(name, declaration)| self.param(name, declaration))
-            .collect()
-    }
-
-    fn param(&mut self, name_node: &Node, declaration: &Node) -> Option<Param> {
-        let name = self.identifier(name_node, "a parameter name")?;
-        let what = format!("parameter `{}`", name.value);
-        let fields = self.mapping(declaration, &what, keys::<document::Param>())?;
-        let param_type = self
-            .required(&fields, "type", &what)
-            .and_then(|value| self.choice::<ParamType>(value, "type"))?;
-        let required = fields
-            .get("required")
-            .and_then(|value| self.boolean(value, "required"))
-            .unwrap_or(false);
-        let default = fields.get("default").cloned();
-        if let Some(value) = &default {
-            if required {
-                self.diagnostics
-                    .error(value.pos, "invalid-param", format!("{what} is required and also has a default"))
-                    .hint("a default makes the parameter optional: remove `required: true` or the default");
-            }
-            if !value_has_type(value, param_type.value) {
-                self.diagnostics
-                    .error(
-                        value.pos,
-                        "invalid-param",
-                        format!(
-                            "the default of {what} is {}, not of type {}",
-                            value.value.kind_name(),
-                            param_type.value.name()
-                        ),
-                    )
-                    .hint(format!(
-                        "give a default of type {}",
-                        param_type.value.name()
-                    ));
-            }
-        }
-        let description = fields
-            .get("description")
-            .and_then(|value| self.text(value, "description"));
-        Some(Param {
-            name,
-            param_type,
-            required,
-            default,
-            description,
-        })
-    }
-
     /// A policy: a `policy.*` reference or an inline mapping.
     pub fn policy(&mut self, node: &Node) -> Option<At<PolicySpec>> {
         if let Some(text) = node.as_str() {
@@ -770,18 +708,6 @@ impl Decoder<'_> {
             })
             .collect()
     }
-}
-
-/// Whether a YAML value has a parameter type.
-pub fn value_has_type(node: &Node, param_type: ParamType) -> bool {
-    matches!(
-        (&node.value, param_type),
-        (Value::Str(_), ParamType::String)
-            | (Value::Int(_), ParamType::Int)
-            | (Value::Bool(_), ParamType::Bool)
-            | (Value::Seq(_), ParamType::List)
-            | (Value::Map(_), ParamType::Map)
-    )
 }
 
 /// Whether an id can be one part of a git ref name, by the check the workspace makes when it

@@ -2,6 +2,7 @@
 //! collected, static validation, and the JSON Schema.
 
 pub mod decode;
+pub mod decode_params;
 pub mod decode_step;
 pub use crate::document::diagnostic;
 pub mod duration;
