@@ -112,17 +112,7 @@ pub async fn run_agent(
     cancel: Cancellation,
 ) -> Result<AgentRun, RunnerError> {
     request.profile.check(&request.agent_name)?;
-    let step_dir = std::path::absolute(&request.step_dir)
-        .map_err(|error| RunnerError::io("resolve", &request.step_dir, error))?;
-    std::fs::create_dir_all(&step_dir)
-        .map_err(|error| RunnerError::io("create", &step_dir, error))?;
-    // Where the folder really is: the agent can write it and the folders above it, and the
-    // evidence must not follow a link it puts in their place.
-    let real_folder = std::fs::canonicalize(&step_dir)
-        .map_err(|error| RunnerError::io("resolve", &step_dir, error))?;
-    artifacts::write_file(&step_dir, names::PROMPT, request.prompt.as_bytes())?;
-    // A stale answer from an earlier attempt must not pass for this one's.
-    let _ = crate::artifacts::safe_files::remove_entry(&step_dir.join(names::FINAL_RESPONSE));
+    let (step_dir, real_folder) = prepare_step_folder(request)?;
     let mut invocation = match request.profile.kind {
         AgentKind::Command => command::invocation(&request.profile),
         AgentKind::Claude => claude::invocation(request),
@@ -207,6 +197,23 @@ pub async fn run_agent(
     let mut run = record(context, supervised, summary, outcome, cause)?;
     run.evidence_tampering = evidence_tampering;
     Ok(run)
+}
+
+/// The step's folder, made and holding the prompt, with no answer of an earlier attempt:
+/// its absolute path, and where it really is.
+fn prepare_step_folder(request: &StepRequest) -> Result<(PathBuf, PathBuf), RunnerError> {
+    let step_dir = std::path::absolute(&request.step_dir)
+        .map_err(|error| RunnerError::io("resolve", &request.step_dir, error))?;
+    std::fs::create_dir_all(&step_dir)
+        .map_err(|error| RunnerError::io("create", &step_dir, error))?;
+    // Where the folder really is: the agent can write it and the folders above it, and the
+    // evidence must not follow a link it puts in their place.
+    let real_folder = std::fs::canonicalize(&step_dir)
+        .map_err(|error| RunnerError::io("resolve", &step_dir, error))?;
+    artifacts::write_file(&step_dir, names::PROMPT, request.prompt.as_bytes())?;
+    // A stale answer from an earlier attempt must not pass for this one's.
+    let _ = crate::artifacts::safe_files::remove_entry(&step_dir.join(names::FINAL_RESPONSE));
+    Ok((step_dir, real_folder))
 }
 
 /// The step's limits with an output limit on both streams: the request's own, else the
