@@ -311,7 +311,7 @@ impl Driver<'_> {
                 logs.into_iter()
                     .map(|name| crate::artifacts::ArtifactEntry {
                         role: crate::artifacts::ArtifactRole::ToolLog,
-                        path: format!("artifacts/{step_id}/{visit}/{name}"),
+                        path: crate::artifacts::RunDir::visit_file_relative(step_id, visit, &name),
                         media_type: "text/plain".into(),
                         required: false,
                         important: false,
@@ -644,7 +644,7 @@ pub(super) fn ingest_runlog(
     }
     Ok(Some(crate::artifacts::ArtifactEntry {
         role: crate::artifacts::ArtifactRole::AgentRunlog,
-        path: format!("artifacts/{step_id}/{visit}/{file}"),
+        path: crate::artifacts::RunDir::visit_file_relative(step_id, visit, file),
         media_type: "application/x-ndjson".into(),
         required: false,
         important: true,

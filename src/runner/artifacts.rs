@@ -23,20 +23,22 @@ pub const RUNNER_METADATA_SCHEMA_VERSION: u32 = 1;
 
 /// File names inside the step directory.
 pub mod names {
+    use crate::artifacts::VisitDir;
+
     /// The rendered prompt.
-    pub const PROMPT: &str = "prompt.md";
+    pub const PROMPT: &str = VisitDir::PROMPT;
     /// Raw stdout of a structured (JSON lines) agent.
-    pub const STDOUT_JSONL: &str = "stdout.jsonl";
+    pub const STDOUT_JSONL: &str = VisitDir::STDOUT_JSONL;
     /// Raw stdout of a plain command.
-    pub const STDOUT_TEXT: &str = "stdout.txt";
+    pub const STDOUT_TEXT: &str = VisitDir::STDOUT_TXT;
     /// Raw stderr.
-    pub const STDERR: &str = "stderr.txt";
+    pub const STDERR: &str = VisitDir::STDERR_TXT;
     /// The agent's final answer.
-    pub const FINAL_RESPONSE: &str = "final_response.md";
+    pub const FINAL_RESPONSE: &str = VisitDir::FINAL_RESPONSE;
     /// The runner metadata.
-    pub const METADATA: &str = "runner_metadata.json";
+    pub const METADATA: &str = VisitDir::RUNNER_METADATA;
     /// The readable transcript.
-    pub const TRANSCRIPT_MARKDOWN: &str = "transcript.md";
+    pub const TRANSCRIPT_MARKDOWN: &str = VisitDir::TRANSCRIPT;
 }
 
 /// One file produced by a step, for the step manifest.
