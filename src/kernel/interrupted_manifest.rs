@@ -7,7 +7,7 @@ use super::recorder::Recorder;
 use super::run_error::RunError;
 use crate::artifacts::ArtifactRole as Role;
 use crate::artifacts::{EventPayload, SCHEMA_VERSION, VisitDir, now};
-use crate::runner::artifacts::names;
+
 use crate::workflow::model::Workflow;
 
 /// The manifest of a visit that did not finish (termination `interrupted`), listing every file
@@ -91,19 +91,19 @@ const ROLLBACK_RECORD: &str = VisitDir::ROLLBACK;
 /// The files a step may leave at the top of its visit's folder, by the names the opcodes
 /// write, each with its role and media type, in the order a manifest lists them.
 const VISIT_FILES: [(&str, Role, &str); 22] = [
-    (names::PROMPT, Role::RunnerPrompt, "text/markdown"),
+    (VisitDir::PROMPT, Role::RunnerPrompt, "text/markdown"),
     (
         crate::artifacts::PROMPT_INPUTS_FILE,
         Role::PromptInputs,
         "application/json",
     ),
     (
-        names::STDOUT_JSONL,
+        VisitDir::STDOUT_JSONL,
         Role::RunnerTranscript,
         "application/x-ndjson",
     ),
-    (names::STDOUT_TEXT, Role::RunnerTranscript, "text/plain"),
-    (names::STDERR, Role::RunnerStderr, "text/plain"),
+    (VisitDir::STDOUT_TXT, Role::RunnerTranscript, "text/plain"),
+    (VisitDir::STDERR_TXT, Role::RunnerStderr, "text/plain"),
     (
         VisitDir::TRANSCRIPT,
         Role::RunnerTranscriptMarkdown,

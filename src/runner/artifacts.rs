@@ -11,6 +11,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::artifacts::VisitDir;
+
 use super::RunnerError;
 use super::capture::TailLine;
 use super::process::StrayProcess;
@@ -20,26 +22,6 @@ use super::state::Termination;
 
 /// The version of the `runner_metadata` format.
 pub const RUNNER_METADATA_SCHEMA_VERSION: u32 = 1;
-
-/// File names inside the step directory.
-pub mod names {
-    use crate::artifacts::VisitDir;
-
-    /// The rendered prompt.
-    pub const PROMPT: &str = VisitDir::PROMPT;
-    /// Raw stdout of a structured (JSON lines) agent.
-    pub const STDOUT_JSONL: &str = VisitDir::STDOUT_JSONL;
-    /// Raw stdout of a plain command.
-    pub const STDOUT_TEXT: &str = VisitDir::STDOUT_TXT;
-    /// Raw stderr.
-    pub const STDERR: &str = VisitDir::STDERR_TXT;
-    /// The agent's final answer.
-    pub const FINAL_RESPONSE: &str = VisitDir::FINAL_RESPONSE;
-    /// The runner metadata.
-    pub const METADATA: &str = VisitDir::RUNNER_METADATA;
-    /// The readable transcript.
-    pub const TRANSCRIPT_MARKDOWN: &str = VisitDir::TRANSCRIPT;
-}
 
 /// One file produced by a step, for the step manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -167,5 +149,5 @@ pub(crate) fn write_file(dir: &Path, name: &str, contents: &[u8]) -> Result<(), 
 pub(crate) fn write_metadata(dir: &Path, metadata: &RunnerMetadata) -> Result<(), RunnerError> {
     let mut json = serde_json::to_vec_pretty(metadata)?;
     json.push(b'\n');
-    write_file(dir, names::METADATA, &json)
+    write_file(dir, VisitDir::RUNNER_METADATA, &json)
 }
