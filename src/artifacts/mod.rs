@@ -51,7 +51,7 @@ pub use visit_dir::VisitDir;
 use std::path::PathBuf;
 
 /// The file of a RUN_AGENT visit holding the inputs its prompt was rendered with.
-pub const PROMPT_INPUTS_FILE: &str = "inputs.json";
+pub const PROMPT_INPUTS_FILE: &str = VisitDir::PROMPT_INPUTS;
 
 /// Files of a RUN_AGENT visit the conductor writes before the agent starts, besides the
 /// runner's own (`prompt.md`, the captures): after the agent each must still be a regular
@@ -62,10 +62,10 @@ pub const AGENT_VISIT_FILES_BEFORE: [&str; 2] = [PROMPT_INPUTS_FILE, GUARD_STATE
 /// validators) ended, besides the runner's own (`transcript.md`, `runner_metadata.json`) and
 /// RUN_VALIDATION's report: anything under these names then was left there by what ran.
 pub const STEP_VISIT_FILES_AFTER: [&str; 4] = [
-    "workspace.diff",
-    "workspace_status.json",
-    "policy_summary.json",
-    "manifest.json",
+    VisitDir::WORKSPACE_DIFF,
+    VisitDir::WORKSPACE_STATUS,
+    VisitDir::POLICY_SUMMARY,
+    VisitDir::MANIFEST,
 ];
 
 /// The schema version of every artifact format this release writes.

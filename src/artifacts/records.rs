@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::outcome::Outcome;
 
 /// The file a visit's guard state is saved in, in the visit's folder, while its agent runs.
-pub const GUARD_STATE_FILE: &str = "guard_state.json";
+pub const GUARD_STATE_FILE: &str = super::VisitDir::GUARD_STATE;
 
 /// A blocker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -3,7 +3,7 @@
 //! writes them and the kernel that lists them in the visit's manifest.
 
 /// The run-log file of a step folder.
-pub const RUNLOG_FILE: &str = "runlog.ndjson";
+pub const RUNLOG_FILE: &str = super::VisitDir::RUNLOG;
 
 /// The file in the step folder that keeps the whole output of the step's `call`th `tnh NAME`.
 pub fn tool_log_name(name: &str, call: u32) -> String {
@@ -14,8 +14,8 @@ pub fn tool_log_name(name: &str, call: u32) -> String {
     }
 }
 
-const LOG_PREFIX: &str = "tnh-";
-const LOG_SUFFIX: &str = ".log";
+const LOG_PREFIX: &str = super::VisitDir::TOOL_LOG_PREFIX;
+const LOG_SUFFIX: &str = super::VisitDir::TOOL_LOG_SUFFIX;
 
 /// The `tnh test|lint|typecheck` logs in a step folder (regular files named `tnh-<name>.log`,
 /// `tnh-<name>.<N>.log`), by name and then in the order of the calls, for the visit's manifest.

@@ -17,6 +17,9 @@ macro_rules! visit_files {
                     self.root.join(Self::$constant)
                 }
             )*
+
+            /// The name of every file above, for a check that no other module spells one.
+            pub const ALL: &'static [&'static str] = &[$(Self::$constant),*];
         }
     };
 }
@@ -38,9 +41,59 @@ impl VisitDir {
         &self.root
     }
 
+    /// `validators/`: a validation's folder of validator folders.
+    pub const VALIDATORS: &'static str = "validators";
+
+    /// `artifacts/` of a validator's folder: the files it collected from the worktree.
+    pub const VALIDATOR_ARTIFACTS: &'static str = "artifacts";
+
+    /// The start of the name of a `tnh test|lint|typecheck` log (`tnh-<name>[.<N>].log`).
+    pub const TOOL_LOG_PREFIX: &'static str = "tnh-";
+
+    /// The end of the name of a `tnh test|lint|typecheck` log.
+    pub const TOOL_LOG_SUFFIX: &'static str = ".log";
+
+    /// `validators/`.
+    pub fn validators_dir(&self) -> PathBuf {
+        self.root.join(Self::VALIDATORS)
+    }
+
     /// `validators/<id>/`: one validator's captured output.
     pub fn validator_dir(&self, validator_id: &str) -> PathBuf {
-        self.root.join("validators").join(validator_id)
+        self.validators_dir().join(validator_id)
+    }
+
+    /// `validators/<id>/stdout.txt`: a validator's output.
+    pub fn validator_stdout(&self, validator_id: &str) -> PathBuf {
+        self.validator_dir(validator_id).join(Self::STDOUT_TXT)
+    }
+
+    /// `validators/<id>/stderr.txt`.
+    pub fn validator_stderr(&self, validator_id: &str) -> PathBuf {
+        self.validator_dir(validator_id).join(Self::STDERR_TXT)
+    }
+
+    /// `validators/<id>/artifacts/`: what a validator collected.
+    pub fn validator_artifacts(&self, validator_id: &str) -> PathBuf {
+        self.validator_dir(validator_id)
+            .join(Self::VALIDATOR_ARTIFACTS)
+    }
+
+    /// `validators/<id>`, relative to the visit's folder.
+    pub fn validator_dir_relative(validator_id: &str) -> String {
+        format!("{}/{validator_id}", Self::VALIDATORS)
+    }
+
+    /// `validators/<id>/<name>` as a manifest records it, relative to the visit's folder.
+    pub fn validator_relative(validator_id: &str, name: &str) -> String {
+        format!("{}/{name}", Self::validator_dir_relative(validator_id))
+    }
+
+    /// `validators/<id>/artifacts/<path>`: a file a validator collected, relative to the
+    /// visit's folder.
+    pub fn validator_artifact_relative(validator_id: &str, path: &str) -> String {
+        let name = format!("{}/{path}", Self::VALIDATOR_ARTIFACTS);
+        Self::validator_relative(validator_id, &name)
     }
 }
 
@@ -114,5 +167,31 @@ mod tests {
             visit.validator_dir("unit"),
             Path::new("/r/artifacts/s/1/validators/unit")
         );
+        assert_eq!(
+            visit.validator_stderr("unit"),
+            Path::new("/r/artifacts/s/1/validators/unit/stderr.txt")
+        );
+        assert_eq!(
+            visit.validator_artifacts("unit"),
+            Path::new("/r/artifacts/s/1/validators/unit/artifacts")
+        );
+        assert_eq!(
+            VisitDir::validator_relative("unit", VisitDir::STDOUT_TXT),
+            "validators/unit/stdout.txt"
+        );
+        assert_eq!(
+            VisitDir::validator_artifact_relative("unit", "out/r.json"),
+            "validators/unit/artifacts/out/r.json"
+        );
+    }
+
+    #[test]
+    fn every_file_name_is_listed_once() {
+        let mut names = VisitDir::ALL.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), VisitDir::ALL.len());
+        assert!(VisitDir::ALL.contains(&VisitDir::STOPPED_ORPHANS));
+        assert!(VisitDir::ALL.contains(&VisitDir::MANIFEST));
     }
 }

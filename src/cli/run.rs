@@ -390,7 +390,8 @@ fn report(
 /// worktree was being created), or at the `--wait` prompt of a gate that still waits.
 fn interrupted_detail(run_dir: &std::path::Path, step_id: &str) -> String {
     let state: Option<crate::kernel::RunState> =
-        crate::artifacts::read_json(&run_dir.join("state.json"), "run state").ok();
+        crate::artifacts::read_json(&run_dir.join(crate::artifacts::RunDir::STATE), "run state")
+            .ok();
     match state.map(|state| state.phase) {
         Some(crate::kernel::Phase::Running { step_id, .. }) => {
             format!("step `{step_id}` was interrupted")

@@ -11,7 +11,7 @@ use super::step_lines::{describe_violation, describe_visit};
 use super::{Cli, Output, repo_root};
 use crate::artifacts::{
     EventLog, EventPayload, EventType, LifecycleState, RunDir, RunMetadata, RunStatus,
-    StepManifest, read_json,
+    StepManifest, VisitDir, read_json,
 };
 use crate::error::{Error, ExitStatus, Result};
 use crate::kernel::run::find_run_dir;
@@ -180,7 +180,7 @@ fn activity(run_dir: &RunDir, step: &str, visit: u32) -> String {
     // An EVALUATE's files are the conductor's, not a process's output: what it waits for is
     // the planner's answer.
     if started_event.is_some_and(|(_, started)| started.opcode == "EVALUATE") {
-        let input = run_dir.visit_dir(step, visit).join("planner_input.json");
+        let input = run_dir.visit(step, visit).planner_input();
         return match std::fs::metadata(input).and_then(|file| file.modified()) {
             Ok(written) => format!(
                 "{running}; waiting for the planner's decision (asked {} ago)",
@@ -210,11 +210,13 @@ fn last_output(visit_dir: &Path) -> Option<(String, std::time::SystemTime)> {
         let written = metadata.modified().ok();
         if !metadata.is_file()
             || metadata.len() == 0
-            || matches!(
-                name.as_str(),
-                "prompt.md" | "inputs.json" | "guard_state.json"
-            )
-            || name == crate::runner::PROCESS_GROUP_FILE
+            || [
+                VisitDir::PROMPT,
+                VisitDir::PROMPT_INPUTS,
+                VisitDir::GUARD_STATE,
+                VisitDir::PROCESS_GROUP,
+            ]
+            .contains(&name.as_str())
         {
             continue;
         }

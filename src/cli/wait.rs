@@ -524,18 +524,24 @@ fn resolution(run_dir: &std::path::Path, step_id: &str, visit: u32) -> String {
 
 /// The run's phase as its state says now.
 fn phase_of(run_dir: &std::path::Path) -> Option<crate::kernel::Phase> {
-    crate::artifacts::read_json::<crate::kernel::RunState>(&run_dir.join("state.json"), "run state")
-        .ok()
-        .map(|state| state.phase)
+    crate::artifacts::read_json::<crate::kernel::RunState>(
+        &run_dir.join(RunDir::STATE),
+        "run state",
+    )
+    .ok()
+    .map(|state| state.phase)
 }
 
 /// The visit of the run's waiting gate, from its state.
 fn visit_of(run_dir: &std::path::Path) -> u32 {
-    crate::artifacts::read_json::<crate::kernel::RunState>(&run_dir.join("state.json"), "run state")
-        .ok()
-        .and_then(|state| match state.phase {
-            crate::kernel::Phase::Waiting { visit, .. } => Some(visit),
-            _ => None,
-        })
-        .unwrap_or(1)
+    crate::artifacts::read_json::<crate::kernel::RunState>(
+        &run_dir.join(RunDir::STATE),
+        "run state",
+    )
+    .ok()
+    .and_then(|state| match state.phase {
+        crate::kernel::Phase::Waiting { visit, .. } => Some(visit),
+        _ => None,
+    })
+    .unwrap_or(1)
 }

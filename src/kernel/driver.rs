@@ -5,6 +5,7 @@ use super::recorder::Recorder;
 use super::state::{End, Phase, RunState};
 use super::transition::{KernelError, StepReport, fail, start_step, wait_at_gate};
 use crate::artifacts::EventPayload;
+use crate::artifacts::VisitDir;
 use crate::artifacts::event_payload::{AgentRunlog, RunEnded, RunInterrupted, StepStarted};
 use crate::artifacts::{ArtifactsError, EventType, now};
 use crate::opcode::{self, OpcodeError, RunContext, StepContext};
@@ -311,7 +312,7 @@ impl Driver<'_> {
                 logs.into_iter()
                     .map(|name| crate::artifacts::ArtifactEntry {
                         role: crate::artifacts::ArtifactRole::ToolLog,
-                        path: format!("artifacts/{step_id}/{visit}/{name}"),
+                        path: crate::artifacts::RunDir::visit_file_relative(step_id, visit, &name),
                         media_type: "text/plain".into(),
                         required: false,
                         important: false,
@@ -400,7 +401,7 @@ impl Driver<'_> {
         let visit_dir = self.recorder.run_dir().visit_dir(step_id, visit);
         match result.manifest.opcode.as_str() {
             "RUN_AGENT" if result.report.outcome == crate::outcome::Outcome::Error => {
-                let path = visit_dir.join(crate::runner::artifacts::names::METADATA);
+                let path = visit_dir.join(VisitDir::RUNNER_METADATA);
                 let metadata: crate::runner::RunnerMetadata =
                     crate::artifacts::read_json(&path, "runner metadata").ok()?;
                 if metadata.termination.reason.is_some() {
@@ -644,7 +645,7 @@ pub(super) fn ingest_runlog(
     }
     Ok(Some(crate::artifacts::ArtifactEntry {
         role: crate::artifacts::ArtifactRole::AgentRunlog,
-        path: format!("artifacts/{step_id}/{visit}/{file}"),
+        path: crate::artifacts::RunDir::visit_file_relative(step_id, visit, file),
         media_type: "application/x-ndjson".into(),
         required: false,
         important: true,

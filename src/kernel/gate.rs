@@ -12,8 +12,8 @@ use super::transition::StepReport;
 use crate::artifacts::EventPayload;
 use crate::artifacts::event_payload::{GateResolved, HumanFeedback, RollbackCompleted};
 use crate::artifacts::{
-    ArtifactRole, EventLog, EventType, GateDecision, GateOutcome, GateRequest, StepManifest,
-    VisitDir, read_json, write_json_new,
+    ArtifactRole, EventLog, EventType, GateDecision, GateOutcome, GateRequest, RunDir,
+    StepManifest, VisitDir, read_json, write_json_new,
 };
 use crate::outcome::Outcome;
 
@@ -528,7 +528,7 @@ fn record_feedback(
     reviewer: &str,
     comment: Option<&str>,
 ) -> Result<(), RunError> {
-    let related = format!("artifacts/{step_id}/{visit}/{}", VisitDir::GATE_REQUEST);
+    let related = RunDir::visit_file_relative(step_id, visit, VisitDir::GATE_REQUEST);
     let fields = HumanFeedback {
         decision: outcome.as_str().to_owned(),
         comments: comment.map(str::to_owned),
@@ -559,7 +559,7 @@ fn route_decision(
         manifest.ended_at = decided_at.to_owned();
         manifest.artifacts.push(crate::artifacts::ArtifactEntry {
             role: ArtifactRole::GateOutcome,
-            path: format!("artifacts/{step_id}/{visit}/{}", VisitDir::GATE_OUTCOME),
+            path: RunDir::visit_file_relative(step_id, visit, VisitDir::GATE_OUTCOME),
             media_type: "application/json".into(),
             required: true,
             important: true,

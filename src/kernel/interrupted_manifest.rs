@@ -7,7 +7,7 @@ use super::recorder::Recorder;
 use super::run_error::RunError;
 use crate::artifacts::ArtifactRole as Role;
 use crate::artifacts::{EventPayload, SCHEMA_VERSION, VisitDir, now};
-use crate::runner::artifacts::names;
+
 use crate::workflow::model::Workflow;
 
 /// The manifest of a visit that did not finish (termination `interrupted`), listing every file
@@ -86,36 +86,36 @@ pub(super) fn record_interrupted_manifest(
 }
 
 /// The record a ROLLBACK visit writes once it reset the worktree.
-const ROLLBACK_RECORD: &str = "rollback.json";
+const ROLLBACK_RECORD: &str = VisitDir::ROLLBACK;
 
 /// The files a step may leave at the top of its visit's folder, by the names the opcodes
 /// write, each with its role and media type, in the order a manifest lists them.
 const VISIT_FILES: [(&str, Role, &str); 22] = [
-    (names::PROMPT, Role::RunnerPrompt, "text/markdown"),
+    (VisitDir::PROMPT, Role::RunnerPrompt, "text/markdown"),
     (
         crate::artifacts::PROMPT_INPUTS_FILE,
         Role::PromptInputs,
         "application/json",
     ),
     (
-        names::STDOUT_JSONL,
+        VisitDir::STDOUT_JSONL,
         Role::RunnerTranscript,
         "application/x-ndjson",
     ),
-    (names::STDOUT_TEXT, Role::RunnerTranscript, "text/plain"),
-    (names::STDERR, Role::RunnerStderr, "text/plain"),
+    (VisitDir::STDOUT_TXT, Role::RunnerTranscript, "text/plain"),
+    (VisitDir::STDERR_TXT, Role::RunnerStderr, "text/plain"),
     (
-        "transcript.md",
+        VisitDir::TRANSCRIPT,
         Role::RunnerTranscriptMarkdown,
         "text/markdown",
     ),
     (
-        "final_response.md",
+        VisitDir::FINAL_RESPONSE,
         Role::RunnerFinalResponse,
         "text/markdown",
     ),
     (
-        "runner_metadata.json",
+        VisitDir::RUNNER_METADATA,
         Role::RunnerMetadata,
         "application/json",
     ),
@@ -124,14 +124,14 @@ const VISIT_FILES: [(&str, Role, &str); 22] = [
         Role::AgentRunlog,
         "application/x-ndjson",
     ),
-    ("workspace.diff", Role::WorkspaceDiff, "text/x-diff"),
+    (VisitDir::WORKSPACE_DIFF, Role::WorkspaceDiff, "text/x-diff"),
     (
-        "workspace_status.json",
+        VisitDir::WORKSPACE_STATUS,
         Role::WorkspaceStatus,
         "application/json",
     ),
     (
-        "policy_summary.json",
+        VisitDir::POLICY_SUMMARY,
         Role::PolicySummary,
         "application/json",
     ),
@@ -141,19 +141,27 @@ const VISIT_FILES: [(&str, Role, &str); 22] = [
         "application/json",
     ),
     (
-        "harness_report.json",
+        VisitDir::HARNESS_REPORT,
         Role::HarnessReport,
         "application/json",
     ),
-    ("planner_input.json", Role::PlannerInput, "application/json"),
     (
-        "planner_decision.json",
+        VisitDir::PLANNER_INPUT,
+        Role::PlannerInput,
+        "application/json",
+    ),
+    (
+        VisitDir::PLANNER_DECISION,
         Role::PlannerDecision,
         "application/json",
     ),
-    ("planner_prompt.md", Role::PlannerPrompt, "text/markdown"),
     (
-        "planner_attempts.json",
+        VisitDir::PLANNER_PROMPT,
+        Role::PlannerPrompt,
+        "text/markdown",
+    ),
+    (
+        VisitDir::PLANNER_ATTEMPTS,
         Role::PlannerAttempts,
         "application/json",
     ),
@@ -200,7 +208,7 @@ fn validator_files(visit_dir: &Path) -> Vec<(String, Role, &'static str)> {
         std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.file_type().is_file())
     };
     let mut files = Vec::new();
-    let validators = visit_dir.join("validators");
+    let validators = visit_dir.join(VisitDir::VALIDATORS);
     let mut ids: Vec<String> = std::fs::read_dir(&validators)
         .into_iter()
         .flatten()
@@ -212,25 +220,25 @@ fn validator_files(visit_dir: &Path) -> Vec<(String, Role, &'static str)> {
     for id in ids {
         let folder = validators.join(&id);
         for (name, role, media_type) in [
-            ("stdout.txt", Role::ValidationStdout, "text/plain"),
-            ("stderr.txt", Role::ValidationStderr, "text/plain"),
+            (VisitDir::STDOUT_TXT, Role::ValidationStdout, "text/plain"),
+            (VisitDir::STDERR_TXT, Role::ValidationStderr, "text/plain"),
             (
-                "harness_report.json",
+                VisitDir::HARNESS_REPORT,
                 Role::HarnessReport,
                 "application/json",
             ),
         ] {
             if is_file(&folder.join(name)) {
-                files.push((format!("validators/{id}/{name}"), role, media_type));
+                files.push((VisitDir::validator_relative(&id, name), role, media_type));
             }
         }
-        let collected = folder.join("artifacts");
+        let collected = folder.join(VisitDir::VALIDATOR_ARTIFACTS);
         let mut found = Vec::new();
         collect_files(&collected, &mut found);
         found.sort();
         files.extend(found.into_iter().map(|path| {
             (
-                format!("validators/{id}/artifacts/{path}"),
+                VisitDir::validator_artifact_relative(&id, &path),
                 Role::ValidationArtifact,
                 "application/octet-stream",
             )

@@ -412,7 +412,7 @@ fn other_runs_driven(run_dir: &RunDir, run_id: &str) -> Vec<String> {
                 .flatten()
                 .map(|entry| entry.file_name().to_string_lossy().into_owned())
                 .filter(|name| is_run_id(name) && name != run_id)
-                .filter(|name| is_held(&root.join(name).join("lock")))
+                .filter(|name| is_held(&RunDir::at(root.join(name)).lock()))
                 .collect()
         })
         .unwrap_or_default();

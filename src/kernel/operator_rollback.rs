@@ -239,12 +239,12 @@ fn interrupted_attempt(run_dir: &RunDir) -> Result<Option<InterruptedRollback>, 
 /// Saves the record as the next `rollbacks/<n>.json` and returns that path, relative to the
 /// run directory.
 fn save_record(run_dir: &RunDir, record: &RollbackRecord) -> Result<String, RunError> {
-    let dir = run_dir.root().join("rollbacks");
+    let dir = run_dir.rollbacks_dir();
     std::fs::create_dir_all(&dir).map_err(crate::artifacts::ArtifactsError::io("create", &dir))?;
     let count = std::fs::read_dir(&dir)
         .map_err(crate::artifacts::ArtifactsError::io("read", &dir))?
         .count();
-    let name = format!("rollbacks/{}.json", count + 1);
+    let name = RunDir::rollback_record_relative(count + 1);
     write_json_new(&run_dir.root().join(&name), record)?;
     Ok(name)
 }

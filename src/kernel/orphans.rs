@@ -150,7 +150,7 @@ fn end_groups(visit_dir: &Path, orphans: KilledProcesses) -> KilledProcesses {
 /// (`validators/<id>/`).
 fn group_records(visit_dir: &Path) -> Vec<PathBuf> {
     let mut records = vec![visit_dir.join(PROCESS_GROUP_FILE)];
-    if let Ok(entries) = std::fs::read_dir(visit_dir.join("validators")) {
+    if let Ok(entries) = std::fs::read_dir(visit_dir.join(crate::artifacts::VisitDir::VALIDATORS)) {
         records.extend(
             entries
                 .flatten()

@@ -14,14 +14,11 @@ use crate::artifacts::{EventPayload, event_payload::PromptsChanged};
 /// Where repository modules live in the repository (as the script resolver names them).
 const REPOSITORY_MODULES: &str = ".tnh/scripts/";
 
-/// The folder of the run directory that holds the pinned repository modules.
-pub const PINNED_MODULES_DIR: &str = "scripts";
-
 /// Where the run directory keeps the pinned copy of a repository module (`.tnh/scripts/x.rhai`
 /// → `scripts/x.rhai`).
 fn pinned_path(run_dir: &RunDir, file: &str) -> PathBuf {
     let name = file.strip_prefix(REPOSITORY_MODULES).unwrap_or(file);
-    run_dir.root().join(PINNED_MODULES_DIR).join(name)
+    run_dir.scripts_dir().join(name)
 }
 
 /// Pins the repository modules a run's script loaded: each text is written under `scripts/`

@@ -62,7 +62,7 @@ fn kill_at_event() -> Option<u64> {
 impl Recorder {
     /// Creates the run directory and writes `metadata.json`.
     pub fn create(run_dir: RunDir, metadata: RunMetadata) -> Result<Self, ArtifactsError> {
-        std::fs::create_dir_all(run_dir.root().join("artifacts"))
+        std::fs::create_dir_all(run_dir.artifacts_dir())
             .map_err(ArtifactsError::io("create", run_dir.root()))?;
         write_json_atomic(&run_dir.metadata(), &metadata)?;
         let events = EventLog::open(&run_dir.events(), &metadata.run_id)?;

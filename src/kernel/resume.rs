@@ -502,7 +502,7 @@ fn checkpointed_evidence(run_dir: &RunDir, events: &[crate::artifacts::Event]) -
             .unwrap_or_else(|| format!("{:?}", event.event_type()));
         return Some(format!("event {} is `{kind}`{step}", event.seq));
     }
-    let artifacts = run_dir.root().join("artifacts");
+    let artifacts = run_dir.artifacts_dir();
     let visited = std::fs::read_dir(&artifacts)
         .map(|mut entries| entries.next().is_some())
         .unwrap_or(false);

@@ -11,6 +11,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::artifacts::VisitDir;
+
 use super::RunnerError;
 use super::capture::TailLine;
 use super::process::StrayProcess;
@@ -20,24 +22,6 @@ use super::state::Termination;
 
 /// The version of the `runner_metadata` format.
 pub const RUNNER_METADATA_SCHEMA_VERSION: u32 = 1;
-
-/// File names inside the step directory.
-pub mod names {
-    /// The rendered prompt.
-    pub const PROMPT: &str = "prompt.md";
-    /// Raw stdout of a structured (JSON lines) agent.
-    pub const STDOUT_JSONL: &str = "stdout.jsonl";
-    /// Raw stdout of a plain command.
-    pub const STDOUT_TEXT: &str = "stdout.txt";
-    /// Raw stderr.
-    pub const STDERR: &str = "stderr.txt";
-    /// The agent's final answer.
-    pub const FINAL_RESPONSE: &str = "final_response.md";
-    /// The runner metadata.
-    pub const METADATA: &str = "runner_metadata.json";
-    /// The readable transcript.
-    pub const TRANSCRIPT_MARKDOWN: &str = "transcript.md";
-}
 
 /// One file produced by a step, for the step manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -165,5 +149,5 @@ pub(crate) fn write_file(dir: &Path, name: &str, contents: &[u8]) -> Result<(), 
 pub(crate) fn write_metadata(dir: &Path, metadata: &RunnerMetadata) -> Result<(), RunnerError> {
     let mut json = serde_json::to_vec_pretty(metadata)?;
     json.push(b'\n');
-    write_file(dir, names::METADATA, &json)
+    write_file(dir, VisitDir::RUNNER_METADATA, &json)
 }

@@ -101,7 +101,7 @@ pub fn load(checkout: &Path) -> Result<RunConfig, TnhError> {
 /// The run's metadata, when `TNH_RUN_DIR` names a run directory.
 fn recorded() -> Option<Recorded> {
     let run_dir = std::env::var_os("TNH_RUN_DIR").filter(|dir| !dir.is_empty())?;
-    let bytes = std::fs::read(Path::new(&run_dir).join("metadata.json")).ok()?;
+    let bytes = std::fs::read(crate::artifacts::RunDir::at(&run_dir).metadata()).ok()?;
     let metadata: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     let repo_root = metadata["repo_root"]
         .as_str()

@@ -149,7 +149,8 @@ pub fn run(args: &ContextArgs) -> TnhResult {
 /// The inputs the step's prompt was given, from `inputs.json` in the step folder (written by
 /// RUN_AGENT before the agent starts): the `inputs` map of that file.
 fn step_inputs(step_dir: &Path) -> Option<serde_json::Value> {
-    let text = std::fs::read_to_string(step_dir.join("inputs.json")).ok()?;
+    let text =
+        std::fs::read_to_string(step_dir.join(crate::artifacts::VisitDir::PROMPT_INPUTS)).ok()?;
     let mut value = serde_json::from_str::<serde_json::Value>(&text).ok()?;
     Some(value["inputs"].take()).filter(|inputs| !inputs.is_null())
 }

@@ -37,7 +37,7 @@ pub(super) fn served(
     step_id: &str,
     visit: u32,
 ) -> Response {
-    let folder = format!("artifacts/{step_id}/{visit}");
+    let folder = RunDir::visit_relative(step_id, visit);
     if let Err(refused) = inside(run_dir.root(), &folder) {
         return (StatusCode::FORBIDDEN, Html(escape(&refused.0))).into_response();
     }
@@ -86,7 +86,7 @@ pub(super) fn body(
     links: Links,
     active: bool,
 ) -> String {
-    let folder = format!("artifacts/{step_id}/{visit}");
+    let folder = RunDir::visit_relative(step_id, visit);
     let Ok(root) = inside(run_dir.root(), &folder) else {
         return "<p class=\"refused\">not a visit of the run</p>".to_owned();
     };

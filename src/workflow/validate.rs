@@ -610,7 +610,9 @@ fn glob_can_name_report(pattern: &str) -> bool {
         return true;
     }
     match globset::Glob::new(last) {
-        Ok(glob) => glob.compile_matcher().is_match("harness_report.json"),
+        Ok(glob) => glob
+            .compile_matcher()
+            .is_match(crate::artifacts::VisitDir::HARNESS_REPORT),
         Err(_) => true,
     }
 }

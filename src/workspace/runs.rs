@@ -156,7 +156,7 @@ pub fn load_run(repo_root: &Path, run_id: &str) -> Result<RunEntry, WorkspaceErr
         return Err(run_error("not a run id".to_owned()));
     }
     let dir = runs_dir(repo_root).join(run_id);
-    let metadata_path = dir.join("metadata.json");
+    let metadata_path = crate::artifacts::RunDir::at(&dir).metadata();
     // Only a regular file, read without blocking and bounded: an agent knows the run folder.
     let text = match crate::artifacts::safe_files::read_regular(&metadata_path, 16 * 1024 * 1024)
         .and_then(|(bytes, _)| {
@@ -427,7 +427,7 @@ fn clean_run(
     if options.older_than.is_some_and(|minimum| age < minimum) {
         return Ok(Cleaned::Recent);
     }
-    let lock_path = dir.join("lock");
+    let lock_path = crate::artifacts::RunDir::at(&dir).lock();
     let _lock = match crate::artifacts::lock::RunLock::acquire(&lock_path) {
         Ok(lock) => lock,
         Err(held @ crate::artifacts::lock::LockError::Held { .. }) => {

@@ -5,6 +5,7 @@ mod agent_cwd_env;
 mod agent_output;
 mod agent_text;
 mod architecture;
+mod architecture_names;
 mod artifact_schemas;
 mod cli;
 mod config_first_use;

@@ -77,7 +77,7 @@ impl StepContext<'_> {
         media_type: &str,
         required: bool,
     ) -> ArtifactEntry {
-        let path = format!("artifacts/{}/{}/{file}", self.step_id(), self.visit);
+        let path = crate::artifacts::RunDir::visit_file_relative(self.step_id(), self.visit, file);
         ArtifactEntry {
             role,
             path,

@@ -1,5 +1,6 @@
 //! ROLLBACK: reset the worktree to `pre_run` or the latest pre-step snapshot.
 
+use crate::artifacts::VisitDir;
 use crate::artifacts::{ArtifactRole, write_json_new};
 use crate::artifacts::{EventPayload, event_payload::RollbackCompleted};
 use crate::kernel::StepReport;
@@ -21,10 +22,10 @@ pub(super) fn execute(
     let step = (context.step_id().to_owned(), context.visit);
     let (outcome, summary, artifacts) = match context.workspace.rollback(target) {
         Ok(record) => {
-            write_json_new(&visit_dir.join("rollback.json"), &record)?;
+            write_json_new(&visit_dir.join(VisitDir::ROLLBACK), &record)?;
             let fields = RollbackCompleted {
                 target: target.as_str().to_owned(),
-                record: crate::artifacts::VisitDir::ROLLBACK.to_owned(),
+                record: VisitDir::ROLLBACK.to_owned(),
                 undone: record.before.to_string(),
                 ..RollbackCompleted::default()
             };
@@ -38,7 +39,7 @@ pub(super) fn execute(
                 summary,
                 vec![context.artifact(
                     ArtifactRole::RollbackRecord,
-                    "rollback.json",
+                    VisitDir::ROLLBACK,
                     "application/json",
                     true,
                 )],

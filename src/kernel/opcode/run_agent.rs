@@ -2,6 +2,7 @@
 //! under supervision, then capture the diff, check the policy and record everything.
 
 use crate::artifacts::EventPayload;
+use crate::artifacts::VisitDir;
 use crate::artifacts::event_payload::{EvidenceTampered, RunnerCompleted, RunnerStarted};
 use crate::artifacts::{
     ArtifactEntry, ArtifactRole, ArtifactsError, StepTimings, write_json_new, write_json_private,
@@ -59,12 +60,12 @@ pub(super) fn execute(
         workspace_time.time(|| capture_change(context, &snapshot, &visit_dir))?;
     // The next agent step's snapshot, when nothing runs in the worktree before it.
     context.workspace.remember_capture(&tree);
-    write_json_new(&visit_dir.join("workspace_status.json"), &status)?;
+    write_json_new(&visit_dir.join(VisitDir::WORKSPACE_STATUS), &status)?;
     let PolicyCheck {
         summary,
         violations,
     } = step_policy::check(context, agent.policy.as_ref(), &status, guard_report, &[])?;
-    write_json_new(&visit_dir.join("policy_summary.json"), &summary)?;
+    write_json_new(&visit_dir.join(VisitDir::POLICY_SUMMARY), &summary)?;
     step_policy::record_violations(context, &violations)?;
     let artifacts = listed_artifacts(context, &run);
     let summary_json = serde_json::json!({
@@ -215,7 +216,7 @@ fn capture_change(
 ) -> Result<(Capture, DiffStat), crate::workspace::WorkspaceError> {
     let capture = context
         .workspace
-        .capture_since(snapshot, &visit_dir.join("workspace.diff"))?;
+        .capture_since(snapshot, &visit_dir.join(VisitDir::WORKSPACE_DIFF))?;
     let pre_run = context.workspace.pre_run()?;
     let run_diffstat = context
         .workspace

@@ -3,6 +3,7 @@
 //! against the effective policy (the step's `policy`, else the workflow default, else an empty
 //! one), and each violation is recorded as a `policy_violation` event of the visit.
 
+use crate::artifacts::VisitDir;
 use crate::artifacts::{ArtifactEntry, ArtifactRole};
 use crate::artifacts::{EventPayload, event_payload::PolicyViolation};
 use crate::policy::{Operation, Policy, PolicySpec as EnforcedPolicy, PolicySummary, Violation};
@@ -130,13 +131,13 @@ pub(super) fn capture_artifacts(context: &StepContext<'_>) -> [ArtifactEntry; 2]
     [
         context.artifact(
             ArtifactRole::WorkspaceDiff,
-            "workspace.diff",
+            VisitDir::WORKSPACE_DIFF,
             "text/x-diff",
             true,
         ),
         context.artifact(
             ArtifactRole::WorkspaceStatus,
-            "workspace_status.json",
+            VisitDir::WORKSPACE_STATUS,
             "application/json",
             true,
         ),
@@ -147,7 +148,7 @@ pub(super) fn capture_artifacts(context: &StepContext<'_>) -> [ArtifactEntry; 2]
 pub(super) fn policy_artifact(context: &StepContext<'_>) -> ArtifactEntry {
     context.artifact(
         ArtifactRole::PolicySummary,
-        "policy_summary.json",
+        VisitDir::POLICY_SUMMARY,
         "application/json",
         true,
     )

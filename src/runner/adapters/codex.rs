@@ -11,6 +11,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{Invocation, StepRequest, StreamSummary, binary};
+use crate::artifacts::VisitDir;
 use crate::runner::artifacts::TokenUsage;
 use crate::runner::progress::CaptureFormat;
 use crate::runner::transcript::{EVENT_CAP, for_each_line};
@@ -22,7 +23,7 @@ pub(crate) fn invocation(request: &StepRequest, step_dir: &Path) -> Invocation {
         .sandbox
         .clone()
         .unwrap_or_else(|| "workspace-write".to_owned());
-    let final_response = step_dir.join(crate::runner::artifacts::names::FINAL_RESPONSE);
+    let final_response = step_dir.join(VisitDir::FINAL_RESPONSE);
     let mut args: Vec<String> = vec![
         "exec".into(),
         "--json".into(),

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::RunnerError;
-use super::artifacts::{self, ArtifactRecord, PermissionDenial, RunnerMetadata, TokenUsage, names};
+use super::artifacts::{self, ArtifactRecord, PermissionDenial, RunnerMetadata, TokenUsage};
 use super::cancel::Cancellation;
 use super::clock::rfc3339;
 use super::env::{HostEnv, agent_environment, with_step_env};
@@ -22,6 +22,7 @@ use super::progress::CaptureFormat;
 use super::state::{BUDGET_TOLERANCE_USD, StopReason, Termination};
 use super::supervisor::{Limits, ProcessSpec, Supervised};
 use super::transcript;
+use crate::artifacts::VisitDir;
 use crate::outcome::Outcome;
 
 /// Everything the kernel passes to run one agent step.
@@ -139,7 +140,7 @@ pub async fn run_agent(
         env: environment.clone(),
         stdin: request.prompt.as_bytes().to_vec(),
         stdout_path: step_dir.join(stdout_name),
-        stderr_path: step_dir.join(names::STDERR),
+        stderr_path: step_dir.join(VisitDir::STDERR_TXT),
         format: invocation.format,
         limits: output_limited(request),
         remaining_budget_usd: request.remaining_run_budget_usd,
@@ -178,7 +179,7 @@ pub async fn run_agent(
     // Codex writes its `-o` file itself, even in a turn that never ended: with no answer,
     // nothing may stand under the answer's name (its messages stay in the stream).
     if summary.final_response.is_none() {
-        let path = step_dir.join(names::FINAL_RESPONSE);
+        let path = step_dir.join(VisitDir::FINAL_RESPONSE);
         crate::artifacts::safe_files::remove_entry(&path)
             .map_err(|error| RunnerError::io("remove", &path, error))?;
     }
@@ -210,9 +211,9 @@ fn prepare_step_folder(request: &StepRequest) -> Result<(PathBuf, PathBuf), Runn
     // evidence must not follow a link it puts in their place.
     let real_folder = std::fs::canonicalize(&step_dir)
         .map_err(|error| RunnerError::io("resolve", &step_dir, error))?;
-    artifacts::write_file(&step_dir, names::PROMPT, request.prompt.as_bytes())?;
+    artifacts::write_file(&step_dir, VisitDir::PROMPT, request.prompt.as_bytes())?;
     // A stale answer from an earlier attempt must not pass for this one's.
-    let _ = crate::artifacts::safe_files::remove_entry(&step_dir.join(names::FINAL_RESPONSE));
+    let _ = crate::artifacts::safe_files::remove_entry(&step_dir.join(VisitDir::FINAL_RESPONSE));
     Ok((step_dir, real_folder))
 }
 
@@ -248,18 +249,18 @@ fn check_step_folder(
             });
         }
     }
-    let mut created_before = vec![names::PROMPT, stdout_name, names::STDERR];
+    let mut created_before = vec![VisitDir::PROMPT, stdout_name, VisitDir::STDERR_TXT];
     created_before.extend(crate::artifacts::AGENT_VISIT_FILES_BEFORE);
     // The supervisor removed its record of the process group when the group ended.
     let mut written_after = vec![
-        names::TRANSCRIPT_MARKDOWN,
-        names::METADATA,
+        VisitDir::TRANSCRIPT,
+        VisitDir::RUNNER_METADATA,
         crate::runner::PROCESS_GROUP_FILE,
     ];
     // Codex writes its own answer to `final_response.md` (`-o`); any other agent's is the
     // conductor's to write.
     if request.profile.kind != AgentKind::Codex {
-        written_after.push(names::FINAL_RESPONSE);
+        written_after.push(VisitDir::FINAL_RESPONSE);
     }
     written_after.extend(crate::artifacts::STEP_VISIT_FILES_AFTER);
     let mut found = crate::artifacts::safe_files::clear_unexpected_entries(
@@ -273,21 +274,25 @@ fn check_step_folder(
             .iter()
             .any(|entry| entry.starts_with(&format!("`{name}` ")))
     };
-    crate::artifacts::safe_files::note_removed(step_dir, &[stdout_name, names::STDERR], &mut found);
+    crate::artifacts::safe_files::note_removed(
+        step_dir,
+        &[stdout_name, VisitDir::STDERR_TXT],
+        &mut found,
+    );
     // The prompt is the record of what the agent was asked: one it rewrote is put back.
-    let prompt = step_dir.join(names::PROMPT);
+    let prompt = step_dir.join(VisitDir::PROMPT);
     let limit = request.prompt.len() as u64;
     match crate::artifacts::safe_files::read_regular(&prompt, limit) {
         Ok((bytes, false)) if bytes == request.prompt.as_bytes() => {}
         Ok(_) => {
-            found.push(format!("`{}` was rewritten", names::PROMPT));
-            artifacts::write_file(step_dir, names::PROMPT, request.prompt.as_bytes())?;
+            found.push(format!("`{}` was rewritten", VisitDir::PROMPT));
+            artifacts::write_file(step_dir, VisitDir::PROMPT, request.prompt.as_bytes())?;
         }
         Err(_) => {
-            if !reported(&found, names::PROMPT) {
-                found.push(format!("`{}` was removed", names::PROMPT));
+            if !reported(&found, VisitDir::PROMPT) {
+                found.push(format!("`{}` was removed", VisitDir::PROMPT));
             }
-            artifacts::write_file(step_dir, names::PROMPT, request.prompt.as_bytes())?;
+            artifacts::write_file(step_dir, VisitDir::PROMPT, request.prompt.as_bytes())?;
         }
     }
     Ok(found)
@@ -340,10 +345,10 @@ fn not_started_for_budget(
 
 fn stdout_name(format: CaptureFormat) -> &'static str {
     match format {
-        CaptureFormat::Text => names::STDOUT_TEXT,
+        CaptureFormat::Text => VisitDir::STDOUT_TXT,
         CaptureFormat::ClaudeStreamJson
         | CaptureFormat::CodexJson
-        | CaptureFormat::GeminiStreamJson => names::STDOUT_JSONL,
+        | CaptureFormat::GeminiStreamJson => VisitDir::STDOUT_JSONL,
     }
 }
 
@@ -359,7 +364,7 @@ fn summarize(
         AgentKind::Command => command::summarize(&stdout).map_err(read_error),
         AgentKind::Claude => claude::summarize(&stdout).map_err(read_error),
         AgentKind::Codex => {
-            codex::summarize(&stdout, &step_dir.join(names::FINAL_RESPONSE)).map_err(read_error)
+            codex::summarize(&stdout, &step_dir.join(VisitDir::FINAL_RESPONSE)).map_err(read_error)
         }
         AgentKind::Gemini => gemini::summarize(&stdout, exit_code).map_err(read_error),
     }
@@ -396,7 +401,7 @@ fn refine(
     // Whatever the exit code: a CLI (or a wrapper) that exits 0 with its error on stderr
     // only must not lose the reason.
     let stderr_line = (supervised.outcome == Outcome::Error || said_nothing)
-        .then(|| last_meaningful_line(&step_dir.join(names::STDERR)))
+        .then(|| last_meaningful_line(&step_dir.join(VisitDir::STDERR_TXT)))
         .flatten();
     if let Some(cause) = authentication_cause(summary.failure.as_deref(), stderr_line.as_deref()) {
         return (Outcome::Error, cause);
@@ -536,16 +541,16 @@ fn record(
         step_dir,
     } = context;
     if let Some(response) = &summary.final_response {
-        artifacts::write_file(step_dir, names::FINAL_RESPONSE, response.as_bytes())?;
+        artifacts::write_file(step_dir, VisitDir::FINAL_RESPONSE, response.as_bytes())?;
     }
     let stdout_name = stdout_name(invocation.format);
     let markdown = transcript::render(
         invocation.format,
         &request.prompt,
         &step_dir.join(stdout_name),
-        &step_dir.join(names::STDERR),
+        &step_dir.join(VisitDir::STDERR_TXT),
     );
-    artifacts::write_file(step_dir, names::TRANSCRIPT_MARKDOWN, markdown.as_bytes())?;
+    artifacts::write_file(step_dir, VisitDir::TRANSCRIPT, markdown.as_bytes())?;
     let metadata = metadata(
         request,
         invocation,
@@ -627,21 +632,26 @@ fn artifact_list(
         _ => "application/x-ndjson",
     };
     let mut list = vec![
-        ArtifactRecord::new("runner_prompt", names::PROMPT, "text/markdown", true),
+        ArtifactRecord::new("runner_prompt", VisitDir::PROMPT, "text/markdown", true),
         ArtifactRecord::new("runner_transcript", stdout_name, stdout_type, true),
-        ArtifactRecord::new("runner_stderr", names::STDERR, "text/plain", false),
+        ArtifactRecord::new("runner_stderr", VisitDir::STDERR_TXT, "text/plain", false),
         ArtifactRecord::new(
             "runner_transcript_markdown",
-            names::TRANSCRIPT_MARKDOWN,
+            VisitDir::TRANSCRIPT,
             "text/markdown",
             false,
         ),
-        ArtifactRecord::new("runner_metadata", names::METADATA, "application/json", true),
+        ArtifactRecord::new(
+            "runner_metadata",
+            VisitDir::RUNNER_METADATA,
+            "application/json",
+            true,
+        ),
     ];
     if final_response {
         list.push(ArtifactRecord::new(
             "runner_final_response",
-            names::FINAL_RESPONSE,
+            VisitDir::FINAL_RESPONSE,
             "text/markdown",
             true,
         ));

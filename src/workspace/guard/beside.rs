@@ -273,9 +273,10 @@ impl RefGuard {
             return true;
         }
         // The lock file's identity first: it costs one `stat`, the lock table a read of it.
-        let lock = crate::workspace::runs::runs_dir(&self.workspace.record().repo_root)
-            .join(run)
-            .join("lock");
+        let lock = crate::artifacts::RunDir::at(
+            crate::workspace::runs::runs_dir(&self.workspace.record().repo_root).join(run),
+        )
+        .lock();
         crate::workspace::operator_checkout::FileIdentity::of(&lock) != recorded.lock
             || table
                 .get_or_init(crate::artifacts::lock::LockTable::read)

@@ -47,7 +47,7 @@ impl RunActivity {
                 driven: false,
             };
         }
-        let lock = runs_dir(repo_root).join(run_id).join("lock");
+        let lock = crate::artifacts::RunDir::at(runs_dir(repo_root).join(run_id)).lock();
         Self {
             lock: FileIdentity::of(&lock),
             driven: table.is_held(&lock),

@@ -340,7 +340,9 @@ impl<'a> Shared<'a> {
             self.candidates
                 .iter()
                 .filter(|run| !self.driven.contains(run))
-                .filter(|run| has_unchecked_step(&runs_dir(root).join(run)))
+                .filter(|run| {
+                    has_unchecked_step(&crate::artifacts::RunDir::at(runs_dir(root).join(run)))
+                })
                 .cloned()
                 .collect()
         })
@@ -377,9 +379,8 @@ impl RefGuard {
         let root = &self.workspace.record().repo_root;
         for (file, notice) in notices {
             let needed = notice.runs.iter().filter(|run| *run != own).any(|run| {
-                let run_dir = runs_dir(root).join(run);
-                crate::artifacts::lock::is_held(&run_dir.join("lock"))
-                    || has_unchecked_step(&run_dir)
+                let run_dir = crate::artifacts::RunDir::at(runs_dir(root).join(run));
+                crate::artifacts::lock::is_held(&run_dir.lock()) || has_unchecked_step(&run_dir)
             });
             if !needed {
                 let _ = std::fs::remove_file(folder.join(file));
@@ -437,8 +438,8 @@ fn real_folder(folder: &Path) -> Result<(), WorkspaceError> {
 
 /// Whether the run in `run_dir` has a visit whose guard state is still saved: its step's
 /// process died before the guard checked it, and `resume` will.
-fn has_unchecked_step(run_dir: &Path) -> bool {
-    let Ok(steps) = std::fs::read_dir(run_dir.join("artifacts")) else {
+fn has_unchecked_step(run_dir: &crate::artifacts::RunDir) -> bool {
+    let Ok(steps) = std::fs::read_dir(run_dir.artifacts_dir()) else {
         return false;
     };
     steps.flatten().any(|step| {

@@ -42,7 +42,7 @@ pub(super) fn execute(
     let decided = decision::decide(context, evaluate, &input, &envelope, &visit_dir)?;
     let mut artifacts = artifacts(context, &decided);
     if let Some(summary) = &decided.found.policy_summary {
-        write_json_new(&visit_dir.join("policy_summary.json"), summary)?;
+        write_json_new(&visit_dir.join(VisitDir::POLICY_SUMMARY), summary)?;
         artifacts.push(super::step_policy::policy_artifact(context));
     }
     // What the planner changed is recorded first, even when the operator's interrupt cut its
@@ -64,11 +64,10 @@ pub(super) fn execute(
             &visit_dir.join(VisitDir::PLANNER_DECISION),
             &decided.decision,
         )?;
-        let path = format!(
-            "artifacts/{}/{}/{}",
+        let path = crate::artifacts::RunDir::visit_file_relative(
             context.step_id(),
             context.visit,
-            VisitDir::PLANNER_DECISION
+            VisitDir::PLANNER_DECISION,
         );
         return Err(OpcodeError::IllegalDecision {
             planner: decided.decision.planner.clone().unwrap_or_default(),

@@ -35,7 +35,7 @@ pub(super) fn harness_report(
     let wanted = plan.report.clone().or_else(|| {
         collected
             .iter()
-            .find(|path| path.ends_with("harness_report.json"))
+            .find(|path| path.ends_with(crate::artifacts::VisitDir::HARNESS_REPORT))
             .cloned()
     });
     let Some(path) = wanted else {

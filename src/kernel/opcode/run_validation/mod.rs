@@ -45,7 +45,7 @@ struct Ran {
 pub(crate) const VALIDATION_REPORT: &str = VisitDir::VALIDATION_REPORT;
 
 /// A validator's captures, opened by the conductor before it starts.
-const VALIDATOR_CAPTURES: [&str; 2] = ["stdout.txt", "stderr.txt"];
+const VALIDATOR_CAPTURES: [&str; 2] = [VisitDir::STDOUT_TXT, VisitDir::STDERR_TXT];
 
 pub(super) fn execute(
     context: &mut StepContext<'_>,

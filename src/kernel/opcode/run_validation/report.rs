@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use crate::artifacts::VisitDir;
 use crate::artifacts::event_payload::{EvidenceTampered, RunnerCompleted};
 use crate::artifacts::{
     ArtifactEntry, ArtifactRole, EventPayload, RanValidation, ValidationOutcome, ValidationReport,
@@ -36,12 +37,12 @@ pub(super) fn finish(
         head,
     } = checked;
     check_visit_folder(context, visit_dir, &ran)?;
-    let patch_file = visit_dir.join("workspace.diff");
+    let patch_file = visit_dir.join(VisitDir::WORKSPACE_DIFF);
     let (Capture { status, tree }, caches_removed) =
         change::capture_change(context.workspace, baseline, &patch_file)?;
     // The next agent step's snapshot, when nothing runs in the worktree before it.
     context.workspace.remember_capture(&tree);
-    write_json_new(&visit_dir.join("workspace_status.json"), &status)?;
+    write_json_new(&visit_dir.join(VisitDir::WORKSPACE_STATUS), &status)?;
     let PolicyCheck {
         summary: policy_summary,
         violations,
@@ -176,7 +177,7 @@ fn write_policy_summary(
             "script validators must lie under the run directory or script_allowlist".into(),
         );
     }
-    write_json_new(&visit_dir.join("policy_summary.json"), &policy_json)?;
+    write_json_new(&visit_dir.join(VisitDir::POLICY_SUMMARY), &policy_json)?;
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use crate::artifacts::VisitDir;
 use crate::artifacts::{
     ArtifactEntry, ArtifactRole, NotedPath, ValidationOutcome, ValidatorRecord, ValidatorRun,
 };
@@ -49,7 +50,7 @@ pub(super) fn judge(
         output_limit,
         timeout,
     } = spawned;
-    let tampered = check_validator_folder(folder, &format!("validators/{id}"))?;
+    let tampered = check_validator_folder(folder, &VisitDir::validator_dir_relative(id))?;
     let Evidence {
         artifacts,
         collected,
@@ -134,26 +135,30 @@ fn evidence(
     folder: &Path,
     visit_dir: &Path,
 ) -> Evidence {
-    let relative = |file: &str| format!("validators/{id}/{file}");
+    let relative = |file: &str| VisitDir::validator_relative(id, file);
     let mut artifacts = vec![
         context.artifact(
             ArtifactRole::ValidationStdout,
-            &relative("stdout.txt"),
+            &relative(VisitDir::STDOUT_TXT),
             "text/plain",
             true,
         ),
         context.artifact(
             ArtifactRole::ValidationStderr,
-            &relative("stderr.txt"),
+            &relative(VisitDir::STDERR_TXT),
             "text/plain",
             true,
         ),
     ];
-    let collected = collect_artifacts(&plan.cwd, &plan.globs, (folder, "artifacts"));
+    let collected = collect_artifacts(
+        &plan.cwd,
+        &plan.globs,
+        (folder, VisitDir::VALIDATOR_ARTIFACTS),
+    );
     artifacts.extend(collected.copied.iter().map(|path| {
         context.artifact(
             ArtifactRole::ValidationArtifact,
-            &relative(&format!("artifacts/{path}")),
+            &VisitDir::validator_artifact_relative(id, path),
             "application/octet-stream",
             false,
         )
@@ -161,12 +166,12 @@ fn evidence(
     let (report, report_problem) = harness_report(
         plan,
         &collected.copied,
-        &folder.join("artifacts"),
+        &folder.join(VisitDir::VALIDATOR_ARTIFACTS),
         visit_dir,
     );
     if let Some((path, _)) = &report {
         let listed = match path {
-            ReportPath::Collected(path) => relative(&format!("artifacts/{path}")),
+            ReportPath::Collected(path) => VisitDir::validator_artifact_relative(id, path),
             ReportPath::InStepFolder(path) => path.clone(),
         };
         artifacts.push(context.artifact(
@@ -226,7 +231,7 @@ fn verdict(
 /// start of what it printed (the interpreter says it before anything else runs).
 fn missing_module(argv: &[String], folder: &Path) -> Option<String> {
     use std::io::Read as _;
-    for name in ["stderr.txt", "stdout.txt"] {
+    for name in [VisitDir::STDERR_TXT, VisitDir::STDOUT_TXT] {
         let mut text = String::new();
         let Ok(file) = crate::artifacts::safe_files::open_regular_following(&folder.join(name))
         else {

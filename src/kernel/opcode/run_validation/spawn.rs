@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::artifacts::VisitDir;
 use crate::artifacts::{EventPayload, event_payload::RunnerStarted};
 use crate::runner::{
     CaptureFormat, Limits as RunnerLimits, ProcessKind, ProcessSpec, Supervised,
@@ -60,8 +61,8 @@ pub(super) fn run_one(
         Err((outcome, reason)) => return Ok(not_run(&id, outcome, reason)),
     };
     let visit_dir = context.visit_dir()?;
-    let folder = visit_dir.join("validators").join(&id);
-    crate::artifacts::safe_files::create_real_folders(&visit_dir, &["validators", &id])
+    let folder = VisitDir::at(&visit_dir).validator_dir(&id);
+    crate::artifacts::safe_files::create_real_folders(&visit_dir, &[VisitDir::VALIDATORS, &id])
         .map_err(crate::artifacts::ArtifactsError::io("create", &folder))?;
     let validator = Validator {
         id: &id,
@@ -104,8 +105,8 @@ fn supervise(
         cwd: plan.cwd.clone(),
         env: environment,
         stdin: Vec::new(),
-        stdout_path: folder.join("stdout.txt"),
-        stderr_path: folder.join("stderr.txt"),
+        stdout_path: folder.join(VisitDir::STDOUT_TXT),
+        stderr_path: folder.join(VisitDir::STDERR_TXT),
         format: CaptureFormat::Text,
         limits: runner_limits,
         remaining_budget_usd: None,
