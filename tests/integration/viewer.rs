@@ -14,7 +14,7 @@ use crate::kernel_support::RunRepo;
 use crate::support::{conductor, stderr_text};
 
 /// The gate fixture, its agent writing a file named like markup and answering with a script.
-fn hostile_gate_workflow() -> String {
+pub(crate) fn hostile_gate_workflow() -> String {
     std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
         .unwrap()
         .replace(
@@ -24,22 +24,22 @@ fn hostile_gate_workflow() -> String {
 }
 
 /// A run waiting at its `review` gate, made by the scripted agent.
-fn waiting_run(repo: &RunRepo) -> String {
+pub(crate) fn waiting_run(repo: &RunRepo) -> String {
     let workflow = repo.workflow_text("gate.yaml", &hostile_gate_workflow());
     let (run_id, _) = repo.run_exits(&workflow, &[], 3);
     run_id
 }
 
 /// A running `serve`, stopped when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    base: String,
-    token: String,
+    pub(crate) base: String,
+    pub(crate) token: String,
     agent: ureq::Agent,
 }
 
 impl Server {
-    fn start(repo: &Path) -> Self {
+    pub(crate) fn start(repo: &Path) -> Self {
         Self::start_for(&[repo])
     }
 
@@ -160,7 +160,7 @@ impl Drop for Server {
     }
 }
 
-fn status_of(repo: &RunRepo, run_id: &str) -> String {
+pub(crate) fn status_of(repo: &RunRepo, run_id: &str) -> String {
     repo.json(run_id, "status.json")["lifecycle_state"]
         .as_str()
         .unwrap()
