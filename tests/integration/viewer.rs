@@ -573,3 +573,28 @@ fn serve_refuses_an_address_other_machines_reach_unless_allowed() {
         stderr_text(&output)
     );
 }
+
+#[test]
+fn the_state_filter_takes_finished_runs_from_the_index_of_finished_runs() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo);
+    repo.conductor_exits(&["gate", "approve", &run_id, "--as", "alice"], 0);
+    let server = Server::start(repo.path());
+    let (_, _, page) = server.get("/?state=completed");
+    assert!(page.contains(&format!("/r/0/{run_id}")), "{page}");
+    // The run read once is in the index, with how it ended and its workflow.
+    let index: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.path().join(".tnh/finished-runs.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(index["runs"][&run_id]["state"], "completed", "{index}");
+    assert_eq!(index["runs"][&run_id]["workflow"], "gated", "{index}");
+    // From then on the filter believes the index, not the run's files.
+    let path = repo.path().join(".tnh/finished-runs.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("\"completed\"", "\"abandoned\"")).unwrap();
+    let (_, _, page) = server.get("/?state=abandoned");
+    assert!(page.contains(&format!("/r/0/{run_id}")), "{page}");
+    let (_, _, page) = server.get("/?state=completed&workflow=gated");
+    assert!(!page.contains(&format!("/r/0/{run_id}")), "{page}");
+}
