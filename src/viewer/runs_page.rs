@@ -53,7 +53,12 @@ fn run_ids(repos: &[std::path::PathBuf]) -> Vec<(String, usize)> {
 /// Whether the run passes the filters. The day is told by its id; the state and workflow of
 /// a finished run by the index of finished runs, of any other run by its records (a finished
 /// run read so is added to the index).
-fn passes(filters: &Filters, index: &mut FinishedIndex, run_dir: &RunDir, run_id: &str) -> bool {
+fn passes(
+    filters: &Filters,
+    mut index: Option<&mut FinishedIndex>,
+    run_dir: &RunDir,
+    run_id: &str,
+) -> bool {
     let day: String = filters.date.chars().filter(char::is_ascii_digit).collect();
     if !day.is_empty() && !run_id.starts_with(&day) {
         return false;
@@ -61,7 +66,10 @@ fn passes(filters: &Filters, index: &mut FinishedIndex, run_dir: &RunDir, run_id
     if filters.state.is_empty() && filters.workflow.is_empty() {
         return true;
     }
-    let known = index.get(run_id).cloned();
+    let known = index
+        .as_deref()
+        .and_then(|index| index.get(run_id))
+        .cloned();
     let state = match known.as_ref().and_then(|run| run.state.clone()) {
         Some(state) => Some(state),
         None if filters.state.is_empty() => None,
@@ -74,7 +82,8 @@ fn passes(filters: &Filters, index: &mut FinishedIndex, run_dir: &RunDir, run_id
                     state,
                     LifecycleState::Completed | LifecycleState::Failed | LifecycleState::Abandoned
                 )
-            }) {
+            }) && let Some(index) = index.as_deref_mut()
+            {
                 index.learn(run_dir, run_id);
             }
             state.map(|state| state.name().to_owned())
@@ -86,12 +95,21 @@ fn passes(filters: &Filters, index: &mut FinishedIndex, run_dir: &RunDir, run_id
     if filters.workflow.is_empty() {
         return true;
     }
-    let workflow = match known.and_then(|run| run.workflow) {
+    let workflow = match known.as_ref().and_then(|run| run.workflow.clone()) {
         Some(workflow) => Some(workflow),
-        None => run_dir
-            .read_metadata()
-            .ok()
-            .map(|metadata| metadata.workflow_id),
+        None => {
+            let metadata = run_dir.read_metadata().ok();
+            // A run with an end may have finished: the index learns it when it did.
+            if metadata
+                .as_ref()
+                .is_some_and(|metadata| metadata.ended_at.is_some())
+                && known.is_none()
+                && let Some(index) = index.as_deref_mut()
+            {
+                index.learn(run_dir, run_id);
+            }
+            metadata.map(|metadata| metadata.workflow_id)
+        }
     };
     workflow.as_deref() == Some(filters.workflow.as_str())
 }
@@ -143,14 +161,19 @@ pub(super) fn render(repos: &[std::path::PathBuf], filters: &Filters) -> String 
     let mut more = false;
     let mut any_live = false;
     let ids = run_ids(repos);
-    let mut indexes: Vec<FinishedIndex> =
-        repos.iter().map(|repo| FinishedIndex::load(repo)).collect();
+    // The index is read whole: only for a filter that needs it.
+    let mut indexes: Vec<FinishedIndex> = if filters.state.is_empty() && filters.workflow.is_empty()
+    {
+        Vec::new()
+    } else {
+        repos.iter().map(|repo| FinishedIndex::load(repo)).collect()
+    };
     for (run_id, index) in &ids {
-        let (Some(repo), Some(finished)) = (repos.get(*index), indexes.get_mut(*index)) else {
+        let Some(repo) = repos.get(*index) else {
             continue;
         };
         let run_dir = RunDir::at(repo.join(DEFAULT_ARTIFACTS_ROOT).join(run_id));
-        if !passes(filters, finished, &run_dir, run_id) {
+        if !passes(filters, indexes.get_mut(*index), &run_dir, run_id) {
             continue;
         }
         passed += 1;
