@@ -104,7 +104,7 @@ fn passes(
                 .as_ref()
                 .is_some_and(|metadata| metadata.ended_at.is_some())
                 && known.is_none()
-                && let Some(index) = index.as_deref_mut()
+                && let Some(index) = index
             {
                 index.learn(run_dir, run_id);
             }
