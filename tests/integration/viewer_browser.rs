@@ -358,6 +358,7 @@ fn a_running_run_shows_its_next_step_without_a_reload() {
         browser.script("return window.notReloaded === true;"),
         json!(true)
     );
+    browser.script("document.getElementById('visits').scrollIntoView();");
     browser.screenshot("run-live");
 }
 
