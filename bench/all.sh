@@ -47,3 +47,10 @@ if [ "$quick" = --quick ]; then
 else
     bench/kernel.sh 1000 20 10
 fi
+
+section "viewer: runs page at 10,000 runs, a run of 500 visits (< 200 ms), an event delivered (< 1 s)"
+if [ "$quick" = --quick ]; then
+    bench/viewer.sh 1000 50 3
+else
+    bench/viewer.sh
+fi

@@ -1,7 +1,7 @@
-//! The index of finished runs, `.tnh/finished-runs.json`: which runs ended, and the days each
-//! went on. `gate list` and `journal` look at every run of the repository; with it they skip
-//! the finished ones they need not read, so a repository that keeps thousands of runs answers
-//! as fast as a new one.
+//! The index of finished runs, `.tnh/finished-runs.json`: which runs ended, the days each
+//! went on, how it ended and its workflow. `gate list`, `journal` and the viewer's pages look
+//! at every run of the repository; with it they skip the finished ones they need not read,
+//! so a repository that keeps thousands of runs answers as fast as a new one.
 //!
 //! It is sound because what it says never changes: a run whose `state.json` says it finished
 //! never runs, waits or resumes again, and its `metadata.json` keeps its start and end (a
@@ -46,6 +46,14 @@ pub struct FinishedRun {
     pub started: String,
     /// The day it ended (`YYYY-MM-DD`, UTC): the day of `ended_at`.
     pub ended: String,
+    /// How it ended, as `status.json` says (`completed`, `failed`, `abandoned`): the runs
+    /// page filters by it without reading the run. Absent from entries written before it
+    /// was kept, and from removed runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Its workflow's id, for the same filter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
 }
 
 /// The index as one command reads and extends it.
@@ -95,7 +103,12 @@ impl FinishedIndex {
     /// with an end was written after the run finished, and is never written again.
     pub fn learn_removed(&mut self, run_id: &str, started_at: &str, ended_at: &str) {
         if let (Some(started), Some(ended)) = (day_of(started_at), day_of(ended_at)) {
-            let run = FinishedRun { started, ended };
+            let run = FinishedRun {
+                started,
+                ended,
+                state: None,
+                workflow: None,
+            };
             self.changed |= self.known.removed.insert(run_id.to_owned(), run.clone()) != Some(run);
         }
     }
@@ -169,9 +182,12 @@ fn finished_run(run_dir: &RunDir) -> Option<FinishedRun> {
         return None;
     }
     let metadata = read_json::<RunMetadata>(&run_dir.metadata(), "run metadata").ok()?;
+    let (lifecycle, ..) = super::recorder::describe(&state);
     Some(FinishedRun {
         started: day_of(&metadata.started_at)?,
         ended: day_of(metadata.ended_at.as_deref()?)?,
+        state: Some(lifecycle.name().to_owned()),
+        workflow: Some(metadata.workflow_id),
     })
 }
 

@@ -69,7 +69,7 @@ pub(super) fn page(title: &str, body: &str, delivery: Delivery) -> String {
     };
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"referrer\" content=\"no-referrer\">\
+         <meta name=\"referrer\" content=\"same-origin\">\
          <title>{} — tnh-conductor</title>{head}</head>\
          <body>{navigation}<main>{body}</main></body></html>\n",
         escape(title)

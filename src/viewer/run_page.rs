@@ -50,30 +50,39 @@ impl Links {
 pub(super) fn served(repo: usize, run_dir: RunDir, run_id: &str) -> String {
     let view = RunView::load(&run_dir, run_id);
     let mut body = body(&view, Links::Served(repo));
-    if let Some(metadata) = &view.metadata {
-        let landable = view
-            .status
-            .as_ref()
-            .is_some_and(|status| status.lifecycle_state == LifecycleState::Completed)
-            && metadata.result_commit.is_some()
-            && metadata.landings.is_empty();
-        if landable {
-            let _ = write!(
-                body,
-                "<h2>Land</h2><form method=\"post\" action=\"/r/{repo}/{}/land\">\
-                 <p>Bring the run's commit into <code>{}</code> (as <code>tnh-conductor land</code> does).</p>\
-                 <button>Land</button></form>",
-                segment(run_id),
-                escape(metadata.base_branch.as_deref().unwrap_or("its base branch"))
-            );
-        }
-    }
+    body.push_str(&land_form(repo, &view));
     page(
         &format!("Run {run_id}"),
         &body,
         Delivery::Served {
             live: view.may_move(),
         },
+    )
+}
+
+/// The form that lands the run, for a run that succeeded and was not landed; else nothing.
+fn land_form(repo: usize, view: &RunView) -> String {
+    let Some(metadata) = &view.metadata else {
+        return String::new();
+    };
+    let completed = view
+        .status
+        .as_ref()
+        .is_some_and(|status| status.lifecycle_state == LifecycleState::Completed);
+    if !completed || metadata.result_commit.is_none() || !metadata.landings.is_empty() {
+        return String::new();
+    }
+    let into = escape(metadata.base_branch.as_deref().unwrap_or("its base branch"));
+    format!(
+        concat!(
+            "<h2>Land</h2><form method=\"post\" action=\"/r/{repo}/{run}/land\">",
+            "<p>Bring the run's commit into <code>{into}</code> ",
+            "(as <code>tnh-conductor land</code> does).</p>",
+            "<button>Land</button></form>"
+        ),
+        repo = repo,
+        run = segment(&view.run_id),
+        into = into
     )
 }
 

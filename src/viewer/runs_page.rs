@@ -1,12 +1,13 @@
 //! The runs page: every run of the served repositories, newest first, filtered by state,
-//! workflow and day, a page at a time. Only the runs a page shows (and, with a filter, the
-//! ones it passes over) are read.
+//! workflow and day, a page at a time. Only the runs a page shows are read, and, with a
+//! filter, the ones it passes over that the index of finished runs does not know.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use super::html::{Delivery, escape, page, segment, short_time, table};
-use crate::artifacts::{RunDir, is_run_id};
+use crate::artifacts::{LifecycleState, RunDir, is_run_id};
+use crate::kernel::finished_runs::FinishedIndex;
 use crate::kernel::run::DEFAULT_ARTIFACTS_ROOT;
 
 /// Runs on one page.
@@ -49,26 +50,68 @@ fn run_ids(repos: &[std::path::PathBuf]) -> Vec<(String, usize)> {
     ids
 }
 
-/// Whether the run passes the filters; the day is told by its id, the rest by its records.
-fn passes(filters: &Filters, run_dir: &RunDir, run_id: &str) -> bool {
+/// Whether the run passes the filters. The day is told by its id; the state and workflow of
+/// a finished run by the index of finished runs, of any other run by its records (a finished
+/// run read so is added to the index).
+fn passes(
+    filters: &Filters,
+    mut index: Option<&mut FinishedIndex>,
+    run_dir: &RunDir,
+    run_id: &str,
+) -> bool {
     let day: String = filters.date.chars().filter(char::is_ascii_digit).collect();
     if !day.is_empty() && !run_id.starts_with(&day) {
         return false;
     }
-    if !filters.state.is_empty() {
-        let state = crate::kernel::run_status::read_status(run_dir)
-            .map(|status| status.lifecycle_state.name());
-        if state.ok() != Some(filters.state.as_str()) {
-            return false;
-        }
+    if filters.state.is_empty() && filters.workflow.is_empty() {
+        return true;
     }
-    if !filters.workflow.is_empty() {
-        let workflow = run_dir.read_metadata().map(|metadata| metadata.workflow_id);
-        if workflow.ok().as_deref() != Some(filters.workflow.as_str()) {
-            return false;
+    let known = index
+        .as_deref()
+        .and_then(|index| index.get(run_id))
+        .cloned();
+    let state = match known.as_ref().and_then(|run| run.state.clone()) {
+        Some(state) => Some(state),
+        None if filters.state.is_empty() => None,
+        None => {
+            let state = crate::kernel::run_status::read_status(run_dir)
+                .ok()
+                .map(|status| status.lifecycle_state);
+            if state.is_some_and(|state| {
+                matches!(
+                    state,
+                    LifecycleState::Completed | LifecycleState::Failed | LifecycleState::Abandoned
+                )
+            }) && let Some(index) = index.as_deref_mut()
+            {
+                index.learn(run_dir, run_id);
+            }
+            state.map(|state| state.name().to_owned())
         }
+    };
+    if !filters.state.is_empty() && state.as_deref() != Some(filters.state.as_str()) {
+        return false;
     }
-    true
+    if filters.workflow.is_empty() {
+        return true;
+    }
+    let workflow = match known.as_ref().and_then(|run| run.workflow.clone()) {
+        Some(workflow) => Some(workflow),
+        None => {
+            let metadata = run_dir.read_metadata().ok();
+            // A run with an end may have finished: the index learns it when it did.
+            if metadata
+                .as_ref()
+                .is_some_and(|metadata| metadata.ended_at.is_some())
+                && known.is_none()
+                && let Some(index) = index
+            {
+                index.learn(run_dir, run_id);
+            }
+            metadata.map(|metadata| metadata.workflow_id)
+        }
+    };
+    workflow.as_deref() == Some(filters.workflow.as_str())
 }
 
 /// One row of the table.
@@ -117,12 +160,20 @@ pub(super) fn render(repos: &[std::path::PathBuf], filters: &Filters) -> String 
     let mut rows = Vec::new();
     let mut more = false;
     let mut any_live = false;
-    for (run_id, index) in run_ids(repos) {
-        let Some(repo) = repos.get(index) else {
+    let ids = run_ids(repos);
+    // The index is read whole: only for a filter that needs it.
+    let mut indexes: Vec<FinishedIndex> = if filters.state.is_empty() && filters.workflow.is_empty()
+    {
+        Vec::new()
+    } else {
+        repos.iter().map(|repo| FinishedIndex::load(repo)).collect()
+    };
+    for (run_id, index) in &ids {
+        let Some(repo) = repos.get(*index) else {
             continue;
         };
-        let run_dir = RunDir::at(repo.join(DEFAULT_ARTIFACTS_ROOT).join(&run_id));
-        if !passes(filters, &run_dir, &run_id) {
+        let run_dir = RunDir::at(repo.join(DEFAULT_ARTIFACTS_ROOT).join(run_id));
+        if !passes(filters, indexes.get_mut(*index), &run_dir, run_id) {
             continue;
         }
         passed += 1;
@@ -133,9 +184,17 @@ pub(super) fn render(repos: &[std::path::PathBuf], filters: &Filters) -> String 
             more = true;
             break;
         }
-        let (cells, live) = row(repo, index, &run_id, several);
+        let (cells, live) = row(repo, *index, run_id, several);
         any_live |= live;
         rows.push(cells);
+    }
+    for (number, finished) in indexes.into_iter().enumerate() {
+        let own: Vec<String> = ids
+            .iter()
+            .filter(|(_, index)| *index == number)
+            .map(|(run_id, _)| run_id.clone())
+            .collect();
+        finished.save(&own, None);
     }
     let mut headers = vec!["run"];
     if several {

@@ -126,7 +126,9 @@ pub(super) async fn guard(
         (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         (header::X_FRAME_OPTIONS, "DENY"),
-        (header::REFERRER_POLICY, "no-referrer"),
+        // Nothing leaves for other sites; a page's own forms keep their `Origin` (under
+        // `no-referrer` a browser sends `Origin: null`, and every decision would be refused).
+        (header::REFERRER_POLICY, "same-origin"),
         (header::CACHE_CONTROL, "no-store"),
     ];
     for (name, value) in fixed {

@@ -80,6 +80,7 @@ mod validation;
 mod validation_policy;
 mod validator_process;
 mod viewer;
+mod viewer_browser;
 mod workflow_text;
 mod workspace;
 mod workspace_access;

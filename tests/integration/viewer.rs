@@ -14,7 +14,7 @@ use crate::kernel_support::RunRepo;
 use crate::support::{conductor, stderr_text};
 
 /// The gate fixture, its agent writing a file named like markup and answering with a script.
-fn hostile_gate_workflow() -> String {
+pub(crate) fn hostile_gate_workflow() -> String {
     std::fs::read_to_string(crate::support::fixture("runs/gate.yaml"))
         .unwrap()
         .replace(
@@ -24,22 +24,22 @@ fn hostile_gate_workflow() -> String {
 }
 
 /// A run waiting at its `review` gate, made by the scripted agent.
-fn waiting_run(repo: &RunRepo) -> String {
+pub(crate) fn waiting_run(repo: &RunRepo) -> String {
     let workflow = repo.workflow_text("gate.yaml", &hostile_gate_workflow());
     let (run_id, _) = repo.run_exits(&workflow, &[], 3);
     run_id
 }
 
 /// A running `serve`, stopped when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    base: String,
-    token: String,
+    pub(crate) base: String,
+    pub(crate) token: String,
     agent: ureq::Agent,
 }
 
 impl Server {
-    fn start(repo: &Path) -> Self {
+    pub(crate) fn start(repo: &Path) -> Self {
         Self::start_for(&[repo])
     }
 
@@ -160,7 +160,7 @@ impl Drop for Server {
     }
 }
 
-fn status_of(repo: &RunRepo, run_id: &str) -> String {
+pub(crate) fn status_of(repo: &RunRepo, run_id: &str) -> String {
     repo.json(run_id, "status.json")["lifecycle_state"]
         .as_str()
         .unwrap()
@@ -572,4 +572,29 @@ fn serve_refuses_an_address_other_machines_reach_unless_allowed() {
         "{}",
         stderr_text(&output)
     );
+}
+
+#[test]
+fn the_state_filter_takes_finished_runs_from_the_index_of_finished_runs() {
+    let repo = RunRepo::new();
+    let run_id = waiting_run(&repo);
+    repo.conductor_exits(&["gate", "approve", &run_id, "--as", "alice"], 0);
+    let server = Server::start(repo.path());
+    let (_, _, page) = server.get("/?state=completed");
+    assert!(page.contains(&format!("/r/0/{run_id}")), "{page}");
+    // The run read once is in the index, with how it ended and its workflow.
+    let index: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.path().join(".tnh/finished-runs.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(index["runs"][&run_id]["state"], "completed", "{index}");
+    assert_eq!(index["runs"][&run_id]["workflow"], "gated", "{index}");
+    // From then on the filter believes the index, not the run's files.
+    let path = repo.path().join(".tnh/finished-runs.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("\"completed\"", "\"abandoned\"")).unwrap();
+    let (_, _, page) = server.get("/?state=abandoned");
+    assert!(page.contains(&format!("/r/0/{run_id}")), "{page}");
+    let (_, _, page) = server.get("/?state=completed&workflow=gated");
+    assert!(!page.contains(&format!("/r/0/{run_id}")), "{page}");
 }
