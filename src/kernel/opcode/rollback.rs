@@ -1,5 +1,6 @@
 //! ROLLBACK: reset the worktree to `pre_run` or the latest pre-step snapshot.
 
+use crate::artifacts::evidence::{RollbackEvidence, summary_value};
 use crate::artifacts::{ArtifactRole, write_json_new};
 use crate::artifacts::{EventPayload, event_payload::RollbackCompleted};
 use crate::kernel::StepReport;
@@ -32,7 +33,7 @@ pub(super) fn execute(
                 Some((&step.0, step.1)),
                 EventPayload::RollbackCompleted(fields),
             )?;
-            let summary = serde_json::to_value(&record).unwrap_or_default();
+            let summary = summary_value(&record);
             (
                 Outcome::Completed,
                 summary,
@@ -48,12 +49,15 @@ pub(super) fn execute(
         // outcome, routed like any other; a broken repository is a runtime error.
         Err(error @ crate::workspace::WorkspaceError::NoSnapshot { .. }) => (
             Outcome::Error,
-            serde_json::json!({ "error": error.to_string() }),
+            summary_value(&RollbackEvidence {
+                error: Some(error.to_string()),
+                ..RollbackEvidence::default()
+            }),
             Vec::new(),
         ),
         Err(error) => return Err(error.into()),
     };
-    let manifest = context.manifest(outcome.as_str(), summary, artifacts);
+    let manifest = context.manifest(outcome.as_str(), &summary, artifacts);
     Ok(StepResult {
         report: StepReport::outcome(outcome),
         manifest,
