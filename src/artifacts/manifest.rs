@@ -92,8 +92,8 @@ pub struct StepManifest {
     pub ended_at: String,
     /// The outcome or status (`completed`, `killed_timeout`, `partial`, …) or `interrupted`.
     pub termination: String,
-    /// A compact, evaluator-facing summary of the evidence: the opcode's summary type in
-    /// [`super::evidence`], read with [`StepManifest::evidence`].
+    /// A compact, evaluator-facing summary of the evidence, of the opcode's shape (one type
+    /// per opcode in `artifacts::evidence`, read with `StepManifest::evidence`).
     #[schemars(schema_with = "super::evidence::summary_schema")]
     pub evidence_summary: serde_json::Value,
     /// The artifacts, by role.

@@ -3,7 +3,7 @@
 //! `gate_queued`.
 
 use crate::artifacts::event_payload::{GateRequested, GateResolved};
-use crate::artifacts::evidence::{AgentEvidence, GateEvidence, ValidationEvidence};
+use crate::artifacts::evidence::GateEvidence;
 use crate::artifacts::{
     ArtifactRole, Blocker, EventPayload, GateContext, GateLastStep, GatePlanner, GateRequest,
     GateType, RequiredDecision, RunBeside, Status, VisitDir, read_json, write_json_new,
@@ -188,10 +188,7 @@ fn review_context(
         }
         let changes_files = matches!(manifest.opcode.as_str(), "RUN_AGENT" | "RUN_VALIDATION");
         if changes_files && let Some(entry) = manifest.artifact(ArtifactRole::WorkspaceDiff) {
-            let diffstat = match manifest.opcode.as_str() {
-                "RUN_AGENT" => manifest.evidence::<AgentEvidence>().diffstat,
-                _ => manifest.evidence::<ValidationEvidence>().diffstat,
-            };
+            let diffstat = manifest.step_diffstat();
             last_step = Some(GateLastStep {
                 step_id: manifest.step_id.clone(),
                 visit: manifest.visit,
