@@ -76,6 +76,7 @@ pub struct ArtifactEntry {
 /// `artifacts/<step_id>/<visit>/manifest.json` (and the latest visit's, hard-linked, at
 /// `artifacts/<step_id>/manifest.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(transform = super::evidence::by_opcode)]
 pub struct StepManifest {
     /// The manifest format's version.
     pub schema_version: u32,
@@ -91,7 +92,9 @@ pub struct StepManifest {
     pub ended_at: String,
     /// The outcome or status (`completed`, `killed_timeout`, `partial`, …) or `interrupted`.
     pub termination: String,
-    /// A compact, evaluator-facing summary of the evidence.
+    /// A compact, evaluator-facing summary of the evidence, of the opcode's shape (one type
+    /// per opcode in `artifacts::evidence`, read with `StepManifest::evidence`).
+    #[schemars(schema_with = "super::evidence::summary_schema")]
     pub evidence_summary: serde_json::Value,
     /// The artifacts, by role.
     pub artifacts: Vec<ArtifactEntry>,

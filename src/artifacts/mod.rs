@@ -8,6 +8,7 @@
 mod atomic;
 pub mod event_payload;
 mod events;
+pub mod evidence;
 mod gate_records;
 pub(crate) mod harness;
 pub mod lock;

@@ -392,7 +392,7 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
     let _ = writeln!(
         text,
         "  diffstat:  {} (the whole run)",
-        crate::kernel::step_lines::diffstat_of(Some(&context.diffstat))
+        crate::kernel::step_lines::diffstat(Some(&context.diffstat))
     );
     if let Some(last) = &context.last_step {
         let _ = writeln!(
@@ -400,7 +400,7 @@ fn show(cli: &Cli, run_id: &str, output: &mut Output) -> Result<ExitStatus> {
             "  last step: `{}` #{}: {}",
             one_line(&last.step_id),
             last.visit,
-            crate::kernel::step_lines::diffstat_of(last.diffstat.as_ref())
+            crate::kernel::step_lines::diffstat(last.diffstat.as_ref())
         );
     }
     planner_lines(context.planner.as_ref(), &run_dir, &mut text);

@@ -236,10 +236,10 @@ fn interrupted_visit(interrupted: &StepInterrupted, step: &str, visit: u32) -> S
         let _ = write!(line, "; STILL ALIVE after being killed: pid {survivors}");
     }
     if let Some(restored) = &interrupted.restored {
-        let snapshot = restored["snapshot"]["reference"]
-            .as_str()
-            .or_else(|| restored["snapshot"]["commit"].as_str())
-            .unwrap_or("?");
+        let snapshot = <RestoredSnapshot as serde::Deserialize>::deserialize(restored)
+            .ok()
+            .and_then(|restored| restored.snapshot.reference.or(restored.snapshot.commit))
+            .unwrap_or_else(|| "?".to_owned());
         let _ = write!(
             line,
             "; the worktree was put back to its pre-step snapshot ({snapshot})"
@@ -256,4 +256,20 @@ fn names(names: &[String]) -> String {
     } else {
         names.join(", ")
     }
+}
+
+/// What the progress view reads of a rollback record: its snapshot's reference or commit.
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct RestoredSnapshot {
+    snapshot: SnapshotNames,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct SnapshotNames {
+    #[serde(deserialize_with = "crate::artifacts::evidence::lenient")]
+    reference: Option<String>,
+    #[serde(deserialize_with = "crate::artifacts::evidence::lenient")]
+    commit: Option<String>,
 }

@@ -419,11 +419,16 @@ fn step_lines(
                     rollback.target, rollback.undone, rollback.record
                 );
                 if let Some(attempt) = &rollback.interrupted_attempt {
-                    let head = attempt["head_before"].as_str().unwrap_or_default();
+                    let attempt = <InterruptedAttempt as serde::Deserialize>::deserialize(attempt)
+                        .unwrap_or_default();
+                    let head = attempt.head_before.as_deref().unwrap_or_default();
+                    let seq = attempt
+                        .started_seq
+                        .as_ref()
+                        .map_or_else(|| "null".to_owned(), serde_json::Value::to_string);
                     let _ = writeln!(
                         text,
-                        "      after an earlier rollback that was interrupted (event {}; HEAD was {} then)",
-                        attempt["started_seq"],
+                        "      after an earlier rollback that was interrupted (event {seq}; HEAD was {} then)",
                         head.get(..12).unwrap_or(head)
                     );
                 }
@@ -681,6 +686,16 @@ fn short_of_checkpoint(run_dir: &RunDir) -> Option<crate::artifacts::ArtifactsEr
 
 /// How often `--follow` and `--watch` look for news.
 const POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// What `runs show` reads of an operator's rollback that was interrupted: where it started
+/// (its event's number, shown as recorded) and the HEAD it found.
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct InterruptedAttempt {
+    started_seq: Option<serde_json::Value>,
+    #[serde(deserialize_with = "crate::artifacts::evidence::lenient")]
+    head_before: Option<String>,
+}
 
 #[cfg(test)]
 mod tests {

@@ -93,7 +93,14 @@ fn read_record(path: &Path) -> Result<RunRecord, String> {
     }
     let value: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|error| error.to_string())?;
-    if let Some(version) = value["schema_version"].as_u64()
+    /// The version alone, read before the record's own type.
+    #[derive(serde::Deserialize)]
+    struct Versioned {
+        #[serde(default, deserialize_with = "crate::artifacts::evidence::lenient")]
+        schema_version: Option<u64>,
+    }
+    let versioned = <Versioned as serde::Deserialize>::deserialize(&value).ok();
+    if let Some(version) = versioned.and_then(|versioned| versioned.schema_version)
         && version > u64::from(SCHEMA_VERSION)
     {
         return Err(format!(

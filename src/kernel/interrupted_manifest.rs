@@ -23,9 +23,10 @@ pub(super) fn record_interrupted_manifest(
     recorder: &mut Recorder,
     events: &[crate::artifacts::Event],
     (step_id, visit): (&str, u32),
-    cause: serde_json::Value,
+    cause: String,
 ) -> Result<(), RunError> {
     use crate::artifacts::StepManifest;
+    use crate::artifacts::evidence::InterruptedEvidence;
     let run_dir = recorder.run_dir().clone();
     if run_dir.visit_manifest(step_id, visit).exists() {
         return Ok(());
@@ -63,12 +64,15 @@ pub(super) fn record_interrupted_manifest(
                 .map(|step| step.body.opcode().name().to_owned())
         })
         .unwrap_or_default();
-    let mut evidence_summary = serde_json::json!({ "interrupted": true, "cause": cause });
+    let mut evidence = InterruptedEvidence {
+        interrupted: true,
+        cause,
+        rollback: None,
+    };
     if let Ok((bytes, false)) =
         crate::artifacts::safe_files::read_regular(&visit_dir.join(ROLLBACK_RECORD), 1024 * 1024)
-        && let Ok(record) = serde_json::from_slice::<serde_json::Value>(&bytes)
     {
-        evidence_summary["rollback"] = record;
+        evidence.rollback = serde_json::from_slice(&bytes).ok();
     }
     let manifest = StepManifest {
         schema_version: SCHEMA_VERSION,
@@ -78,7 +82,7 @@ pub(super) fn record_interrupted_manifest(
         started_at,
         ended_at: now(),
         termination: "interrupted".to_owned(),
-        evidence_summary,
+        evidence_summary: crate::artifacts::evidence::summary_value(&evidence),
         artifacts,
         timings_ms: None,
     };

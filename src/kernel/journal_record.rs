@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use super::journal::{Assessment, Provenance, ReviewEntry, ViolationEntry};
 use super::state::{Phase, RunState};
 use crate::artifacts::{
-    ArtifactRole, Event, EventLog, EventPayload, EventType, LifecycleState, RunDir, RunMetadata,
-    RunStatus, StepManifest, read_json,
+    ArtifactRole, DiffStat, Event, EventLog, EventPayload, EventType, LifecycleState, RunDir,
+    RunMetadata, RunStatus, StepManifest, read_json,
 };
 use crate::policy::Violation;
 
@@ -172,30 +172,13 @@ fn assessments(
             continue;
         };
         let Ok(decision) =
-            read_json::<serde_json::Value>(&run_dir.root().join(&entry.path), "planner decision")
+            read_json::<DecisionTexts>(&run_dir.root().join(&entry.path), "planner decision")
         else {
             continue;
         };
-        let strings = |key: &str| -> Vec<String> {
-            decision[key]
-                .as_array()
-                .map(|items| {
-                    items
-                        .iter()
-                        .map(|item| {
-                            item["summary"]
-                                .as_str()
-                                .or(item.as_str())
-                                .unwrap_or_default()
-                                .to_owned()
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let status = decision["status"].as_str().unwrap_or_default().to_owned();
-        let blockers = strings("blockers");
-        last_flags = strings("risk_flags");
+        let status = decision.status;
+        let blockers = texts(decision.blockers);
+        last_flags = texts(decision.risk_flags);
         if status == "blocked" || status == "needs_human" {
             human_blockers.extend(
                 blockers
@@ -274,12 +257,12 @@ fn provenance(
     for manifest in manifests {
         if let Some(entry) = manifest.artifact(ArtifactRole::RunnerMetadata)
             && let Ok(runner) =
-                read_json::<serde_json::Value>(&run_dir.root().join(&entry.path), "runner metadata")
+                read_json::<RunnerName>(&run_dir.root().join(&entry.path), "runner metadata")
         {
             let agent = format!(
                 "{} ({})",
-                runner["agent"].as_str().unwrap_or("?"),
-                runner["kind"].as_str().unwrap_or("?")
+                runner.agent.as_deref().unwrap_or("?"),
+                runner.kind.as_deref().unwrap_or("?")
             );
             if !agents.contains(&agent) {
                 agents.push(agent);
@@ -350,15 +333,9 @@ fn changes_of(manifests: &[StepManifest], events: &[Event]) -> String {
                         Some(manifest.step_id.as_str()) == event.step_id.as_deref()
                             && Some(manifest.visit) == event.visit
                     })
-                    .and_then(|manifest| {
-                        let summary = &manifest.evidence_summary;
-                        summary
-                            .get("run_diffstat")
-                            .filter(|value| value.is_object())
-                            .or_else(|| summary.get("diffstat"))
-                    });
+                    .and_then(StepManifest::run_diffstat);
                 if let Some(diffstat) = captured {
-                    changes = describe_diffstat(diffstat);
+                    changes = describe_diffstat(&diffstat);
                 }
             }
             EventPayload::RollbackCompleted(rollback) => {
@@ -404,13 +381,51 @@ fn manifests_in_order(run_dir: &RunDir, events: &[Event]) -> Vec<StepManifest> {
         .collect()
 }
 
-fn describe_diffstat(value: &serde_json::Value) -> String {
-    let number = |key: &str| value[key].as_u64().unwrap_or(0);
-    let files = number("files_changed");
+fn describe_diffstat(stat: &DiffStat) -> String {
+    let files = stat.files_changed;
     let plural = if files == 1 { "" } else { "s" };
     format!(
         "{files} file{plural} changed, +{} -{}",
-        number("insertions"),
-        number("deletions")
+        stat.insertions, stat.deletions
     )
+}
+
+/// What the journal reads of a `planner_decision.json`: its status, and its blockers and
+/// risk flags as texts. Any field of another shape reads as empty.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct DecisionTexts {
+    #[serde(deserialize_with = "crate::artifacts::evidence::lenient")]
+    status: String,
+    #[serde(deserialize_with = "crate::artifacts::evidence::lenient")]
+    blockers: Vec<serde_json::Value>,
+    #[serde(deserialize_with = "crate::artifacts::evidence::lenient")]
+    risk_flags: Vec<serde_json::Value>,
+}
+
+/// What the journal reads of a `runner_metadata.json`: the agent and its kind.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct RunnerName {
+    #[serde(deserialize_with = "crate::artifacts::evidence::lenient")]
+    agent: Option<String>,
+    #[serde(deserialize_with = "crate::artifacts::evidence::lenient")]
+    kind: Option<String>,
+}
+
+/// Each item as a text: a blocker's summary, or the item itself when it is a string.
+fn texts(items: Vec<serde_json::Value>) -> Vec<String> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Text {
+        Summary { summary: String },
+        Plain(String),
+    }
+    items
+        .into_iter()
+        .map(|item| match Text::deserialize(item) {
+            Ok(Text::Summary { summary } | Text::Plain(summary)) => summary,
+            Err(_) => String::new(),
+        })
+        .collect()
 }

@@ -127,7 +127,7 @@ pub(super) fn recover_interrupted_visit(
         let record = workspace.rollback(RollbackTarget::PreStep)?;
         fields.restored = Some(serde_json::to_value(&record).unwrap_or_default());
     }
-    let cause = fields.cause.clone().into();
+    let cause = fields.cause.clone();
     recorder.event(
         Some((&step_id, visit)),
         EventPayload::StepInterrupted(fields),
@@ -185,13 +185,13 @@ fn recorded_interruption(
     events: &[crate::artifacts::Event],
     state: &RunState,
     (step_id, visit): (&str, u32),
-) -> Option<serde_json::Value> {
+) -> Option<String> {
     events
         .iter()
         .rev()
         .filter(|event| event.seq > state.events_seq && event.is_of((step_id, visit)))
         .find_map(|event| match &event.payload {
-            EventPayload::StepInterrupted(interrupted) => Some(interrupted.cause.clone().into()),
+            EventPayload::StepInterrupted(interrupted) => Some(interrupted.cause.clone()),
             _ => None,
         })
 }
@@ -255,7 +255,7 @@ fn finish_interrupted(
     state: &mut RunState,
     events: &[crate::artifacts::Event],
     (step_id, visit): (String, u32),
-    cause: serde_json::Value,
+    cause: String,
 ) -> Result<(), RunError> {
     // Removed once the visit is recorded as interrupted (not when it was checked): a `resume`
     // killed in between checks it again, instead of finding it gone.

@@ -4,29 +4,35 @@
 
 use serde_json::Value;
 
-use crate::artifacts::{ArtifactRole, GateOutcome, RunDir, StepManifest, read_json};
+use crate::artifacts::evidence::{
+    self, AgentEvidence, BlockerEvidence, EvaluationEvidence, GateEvidence, InterruptedEvidence,
+    RollbackEvidence, StopEvidence, ValidationEvidence,
+};
+use crate::artifacts::{ArtifactRole, DiffStat, GateOutcome, RunDir, StepManifest, read_json};
 use crate::policy::Violation;
 
 /// What a visit did, in a line, followed by one line per policy violation it recorded.
 pub fn describe_visit(manifest: &StepManifest, run_dir: &RunDir) -> Vec<String> {
-    let summary = &manifest.evidence_summary;
     // An interrupted visit: its cause and violations are told from its events; what a rollback
     // undid before the interruption is only in its record.
     if manifest.termination == "interrupted" {
-        return summary
-            .get("rollback")
-            .and_then(|record| describe_summary("ROLLBACK", record))
-            .map(|line| format!("reset the worktree before it was interrupted: {line}"))
+        return manifest
+            .evidence::<InterruptedEvidence>()
+            .rollback
+            .map(|record| {
+                let line = describe_rollback(&record);
+                format!("reset the worktree before it was interrupted: {line}")
+            })
             .into_iter()
             .collect();
     }
-    let mut lines: Vec<String> = describe_summary(&manifest.opcode, summary)
+    let mut lines: Vec<String> = describe_summary(&manifest.opcode, &manifest.evidence_summary)
         .into_iter()
         .collect();
     // Why a planner gave no usable answer (connection refused, HTTP 500, not JSON), or what
     // it found in the way: said where the operator looks, not only in planner_decision.json.
     if manifest.opcode == "EVALUATE" {
-        lines.extend(blocker_lines(summary));
+        lines.extend(blocker_lines(&manifest.evidence::<EvaluationEvidence>()));
     }
     // Who decided a gate, and what they said.
     if let Some(entry) = manifest.artifact(ArtifactRole::GateOutcome) {
@@ -71,23 +77,15 @@ const MAX_BLOCKER_CHARS: usize = 300;
 
 /// One line per blocker of an EVALUATE's decision (its code and summary, on one line and
 /// bounded), the first [`MAX_BLOCKERS`] of them.
-fn blocker_lines(summary: &Value) -> Vec<String> {
-    let blockers: Vec<&Value> = summary
-        .get("decision")
-        .and_then(|decision| decision.get("blockers"))
-        .and_then(Value::as_array)
-        .map(|blockers| blockers.iter().collect())
-        .unwrap_or_default();
+fn blocker_lines(evaluation: &EvaluationEvidence) -> Vec<String> {
+    let blockers = &evaluation.decision.blockers;
     let mut lines: Vec<String> = blockers
         .iter()
         .take(MAX_BLOCKERS)
         .map(|blocker| {
             let (code, text) = match blocker {
-                Value::String(text) => ("", text.as_str()),
-                _ => (
-                    blocker["code"].as_str().unwrap_or_default(),
-                    blocker["summary"].as_str().unwrap_or_default(),
-                ),
+                BlockerEvidence::Text(text) => ("", text.as_str()),
+                BlockerEvidence::Coded { code, summary } => (code.as_str(), summary.as_str()),
             };
             let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
             let text = match text.char_indices().nth(MAX_BLOCKER_CHARS) {
@@ -122,103 +120,30 @@ pub fn describe_violation(violation: Option<&Value>) -> String {
 
 /// The summary line of a visit's evidence, by opcode; `None` when there is nothing to say.
 fn describe_summary(opcode: &str, summary: &Value) -> Option<String> {
-    let summary = Some(summary);
     let line = match opcode {
-        "RUN_AGENT" => {
-            let mut line = format!(
-                "{}; {}",
-                text(summary, "cause"),
-                diffstat(summary.and_then(|summary| summary.get("diffstat")))
-            );
-            if let Some(cost) = number(summary, "cost_usd") {
-                line.push_str(&format!("; ${cost:.2}"));
+        "RUN_AGENT" => describe_agent(&evidence::read(summary)),
+        "RUN_VALIDATION" => describe_validation(&evidence::read(summary))?,
+        "EVALUATE" => describe_evaluation(&evidence::read(summary)),
+        "ROLLBACK" => describe_rollback(&evidence::read(summary)),
+        "STOP" => {
+            let stop: StopEvidence = evidence::read(summary);
+            match stop
+                .reason
+                .as_ref()
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+            {
+                "" => stop.stop,
+                reason => format!("{}: {reason}", stop.stop),
             }
-            let violations = number(summary, "policy_violations").unwrap_or(0.0);
-            if violations > 0.0 {
-                line.push_str(&format!("; {violations} policy violation(s)"));
-            }
-            line
         }
-        "RUN_VALIDATION" => {
-            let codes = summary
-                .and_then(|summary| summary.get("exit_codes"))
-                .and_then(Value::as_object)?;
-            let causes = summary.and_then(|summary| summary.get("causes"));
-            let mut line = codes
-                .iter()
-                .map(|(name, code)| match code.as_i64() {
-                    Some(code) => format!("{name} exit {code}"),
-                    // Why there is none (a timeout, a refused entrypoint), when recorded.
-                    None => match causes.and_then(|causes| causes[name].as_str()) {
-                        Some(cause) => format!("{name}: {cause}"),
-                        None => format!("{name} no exit code"),
-                    },
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            let timeouts: Vec<&str> = summary
-                .and_then(|summary| summary.get("timeouts"))
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            if !timeouts.is_empty() {
-                line.push_str(&format!("; timed out: {}", timeouts.join(", ")));
-            }
-            let violations = number(summary, "policy_violations").unwrap_or(0.0);
-            if violations > 0.0 {
-                line.push_str(&format!("; {violations} policy violation(s)"));
-            }
-            line
-        }
-        "EVALUATE" => {
-            let decision = summary.and_then(|summary| summary.get("decision"));
-            let status = text(summary, "status");
-            let planner = text(decision, "planner");
-            let answered = text(summary, "planner_status");
-            // Who decided: the kernel when the planner gave no usable answer; the guard (or
-            // the kernel's safety facts) when they raised what the planner answered.
-            let mut line = if text(decision, "decided_by") == "kernel" {
-                format!("{status} by the kernel (the `{planner}` planner gave no usable answer)")
-            } else if !answered.is_empty() && answered != status {
-                format!("{status}, raised by the guard from the `{planner}` planner's `{answered}`")
-            } else {
-                format!("{status} by the `{planner}` planner")
-            };
-            if !text(decision, "next_step").is_empty() {
-                line.push_str(&format!(", next `{}`", text(decision, "next_step")));
-            }
-            let blockers = decision
-                .and_then(|decision| decision.get("blockers"))
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len);
-            if blockers > 0 {
-                line.push_str(&format!("; {blockers} blocker(s)"));
-            }
-            line
-        }
-        "ROLLBACK" => format!(
-            "to {}: undid {}",
-            text(summary, "target"),
-            diffstat(summary.and_then(|summary| summary.get("before")))
-        ),
-        "STOP" => match text(summary, "reason") {
-            "" => text(summary, "stop").to_owned(),
-            reason => format!("{}: {reason}", text(summary, "stop")),
-        },
         "GATE" => {
-            let flag = |key: &str| {
-                summary
-                    .and_then(|summary| summary.get(key))
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false)
-            };
-            let mut line = text(summary, "gate").replace('_', " ");
-            if flag("waiting") {
+            let gate: GateEvidence = evidence::read(summary);
+            let mut line = gate.gate.replace('_', " ");
+            if gate.waiting {
                 line.push_str("; waited for a decision");
             }
-            if flag("queued_for_review") {
+            if gate.queued_for_review {
                 line.push_str("; queued for the review journal");
             }
             line
@@ -228,41 +153,99 @@ fn describe_summary(opcode: &str, summary: &Value) -> Option<String> {
     Some(line)
 }
 
-/// `3 file(s) +10 −2` (and binary files when there are), or `no changes`.
-pub fn diffstat(stat: Option<&Value>) -> String {
-    let count = |key: &str| number(stat, key).unwrap_or(0.0);
-    if count("files_changed") == 0.0 {
-        return "no changes".to_owned();
+fn describe_agent(agent: &AgentEvidence) -> String {
+    let mut line = format!("{}; {}", agent.cause, diffstat(agent.diffstat.as_ref()));
+    if let Some(cost) = agent.cost_usd {
+        line.push_str(&format!("; ${cost:.2}"));
     }
-    let mut line = format!(
-        "{} file(s) +{} −{}",
-        count("files_changed"),
-        count("insertions"),
-        count("deletions")
-    );
-    if count("binary_files") > 0.0 {
-        line.push_str(&format!(", {} binary", count("binary_files")));
+    if agent.policy_violations > 0 {
+        line.push_str(&format!(
+            "; {} policy violation(s)",
+            agent.policy_violations
+        ));
     }
     line
 }
 
-/// [`diffstat`] of a typed diffstat.
-pub fn diffstat_of(stat: Option<&crate::artifacts::DiffStat>) -> String {
-    let value = stat.and_then(|stat| serde_json::to_value(stat).ok());
-    diffstat(value.as_ref())
+/// `None` for a summary that is not a validation's.
+fn describe_validation(validation: &ValidationEvidence) -> Option<String> {
+    if validation.exit_codes.is_empty() && validation.mechanical_outcome.is_empty() {
+        return None;
+    }
+    let mut line = validation
+        .exit_codes
+        .iter()
+        .map(|(name, code)| match code {
+            Some(code) => format!("{name} exit {code}"),
+            // Why there is none (a timeout, a refused entrypoint), when recorded.
+            None => match validation.causes.get(name) {
+                Some(cause) => format!("{name}: {cause}"),
+                None => format!("{name} no exit code"),
+            },
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    if !validation.timeouts.is_empty() {
+        line.push_str(&format!("; timed out: {}", validation.timeouts.join(", ")));
+    }
+    if validation.policy_violations > 0 {
+        line.push_str(&format!(
+            "; {} policy violation(s)",
+            validation.policy_violations
+        ));
+    }
+    Some(line)
 }
 
-fn text<'a>(value: Option<&'a Value>, key: &str) -> &'a str {
-    value
-        .and_then(|value| value.get(key))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
+fn describe_evaluation(evaluation: &EvaluationEvidence) -> String {
+    let decision = &evaluation.decision;
+    let status = &evaluation.status;
+    let planner = decision.planner.as_deref().unwrap_or_default();
+    let answered = evaluation.planner_status.as_deref().unwrap_or_default();
+    // Who decided: the kernel when the planner gave no usable answer; the guard (or the
+    // kernel's safety facts) when they raised what the planner answered.
+    let mut line = if decision.decided_by.as_deref() == Some("kernel") {
+        format!("{status} by the kernel (the `{planner}` planner gave no usable answer)")
+    } else if !answered.is_empty() && answered != status {
+        format!("{status}, raised by the guard from the `{planner}` planner's `{answered}`")
+    } else {
+        format!("{status} by the `{planner}` planner")
+    };
+    if let Some(next) = decision
+        .next_step
+        .as_deref()
+        .filter(|next| !next.is_empty())
+    {
+        line.push_str(&format!(", next `{next}`"));
+    }
+    if !decision.blockers.is_empty() {
+        line.push_str(&format!("; {} blocker(s)", decision.blockers.len()));
+    }
+    line
 }
 
-fn number(value: Option<&Value>, key: &str) -> Option<f64> {
-    value
-        .and_then(|value| value.get(key))
-        .and_then(Value::as_f64)
+fn describe_rollback(rollback: &RollbackEvidence) -> String {
+    format!(
+        "to {}: undid {}",
+        rollback.target.as_deref().unwrap_or_default(),
+        diffstat(rollback.before.as_ref())
+    )
+}
+
+/// `3 file(s) +10 −2` (and binary files when there are), or `no changes`.
+pub fn diffstat(stat: Option<&DiffStat>) -> String {
+    let stat = stat.copied().unwrap_or_default();
+    if stat.files_changed == 0 {
+        return "no changes".to_owned();
+    }
+    let mut line = format!(
+        "{} file(s) +{} −{}",
+        stat.files_changed, stat.insertions, stat.deletions
+    );
+    if stat.binary_files > 0 {
+        line.push_str(&format!(", {} binary", stat.binary_files));
+    }
+    line
 }
 
 #[cfg(test)]
@@ -382,7 +365,7 @@ mod tests {
                 {"code": "seventh", "summary": "left out"}
             ]}
         });
-        let lines = blocker_lines(&summary);
+        let lines = blocker_lines(&evidence::read(&summary));
         assert_eq!(
             lines[..3],
             [
@@ -399,7 +382,10 @@ mod tests {
         assert_eq!(lines[5], "… and 2 more blocker(s) in planner_decision.json");
         assert_eq!(lines.len(), 6);
         assert!(
-            blocker_lines(&json!({"status": "success", "decision": {"blockers": []}})).is_empty()
+            blocker_lines(&evidence::read(
+                &json!({"status": "success", "decision": {"blockers": []}})
+            ))
+            .is_empty()
         );
     }
 

@@ -102,17 +102,29 @@ pub fn load(checkout: &Path) -> Result<RunConfig, TnhError> {
 fn recorded() -> Option<Recorded> {
     let run_dir = std::env::var_os("TNH_RUN_DIR").filter(|dir| !dir.is_empty())?;
     let bytes = std::fs::read(crate::artifacts::RunDir::at(&run_dir).metadata()).ok()?;
-    let metadata: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    let repo_root = metadata["repo_root"]
-        .as_str()
-        .filter(|root| !root.is_empty())?;
+    let metadata: RecordedMetadata = serde_json::from_slice(&bytes).ok()?;
+    let repo_root = metadata.repo_root.filter(|root| !root.is_empty())?;
     Some(Recorded {
-        run_id: metadata["run_id"].as_str().unwrap_or_default().to_owned(),
+        run_id: metadata.run_id.unwrap_or_default(),
         repo_root: PathBuf::from(repo_root),
-        config_sha256: metadata["config_sha256"].as_str().map(str::to_owned),
-        config_path: metadata["config_path"]
-            .as_str()
+        config_sha256: metadata.config_sha256,
+        config_path: metadata
+            .config_path
             .filter(|path| !path.is_empty())
             .map(PathBuf::from),
     })
+}
+
+/// What `tnh` reads of a run's `metadata.json`; a field of another shape reads as absent.
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct RecordedMetadata {
+    #[serde(deserialize_with = "crate::artifacts::evidence::lenient")]
+    run_id: Option<String>,
+    #[serde(deserialize_with = "crate::artifacts::evidence::lenient")]
+    repo_root: Option<String>,
+    #[serde(deserialize_with = "crate::artifacts::evidence::lenient")]
+    config_sha256: Option<String>,
+    #[serde(deserialize_with = "crate::artifacts::evidence::lenient")]
+    config_path: Option<String>,
 }

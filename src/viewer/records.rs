@@ -181,7 +181,7 @@ fn fill_from_manifest(run_dir: &RunDir, row: &mut VisitRow) {
     if row.outcome.is_none() {
         row.outcome = Some(manifest.termination.clone());
     }
-    row.lines_changed = step_lines::diffstat(manifest.evidence_summary.get("diffstat"));
+    row.lines_changed = step_lines::diffstat(manifest.step_diffstat().as_ref());
     row.summary = step_lines::describe_visit(&manifest, run_dir);
     let artifact = |role| {
         manifest

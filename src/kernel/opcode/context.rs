@@ -265,11 +265,11 @@ impl StepContext<'_> {
         manifests
     }
 
-    /// A manifest for this visit.
+    /// A manifest for this visit, with the opcode's evidence summary.
     pub fn manifest(
         &self,
         termination: &str,
-        evidence_summary: serde_json::Value,
+        evidence: &impl serde::Serialize,
         artifacts: Vec<ArtifactEntry>,
     ) -> StepManifest {
         StepManifest {
@@ -280,7 +280,7 @@ impl StepContext<'_> {
             started_at: self.started_at.clone(),
             ended_at: now(),
             termination: termination.to_owned(),
-            evidence_summary,
+            evidence_summary: crate::artifacts::evidence::summary_value(evidence),
             artifacts,
             timings_ms: None,
         }

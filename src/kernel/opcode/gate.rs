@@ -3,10 +3,10 @@
 //! `gate_queued`.
 
 use crate::artifacts::event_payload::{GateRequested, GateResolved};
+use crate::artifacts::evidence::GateEvidence;
 use crate::artifacts::{
-    ArtifactRole, Blocker, DiffStat, EventPayload, GateContext, GateLastStep, GatePlanner,
-    GateRequest, GateType, RequiredDecision, RunBeside, Status, VisitDir, read_json,
-    write_json_new,
+    ArtifactRole, Blocker, EventPayload, GateContext, GateLastStep, GatePlanner, GateRequest,
+    GateType, RequiredDecision, RunBeside, Status, VisitDir, read_json, write_json_new,
 };
 use crate::kernel::StepReport;
 use crate::outcome::Outcome;
@@ -43,13 +43,14 @@ pub(super) fn execute(
             true,
         ),
     ];
-    let run_diffstat = serde_json::to_value(request.context.diffstat).unwrap_or_default();
+    let mut evidence = GateEvidence {
+        gate: kind.as_str().to_owned(),
+        run_diffstat: Some(request.context.diffstat),
+        ..GateEvidence::default()
+    };
     if blocking {
-        let manifest = context.manifest(
-            "waiting",
-            serde_json::json!({ "gate": kind.as_str(), "waiting": true, "run_diffstat": run_diffstat }),
-            artifacts,
-        );
+        evidence.waiting = true;
+        let manifest = context.manifest("waiting", &evidence, artifacts);
         // The outcome is decided later by a human; the report is a placeholder the kernel
         // does not route on (the run waits instead).
         return Ok(StepResult {
@@ -65,11 +66,8 @@ pub(super) fn execute(
         reviewer: None,
     });
     context.recorder.event(Some((&step.0, step.1)), fields)?;
-    let manifest = context.manifest(
-        Outcome::GateQueued.as_str(),
-        serde_json::json!({ "gate": kind.as_str(), "queued_for_review": true, "run_diffstat": run_diffstat }),
-        artifacts,
-    );
+    evidence.queued_for_review = true;
+    let manifest = context.manifest(Outcome::GateQueued.as_str(), &evidence, artifacts);
     Ok(StepResult {
         report: StepReport::outcome(Outcome::GateQueued),
         manifest,
@@ -190,10 +188,7 @@ fn review_context(
         }
         let changes_files = matches!(manifest.opcode.as_str(), "RUN_AGENT" | "RUN_VALIDATION");
         if changes_files && let Some(entry) = manifest.artifact(ArtifactRole::WorkspaceDiff) {
-            let diffstat = manifest
-                .evidence_summary
-                .get("diffstat")
-                .and_then(|diffstat| serde_json::from_value::<DiffStat>(diffstat.clone()).ok());
+            let diffstat = manifest.step_diffstat();
             last_step = Some(GateLastStep {
                 step_id: manifest.step_id.clone(),
                 visit: manifest.visit,

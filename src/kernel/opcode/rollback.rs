@@ -1,6 +1,7 @@
 //! ROLLBACK: reset the worktree to `pre_run` or the latest pre-step snapshot.
 
 use crate::artifacts::VisitDir;
+use crate::artifacts::evidence::{RollbackEvidence, summary_value};
 use crate::artifacts::{ArtifactRole, write_json_new};
 use crate::artifacts::{EventPayload, event_payload::RollbackCompleted};
 use crate::kernel::StepReport;
@@ -33,7 +34,7 @@ pub(super) fn execute(
                 Some((&step.0, step.1)),
                 EventPayload::RollbackCompleted(fields),
             )?;
-            let summary = serde_json::to_value(&record).unwrap_or_default();
+            let summary = summary_value(&record);
             (
                 Outcome::Completed,
                 summary,
@@ -49,12 +50,15 @@ pub(super) fn execute(
         // outcome, routed like any other; a broken repository is a runtime error.
         Err(error @ crate::workspace::WorkspaceError::NoSnapshot { .. }) => (
             Outcome::Error,
-            serde_json::json!({ "error": error.to_string() }),
+            summary_value(&RollbackEvidence {
+                error: Some(error.to_string()),
+                ..RollbackEvidence::default()
+            }),
             Vec::new(),
         ),
         Err(error) => return Err(error.into()),
     };
-    let manifest = context.manifest(outcome.as_str(), summary, artifacts);
+    let manifest = context.manifest(outcome.as_str(), &summary, artifacts);
     Ok(StepResult {
         report: StepReport::outcome(outcome),
         manifest,

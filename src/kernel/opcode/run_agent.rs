@@ -4,6 +4,7 @@
 use crate::artifacts::EventPayload;
 use crate::artifacts::VisitDir;
 use crate::artifacts::event_payload::{EvidenceTampered, RunnerCompleted, RunnerStarted};
+use crate::artifacts::evidence::AgentEvidence;
 use crate::artifacts::{
     ArtifactEntry, ArtifactRole, ArtifactsError, StepTimings, write_json_new, write_json_private,
 };
@@ -68,16 +69,16 @@ pub(super) fn execute(
     write_json_new(&visit_dir.join(VisitDir::POLICY_SUMMARY), &summary)?;
     step_policy::record_violations(context, &violations)?;
     let artifacts = listed_artifacts(context, &run);
-    let summary_json = serde_json::json!({
-        "outcome": run.outcome.as_str(),
-        "cause": run.cause,
-        "cost_usd": run.cost_usd,
-        "diffstat": status.diffstat,
-        "run_diffstat": run_diffstat,
-        "policy_violations": violations.len(),
-    });
+    let evidence = AgentEvidence {
+        outcome: run.outcome.as_str().to_owned(),
+        cause: run.cause.clone(),
+        cost_usd: run.cost_usd,
+        diffstat: Some(status.diffstat),
+        run_diffstat: Some(run_diffstat),
+        policy_violations: violations.len(),
+    };
     let violation = step_policy::violation_text(&violations);
-    let mut manifest = context.manifest(run.outcome.as_str(), summary_json, artifacts);
+    let mut manifest = context.manifest(run.outcome.as_str(), &evidence, artifacts);
     let agent_time = run
         .supervised
         .ended_at

@@ -22,11 +22,11 @@ pub(super) fn execute(
         StopOutcome::Success => "success",
         StopOutcome::Failure => "failure",
     };
-    let manifest = context.manifest(
-        outcome,
-        serde_json::json!({ "stop": outcome, "reason": reason }),
-        Vec::new(),
-    );
+    let evidence = crate::artifacts::evidence::StopEvidence {
+        stop: outcome.to_owned(),
+        reason: reason.clone(),
+    };
+    let manifest = context.manifest(outcome, &evidence, Vec::new());
     let events = EventLog::read_all(&context.recorder.run_dir().events()).unwrap_or_default();
     // A failure says why: what failed since the last agent step began.
     let causes = match stop.outcome {

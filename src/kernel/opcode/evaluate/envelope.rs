@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 use serde::Deserialize as _;
 
 use super::harness_report::{cut_text, harness_report};
+use crate::artifacts::evidence::ValidationEvidence;
 use crate::artifacts::{ArtifactRole, EventLog, EventType, StepManifest, read_json};
 use crate::planner::input::{
     Evidence, HistoryEntry, Intent, Omitted, StepEntry, Transcript, Validation, WindowEntry,
 };
 use crate::planner::{EvaluationSummary, PlannerInput};
 use crate::workflow::model::{Evaluate, PromptSpec};
-use crate::workspace::DiffStat;
 
 /// The last step summaries the envelope carries.
 const PROVENANCE_WINDOW: usize = 3;
@@ -143,19 +143,6 @@ fn evaluation_summary(manifest: &StepManifest) -> Option<EvaluationSummary> {
     EvaluationSummary::deserialize(&manifest.evidence_summary).ok()
 }
 
-/// What an agent step's evidence summary says of its diff.
-#[derive(serde::Deserialize)]
-struct AgentDiff {
-    diffstat: DiffStat,
-}
-
-/// A step's recorded diffstat (`None` when it has none).
-fn recorded_diffstat(manifest: &StepManifest) -> Option<DiffStat> {
-    AgentDiff::deserialize(&manifest.evidence_summary)
-        .ok()
-        .map(|summary| summary.diffstat)
-}
-
 /// One step of the provenance window.
 fn window_entry(manifest: &StepManifest) -> WindowEntry {
     let summary = evaluation_summary(manifest);
@@ -163,7 +150,7 @@ fn window_entry(manifest: &StepManifest) -> WindowEntry {
         step_id: manifest.step_id.clone(),
         opcode: manifest.opcode.clone(),
         outcome: manifest.termination.clone(),
-        diff_summary: recorded_diffstat(manifest).map(|stat| stat.to_string()),
+        diff_summary: manifest.step_diffstat().map(|stat| stat.to_string()),
         risk_flags: summary
             .as_ref()
             .map(|summary| summary.decision.risk_flags.clone())
@@ -237,7 +224,7 @@ fn evidence(
     manifests: &[StepManifest],
     last_agent: Option<&StepManifest>,
 ) -> Evidence {
-    let diffstat = last_agent.and_then(recorded_diffstat);
+    let diffstat = last_agent.and_then(StepManifest::step_diffstat);
     Evidence {
         worktree_fingerprint: context
             .state
@@ -417,10 +404,9 @@ fn validation(context: &StepContext<'_>, manifests: &[StepManifest]) -> Validati
         .iter()
         .filter(|manifest| manifest.opcode == "RUN_VALIDATION")
     {
-        if let Ok(evidence) = ValidationEvidence::deserialize(&manifest.evidence_summary) {
-            summary.exit_codes.extend(evidence.exit_codes);
-            summary.timeouts.extend(evidence.timeouts);
-        }
+        let evidence = manifest.evidence::<ValidationEvidence>();
+        summary.exit_codes.extend(evidence.exit_codes);
+        summary.timeouts.extend(evidence.timeouts);
         let Some(report) = validation_report(context, manifest) else {
             continue;
         };
@@ -440,15 +426,6 @@ fn validation(context: &StepContext<'_>, manifests: &[StepManifest]) -> Validati
     }
     summary.missing_artifacts = missing.into_values().flatten().collect();
     summary
-}
-
-/// What a RUN_VALIDATION step's evidence summary says of its validators.
-#[derive(serde::Deserialize)]
-struct ValidationEvidence {
-    #[serde(default)]
-    exit_codes: BTreeMap<String, Option<i64>>,
-    #[serde(default)]
-    timeouts: Vec<String>,
 }
 
 /// What the envelope reads of a `validation_report.json`: per validator, its outcome, cause

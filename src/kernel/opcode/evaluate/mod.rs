@@ -148,11 +148,7 @@ fn routed(
         decision,
         worktree_fingerprint: fingerprint,
     };
-    let manifest = context.manifest(
-        status.as_str(),
-        serde_json::to_value(&summary).unwrap_or_default(),
-        artifacts,
-    );
+    let manifest = context.manifest(status.as_str(), &summary, artifacts);
     // The planner's change stays a violation until a ROLLBACK removes it.
     let mut report = StepReport::outcome(status);
     report.policy_violation = super::step_policy::violation_text(&decided.found.violations);

@@ -18,6 +18,7 @@ mod report;
 mod results;
 mod spawn;
 
+use crate::artifacts::evidence::{ValidationEvidence, summary_value};
 use crate::artifacts::{
     ArtifactEntry, ValidationOutcome, ValidatorNotStarted, ValidatorRecord, VisitDir,
     write_json_private,
@@ -104,7 +105,9 @@ pub(super) fn execute(
             if let Ok(mut result) =
                 report::finish(context, validation, &visit_dir, &baseline, checked, ran)
             {
-                result.manifest.evidence_summary["step_failed"] = error.to_string().into();
+                let mut evidence = result.manifest.evidence::<ValidationEvidence>();
+                evidence.step_failed = Some(error.to_string());
+                result.manifest.evidence_summary = summary_value(&evidence);
                 let _ = context.recorder.write_manifest(&result.manifest);
                 let _ = remove_guard_state(&guard_state);
             }

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crate::artifacts::VisitDir;
 use crate::artifacts::event_payload::{EvidenceTampered, RunnerCompleted};
+use crate::artifacts::evidence::ValidationEvidence;
 use crate::artifacts::{
     ArtifactEntry, ArtifactRole, EventPayload, RanValidation, ValidationOutcome, ValidationReport,
     write_json_new,
@@ -66,13 +67,11 @@ pub(super) fn finish(
     // are written either way.
     let changed = (!status.diffstat.is_empty()).then_some(&status.diffstat);
     let artifacts = listed_artifacts(context, changed.is_some(), &ran);
-    let mut summary = evidence_summary(&ran, outcome, proposed_goldens, violations.len());
-    if !caches_removed.is_empty() {
-        summary["tool_caches_removed"] = caches_removed.into();
-    }
-    if let Some(diffstat) = changed {
-        summary["diffstat"] = serde_json::to_value(diffstat).unwrap_or_default();
-    }
+    let summary = ValidationEvidence {
+        diffstat: changed.copied(),
+        tool_caches_removed: caches_removed,
+        ..evidence_summary(&ran, outcome, proposed_goldens, violations.len())
+    };
     let step = (context.step_id().to_owned(), context.visit);
     let fields = RunnerCompleted {
         outcome: Some(outcome),
@@ -87,7 +86,7 @@ pub(super) fn finish(
         Some((&step.0, step.1)),
         EventPayload::RunnerCompleted(fields),
     )?;
-    let manifest = context.manifest(outcome.as_str(), summary, artifacts);
+    let manifest = context.manifest(outcome.as_str(), &summary, artifacts);
     Ok(StepResult {
         report: StepReport {
             outcome,
@@ -210,30 +209,31 @@ fn evidence_summary(
     outcome: Outcome,
     proposed_goldens: bool,
     violations: usize,
-) -> serde_json::Value {
-    let exit_codes: serde_json::Map<String, serde_json::Value> = ran
+) -> ValidationEvidence {
+    let exit_codes = ran
         .iter()
-        .map(|result| (result.id.clone(), result.record.exit_code().into()))
+        .map(|result| (result.id.clone(), result.record.exit_code().map(i64::from)))
         .collect();
     // Why a validator has no exit code (a timeout, a refused entrypoint), for `runs show`.
-    let causes: serde_json::Map<String, serde_json::Value> = ran
+    let causes = ran
         .iter()
         .filter(|result| result.record.exit_code().is_none())
-        .map(|result| (result.id.clone(), result.record.cause().into()))
+        .map(|result| (result.id.clone(), result.record.cause().to_owned()))
         .collect();
-    let timeouts: Vec<&str> = ran
+    let timeouts = ran
         .iter()
         .filter(|result| result.outcome == Outcome::KilledTimeout)
-        .map(|result| result.id.as_str())
+        .map(|result| result.id.clone())
         .collect();
-    serde_json::json!({
-        "mechanical_outcome": outcome.as_str(),
-        "exit_codes": exit_codes,
-        "causes": causes,
-        "timeouts": timeouts,
-        "proposed_goldens": proposed_goldens,
-        "policy_violations": violations,
-    })
+    ValidationEvidence {
+        mechanical_outcome: outcome.as_str().to_owned(),
+        exit_codes,
+        causes,
+        timeouts,
+        proposed_goldens,
+        policy_violations: violations,
+        ..ValidationEvidence::default()
+    }
 }
 
 /// The step's outcome: a kill wins over an error, an error over completion.
