@@ -151,8 +151,8 @@ pub fn run(args: &ContextArgs) -> TnhResult {
 fn step_inputs(step_dir: &Path) -> Option<serde_json::Value> {
     let text =
         std::fs::read_to_string(step_dir.join(crate::artifacts::VisitDir::PROMPT_INPUTS)).ok()?;
-    let mut value = serde_json::from_str::<serde_json::Value>(&text).ok()?;
-    Some(value["inputs"].take()).filter(|inputs| !inputs.is_null())
+    let recorded = serde_json::from_str::<crate::artifacts::PromptInputs>(&text).ok()?;
+    Some(serde_json::Value::Object(recorded.inputs))
 }
 
 /// One line an input: its name and the start of its value (`inputs.json` has them in full).
