@@ -15,6 +15,21 @@
     }
     return null;
   }
+  // What the run is now, told under the summary (which is as loaded).
+  var states = {
+    step_started: "running", gate_requested: "waiting at a gate", run_completed: "completed",
+    run_failed: "failed", run_abandoned: "abandoned", run_interrupted: "stopped"
+  };
+  function moved(type) {
+    if (!states[type]) { return; }
+    var note = document.getElementById("moved");
+    if (note) {
+      note.textContent = "Since this page was loaded, the run is " + states[type] + ".";
+      note.hidden = false;
+    }
+    var waiting = document.getElementById("waiting");
+    if (waiting) { waiting.hidden = type !== "gate_requested"; }
+  }
   source.addEventListener("run", function (message) {
     var event = JSON.parse(message.data);
     if (event.event_type === "step_started" && !rowOf(event.step_id, event.visit)) {
@@ -30,6 +45,7 @@
       var found = rowOf(event.step_id, event.visit);
       if (found) { found.cells[2].textContent = event.outcome; }
     }
+    moved(event.event_type);
     if (event.ended) { source.close(); }
   });
 })();

@@ -98,9 +98,14 @@ pub(super) fn body(view: &RunView, links: Links) -> String {
     {
         let _ = write!(
             body,
-            "<p>It waits at a gate: <a href=\"/gates#run-{repo}-{}\">decide it</a>.</p>",
+            "<p id=\"waiting\">It waits at a gate: <a href=\"/gates#run-{repo}-{}\">decide it</a>.</p>",
             segment(&view.run_id)
         );
+    }
+    if let Links::Served(_) = links {
+        // Filled by live.js when the run moves on after the page was loaded: the summary
+        // above is as loaded.
+        body.push_str("<p id=\"moved\" class=\"note\" hidden></p>");
     }
     body.push_str("<h2>Workflow</h2>");
     let workflow = view

@@ -358,6 +358,16 @@ fn a_running_run_shows_its_next_step_without_a_reload() {
         browser.script("return window.notReloaded === true;"),
         json!(true)
     );
+    // The summary is as loaded; the note under it says where the run is now, and the
+    // invitation to decide the gate is gone.
+    browser.find_by(
+        "xpath",
+        "//p[@id='moved' and text()='Since this page was loaded, the run is completed.']",
+    );
+    assert_eq!(
+        browser.script("return document.getElementById('waiting').hidden;"),
+        json!(true)
+    );
     browser.script("document.getElementById('visits').scrollIntoView();");
     browser.screenshot("run-live");
 }
