@@ -165,6 +165,9 @@ pub(super) fn loose(common_dir: &Path) -> Result<BTreeMap<String, String>, Works
                 Ok(entry) => entry,
                 // No such namespace (yet): no loose refs in it.
                 Err(error) if error.depth() == 0 => break,
+                // A folder that went while it was listed: git removes a run's folders as it
+                // packs its refs (into `packed-refs`, read after the loose refs).
+                Err(error) if vanished(&error) => continue,
                 Err(error) => {
                     let path = error.path().unwrap_or(&dir).to_path_buf();
                     return Err(WorkspaceError::io("list", &path, error.into()));
@@ -186,6 +189,13 @@ pub(super) fn loose(common_dir: &Path) -> Result<BTreeMap<String, String>, Works
         }
     }
     Ok(refs)
+}
+
+/// Whether a walk's error is only a folder that went between its listing and its opening.
+fn vanished(error: &walkdir::Error) -> bool {
+    error
+        .io_error()
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// What a loose ref file says, as [`super::Listing`] keeps values.
@@ -263,6 +273,28 @@ pub(super) fn forget_before(common_dir: &Path, run_id: &str) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_folder_gone_when_the_walk_opens_it_is_passed_over_and_others_are_not() {
+        // walkdir opens a folder as it reaches it; a run's folder that git removed (its refs
+        // packed) since its parent was listed fails to open with NotFound, as a missing root
+        // does.
+        let root = tempfile::tempdir().unwrap();
+        let gone = walkdir::WalkDir::new(root.path().join("r1"))
+            .into_iter()
+            .next()
+            .unwrap()
+            .unwrap_err();
+        assert!(super::vanished(&gone), "{gone}");
+        // A loop of links is an error of another kind: it is reported, not passed over.
+        std::os::unix::fs::symlink(root.path(), root.path().join("loop")).unwrap();
+        let looped = walkdir::WalkDir::new(root.path())
+            .follow_links(true)
+            .into_iter()
+            .find_map(Result::err)
+            .unwrap();
+        assert!(!super::vanished(&looped), "{looped}");
+    }
+
     use super::*;
 
     #[test]
