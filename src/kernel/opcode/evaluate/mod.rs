@@ -58,12 +58,12 @@ pub(super) fn execute(
             "the planner was interrupted by the operator".into(),
         ));
     }
+    write_json_new(
+        &visit_dir.join(VisitDir::PLANNER_DECISION),
+        &decided.decision,
+    )?;
     if let Some(reason) = decided.illegal {
-        // The offending decision is evidence: saved, recorded, and the run ends (exit 4).
-        write_json_new(
-            &visit_dir.join(VisitDir::PLANNER_DECISION),
-            &decided.decision,
-        )?;
+        // The offending decision is evidence: saved above, recorded, and the run ends (exit 4).
         let path = crate::artifacts::RunDir::visit_file_relative(
             context.step_id(),
             context.visit,
@@ -75,10 +75,6 @@ pub(super) fn execute(
             path,
         });
     }
-    write_json_new(
-        &visit_dir.join(VisitDir::PLANNER_DECISION),
-        &decided.decision,
-    )?;
     routed(context, decided, artifacts)
 }
 
